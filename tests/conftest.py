@@ -1,0 +1,31 @@
+"""Shared test fixtures: paths to the repository's data and a tiny model factory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    return SHARED_DATA
+
+
+def tiny_config(position: str = "ape", vocab: int = 40, **overrides):
+    """A transformer-tiny ModelConfig with dropout off, for exact comparisons."""
+    from posenc.models.config import ModelConfig
+
+    pos = overrides.pop("position_params", {})
+    return ModelConfig.from_preset(
+        "transformer-tiny", vocab_size=vocab, dropout=0.0, position={"name": position, **pos}, **overrides
+    )

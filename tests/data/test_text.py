@@ -1,0 +1,106 @@
+"""Tests for posenc.data.text: strict UTF-8 reading, parallel files, atomic writing."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import pytest
+
+from posenc.data.text import read_lines, read_parallel, write_lines_atomic
+from posenc.errors import DataError
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(gzip.compress(data) if path.suffix == ".gz" else data)
+    return path
+
+
+@pytest.mark.parametrize("name", ["a.txt", "a.txt.gz"])
+def test_read_lines_strips_terminators(tmp_path: Path, name: str) -> None:
+    path = _write(tmp_path / name, "eins\r\nzwei ä\n\ndrei".encode())
+    assert read_lines(path) == ["eins", "zwei ä", "", "drei"]
+
+
+def test_read_lines_final_newline_empty_file_and_bom(tmp_path: Path) -> None:
+    assert read_lines(_write(tmp_path / "a.txt", b"x\ny\n")) == ["x", "y"]
+    assert read_lines(_write(tmp_path / "e.txt", b"")) == []
+    assert read_lines(_write(tmp_path / "b.txt", b"\xef\xbb\xbfhi\n")) == ["hi"]
+
+
+def test_read_lines_splits_only_on_newline(tmp_path: Path) -> None:
+    path = _write(tmp_path / "a.txt", "a\u2028b\x0cc\nd\n".encode())
+    assert read_lines(path) == ["a\u2028b\x0cc", "d"]
+
+
+@pytest.mark.parametrize("name", ["train.de", "train.de.gz"])
+def test_bad_utf8_names_file_and_line(tmp_path: Path, name: str) -> None:
+    path = _write(tmp_path / name, b"gut\nauch gut\nschl\xe4cht\n")
+    with pytest.raises(DataError) as err:
+        read_lines(path)
+    assert str(err.value) == f"{path}: line 3: invalid UTF-8 byte 0xe4 at column 5"
+
+
+def test_missing_and_corrupt_files(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"nope\.txt: no such file"):
+        read_lines(tmp_path / "nope.txt")
+    bad = _write(tmp_path / "bad.txt", b"not gzip at all")
+    bad_gz = bad.rename(tmp_path / "bad.gz")
+    with pytest.raises(DataError, match=r"bad\.gz: corrupt gzip file"):
+        read_lines(bad_gz)
+
+
+def test_read_parallel_pairs(tmp_path: Path) -> None:
+    src = _write(tmp_path / "s.en", b"a b\nc\n")
+    tgt = _write(tmp_path / "t.de.gz", "A B\nC \u00e4\n".encode())
+    assert read_parallel(src, tgt) == [("a b", "A B"), ("c", "C \u00e4")]
+
+
+def test_read_parallel_count_mismatch(tmp_path: Path) -> None:
+    src = _write(tmp_path / "s.en", b"a\nb\nc\n")
+    tgt = _write(tmp_path / "t.de", b"A\nB\n")
+    with pytest.raises(DataError) as err:
+        read_parallel(src, tgt)
+    assert str(err.value) == f"line counts differ: {src} has 3 lines, {tgt} has 2"
+
+
+def test_read_parallel_empty_lines(tmp_path: Path) -> None:
+    src = _write(tmp_path / "s.en", b"a\nb\nc\n")
+    tgt = _write(tmp_path / "t.de", b"A\n \t \nC\n")
+    with pytest.raises(DataError) as err:
+        read_parallel(src, tgt)
+    assert str(err.value) == f"{tgt}: line 2: empty line"
+    src2 = _write(tmp_path / "s2.en", b"a\nb\n\n")
+    with pytest.raises(DataError) as err:
+        read_parallel(src2, tgt)
+    assert str(err.value) == f"{tgt}: line 2: empty line"  # the earliest empty line wins
+    with pytest.raises(DataError) as err:
+        read_parallel(src2, _write(tmp_path / "t2.de", b"A\nB\nC\n"))
+    assert str(err.value) == f"{src2}: line 3: empty line"
+
+
+@pytest.mark.parametrize("name", ["out.txt", "out.txt.gz"])
+def test_write_lines_atomic_round_trip(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "sub" / name
+    write_lines_atomic(path, ["eins", "zwei ü", ""])
+    assert read_lines(path) == ["eins", "zwei ü", ""]
+    write_lines_atomic(path, (s for s in ["neu"]))
+    assert read_lines(path) == ["neu"]
+    assert sorted(os.listdir(path.parent)) == [name]  # no temp files left behind
+
+
+def test_write_lines_atomic_never_half_writes(tmp_path: Path) -> None:
+    path = tmp_path / "out.txt"
+    path.write_text("old\n")
+
+    def lines():
+        yield "first"
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError):
+        write_lines_atomic(path, lines())
+    with pytest.raises(DataError, match=r"out\.txt: line 2: text contains a line break"):
+        write_lines_atomic(path, ["ok", "bad\nline"])
+    assert path.read_text() == "old\n"
+    assert os.listdir(tmp_path) == ["out.txt"]

@@ -50,13 +50,24 @@ def naive_shaw(mha: MultiHeadAttention, hook: ShawHook, xq, xkv, q_pos, k_pos, a
     return mha.out_proj(out.reshape(b, lq, D)), logits
 
 
-def make(params: ShawParams) -> tuple[MultiHeadAttention, ShawHook]:
+def make(params: ShawParams) -> tuple[MultiHeadAttention, ShawRelativePosition]:
+    """One attention layer and a one-layer Shaw module (contexts built as the model builds them)."""
     mha = MultiHeadAttention(D, H).eval()
-    hook = ShawHook(DH, params)
+    rel = ShawRelativePosition(D, params, num_layers=1, num_heads=H)
     with torch.no_grad():  # non-zero biases so that a bias bug cannot hide
         for lin in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
             lin.bias.normal_(0, 0.1)
-    return mha, hook
+    return mha, rel
+
+
+def positions_of(kind: str, mask: torch.Tensor) -> torch.Tensor:
+    """default 0..L-1; shifted per row (SHAPE-like); gappy: strictly increasing with random gaps."""
+    pos = default_positions(mask)
+    if kind == "shifted":
+        return pos + torch.arange(mask.shape[0], dtype=torch.float32)[:, None] * 7
+    if kind == "gappy":
+        return torch.randint(1, 4, mask.shape).float().cumsum(1)
+    return pos
 
 
 VARIANTS = {
@@ -69,35 +80,38 @@ VARIANTS = {
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("causal", [False, True])
-def test_efficient_path_equals_naive_reference(variant: str, causal: bool) -> None:
+@pytest.mark.parametrize("kind", ["default", "shifted", "gappy"])
+def test_efficient_path_equals_naive_reference(variant: str, causal: bool, kind: str) -> None:
     params = VARIANTS[variant]
-    mha, hook = make(params)
+    mha, rel = make(params)
     b, length = 3, 7
     lengths = torch.tensor([7, 5, 2])  # right padding
     mask = torch.arange(length)[None, :] < lengths[:, None]
     x = torch.randn(b, length, D)
-    pos = default_positions(mask)
+    pos = positions_of(kind, mask)
     allowed = attention_bias(mask, length, causal=causal)
-    ctx = RelativeContext(relative_index(pos, pos, params.k))
     with torch.no_grad():
-        got = mha(x, x, allowed, hook, ctx)
-        expected, _ = naive_shaw(mha, hook, x, x, pos, pos, allowed, params.k)
+        got = mha(x, x, allowed, rel.hook(0), rel.context(pos, pos))
+        expected, _ = naive_shaw(mha, rel.hook(0), x, x, pos, pos, allowed, params.k)
+        # the general (B, 1, Lq, Lk) index context gives the same result
+        general = mha(x, x, allowed, rel.hook(0), RelativeContext(relative_index(pos, pos, params.k)))
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(general, expected, atol=1e-5, rtol=0)
 
 
-def test_incremental_query_against_longer_keys() -> None:
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_incremental_query_against_longer_keys(variant: str) -> None:
     """Decoder step: one query at position t against keys 0..t (Lq = 1 ≠ Lk), shifted positions."""
-    params = ShawParams(k=3)
-    mha, hook = make(params)
+    params = VARIANTS[variant]
+    mha, rel = make(params)
     b, lk = 2, 9
     x = torch.randn(b, lk, D)
     k_pos = default_positions(torch.ones(b, lk, dtype=torch.bool)) + 100.0  # absolute offset is irrelevant
     q_pos = k_pos[:, -1:]
     allowed = torch.ones(b, 1, 1, lk, dtype=torch.bool)
-    ctx = RelativeContext(relative_index(q_pos, k_pos, params.k))
     with torch.no_grad():
-        got = mha(x[:, -1:], x, allowed, hook, ctx)
-        expected, _ = naive_shaw(mha, hook, x[:, -1:], x, q_pos, k_pos, allowed, params.k)
+        got = mha(x[:, -1:], x, allowed, rel.hook(0), rel.context(q_pos, k_pos))
+        expected, _ = naive_shaw(mha, rel.hook(0), x[:, -1:], x, q_pos, k_pos, allowed, params.k)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
 
 
@@ -138,8 +152,8 @@ def test_keys_only_uses_fused_attention(monkeypatch: pytest.MonkeyPatch) -> None
     allowed = attention_bias(torch.ones(1, 4, dtype=torch.bool), 4, causal=True)
     for variant, fused in (("keys", True), ("keys+values", False), ("values", False)):
         calls.clear()
-        mha, hook = make(VARIANTS[variant])
-        mha(x, x, allowed, hook, RelativeContext(relative_index(pos, pos, 2)))
+        mha, rel = make(VARIANTS[variant])
+        mha(x, x, allowed, rel.hook(0), rel.context(pos, pos))
         assert calls == ([torch.float32] if fused else [])
 
 

@@ -11,6 +11,10 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+# Tiny models: one intra-op thread is fastest and avoids oversubscription on 2-core CI.
+torch.set_num_threads(1)
+
+
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)

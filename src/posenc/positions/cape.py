@@ -31,13 +31,14 @@ class CapeParams:
     max_local_shift: float = 0.5
     max_global_scaling: float = 1.0
     mean_normalize: bool = True
-    source_scale: float = 1.0
+    source_scale: float = 0.0  # α; 0 = auto: the translation pipeline sets it from the corpus
+    source_bos: bool = True  # prepend BOS to the source in translation (§5.3)
 
     def __post_init__(self) -> None:
         require(self.max_global_shift >= 0, f"cape.max_global_shift must be >= 0, got {self.max_global_shift}")
         require(self.max_local_shift >= 0, f"cape.max_local_shift must be >= 0, got {self.max_local_shift}")
         require(self.max_global_scaling >= 1, f"cape.max_global_scaling (λmax) must be >= 1, got {self.max_global_scaling}")
-        require(self.source_scale > 0, f"cape.source_scale (α) must be > 0, got {self.source_scale}")
+        require(self.source_scale >= 0, f"cape.source_scale (α) must be >= 0 (0 = auto), got {self.source_scale}")
 
 
 def mean_normalize(positions: Tensor, mask: Tensor) -> Tensor:
@@ -57,6 +58,7 @@ class CapeAugmentation(Augmentation):
     def __init__(self, params: CapeParams, **_: Any) -> None:
         super().__init__()
         self.params = params
+        self.prepend_source_bos = params.source_bos
 
     def draw_global(self, batch: int, like: Tensor) -> tuple[Tensor, Tensor]:
         """(Δ, λ) per sequence, each ``(B, 1)``."""
@@ -76,7 +78,7 @@ class CapeAugmentation(Augmentation):
         return self._augment(pos, *self.draw_global(pos.shape[0], pos))
 
     def pair(self, src_pos: Tensor, src_mask: Tensor, tgt_pos: Tensor, tgt_mask: Tensor) -> tuple[Tensor, Tensor]:
-        src = src_pos * self.params.source_scale
+        src = src_pos * (self.params.source_scale or 1.0)
         if self.params.mean_normalize:
             src = mean_normalize(src, src_mask)
         if not self.training:

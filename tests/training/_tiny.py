@@ -1,0 +1,55 @@
+"""Tiny models, data and configs shared by the training tests (CPU, a few ms per step)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+import torch
+
+from posenc.data.batching import Batch, collate, token_batches
+from posenc.models.config import ModelConfig
+from posenc.models.seq2seq import Seq2SeqTransformer
+from posenc.training import TrainConfig
+
+PAD, BOS, EOS, VOCAB = 0, 2, 3, 24
+
+
+def tiny_model(dropout: float = 0.0, position: str = "ape", seed: int = 0) -> Seq2SeqTransformer:
+    torch.manual_seed(seed)
+    cfg = ModelConfig.from_preset(
+        "transformer-tiny", vocab_size=VOCAB, dropout=dropout, encoder_layers=1, decoder_layers=1,
+        d_model=16, heads=2, d_ff=32, position={"name": position},
+    )
+    return Seq2SeqTransformer(cfg, pad_id=PAD)
+
+
+def random_pairs(n: int, seed: int = 0, lo: int = 2, hi: int = 7) -> list[tuple[list[int], list[int]]]:
+    rng = random.Random(seed)
+    def seq() -> list[int]:
+        return [rng.randrange(4, VOCAB) for _ in range(rng.randint(lo, hi))]
+    return [(seq(), seq()) for _ in range(n)]
+
+
+def batch_of(pairs: list[tuple[list[int], list[int]]], indices: list[int] | None = None) -> Batch:
+    idx = indices if indices is not None else list(range(len(pairs)))
+    return collate([p[0] for p in pairs], [p[1] for p in pairs], PAD, BOS, EOS, idx)
+
+
+def batches_fn(pairs: list[tuple[list[int], list[int]]], max_tokens: int, seed: int = 1) -> Callable[[int, int, int], list[Batch]]:
+    """Shuffled token-bounded batches, a pure function of (epoch, rank, world_size)."""
+    src_lens = [len(s) for s, _ in pairs]
+    tgt_lens = [len(t) + 1 for _, t in pairs]
+
+    def make(epoch: int, rank: int, world_size: int) -> list[Batch]:
+        groups = token_batches(src_lens, tgt_lens, max_tokens, True, seed, epoch, rank, world_size)
+        return [batch_of([pairs[i] for i in g], g) for g in groups]
+
+    return make
+
+
+def train_config(**overrides: Any) -> TrainConfig:
+    base = dict(seed=3, max_steps=4, update_freq=1, lr=1.0, warmup=4, device="cpu", log_every=1,
+                validate_every=0, save_every=0, keep_last=0, label_smoothing=0.1)
+    base.update(overrides)
+    return TrainConfig(**base)

@@ -1,0 +1,92 @@
+"""DDP on CPU: 2 Gloo processes on halves of a global batch = 1 process on the whole batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from safetensors.torch import load_file, save_file
+
+from posenc.training import Trainer
+
+from ._tiny import batch_of, random_pairs, tiny_model, train_config
+
+WORLD = 2
+PAIRS = random_pairs(12, seed=4)
+# two global batches of 6 pairs; rank r gets pairs r::2 of each (different padded widths)
+GLOBAL = [PAIRS[:6], PAIRS[6:]]
+
+
+def _cfg():
+    return train_config(max_steps=2, update_freq=1, save_every=2, keep_last=1, log_every=1)
+
+
+def _worker(rank: int, port: int, out: str) -> None:
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank))
+    model = tiny_model()
+
+    def shard(epoch: int, r: int, world: int):
+        assert (r, world) == (rank, WORLD)
+        return [batch_of(g[r::world]) for g in GLOBAL]
+
+    trainer = Trainer(model, _cfg(), Path(out) / "run")
+    assert trainer.dist.world_size == WORLD and trainer.dist.rank == rank
+    result = trainer.fit(shard, resume=False)
+    assert not dist.is_initialized()  # the trainer destroyed the group it created
+    grads = {f"grad.{n}": p.grad.contiguous() for n, p in model.named_parameters()}
+    weights = {f"weight.{n}": p.detach().contiguous() for n, p in model.named_parameters()}
+    save_file({**grads, **weights}, os.path.join(out, f"rank{rank}.safetensors"))
+    Path(out, f"rank{rank}.json").write_text(json.dumps([r["loss"] for r in result.train]))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="torch.distributed/gloo not available")
+def test_two_gloo_ranks_equal_one_process(tmp_path: Path) -> None:
+    mp.spawn(_worker, args=(_free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+
+    model = tiny_model()
+    single = Trainer(model, _cfg(), tmp_path / "single")
+    assert single.dist.world_size == 1
+    result = single.fit(lambda e, r, w: [batch_of(g) for g in GLOBAL], resume=False)
+    ranks = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in range(WORLD)]
+    for name, p in model.named_parameters():
+        for got in ranks:
+            torch.testing.assert_close(got[f"grad.{name}"], p.grad, atol=1e-6, rtol=0, msg=name)
+            # see test_accumulating_...: Adam turns rounding noise of ~zero gradients into ±lr
+            if p.grad.abs().max() > 1e-5:
+                torch.testing.assert_close(got[f"weight.{name}"], p.detach(), atol=1e-6, rtol=0, msg=name)
+    losses = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD)]
+    assert losses[0] == pytest.approx([r["loss"] for r in result.train], abs=1e-6)
+    assert losses[0] == losses[1]  # the logged loss is the global one on every rank
+    # only rank 0 wrote logs and checkpoints, once
+    assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == ["ckpt_00000002"]
+    assert len((tmp_path / "run" / "train.csv").read_text().splitlines()) == 3
+
+
+def test_environment_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
+    from posenc.errors import ConfigError
+    from posenc.training.distributed import init_distributed
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "5")
+    with pytest.raises(ConfigError, match="RANK=5 is outside"):
+        init_distributed(use_cuda=False)
+    monkeypatch.setenv("RANK", "one")
+    with pytest.raises(ConfigError, match="RANK='one' is not an integer"):
+        init_distributed(use_cuda=False)
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    info = init_distributed(use_cuda=False)
+    assert (info.rank, info.world_size, info.enabled, info.is_main) == (0, 1, False, True)

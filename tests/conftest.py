@@ -30,6 +30,5 @@ def tiny_config(position: str = "ape", vocab: int = 40, **overrides):
     from posenc.models.config import ModelConfig
 
     pos = overrides.pop("position_params", {})
-    return ModelConfig.from_preset(
-        "transformer-tiny", vocab_size=vocab, dropout=0.0, position={"name": position, **pos}, **overrides
-    )
+    kwargs = {"dropout": 0.0, **overrides}
+    return ModelConfig.from_preset("transformer-tiny", vocab_size=vocab, position={"name": position, **pos}, **kwargs)

@@ -8,6 +8,7 @@ silently ignored key.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import types
 import typing
@@ -139,7 +140,7 @@ def merge_overrides(data: dict[str, Any], overrides: list[str], cls: type | None
     ``_resolve_alias(path) -> path`` hook (e.g. ``model.position.max_shift`` →
     ``model.position.shape.max_shift``).
     """
-    out = yaml.safe_load(yaml.safe_dump(data)) or {}
+    out = copy.deepcopy(data) if data else {}
     for text in overrides:
         path, value = parse_override(text)
         if cls is not None:
@@ -166,6 +167,17 @@ def resolve_path(cls: type, path: list[str], data: dict[str, Any]) -> list[str]:
         child = data.get(head) if isinstance(data.get(head), dict) else {}
         return [head, *resolve_path(sub, rest, child)]
     return path
+
+
+def apply_mapping(data: dict[str, Any], mapping: dict[str, Any], cls: type | None = None) -> dict[str, Any]:
+    """Like :func:`merge_overrides` with ``{"a.b": value}`` instead of ``["a.b=value"]`` strings."""
+    out = copy.deepcopy(data) if data else {}
+    for key, value in mapping.items():
+        path = str(key).split(".")
+        if cls is not None:
+            path = resolve_path(cls, path, out)
+        _set_path(out, path, value)
+    return out
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from posenc.data.text import read_lines
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.config import RunConfig
 from posenc.pipeline.prepare import load_meta, prepare
-from posenc.training.distributed import _env_int
+from posenc.training.distributed import env_int
 from posenc.training.trainer import train
 
 
@@ -68,7 +68,7 @@ def train_run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer.from_file(data_dir / "spm.model")
-    is_main = _env_int("RANK", 0) == 0
+    is_main = env_int("RANK", 0) == 0
     if is_main:
         save_yaml(cfg, out / "config.yaml")
         shutil.copyfile(data_dir / "spm.model", out / "spm.model")

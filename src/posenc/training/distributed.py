@@ -32,7 +32,7 @@ class DistInfo:
         return self.world_size > 1
 
 
-def _env_int(name: str, default: int) -> int:
+def env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -45,11 +45,11 @@ def _env_int(name: str, default: int) -> int:
 def init_distributed(use_cuda: bool) -> DistInfo:
     """Join (or create) the default process group described by the environment."""
     if dist.is_available() and dist.is_initialized():
-        return DistInfo(dist.get_rank(), dist.get_world_size(), _env_int("LOCAL_RANK", 0), owns_group=False)
-    world = _env_int("WORLD_SIZE", 1)
+        return DistInfo(dist.get_rank(), dist.get_world_size(), env_int("LOCAL_RANK", 0), owns_group=False)
+    world = env_int("WORLD_SIZE", 1)
     if world <= 1:
         return DistInfo()
-    rank, local = _env_int("RANK", 0), _env_int("LOCAL_RANK", 0)
+    rank, local = env_int("RANK", 0), env_int("LOCAL_RANK", 0)
     if not 0 <= rank < world:
         raise ConfigError(f"RANK={rank} is outside 0..WORLD_SIZE-1 (WORLD_SIZE={world})")
     if not dist.is_available():

@@ -1,0 +1,183 @@
+"""Experiment report: a results table like SHAPE Table 2 (mean ± std over seeds) and the
+papers' analyses for each setting, all under ``root/report``."""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from posenc import analysis
+from posenc.analysis.common import Buckets
+from posenc.data import settings as data_settings
+from posenc.data.corpora import Pair
+from posenc.data.text import read_lines
+from posenc.experiments.config import ExperimentConfig
+from posenc.experiments.runner import run_config
+from posenc.pipeline.prepare import load_meta
+from posenc.pipeline.run import LoadedRun, decode_options, load_run
+
+log = logging.getLogger("posenc")
+
+
+def mean_std(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: str = "test") -> str:
+    """Markdown: one row per method, BLEU per setting (mean ± std over seeds), size and time."""
+    cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in results:
+        cells.setdefault((r["method"], r["setting"]), []).append(r)
+    settings = list(exp.settings)
+    head = f"| method | {' | '.join(f'{s} BLEU' for s in settings)} | params | train s (first setting) |"
+    lines = [head, "|" + "---|" * (len(settings) + 3)]
+    for method in exp.methods:
+        bleu = [mean_std([r["scores"][split]["bleu"] for r in cells.get((method, s), [])]) if cells.get((method, s)) else "–" for s in settings]
+        first = cells.get((method, settings[0]), [{}])[0].get("summary", {})
+        lines.append(f"| {method} | {' | '.join(bleu)} | {first.get('params', '–'):,} | {first.get('wall_s', '–')} |")
+    return "\n".join(lines)
+
+
+class SettingView:
+    """First-seed runs of one setting, loaded lazily, with the prepared test data."""
+
+    def __init__(self, exp: ExperimentConfig, setting: str) -> None:
+        self.exp, self.setting = exp, setting
+        self.cfgs = {m: run_config(exp, setting, m, exp.seeds[0]) for m in exp.methods}
+        base_cfg = self.cfgs[exp.baseline_label]
+        self.data_dir = Path(base_cfg.prepared_dir)
+        self.meta = load_meta(self.data_dir)
+        self.src, self.ref = read_lines(self.data_dir / "test.src"), read_lines(self.data_dir / "test.tgt")
+        self._runs: dict[str, LoadedRun] = {}
+
+    def run(self, method: str) -> LoadedRun:
+        if method not in self._runs:
+            self._runs[method] = load_run(self.cfgs[method].out_dir)
+        return self._runs[method]
+
+    @property
+    def tok(self):  # noqa: ANN201 - the baseline's tokenizer (all runs of a setting share it)
+        return self.run(self.exp.baseline_label).tokenizer
+
+    def hyps(self, method: str) -> list[str]:
+        cfg = self.cfgs[method]
+        return read_lines(Path(cfg.out_dir) / "translations" / f"test.beam{cfg.decode.beam}.hyp")
+
+    def models(self) -> dict[str, torch.nn.Module]:
+        return {m: self.run(m).model for m in self.exp.methods}
+
+    def lengths(self, texts: list[str]) -> list[int]:
+        return [len(self.tok.encode(t)) for t in texts]
+
+    def pairs(self, src: list[str], tgt: list[str]) -> list[tuple[list[int], list[int]]]:
+        bos = self.run(self.exp.baseline_label).prepend_src_bos
+        return [(([self.tok.bos_id] if bos else []) + self.tok.encode(s), self.tok.encode(t)) for s, t in zip(src, tgt)]
+
+
+def _length_buckets(view: SettingView) -> Buckets:
+    width = int(view.exp.analysis_options.get("bucket_width", 10))
+    longest = max(view.lengths(view.src), default=width)
+    return Buckets.uniform(width, max(width, (longest // width) * width))
+
+
+def an_length_bleu(v: SettingView, out: Path) -> None:
+    hyps = {m: v.hyps(m) for m in v.exp.methods}
+    analysis.ANALYSES["length_bleu"](v.lengths(v.src), v.ref, hyps, out, _length_buckets(v),
+                                     baseline=v.exp.baseline_label, train_max=v.meta["train"]["max_src_len"])
+
+
+def an_bootstrap(v: SettingView, out: Path) -> None:
+    n = int(v.exp.analysis_options.get("bootstrap_samples", 1000))
+    analysis.ANALYSES["bootstrap"]({m: v.hyps(m) for m in v.exp.methods}, v.ref, out, n_samples=n)
+
+
+def an_length_diff(v: SettingView, out: Path) -> None:
+    hyp_lengths = {m: v.lengths(v.hyps(m)) for m in v.exp.methods}
+    analysis.ANALYSES["length_diff"](v.lengths(v.src), v.lengths(v.ref), hyp_lengths, out, _length_buckets(v),
+                                     train_max=v.meta["train"]["max_src_len"])
+
+
+def an_shift_invariance(v: SettingView, out: Path) -> None:
+    n = int(v.exp.analysis_options.get("shift_sentences", 100))
+    sources = [s for s, _ in v.pairs(v.src[:n], v.ref[:n])]
+    analysis.ANALYSES["shift_invariance"](v.models(), sources, out, pad_id=v.tok.pad_id)
+
+
+def an_speed(v: SettingView, out: Path) -> None:
+    runs = {m: v.cfgs[m].out_dir for m in v.exp.methods}
+    params = {m: sum(p.numel() for p in v.run(m).model.parameters()) for m in v.exp.methods}
+    analysis.ANALYSES["speed"](runs, out, baseline=v.exp.baseline_label, params=params)
+
+
+def an_tokenwise(v: SettingView, out: Path) -> None:
+    train_tgt = read_lines(v.data_dir / "train.tgt")
+    counts = analysis.tokenwise.token_counts(v.tok.encode(t) for t in train_tgt)
+    base = v.exp.baseline_label
+    for m in v.exp.methods:
+        if m != base:
+            analysis.ANALYSES["tokenwise"](v.run(m).model, v.run(base).model, v.pairs(v.src, v.ref), counts,
+                                           out / f"tokenwise_{m}", v.tok.bos_id, v.tok.eos_id, v.tok.pad_id, names=(m, base))
+
+
+def an_position_nll(v: SettingView, out: Path) -> None:
+    """CAPE Fig. 8 on test pairs stacked until the target has >= ``stack_tokens`` tokens."""
+    min_tokens = int(v.exp.analysis_options.get("stack_tokens", 300))
+    pairs = [Pair(s, t) for s, t in zip(v.src, v.ref)]
+    stacked = data_settings.stack(pairs, min_tokens, length_fn=lambda s: len(v.tok.encode(s)))
+    if not stacked:
+        log.warning("position_nll: the test set is too small to stack to %d target tokens", min_tokens)
+        return
+    analysis.ANALYSES["position_nll"](v.models(), v.pairs([p.src for p in stacked], [p.tgt for p in stacked]), out,
+                                      v.tok.bos_id, v.tok.eos_id, v.tok.pad_id, train_max=v.meta["train"]["max_tgt_len"])
+
+
+def an_swapped(v: SettingView, out: Path) -> None:
+    """SHAPE Table 1, on the INTERPOLATE test set (groups of sentences joined by <sep>)."""
+    from posenc.decoding.translate import translate_lines
+
+    sep = " <sep> "
+    groups = [analysis.swapped.make_groups(s.split(sep), t.split(sep), len(s.split(sep)))[0]
+              for s, t in zip(v.src, v.ref) if s.count(sep) == t.count(sep) and sep in s]
+    if not groups:
+        log.info("swapped: setting %s has no <sep>-joined groups; skipped", v.setting)
+        return
+
+    def translator(m: str) -> Callable[[list[str]], list[str]]:
+        r = v.run(m)
+        return lambda lines: list(translate_lines(r.model, r.tokenizer, lines, **decode_options(r.cfg.decode, r)))
+
+    analysis.ANALYSES["swapped"](groups, {m: translator(m) for m in v.exp.methods}, out)
+
+
+REPORT_ANALYSES: dict[str, Callable[[SettingView, Path], None]] = {
+    "length_bleu": an_length_bleu, "bootstrap": an_bootstrap, "length_diff": an_length_diff,
+    "shift_invariance": an_shift_invariance, "speed": an_speed, "tokenwise": an_tokenwise,
+    "position_nll": an_position_nll, "swapped": an_swapped,
+}
+
+
+def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]]) -> Path:
+    """``report/README.md`` with the results table and, per setting, every requested analysis."""
+    report = exp.root / "report"
+    report.mkdir(parents=True, exist_ok=True)
+    md = [f"# {exp.name}", "", exp.description, "", f"## Test BLEU (sacreBLEU, seeds {exp.seeds})", "",
+          results_table(exp, results), ""]
+    for setting in exp.settings:
+        view = SettingView(exp, setting)
+        md += [f"## {setting}", ""]
+        for name in exp.analyses:
+            out = report / setting / name
+            out.mkdir(parents=True, exist_ok=True)
+            with torch.inference_mode():
+                REPORT_ANALYSES[name](view, out)
+            md += [f"### {name}", ""] + [f"![{p.stem}]({p.relative_to(report)})" for p in sorted(out.rglob("*.png"))]
+            md += [(p.read_text(encoding="utf-8")) for p in sorted(out.rglob("*.md"))] + [""]
+    (report / "README.md").write_text("\n".join(md), encoding="utf-8")
+    return report

@@ -1,0 +1,105 @@
+"""Run an experiment grid run by run (resumable), then write its report.
+
+Layout under ``root``: ``data/<setting>-<hash>/`` (prepared once, shared by methods and
+seeds), ``<setting>/<method>/seed<N>/`` (a run directory with ``results.json`` once done),
+``report/`` (Markdown tables and every PNG).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from posenc.config import apply_mapping, from_dict, load_config, to_dict
+from posenc.experiments.config import ExperimentConfig
+from posenc.pipeline.config import RunConfig
+
+log = logging.getLogger("posenc")
+
+
+def run_config(exp: ExperimentConfig, setting: str, method: str, seed: int) -> RunConfig:
+    """Base config + setting overrides + method overrides + seed, with its directories."""
+    data = apply_mapping(exp.base, exp.settings[setting], RunConfig)
+    data = apply_mapping(data, exp.methods[method], RunConfig)
+    data = apply_mapping(data, {"train.seed": seed}, RunConfig)
+    cfg = from_dict(RunConfig, data)
+    key = hashlib.sha256(json.dumps(to_dict(cfg.data), sort_keys=True).encode()).hexdigest()[:8]
+    data["out_dir"] = str(exp.root / setting / method / f"seed{seed}")
+    data["data_dir"] = str(exp.root / "data" / f"{setting}-{key}")
+    return from_dict(RunConfig, data)
+
+
+def grid(exp: ExperimentConfig) -> list[tuple[str, str, int]]:
+    return [(s, m, seed) for s in exp.settings for m in exp.methods for seed in exp.seeds]
+
+
+def run_translation(exp: ExperimentConfig, setting: str, method: str, seed: int) -> dict[str, Any]:
+    """Train and score one grid cell unless its results.json exists."""
+    from posenc.pipeline.run import load_run, translate_split
+    from posenc.pipeline.train import train_run
+
+    cfg = run_config(exp, setting, method, seed)
+    done = Path(cfg.out_dir) / "results.json"
+    if done.is_file():
+        return json.loads(done.read_text(encoding="utf-8"))
+    log.info("== %s / %s / seed %d -> %s", setting, method, seed, cfg.out_dir)
+    summary = train_run(cfg)
+    loaded = load_run(cfg.out_dir)
+    scores = {split: translate_split(loaded, split) for split in exp.splits}
+    result = {"setting": setting, "method": method, "seed": seed, "summary": summary, "scores": scores}
+    done.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return result
+
+
+def run_translation_grid(exp: ExperimentConfig) -> Path:
+    from posenc.experiments.report import write_translation_report
+
+    results = [run_translation(exp, s, m, seed) for s, m, seed in grid(exp)]
+    return write_translation_report(exp, results)
+
+
+def _vision(exp: ExperimentConfig) -> Path:
+    from posenc.vision import run_vision_experiment
+
+    return run_vision_experiment(exp)
+
+
+def _speech(exp: ExperimentConfig) -> Path:
+    from posenc.speech import run_speech_experiment
+
+    return run_speech_experiment(exp)
+
+
+TASKS: dict[str, Callable[[ExperimentConfig], Path]] = {
+    "translation": run_translation_grid,
+    "vision": _vision,
+    "speech": _speech,
+}
+
+
+def find_experiment(name_or_path: str) -> Path:
+    """A YAML path, or the name of a shipped config under ``configs/experiments``."""
+    from posenc.errors import ConfigError
+
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        return path
+    repo_configs = Path(__file__).resolve().parents[3] / "configs"
+    for candidate in (repo_configs / "experiments" / f"{name_or_path}.yaml", repo_configs / f"{name_or_path}.yaml"):
+        if candidate.is_file():
+            return candidate
+    known = sorted(p.stem for p in (repo_configs / "experiments").glob("*.yaml"))
+    raise ConfigError(f"unknown experiment {name_or_path!r} (shipped: {', '.join(known)}; or give a YAML path)")
+
+
+def run_experiment(name_or_path: str, overrides: list[str] | None = None) -> Path:
+    exp = load_config(ExperimentConfig, find_experiment(name_or_path), overrides)
+    if exp.task not in TASKS:
+        from posenc.errors import ConfigError
+
+        raise ConfigError(f"experiment.task must be one of {', '.join(TASKS)}, got {exp.task!r}")
+    return TASKS[exp.task](exp)

@@ -18,6 +18,7 @@ from posenc.data.corpora import Pair
 from posenc.data.text import read_lines
 from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.runner import run_config
+from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.prepare import load_meta
 from posenc.pipeline.run import LoadedRun, decode_options, load_run
 
@@ -107,7 +108,8 @@ def an_length_diff(v: SettingView, out: Path) -> None:
 def an_shift_invariance(v: SettingView, out: Path) -> None:
     n = int(v.exp.analysis_options.get("shift_sentences", 100))
     sources = [s for s, _ in v.pairs(v.src[:n], v.ref[:n])]
-    analysis.ANALYSES["shift_invariance"](v.models(), sources, out, pad_id=v.tok.pad_id)
+    models = {m: model for m, model in v.models().items() if isinstance(model, Seq2SeqTransformer)}  # not RNN-NMT
+    analysis.ANALYSES["shift_invariance"](models, sources, out, pad_id=v.tok.pad_id)
 
 
 def an_speed(v: SettingView, out: Path) -> None:

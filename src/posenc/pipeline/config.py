@@ -7,8 +7,10 @@ from typing import Any
 
 from posenc.config import require
 from posenc.models.config import ModelConfig
+from posenc.models.rnn_nmt import RNNConfig
 from posenc.training.config import TrainConfig
 
+ARCHS = ("transformer", "rnn-nmt")
 SETTINGS = ("vanilla", "extrapolate", "interpolate")
 LENGTH_SPLITS = ("", "short", "middle", "long")
 
@@ -61,12 +63,15 @@ class RunConfig:
     out_dir: str = "runs/default"
     data_dir: str = ""  # prepared data; default OUT_DIR/data (experiments share one per setting)
     data: DataConfig = field(default_factory=DataConfig)
+    arch: str = "transformer"  # transformer | rnn-nmt (Neishi's RNN baseline, configured by ``rnn``)
     model: ModelConfig = field(default_factory=lambda: ModelConfig(preset="transformer-small"))
+    rnn: RNNConfig = field(default_factory=RNNConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
     def __post_init__(self) -> None:
         require(bool(self.out_dir), "out_dir must not be empty")
+        require(self.arch in ARCHS, f"arch must be one of {', '.join(ARCHS)}, got {self.arch!r}")
 
     @property
     def prepared_dir(self) -> str:

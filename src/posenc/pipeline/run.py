@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from posenc.config import from_dict, load_yaml
 from posenc.data.spm import Tokenizer
@@ -19,16 +20,15 @@ from posenc.data.text import read_lines
 from posenc.decoding.translate import translate_file
 from posenc.errors import CheckpointError
 from posenc.evaluation.metrics import corpus_scores
-from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.config import DecodeConfig, RunConfig
-from posenc.pipeline.train import source_bos
+from posenc.pipeline.train import build_model, source_bos
 from posenc.training import checkpoint as ck
 
 
 @dataclass
 class LoadedRun:
     cfg: RunConfig
-    model: Seq2SeqTransformer
+    model: nn.Module
     tokenizer: Tokenizer
     checkpoint: Path
 
@@ -58,7 +58,7 @@ def load_run(run_dir: str | Path, checkpoint: str = "auto", device: str = "cpu")
         raise CheckpointError(f"{run_dir}: not a run directory (no config.yaml)")
     cfg = from_dict(RunConfig, load_yaml(run_dir / "config.yaml"))
     tok = Tokenizer.from_file(run_dir / "spm.model")
-    model = Seq2SeqTransformer(cfg.model, pad_id=tok.pad_id)
+    model = build_model(cfg, tok.pad_id)
     path = find_checkpoint(run_dir, checkpoint)
     ck.restore_model(model, ck.load_checkpoint(path, with_optimizer=False))
     return LoadedRun(cfg, model.to(device).eval(), tok, path)

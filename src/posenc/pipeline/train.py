@@ -11,12 +11,15 @@ import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+from torch import nn
 
 from posenc.config import save_yaml, to_dict
 from posenc.data.batching import Batch, collate, token_batches
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
+from posenc.models.rnn_nmt import RNNNMT
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.config import RunConfig
 from posenc.pipeline.prepare import load_meta, prepare
@@ -49,16 +52,31 @@ def resolve_model_config(cfg: RunConfig, meta: dict[str, Any]) -> RunConfig:
     pos = cfg.model.position
     if pos.cape.source_scale == 0.0:
         pos = replace(pos, cape=replace(pos.cape, source_scale=float(meta["alpha"])))
-    model = replace(cfg.model, vocab_size=int(meta["vocab_size"]), position=pos)
-    return replace(cfg, model=model)
+    vocab = int(meta["vocab_size"])
+    model = replace(cfg.model, vocab_size=vocab, position=pos)
+    return replace(cfg, model=model, rnn=replace(cfg.rnn, vocab_size=vocab))
 
 
-def build_model(cfg: RunConfig, tok: Tokenizer) -> Seq2SeqTransformer:
-    return Seq2SeqTransformer(cfg.model, pad_id=tok.pad_id)
+#: Architecture name → builder(run config, pad id); every model follows the decoding protocol
+#: (forward / encode / init_state / step) of Seq2SeqTransformer.
+ARCH_BUILDERS: dict[str, Callable[[RunConfig, int], nn.Module]] = {
+    "transformer": lambda cfg, pad: Seq2SeqTransformer(cfg.model, pad_id=pad),
+    "rnn-nmt": lambda cfg, pad: RNNNMT(cfg.rnn, pad_id=pad),
+}
 
 
-def source_bos(model: Seq2SeqTransformer) -> bool:
-    return bool(model.augment is not None and model.augment.prepend_source_bos)
+def build_model(cfg: RunConfig, pad_id: int) -> nn.Module:
+    return ARCH_BUILDERS[cfg.arch](cfg, pad_id)
+
+
+def model_width(cfg: RunConfig) -> int:
+    """d_model for the Noam schedule (the RNN's hidden size for rnn-nmt)."""
+    return cfg.model.d_model if cfg.arch == "transformer" else cfg.rnn.hidden
+
+
+def source_bos(model: nn.Module) -> bool:
+    augment = getattr(model, "augment", None)
+    return bool(augment is not None and augment.prepend_source_bos)
 
 
 def train_run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
@@ -72,14 +90,15 @@ def train_run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
     if is_main:
         save_yaml(cfg, out / "config.yaml")
         shutil.copyfile(data_dir / "spm.model", out / "spm.model")
-    model = build_model(cfg, tok)
+    model = build_model(cfg, tok.pad_id)
     bos = source_bos(model)
     train_split = EncodedSplit(tok, data_dir, "train", bos)
     valid = EncodedSplit(tok, data_dir, "valid", bos).batches(cfg.train.max_tokens, False, 0, 0)
     tc = cfg.train
     batches_fn = lambda epoch, rank, world: train_split.batches(tc.max_tokens, True, tc.seed, epoch, rank, world)  # noqa: E731
-    sections = {"data": to_dict(cfg.data), "model": to_dict(cfg.model)}
-    result = train(model, batches_fn, tc, out, valid_batches=valid or None, resume=resume, config=sections)
+    sections = {"data": to_dict(cfg.data), "model": to_dict(cfg.model if cfg.arch == "transformer" else cfg.rnn)}
+    result = train(model, batches_fn, tc, out, valid_batches=valid or None, resume=resume, config=sections,
+                   d_model=model_width(cfg))
     n_params = sum(p.numel() for p in model.parameters())
     summary = {
         "steps": result.state.step, "epochs": result.state.epoch, "tokens": result.state.tokens,

@@ -6,6 +6,11 @@ Paths (chosen per call, all numerically equal to the textbook definition):
 * no hook, or a hook with a score term only → fused ``scaled_dot_product_attention``; the
   score term (Shaw's a^K, Eq. 5 first split) enters as an additive float bias;
 * a hook with a value term (Shaw's a^V) → explicit softmax, since the value term needs α_ij.
+  The default ("fast") explicit path scales q before the products (so the score term comes out
+  scaled), adds the score term and the mask in place into the fresh logits, and adds the value term
+  in place into α·V, so only α (B, H, Lq, Lk) is kept for backward; ``explicit_path = "reference"``
+  keeps the textbook order of operations (used as the reference in tests/bench). FlexAttention is
+  not used: in torch 2.13 it has no CPU backward and does not return α for the value term.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ def attention_bias(key_mask: Tensor, lq: int, causal: bool, offset: int = 0) -> 
 
 
 class MultiHeadAttention(nn.Module):
+    #: Explicit (value-term) path: "fast" or "reference"; both compute the same function.
+    explicit_path: str = "fast"
+
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0) -> None:
         super().__init__()
         if d_model % num_heads:
@@ -91,6 +99,18 @@ class MultiHeadAttention(nn.Module):
                 bias = hook.score(q, ctx) / math.sqrt(self.dh)
                 mask = bias.masked_fill(~allowed, float("-inf"))
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        if self.explicit_path == "reference":
+            return self._attend_reference(q, k, v, allowed, hook, ctx, p)
+        q = q * (1.0 / math.sqrt(self.dh))  # (B, H, Lq, Dh): scale once, the score term is linear in q
+        logits = torch.matmul(q, k.transpose(-1, -2))  # fresh (B, H, Lq, Lk): safe to update in place
+        if hook.has_score:
+            logits.add_(hook.score(q, ctx))
+        logits.masked_fill_(~allowed, float("-inf"))
+        attn = F.dropout(torch.softmax(logits, dim=-1), p, self.training)
+        return torch.matmul(attn, v).add_(hook.value(attn, ctx))
+
+    def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: AttentionHook, ctx: Any, p: float) -> Tensor:
+        """Textbook order of Shaw Eq. 3-5: (q·k + q·a^K)/√Dh, mask, softmax, α·v + Σ α a^V."""
         logits = torch.matmul(q, k.transpose(-1, -2))
         if hook.has_score:
             logits = logits + hook.score(q, ctx)

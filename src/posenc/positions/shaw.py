@@ -8,13 +8,21 @@ clipped distances r (``(B, H, Lq, R)``) and gathered to ``(B, H, Lq, Lk)``; the 
 Σ_r (Σ_{j: r(i,j)=r} α_ij) w^V_r, i.e. attention weights summed per distance bucket and
 multiplied by the table. No (Lq, Lk, Dh) tensor is ever built.
 
+Fast paths (numerically equal to the reference, see ``docs/performance.md``): when every row of the
+positions tensors is consecutive (the default positions, or SHAPE's per-row shift), the index is
+Toeplitz, ``index[i, j] = clip(j − i − shift, k) + k``; the context then builds it once as
+``(1, 1, Lq, Lk)`` (expanded, not copied, to the batch) and records ``shift``, which lets the value
+term take the *band* path: the 2k−1 middle buckets are one diagonal band of α gathered with an
+``(Lq, 2k−1)`` index (O(L·k)), and the two clipped buckets are masked row sums. Any other positions
+(CAPE's scaled positions, arbitrary inputs) take the general gather/scatter path.
+
 Options: ``share_tables`` uses one table for a^K and a^V (as OpenNMT-py does); ``values=False``
 drops a^V (the paper's ablation, Table 3); ``keys=False`` drops a^K.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -39,19 +47,72 @@ class ShawParams:
 
 @dataclass
 class RelativeContext:
-    """Clipped relative distances ``index (B, 1, Lq, Lk)`` in [0, 2k], shared by all layers."""
+    """Clipped relative distances ``index (B, 1, Lq, Lk)`` in [0, 2k], shared by all layers.
+
+    ``shift`` is set when the index is Toeplitz (``index[b, 0, i, j] = clip(j − i − shift, k) + k``
+    for every row b); ``index`` may then be a stride-0 expansion of one ``(1, 1, Lq, Lk)`` matrix.
+    """
 
     index: Tensor
+    shift: int | None = None
+    k: int | None = None
+    cache: dict[str, Tensor] = field(default_factory=dict, repr=False)
 
 
 def relative_index(q_positions: Tensor, k_positions: Tensor, k: int) -> Tensor:
     """clip(j − i, −k, k) + k from positions ``(B, Lq)``, ``(B, Lk)`` → long ``(B, 1, Lq, Lk)``."""
-    rel = k_positions.round().long()[:, None, :] - q_positions.round().long()[:, :, None]
+    rel = (k_positions[:, None, :] - q_positions[:, :, None]).round().long()
     return (rel.clamp(-k, k) + k).unsqueeze(1)
+
+
+def toeplitz_shift(q_positions: Tensor, k_positions: Tensor) -> int | None:
+    """``c`` when every row is consecutive, ``q = q0_b + i``, ``k = k0_b + j``, with ``q0_b − k0_b = c``
+    the same for all rows b (positions rounded as in :func:`relative_index`); else None. O(B·L)."""
+    qr, kr = q_positions.round().long(), k_positions.round().long()
+    if qr.numel() == 0 or kr.numel() == 0 or qr.shape[0] != kr.shape[0]:
+        return None
+    steps_q = torch.arange(qr.shape[1], device=qr.device)
+    steps_k = torch.arange(kr.shape[1], device=kr.device)
+    shift = qr[:, 0] - kr[:, 0]
+    ok = ((qr - qr[:, :1]) == steps_q).all() & ((kr - kr[:, :1]) == steps_k).all() & (shift == shift[0]).all()
+    return int(shift[0]) if bool(ok) else None
+
+
+def toeplitz_index(batch: int, lq: int, lk: int, shift: int, k: int, device: torch.device) -> Tensor:
+    """``clip(j − i − shift, k) + k`` as one ``(1, 1, Lq, Lk)`` matrix expanded (no copy) to ``(B, 1, Lq, Lk)``."""
+    rel = torch.arange(lk, device=device)[None, :] - torch.arange(lq, device=device)[:, None] - shift
+    return (rel.clamp(-k, k) + k)[None, None].expand(batch, 1, lq, lk)
+
+
+def band_buckets(attn: Tensor, ctx: RelativeContext) -> Tensor:
+    """Per-bucket sums of ``attn (B, H, Lq, Lk)`` → ``(B, H, Lq, 2k+1)`` for a Toeplitz context.
+
+    Bucket r ∈ [1, 2k−1] holds the single key j = i + shift + r − k (a band of α, gathered with an
+    ``(Lq, 2k−1)`` index); bucket 0 sums keys with j − i − shift ≤ −k and bucket 2k those ≥ k.
+    """
+    assert ctx.shift is not None and ctx.k is not None
+    k, (lq, lk) = ctx.k, attn.shape[-2:]
+    key = f"band{lq}x{lk}"
+    if key not in ctx.cache:
+        dev = attn.device
+        i = torch.arange(lq, device=dev)[:, None]
+        col = i + ctx.shift + torch.arange(1 - k, k, device=dev)[None, :]  # (Lq, 2k−1)
+        rel = torch.arange(lk, device=dev)[None, :] - i - ctx.shift  # (Lq, Lk)
+        ctx.cache[key] = col.clamp(0, lk - 1)
+        ctx.cache[key + "valid"] = (col >= 0) & (col < lk)
+        ctx.cache[key + "low"], ctx.cache[key + "high"] = rel <= -k, rel >= k
+    col, valid = ctx.cache[key], ctx.cache[key + "valid"]
+    mid = torch.gather(attn, -1, col.expand(*attn.shape[:-1], col.shape[-1])) * valid.to(attn.dtype)
+    low = (attn * ctx.cache[key + "low"].to(attn.dtype)).sum(-1, keepdim=True)
+    high = (attn * ctx.cache[key + "high"].to(attn.dtype)).sum(-1, keepdim=True)
+    return torch.cat((low, mid, high), -1)
 
 
 class ShawHook(AttentionHook):
     """One layer's tables w^K, w^V ∈ R^{(2k+1) × Dh}."""
+
+    #: Value-term path: "auto" (band for a Toeplitz context, else scatter), "band" or "scatter".
+    value_path: str = "auto"
 
     def __init__(self, head_dim: int, params: ShawParams) -> None:
         super().__init__()
@@ -75,9 +136,12 @@ class ShawHook(AttentionHook):
 
     def value(self, attn: Tensor, ctx: RelativeContext) -> Tensor:
         """attn ``(B, H, Lq, Lk)`` → Σ_j α_ij a^V_ij ``(B, H, Lq, Dh)`` via per-bucket sums."""
-        r = self.value_table.shape[0]
-        index = ctx.index.expand_as(attn)
-        buckets = attn.new_zeros(*attn.shape[:-1], r).scatter_add_(-1, index, attn)
+        if self.value_path != "scatter" and ctx.shift is not None and ctx.k is not None:
+            buckets = band_buckets(attn, ctx)
+        else:
+            r = self.value_table.shape[0]
+            index = ctx.index.expand_as(attn)
+            buckets = attn.new_zeros(*attn.shape[:-1], r).scatter_add_(-1, index, attn)
         return torch.matmul(buckets, self.value_table.to(attn.dtype))
 
 
@@ -90,8 +154,16 @@ class ShawRelativePosition(AttentionPosition):
         self.k = params.k
         self.hooks = nn.ModuleList(ShawHook(d_model // num_heads, params) for _ in range(num_layers))
 
+    #: False forces the general (B, 1, Lq, Lk) index (the reference path) for every input.
+    fast_context: bool = True
+
     def context(self, q_positions: Tensor, k_positions: Tensor) -> RelativeContext:
-        return RelativeContext(relative_index(q_positions, k_positions, self.k))
+        """Positions ``(B, Lq)``, ``(B, Lk)`` → context; Toeplitz fast path for consecutive rows."""
+        shift = toeplitz_shift(q_positions, k_positions) if self.fast_context else None
+        if shift is None:
+            return RelativeContext(relative_index(q_positions, k_positions, self.k))
+        b, lq, lk = q_positions.shape[0], q_positions.shape[1], k_positions.shape[1]
+        return RelativeContext(toeplitz_index(b, lq, lk, shift, self.k, q_positions.device), shift, self.k)
 
     def hook(self, layer: int) -> ShawHook:
         return self.hooks[layer]

@@ -1,0 +1,77 @@
+"""posenc.bench: the --out schema on a tiny run, the paired-ratio arithmetic, FLOP accounting."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from posenc.bench import REQUIRED_KEYS, BenchConfig, build_model, interleaved, paired_ratio, peak_bf16_flops, train_flops
+from posenc.bench.__main__ import main
+from posenc.bench.flops import matmul_params, mfu
+from posenc.errors import ConfigError
+
+TINY = ["--preset", "transformer-tiny", "--vocab", "50", "--lengths", "12", "--reps", "1", "--warmup", "0",
+        "--batch-tokens", "24", "--decode-batch", "2", "--decode-len", "3", "--decode-reps", "1"]
+
+
+def test_tiny_run_writes_the_schema_and_ape_ratio_is_exactly_one(tmp_path: Path) -> None:
+    out, png = tmp_path / "bench.json", tmp_path / "bench.png"
+    assert main([*TINY, "--methods", "ape,shaw", "--out", str(out), "--plot", str(png)]) == 0
+    records = json.loads(out.read_text())
+    train = [r for r in records if r["kind"] == "train"]
+    assert [(r["method"], r["length"], r["batch"]) for r in train] == [("ape", 12, 2), ("shaw", 12, 2)]
+    assert {r["kind"] for r in records} == {"train", "greedy", "beam4"}
+    for r in records:
+        assert set(REQUIRED_KEYS) <= set(r)
+        assert r["tokens_per_s"] > 0 and r["ratio_to_ape"] > 0
+        if r["method"] == "ape":
+            assert r["ratio_to_ape"] == 1.0
+    for r in train:  # measured in a subprocess each
+        assert isinstance(r["peak_mem_mb"], float) and r["peak_mem_mb"] >= 0
+        assert math.isclose(r["tokens_per_s"], 2 * 2 * 12 / r["seconds_per_step"])
+    assert all(r["peak_mem_mb"] is None for r in records if r["kind"] != "train")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_ape_is_always_measured_and_bad_input_is_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert BenchConfig(methods=["shaw"]).methods == ["ape", "shaw"]
+    with pytest.raises(ConfigError, match="unknown methods"):
+        BenchConfig(methods=["sinusoid"])
+    assert main([*TINY, "--methods", "bogus", "--no-memory"]) == 2
+    assert "unknown methods" in capsys.readouterr().err
+    assert main([*TINY, "--device", "cuda", "--no-memory"]) == (0 if torch.cuda.is_available() else 2)
+
+
+def test_interleaved_rotates_order_and_paired_ratio_is_median_of_pairs() -> None:
+    calls: list[str] = []
+    runs = {n: (lambda n=n: calls.append(n) or 1.0) for n in ("ape", "b", "c")}
+    times = interleaved(runs, reps=3, warmup=1)
+    assert calls == ["ape", "b", "c", "ape", "b", "c", "b", "c", "ape", "c", "ape", "b"]
+    assert {n: len(t) for n, t in times.items()} == {"ape": 3, "b": 3, "c": 3}
+    hand = {"ape": [1.0, 2.0, 4.0], "x": [2.0, 1.0, 8.0]}  # pairs 0.5, 2.0, 0.5 → median 0.5
+    assert paired_ratio(hand, "x") == 0.5 and paired_ratio(hand, "ape") == 1.0
+
+
+def test_train_flops_by_hand() -> None:
+    cfg = BenchConfig(preset="transformer-tiny", vocab=50)
+    model = build_model("ape", cfg)
+    d, ff, layers = 64, 128, 2
+    enc = layers * (4 * d * d + 2 * d * ff)
+    dec = layers * (8 * d * d + 2 * d * ff)
+    assert matmul_params(model.encoder) == enc and matmul_params(model.decoder) == dec
+    b, s, t = 3, 10, 7
+    dense = 6 * (enc * b * s + (dec + 50 * d) * b * t)
+    attn = 12 * d * (layers * s * b * s + layers * (t + s) * b * t)
+    assert train_flops(model, b, s, t) == dense + attn
+
+
+def test_peak_table_and_mfu() -> None:
+    assert peak_bf16_flops("NVIDIA H100 80GB HBM3") == 989e12
+    assert peak_bf16_flops("NVIDIA H100 PCIe") == 756e12
+    assert peak_bf16_flops("NVIDIA A100-SXM4-80GB") == 312e12
+    assert peak_bf16_flops("Some CPU") is None
+    assert mfu(1e12, 2.0, 1e12) == 0.5 and mfu(1e12, 2.0, None) is None

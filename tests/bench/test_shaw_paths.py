@@ -1,0 +1,147 @@
+"""Every fast Shaw path equals the reference path (atol 1e-5), and none builds an (L, L, Dh) tensor."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from posenc.models.attention import MultiHeadAttention, attention_bias
+from posenc.models.seq2seq import Seq2SeqTransformer
+from posenc.positions.base import default_positions
+from posenc.positions.shaw import RelativeContext, ShawHook, ShawParams, ShawRelativePosition, relative_index, toeplitz_shift
+from tests.conftest import tiny_config
+
+D, H = 16, 2
+VARIANTS = {
+    "keys+values": ShawParams(k=3),
+    "keys": ShawParams(k=3, values=False),
+    "values": ShawParams(k=3, keys=False),
+    "shared": ShawParams(k=3, share_tables=True),
+}
+
+
+def _pair(params: ShawParams) -> tuple[MultiHeadAttention, ShawHook]:
+    mha, hook = MultiHeadAttention(D, H), ShawHook(D // H, params)
+    with torch.no_grad():
+        for lin in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
+            lin.bias.normal_(0, 0.1)
+    return mha, hook
+
+
+def _run(mha: MultiHeadAttention, hook: ShawHook, x: torch.Tensor, allowed: torch.Tensor, ctx: RelativeContext, path: str) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Output and gradients (input, every parameter) of one path."""
+    mha.explicit_path = path
+    x = x.clone().requires_grad_(True)
+    out = mha(x, x, allowed, hook, ctx)
+    params = [*mha.parameters(), *hook.parameters()]
+    grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(), [x, *params])
+    return out.detach(), list(grads)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("value_path", ["band", "scatter"])
+def test_fast_paths_equal_reference_with_padding(variant: str, causal: bool, value_path: str) -> None:
+    mha, hook = _pair(VARIANTS[variant])
+    lengths = torch.tensor([11, 6, 2])  # right padding; k = 3 so both clipped buckets are used
+    mask = torch.arange(11)[None, :] < lengths[:, None]
+    x, pos = torch.randn(3, 11, D), default_positions(mask)
+    allowed = attention_bias(mask, 11, causal=causal)
+    ref_ctx = RelativeContext(relative_index(pos, pos, 3))
+    fast_ctx = ShawRelativePosition(D, VARIANTS[variant], 1, H).context(pos, pos)
+    assert fast_ctx.shift == 0 and fast_ctx.index.stride(0) == 0  # Toeplitz: one (Lq, Lk) matrix
+    assert torch.equal(fast_ctx.index, ref_ctx.index)
+    hook.value_path = value_path
+    out, grads = _run(mha, hook, x, allowed, fast_ctx, "fast")
+    hook.value_path = "scatter"
+    ref_out, ref_grads = _run(mha, hook, x, allowed, ref_ctx, "reference")
+    # padded query rows attend to real keys only; compare the real rows (padding rows equal too)
+    torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=0)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, atol=1e-5, rtol=0)
+
+
+def test_band_buckets_equal_scatter_for_shifted_queries() -> None:
+    """Incremental shape (Lq = 1 at position t against keys 0..t) and a block of late queries."""
+    hook = ShawHook(D // H, ShawParams(k=2))
+    rel = ShawRelativePosition(D, ShawParams(k=2), 1, H)
+    for lq, lk in ((1, 9), (4, 9)):
+        k_pos = default_positions(torch.ones(2, lk, dtype=torch.bool)) + 40.0
+        q_pos = k_pos[:, lk - lq:]
+        ctx = rel.context(q_pos, k_pos)
+        assert ctx.shift == lk - lq
+        attn = torch.softmax(torch.randn(2, H, lq, lk), -1)
+        hook.value_path = "band"
+        band = hook.value(attn, ctx)
+        hook.value_path = "scatter"
+        torch.testing.assert_close(band, hook.value(attn, RelativeContext(relative_index(q_pos, k_pos, 2))), atol=1e-6, rtol=0)
+
+
+def test_toeplitz_shift_detects_only_consecutive_rows() -> None:
+    base = torch.arange(6.0)[None].repeat(3, 1)
+    assert toeplitz_shift(base, base) == 0
+    assert toeplitz_shift(base + torch.tensor([[0.0], [5.0], [9.0]]), base + torch.tensor([[0.0], [5.0], [9.0]])) == 0  # SHAPE shift
+    assert toeplitz_shift(base[:, 5:], base) == 5  # decoder step t = 5
+    assert toeplitz_shift(base * 1.5, base * 1.5) is None  # CAPE-like scaling
+    assert toeplitz_shift(base[:, :1] + torch.tensor([[0.0], [1.0], [0.0]]), base) is None  # per-row different shift
+    scaled = base * 1.5
+    ctx = ShawRelativePosition(D, ShawParams(k=2), 1, H).context(scaled, scaled)
+    assert ctx.shift is None and torch.equal(ctx.index, relative_index(scaled, scaled, 2))
+
+
+@pytest.mark.parametrize("variant", ["keys+values", "values", "shared"])
+def test_incremental_decoding_fast_equals_reference(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Model-level: teacher forcing and step-by-step decoding logits of the fast and reference paths."""
+    cfg = tiny_config("rpe", position_params={"shaw": {"k": 2, **{kk: getattr(VARIANTS[variant], kk) for kk in ("keys", "values", "share_tables")}}})
+    model = Seq2SeqTransformer(cfg).eval()
+    src, tgt = torch.randint(4, 40, (2, 7)), torch.randint(4, 40, (2, 6))
+    src_mask = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
+    tgt_mask = torch.ones(2, 6, dtype=torch.bool)
+
+    def logits() -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            forced = model(src, src_mask, tgt, tgt_mask)
+            state = model.init_state(model.encode(src, src_mask), src_mask)
+            steps = torch.stack([model.step(tgt[:, t], state) for t in range(6)], 1)
+        return forced, steps
+
+    fast_forced, fast_steps = logits()
+    monkeypatch.setattr(ShawRelativePosition, "fast_context", False)
+    monkeypatch.setattr(MultiHeadAttention, "explicit_path", "reference")
+    ref_forced, ref_steps = logits()
+    torch.testing.assert_close(fast_forced, ref_forced, atol=1e-5, rtol=0)
+    torch.testing.assert_close(fast_steps, ref_steps, atol=1e-5, rtol=0)
+    torch.testing.assert_close(fast_steps, fast_forced, atol=1e-5, rtol=0)  # incremental = teacher forcing
+
+
+class _Shapes(TorchDispatchMode):
+    """Records the shape of every tensor an aten op returns (forward and backward)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shapes: list[tuple[int, ...]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.shapes.append(tuple(t.shape))
+        return out
+
+
+@pytest.mark.parametrize("variant", ["keys+values", "values", "keys"])
+def test_fast_path_never_builds_an_l_by_l_by_dh_tensor(variant: str) -> None:
+    """Shaw's memory claim (§3.3): the largest intermediate is (B, H, L, L), never (…, L, L, Dh)."""
+    b, length, k = 2, 24, 3
+    mha, hook = _pair(VARIANTS[variant])
+    pos = default_positions(torch.ones(b, length, dtype=torch.bool))
+    ctx = ShawRelativePosition(D, VARIANTS[variant], 1, H).context(pos, pos)
+    allowed = attention_bias(torch.ones(b, length, dtype=torch.bool), length, causal=True)
+    x = torch.randn(b, length, D, requires_grad=True)
+    with _Shapes() as rec:
+        mha(x, x, allowed, hook, ctx).sum().backward()
+    biggest = max(torch.Size(s).numel() for s in rec.shapes)
+    assert biggest <= b * H * length * length < b * H * length * length * 2
+    assert not any(s.count(length) >= 2 and len(s) >= 3 and s[-1] == D // H for s in rec.shapes)
+    assert any(s == (b, H, length, length) for s in rec.shapes)  # the recorder did see the attention

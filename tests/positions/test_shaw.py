@@ -178,7 +178,6 @@ def test_tables_per_layer_and_sharing() -> None:
     assert keys_only.value_table is None and not keys_only.has_value and keys_only.has_score
 
 
-@pytest.mark.xfail(strict=True, reason="relative_index rounds each position before differencing (reported)")
 def test_relative_index_of_mean_normalised_positions() -> None:
     """ape+shaw+cape: CAPE's eval positions are i − mean, half-integers for even lengths; the
     relative distance j − i must not change (it does when each position is rounded first)."""

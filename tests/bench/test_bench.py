@@ -75,3 +75,14 @@ def test_peak_table_and_mfu() -> None:
     assert peak_bf16_flops("NVIDIA A100-SXM4-80GB") == 312e12
     assert peak_bf16_flops("Some CPU") is None
     assert mfu(1e12, 2.0, 1e12) == 0.5 and mfu(1e12, 2.0, None) is None
+
+
+def test_memory_probe_sees_the_step_even_under_a_large_parent() -> None:
+    """The subprocess probe must not inherit the parent's high-water mark (Linux fork semantics)."""
+    from posenc.bench.memory import measure_in_subprocess
+
+    ballast = torch.ones(50_000_000)  # 200 MB in this (parent) process
+    cfg = BenchConfig(preset="transformer-tiny", vocab=50, batch_tokens=2048, threads=1)
+    peak = measure_in_subprocess("shaw", 256, cfg)
+    assert peak is not None and peak > 1.0  # 4 self-attention layers keep α (8, 4, 256, 256) = 8 MB each
+    del ballast

@@ -1,9 +1,9 @@
 """Peak memory of one training step per (method, length).
 
 CPU: torch has no allocator statistics on CPU and tracemalloc does not see its buffers, so each
-configuration runs in a fresh subprocess (``python -m posenc.bench.memory``) that reports the growth
-of its resident-set high-water mark (``ru_maxrss``) over one forward+backward of the freshly built
-model. CUDA: ``torch.cuda.max_memory_allocated`` during a forward+backward minus the memory allocated
+configuration runs in a fresh subprocess (``python -m posenc.bench.memory``) that resets its
+resident-set high-water mark after building the model (Linux ``/proc/self/clear_refs``) and reports
+how far ``VmHWM`` rises over one forward+backward. CUDA: ``torch.cuda.max_memory_allocated`` during a forward+backward minus the memory allocated
 before it (after one warm-up step).
 """
 
@@ -26,8 +26,36 @@ from posenc.errors import PosencError
 MB = 1024.0 * 1024.0
 
 
-def _maxrss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+def _status_mb(field: str) -> float | None:
+    """``VmHWM`` / ``VmRSS`` of this process from /proc (Linux), in MB; None elsewhere."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return float(line.split()[1]) / 1024.0
+    except OSError:
+        return None
+    return None
+
+
+def _reset_peak() -> float:
+    """Reset the resident-set high-water mark to the current RSS (Linux ``clear_refs`` 5) and return
+    that floor in MB. ``ru_maxrss`` cannot be used: Linux carries the parent's peak into a forked
+    child, so a child of a large benchmark process would never rise above it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        floor = _status_mb("VmRSS")
+        if floor is not None:
+            return floor
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # fallback: KiB on Linux
+
+
+def _peak_mb() -> float:
+    hwm = _status_mb("VmHWM")
+    return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def step_peak_mb(method: str, length: int, cfg: BenchConfig) -> float:
@@ -44,9 +72,9 @@ def step_peak_mb(method: str, length: int, cfg: BenchConfig) -> float:
         step.forward_backward()
         torch.cuda.synchronize()
         return (torch.cuda.max_memory_allocated() - base) / MB
-    base = _maxrss_mb()  # fresh process: the high-water mark is the built model and batch
+    base = _reset_peak()  # the floor: interpreter, model and batch
     step.forward_backward()
-    return max(0.0, _maxrss_mb() - base)
+    return max(0.0, _peak_mb() - base)
 
 
 def measure_in_subprocess(method: str, length: int, cfg: BenchConfig, timeout: float = 900.0) -> float | None:

@@ -11,10 +11,12 @@ multiplied by the table. No (Lq, Lk, Dh) tensor is ever built.
 Fast paths (numerically equal to the reference, see ``docs/performance.md``): when every row of the
 positions tensors is consecutive (the default positions, or SHAPE's per-row shift), the index is
 Toeplitz, ``index[i, j] = clip(j − i − shift, k) + k``; the context then builds it once as
-``(1, 1, Lq, Lk)`` (expanded, not copied, to the batch) and records ``shift``, which lets the value
-term take the *band* path: the 2k−1 middle buckets are one diagonal band of α gathered with an
-``(Lq, 2k−1)`` index (O(L·k)), and the two clipped buckets are masked row sums. Any other positions
-(CAPE's scaled positions, arbitrary inputs) take the general gather/scatter path.
+``(1, 1, Lq, Lk)`` (expanded, not copied, to the batch) and records ``shift``. That enables an
+optional *band* value path (``ShawHook.value_path = "band"``): the 2k−1 middle buckets are one
+diagonal band of α gathered with an ``(Lq, 2k−1)`` index (O(L·k)) and the two clipped buckets are
+masked row sums; on CPU it measured slower than scatter_add over the broadcast index (two extra
+L² passes), so scatter stays the default. Any other positions (CAPE's scaled positions, arbitrary
+inputs) use the general ``(B, 1, Lq, Lk)`` index.
 
 Options: ``share_tables`` uses one table for a^K and a^V (as OpenNMT-py does); ``values=False``
 drops a^V (the paper's ablation, Table 3); ``keys=False`` drops a^K.
@@ -111,8 +113,10 @@ def band_buckets(attn: Tensor, ctx: RelativeContext) -> Tensor:
 class ShawHook(AttentionHook):
     """One layer's tables w^K, w^V ∈ R^{(2k+1) × Dh}."""
 
-    #: Value-term path: "auto" (band for a Toeplitz context, else scatter), "band" or "scatter".
-    value_path: str = "auto"
+    #: Value-term path: "scatter" (scatter_add over the, possibly broadcast, index; the fastest in
+    #: benchmarks/shaw_paths.py on CPU, see docs/performance.md) or "band" (Toeplitz contexts only:
+    #: O(L·k) gather for the 2k−1 middle buckets + two masked row sums; else falls back to scatter).
+    value_path: str = "scatter"
 
     def __init__(self, head_dim: int, params: ShawParams) -> None:
         super().__init__()
@@ -136,7 +140,7 @@ class ShawHook(AttentionHook):
 
     def value(self, attn: Tensor, ctx: RelativeContext) -> Tensor:
         """attn ``(B, H, Lq, Lk)`` → Σ_j α_ij a^V_ij ``(B, H, Lq, Dh)`` via per-bucket sums."""
-        if self.value_path != "scatter" and ctx.shift is not None and ctx.k is not None:
+        if self.value_path == "band" and ctx.shift is not None and ctx.k is not None:
             buckets = band_buckets(attn, ctx)
         else:
             r = self.value_table.shape[0]

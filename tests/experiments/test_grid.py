@@ -1,0 +1,149 @@
+"""A tiny experiment grid (2 settings × 2 methods × 2 seeds): runs, resumes without retraining,
+writes the report with every analysis, and ``posenc analyze`` works on it afterwards."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+import yaml
+
+from posenc.config import load_config
+from posenc.experiments.config import TRANSLATION_ANALYSES, ExperimentConfig
+from posenc.experiments.report import mean_std
+from posenc.experiments.runner import grid, run_config, run_experiment
+from tests.pipeline.tiny import assert_one_line_error, cli, read
+
+REPO = Path(__file__).resolve().parents[2]
+SETTINGS = ("vanilla", "interpolate")
+METHODS = ("ape", "shape")
+SEEDS = (1, 2)
+
+
+def tiny_experiment(root: Path) -> Path:
+    """configs/experiments/toy.yaml shrunk: 3 steps, 2 methods, 2 seeds, 2 settings, small data."""
+    exp = yaml.safe_load((REPO / "configs" / "experiments" / "toy.yaml").read_text())
+    exp["name"] = "tiny"
+    exp["out_dir"] = str(root / "exp")
+    base = exp["base"]
+    base["data"]["options"] = {"n_train": 60, "n_valid": 8, "n_test": 20}
+    base["model"].update(d_model=32, d_ff=64)
+    base["train"].update(max_steps=3, max_tokens=400, warmup=2, lr=0.001, validate_every=0, save_every=0,
+                         keep_last=2, average_last=0, log_every=1, device="cpu")
+    exp["methods"] = {m: exp["methods"][m] for m in METHODS}
+    exp["settings"] = {"vanilla": {}, "interpolate": {"data.setting": "interpolate", "data.group": 3}}
+    exp["seeds"] = list(SEEDS)
+    exp["analysis_options"].update(shift_sentences=5, bootstrap_samples=20, bucket_width=5)
+    path = root / "tiny.yaml"
+    path.write_text(yaml.safe_dump(exp, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ExperimentConfig, Path]:
+    path = tiny_experiment(tmp_path_factory.mktemp("experiment"))
+    report = run_experiment(str(path))
+    return path, load_config(ExperimentConfig, path), report
+
+
+def _results(exp: ExperimentConfig) -> dict[tuple[str, str, int], dict]:
+    return {(s, m, seed): json.loads((Path(run_config(exp, s, m, seed).out_dir) / "results.json").read_text())
+            for s, m, seed in grid(exp)}
+
+
+def test_every_cell_ran(experiment) -> None:
+    _, exp, report = experiment
+    assert report == exp.root / "report"
+    results = _results(exp)
+    assert sorted(results) == sorted((s, m, seed) for s in SETTINGS for m in METHODS for seed in SEEDS)
+    for (setting, method, seed), r in results.items():
+        assert (r["setting"], r["method"], r["seed"]) == (setting, method, seed)
+        assert r["summary"]["steps"] == 3 and set(r["scores"]) == {"test"}
+        cfg = yaml.safe_load((Path(run_config(exp, setting, method, seed).out_dir) / "config.yaml").read_text())
+        assert cfg["train"]["seed"] == seed and cfg["model"]["position"]["name"] == method
+    # one prepared directory per setting, shared by its methods and seeds
+    data_dirs = sorted(p.name for p in (exp.root / "data").iterdir() if not p.name.startswith("."))
+    assert len(data_dirs) == 2 and [d.split("-")[0] for d in data_dirs] == ["interpolate", "vanilla"]
+    assert {run_config(exp, "vanilla", m, s).prepared_dir for m in METHODS for s in SEEDS} == {
+        str(exp.root / "data" / next(d for d in data_dirs if d.startswith("vanilla")))}
+
+
+def test_seeds_give_different_runs(experiment) -> None:
+    _, exp, _ = experiment
+    hyps = [read(Path(run_config(exp, "vanilla", "ape", seed).out_dir) / "translations" / "test.beam2.hyp") for seed in SEEDS]
+    assert hyps[0] != hyps[1]
+
+
+def test_results_table(experiment) -> None:
+    _, exp, report = experiment
+    text = (report / "README.md").read_text(encoding="utf-8")
+    results = _results(exp)
+    header = "| method | vanilla BLEU | interpolate BLEU | params | train s (first setting) |"
+    assert header in text
+    for method in METHODS:
+        row = next(line for line in text.splitlines() if line.startswith(f"| {method} |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for setting, cell in zip(SETTINGS, cells[1:3]):
+            bleu = [results[(setting, method, seed)]["scores"]["test"]["bleu"] for seed in SEEDS]
+            assert re.fullmatch(r"\d+\.\d\d ± \d+\.\d\d", cell), cell
+            assert cell == f"{statistics.mean(bleu):.2f} ± {statistics.stdev(bleu):.2f}"
+        assert cells[3] == f"{results[('vanilla', method, 1)]['summary']['params']:,}"
+
+
+def _analysis_files(directory: Path) -> set[str]:
+    return {p.suffix for p in directory.rglob("*") if p.is_file()}
+
+
+def test_report_has_every_analysis(experiment) -> None:
+    _, exp, report = experiment
+    text = (report / "README.md").read_text(encoding="utf-8")
+    assert exp.analyses == list(TRANSLATION_ANALYSES)  # toy.yaml asks for all of them
+    for setting in SETTINGS:
+        assert f"## {setting}" in text
+        for name in exp.analyses:
+            out = report / setting / name
+            assert f"### {name}" in text
+            if name == "swapped" and setting == "vanilla":
+                assert not any(out.iterdir())  # needs <sep>-joined groups: INTERPOLATE only
+                continue
+            assert {".csv", ".png"} <= _analysis_files(out), (setting, name)
+            for csv_path in out.rglob("*.csv"):
+                with open(csv_path, newline="", encoding="utf-8") as fh:
+                    assert len(list(csv.DictReader(fh))) >= 1, csv_path
+    linked = set(re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text))
+    assert linked == {str(p.relative_to(report)) for p in report.rglob("*.png")}
+
+
+def test_rerun_reuses_results(capsys: pytest.CaptureFixture[str], experiment) -> None:
+    path, exp, report = experiment
+    cells = [Path(run_config(exp, s, m, seed).out_dir) for s, m, seed in grid(exp)]
+    before = {p: p.stat().st_mtime_ns for c in cells for p in [c / "results.json", *c.rglob("*.safetensors")]}
+    readme = (report / "README.md").read_text(encoding="utf-8")
+    code, out, _ = cli(capsys, "experiment", path)
+    assert code == 0
+    assert {p: p.stat().st_mtime_ns for p in before} == before  # nothing retrained or rescored
+    assert out.startswith("## Test BLEU") and "| ape |" in out and out.rstrip().endswith(f"report: {report / 'README.md'}")
+    assert (report / "README.md").read_text(encoding="utf-8") == readme
+
+
+def test_analyze_after_the_experiment(capsys: pytest.CaptureFixture[str], tmp_path: Path, experiment) -> None:
+    path, exp, report = experiment
+    code, out, _ = cli(capsys, "analyze", "length_bleu", "--experiment", path, "--out", tmp_path)
+    assert code == 0 and out == "".join(f"length_bleu ({s}) -> {tmp_path / s}\n" for s in SETTINGS)
+    for setting in SETTINGS:
+        assert (tmp_path / setting / "length_bleu.png").is_file()
+        assert read(tmp_path / setting / "length_bleu.csv") == read(report / setting / "length_bleu" / "length_bleu.csv")
+    code, out, _ = cli(capsys, "analyze", "length-bleu", "--experiment", path, "--setting", "interpolate")
+    assert code == 0 and out == f"length_bleu (interpolate) -> {report / 'interpolate' / 'length_bleu'}\n"
+    code, _, err = cli(capsys, "analyze", "length_bleu", "--experiment", path, "--setting", "extrapolate")
+    assert_one_line_error(code, err, "unknown setting 'extrapolate'")
+
+
+def test_mean_std() -> None:
+    assert mean_std([10.0, 14.0]) == "12.00 ± 2.83"  # sample std: sqrt(((10-12)² + (14-12)²) / 1)
+    assert mean_std([7.125]) == "7.12"
+    assert mean_std([1.0, 2.0, 6.0]) == "3.00 ± 2.65"

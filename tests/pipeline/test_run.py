@@ -1,0 +1,109 @@
+"""``train_run`` → run directory, ``load_run`` / ``find_checkpoint`` / ``translate_split``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import sacrebleu
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from posenc.config import load_config
+from posenc.errors import CheckpointError
+from posenc.pipeline.config import DecodeConfig, RunConfig
+from posenc.pipeline.prepare import load_meta
+from posenc.pipeline.run import find_checkpoint, load_run, translate_split
+from posenc.pipeline.train import train_run
+from tests.pipeline.tiny import METHODS, NEAR_INIT, N_TEST, read, run_overrides
+
+
+def _config(run: Path, data: Path, *extra: str) -> RunConfig:
+    return load_config(RunConfig, None, run_overrides(run, data, *NEAR_INIT, "train.save_every=1", "train.keep_last=2",
+                                                      "train.average_last=2", *extra))
+
+
+@pytest.fixture(scope="module")
+def cape_run(tmp_path_factory: pytest.TempPathFactory, toy_prepared: Path) -> Path:
+    run = tmp_path_factory.mktemp("run") / "cape"
+    train_run(_config(run, toy_prepared, *METHODS["cape"]))
+    return run
+
+
+def test_run_directory_layout(cape_run: Path, toy_prepared: Path) -> None:
+    names = {p.name for p in cape_run.iterdir()}
+    assert {"config.yaml", "spm.model", "checkpoints", "train.csv", "valid.csv", "summary.json"} <= names
+    assert (cape_run / "spm.model").read_bytes() == (toy_prepared / "spm.model").read_bytes()
+    # keep_last=2 pruned step 1; average_last=2 averaged steps 2 and 3
+    assert sorted(p.name for p in (cape_run / "checkpoints").iterdir()) == ["average", "ckpt_00000002", "ckpt_00000003"]
+    summary = json.loads((cape_run / "summary.json").read_text())
+    assert summary["checkpoint"] == str(cape_run / "checkpoints" / "average")
+    assert [int(r.split(",")[0]) for r in read(cape_run / "train.csv")[1:]] == [1, 2, 3]
+
+
+def test_saved_config_is_resolved_from_the_data(cape_run: Path, toy_prepared: Path) -> None:
+    """vocab_size comes from the tokenizer and CAPE's source scale α from meta.json (CAPE §5.3)."""
+    saved = yaml.safe_load((cape_run / "config.yaml").read_text())
+    meta = load_meta(toy_prepared)
+    assert saved["model"]["vocab_size"] == meta["vocab_size"]
+    assert saved["model"]["position"]["cape"]["source_scale"] == meta["alpha"]
+    assert saved["data_dir"] == str(toy_prepared) and saved["out_dir"] == str(cape_run)
+
+
+def test_explicit_cape_scale_is_kept(tmp_path: Path, toy_prepared: Path) -> None:
+    run = tmp_path / "run"
+    train_run(_config(run, toy_prepared, *METHODS["cape"], "model.position.cape.source_scale=0.5", "train.max_steps=1",
+                               "train.average_last=0"))
+    assert yaml.safe_load((run / "config.yaml").read_text())["model"]["position"]["cape"]["source_scale"] == 0.5
+
+
+def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in model.state_dict().items()}
+
+
+def test_load_run_picks_the_checkpoint(cape_run: Path) -> None:
+    ckpts = cape_run / "checkpoints"
+    assert find_checkpoint(cape_run) == ckpts / "average"
+    assert find_checkpoint(cape_run, "latest") == ckpts / "ckpt_00000003"
+    assert find_checkpoint(cape_run, str(ckpts / "ckpt_00000002")) == ckpts / "ckpt_00000002"
+    for which, name in (("auto", "average"), ("latest", "ckpt_00000003"), (str(ckpts / "ckpt_00000002"), "ckpt_00000002")):
+        loaded = load_run(cape_run, which)
+        stored = load_file(str(ckpts / name / "model.safetensors"))
+        state = _state(loaded.model)
+        assert loaded.checkpoint == ckpts / name and not loaded.model.training
+        for key, value in stored.items():
+            assert torch.equal(state[key], value), (which, key)
+    assert load_run(cape_run).prepend_src_bos  # CAPE prepends BOS to the source (CAPE §5.3)
+
+
+def test_find_checkpoint_errors(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="no checkpoints"):
+        find_checkpoint(tmp_path)
+    with pytest.raises(CheckpointError, match="no averaged checkpoint"):
+        find_checkpoint(tmp_path, "average")
+    with pytest.raises(CheckpointError, match="not a run directory"):
+        load_run(tmp_path)
+
+
+def test_translate_split_scores_with_sacrebleu(cape_run: Path, toy_prepared: Path) -> None:
+    loaded = load_run(cape_run)
+    scores = translate_split(loaded, "valid", DecodeConfig(beam=1))
+    hyp = cape_run / "translations" / "valid.beam1.hyp"
+    assert scores["hyp"] == str(hyp) and scores["beam"] == 1 and scores["split"] == "valid"
+    hyps, refs = read(hyp), read(toy_prepared / "valid.tgt")
+    assert len(hyps) == len(refs)
+    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-9)
+    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score, abs=1e-9)
+    assert json.loads((cape_run / "translations" / "valid.beam1.json").read_text()) == scores
+    greedy_again = translate_split(loaded, "test", DecodeConfig(beam=1))
+    assert greedy_again["lines"] == N_TEST
+
+
+def test_rnn_nmt_has_no_source_bos(tmp_path: Path, toy_prepared: Path) -> None:
+    run = tmp_path / "rnn"
+    summary = train_run(_config(run, toy_prepared, *METHODS["rnn-nmt"], "train.max_steps=1", "train.average_last=0"))
+    loaded = load_run(run)
+    assert type(loaded.model).__name__ == "RNNNMT" and not loaded.prepend_src_bos
+    assert summary["params"] == sum(p.numel() for p in loaded.model.parameters())

@@ -1,0 +1,120 @@
+"""Every YAML shipped under configs/ (recursively) loads into its config class and every run it
+describes can be built. Parametrised by file, so a newly added config is covered automatically.
+
+* Experiment files (``configs/experiments/*.yaml``, or any file whose keys are ExperimentConfig's):
+  translation grids expand cell by cell through ``runner.grid`` + ``runner.run_config``; vision /
+  speech experiments build the task's config class from ``base`` + each setting and method.
+* Task files (``configs/<task>/*.yaml``): loaded with the task module's config class, then every
+  run the module derives from it (methods, UniViT variants) is re-validated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import json
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from posenc.config import apply_mapping, from_dict, load_config, load_yaml, to_dict
+from posenc.data.corpora import CORPORA
+from posenc.experiments.config import ExperimentConfig
+from posenc.experiments.report import REPORT_ANALYSES
+from posenc.experiments.runner import TASKS, find_experiment, grid, run_config
+from posenc.pipeline.config import RunConfig
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+FILES = sorted(p for p in CONFIGS.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def _vision_runs(module: ModuleType, cfg: Any) -> list[Any]:
+    return [run for _, run in module.run_configs(cfg)]
+
+
+def _speech_runs(module: ModuleType, cfg: Any) -> list[Any]:
+    return [module.with_method(cfg, m) for m in cfg.methods or [cfg.model.position.name]]
+
+
+#: task → (module, config class, runs the module derives from one config)
+TASK_CONFIGS: dict[str, tuple[str, str, Callable[[ModuleType, Any], list[Any]]]] = {
+    "vision": ("posenc.vision", "VisionConfig", _vision_runs),
+    "speech": ("posenc.speech", "SpeechConfig", _speech_runs),
+}
+EXPERIMENT_KEYS = {f.name for f in dataclasses.fields(ExperimentConfig)}
+
+
+def _is_experiment(path: Path) -> bool:
+    data = load_yaml(path)
+    return path.parent == CONFIGS / "experiments" or ("methods" in data and set(data) <= EXPERIMENT_KEYS)
+
+
+def _task_of(path: Path) -> str:
+    task = path.relative_to(CONFIGS).parts[0]
+    if task not in TASK_CONFIGS:
+        pytest.fail(f"{path}: no config class known for configs/{task}/; add it to TASK_CONFIGS in {__file__}")
+    return task
+
+
+def _revalidate(cls: type, cfg: Any) -> Any:
+    """Round trip through a plain dict, so ``__post_init__`` checks values set after construction."""
+    return from_dict(cls, to_dict(cfg))
+
+
+def test_the_shipped_configs_are_found() -> None:
+    names = {str(p.relative_to(CONFIGS)) for p in FILES}
+    assert {"experiments/toy.yaml", "experiments/quickstart.yaml"} <= names
+
+
+def _check_translation(path: Path, exp: ExperimentConfig) -> None:
+    unknown = [a for a in exp.analyses if a not in REPORT_ANALYSES]
+    assert not unknown, f"{path}: unknown analyses {unknown}"
+    cells = grid(exp)
+    assert len(cells) == len(exp.settings) * len(exp.methods) * len(exp.seeds)
+    prepared: dict[tuple[str, str], set[str]] = {}
+    for setting, method, seed in cells:
+        cfg = run_config(exp, setting, method, seed)
+        assert isinstance(cfg, RunConfig) and cfg.train.seed == seed
+        assert Path(cfg.out_dir) == exp.root / setting / method / f"seed{seed}"
+        loader = CORPORA.get(cfg.data.corpus)
+        assert loader is not None, f"{path}: unknown corpus {cfg.data.corpus!r}"
+        inspect.signature(loader).bind(**cfg.data.options)  # the corpus options are the loader's
+        prepared.setdefault((setting, json.dumps(to_dict(cfg.data), sort_keys=True)), set()).add(cfg.prepared_dir)
+        assert _revalidate(RunConfig, cfg) == cfg
+    # runs share a prepared directory exactly when they have the same setting and data options
+    assert all(len(dirs) == 1 for dirs in prepared.values())
+    assert len({d for dirs in prepared.values() for d in dirs}) == len(prepared)
+
+
+def _check_task_experiment(path: Path, exp: ExperimentConfig) -> None:
+    module_name, class_name, _ = TASK_CONFIGS[exp.task]
+    cls = getattr(importlib.import_module(module_name), class_name)
+    for setting in exp.settings.values():
+        for method in exp.methods.values():
+            from_dict(cls, apply_mapping(apply_mapping(exp.base, setting, cls), method, cls))
+
+
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(CONFIGS)) for p in FILES])
+def test_config_loads_and_expands(path: Path) -> None:
+    if _is_experiment(path):
+        exp = load_config(ExperimentConfig, path)
+        assert exp.task in TASKS, f"{path}: unknown task {exp.task!r}"
+        if path.parent == CONFIGS / "experiments":
+            assert find_experiment(path.stem) == path  # `posenc experiment NAME` finds it
+        if exp.task == "translation":
+            _check_translation(path, exp)
+        else:
+            _check_task_experiment(path, exp)
+        return
+    module_name, class_name, runs = TASK_CONFIGS[_task_of(path)]
+    module = importlib.import_module(module_name)
+    cls = getattr(module, class_name)
+    cfg = load_config(cls, path)
+    derived = runs(module, cfg)
+    assert derived, f"{path}: describes no run"
+    for run in derived:
+        _revalidate(cls, run)

@@ -149,7 +149,7 @@ def merge_overrides(data: dict[str, Any], overrides: list[str], cls: type | None
     return out
 
 
-def resolve_path(cls: type, path: list[str], data: dict[str, Any]) -> list[str]:
+def resolve_path(cls: type, path: list[str], data: dict[str, Any], prefix: str = "") -> list[str]:
     """Resolve an override path against dataclass ``cls``, following alias hooks."""
     hints = typing.get_type_hints(cls)
     head, rest = path[0], path[1:]
@@ -159,13 +159,13 @@ def resolve_path(cls: type, path: list[str], data: dict[str, Any]) -> list[str]:
             resolved = alias(path, data)
             if resolved is not None:
                 return resolved
-        raise ConfigError(f"override {'.'.join(path)}: unknown option {head!r} for {cls.__name__}")
+        raise ConfigError(f"override {prefix}{'.'.join(path)}: unknown option {head!r} for {cls.__name__}")
     if not rest:
         return path
     sub = hints[head]
     if dataclasses.is_dataclass(sub):
         child = data.get(head) if isinstance(data.get(head), dict) else {}
-        return [head, *resolve_path(sub, rest, child)]
+        return [head, *resolve_path(sub, rest, child, f"{prefix}{head}.")]
     return path
 
 

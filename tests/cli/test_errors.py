@@ -224,7 +224,6 @@ def test_unknown_experiment_and_analysis(capsys: pytest.CaptureFixture[str], tmp
 
 # ------------------------------------------------------------------------------ known bugs
 
-@pytest.mark.xfail(strict=True, reason="cli/translate.py raises SystemExit('error: ...'): exit status 1, not 2")
 def test_translate_without_input_or_split(capsys: pytest.CaptureFixture[str], trained: Path) -> None:
     try:
         code = cli(capsys, "translate", "--run", trained)[0]
@@ -233,8 +232,6 @@ def test_translate_without_input_or_split(capsys: pytest.CaptureFixture[str], tr
     assert code == 2
 
 
-@pytest.mark.xfail(strict=True, reason="cli/translate.py reads --input with open() when writing to stdout: "
-                                       "FileNotFoundError/UnicodeDecodeError tracebacks instead of a one-line error")
 @pytest.mark.parametrize("content", [None, b"ka lo\nmi \xff nu\n"], ids=["missing", "undecodable"])
 def test_translate_to_stdout_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path, trained: Path,
                                        content: bytes | None) -> None:

@@ -104,8 +104,6 @@ def test_overrides_on_an_experiment(tmp_path: Path) -> None:
     assert grid(exp) == [("v", "ape", 5), ("v", "shape", 5), ("v", "short", 5)]
 
 
-@pytest.mark.xfail(strict=True, reason="ExperimentConfig does not validate `analyses`: a typo surfaces as a "
-                                       "KeyError traceback in write_translation_report, after the whole grid trained")
 def test_unknown_analysis_is_rejected_up_front() -> None:
     with pytest.raises(ConfigError, match="lenght_bleu"):
         _exp(analyses=["lenght_bleu"])

@@ -109,8 +109,6 @@ def test_load_meta_names_the_directory(tmp_path: Path) -> None:
         load_meta(tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="prepare() renames its temporary directory onto OUT even when another process "
-                                       "(a second torchrun rank) has just created OUT: OSError 'Directory not empty'")
 def test_concurrent_prepare_of_the_same_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two ranks preparing at once: the one that finishes second must reuse the first's result."""
     original = prep.apply_setting

@@ -82,8 +82,6 @@ def test_no_resume_starts_afresh(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert all(torch.equal(first[k], again[k]) for k in first)  # same seed, same data: same weights
 
 
-@pytest.mark.xfail(strict=True, reason="pipeline/train.py builds the model before anything is seeded: the initial "
-                                       "weights come from torch's unseeded global RNG, not from train.seed")
 def test_initial_weights_follow_train_seed(capsys: pytest.CaptureFixture[str], tmp_path: Path, toy_prepared: Path) -> None:
     """The same command in two fresh processes (different global RNG states) gives the same run."""
     _train(capsys, tmp_path / "a", toy_prepared, 3, process_seed=123)

@@ -9,7 +9,8 @@ from dataclasses import replace
 
 import torch
 
-from posenc.decoding.translate import translate_file, translate_lines
+from posenc.decoding.translate import read_lines_lazily, translate_file, translate_lines
+from posenc.errors import ConfigError
 from posenc.pipeline.run import decode_options, load_run, translate_split
 
 
@@ -30,14 +31,14 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(translate_split(loaded, args.split, dc), indent=2))
         return 0
     if not args.input:
-        raise SystemExit("error: give --input FILE or --split NAME")
+        raise ConfigError("give --input FILE or --split NAME")
     opts = decode_options(dc, loaded)
     with torch.inference_mode():
         if args.input != "-" and args.output:
             n = translate_file(loaded.model, loaded.tokenizer, args.input, args.output, **opts)
             print(f"translated {n} lines -> {args.output}", file=sys.stderr)
             return 0
-        lines = (line.rstrip("\n") for line in sys.stdin) if args.input == "-" else open(args.input, encoding="utf-8")
+        lines = (line.rstrip("\n") for line in sys.stdin) if args.input == "-" else read_lines_lazily(args.input)
         for out in translate_lines(loaded.model, loaded.tokenizer, lines, **opts):
             print(out)
     return 0

@@ -34,6 +34,11 @@ class ExperimentConfig:
         require(len(self.settings) >= 1, f"experiment {self.name}: give at least one setting")
         require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds), "experiment.seeds must be distinct and non-empty")
         require(not self.baseline or self.baseline in self.methods, f"experiment.baseline {self.baseline!r} is not a method label")
+        require(
+            self.task != "translation" or set(self.analyses) <= set(TRANSLATION_ANALYSES),
+            f"experiment.analyses must be among {', '.join(TRANSLATION_ANALYSES)}, got {self.analyses}",
+        )
+        require(len(self.splits) >= 1, "experiment.splits must not be empty")
         for label in list(self.methods) + list(self.settings):
             require(label.replace("-", "").replace("_", "").replace(".", "").isalnum(), f"experiment label {label!r}: use letters, digits, -, _ or .")
 

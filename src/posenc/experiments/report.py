@@ -31,8 +31,9 @@ def mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
-def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: str = "test") -> str:
+def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: str | None = None) -> str:
     """Markdown: one row per method, BLEU per setting (mean ± std over seeds), size and time."""
+    split = split or exp.splits[0]
     cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in results:
         cells.setdefault((r["method"], r["setting"]), []).append(r)
@@ -169,7 +170,7 @@ def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]
     """``report/README.md`` with the results table and, per setting, every requested analysis."""
     report = exp.root / "report"
     report.mkdir(parents=True, exist_ok=True)
-    md = [f"# {exp.name}", "", exp.description, "", f"## Test BLEU (sacreBLEU, seeds {exp.seeds})", "",
+    md = [f"# {exp.name}", "", exp.description, "", f"## {exp.splits[0].capitalize()} BLEU (sacreBLEU, seeds {exp.seeds})", "",
           results_table(exp, results), ""]
     for setting in exp.settings:
         view = SettingView(exp, setting)

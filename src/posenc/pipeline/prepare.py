@@ -63,6 +63,16 @@ def _token_stats(tok: Tokenizer, pairs: list[Pair]) -> dict[str, int]:
             "max_src_len": max(src, default=0), "max_tgt_len": max(tgt, default=0)}
 
 
+def _publish(tmp: Path, out: Path) -> None:
+    """Rename ``tmp`` to ``out``; if another process (e.g. a torchrun rank) won the race, keep its copy."""
+    try:
+        tmp.rename(out)
+    except OSError:
+        if not (out / "meta.json").is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = None) -> Path:
     """Build the prepared directory ``out`` for ``cfg``; returns its path. Idempotent."""
     out = Path(out)
@@ -88,7 +98,7 @@ def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = Non
         train = meta["train"]
         meta["alpha"] = train["tgt_tokens"] / max(train["src_tokens"], 1)  # CAPE §5.3
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
-        tmp.rename(out)
+        _publish(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
 from torch import nn
 
 from posenc.config import save_yaml, to_dict
@@ -90,6 +91,7 @@ def train_run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
     if is_main:
         save_yaml(cfg, out / "config.yaml")
         shutil.copyfile(data_dir / "spm.model", out / "spm.model")
+    torch.manual_seed(cfg.train.seed)  # initial weights follow train.seed
     model = build_model(cfg, tok.pad_id)
     bos = source_bos(model)
     train_split = EncodedSplit(tok, data_dir, "train", bos)

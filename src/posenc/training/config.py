@@ -18,7 +18,7 @@ DEVICES = ("auto", "cpu", "cuda")
 @dataclass
 class TrainConfig:
     seed: int = 1
-    max_steps: int = 0  # optimizer updates; 0 = no step limit
+    max_steps: int = 100000  # optimizer updates; 0 = no step limit
     max_epochs: int = 0  # 0 = no epoch limit (at least one limit must be set)
     max_tokens: int = 4096  # tokens per batch per GPU (used by whoever builds the batches)
     update_freq: int = 1  # gradient accumulation: batches per optimizer update

@@ -109,10 +109,21 @@ def test_unknown_analysis_is_rejected_up_front() -> None:
         _exp(analyses=["lenght_bleu"])
 
 
-@pytest.mark.xfail(strict=True, reason="runner.TASKS dispatches vision/speech experiments to "
-                                       "posenc.vision.run_vision_experiment / posenc.speech.run_speech_experiment, "
-                                       "which do not exist (ImportError traceback on `posenc experiment`)")
 @pytest.mark.parametrize("task", ["vision", "speech"])
-def test_task_entry_points_exist(task: str) -> None:
-    module = importlib.import_module(f"posenc.{task}")
-    assert callable(getattr(module, f"run_{task}_experiment", None))
+def test_task_key_dispatches_to_the_task_schema(tmp_path: Path, task: str) -> None:
+    """A `task: vision|speech` YAML is validated by that task's own config class."""
+    from posenc.experiments.runner import run_experiment
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(f"task: {task}\nno_such_option: 1\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="no_such_option"):
+        run_experiment(str(path))
+
+
+def test_unknown_task_is_rejected(tmp_path: Path) -> None:
+    from posenc.experiments.runner import run_experiment
+
+    path = tmp_path / "exp.yaml"
+    path.write_text("task: astronomy\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="astronomy"):
+        run_experiment(str(path))

@@ -16,7 +16,7 @@ TRANSLATION_ANALYSES = (
 @dataclass
 class ExperimentConfig:
     name: str = "experiment"
-    task: str = "translation"  # translation | vision | speech
+    task: str = "translation"  # vision/speech experiments use their own schemas (runner.TASKS)
     out_dir: str = ""  # default runs/NAME
     description: str = ""
     base: dict[str, Any] = field(default_factory=dict)  # the task's run config (a mapping)
@@ -30,6 +30,7 @@ class ExperimentConfig:
 
     def __post_init__(self) -> None:
         require(bool(self.name), "experiment.name must not be empty")
+        require(self.task == "translation", f"experiment.task {self.task!r}: this schema is for translation")
         require(len(self.methods) >= 1, f"experiment {self.name}: give at least one method")
         require(len(self.settings) >= 1, f"experiment {self.name}: give at least one setting")
         require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds), "experiment.seeds must be distinct and non-empty")

@@ -39,6 +39,7 @@ def test_tiny_run_writes_the_schema_and_ape_ratio_is_exactly_one(tmp_path: Path)
 
 def test_ape_is_always_measured_and_bad_input_is_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert BenchConfig(methods=["shaw"]).methods == ["ape", "shaw"]
+    assert BenchConfig(methods=["ape", "rpe", "rnn", "shaw"]).methods == ["ape", "shaw", "gru"]
     with pytest.raises(ConfigError, match="unknown methods"):
         BenchConfig(methods=["sinusoid"])
     assert main([*TINY, "--methods", "bogus", "--no-memory"]) == 2

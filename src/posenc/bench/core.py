@@ -25,6 +25,8 @@ from posenc.models.seq2seq import Seq2SeqTransformer
 
 #: Benchmark method names → position config names (``gru`` is the RNN-Transformer, ``shaw`` RPE).
 METHODS: dict[str, str] = {"ape": "ape", "shape": "shape", "cape": "cape", "gru": "rnn", "shaw": "rpe"}
+#: Accepted aliases in ``BenchConfig.methods`` (the position config's names).
+ALIASES: dict[str, str] = {"rnn": "gru", "rpe": "shaw"}
 BOS, EOS = 2, 3
 
 
@@ -48,6 +50,7 @@ class BenchConfig:
     threads: int = 0  # torch.set_num_threads in every process of the run (0: leave torch's default)
 
     def __post_init__(self) -> None:
+        self.methods = list(dict.fromkeys(ALIASES.get(m, m) for m in self.methods))
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown or not self.methods:
             raise ConfigError(f"bench: unknown methods {unknown} (known: {', '.join(METHODS)})")

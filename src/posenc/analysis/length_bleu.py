@@ -80,8 +80,9 @@ def plot_length_bleu(rows: list[dict[str, Any]], labels: list[str], base: str, s
     fig, (ax1, ax2) = plots.figure(ncols=2)
     unseen = [k for k, s in enumerate(seen) if s is False]
     plots.shade(ax1, unseen)
-    plots.categorical_lines(ax1, labels, {m: [r["bleu"] for r in by[m]] for m in models}, "source length", "BLEU", "BLEU by source length")
+    colors = plots.model_colors(models)
+    plots.categorical_lines(ax1, labels, {m: [r["bleu"] for r in by[m]] for m in models}, "source length", "BLEU", "BLEU by source length", colors)
     plots.shade(ax2, unseen)
     others = {m: [r["gain"] for r in by[m]] for m in models if m != base}
-    plots.bars(ax2, labels, others, "source length", f"BLEU gain over {base}", f"Gain over {base}")
+    plots.bars(ax2, labels, others, "source length", f"BLEU gain over {base}", f"Gain over {base}", colors)
     plots.save_png(fig, out / "length_bleu.png")

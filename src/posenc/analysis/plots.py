@@ -99,6 +99,11 @@ def shade(ax: Axes, indices: Sequence[int], label: str = "no training data") -> 
         ax.axvspan(i - 0.5, i + 0.5, color=GREY, zorder=0, label=label if n == 0 else None)
 
 
+def model_colors(names: Sequence[str]) -> dict[str, str]:
+    """One fixed colour per model, so a model looks the same in every panel of a figure."""
+    return {name: f"C{i % 10}" for i, name in enumerate(names)}
+
+
 def lines(
     ax: Axes,
     series: Mapping[str, tuple[Sequence[float], Sequence[float | None]]],
@@ -106,11 +111,13 @@ def lines(
     ylabel: str,
     title: str = "",
     markers: bool = True,
+    colors: Mapping[str, str] | None = None,
 ) -> None:
     """One line per named series ``{name: (x, y)}``; ``None`` y values leave gaps."""
     for name, (x, y) in series.items():
         yy = [np.nan if v is None else v for v in y]
-        ax.plot(list(x), yy, marker="o" if markers else None, markersize=3, label=name)
+        color = colors.get(name) if colors else None
+        ax.plot(list(x), yy, marker="o" if markers else None, markersize=3, label=name, color=color)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
@@ -119,20 +126,21 @@ def lines(
         ax.legend(frameon=False, fontsize=8)
 
 
-def categorical_lines(ax: Axes, categories: Sequence[str], series: Mapping[str, Sequence[float | None]], xlabel: str, ylabel: str, title: str = "") -> None:
+def categorical_lines(ax: Axes, categories: Sequence[str], series: Mapping[str, Sequence[float | None]], xlabel: str, ylabel: str, title: str = "", colors: Mapping[str, str] | None = None) -> None:
     """Lines over categorical x positions (buckets) with the category names as tick labels."""
-    lines(ax, {n: (range(len(categories)), y) for n, y in series.items()}, xlabel, ylabel, title)
+    lines(ax, {n: (range(len(categories)), y) for n, y in series.items()}, xlabel, ylabel, title, colors=colors)
     ax.set_xticks(range(len(categories)))
     ax.set_xticklabels(categories, rotation=45 if len(categories) > 6 else 0, ha="right" if len(categories) > 6 else "center")
 
 
-def bars(ax: Axes, categories: Sequence[str], series: Mapping[str, Sequence[float | None]], xlabel: str, ylabel: str, title: str = "") -> None:
+def bars(ax: Axes, categories: Sequence[str], series: Mapping[str, Sequence[float | None]], xlabel: str, ylabel: str, title: str = "", colors: Mapping[str, str] | None = None) -> None:
     """Grouped bars: one group per category, one bar per named series."""
     n = max(len(series), 1)
     width = 0.8 / n
     for k, (name, values) in enumerate(series.items()):
         x = np.arange(len(categories)) + (k - (n - 1) / 2) * width
-        ax.bar(x, [np.nan if v is None else v for v in values], width, label=name)
+        color = colors.get(name) if colors else None
+        ax.bar(x, [np.nan if v is None else v for v in values], width, label=name, color=color)
     ax.set_xticks(range(len(categories)))
     ax.set_xticklabels(categories, rotation=45 if len(categories) > 6 else 0, ha="right" if len(categories) > 6 else "center")
     ax.set_xlabel(xlabel)

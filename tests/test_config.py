@@ -106,7 +106,7 @@ def test_bad_position_names(name: str, needle: str) -> None:
         ("cape", {"max_global_shift": -0.1}, "max_global_shift"),
         ("cape", {"max_local_shift": -1.0}, "max_local_shift"),
         ("cape", {"max_global_scaling": 0.5}, "max_global_scaling"),
-        ("cape", {"source_scale": 0.0}, "source_scale"),
+        ("cape", {"source_scale": -1.0}, "source_scale"),
         ("learned", {"max_positions": 0}, "max_positions"),
         ("gru", {"num_layers": 0}, "num_layers"),
         ("sinusoidal", {"base": 1.0}, "base"),

@@ -22,7 +22,7 @@ def test_round_trip_and_overrides(tmp_path) -> None:
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({}, "set max_steps or max_epochs"),
+        ({"max_steps": 0}, "set max_steps or max_epochs"),
         ({"max_steps": 5, "precision": "fp8"}, "train.precision must be one of fp32|bf16|fp16"),
         ({"max_steps": 5, "update_freq": 0}, "train.update_freq must be >= 1"),
         ({"max_steps": 5, "betas": [0.9]}, "train.betas must be two numbers"),

@@ -33,7 +33,7 @@ from torch import Tensor
 
 from posenc.config import load_config, require, save_yaml
 from posenc.data.images import ImageSet, load_fashion_mnist, to_model_input
-from posenc.errors import PosencError
+from posenc.errors import DataError, PosencError
 from posenc.models.vit import ViT, ViTConfig
 
 #: Default test resolutions: all divisible by the default patch size 4 (7×7 grid at 28 px).
@@ -126,11 +126,14 @@ def train_vit(cfg: VisionConfig, train_set: ImageSet | None = None) -> tuple[ViT
     """Train a ViT on Fashion-MNIST (or ``train_set``); returns the model (eval mode) and metrics.
 
     Metrics: ``losses`` (per step), ``first_loss``/``last_loss`` (mean of the first/last 10
-    steps), ``steps``, ``seconds``, ``train_accuracy`` (running, last epoch).
+    steps), ``steps``, ``seconds``, ``train_accuracy`` (running, last epoch). Sets torch's
+    (process-wide) thread count to ``train.threads``.
     """
     torch.set_num_threads(cfg.train.threads)
     torch.manual_seed(cfg.train.seed)
     data = train_set if train_set is not None else load_fashion_mnist("train", cfg.data.root, cfg.data.train_size)
+    if len(data) == 0 or int(data.labels.max()) >= cfg.model.num_classes:
+        raise DataError(f"training labels must be in 0..{cfg.model.num_classes - 1} (model.num_classes) and the set non-empty")
     model = ViT(cfg.model)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
     gen = torch.Generator().manual_seed(cfg.train.seed)

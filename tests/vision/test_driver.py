@@ -11,7 +11,7 @@ import torch
 import posenc.vision as vision
 from posenc.config import from_dict, load_config, to_dict
 from posenc.data.images import ImageSet
-from posenc.errors import ConfigError
+from posenc.errors import ConfigError, DataError
 from posenc.vision import (
     VisionConfig,
     evaluate_resolutions,
@@ -38,9 +38,9 @@ def quadrant_images(n: int, seed: int = 0) -> ImageSet:
     return ImageSet(images, labels)
 
 
-def tiny_cfg(name: str = "cape-2d", **train) -> VisionConfig:
+def tiny_cfg(name: str = "cape-2d", num_classes: int = 4, **train) -> VisionConfig:
     return from_dict(VisionConfig, {
-        "model": {"image_size": 16, "patch": 4, "d_model": 16, "heads": 2, "layers": 1, "d_ff": 32, "num_classes": 4,
+        "model": {"image_size": 16, "patch": 4, "d_model": 16, "heads": 2, "layers": 1, "d_ff": 32, "num_classes": num_classes,
                   "position": {"name": name}},
         "train": {"epochs": 3, "batch_size": 32, "lr": 3e-3, "threads": 1, **train},
         "eval": {"resolutions": [8, 16, 24], "tta_offset": 4},
@@ -84,6 +84,12 @@ def test_training_lowers_loss_and_beats_chance():
     # ...while without positions every quadrant gives the same bag of patches.
     nopos, _ = train_vit(tiny_cfg("none", epochs=2), quadrant_images(256))
     assert evaluate_resolutions(nopos, quadrant_images(200, seed=1), [16])[16] < 0.4
+
+
+def test_labels_outside_the_classes_are_rejected():
+    data = quadrant_images(8)
+    with pytest.raises(DataError, match=r"labels must be in 0\.\.2"):
+        train_vit(tiny_cfg(num_classes=3), data)
 
 
 def test_univit_draws_resolutions_from_its_list(monkeypatch: pytest.MonkeyPatch):

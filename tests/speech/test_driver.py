@@ -1,0 +1,121 @@
+"""Speech driver: config validation, WER/CER, training sampler, tiny training run, CSV/PNG."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from posenc.config import from_dict
+from posenc.data import speech as sd
+from posenc.errors import ConfigError
+from posenc.models.ctc import ctc_loss
+from posenc.speech import (
+    SpeechConfig, build_model, cer, evaluate_by_duration, eval_sets, main, train_ctc, training_utterance, wer,
+)
+
+SR = 8000
+POS = {"sinusoidal": {"scale": 30.0}, "learned": {"max_positions": 16}, "shaw": {"k": 4},
+       "cape": {"max_global_shift": 60.0, "max_local_shift": 0.02, "max_global_scaling": 1.1}}
+TINY_MODEL = {"d_model": 32, "heads": 4, "layers": 1, "d_ff": 64, "dropout": 0.0, "conv_channels": 32, "conv_kernel": 3}
+
+
+def tone(digit: int, seconds: float, rng: np.random.Generator) -> np.ndarray:
+    """A synthetic "word": two tones specific to the digit, with a little noise."""
+    t = np.arange(int(seconds * SR)) / SR
+    wave = 0.3 * np.sin(2 * np.pi * (300 + 250 * digit) * t) + 0.2 * np.sin(2 * np.pi * (3500 - 250 * digit) * t)
+    return (wave + rng.normal(0, 0.01, t.shape)).astype(np.float32)
+
+
+def synthetic_fsdd(per_digit_train: int = 4) -> sd.Fsdd:
+    rng = np.random.default_rng(0)
+
+    def clip(d: int, i: int) -> sd.Clip:
+        w = torch.from_numpy(tone(d, rng.uniform(0.3, 0.5), rng))
+        return sd.Clip(w, sd.DIGIT_WORDS[d], d, "synth", i, Path(f"{d}_synth_{i}.wav"))
+
+    return sd.Fsdd([clip(d, 5 + i) for d in range(10) for i in range(per_digit_train)], [clip(d, 0) for d in range(10)])
+
+
+def config(**over) -> SpeechConfig:
+    data = {"eval_durations": [1.0, 2.0], "eval_count": 3, **over.pop("data", {})}
+    model = {**TINY_MODEL, "position": {**POS, "name": over.pop("method", "cape")}}
+    train = {"steps": 40, "batch_size": 8, "lr": 3e-3, "warmup": 5, "log_every": 1000, **over.pop("train", {})}
+    return from_dict(SpeechConfig, {"data": data, "model": model, "train": train, **over})
+
+
+def test_wer_cer_on_hand_made_strings() -> None:
+    refs, hyps = ["one two three", "four"], ["one too three", ""]
+    assert wer(refs, hyps) == pytest.approx(2 / 4)  # 1 substitution + 1 deletion over 4 words
+    assert cer(refs, hyps) == pytest.approx(5 / 17)  # w→o, then 4 deleted letters over 17 chars
+    assert wer(["six six"], ["six six six"]) == pytest.approx(1 / 2)
+    assert wer(["nine"], ["nine"]) == 0.0 and cer(["nine"], ["nie"]) == pytest.approx(1 / 4)
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ConfigError, match="max_local_shift 0.05 s exceeds half the output frame spacing"):
+        from_dict(SpeechConfig, {"model": {"position": {"name": "cape", "cape": {"max_local_shift": 0.05}}}})
+    with pytest.raises(ConfigError, match="cape.max_local_shift"):  # also when cape is only in methods
+        from_dict(SpeechConfig, {"methods": ["nopos", "cape"], "model": {"position": {"name": "nopos", "cape": {"max_local_shift": 0.05}}}})
+    with pytest.raises(ConfigError, match="unknown position method"):
+        from_dict(SpeechConfig, {"methods": ["sinusoidal", "wavelet"]})
+    with pytest.raises(ConfigError, match="hop_ms"):
+        from_dict(SpeechConfig, {"data": {"hop_ms": 30.0}})
+
+
+def test_training_utterances_respect_duration_and_word_limits() -> None:
+    data, cfg = synthetic_fsdd(), config(data={"max_train_duration": 1.0, "max_train_words": 3})
+    rng = np.random.default_rng(1)
+    counts = set()
+    for _ in range(200):
+        u = training_utterance(data.train, cfg.data, rng)
+        words = u.text.split(" ")
+        counts.add(len(words))
+        assert len(words) == 1 or u.duration(SR) <= 1.0 + 1e-9
+        assert all(w in sd.DIGIT_WORDS for w in words)
+    assert counts == {1, 2}  # 3 clips (≥ 0.3 s each, 2 gaps ≥ 0.1 s) never fit 1 s; 2 clips can
+
+
+def test_tiny_training_run_decreases_ctc_loss() -> None:
+    data, cfg = synthetic_fsdd(), config()
+    probe = sd.collate([sd.Utterance(c.wave, c.text) for c in data.test], sd.CharVocab(), SR, cfg.data.hop, cfg.data.win, surround=True)
+    torch.manual_seed(cfg.train.seed)
+    initial = build_model(cfg).eval()  # train_ctc seeds and builds the same initial model
+    with torch.no_grad():
+        before = float(ctc_loss(initial(probe.features, probe.times, probe.mask), probe.targets, probe.target_lengths))
+    res = train_ctc(cfg, data, log=None)
+    res.model.eval()
+    with torch.no_grad():
+        after = float(ctc_loss(res.model(probe.features, probe.times, probe.mask), probe.targets, probe.target_lengths))
+    assert len(res.losses) == 40 and np.isfinite(res.losses).all()
+    assert after < 0.7 * before
+    rows = evaluate_by_duration(res.model, cfg, eval_sets(cfg, data))
+    assert [r["bucket"] for r in rows] == ["clips", "1s", "2s"]
+    assert [r["utterances"] for r in rows] == [10, 3, 3] and rows[1]["duration_s"] == 1.0
+    assert all(0.0 <= r["cer"] and 0.0 <= r["wer"] for r in rows)
+
+
+def test_main_writes_csv_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rec = tmp_path / "fsdd" / "recordings"
+    rec.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for d in range(10):
+        for i in range(7):
+            sf.write(str(rec / f"{d}_synth_{i}.wav"), tone(d, 0.35, rng), SR, subtype="PCM_16")
+    cfg_path = tmp_path / "speech.yaml"
+    cfg_path.write_text(f"out_dir: {tmp_path / 'out'}\nmethods: [cape, learned]\n")
+    over = [f"data.path={tmp_path / 'fsdd'}", "data.eval_durations=[1.0]", "data.eval_count=2", "train.steps=2",
+            "train.batch_size=4", "model.d_model=16", "model.heads=2", "model.layers=1", "model.conv_channels=8",
+            "model.position.sinusoidal.scale=30", "model.position.cape.max_local_shift=0.02"]
+    assert main(["--config", str(cfg_path), *over]) == 0
+    with (tmp_path / "out" / "results.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["method"], r["bucket"], r["utterances"]) for r in rows] == [
+        ("cape", "clips", "50"), ("cape", "1s", "2"), ("learned", "clips", "50"), ("learned", "1s", "2")]
+    assert (tmp_path / "out" / "wer_by_duration.png").stat().st_size > 1000
+    assert main(["--config", str(cfg_path), f"data.path={tmp_path / 'missing'}"]) == 2
+    assert "error: FSDD recordings not found" in capsys.readouterr().out

@@ -72,6 +72,9 @@ def _vision(data: dict[str, Any], overrides: list[str]) -> Path:
     from posenc import vision
 
     out = Path(data.pop("out_dir", "runs/vision"))
+    for text in [o for o in overrides if o.startswith("out_dir=")]:  # not a VisionConfig field
+        out = Path(text.split("=", 1)[1])
+        overrides = [o for o in overrides if o != text]
     cfg = from_dict(vision.VisionConfig, merge_overrides(data, overrides, vision.VisionConfig))
     vision.run_experiment(cfg, out)
     return out

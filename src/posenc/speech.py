@@ -91,8 +91,10 @@ class SpeechConfig:
     train: SpeechTrainConfig = field(default_factory=SpeechTrainConfig)
     methods: list[str] = field(default_factory=list)  # run_experiment: one model per name
     out_dir: str = "runs/speech"
+    task: str = "speech"  # lets `posenc experiment` pick this schema
 
     def __post_init__(self) -> None:
+        require(self.task == "speech", f"task must be 'speech' for a SpeechConfig, got {self.task!r}")
         p = self.model.position
         half = self.data.hop_ms / 1000 * self.model.downsample / 2
         for name in [p.name, *self.methods]:

@@ -98,8 +98,11 @@ class VisionConfig:
     train: VisionTrainConfig = field(default_factory=VisionTrainConfig)
     eval: VisionEvalConfig = field(default_factory=VisionEvalConfig)
     experiment: VisionExperimentConfig = field(default_factory=VisionExperimentConfig)
+    task: str = "vision"  # lets `posenc experiment` pick this schema
+    out_dir: str = "runs/vision"
 
     def __post_init__(self) -> None:
+        require(self.task == "vision", f"task must be 'vision' for a VisionConfig, got {self.task!r}")
         p = self.model.patch
         for where, sizes in (("train.univit_resolutions", self.train.univit_resolutions), ("eval.resolutions", self.eval.resolutions)):
             bad = [r for r in sizes if r < p or r % p]
@@ -279,11 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m posenc.vision", description="ViT position-method experiment (CAPE §5.1)")
     parser.add_argument("config", help="YAML config (e.g. configs/vision/fashion_mnist_small.yaml)")
     parser.add_argument("overrides", nargs="*", help="dotted KEY=VALUE overrides, e.g. train.epochs=1")
-    parser.add_argument("--out", default="runs/vision", help="output directory (default runs/vision)")
+    parser.add_argument("--out", help="output directory (default: the config's out_dir)")
     args = parser.parse_args(argv)
     try:
         cfg = load_config(VisionConfig, args.config, args.overrides)
-        run_experiment(cfg, args.out)
+        run_experiment(cfg, args.out or cfg.out_dir)
     except PosencError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -71,13 +71,9 @@ def _vision(data: dict[str, Any], overrides: list[str]) -> Path:
     """ViT on Fashion-MNIST by resolution (CAPE §5.1): ``posenc.vision``'s own config schema."""
     from posenc import vision
 
-    out = Path(data.pop("out_dir", "runs/vision"))
-    for text in [o for o in overrides if o.startswith("out_dir=")]:  # not a VisionConfig field
-        out = Path(text.split("=", 1)[1])
-        overrides = [o for o in overrides if o != text]
     cfg = from_dict(vision.VisionConfig, merge_overrides(data, overrides, vision.VisionConfig))
-    vision.run_experiment(cfg, out)
-    return out
+    vision.run_experiment(cfg, cfg.out_dir)
+    return Path(cfg.out_dir)
 
 
 def _speech(data: dict[str, Any], overrides: list[str]) -> Path:
@@ -120,6 +116,4 @@ def run_experiment(name_or_path: str, overrides: list[str] | None = None) -> Pat
     task = data.get("task", "translation")
     if task not in TASKS:
         raise ConfigError(f"experiment task must be one of {', '.join(TASKS)}, got {task!r}")
-    if task != "translation":
-        data.pop("task")
     return TASKS[task](data, list(overrides or []))

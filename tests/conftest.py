@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,13 +12,15 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
-# Tiny models: one intra-op thread is fastest and avoids oversubscription on 2-core CI.
-torch.set_num_threads(1)
-
-
 @pytest.fixture(autouse=True)
-def _seed() -> None:
+def _seed_and_one_thread() -> Iterator[None]:
+    """Seeded RNG; one intra-op thread (tiny models: faster, and no oversubscription on 2-core
+    CI). The thread count is restored afterwards, since code under test may change it."""
     torch.manual_seed(0)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture

@@ -125,3 +125,10 @@ def test_concurrent_prepare_of_the_same_directory(tmp_path: Path, monkeypatch: p
     assert prepare(toy_data(), out) == out
     assert calls == [out] and load_meta(out)["train"]["pairs"] == TOY_OPTIONS["n_train"]
     assert hidden_leftovers(tmp_path) == []
+
+
+def test_every_configurable_arch_has_a_builder() -> None:
+    """RunConfig validates ``arch`` against the names the pipeline can build (and only those)."""
+    from posenc.pipeline import config, train
+
+    assert set(config.ARCHS) == set(train.ARCHS)

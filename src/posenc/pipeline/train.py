@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -58,21 +58,25 @@ def resolve_model_config(cfg: RunConfig, meta: dict[str, Any]) -> RunConfig:
     return replace(cfg, model=model, rnn=replace(cfg.rnn, vocab_size=vocab))
 
 
-#: Architecture name → builder(run config, pad id); every model follows the decoding protocol
-#: (forward / encode / init_state / step) of Seq2SeqTransformer.
-ARCH_BUILDERS: dict[str, Callable[[RunConfig, int], nn.Module]] = {
-    "transformer": lambda cfg, pad: Seq2SeqTransformer(cfg.model, pad_id=pad),
-    "rnn-nmt": lambda cfg, pad: RNNNMT(cfg.rnn, pad_id=pad),
+@dataclass(frozen=True)
+class Arch:
+    """An architecture of the pipeline: which config section it reads and how to build it.
+    Every model follows Seq2SeqTransformer's decoding protocol (forward/encode/init_state/step)."""
+
+    section: Callable[[RunConfig], Any]  # its config dataclass within the run config
+    width: Callable[[Any], int]  # d_model for the Noam schedule
+    build: Callable[[Any, int], nn.Module]  # (section, pad id) → model
+
+
+ARCHS: dict[str, Arch] = {
+    "transformer": Arch(lambda c: c.model, lambda m: m.d_model, lambda m, pad: Seq2SeqTransformer(m, pad_id=pad)),
+    "rnn-nmt": Arch(lambda c: c.rnn, lambda r: r.hidden, lambda r, pad: RNNNMT(r, pad_id=pad)),
 }
 
 
 def build_model(cfg: RunConfig, pad_id: int) -> nn.Module:
-    return ARCH_BUILDERS[cfg.arch](cfg, pad_id)
-
-
-def model_width(cfg: RunConfig) -> int:
-    """d_model for the Noam schedule (the RNN's hidden size for rnn-nmt)."""
-    return cfg.model.d_model if cfg.arch == "transformer" else cfg.rnn.hidden
+    arch = ARCHS[cfg.arch]
+    return arch.build(arch.section(cfg), pad_id)
 
 
 def source_bos(model: nn.Module) -> bool:
@@ -98,9 +102,10 @@ def train_run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
     valid = EncodedSplit(tok, data_dir, "valid", bos).batches(cfg.train.max_tokens, False, 0, 0)
     tc = cfg.train
     batches_fn = lambda epoch, rank, world: train_split.batches(tc.max_tokens, True, tc.seed, epoch, rank, world)  # noqa: E731
-    sections = {"data": to_dict(cfg.data), "model": to_dict(cfg.model if cfg.arch == "transformer" else cfg.rnn)}
+    arch = ARCHS[cfg.arch]
+    sections = {"data": to_dict(cfg.data), "model": to_dict(arch.section(cfg))}
     result = train(model, batches_fn, tc, out, valid_batches=valid or None, resume=resume, config=sections,
-                   d_model=model_width(cfg))
+                   d_model=arch.width(arch.section(cfg)))
     n_params = sum(p.numel() for p in model.parameters())
     summary = {
         "steps": result.state.step, "epochs": result.state.epoch, "tokens": result.state.tokens,

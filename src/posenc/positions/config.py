@@ -13,7 +13,8 @@ rpe            shaw (no absolute positions)         Shaw et al. 2018; SHAPE's RP
 ape+shaw       sinusoidal + shaw                    Shaw et al. 2018, "both"
 rnn            gru                                  Neishi & Yoshinaga 2019 RNN-Transformer
 rr             gru + shaw                           Neishi & Yoshinaga 2019 RR-Transformer
-nopos          none                                 no positions
+nopos, nope    none                                 no positions
+alibi          none + alibi                         Press et al. 2022 (ALiBi)
 =============  ===================================  ======================================
 """
 
@@ -25,6 +26,7 @@ from typing import Any
 from posenc.config import require
 from posenc.errors import ConfigError
 from posenc.positions import registry
+from posenc.positions.alibi import AlibiParams
 from posenc.positions.cape import CapeParams
 from posenc.positions.gru import GRUParams
 from posenc.positions.learned import LearnedParams
@@ -47,6 +49,7 @@ METHOD_ALIASES: dict[str, str] = {
     "rpe": "shaw",
     "rnn": "gru",
     "nopos": "none",
+    "nope": "none",
 }
 
 #: Input methods that read the positions tensor, and so can be augmented, per augmentation.
@@ -89,6 +92,7 @@ class PositionConfig:
     gru: GRUParams = field(default_factory=GRUParams)
     none: NoParams = field(default_factory=NoParams)
     shaw: ShawParams = field(default_factory=ShawParams)
+    alibi: AlibiParams = field(default_factory=AlibiParams)
     shape: ShapeParams = field(default_factory=ShapeParams)
     cape: CapeParams = field(default_factory=CapeParams)
 

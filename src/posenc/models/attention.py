@@ -9,7 +9,7 @@ Paths (chosen per call, all numerically equal to the textbook definition):
   The default ("fast") explicit path scales q before the products (so the score term comes out
   scaled), adds the score term and the mask in place into the fresh logits, and adds the value term
   in place into α·V, so only α (B, H, Lq, Lk) is kept for backward; ``explicit_path = "reference"``
-  keeps the textbook order of operations (used as the reference in tests/bench). FlexAttention is
+  keeps the textbook order of operations (a constructor option; used as the reference in tests/bench). FlexAttention is
   not used: in torch 2.13 it has no CPU backward and does not return α for the value term.
 """
 
@@ -40,13 +40,14 @@ def attention_bias(key_mask: Tensor, lq: int, causal: bool, offset: int = 0) -> 
 
 
 class MultiHeadAttention(nn.Module):
-    #: Explicit (value-term) path: "fast" or "reference"; both compute the same function.
-    explicit_path: str = "fast"
-
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, explicit_path: str = "fast") -> None:
+        """``explicit_path``: "fast" or "reference" for the value-term path (same function)."""
         super().__init__()
         if d_model % num_heads:
             raise ValueError(f"d_model {d_model} is not divisible by heads {num_heads}")
+        if explicit_path not in ("fast", "reference"):
+            raise ValueError(f"explicit_path must be 'fast' or 'reference', got {explicit_path!r}")
+        self.explicit_path = explicit_path
         self.h, self.dh = num_heads, d_model // num_heads
         self.q_proj = nn.Linear(d_model, d_model)
         self.k_proj = nn.Linear(d_model, d_model)

@@ -41,11 +41,12 @@ class Embedding(nn.Module):
 class Stack(nn.Module):
     """Input position layer + N layers (+ final LN for pre-LN); shared by encoder and decoder."""
 
-    def __init__(self, cfg: ModelConfig, layer_cls: type, num_layers: int) -> None:
+    def __init__(self, cfg: ModelConfig, layer_cls: type, num_layers: int, causal: bool = False) -> None:
+        """``causal``: masked self-attention (decoder / LM); picks causal forms of attention methods."""
         super().__init__()
         d, pos = cfg.d_model, cfg.position
         self.input_pos = build_input(pos, d)
-        self.attn_pos = build_attention(pos, d, num_layers, cfg.heads)
+        self.attn_pos = build_attention(pos, d, num_layers, cfg.heads, causal)
         self.layers = nn.ModuleList(
             layer_cls(d, cfg.heads, cfg.d_ff, cfg.dropout, cfg.attention_dropout, cfg.norm == "pre", cfg.activation)
             for _ in range(num_layers)
@@ -77,7 +78,7 @@ class Encoder(Stack):
 
 class Decoder(Stack):
     def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__(cfg, DecoderLayer, cfg.decoder_layers)
+        super().__init__(cfg, DecoderLayer, cfg.decoder_layers, causal=True)
 
     def forward(self, x: Tensor, positions: Tensor, mask: Tensor, memory: Tensor, memory_mask: Tensor) -> Tensor:
         """Teacher-forced pass: embedded target ``(B, T, D)`` → ``(B, T, D)``."""

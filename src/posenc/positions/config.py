@@ -15,6 +15,7 @@ rnn            gru                                  Neishi & Yoshinaga 2019 RNN-
 rr             gru + shaw                           Neishi & Yoshinaga 2019 RR-Transformer
 nopos, nope    none                                 no positions
 alibi          none + alibi                         Press et al. 2022 (ALiBi)
+t5             none + t5                            Raffel et al. 2020 relative bias
 =============  ===================================  ======================================
 """
 
@@ -34,6 +35,7 @@ from posenc.positions.none import NoParams
 from posenc.positions.shape import ShapeParams
 from posenc.positions.shaw import ShawParams
 from posenc.positions.sinusoidal import SinusoidalParams
+from posenc.positions.t5 import T5Params
 
 #: Whole-name aliases for the papers' models.
 MODEL_ALIASES: dict[str, str] = {
@@ -93,6 +95,7 @@ class PositionConfig:
     none: NoParams = field(default_factory=NoParams)
     shaw: ShawParams = field(default_factory=ShawParams)
     alibi: AlibiParams = field(default_factory=AlibiParams)
+    t5: T5Params = field(default_factory=T5Params)
     shape: ShapeParams = field(default_factory=ShapeParams)
     cape: CapeParams = field(default_factory=CapeParams)
 

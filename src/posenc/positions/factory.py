@@ -12,12 +12,15 @@ def build_input(cfg: PositionConfig, d_model: int) -> InputPosition:
     return registry.INPUT[name].builder(d_model=d_model, params=cfg.params(name))
 
 
-def build_attention(cfg: PositionConfig, d_model: int, num_layers: int, num_heads: int) -> AttentionPosition | None:
+def build_attention(
+    cfg: PositionConfig, d_model: int, num_layers: int, num_heads: int, causal: bool = False
+) -> AttentionPosition | None:
+    """``causal``: the stack's self-attention is causal (methods with a causal form use it)."""
     name = cfg.methods.attention
     if name is None:
         return None
     return registry.ATTENTION[name].builder(
-        d_model=d_model, params=cfg.params(name), num_layers=num_layers, num_heads=num_heads
+        d_model=d_model, params=cfg.params(name), num_layers=num_layers, num_heads=num_heads, causal=causal
     )
 
 

@@ -1,0 +1,93 @@
+"""T5 relative position bias (Raffel et al. 2020, §2.1 "Position embeddings").
+
+Shape legend: B batch, H heads, Lq/Lk query/key length, R number of buckets.
+
+Each head adds a learned scalar ``b_h[bucket(j − i)]`` to its attention logits. Buckets: in a
+bidirectional stack half of the R buckets are for j > i; within a half, distances below
+``R'/2`` (R' the buckets of that half) get one bucket each, larger distances share buckets
+whose ranges grow logarithmically up to ``max_distance``, and every farther distance shares the
+last bucket. A causal stack only has j ≤ i and uses all R buckets for i − j. One table
+``(R, H)`` is shared across the layers of a stack (as in T5). Deviation: T5 does not scale its
+logits by 1/√Dh; here the bias is added to the scaled logits (the layer's convention).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from posenc.config import require
+from posenc.positions.base import AttentionHook, AttentionPosition
+from posenc.positions.registry import register
+
+
+@dataclass
+class T5Params:
+    num_buckets: int = 32
+    max_distance: int = 128
+
+    def __post_init__(self) -> None:
+        require(self.num_buckets >= 4, f"t5.num_buckets must be >= 4, got {self.num_buckets}")
+        require(self.max_distance > self.num_buckets // 2, "t5.max_distance must exceed num_buckets/2")
+
+
+def t5_bucket(rel: Tensor, num_buckets: int, max_distance: int, causal: bool) -> Tensor:
+    """Relative distances ``rel = j − i`` (long, any shape) → bucket ids in [0, num_buckets)."""
+    if causal:
+        offset, n, buckets = torch.zeros_like(rel), (-rel).clamp(min=0), num_buckets
+    else:
+        buckets = num_buckets // 2
+        offset, n = (rel > 0).long() * buckets, rel.abs()
+    exact = buckets // 2
+    ratio = torch.log(n.double().clamp(min=1) / exact) / math.log(max_distance / exact)
+    large = (exact + (ratio * (buckets - exact)).floor().long()).clamp(max=buckets - 1)
+    return offset + torch.where(n < exact, n, large)
+
+
+@dataclass
+class T5Context:
+    """Bucket ids ``(B, 1, Lq, Lk)`` shared by all layers of a stack."""
+
+    bucket: Tensor
+
+
+class T5Hook(AttentionHook):
+    """Score term only: the per-head bias, returned × √Dh (the layer divides by √Dh)."""
+
+    has_score, has_value = True, False
+
+    def __init__(self, table: nn.Embedding, head_dim: int) -> None:
+        super().__init__()
+        self.table, self.root = table, math.sqrt(head_dim)
+
+    def bias(self, ctx: T5Context) -> Tensor:
+        """→ ``(B, H, Lq, Lk)`` bias added to the scaled logits."""
+        return self.table(ctx.bucket[:, 0]).permute(0, 3, 1, 2)
+
+    def score(self, q: Tensor, ctx: T5Context) -> Tensor:
+        return (self.bias(ctx) * self.root).to(q.dtype).expand(q.shape[0], -1, q.shape[2], -1)
+
+
+@register("attention", "t5", T5Params)
+class T5RelativeBias(AttentionPosition):
+    """One ``(R, H)`` table per stack; ``causal`` picks the bucket layout."""
+
+    def __init__(self, d_model: int, params: T5Params, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
+        super().__init__()
+        self.params, self.causal = params, causal
+        table = nn.Embedding(params.num_buckets, num_heads)
+        nn.init.normal_(table.weight, std=0.02)
+        self.shared = T5Hook(table, d_model // num_heads)
+
+    def context(self, q_positions: Tensor, k_positions: Tensor) -> T5Context:
+        """Positions ``(B, Lq)``, ``(B, Lk)`` → buckets of round(p_j − p_i)."""
+        rel = (k_positions[:, None, :] - q_positions[:, :, None]).round().long()
+        bucket = t5_bucket(rel, self.params.num_buckets, self.params.max_distance, self.causal)
+        return T5Context(bucket.unsqueeze(1))
+
+    def hook(self, layer: int) -> T5Hook:
+        return self.shared

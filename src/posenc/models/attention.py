@@ -79,8 +79,12 @@ class MultiHeadAttention(nn.Module):
         ``allowed (B, 1, Lq, Lk)`` bool. With ``cache`` and new ``key_value``, the new keys and
         values are appended to it (decoder self-attention). Returns ``(B, Lq, D)``."""
         q = self._split(self.q_proj(query))
+        if hook is not None and hook.has_transform:
+            q = hook.transform_q(q, ctx)
         if key_value is not None:
             k, v = self.project_kv(key_value)
+            if hook is not None and hook.has_transform:  # rotate new keys before caching (RoPE)
+                k = hook.transform_k(k, ctx)
             if cache is not None:
                 if "k" in cache:
                     k, v = torch.cat((cache["k"], k), 2), torch.cat((cache["v"], v), 2)
@@ -94,7 +98,7 @@ class MultiHeadAttention(nn.Module):
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: AttentionHook | None, ctx: Any) -> Tensor:
         p = self.dropout if self.training else 0.0
         if hook is None or not hook.has_value:
-            if hook is None:
+            if hook is None or not hook.has_score:
                 mask: Tensor = allowed
             else:  # Shaw a^K as an additive bias, scaled like the logits (Eq. 5).
                 bias = hook.score(q, ctx) / math.sqrt(self.dh)

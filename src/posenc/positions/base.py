@@ -56,6 +56,16 @@ class AttentionHook(nn.Module):
 
     has_score: bool = True
     has_value: bool = True
+    #: True when the hook rotates/transforms q and k before the products (RoPE).
+    has_transform: bool = False
+
+    def transform_q(self, q: Tensor, ctx: Any) -> Tensor:
+        """q ``(B, H, Lq, Dh)`` → transformed q (identity unless ``has_transform``)."""
+        return q
+
+    def transform_k(self, k: Tensor, ctx: Any) -> Tensor:
+        """New keys ``(B, H, Lnew, Dh)`` (the last Lnew key positions) → transformed keys."""
+        return k
 
     def score(self, q: Tensor, ctx: Any) -> Tensor:
         raise NotImplementedError

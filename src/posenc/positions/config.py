@@ -16,6 +16,7 @@ rr             gru + shaw                           Neishi & Yoshinaga 2019 RR-T
 nopos, nope    none                                 no positions
 alibi          none + alibi                         Press et al. 2022 (ALiBi)
 t5             none + t5                            Raffel et al. 2020 relative bias
+rope           none + rope                          Su et al. 2021 (RoFormer)
 =============  ===================================  ======================================
 """
 
@@ -32,6 +33,7 @@ from posenc.positions.cape import CapeParams
 from posenc.positions.gru import GRUParams
 from posenc.positions.learned import LearnedParams
 from posenc.positions.none import NoParams
+from posenc.positions.rope import RopeParams
 from posenc.positions.shape import ShapeParams
 from posenc.positions.shaw import ShawParams
 from posenc.positions.sinusoidal import SinusoidalParams
@@ -56,6 +58,8 @@ METHOD_ALIASES: dict[str, str] = {
 
 #: Input methods that read the positions tensor, and so can be augmented, per augmentation.
 AUGMENTABLE = {"shape": {"sinusoidal", "learned"}, "cape": {"sinusoidal"}}
+#: Attention methods that read absolute (float) positions, and so can be augmented.
+AUGMENTABLE_ATTENTION = {"shape": {"rope"}, "cape": {"rope"}}
 
 
 @dataclass(frozen=True)
@@ -78,10 +82,12 @@ def resolve(name: str) -> Methods:
             raise ConfigError(f"position {name!r}: two {family} methods ({chosen[family]}, {part})")
         chosen[family] = part
     methods = Methods(chosen.get("input", "none"), chosen.get("attention"), chosen.get("augment"))
-    if methods.augment and methods.input not in AUGMENTABLE[methods.augment]:
+    aug = methods.augment
+    if aug and methods.input not in AUGMENTABLE[aug] and methods.attention not in AUGMENTABLE_ATTENTION[aug]:
         raise ConfigError(
-            f"position {name!r}: {methods.augment} augments absolute positions and needs input "
-            f"method {' or '.join(sorted(AUGMENTABLE[methods.augment]))}, not {methods.input}"
+            f"position {name!r}: {aug} augments absolute positions and needs input "
+            f"method {' or '.join(sorted(AUGMENTABLE[aug]))} or attention method "
+            f"{' or '.join(sorted(AUGMENTABLE_ATTENTION[aug]))}, not {methods.input}+{methods.attention or '-'}"
         )
     return methods
 
@@ -96,6 +102,7 @@ class PositionConfig:
     shaw: ShawParams = field(default_factory=ShawParams)
     alibi: AlibiParams = field(default_factory=AlibiParams)
     t5: T5Params = field(default_factory=T5Params)
+    rope: RopeParams = field(default_factory=RopeParams)
     shape: ShapeParams = field(default_factory=ShapeParams)
     cape: CapeParams = field(default_factory=CapeParams)
 

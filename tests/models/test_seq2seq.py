@@ -12,7 +12,7 @@ from posenc.models.transformer import reorder_state
 from tests.conftest import tiny_config
 
 V, PAD, BOS = 40, 0, 2
-METHODS = ["ape", "learned", "shape", "learned+shape", "cape", "rpe", "ape+shaw", "rnn", "rr", "nopos", "nope", "alibi", "ape+alibi", "t5", "rope", "rope+shape", "rope+cape"]
+METHODS = ["ape", "learned", "shape", "learned+shape", "cape", "rpe", "ape+shaw", "rnn", "rr", "nopos", "nope", "alibi", "ape+alibi", "t5", "rope", "rope+shape", "rope+cape", "ape+randomized", "rope+randomized"]
 
 # id -> (position name, position params, model overrides): every method plus options that change code paths.
 CASES: dict[str, tuple[str, dict, dict]] = {name: (name, {}, {}) for name in METHODS}

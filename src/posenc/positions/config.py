@@ -33,6 +33,7 @@ from posenc.positions.cape import CapeParams
 from posenc.positions.gru import GRUParams
 from posenc.positions.learned import LearnedParams
 from posenc.positions.none import NoParams
+from posenc.positions.randomized import RandomizedParams
 from posenc.positions.rope import RopeParams
 from posenc.positions.shape import ShapeParams
 from posenc.positions.shaw import ShawParams
@@ -57,9 +58,9 @@ METHOD_ALIASES: dict[str, str] = {
 }
 
 #: Input methods that read the positions tensor, and so can be augmented, per augmentation.
-AUGMENTABLE = {"shape": {"sinusoidal", "learned"}, "cape": {"sinusoidal"}}
+AUGMENTABLE = {"shape": {"sinusoidal", "learned"}, "cape": {"sinusoidal"}, "randomized": {"sinusoidal", "learned"}}
 #: Attention methods that read absolute (float) positions, and so can be augmented.
-AUGMENTABLE_ATTENTION = {"shape": {"rope"}, "cape": {"rope"}}
+AUGMENTABLE_ATTENTION = {"shape": {"rope"}, "cape": {"rope"}, "randomized": {"rope"}}
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class PositionConfig:
     alibi: AlibiParams = field(default_factory=AlibiParams)
     t5: T5Params = field(default_factory=T5Params)
     rope: RopeParams = field(default_factory=RopeParams)
+    randomized: RandomizedParams = field(default_factory=RandomizedParams)
     shape: ShapeParams = field(default_factory=ShapeParams)
     cape: CapeParams = field(default_factory=CapeParams)
 

@@ -20,3 +20,23 @@ def test_snippet_runs(index: int, capsys: pytest.CaptureFixture[str]) -> None:
     exec(compile(SNIPPETS[index], f"{DOC.name}[{index}]", "exec"), {"__name__": "__doc_snippet__"})
     printed = capsys.readouterr().out
     assert "torch.Size" in printed
+
+
+def test_combination_table_matches_resolve() -> None:
+    from posenc.errors import ConfigError
+    from posenc.positions import registry, resolve
+
+    block = DOC.read_text(encoding="utf-8").split("<!-- combos -->")[1].split("<!-- /combos -->")[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in block.strip().splitlines()[2:]]
+    augs = ["shape", "cape", "randomized"]
+    one_d = {"sinusoidal", "learned", "gru", "none", "shaw", "alibi", "t5", "rope"}  # 2-D methods live elsewhere
+    assert {r[0] for r in rows} == one_d and one_d <= {*registry.INPUT, *registry.ATTENTION}
+    assert set(augs) <= set(registry.AUGMENT)
+    for method, *cells in rows:
+        for aug, cell in zip(augs, cells):
+            try:
+                resolve(f"{method}+{aug}")
+                got = "valid"
+            except ConfigError:
+                got = "rejected"
+            assert got == cell, f"{method}+{aug}: table says {cell}, resolve says {got}"

@@ -126,3 +126,15 @@ def test_pair_in_eval(normalize: bool) -> None:
     assert torch.equal(tgt_out, tgt_pos)
     step = torch.full((6, 1), 4.0)
     assert torch.equal(aug.eval_target(step), step)
+
+
+def test_data_needs_are_resolved_from_the_config_not_the_model() -> None:
+    from posenc.positions import PositionConfig
+    from posenc.positions.cape import CapeParams as Params
+
+    assert PositionConfig(name="cape").needs_source_bos
+    assert PositionConfig(name="cape").needs_corpus_alpha
+    assert not PositionConfig(name="cape", cape=Params(source_bos=False, source_scale=1.2)).needs_source_bos
+    assert not PositionConfig(name="cape", cape=Params(source_scale=1.2)).needs_corpus_alpha
+    for name in ("ape", "shape", "rpe", "rope", "alibi"):  # inactive cape block is ignored
+        assert not PositionConfig(name=name).needs_source_bos and not PositionConfig(name=name).needs_corpus_alpha

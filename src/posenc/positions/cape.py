@@ -40,6 +40,16 @@ class CapeParams:
         require(self.max_global_scaling >= 1, f"cape.max_global_scaling (λmax) must be >= 1, got {self.max_global_scaling}")
         require(self.source_scale >= 0, f"cape.source_scale (α) must be >= 0 (0 = auto), got {self.source_scale}")
 
+    @property
+    def needs_source_bos(self) -> bool:
+        """Translation data must prepend BOS to the source (§5.3)."""
+        return self.source_bos
+
+    @property
+    def needs_corpus_alpha(self) -> bool:
+        """α must be filled from the corpus (#target / #source tokens) before building."""
+        return self.source_scale == 0.0
+
 
 def mean_normalize(positions: Tensor, mask: Tensor) -> Tensor:
     """Subtract each row's mean over real tokens: ``(B, L)`` → ``(B, L)``."""

@@ -22,7 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from posenc.positions.base import AttentionHook
+from posenc.positions.base import AttentionHook, NullHook
+
+#: Hook used when a caller passes none (cross-attention, plain encoders).
+NULL_HOOK = NullHook()
 
 
 def attention_bias(key_mask: Tensor, lq: int, causal: bool, offset: int = 0) -> Tensor:
@@ -78,12 +81,13 @@ class MultiHeadAttention(nn.Module):
         """query ``(B, Lq, D)``; ``key_value (B, Lk, D)`` (None: reuse ``cache`` as is);
         ``allowed (B, 1, Lq, Lk)`` bool. With ``cache`` and new ``key_value``, the new keys and
         values are appended to it (decoder self-attention). Returns ``(B, Lq, D)``."""
+        hook = NULL_HOOK if hook is None else hook
         q = self._split(self.q_proj(query))
-        if hook is not None and hook.has_transform:
+        if hook.has_transform:
             q = hook.transform_q(q, ctx)
         if key_value is not None:
             k, v = self.project_kv(key_value)
-            if hook is not None and hook.has_transform:  # rotate new keys before caching (RoPE)
+            if hook.has_transform:  # rotate new keys before caching (RoPE)
                 k = hook.transform_k(k, ctx)
             if cache is not None:
                 if "k" in cache:
@@ -95,10 +99,10 @@ class MultiHeadAttention(nn.Module):
         b, _, lq, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, lq, self.h * self.dh))
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: AttentionHook | None, ctx: Any) -> Tensor:
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: AttentionHook, ctx: Any) -> Tensor:
         p = self.dropout if self.training else 0.0
-        if hook is None or not hook.has_value:
-            if hook is None or not hook.has_score:
+        if not hook.has_value:
+            if not hook.has_score:
                 mask: Tensor = allowed
             else:  # Shaw a^K as an additive bias, scaled like the logits (Eq. 5).
                 bias = hook.score(q, ctx) / math.sqrt(self.dh)

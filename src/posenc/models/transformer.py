@@ -21,6 +21,7 @@ from posenc.models.attention import attention_bias
 from posenc.models.config import ModelConfig
 from posenc.models.layers import DecoderLayer, EncoderLayer
 from posenc.positions import build_attention, build_augmentation, build_input, default_positions
+from posenc.positions.base import AttentionHook, NullAttention
 
 
 class Embedding(nn.Module):
@@ -46,7 +47,7 @@ class Stack(nn.Module):
         super().__init__()
         d, pos = cfg.d_model, cfg.position
         self.input_pos = build_input(pos, d)
-        self.attn_pos = build_attention(pos, d, num_layers, cfg.heads, causal)
+        self.attn_pos = build_attention(pos, d, num_layers, cfg.heads, causal) or NullAttention()
         self.layers = nn.ModuleList(
             layer_cls(d, cfg.heads, cfg.d_ff, cfg.dropout, cfg.attention_dropout, cfg.norm == "pre", cfg.activation)
             for _ in range(num_layers)
@@ -54,10 +55,8 @@ class Stack(nn.Module):
         self.final_norm = nn.LayerNorm(d) if cfg.norm == "pre" else nn.Identity()
         self.drop = nn.Dropout(cfg.dropout)
 
-    def hooks(self, q_pos: Tensor, k_pos: Tensor) -> tuple[list[Any], Any]:
-        """Per-layer hooks and the stack's context (computed once)."""
-        if self.attn_pos is None:
-            return [None] * len(self.layers), None
+    def hooks(self, q_pos: Tensor, k_pos: Tensor) -> tuple[list[AttentionHook], Any]:
+        """Per-layer hooks and the stack's context (computed once; ``None`` for the null method)."""
         ctx = self.attn_pos.context(q_pos, k_pos)
         return [self.attn_pos.hook(i) for i in range(len(self.layers))], ctx
 

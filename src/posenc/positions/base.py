@@ -74,6 +74,12 @@ class AttentionHook(nn.Module):
         raise NotImplementedError
 
 
+class NullHook(AttentionHook):
+    """No position term: attention runs the plain fused SDPA path (no ``None`` branches)."""
+
+    has_score, has_value, has_transform = False, False, False
+
+
 class AttentionPosition(nn.Module):
     """Attention-level method for a stack of ``num_layers`` self-attention layers."""
 
@@ -106,3 +112,17 @@ class Augmentation(nn.Module):
 
     def eval_target(self, tgt_pos: Tensor) -> Tensor:
         raise NotImplementedError
+
+
+class NullAttention(AttentionPosition):
+    """Attention method of stacks without one: context ``None``, every layer gets a :class:`NullHook`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.null = NullHook()
+
+    def context(self, q_positions: Tensor, k_positions: Tensor) -> None:
+        return None
+
+    def hook(self, layer: int) -> NullHook:
+        return self.null

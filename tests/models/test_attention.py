@@ -1,0 +1,31 @@
+"""MultiHeadAttention: the null position hook is the plain softmax attention; option validation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from posenc.models.attention import MultiHeadAttention, attention_bias
+from posenc.positions.base import NullAttention
+
+
+def test_null_hook_is_plain_scaled_dot_product_attention() -> None:
+    torch.manual_seed(0)
+    b, length, h, d = 2, 4, 2, 8
+    mha = MultiHeadAttention(d, h).eval()
+    x, mask = torch.randn(b, length, d), torch.tensor([[True] * 4, [True] * 2 + [False] * 2])
+    allowed, null = attention_bias(mask, length, causal=True), NullAttention()
+    out = mha(x, x, allowed, null.hook(0), null.context(x[..., 0], x[..., 0]))
+    q, k, v = mha._split(mha.q_proj(x)), *mha.project_kv(x)
+    logits = (q @ k.transpose(-1, -2) / math.sqrt(d // h)).masked_fill(~allowed, float("-inf"))
+    ref = mha.out_proj((torch.softmax(logits, -1) @ v).transpose(1, 2).reshape(b, length, d))
+    assert torch.allclose(out, ref, atol=1e-6) and torch.equal(out, mha(x, x, allowed))
+
+
+def test_explicit_path_is_validated_per_instance() -> None:
+    assert MultiHeadAttention(8, 2, explicit_path="reference").explicit_path == "reference"
+    assert MultiHeadAttention(8, 2).explicit_path == "fast"
+    with pytest.raises(ValueError, match="explicit_path"):
+        MultiHeadAttention(8, 2, explicit_path="slow")

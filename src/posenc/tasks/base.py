@@ -71,7 +71,8 @@ def run_task(task: Task, cfg: Any, out_dir: str | Path, resume: bool = True) -> 
     out = Path(out_dir)
     torch.manual_seed(cfg.train.seed)
     model = task.build_model(cfg)
-    trainer = Trainer(model, cfg.train, out, loss_fn=task.loss, config=_sections(cfg))
+    width = getattr(task, "width", None)  # optional: d_model of the Noam schedule
+    trainer = Trainer(model, cfg.train, out, loss_fn=task.loss, config=_sections(cfg), d_model=width(cfg) if width else None)
     batches = partial(task.train_batches, cfg)
     result = trainer.fit(batches, task.valid_batches(cfg), resume=resume)
     model.eval()

@@ -57,7 +57,7 @@ def test_config_validation_and_shipped_config():
     assert all(r % cfg.model.patch == 0 for r in cfg.eval.resolutions + cfg.univit.resolutions)
     with pytest.raises(ConfigError, match="eval.resolutions: 30 is not a positive multiple of model.patch 4"):
         from_dict(VisionConfig, {"eval": {"resolutions": [28, 30]}})
-    with pytest.raises(ConfigError, match="experiment method 'rpe' unknown"):
+    with pytest.raises(ConfigError, match="experiment method .rpe.: model.position .rpe. is not a 2-D method"):
         from_dict(VisionConfig, {"experiment": {"methods": ["rpe"]}})
 
 
@@ -66,8 +66,8 @@ def test_run_configs_names_and_univit_scaling():
     runs = run_configs(cfg)
     assert [name for name, _ in runs] == ["none", "cape-2d", "univit/cape-2d"]
     assert [r.univit.enabled for _, r in runs] == [False, False, True]
-    assert runs[1][1].model.position.max_global_scaling == 1.4
-    assert runs[2][1].model.position.max_global_scaling == 1.0
+    assert runs[1][1].model.position.cape2d.max_global_scaling == 1.4
+    assert runs[2][1].model.position.cape2d.max_global_scaling == 1.0
     assert cfg.model.position.name == "cape-2d" and not cfg.univit.enabled  # the base config is untouched
 
 
@@ -97,7 +97,7 @@ def test_training_lowers_loss_and_beats_chance(tmp_path: Path):
 
 
 def test_loss_is_summed_cross_entropy():
-    task, cfg = VisionTask(quadrant_images(8)), tiny_cfg("learned")
+    task, cfg = VisionTask(quadrant_images(8)), tiny_cfg("learned-2d")
     torch.manual_seed(0)
     model = task.build_model(cfg)
     batch = task.train_batches(cfg, 0, 0, 1)[0]
@@ -149,7 +149,7 @@ def test_experiment_writes_csv_and_plot_and_resumes(tmp_path: Path):
     cfg = to_dict(tiny_cfg("none", max_epochs=1))
     cfg["model"]["num_classes"] = 10
     cfg = from_dict(VisionConfig, {**cfg, "data": {"root": str(root), "batch_size": 32},
-                                   "experiment": {"methods": ["none", "learned"], "univit_methods": ["cape-2d"]}})  # fmt: skip
+                                   "experiment": {"methods": ["none", "learned-2d"], "univit_methods": ["cape-2d"]}})  # fmt: skip
     rows = run_experiment(cfg, tmp_path / "out", echo=lambda _: None)
     assert len(rows) == 3 * (3 + 1)
     with open(tmp_path / "out" / "results.csv", newline="") as fh:

@@ -26,6 +26,9 @@ from posenc.config import require
 from posenc.errors import ConfigError
 from posenc.positions import registry
 from posenc.positions.cape import CapeParams
+from posenc.positions.cape2d import Cape2dParams
+from posenc.positions.learned2d import Learned2dParams
+from posenc.positions.sinusoidal2d import Sinusoidal2dParams
 from posenc.positions.gru import GRUParams
 from posenc.positions.learned import LearnedParams
 from posenc.positions.none import NoParams
@@ -38,6 +41,7 @@ MODEL_ALIASES: dict[str, str] = {
     "shape": "sinusoidal+shape",
     "cape": "sinusoidal+cape",
     "rr": "gru+shaw",
+    "cape-2d": "sinusoidal2d+cape2d",
 }
 #: Aliases of single methods, usable inside a combination (``ape+rpe``).
 METHOD_ALIASES: dict[str, str] = {
@@ -47,10 +51,12 @@ METHOD_ALIASES: dict[str, str] = {
     "rpe": "shaw",
     "rnn": "gru",
     "nopos": "none",
+    "sinusoidal-2d": "sinusoidal2d",
+    "learned-2d": "learned2d",
 }
 
 #: Input methods that read the positions tensor, and so can be augmented, per augmentation.
-AUGMENTABLE = {"shape": {"sinusoidal", "learned"}, "cape": {"sinusoidal"}}
+AUGMENTABLE = {"shape": {"sinusoidal", "learned"}, "cape": {"sinusoidal"}, "cape2d": {"sinusoidal2d"}}
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,9 @@ class PositionConfig:
     shaw: ShawParams = field(default_factory=ShawParams)
     shape: ShapeParams = field(default_factory=ShapeParams)
     cape: CapeParams = field(default_factory=CapeParams)
+    sinusoidal2d: Sinusoidal2dParams = field(default_factory=Sinusoidal2dParams)
+    learned2d: Learned2dParams = field(default_factory=Learned2dParams)
+    cape2d: Cape2dParams = field(default_factory=Cape2dParams)
 
     def __post_init__(self) -> None:
         require(isinstance(self.name, str) and bool(self.name), "position.name must be a non-empty string")

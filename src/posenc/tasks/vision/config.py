@@ -7,9 +7,10 @@ updates then cosine decay to 0, no label smoothing, epochs as the limit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from posenc.config import require
+from posenc.errors import ConfigError
 from posenc.models.vit import ViTConfig
 from posenc.training.config import TrainConfig
 
@@ -77,7 +78,7 @@ class VisionEvalConfig:
 
 @dataclass
 class VisionExperimentConfig:
-    methods: list[str] = field(default_factory=lambda: ["learned", "sinusoidal-2d", "cape-2d", "none"])
+    methods: list[str] = field(default_factory=lambda: ["learned-2d", "sinusoidal-2d", "cape-2d", "none"])
     univit_methods: list[str] = field(default_factory=list)
     # CAPE §5.1.2 trains UniViT with CAPE without global scaling (λ = 1).
     univit_max_global_scaling: float = 1.0
@@ -100,7 +101,8 @@ class VisionConfig:
         for where, sizes in (("univit.resolutions", self.univit.resolutions), ("eval.resolutions", self.eval.resolutions)):
             bad = [r for r in sizes if r < p or r % p]
             require(not bad, f"{where}: {bad[0] if bad else ''} is not a positive multiple of model.patch {p}")
-        from posenc.positions.vision import VISION_POSITIONS
-
         for name in self.experiment.methods + self.experiment.univit_methods:
-            require(name in VISION_POSITIONS, f"experiment method {name!r} unknown (known: {', '.join(VISION_POSITIONS)})")
+            try:  # the ViT's own validation: a 2-D method of the registry
+                replace(self.model, position=replace(self.model.position, name=name))
+            except ConfigError as err:
+                raise ConfigError(f"experiment method {name!r}: {err}") from None

@@ -27,7 +27,7 @@ def run_configs(cfg: VisionConfig) -> list[tuple[str, VisionConfig]]:
     for name in cfg.experiment.univit_methods:
         run = copy.deepcopy(cfg)
         run.model.position.name, run.univit.enabled = name, True
-        run.model.position.max_global_scaling = cfg.experiment.univit_max_global_scaling
+        run.model.position.cape2d.max_global_scaling = cfg.experiment.univit_max_global_scaling
         runs.append((f"univit/{name}", run))
     return runs
 

@@ -5,7 +5,7 @@ import torch
 
 from posenc.errors import ConfigError
 from posenc.training import TrainConfig, build_scheduler, cosine_factor, noam_factor, noam_lr, noam_scheduler
-from posenc.training.schedule import cosine_scheduler
+from posenc.training.schedule import cosine_scheduler, total_updates
 
 
 def test_noam_values_by_hand() -> None:
@@ -78,3 +78,10 @@ def test_build_scheduler_by_name() -> None:
         build_scheduler(_optimizer(1.0), TrainConfig(), None, 0)
     with pytest.raises(ConfigError, match="train.schedule"):
         TrainConfig(schedule="linear")
+
+
+def test_total_updates_of_an_epoch_limited_run() -> None:
+    cos = dict(schedule="cosine", max_steps=0, max_epochs=3, update_freq=2)
+    assert total_updates(TrainConfig(**cos), lambda: 7) == 12  # ⌈7 / 2⌉ updates per epoch × 3
+    assert total_updates(TrainConfig(**{**cos, "max_steps": 10}), lambda: 7) == 10  # the smaller limit
+    assert total_updates(TrainConfig(schedule="noam", max_steps=0, max_epochs=3), lambda: 1 / 0) == 0  # not needed

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from posenc.errors import ConfigError, DataError
+from posenc.training.distributed import DistInfo
 from posenc.training.config import TrainConfig
 from posenc.training.loss import LossOutput
 
@@ -119,3 +120,13 @@ def validation_loss(model: nn.Module, loss_fn: LossFn, batches: ValidSource, dev
     if ntokens <= 0:
         raise DataError("validation batches contain no target tokens")
     return {"loss": loss / ntokens, "nll": nll / ntokens, "ppl": math.exp(min(nll / ntokens, 700.0)), "ntokens": ntokens}
+
+
+def wrap_ddp(model: nn.Module, dist: DistInfo, device: torch.device, find_unused: bool) -> nn.Module:
+    """``model`` wrapped in DistributedDataParallel under torchrun, else itself."""
+    if not dist.enabled:
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=ids, find_unused_parameters=find_unused)

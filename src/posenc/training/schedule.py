@@ -87,6 +87,16 @@ SchedulerBuilder = Callable[[Optimizer, TrainConfig, "int | None", int], LambdaL
 SCHEDULES: dict[str, SchedulerBuilder] = {"noam": _noam, "cosine": _cosine}
 
 
+def total_updates(cfg: TrainConfig, first_epoch_batches: Callable[[], int]) -> int:
+    """Updates of the whole run: ``max_steps``, or those of ``max_epochs`` epochs (the first
+    epoch's batch count, from ``first_epoch_batches()``, times the epochs), whichever is smaller.
+    Noam does not need the total (0 when only epochs limit the run)."""
+    if cfg.max_epochs == 0 or cfg.schedule == "noam":
+        return cfg.max_steps
+    epochs = math.ceil(first_epoch_batches() / cfg.update_freq) * cfg.max_epochs
+    return min(epochs, cfg.max_steps) if cfg.max_steps else epochs
+
+
 def build_scheduler(optimizer: Optimizer, cfg: TrainConfig, d_model: int | None, total: int) -> LambdaLR:
     """The schedule named by ``cfg.schedule`` for a run of ``total`` optimizer updates."""
     if cfg.schedule not in SCHEDULES:

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from posenc.config import to_dict
 from posenc.errors import CheckpointError
 from posenc.training import checkpoint as ck
 from posenc.training.config import TrainConfig
@@ -101,6 +102,30 @@ def prune(directory: Path, keep_last: int, protect: set[int]) -> list[Path]:
     for p in doomed:
         shutil.rmtree(p)
     return doomed
+
+
+def record_validation(state: TrainState, loss: float, cfg: TrainConfig) -> bool:
+    """Add a validation loss to ``state`` and update the patience counter; True = stop.
+
+    An improvement lowers the best loss by more than ``train.min_delta`` (relative);
+    ``train.patience`` validations without one stop training."""
+    state.valid_history.append([state.step, loss])
+    if state.best_valid is None or loss < state.best_valid * (1.0 - cfg.min_delta):
+        state.best_valid, state.bad_validations = loss, 0
+    else:
+        state.bad_validations += 1
+    return cfg.patience is not None and state.bad_validations >= cfg.patience
+
+
+def config_sections(model: nn.Module, cfg: TrainConfig, config: dict[str, Any] | None) -> dict[str, Any]:
+    """Config sections stored with every checkpoint: ``config`` plus ``model`` (from
+    ``model.cfg`` when absent) and ``train``, as plain YAML-safe types."""
+    sections = dict(config or {})
+    model_cfg = getattr(model, "cfg", None)
+    if "model" not in sections and dataclasses.is_dataclass(model_cfg):
+        sections["model"] = to_dict(model_cfg)
+    sections["train"] = to_dict(cfg)
+    return json.loads(json.dumps(sections))
 
 
 class StateStore:

@@ -17,8 +17,6 @@ the concatenated global batch, whatever the split over micro-batches and ranks.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 from contextlib import nullcontext
 from pathlib import Path
@@ -27,7 +25,6 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from posenc.config import to_dict
 from posenc.errors import ConfigError, DataError
 from posenc.training import checkpoint as ck
 from posenc.training.config import TrainConfig
@@ -37,10 +34,10 @@ from posenc.training.loss import Seq2SeqLoss
 from posenc.training.rng import isolated_rng, seed_everything
 from posenc.training.runtime import (
     LossFn, ValidSource, WallClock, autocast, build_optimizer, move_to, resolve_device, resolve_precision, total_norm,
-    validation_loss,
+    validation_loss, wrap_ddp,
 )
-from posenc.training.schedule import build_scheduler
-from posenc.training.state import StateStore, TrainResult, TrainState, write_summary
+from posenc.training.schedule import build_scheduler, total_updates
+from posenc.training.state import StateStore, TrainResult, TrainState, config_sections, record_validation, write_summary
 
 BatchesFn = Callable[[int, int, int], Sequence[Any]]
 BleuFn = Callable[[nn.Module], float]
@@ -73,14 +70,14 @@ class Trainer:
         self.device = resolve_device(cfg.device, self.dist.local_rank)
         self.precision = resolve_precision(cfg.precision, self.device)
         self.model = model.to(self.device)
-        self.net = self._wrap(find_unused_parameters)
+        self.net = wrap_ddp(self.model, self.dist, self.device, find_unused_parameters)
         self.loss_fn = loss_fn or Seq2SeqLoss(cfg.label_smoothing, getattr(model, "pad_id", 0))
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = build_optimizer(self.params, cfg)
         self.d_model = d_model if d_model is not None else getattr(getattr(model, "cfg", None), "d_model", None)
         self.scheduler: Any = None  # built by fit() once the number of updates is known
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
-        self.config = self._config_sections(config)
+        self.config = config_sections(model, cfg, config)
         self.store = StateStore(self.ckpt_dir, cfg, self.dist, self.device, self.config)
         self.state = TrainState()
         self.logger: RunLogger | None = None
@@ -91,23 +88,6 @@ class Trainer:
         self._last_update = {"lr": 0.0, "gnorm": 0.0}
         self._last_valid_step = self._last_save_step = -1
         self.history: list[dict[str, Any]] = []
-
-    # ------------------------------------------------------------------ setup
-    def _wrap(self, find_unused: bool) -> nn.Module:
-        if not self.dist.enabled:
-            return self.model
-        from torch.nn.parallel import DistributedDataParallel
-
-        ids = [self.device.index] if self.device.type == "cuda" else None
-        return DistributedDataParallel(self.model, device_ids=ids, find_unused_parameters=find_unused)
-
-    def _config_sections(self, config: dict[str, Any] | None) -> dict[str, Any]:
-        sections = dict(config or {})
-        model_cfg = getattr(self.model, "cfg", None)
-        if "model" not in sections and dataclasses.is_dataclass(model_cfg):
-            sections["model"] = to_dict(model_cfg)
-        sections["train"] = to_dict(self.cfg)
-        return json.loads(json.dumps(sections))  # plain, YAML-safe types
 
     @property
     def is_main(self) -> bool:
@@ -129,14 +109,17 @@ class Trainer:
 
         ``resume=True`` continues from the latest checkpoint in ``out_dir/checkpoints`` if any,
         a path continues from that checkpoint, False starts afresh. At the end the model is
-        validated and checkpointed, the last ``average_last`` checkpoints are averaged into
-        ``checkpoints/average`` and the process group (if this trainer created it) is destroyed.
+        validated and checkpointed, the best ``average_best`` checkpoints by validation loss (else
+        the last ``average_last``) are averaged into ``checkpoints/average``, rank 0 writes
+        ``train_summary.json`` (best step, converged) and the process group (if this trainer
+        created it) is destroyed.
         """
         if self.cfg.bleu_every > 0 and bleu_fn is None:
             raise ConfigError("train.bleu_every > 0 needs a BLEU callback (bleu_fn)")
         result = TrainResult(self.state, "")
         try:
-            self.scheduler = build_scheduler(self.optimizer, self.cfg, self.d_model, self._total_updates(train_batches))
+            first_epoch = lambda: all_reduce_min(len(train_batches(0, self.dist.rank, self.dist.world_size)), self.dist)  # noqa: E731
+            self.scheduler = build_scheduler(self.optimizer, self.cfg, self.d_model, total_updates(self.cfg, first_epoch))
             self._start(resume)
             self._loop(train_batches, valid_batches, bleu_fn, result)
             self._finish(valid_batches, bleu_fn, result)
@@ -148,16 +131,6 @@ class Trainer:
         if self.is_main and self.state.step > 0:
             write_summary(result, self.out_dir)
         return result
-
-    def _total_updates(self, train_batches: BatchesFn) -> int:
-        """Updates of the whole run: ``max_steps``, or those of ``max_epochs`` epochs (the
-        first epoch's batch count times the epochs), whichever is smaller."""
-        cfg = self.cfg
-        if cfg.max_epochs == 0 or cfg.schedule == "noam":  # noam does not need the total
-            return cfg.max_steps
-        per_epoch = math.ceil(all_reduce_min(len(train_batches(0, self.dist.rank, self.dist.world_size)), self.dist) / cfg.update_freq)
-        epochs = per_epoch * cfg.max_epochs
-        return min(epochs, cfg.max_steps) if cfg.max_steps else epochs
 
     def _start(self, resume: bool | str | Path) -> None:
         restored = self.store.resume(resume, self.model, self.optimizer, self.scheduler, self.scaler)
@@ -316,22 +289,10 @@ class Trainer:
         self.logger.valid(row)
         result.valid.append(row)
         self._last_valid_step = self.state.step
-        if row["loss"] is not None:
-            self._update_patience(row["loss"])
-        return row
-
-    def _update_patience(self, loss: float) -> None:
-        """Patience on validation loss: an improvement lowers the best loss by more than
-        ``min_delta`` (relative); ``patience`` validations without one stop training."""
-        s = self.state
-        s.valid_history.append([s.step, loss])
-        if s.best_valid is None or loss < s.best_valid * (1.0 - self.cfg.min_delta):
-            s.best_valid, s.bad_validations = loss, 0
-        else:
-            s.bad_validations += 1
-        if self.cfg.patience is not None and s.bad_validations >= self.cfg.patience:
+        if row["loss"] is not None and record_validation(self.state, row["loss"], self.cfg):
             self._stop = "patience"
-            log.info("early stop at step %d: no validation improvement in %d validations", s.step, s.bad_validations)
+            log.info("early stop at step %d: no validation improvement in %d validations", self.state.step, self.state.bad_validations)
+        return row
 
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:

@@ -162,3 +162,15 @@ def test_experiment_writes_csv_and_plot_and_resumes(tmp_path: Path):
     assert (tmp_path / "out" / "config.yaml").is_file()
     again = run_experiment(cfg, tmp_path / "out", echo=lambda _: None)  # finished runs resume without training
     assert again == rows
+
+
+def test_validation_split_feeds_best_n_averaging(tmp_path: Path):
+    valid = quadrant_images(40, seed=3)
+    cfg = tiny_cfg("sinusoidal-2d", max_epochs=2, validate_every=2, save_every=2, average_best=2, keep_last=2)
+    run = run_task(VisionTask(quadrant_images(128), quadrant_images(8), valid), cfg, tmp_path)
+    history = run.result.state.valid_history
+    assert [int(s) for s, _ in history] == [2, 4, 6, 8]
+    best = sorted(sorted(history, key=lambda h: (h[1], -h[0]))[:2], key=lambda h: h[0])
+    assert run.result.averaged_from == [f"ckpt_{int(s):08d}" for s, _ in best]
+    direct = run_task(VisionTask(quadrant_images(128), quadrant_images(8), valid), cfg, tmp_path)  # resumed: no training
+    assert direct.result.state.valid_history == history and direct.result.state.step == 8  # no re-validation

@@ -3,6 +3,14 @@
 A task turns its typed run config into a model, training/validation batches and a loss; after
 training it evaluates the model and contributes to the experiment report. The Trainer never
 knows which task it trains (it only calls ``loss_fn(model, batch)``).
+
+:func:`run_task` is the one way a task trains: seed, ``build_model``, the Trainer with
+``loss_fn=task.loss`` over ``train_batches``/``valid_batches`` (AMP, checkpoints, exact resume,
+DDP, logging, best-N averaging), then ``evaluate``. A task's run config has a ``train`` section
+that is a :class:`~posenc.training.config.TrainConfig` (tasks subclass it to change defaults) and
+may have ``model``/``data`` dataclass sections (stored with every checkpoint). Tasks hold their
+loaded data between calls (so ``train_batches`` does not reload it every epoch). A task may also
+define ``width(cfg) -> int`` for the Noam schedule when its model has no ``cfg.d_model``.
 """
 
 from __future__ import annotations

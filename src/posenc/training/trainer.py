@@ -138,6 +138,8 @@ class Trainer:
             seed_everything(self.cfg.seed + self.dist.rank)
         else:
             self.state, self._last_save_step = restored, restored.step
+            if restored.valid_loss_at(restored.step) is not None:  # validated before that save
+                self._last_valid_step = restored.step
         if self.is_main:
             ck.remove_stale_temporaries(self.ckpt_dir)
         self.logger = RunLogger(self.out_dir, self.is_main, resume_step=self.state.step)

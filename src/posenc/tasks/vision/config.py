@@ -24,8 +24,10 @@ class VisionDataConfig:
     train_size: int | None = None  # first examples of the 60k training split (None: all)
     test_size: int | None = None  # first examples of the 10k test split
     batch_size: int = 128  # images per training batch
+    valid_size: int = 0  # > 0: the last N training images (never trained on) give a validation loss
 
     def __post_init__(self) -> None:
+        require(self.valid_size >= 0, f"data.valid_size must be >= 0, got {self.valid_size}")
         for name in ("train_size", "test_size"):
             value = getattr(self, name)
             require(value is None or value >= 1, f"data.{name} must be >= 1, got {value}")

@@ -44,8 +44,9 @@ class VisionTask:
 
     name = "vision"
 
-    def __init__(self, train_set: ImageSet | None = None, test_set: ImageSet | None = None) -> None:
-        self._train, self._test = train_set, test_set
+    def __init__(self, train_set: ImageSet | None = None, test_set: ImageSet | None = None,
+                 valid_set: ImageSet | None = None) -> None:
+        self._train, self._test, self._valid = train_set, test_set, valid_set
 
     def train_set(self, cfg: VisionConfig) -> ImageSet:
         if self._train is None:
@@ -73,8 +74,23 @@ class VisionTask:
         return [ImageBatch(data.images[idx], data.labels[idx], res[k] if res else cfg.model.image_size)
                 for k, idx in enumerate(chunks) if k % world == rank]
 
-    def valid_batches(self, cfg: VisionConfig) -> None:
-        return None  # no validation split: the test evaluation by resolution comes after training
+    def valid_set(self, cfg: VisionConfig) -> ImageSet | None:
+        """The last ``data.valid_size`` of the 60k training images (None when 0)."""
+        if self._valid is None and cfg.data.valid_size > 0:
+            full = load_fashion_mnist("train", cfg.data.root)
+            n = len(full)
+            if cfg.data.valid_size + (cfg.data.train_size or n) > n:
+                raise DataError(f"data.valid_size {cfg.data.valid_size} + data.train_size overlap within the {n} training images")
+            self._valid = ImageSet(full.images[n - cfg.data.valid_size:], full.labels[n - cfg.data.valid_size:])
+        return self._valid
+
+    def valid_batches(self, cfg: VisionConfig) -> list[ImageBatch] | None:
+        """Validation batches at the training resolution (loss for patience / best-N), or None."""
+        data = self.valid_set(cfg)
+        if data is None:
+            return None
+        return [ImageBatch(data.images[idx], data.labels[idx], cfg.model.image_size)
+                for idx in torch.arange(len(data)).split(cfg.eval.batch_size)]
 
     def loss(self, model: nn.Module, batch: ImageBatch) -> LossOutput:
         logits = model(to_model_input(batch.images, batch.resolution))  # (B, V)

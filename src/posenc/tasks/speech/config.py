@@ -90,10 +90,12 @@ class SpeechConfig:
         p = self.model.position
         half = self.data.hop_ms / 1000 * self.model.downsample / 2
         for name in [p.name, *self.methods]:
-            if replace(p, name=name).methods.augment == "cape":  # validates the name, too
-                # CAPE §5.2: local shift at most half the frame spacing, so frames keep their order.
-                require(p.cape.max_local_shift <= half + 1e-12,
-                        f"model.position.cape.max_local_shift {p.cape.max_local_shift} s exceeds half the output frame spacing ({half:g} s) and could reorder frames")
+            augment = replace(p, name=name).methods.augment  # validates the name, too
+            shift = getattr(p.params(augment), "max_local_shift", None) if augment else None
+            # CAPE §5.2: a local shift (in seconds) at most half the frame spacing keeps the frame order.
+            require(shift is None or shift <= half + 1e-12,
+                    f"model.position.{augment}.max_local_shift {shift} s exceeds half the output frame spacing ({half:g} s) and could reorder frames")
+
 
 def with_method(cfg: SpeechConfig, method: str) -> SpeechConfig:
     """A copy of ``cfg`` whose model uses position method ``method`` (same params blocks)."""

@@ -42,8 +42,8 @@ def _speech_runs(module: ModuleType, cfg: Any) -> list[Any]:
 
 #: task → (module, config class, runs the module derives from one config)
 TASK_CONFIGS: dict[str, tuple[str, str, Callable[[ModuleType, Any], list[Any]]]] = {
-    "vision": ("posenc.vision", "VisionConfig", _vision_runs),
-    "speech": ("posenc.speech", "SpeechConfig", _speech_runs),
+    "vision": ("posenc.tasks.vision", "VisionConfig", _vision_runs),
+    "speech": ("posenc.tasks.speech", "SpeechConfig", _speech_runs),
 }
 EXPERIMENT_KEYS = {f.name for f in dataclasses.fields(ExperimentConfig)}
 

@@ -13,7 +13,7 @@ from posenc.errors import ConfigError
 from posenc.models.ctc import CTCModel, CTCModelConfig, CTCOutput, ctc_loss, greedy_decode
 
 SR, HOP, WIN = 8000, 80, 200
-POS = {"sinusoidal": {"scale": 30.0}, "learned": {"max_positions": 8}, "shaw": {"k": 4},
+POS = {"sinusoidal": {"scale": 30.0}, "learned": {"max_positions": 8, "wrap": True}, "shaw": {"k": 4},
        "cape": {"max_global_shift": 60.0, "max_local_shift": 0.02, "max_global_scaling": 1.1}}
 
 
@@ -54,9 +54,9 @@ def test_output_positions_are_frame_centre_seconds() -> None:
 def test_sinusoidal_uses_seconds_with_cape_frequencies() -> None:
     model = model_for("sinusoidal").eval()
     t = torch.tensor([[0.0125, 0.0525, 1.0]])
-    pos, _ = model.positions(t, torch.ones(1, 3, dtype=torch.bool))
+    pos = model.positions(t, torch.ones(1, 3, dtype=torch.bool))
     assert torch.equal(pos, t)  # raw seconds, no normalisation for plain sinpos
-    pe = model.input_pos(torch.zeros(1, 3, 32), pos, torch.ones(1, 3, dtype=torch.bool))
+    pe = model.encoder.input_pos(torch.zeros(1, 3, 32), pos, torch.ones(1, 3, dtype=torch.bool))
     # CAPE §3: ω_k = 30 · 10000^(−2k/K); K = 32 → ω_0 = 30, ω_1 = 30 · 10000^(−1/16)
     assert torch.allclose(pe[0, :, 0], torch.sin(30 * t[0]), atol=1e-6)
     assert torch.allclose(pe[0, :, 1], torch.cos(30 * t[0]), atol=1e-6)
@@ -88,26 +88,28 @@ def test_cape_training_augmentation_keeps_frame_order() -> None:
     eval_pos = out_t - out_t.mean()
     spans = []
     for _ in range(200):
-        pos, _ = model.positions(out_t, mask)
+        pos = model.positions(out_t, mask)
         assert bool((pos[0, 1:] > pos[0, :-1]).all())  # ε_max = spacing / 2 → order kept
         # local shift ≤ 0.02 s and |Δ| ≤ 60 s before scaling by λ ∈ [1/1.1, 1.1]
         spans.append(float((pos[0, -1] - pos[0, 0]) / (eval_pos[0, -1] - eval_pos[0, 0])))
     lo, hi = (7.96 - 0.04) / 7.96 / 1.1, (7.96 + 0.04) / 7.96 * 1.1
     assert lo <= min(spans) and max(spans) <= hi and max(spans) - min(spans) > 0.05
     model.eval()
-    assert torch.allclose(model.positions(out_t, mask)[0], eval_pos)
+    assert torch.allclose(model.positions(out_t, mask), eval_pos)
 
 
 def test_learned_uses_frame_index_mod_table_and_rpe_uses_indices() -> None:
     long = batch((16 * SR,))  # 1598 frames → 400 output frames ≫ table of 8
     learned = model_for("learned").eval()
     out = run(learned, long)
-    pos, index = learned.positions(out.times, out.mask)
-    assert torch.equal(index[0], torch.arange(400, dtype=torch.float32))
-    assert torch.equal(pos[0], torch.arange(400, dtype=torch.float32) % 8)  # E(t mod N), CAPE §5.2
+    index = learned.positions(out.times, out.mask)
+    assert learned.cfg.frame_positions and torch.equal(index[0], torch.arange(400, dtype=torch.float32))
+    table = learned.encoder.input_pos.table.weight
+    pe = learned.encoder.input_pos(torch.zeros(1, 400, 32), index, out.mask)
+    assert torch.equal(pe[0], table[torch.arange(400) % 8])  # E(t mod N), CAPE §5.2
     rpe = model_for("rpe").eval()
-    _, idx = rpe.positions(out.times[:, :6], out.mask[:, :6])
-    ctx = rpe.attn_pos.context(idx, idx)
+    idx = rpe.positions(out.times[:, :6], out.mask[:, :6])
+    ctx = rpe.encoder.attn_pos.context(idx, idx)
     assert ctx.index[0, 0, 0].tolist() == [4, 5, 6, 7, 8, 8]  # clip(j − i, 4) + 4 from frame indices
 
 
@@ -115,7 +117,7 @@ def test_frame_index_follows_time_with_padding_free_hops() -> None:
     b = batch((8000, 6000), padding_free=True)  # both rows 73 frames; row 0 hop = 7800/72 samples
     model = model_for("learned", learned={"max_positions": 1000}).eval()
     out = run(model, b)
-    _, index = model.positions(out.times, out.mask)
+    index = model.positions(out.times, out.mask)
     expected = torch.round((out.times - out.times[:, :1]) / 0.04)
     assert torch.equal(index, expected)
     assert index[0, -1] > index[1, -1]  # the longer utterance spans more nominal frames

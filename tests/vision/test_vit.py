@@ -15,7 +15,7 @@ def vit(name: str, **overrides) -> ViT:
     return ViT(from_dict(ViTConfig, {**cfg, **overrides})).eval()
 
 
-@pytest.mark.parametrize("name", ["none", "learned", "sinusoidal-2d", "cape-2d"])
+@pytest.mark.parametrize("name", ["none", "learned-2d", "sinusoidal-2d", "cape-2d"])
 @pytest.mark.parametrize("size", [8, 16, 28])
 def test_logits_shape_any_divisible_resolution(name: str, size: int):
     model = vit(name)
@@ -37,6 +37,22 @@ def test_config_validation():
         ViTConfig(image_size=30, patch=4)
     with pytest.raises(ConfigError, match="heads"):
         ViTConfig(d_model=30, heads=4)
+    for one_d in ("learned", "ape", "rpe", "shape"):  # 1-D methods of the same registry
+        with pytest.raises(ConfigError, match="not a 2-D method"):
+            from_dict(ViTConfig, {"position": {"name": one_d}})
+
+
+def test_learned_table_covers_the_training_grid_and_parameter_counts():
+    # The resolved config sizes the table; counts equal the former ViT's (patch embed, CLS,
+    # 4 pre-LN GELU layers, final LN, head) plus the 7×7×64 + 64 learned positions.
+    cfg = ViTConfig(image_size=28, patch=4)
+    assert cfg.position.learned2d.grid == [7, 7]
+    layer = 4 * (64 * 64 + 64) + (64 * 128 + 128) + (128 * 64 + 64) + 2 * 128  # attention, FFN, two LNs
+    base = (16 * 64 + 64) + 64 + 4 * layer + 128 + (64 * 10 + 10)  # patches, CLS, layers, final LN, head
+    assert base == 135818
+    counts = {name: sum(p.numel() for p in ViT(from_dict(ViTConfig, {"position": {"name": name}})).parameters())
+              for name in ("none", "sinusoidal-2d", "cape-2d", "learned-2d")}
+    assert counts == {"none": base, "sinusoidal-2d": base, "cape-2d": base, "learned-2d": base + 49 * 64 + 64}
 
 
 def _shuffle_patches(images: torch.Tensor, perm: torch.Tensor, patch: int) -> torch.Tensor:
@@ -54,13 +70,13 @@ def test_nopos_is_patch_permutation_invariant_and_positions_are_not():
     assert not torch.equal(shuffled, images)
     nopos = vit("none")
     assert torch.allclose(nopos(shuffled), nopos(images), atol=1e-5)
-    for name in ("learned", "sinusoidal-2d"):
+    for name in ("learned-2d", "sinusoidal-2d"):
         model = vit(name)
         assert not torch.allclose(model(shuffled), model(images), atol=1e-3)
 
 
 def test_cls_token_position_not_resized():
-    model = vit("learned")
+    model = vit("learned-2d")
     expected = model.cls_token + model.position.cls_position()
     for size in (8, 16, 24):
         assert torch.equal(model.embed(torch.randn(2, 1, size, size))[:, 0], expected.expand(2, -1))

@@ -68,8 +68,8 @@ def _translation(data: dict[str, Any], overrides: list[str]) -> Path:
 
 
 def _vision(data: dict[str, Any], overrides: list[str]) -> Path:
-    """ViT on Fashion-MNIST by resolution (CAPE §5.1): ``posenc.vision``'s own config schema."""
-    from posenc import vision
+    """ViT on Fashion-MNIST by resolution (CAPE §5.1): ``posenc.tasks.vision``'s config schema."""
+    from posenc.tasks import vision
 
     cfg = from_dict(vision.VisionConfig, merge_overrides(data, overrides, vision.VisionConfig))
     vision.run_experiment(cfg, cfg.out_dir)
@@ -77,8 +77,8 @@ def _vision(data: dict[str, Any], overrides: list[str]) -> Path:
 
 
 def _speech(data: dict[str, Any], overrides: list[str]) -> Path:
-    """CTC on FSDD by duration (CAPE §5.2): ``posenc.speech``'s own config schema."""
-    from posenc import speech
+    """CTC on FSDD by duration (CAPE §5.2): ``posenc.tasks.speech``'s config schema."""
+    from posenc.tasks import speech
 
     cfg = from_dict(speech.SpeechConfig, merge_overrides(data, overrides, speech.SpeechConfig))
     speech.run_experiment(cfg)

@@ -5,19 +5,20 @@ Shape legend: B batch, T input (spectrogram) frames, F frequency bins, L output 
 V characters (CTC blank = 0), S target characters.
 
 Follows CAPE §5.2 (acoustic model of Likhomanenko et al. 2020 [30]: conv front end with GLU,
-Transformer layers, a linear layer, CTC loss), scaled down. Positions (CAPE §3 "Positional
-encoding for sound") are the time in seconds of each output frame's centre; per method:
+Transformer layers, a linear layer, CTC loss), scaled down; the Transformer layers are the
+translation models' :class:`Encoder` stack. Positions (CAPE §3 "Positional encoding for sound")
+are one tensor per utterance, in the unit the configured methods read (no method names here):
 
-* ``sinusoidal`` / ``cape`` (sinusoidal + CAPE augmentation, §4): seconds, with
-  ``sinusoidal.scale = 30`` giving ω_k = 30·10000^(−2k/K);
-* ``learned``: integer frame index ``n`` (seconds → nominal output frames), looked up as
-  E(n mod N) with N = ``learned.max_positions`` (CAPE §5.2: abspos for long sequences);
-* ``rpe`` (Shaw et al. 2018): clipped distances between integer frame indices;
-* ``nopos`` / others: positions unused.
+* seconds of each output frame's centre for continuous methods (``sinusoidal``, ``cape``: with
+  ``sinusoidal.scale = 30`` giving ω_k = 30·10000^(−2k/K));
+* the integer frame index ``n`` for methods that read integers (``learned``, looked up as
+  E(n mod N) with ``learned.wrap``, CAPE §5.2: abspos for long sequences) and for attention-level
+  methods (``rpe``, Shaw et al. 2018: clipped distances between frame indices).
 
-The frame index of an output frame is ``round((t − t_first) / (hop · Π strides))`` with the
-*nominal* hop, so that with the padding-free batching of §5.2.2 (per-batch hop) the index still
-follows time, as the seconds do.
+A continuous input method cannot be combined with an attention-level method (they would need
+two position tensors). The frame index of an output frame is ``round((t − t_first) / (hop · Π
+strides))`` with the *nominal* hop, so that with the padding-free batching of §5.2.2 (per-batch
+hop) the index still follows time, as the seconds do.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc.config import require
-from posenc.models.attention import attention_bias
-from posenc.models.layers import EncoderLayer
-from posenc.positions import PositionConfig, build_attention, build_augmentation, build_input
+from posenc.models.config import ModelConfig
+from posenc.models.transformer import Encoder
+from posenc.positions import PositionConfig, build_augmentation, registry
 from posenc.positions.cape import CapeParams
 from posenc.positions.learned import LearnedParams
 from posenc.positions.shaw import ShawParams
@@ -44,7 +45,7 @@ def speech_positions(name: str = "cape") -> PositionConfig:
     ω_k = 30·10000^(−2k/K); global shift ±60 s, local shift ±20 ms (half the frame spacing),
     λmax = 1.1; learned table of 40 frames (1.6 s); Shaw clipping at 32 frames (1.28 s)."""
     return PositionConfig(
-        name=name, sinusoidal=SinusoidalParams(scale=30.0), learned=LearnedParams(max_positions=40),
+        name=name, sinusoidal=SinusoidalParams(scale=30.0), learned=LearnedParams(max_positions=40, wrap=True),
         shaw=ShawParams(k=32), cape=CapeParams(max_global_shift=60.0, max_local_shift=0.02, max_global_scaling=1.1),
     )
 
@@ -70,6 +71,24 @@ class CTCModelConfig:
         require(self.norm in ("pre", "post"), f"model.norm must be 'pre' or 'post', got {self.norm!r}")
         require(self.conv_kernel >= 1 and self.conv_kernel % 2 == 1, f"model.conv_kernel must be odd (frame centres stay on input frames), got {self.conv_kernel}")
         require(len(self.conv_strides) >= 1 and all(s >= 1 for s in self.conv_strides), f"model.conv_strides must be a non-empty list of integers >= 1, got {self.conv_strides}")
+        methods = self.position.methods
+        require(methods.attention is None or self.frame_positions,
+                f"model.position {self.position.name!r}: a continuous input method (seconds) cannot be combined with an attention method (frames)")
+
+    @property
+    def frame_positions(self) -> bool:
+        """True: positions are integer frame indices; False: seconds (see the module docstring)."""
+        methods = self.position.methods
+        reads_integers = getattr(registry.INPUT[methods.input].builder, "integer_positions", False)
+        reads_nothing = not registry.INPUT[methods.input].builder.uses_positions
+        return bool(reads_integers or (methods.attention is not None and reads_nothing))
+
+    def encoder(self) -> ModelConfig:
+        """The encoder stack's config (no attention dropout, ReLU)."""
+        return ModelConfig(
+            encoder_layers=self.layers, decoder_layers=1, d_model=self.d_model, heads=self.heads, d_ff=self.d_ff,
+            dropout=self.dropout, attention_dropout=0.0, activation="relu", norm=self.norm, position=self.position,
+        )
 
     @property
     def downsample(self) -> int:
@@ -122,18 +141,9 @@ class CTCModel(nn.Module):
         super().__init__()
         require(n_features >= 1 and vocab_size >= 2 and hop_seconds > 0, "CTCModel: need n_features >= 1, vocab_size >= 2, hop_seconds > 0")
         self.cfg, self.spacing = cfg, hop_seconds * cfg.downsample
-        methods = cfg.position.methods
-        self.input_method = methods.input
         self.frontend = GLUFrontEnd(n_features, cfg)
-        self.input_pos = build_input(cfg.position, cfg.d_model)
-        self.attn_pos = build_attention(cfg.position, cfg.d_model, cfg.layers, cfg.heads)
+        self.encoder = Encoder(cfg.encoder())
         self.augment = build_augmentation(cfg.position)
-        self.layers = nn.ModuleList(
-            EncoderLayer(cfg.d_model, cfg.heads, cfg.d_ff, cfg.dropout, 0.0, cfg.norm == "pre")
-            for _ in range(cfg.layers)
-        )
-        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
-        self.drop = nn.Dropout(cfg.dropout)
         self.head = nn.Linear(cfg.d_model, vocab_size)
 
     def output_times(self, times: Tensor) -> Tensor:
@@ -144,30 +154,18 @@ class CTCModel(nn.Module):
         """Seconds ``(B, L)`` → nominal output frame index ``(B, L)`` (float of integers)."""
         return torch.round((times - times[:, :1]) / self.spacing)
 
-    def positions(self, times: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        """(input-method positions, attention-method positions), each ``(B, L)``.
-
-        The augmentation (CAPE in training; mean normalisation in eval) acts on the former.
-        """
-        index = self.frame_index(times)
-        pos = times
-        if self.input_method == "learned":  # CAPE §5.2: E(t mod N) beyond the table
-            pos = torch.remainder(index, self.cfg.position.learned.max_positions)
-        if self.augment is not None:
-            pos = self.augment(pos, mask)
-        return pos, index
+    def positions(self, times: Tensor, mask: Tensor) -> Tensor:
+        """Positions ``(B, L)`` of the output frames: frame indices or seconds, augmented (CAPE
+        in training; mean normalisation in eval) when the config has an augmentation."""
+        pos = self.frame_index(times) if self.cfg.frame_positions else times
+        return self.augment(pos, mask) if self.augment is not None else pos
 
     def forward(self, features: Tensor, times: Tensor, mask: Tensor) -> CTCOutput:
         """``features (B, T, F)``, ``times (B, T)`` s, ``mask (B, T)`` → :class:`CTCOutput`."""
         x, out_mask = self.frontend(features, mask)  # (B, L, D)
         out_times = self.output_times(times)
-        pos, index = self.positions(out_times, out_mask)
-        h = self.drop(self.input_pos(x, pos, out_mask))
-        allowed = attention_bias(out_mask, out_mask.shape[1], causal=False)
-        ctx = self.attn_pos.context(index, index) if self.attn_pos is not None else None
-        for i, layer in enumerate(self.layers):
-            h = layer(h, allowed, self.attn_pos.hook(i) if self.attn_pos is not None else None, ctx)
-        logits = self.head(self.final_norm(h))
+        h = self.encoder(x, self.positions(out_times, out_mask), out_mask)  # (B, L, D)
+        logits = self.head(h)
         return CTCOutput(torch.log_softmax(logits.float(), dim=-1), out_mask, out_times)
 
 

@@ -4,11 +4,13 @@ Shape legend: B batch, C image channels, H/W image height/width, P patch size,
 gh = H/P and gw = W/P patch-grid height/width, N = gh·gw patches, L = N + 1 tokens (CLS first),
 D model width, V number of classes.
 
-Architecture: Conv2d patch embedding (kernel = stride = P) → + 2-D position (CAPE §5.1; see
-``posenc.positions.vision``) → prepend CLS token → pre-LN encoder layers → final LayerNorm →
-linear head on the CLS token. Any H, W divisible by P is accepted: the position method adapts
-to the patch grid (learned tables by bicubic interpolation, sinpos/CAPE by continuous
-coordinates).
+Architecture: Conv2d patch embedding (kernel = stride = P) → + 2-D position (CAPE §5.1; the
+registered 2-D methods of ``posenc.positions``: ``sinusoidal-2d``, ``learned-2d``, ``cape-2d``,
+or ``none``) → prepend CLS token → the translation models' pre-LN :class:`Encoder` stack (GELU)
+with its final LayerNorm → linear head on the CLS token. Any H, W divisible by P is accepted:
+the position method adapts to the patch grid (learned tables by bicubic interpolation,
+sinpos/CAPE by continuous coordinates). Positions are the mean-normalised patch centres
+(CAPE §4 step i), ``(B, N, 2)``.
 """
 
 from __future__ import annotations
@@ -20,9 +22,14 @@ from torch import Tensor, nn
 
 from posenc.config import require
 from posenc.errors import DataError
-from posenc.models.attention import attention_bias
-from posenc.models.layers import EncoderLayer
-from posenc.positions.vision import VisionPositionConfig, build_vision_position, patch_centres
+from posenc.models.config import ModelConfig
+from posenc.models.transformer import Encoder
+from posenc.positions import PositionConfig, build_augmentation, build_input, default_positions, registry
+from posenc.positions.grid2d import mean_normalize_2d, patch_centres
+
+
+def vision_positions(name: str = "cape-2d") -> PositionConfig:
+    return PositionConfig(name=name)
 
 
 @dataclass
@@ -36,7 +43,7 @@ class ViTConfig:
     d_ff: int = 128
     dropout: float = 0.0
     num_classes: int = 10
-    position: VisionPositionConfig = field(default_factory=VisionPositionConfig)
+    position: PositionConfig = field(default_factory=vision_positions)
 
     def __post_init__(self) -> None:
         require(self.patch >= 1, f"model.patch must be >= 1, got {self.patch}")
@@ -46,23 +53,32 @@ class ViTConfig:
         require(self.d_model % 2 == 0, f"model.d_model must be even, got {self.d_model}")
         require(self.layers >= 1 and self.d_ff >= 1, "model.layers and model.d_ff must be >= 1")
         require(0.0 <= self.dropout < 1.0, f"model.dropout must be in [0, 1), got {self.dropout}")
+        methods = self.position.methods
+        builder = registry.INPUT[methods.input].builder
+        require(methods.attention is None and (getattr(builder, "position_dims", 1) == 2 or not builder.uses_positions),
+                f"model.position {self.position.name!r} is not a 2-D method (sinusoidal-2d, learned-2d, cape-2d, none)")
+        grid = self.image_size // self.patch
+        self.position.learned2d.grid = [grid, grid]  # resolved: the learned table covers the training grid
+
+    def encoder(self) -> ModelConfig:
+        """The encoder stack's config: pre-LN, GELU, attention dropout = dropout, no 1-D positions."""
+        return ModelConfig(
+            encoder_layers=self.layers, decoder_layers=1, d_model=self.d_model, heads=self.heads, d_ff=self.d_ff,
+            dropout=self.dropout, attention_dropout=self.dropout, activation="gelu", norm="pre",
+            position=PositionConfig(name="none"),
+        )
 
 
 class ViT(nn.Module):
     def __init__(self, cfg: ViTConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        grid = cfg.image_size // cfg.patch
         self.patch_embed = nn.Conv2d(cfg.channels, cfg.d_model, kernel_size=cfg.patch, stride=cfg.patch)
         self.cls_token = nn.Parameter(torch.zeros(cfg.d_model))
         nn.init.trunc_normal_(self.cls_token, std=0.02)
-        self.position = build_vision_position(cfg.position, cfg.d_model, (grid, grid))
-        self.drop = nn.Dropout(cfg.dropout)
-        self.layers = nn.ModuleList(
-            EncoderLayer(cfg.d_model, cfg.heads, cfg.d_ff, cfg.dropout, cfg.dropout, pre_norm=True, activation="gelu")
-            for _ in range(cfg.layers)
-        )
-        self.norm = nn.LayerNorm(cfg.d_model)
+        self.position = build_input(cfg.position, cfg.d_model)
+        self.augment = build_augmentation(cfg.position)
+        self.encoder = Encoder(cfg.encoder())
         self.head = nn.Linear(cfg.d_model, cfg.num_classes)
 
     def grid(self, height: int, width: int) -> tuple[int, int]:
@@ -77,19 +93,20 @@ class ViT(nn.Module):
             raise DataError(f"expected images (B, {self.cfg.channels}, H, W), got shape {tuple(images.shape)}")
         gh, gw = self.grid(images.shape[2], images.shape[3])
         x = self.patch_embed(images).flatten(2).transpose(1, 2)  # (B, N, D), row-major patches
-        positions = patch_centres(gh, gw, x.device).expand(x.shape[0], -1, -1)  # (B, N, 2)
-        x = self.position(x, positions, (gh, gw))
+        positions = mean_normalize_2d(patch_centres(gh, gw, x.device).expand(x.shape[0], -1, -1))  # (B, N, 2)
+        mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+        if self.augment is not None:
+            positions = self.augment(positions, mask)
+        x = self.position(x, positions, mask)
         cls = self.cls_token
-        cls_pos = self.position.cls_position()
+        cls_pos = self.position.cls_position() if hasattr(self.position, "cls_position") else None
         if cls_pos is not None:
             cls = cls + cls_pos
         return torch.cat((cls.expand(x.shape[0], 1, -1), x), dim=1)
 
     def forward(self, images: Tensor) -> Tensor:
         """images ``(B, C, H, W)`` → logits ``(B, V)``."""
-        x = self.drop(self.embed(images))
-        mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
-        allowed = attention_bias(mask, x.shape[1], causal=False)  # (B, 1, 1, L): every token visible
-        for layer in self.layers:
-            x = layer(x, allowed, None, None)
-        return self.head(self.norm(x[:, 0]))
+        x = self.embed(images)
+        mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)  # every token visible
+        h = self.encoder(x, default_positions(mask), mask)  # (B, L, D), final LayerNorm applied
+        return self.head(h[:, 0])

@@ -30,6 +30,9 @@ from posenc.errors import ConfigError
 from posenc.positions import registry
 from posenc.positions.alibi import AlibiParams
 from posenc.positions.cape import CapeParams
+from posenc.positions.cape2d import Cape2dParams
+from posenc.positions.learned2d import Learned2dParams
+from posenc.positions.sinusoidal2d import Sinusoidal2dParams
 from posenc.positions.gru import GRUParams
 from posenc.positions.learned import LearnedParams
 from posenc.positions.none import NoParams
@@ -45,6 +48,7 @@ MODEL_ALIASES: dict[str, str] = {
     "shape": "sinusoidal+shape",
     "cape": "sinusoidal+cape",
     "rr": "gru+shaw",
+    "cape-2d": "sinusoidal2d+cape2d",
 }
 #: Aliases of single methods, usable inside a combination (``ape+rpe``).
 METHOD_ALIASES: dict[str, str] = {
@@ -55,10 +59,17 @@ METHOD_ALIASES: dict[str, str] = {
     "rnn": "gru",
     "nopos": "none",
     "nope": "none",
+    "sinusoidal-2d": "sinusoidal2d",
+    "learned-2d": "learned2d",
 }
 
 #: Input methods that read the positions tensor, and so can be augmented, per augmentation.
-AUGMENTABLE = {"shape": {"sinusoidal", "learned"}, "cape": {"sinusoidal"}, "randomized": {"sinusoidal", "learned"}}
+AUGMENTABLE = {
+    "shape": {"sinusoidal", "learned"},
+    "cape": {"sinusoidal"},
+    "randomized": {"sinusoidal", "learned"},
+    "cape2d": {"sinusoidal2d"},
+}
 #: Attention methods that read absolute (float) positions, and so can be augmented.
 AUGMENTABLE_ATTENTION = {"shape": {"rope"}, "cape": {"rope"}, "randomized": {"rope"}}
 
@@ -84,11 +95,13 @@ def resolve(name: str) -> Methods:
         chosen[family] = part
     methods = Methods(chosen.get("input", "none"), chosen.get("attention"), chosen.get("augment"))
     aug = methods.augment
-    if aug and methods.input not in AUGMENTABLE[aug] and methods.attention not in AUGMENTABLE_ATTENTION[aug]:
+    if aug and methods.input not in AUGMENTABLE[aug] and methods.attention not in AUGMENTABLE_ATTENTION.get(aug, ()):
+        needs = f"input method {' or '.join(sorted(AUGMENTABLE[aug]))}"
+        if aug in AUGMENTABLE_ATTENTION:
+            needs += f" or attention method {' or '.join(sorted(AUGMENTABLE_ATTENTION[aug]))}"
         raise ConfigError(
-            f"position {name!r}: {aug} augments absolute positions and needs input "
-            f"method {' or '.join(sorted(AUGMENTABLE[aug]))} or attention method "
-            f"{' or '.join(sorted(AUGMENTABLE_ATTENTION[aug]))}, not {methods.input}+{methods.attention or '-'}"
+            f"position {name!r}: {aug} augments absolute positions and needs {needs}, "
+            f"not {methods.input}+{methods.attention or '-'}"
         )
     return methods
 
@@ -107,6 +120,9 @@ class PositionConfig:
     randomized: RandomizedParams = field(default_factory=RandomizedParams)
     shape: ShapeParams = field(default_factory=ShapeParams)
     cape: CapeParams = field(default_factory=CapeParams)
+    sinusoidal2d: Sinusoidal2dParams = field(default_factory=Sinusoidal2dParams)
+    learned2d: Learned2dParams = field(default_factory=Learned2dParams)
+    cape2d: Cape2dParams = field(default_factory=Cape2dParams)
 
     def __post_init__(self) -> None:
         require(isinstance(self.name, str) and bool(self.name), "position.name must be a non-empty string")

@@ -17,6 +17,7 @@ from posenc.positions.registry import register
 @dataclass
 class LearnedParams:
     max_positions: int = 1024
+    wrap: bool = False  # E(n mod N) instead of an error beyond the table (CAPE §5.2, long speech)
 
     def __post_init__(self) -> None:
         require(self.max_positions >= 1, f"learned.max_positions must be >= 1, got {self.max_positions}")
@@ -24,17 +25,21 @@ class LearnedParams:
 
 @register("input", "learned", LearnedParams)
 class LearnedPosition(InputPosition):
-    """x + E[round(positions)]; positions must lie in [0, max_positions)."""
+    """x + E[round(positions)]; positions must lie in [0, max_positions) unless ``wrap``."""
 
     uses_positions = True
+    integer_positions = True  # reads integer indices (a model measuring time in seconds gives frames)
 
     def __init__(self, d_model: int, params: LearnedParams, **_: Any) -> None:
         super().__init__()
         self.table = nn.Embedding(params.max_positions, d_model)
+        self.wrap = params.wrap
         nn.init.normal_(self.table.weight, std=d_model**-0.5)
 
     def forward(self, x: Tensor, positions: Tensor, mask: Tensor, state: dict | None = None) -> Tensor:
         idx = positions.round().long()
+        if self.wrap:
+            idx = torch.remainder(idx, self.table.num_embeddings)
         hi = int(idx[mask].max()) if mask.any() else 0
         if hi >= self.table.num_embeddings or int(idx.min()) < 0:
             raise DataError(

@@ -1,4 +1,5 @@
-"""Training: config, Noam schedule, label-smoothed loss, pickle-free checkpoints, the trainer."""
+"""Training: config, LR schedules by name, label-smoothed loss, pickle-free checkpoints, state
+persistence (resume, best-N averaging) and the one training loop."""
 
 from posenc.training.checkpoint import (
     Checkpoint, average_checkpoints, checkpoint_name, latest_checkpoint, list_checkpoints, load_checkpoint,
@@ -7,12 +8,13 @@ from posenc.training.checkpoint import (
 from posenc.training.config import TrainConfig
 from posenc.training.loss import LossOutput, Seq2SeqLoss, label_smoothed_nll
 from posenc.training.rng import seed_everything
-from posenc.training.schedule import noam_factor, noam_lr, noam_scheduler
-from posenc.training.trainer import Trainer, TrainResult, TrainState, train
+from posenc.training.schedule import SCHEDULES, build_scheduler, cosine_factor, noam_factor, noam_lr, noam_scheduler
+from posenc.training.state import TrainResult, TrainState, convergence
+from posenc.training.trainer import Trainer, train
 
 __all__ = [
-    "Checkpoint", "LossOutput", "Seq2SeqLoss", "TrainConfig", "TrainResult", "TrainState", "Trainer",
-    "average_checkpoints", "checkpoint_name", "label_smoothed_nll", "latest_checkpoint", "list_checkpoints",
+    "SCHEDULES", "Checkpoint", "LossOutput", "Seq2SeqLoss", "TrainConfig", "TrainResult", "TrainState", "Trainer",
+    "average_checkpoints", "build_scheduler", "checkpoint_name", "convergence", "cosine_factor", "label_smoothed_nll", "latest_checkpoint", "list_checkpoints",
     "load_checkpoint", "noam_factor", "noam_lr", "noam_scheduler", "prune_checkpoints", "restore_model",
     "save_average", "save_checkpoint", "seed_everything", "train",
 ]

@@ -13,6 +13,8 @@ from posenc.config import require
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
+SCHEDULE_NAMES = ("noam", "cosine")  # builders in training/schedule.py
+OPTIMIZERS = ("adam", "adamw")
 
 
 @dataclass
@@ -22,8 +24,12 @@ class TrainConfig:
     max_epochs: int = 0  # 0 = no epoch limit (at least one limit must be set)
     max_tokens: int = 4096  # tokens per batch per GPU (used by whoever builds the batches)
     update_freq: int = 1  # gradient accumulation: batches per optimizer update
-    lr: float = 2.0  # Noam scaling factor
+    lr: float = 2.0  # Noam scaling factor; peak lr for cosine
     warmup: int = 8000
+    schedule: str = "noam"  # noam | cosine (training/schedule.py)
+    warmup_fraction: float = 0.0  # cosine: warm-up as a fraction of all updates (0: use warmup)
+    lr_floor: float = 0.0  # cosine: final lr as a fraction of lr
+    optimizer: str = "adam"  # adam | adamw (decoupled weight decay)
     betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
     eps: float = 1e-9
     weight_decay: float = 0.0
@@ -34,7 +40,9 @@ class TrainConfig:
     save_every: int = 5000  # steps; 0 = only at the end
     keep_last: int = 10  # checkpoints kept on disk; 0 = keep all
     average_last: int = 0  # average the last N checkpoints at the end; 0/1 = off
+    average_best: int = 0  # average the N checkpoints of lowest validation loss at the end; 0/1 = off
     patience: int | None = None  # stop after this many validations without improvement
+    min_delta: float = 0.0  # an improvement must lower the best validation loss by this fraction
     log_every: int = 100
     device: str = "auto"
     num_threads: int = 0  # torch.set_num_threads; 0 = leave torch's default
@@ -61,6 +69,14 @@ class TrainConfig:
             require(getattr(self, name) >= 0, f"train.{name} must be >= 0, got {getattr(self, name)}")
         require(self.log_every >= 1, f"train.log_every must be >= 1, got {self.log_every}")
         require(self.patience is None or self.patience >= 1, f"train.patience must be >= 1 or null, got {self.patience}")
+        require(self.schedule in SCHEDULE_NAMES, f"train.schedule must be one of {'|'.join(SCHEDULE_NAMES)}, got {self.schedule!r}")
+        require(self.optimizer in OPTIMIZERS, f"train.optimizer must be one of {'|'.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        require(0.0 <= self.warmup_fraction < 1.0 and 0.0 <= self.lr_floor <= 1.0,
+                f"train.warmup_fraction must be in [0, 1) and train.lr_floor in [0, 1], got {self.warmup_fraction}, {self.lr_floor}")
+        require(self.average_best >= 0 and 0.0 <= self.min_delta < 1.0,
+                f"train.average_best must be >= 0 and train.min_delta in [0, 1), got {self.average_best}, {self.min_delta}")
+        require(self.average_best <= 1 or (self.validate_every > 0 and self.save_every % self.validate_every == 0),
+                "train.average_best needs validation at every checkpoint: save_every must be a multiple of validate_every (> 0)")
         require(self.device in DEVICES, f"train.device must be one of {'|'.join(DEVICES)}, got {self.device!r}")
         require(
             self.keep_last == 0 or self.average_last <= self.keep_last,

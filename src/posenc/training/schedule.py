@@ -1,17 +1,31 @@
-"""The "Noam" learning-rate schedule (Vaswani et al. 2017, §5.3; SHAPE App. Table 4).
+"""Learning-rate schedules, chosen by name (``train.schedule``).
 
-    lr(n) = scale · d_model^-0.5 · min(n^-0.5, n · warmup^-1.5)
+* ``noam`` (Vaswani et al. 2017, §5.3; SHAPE App. Table 4)::
 
-for the n-th optimizer update, n = 1, 2, ...: linear warm-up for ``warmup`` updates, then
-inverse-square-root decay. ``scale`` is OpenNMT-py's "learning rate" (SHAPE uses 2).
+      lr(n) = scale · d_model^-0.5 · min(n^-0.5, n · warmup^-1.5)
+
+  for the n-th optimizer update, n = 1, 2, ...: linear warm-up for ``warmup`` updates, then
+  inverse-square-root decay. ``scale`` is ``train.lr`` (OpenNMT-py's "learning rate"; SHAPE uses 2).
+* ``cosine``: linear warm-up to ``train.lr`` over W updates, then cosine decay to
+  ``train.lr_floor · train.lr`` at the last update (the ViT recipe of DeiT used for CAPE §5.1, and
+  the CTC recipe of CAPE §5.2). W is ``train.warmup_fraction`` of all updates when that is > 0,
+  else ``train.warmup``; the total is ``train.max_steps`` or the updates of ``max_epochs`` epochs.
+
+Each schedule is a ``LambdaLR`` whose lambda is a ``partial`` of a module-level function, so
+``state_dict()`` stays JSON-serialisable (checkpoints store it as JSON).
 """
 
 from __future__ import annotations
 
+import math
 from functools import partial
+from typing import Callable
 
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
+
+from posenc.errors import ConfigError
+from posenc.training.config import TrainConfig
 
 
 def noam_factor(step: int, d_model: int, warmup: int) -> float:
@@ -36,7 +50,55 @@ def noam_scheduler(optimizer: Optimizer, d_model: int, warmup: int) -> LambdaLR:
     """LambdaLR multiplying each group's base lr (= the scale) by the Noam factor.
 
     After construction the lr is ``noam_lr(1)``; after ``k`` calls of ``.step()`` it is
-    ``noam_lr(k + 1)``, i.e. the value used by update ``k + 1``. The lambda is a ``partial`` of
-    a module-level function, so ``state_dict()`` stays JSON-serialisable.
+    ``noam_lr(k + 1)``, i.e. the value used by update ``k + 1``.
     """
     return LambdaLR(optimizer, partial(_update_factor, d_model=d_model, warmup=warmup))
+
+
+def cosine_factor(index: int, total: int, warmup: int, floor: float = 0.0) -> float:
+    """Factor of the update with 0-based ``index``: ``(index + 1) / warmup`` while
+    ``index < warmup``, then ``floor + (1 − floor) · ½(1 + cos(π · progress))`` with
+    ``progress = (index − warmup) / max(1, total − warmup)`` clipped to 1."""
+    if index < warmup:
+        return (index + 1) / warmup
+    progress = min(1.0, (index - warmup) / max(1, total - warmup))
+    return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def cosine_scheduler(optimizer: Optimizer, total: int, warmup: int, floor: float = 0.0) -> LambdaLR:
+    """LambdaLR with :func:`cosine_factor`; update ``i + 1`` uses the factor of index ``i``."""
+    return LambdaLR(optimizer, partial(cosine_factor, total=total, warmup=warmup, floor=floor))
+
+
+def _noam(optimizer: Optimizer, cfg: TrainConfig, d_model: int | None, total: int) -> LambdaLR:
+    if not isinstance(d_model, int) or d_model < 1:
+        raise ConfigError("train.schedule=noam needs d_model (pass d_model= to the Trainer or give the model a .cfg)")
+    return noam_scheduler(optimizer, d_model, cfg.warmup)
+
+
+def _cosine(optimizer: Optimizer, cfg: TrainConfig, d_model: int | None, total: int) -> LambdaLR:
+    warmup = int(cfg.warmup_fraction * total) if cfg.warmup_fraction > 0 else cfg.warmup
+    return cosine_scheduler(optimizer, total, warmup, cfg.lr_floor)
+
+
+SchedulerBuilder = Callable[[Optimizer, TrainConfig, "int | None", int], LambdaLR]
+
+#: ``train.schedule`` name → builder(optimizer, cfg, d_model, total updates).
+SCHEDULES: dict[str, SchedulerBuilder] = {"noam": _noam, "cosine": _cosine}
+
+
+def total_updates(cfg: TrainConfig, first_epoch_batches: Callable[[], int]) -> int:
+    """Updates of the whole run: ``max_steps``, or those of ``max_epochs`` epochs (the first
+    epoch's batch count, from ``first_epoch_batches()``, times the epochs), whichever is smaller.
+    Noam does not need the total (0 when only epochs limit the run)."""
+    if cfg.max_epochs == 0 or cfg.schedule == "noam":
+        return cfg.max_steps
+    epochs = math.ceil(first_epoch_batches() / cfg.update_freq) * cfg.max_epochs
+    return min(epochs, cfg.max_steps) if cfg.max_steps else epochs
+
+
+def build_scheduler(optimizer: Optimizer, cfg: TrainConfig, d_model: int | None, total: int) -> LambdaLR:
+    """The schedule named by ``cfg.schedule`` for a run of ``total`` optimizer updates."""
+    if cfg.schedule not in SCHEDULES:
+        raise ConfigError(f"train.schedule {cfg.schedule!r} unknown (known: {', '.join(SCHEDULES)})")
+    return SCHEDULES[cfg.schedule](optimizer, cfg, d_model, total)

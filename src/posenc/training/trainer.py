@@ -1,5 +1,6 @@
-"""The training loop: Adam + Noam, gradient accumulation, mixed precision, validation,
-checkpoints with exact resume, and DistributedDataParallel under ``torchrun``.
+"""The training loop: Adam/AdamW with a named LR schedule, gradient accumulation, mixed
+precision, validation with patience, and DistributedDataParallel under ``torchrun``. Checkpoints,
+exact resume and averaging live in :mod:`posenc.training.state`.
 
 Works with any ``nn.Module``: the model is only touched through a loss hook
 ``loss_fn(model, batch) -> LossOutput`` (summed loss, summed nll, token count); the default hook
@@ -16,97 +17,30 @@ the concatenated global batch, whatever the split over micro-batches and ranks.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
-import time
-import warnings
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
 
-from posenc.config import to_dict
-from posenc.errors import CheckpointError, ConfigError, DataError
+from posenc.errors import ConfigError, DataError
 from posenc.training import checkpoint as ck
 from posenc.training.config import TrainConfig
-from posenc.training.distributed import (
-    DistInfo, all_reduce_min, all_reduce_sum, barrier, broadcast_floats, cleanup, gather_bytes, init_distributed,
-)
+from posenc.training.distributed import DistInfo, all_reduce_min, all_reduce_sum, broadcast_floats, cleanup, init_distributed
 from posenc.training.logging import RunLogger, log, progress_bar
-from posenc.training.loss import LossOutput, Seq2SeqLoss
-from posenc.training.rng import host_state, isolated_rng, seed_everything, set_host_state, set_torch_states, torch_states
-from posenc.training.schedule import noam_scheduler
+from posenc.training.loss import Seq2SeqLoss
+from posenc.training.rng import isolated_rng, seed_everything
+from posenc.training.runtime import (
+    LossFn, ValidSource, WallClock, autocast, build_optimizer, move_to, resolve_device, resolve_precision, total_norm,
+    validation_loss, wrap_ddp,
+)
+from posenc.training.schedule import build_scheduler, total_updates
+from posenc.training.state import StateStore, TrainResult, TrainState, config_sections, record_validation, write_summary
 
 BatchesFn = Callable[[int, int, int], Sequence[Any]]
-LossFn = Callable[[nn.Module, Any], LossOutput]
-ValidSource = Sequence[Any] | Callable[[], Iterable[Any]]
 BleuFn = Callable[[nn.Module], float]
-
-
-@dataclass
-class TrainState:
-    """Everything about the loop's position that a checkpoint must restore."""
-
-    step: int = 0  # optimizer updates done
-    epoch: int = 0  # completed epochs
-    batch_index: int = 0  # micro-batches of the current epoch already consumed
-    tokens: int = 0  # target tokens trained on, all ranks
-    wall_s: float = 0.0  # training wall clock (seconds) up to the last save
-    best_valid: float | None = None
-    bad_validations: int = 0
-
-
-@dataclass
-class TrainResult:
-    state: TrainState
-    stopped: str  # "max_steps" | "max_epochs" | "patience"
-    last_checkpoint: Path | None = None
-    average: Path | None = None
-    train: list[dict[str, Any]] = field(default_factory=list)  # train.csv rows of this session
-    valid: list[dict[str, Any]] = field(default_factory=list)  # valid.csv rows of this session
-
-
-def resolve_device(name: str, local_rank: int = 0) -> torch.device:
-    """``auto`` → CUDA when available, else CPU; ``cuda`` without a GPU is a ConfigError."""
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("train.device is 'cuda' but no CUDA device is available")
-    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """bf16/fp16 autocast only on CUDA; on CPU fall back to fp32 with a warning."""
-    if precision != "fp32" and device.type != "cuda":
-        warnings.warn(f"train.precision={precision} needs CUDA; training in fp32 on {device}", stacklevel=2)
-        return "fp32"
-    return precision
-
-
-def move_to(batch: Any, device: torch.device) -> Any:
-    """Move a batch (object with ``.to``, tensor, dict, list or tuple of those) to ``device``."""
-    if hasattr(batch, "to") and callable(batch.to):
-        return batch.to(device)
-    if isinstance(batch, dict):
-        return {k: move_to(v, device) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(move_to(v, device) for v in batch)
-    return batch
-
-
-def _total_norm(params: list[nn.Parameter], clip_norm: float) -> torch.Tensor:
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return torch.zeros(())
-    if clip_norm > 0:
-        return nn.utils.clip_grad_norm_(params, clip_norm)
-    if hasattr(nn.utils, "get_total_norm"):
-        return nn.utils.get_total_norm(grads)
-    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
 
 
 class Trainer:
@@ -136,75 +70,32 @@ class Trainer:
         self.device = resolve_device(cfg.device, self.dist.local_rank)
         self.precision = resolve_precision(cfg.precision, self.device)
         self.model = model.to(self.device)
-        self.net = self._wrap(find_unused_parameters)
+        self.net = wrap_ddp(self.model, self.dist, self.device, find_unused_parameters)
         self.loss_fn = loss_fn or Seq2SeqLoss(cfg.label_smoothing, getattr(model, "pad_id", 0))
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.Adam(
-            self.params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay
-        )
-        self.scheduler = noam_scheduler(self.optimizer, self._d_model(d_model), cfg.warmup)
+        self.optimizer = build_optimizer(self.params, cfg)
+        self.d_model = d_model if d_model is not None else getattr(getattr(model, "cfg", None), "d_model", None)
+        self.scheduler: Any = None  # built by fit() once the number of updates is known
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
-        self.config = self._config_sections(config)
+        self.config = config_sections(model, cfg, config)
+        self.store = StateStore(self.ckpt_dir, cfg, self.dist, self.device, self.config)
         self.state = TrainState()
         self.logger: RunLogger | None = None
         self._stop = ""
         self._interval = [0.0, 0.0, 0.0]  # loss, nll, tokens since the last log row
-        self._clock = (time.perf_counter(), 0.0)  # (start of this session, wall_s at that start)
-        self._overhead_s = 0.0  # validation/checkpoint time of this session
-        self._pause_start: float | None = None
+        self.clock = WallClock()
         self._last_log = (0.0, 0)  # (wall_s, tokens) at the last log row
         self._last_update = {"lr": 0.0, "gnorm": 0.0}
         self._last_valid_step = self._last_save_step = -1
         self.history: list[dict[str, Any]] = []
-
-    # ------------------------------------------------------------------ setup
-    def _wrap(self, find_unused: bool) -> nn.Module:
-        if not self.dist.enabled:
-            return self.model
-        from torch.nn.parallel import DistributedDataParallel
-
-        ids = [self.device.index] if self.device.type == "cuda" else None
-        return DistributedDataParallel(self.model, device_ids=ids, find_unused_parameters=find_unused)
-
-    def _d_model(self, d_model: int | None) -> int:
-        if d_model is None:
-            d_model = getattr(getattr(self.model, "cfg", None), "d_model", None)
-        if not isinstance(d_model, int) or d_model < 1:
-            raise ConfigError("Trainer needs d_model for the Noam schedule (pass d_model= or give the model a .cfg)")
-        return d_model
-
-    def _config_sections(self, config: dict[str, Any] | None) -> dict[str, Any]:
-        sections = dict(config or {})
-        model_cfg = getattr(self.model, "cfg", None)
-        if "model" not in sections and dataclasses.is_dataclass(model_cfg):
-            sections["model"] = to_dict(model_cfg)
-        sections["train"] = to_dict(self.cfg)
-        return json.loads(json.dumps(sections))  # plain, YAML-safe types
 
     @property
     def is_main(self) -> bool:
         return self.dist.is_main
 
     def wall_s(self) -> float:
-        """Training wall clock in seconds: this session's time plus the resumed run's, minus the
-        time spent validating and checkpointing (so curves vs wall clock compare training speed)."""
-        start, before = self._clock
-        now = time.perf_counter()
-        paused = now - self._pause_start if self._pause_start is not None else 0.0
-        return before + now - start - self._overhead_s - paused
-
-    @contextmanager
-    def _not_training(self) -> Iterator[None]:
-        """Exclude the block's duration (validation, checkpointing) from :meth:`wall_s`."""
-        if self._pause_start is not None:  # nested
-            yield
-            return
-        self._pause_start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self._overhead_s += time.perf_counter() - self._pause_start
-            self._pause_start = None
+        """Training wall clock in seconds (validation and checkpointing excluded)."""
+        return self.clock.wall_s()
 
     # ------------------------------------------------------------------ public entry point
     def fit(
@@ -218,21 +109,18 @@ class Trainer:
 
         ``resume=True`` continues from the latest checkpoint in ``out_dir/checkpoints`` if any,
         a path continues from that checkpoint, False starts afresh. At the end the model is
-        validated and checkpointed, the last ``average_last`` checkpoints are averaged into
-        ``checkpoints/average`` and the process group (if this trainer created it) is destroyed.
+        validated and checkpointed, the best ``average_best`` checkpoints by validation loss (else
+        the last ``average_last``) are averaged into ``checkpoints/average``, rank 0 writes
+        ``train_summary.json`` (best step, converged) and the process group (if this trainer
+        created it) is destroyed.
         """
         if self.cfg.bleu_every > 0 and bleu_fn is None:
             raise ConfigError("train.bleu_every > 0 needs a BLEU callback (bleu_fn)")
         result = TrainResult(self.state, "")
         try:
-            resumed = self._resume(resume)
-            if not resumed:
-                seed_everything(self.cfg.seed + self.dist.rank)
-            if self.is_main:
-                ck.remove_stale_temporaries(self.ckpt_dir)
-            self.logger = RunLogger(self.out_dir, self.is_main, resume_step=self.state.step)
-            self._clock, self._overhead_s = (time.perf_counter(), self.state.wall_s), 0.0
-            self._last_log = (self.state.wall_s, self.state.tokens)
+            first_epoch = lambda: all_reduce_min(len(train_batches(0, self.dist.rank, self.dist.world_size)), self.dist)  # noqa: E731
+            self.scheduler = build_scheduler(self.optimizer, self.cfg, self.d_model, total_updates(self.cfg, first_epoch))
+            self._start(resume)
             self._loop(train_batches, valid_batches, bleu_fn, result)
             self._finish(valid_batches, bleu_fn, result)
         finally:
@@ -240,7 +128,23 @@ class Trainer:
                 self.logger.close()
             self.close()
         result.state, result.stopped, result.train = self.state, self._stop, self.history
+        if self.is_main and self.state.step > 0:
+            write_summary(result, self.out_dir)
         return result
+
+    def _start(self, resume: bool | str | Path) -> None:
+        restored = self.store.resume(resume, self.model, self.optimizer, self.scheduler, self.scaler)
+        if restored is None:
+            seed_everything(self.cfg.seed + self.dist.rank)
+        else:
+            self.state, self._last_save_step = restored, restored.step
+            if restored.valid_loss_at(restored.step) is not None:  # validated before that save
+                self._last_valid_step = restored.step
+        if self.is_main:
+            ck.remove_stale_temporaries(self.ckpt_dir)
+        self.logger = RunLogger(self.out_dir, self.is_main, resume_step=self.state.step)
+        self.clock = WallClock(self.state.wall_s)
+        self._last_log = (self.state.wall_s, self.state.tokens)
 
     def close(self) -> None:
         """Destroy the process group if this trainer created it (``fit`` does this at the end)."""
@@ -283,16 +187,12 @@ class Trainer:
     def _forward_backward(self, group: Sequence[Any]) -> torch.Tensor:
         """Backward of the summed losses of ``group``; returns local (loss, nll, tokens) sums."""
         sums = torch.zeros(3, dtype=torch.float64, device=self.device)
-        autocast = (
-            torch.autocast("cuda", dtype=torch.bfloat16 if self.precision == "bf16" else torch.float16)
-            if self.precision != "fp32" else nullcontext()
-        )
         for i, batch in enumerate(group):
             batch = move_to(batch, self.device)
             last = i == len(group) - 1
             no_sync = self.net.no_sync() if self.dist.enabled and not last else nullcontext()
             with no_sync:
-                with autocast:
+                with autocast(self.precision):
                     out = self.loss_fn(self.net, batch)
                 loss = self.scaler.scale(out.loss) if self.scaler is not None else out.loss
                 loss.backward()
@@ -317,7 +217,7 @@ class Trainer:
         for p in self.params:
             if p.grad is not None:
                 p.grad.mul_(factor)
-        gnorm = _total_norm(self.params, self.cfg.clip_norm)
+        gnorm = total_norm(self.params, self.cfg.clip_norm)
         lr = self.optimizer.param_groups[0]["lr"]
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
@@ -358,7 +258,7 @@ class Trainer:
         cfg, step = self.cfg, self.state.step
         do_valid = valid is not None and cfg.validate_every > 0 and step % cfg.validate_every == 0
         do_bleu = bleu_fn is not None and cfg.bleu_every > 0 and step % cfg.bleu_every == 0
-        with self._not_training():
+        with self.clock.paused():
             if do_valid or do_bleu:
                 self.validate(valid if do_valid else None, bleu_fn if do_bleu else None, result)
             if cfg.save_every > 0 and step % cfg.save_every == 0:
@@ -367,25 +267,7 @@ class Trainer:
     # ------------------------------------------------------------------ validation
     def evaluate(self, batches: ValidSource) -> dict[str, float]:
         """Loss and perplexity per target token on ``batches`` (eval mode, no grad)."""
-        source = batches() if callable(batches) else batches
-        sums = torch.zeros(3, dtype=torch.float64, device=self.device)
-        self.model.eval()
-        autocast = (
-            torch.autocast("cuda", dtype=torch.bfloat16 if self.precision == "bf16" else torch.float16)
-            if self.precision != "fp32" else nullcontext()
-        )
-        try:
-            with torch.no_grad(), autocast:
-                for batch in source:
-                    out = self.loss_fn(self.model, move_to(batch, self.device))
-                    ntok = torch.as_tensor(out.ntokens, device=self.device).double()
-                    sums += torch.stack([out.loss.double(), out.nll.double(), ntok])
-        finally:
-            self.model.train()
-        loss, nll, ntokens = sums.tolist()
-        if ntokens <= 0:
-            raise DataError("validation batches contain no target tokens")
-        return {"loss": loss / ntokens, "nll": nll / ntokens, "ppl": math.exp(min(nll / ntokens, 700.0)), "ntokens": ntokens}
+        return validation_loss(self.model, self.loss_fn, batches, self.device, self.precision)
 
     def validate(self, valid: ValidSource | None, bleu_fn: BleuFn | None, result: TrainResult) -> dict[str, Any]:
         """Validation on rank 0 (RNG-isolated, so it never changes training randomness);
@@ -409,90 +291,18 @@ class Trainer:
         self.logger.valid(row)
         result.valid.append(row)
         self._last_valid_step = self.state.step
-        if row["loss"] is not None:
-            self._update_patience(row["loss"])
+        if row["loss"] is not None and record_validation(self.state, row["loss"], self.cfg):
+            self._stop = "patience"
+            log.info("early stop at step %d: no validation improvement in %d validations", self.state.step, self.state.bad_validations)
         return row
 
-    def _update_patience(self, loss: float) -> None:
-        s = self.state
-        if s.best_valid is None or loss < s.best_valid:
-            s.best_valid, s.bad_validations = loss, 0
-        else:
-            s.bad_validations += 1
-        if self.cfg.patience is not None and s.bad_validations >= self.cfg.patience:
-            self._stop = "patience"
-            log.info("early stop at step %d: no validation improvement in %d validations", s.step, s.bad_validations)
-
     # ------------------------------------------------------------------ checkpoints
-    def _rng_payload(self) -> tuple[dict[str, torch.Tensor], list[dict[str, Any]]]:
-        """Every rank's generator states: torch ones as tensors, host ones as JSON."""
-        tensors: dict[str, torch.Tensor] = {}
-        for name, state in torch_states(self.device).items():
-            for rank, t in enumerate(gather_bytes(state, self.dist)):
-                tensors[f"rng.{name}.{rank}"] = t
-        host = torch.frombuffer(bytearray(json.dumps(host_state()).encode()), dtype=torch.uint8)
-        hosts = [json.loads(bytes(t.tolist()).decode()) for t in gather_bytes(host, self.dist)]
-        return tensors, hosts
-
-    def save(self) -> Path | None:
-        """Checkpoint the current state (rank 0 writes; all ranks synchronise)."""
-        rng_tensors, hosts = self._rng_payload()
+    def save(self) -> Path:
+        """Checkpoint the current state (see :class:`~posenc.training.state.StateStore`)."""
         self.state.wall_s = self.wall_s()
-        path = self.ckpt_dir / ck.checkpoint_name(self.state.step)
-        barrier(self.dist)
-        if self.is_main:
-            state = {
-                "kind": "train", "step": self.state.step, "train": dataclasses.asdict(self.state),
-                "world_size": self.dist.world_size, "rng": {"host": hosts},
-                "scheduler": self.scheduler.state_dict(),
-                "scaler": self.scaler.state_dict() if self.scaler is not None else None,
-            }
-            ck.save_checkpoint(path, self.model.state_dict(), state=state, config=self.config,
-                               optim_state=self.optimizer.state_dict(), tensors=rng_tensors)
-            ck.prune_checkpoints(self.ckpt_dir, self.cfg.keep_last)
-        barrier(self.dist)
+        path = self.store.save(self.state, self.model, self.optimizer, self.scheduler, self.scaler)
         self._last_save_step = self.state.step
         return path
-
-    def _resume(self, resume: bool | str | Path) -> bool:
-        if resume is False or resume is None:
-            return False
-        path = ck.latest_checkpoint(self.ckpt_dir) if resume is True else Path(resume)
-        if path is None:
-            return False
-        ckpt = ck.load_checkpoint(path)
-        if ckpt.state.get("kind") != "train" or ckpt.state.get("optimizer") is None:
-            raise CheckpointError(f"{path}: model-only checkpoint (no optimizer state); cannot resume training from it")
-        if "model" in self.config:
-            ck.check_config(ckpt, "model", self.config["model"])
-        ck.restore_model(self.model, ckpt)
-        try:
-            self.optimizer.load_state_dict(ckpt.optimizer_state())
-            self.scheduler.load_state_dict(ckpt.state["scheduler"])
-            if self.scaler is not None and ckpt.state.get("scaler"):
-                self.scaler.load_state_dict(ckpt.state["scaler"])
-            self.state = TrainState(**ckpt.state["train"])
-        except (KeyError, TypeError, ValueError) as err:
-            raise CheckpointError(f"{path}: optimizer/training state does not fit this run ({err})") from None
-        self._restore_rng(ckpt)
-        self._last_save_step = self.state.step
-        log.info("resumed from %s at step %d", path, self.state.step)
-        return True
-
-    def _restore_rng(self, ckpt: ck.Checkpoint) -> None:
-        rank, hosts = self.dist.rank, ckpt.state.get("rng", {}).get("host", [])
-        if ckpt.state.get("world_size") != self.dist.world_size or rank >= len(hosts):
-            warnings.warn(
-                f"{ckpt.path.name}: saved with world size {ckpt.state.get('world_size')}, now "
-                f"{self.dist.world_size}; reseeding instead of restoring the exact RNG states", stacklevel=2
-            )
-            seed_everything(self.cfg.seed + 7919 * self.state.step + rank)
-            return
-        set_host_state(hosts[rank])
-        states = {name: ckpt.tensors[f"rng.{name}.{rank}"] for name in ("torch", "cuda") if f"rng.{name}.{rank}" in ckpt.tensors}
-        if "torch" not in states:
-            raise CheckpointError(f"{ckpt.path}: optim.safetensors lacks the torch RNG state of rank {rank}")
-        set_torch_states(states, self.device)
 
     # ------------------------------------------------------------------ end of training
     def _finish(self, valid: ValidSource | None, bleu_fn: BleuFn | None, result: TrainResult) -> None:
@@ -501,27 +311,14 @@ class Trainer:
         if self._interval[2] > 0:
             self._log_row()
         bleu_fn = bleu_fn if self.cfg.bleu_every > 0 else None
-        with self._not_training():
+        with self.clock.paused():
             if (valid is not None or bleu_fn is not None) and self._last_valid_step != self.state.step:
                 self.validate(valid, bleu_fn, result)
             if self._last_save_step != self.state.step:
                 result.last_checkpoint = self.save()
             else:
                 result.last_checkpoint = self.ckpt_dir / ck.checkpoint_name(self.state.step)
-            result.average = self._average()
-
-    def _average(self) -> Path | None:
-        n = self.cfg.average_last
-        if n <= 1:
-            return None
-        out = self.ckpt_dir / "average"
-        if self.is_main:
-            paths = ck.list_checkpoints(self.ckpt_dir)[-n:]
-            if len(paths) < n:
-                warnings.warn(f"train.average_last={n} but only {len(paths)} checkpoints exist; averaging those", stacklevel=2)
-            ck.save_average(paths, out)
-        barrier(self.dist)
-        return out
+            result.average, result.averaged_from = self.store.average(self.state)
 
 
 def train(

@@ -1,4 +1,5 @@
-"""2-D position methods: CAPE Eq. 3-4 closed form, §4 augmentations, abspos interpolation."""
+"""2-D position methods of the one registry (inputs over (B, N, 2) positions, CAPE-2D as an
+augmentation): CAPE Eq. 3-4 closed form, §4 augmentations, abspos interpolation."""
 
 from __future__ import annotations
 
@@ -10,22 +11,27 @@ import torch.nn.functional as F
 
 from posenc.config import from_dict
 from posenc.errors import ConfigError
-from posenc.positions.vision import (
-    VISION_POSITIONS,
-    VisionPositionConfig,
-    build_vision_position,
-    cape_frequencies,
-    patch_centres,
-    sinusoidal_2d,
-)
+from posenc.errors import DataError
+from posenc.positions import PositionConfig, build_augmentation, build_input, registry
+from posenc.positions.grid2d import cape_frequencies, grid_shape, mean_normalize_2d, patch_centres, sinusoidal_2d
 
 
-def build(name: str, d: int = 8, grid: tuple[int, int] = (7, 7), **params):
-    return build_vision_position(VisionPositionConfig(name=name, **params), d, grid)
+def build(name: str, d: int = 8, grid: tuple[int, int] = (7, 7)):
+    """The input module of ``name`` (a 2-D method), its learned table sized to ``grid``."""
+    return build_input(from_dict(PositionConfig, {"name": name, "learned2d": {"grid": list(grid)}}), d)
+
+
+def cape(**params):
+    return build_augmentation(from_dict(PositionConfig, {"name": "cape-2d", "cape2d": params}))
 
 
 def grid_positions(gh: int, gw: int, batch: int = 1) -> torch.Tensor:
-    return patch_centres(gh, gw).expand(batch, -1, -1)
+    """Mean-normalised centres, as the ViT hands them to every 2-D method."""
+    return mean_normalize_2d(patch_centres(gh, gw).expand(batch, -1, -1))
+
+
+def mask(batch: int, n: int) -> torch.Tensor:
+    return torch.ones(batch, n, dtype=torch.bool)
 
 
 def test_patch_centres_hand_computed():
@@ -67,23 +73,23 @@ def test_sinusoidal_2d_adds_to_input_and_ignores_cls():
     pos = build("sinusoidal-2d", d=8)
     x = torch.randn(2, 49, 8)
     p = grid_positions(7, 7, 2)
-    assert torch.allclose(pos(x, p, (7, 7)) - x, pos.embed(p), atol=1e-6)
+    assert torch.allclose(pos(x, p, mask(2, 49)) - x, pos.embed(p), atol=1e-6)
     assert pos.cls_position() is None
 
 
-def test_cape_eval_equals_sinusoidal_exactly_and_train_differs():
-    cape, sin = build("cape-2d", d=16), build("sinusoidal-2d", d=16)
-    x = torch.randn(3, 25, 16)
-    p = grid_positions(5, 5, 3)
-    cape.eval()
-    assert torch.equal(cape(x, p, (5, 5)), sin(x, p, (5, 5)))
-    cape.train()
-    assert not torch.allclose(cape(x, p, (5, 5)), sin(x, p, (5, 5)), atol=1e-3)
+def test_cape_eval_is_the_identity_and_train_differs():
+    aug, sin = cape(), build("sinusoidal-2d", d=16)
+    x, p = torch.randn(3, 25, 16), grid_positions(5, 5, 3)
+    aug.eval()
+    assert torch.equal(aug(p, mask(3, 25)), p)
+    assert torch.equal(sin(x, aug(p, mask(3, 25)), mask(3, 25)), sin(x, p, mask(3, 25)))
+    aug.train()
+    assert not torch.allclose(sin(x, aug(p, mask(3, 25)), mask(3, 25)), sin(x, p, mask(3, 25)), atol=1e-3)
 
 
 def _augmented(grid: int, batch: int = 256, **params) -> torch.Tensor:
-    cape = build("cape-2d", grid=(grid, grid), **params).train()
-    return cape.augment(grid_positions(grid, grid, batch), (grid, grid)).view(batch, grid, grid, 2)
+    aug = cape(**params).train()
+    return aug(grid_positions(grid, grid, batch), mask(batch, grid * grid)).view(batch, grid, grid, 2)
 
 
 @pytest.mark.parametrize("grid", [3, 7, 12])
@@ -127,7 +133,7 @@ def test_cape_local_shift_bounded_by_one_over_n():
 
 
 def test_learned_same_grid_interpolation_is_identity_and_cls_untouched():
-    pos = build("learned", d=6, grid=(4, 5))
+    pos = build("learned-2d", d=6, grid=(4, 5))
     cls_before = pos.cls_position().detach().clone()
     table = pos.grid_table((4, 5))
     assert torch.equal(table, pos.table.reshape(20, 6))
@@ -136,7 +142,7 @@ def test_learned_same_grid_interpolation_is_identity_and_cls_untouched():
 
 
 def test_learned_bicubic_matches_torch_and_preserves_constants():
-    pos = build("learned", d=3, grid=(3, 3))
+    pos = build("learned-2d", d=3, grid=(3, 3))
     table = pos.grid_table((6, 5)).view(6, 5, 3)
     ref = F.interpolate(pos.table.permute(2, 0, 1)[None], size=(6, 5), mode="bicubic", align_corners=False)[0]
     assert torch.allclose(table, ref.permute(1, 2, 0), atol=1e-6)
@@ -145,18 +151,28 @@ def test_learned_bicubic_matches_torch_and_preserves_constants():
     assert torch.allclose(pos.grid_table((11, 2)), torch.full((22, 3), 0.25), atol=1e-6)
 
 
-def test_none_is_identity():
+def test_learned_reads_the_grid_from_the_positions():
+    pos = build("learned-2d", d=4, grid=(3, 3))
+    x = torch.zeros(2, 6 * 5, 4)
+    assert torch.equal(pos(x, grid_positions(6, 5, 2), mask(2, 30))[0], pos.grid_table((6, 5)))
+    assert grid_shape(grid_positions(6, 5)) == (6, 5) and grid_shape(patch_centres(2, 9)[None]) == (2, 9)
+    with pytest.raises(DataError, match="full 3x3 grid"):
+        grid_shape(grid_positions(3, 3)[:, :8])
+
+
+def test_none_ignores_2d_positions():
     pos = build("none")
     x = torch.randn(2, 9, 8)
-    assert torch.equal(pos(x, grid_positions(3, 3, 2), (3, 3)), x)
-    assert pos.cls_position() is None
+    assert torch.equal(pos(x, grid_positions(3, 3, 2), mask(2, 9)), x)
 
 
-def test_config_validation():
-    assert set(VISION_POSITIONS) == {"none", "learned", "sinusoidal-2d", "cape-2d"}
-    with pytest.raises(ConfigError, match="unknown"):
-        VisionPositionConfig(name="cape")
+def test_registry_and_config_validation():
+    assert {"sinusoidal2d", "learned2d"} <= set(registry.INPUT) and "cape2d" in registry.AUGMENT
+    methods = PositionConfig(name="cape-2d").methods
+    assert (methods.input, methods.attention, methods.augment) == ("sinusoidal2d", None, "cape2d")
+    with pytest.raises(ConfigError, match="needs input method sinusoidal2d"):
+        PositionConfig(name="learned-2d+cape2d")
     with pytest.raises(ConfigError, match="max_global_scaling"):
-        VisionPositionConfig(max_global_scaling=0.5)
+        from_dict(PositionConfig, {"name": "cape-2d", "cape2d": {"max_global_scaling": 0.5}})
     with pytest.raises(ConfigError, match="local_shift"):
-        from_dict(VisionPositionConfig, {"local_shift": -1})
+        from_dict(PositionConfig, {"name": "cape-2d", "cape2d": {"local_shift": -1}})

@@ -1,4 +1,5 @@
-"""Speech driver: config validation, WER/CER, training sampler, tiny training run, CSV/PNG."""
+"""Speech task: config validation, WER/CER, training sampler, tiny training run through the one
+Trainer, the experiment's CSV/PNG."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import pytest
 import soundfile as sf
 import torch
 
-from posenc.config import from_dict
+from posenc.config import from_dict, load_config
 from posenc.data import speech as sd
-from posenc.errors import ConfigError
+from posenc.errors import ConfigError, DataError
 from posenc.models.ctc import ctc_loss
-from posenc.speech import (
-    SpeechConfig, build_model, cer, evaluate_by_duration, eval_sets, main, train_ctc, training_utterance, wer,
+from posenc.tasks.base import Task, run_task
+from posenc.tasks.speech import (
+    SpeechConfig, SpeechTask, build_model, cer, ctc_sums, eval_sets, evaluate_by_duration, run_experiment, training_utterance, wer,
 )
 
 SR = 8000
@@ -42,9 +44,9 @@ def synthetic_fsdd(per_digit_train: int = 4) -> sd.Fsdd:
 
 
 def config(**over) -> SpeechConfig:
-    data = {"eval_durations": [1.0, 2.0], "eval_count": 3, **over.pop("data", {})}
+    data = {"eval_durations": [1.0, 2.0], "eval_count": 3, "batch_size": 8, **over.pop("data", {})}
     model = {**TINY_MODEL, "position": {**POS, "name": over.pop("method", "cape")}}
-    train = {"steps": 40, "batch_size": 8, "lr": 3e-3, "warmup": 5, "log_every": 1000, **over.pop("train", {})}
+    train = {"max_steps": 40, "lr": 3e-3, "warmup": 5, "log_every": 1, "device": "cpu", **over.pop("train", {})}
     return from_dict(SpeechConfig, {"data": data, "model": model, "train": train, **over})
 
 
@@ -80,42 +82,73 @@ def test_training_utterances_respect_duration_and_word_limits() -> None:
     assert counts == {1, 2}  # 3 clips (≥ 0.3 s each, 2 gaps ≥ 0.1 s) never fit 1 s; 2 clips can
 
 
-def test_tiny_training_run_decreases_ctc_loss() -> None:
+def test_ctc_sums_over_the_batch_equal_the_mean_loss_times_b() -> None:
     data, cfg = synthetic_fsdd(), config()
+    torch.manual_seed(0)
+    model = build_model(cfg).eval()
+    batch = SpeechTask(data).train_batches(cfg, 0, 0, 1)[0]
+    with torch.no_grad():
+        out = model(batch.features, batch.times, batch.mask)
+        mean = float(ctc_loss(out, batch.targets, batch.target_lengths))
+        summed = float(ctc_sums(out, batch.targets, batch.target_lengths))
+    assert summed == pytest.approx(mean * batch.targets.shape[0], rel=1e-5)
+
+
+def test_epochs_are_pure_functions_of_their_number() -> None:
+    task, cfg = SpeechTask(synthetic_fsdd()), config()
+    a, b, other = (task.train_batches(cfg, e, 0, 1) for e in (3, 3, 4))
+    assert len(a) == cfg.data.pool_batches and [x.texts for x in a] == [x.texts for x in b]
+    assert all(torch.equal(x.features, y.features) for x, y in zip(a, b))
+    assert [x.texts for x in a] != [x.texts for x in other]
+    halves = [task.train_batches(cfg, 3, r, 2) for r in (0, 1)]
+    assert sorted(t for h in halves for x in h for t in x.texts) == sorted(t for x in a for t in x.texts)
+
+
+def test_tiny_training_run_decreases_ctc_loss(tmp_path: Path) -> None:
+    data, cfg = synthetic_fsdd(), config()
+    assert isinstance(SpeechTask(), Task)
     probe = sd.collate([sd.Utterance(c.wave, c.text) for c in data.test], sd.CharVocab(), SR, cfg.data.hop, cfg.data.win, surround=True)
     torch.manual_seed(cfg.train.seed)
-    initial = build_model(cfg).eval()  # train_ctc seeds and builds the same initial model
+    initial = build_model(cfg).eval()  # run_task seeds and builds the same initial model
     with torch.no_grad():
         before = float(ctc_loss(initial(probe.features, probe.times, probe.mask), probe.targets, probe.target_lengths))
-    res = train_ctc(cfg, data, log=None)
-    res.model.eval()
+    run = run_task(SpeechTask(data), cfg, tmp_path)
     with torch.no_grad():
-        after = float(ctc_loss(res.model(probe.features, probe.times, probe.mask), probe.targets, probe.target_lengths))
-    assert len(res.losses) == 40 and np.isfinite(res.losses).all()
+        after = float(ctc_loss(run.model(probe.features, probe.times, probe.mask), probe.targets, probe.target_lengths))
+    losses = [r["loss"] for r in run.result.train]
+    assert len(losses) == 40 and np.isfinite(losses).all() and not run.model.training
     assert after < 0.7 * before
-    rows = evaluate_by_duration(res.model, cfg, eval_sets(cfg, data))
+    rows = run.metrics["rows"]
+    assert rows == evaluate_by_duration(run.model, cfg, eval_sets(cfg, data))
     assert [r["bucket"] for r in rows] == ["clips", "1s", "2s"]
     assert [r["utterances"] for r in rows] == [10, 3, 3] and rows[1]["duration_s"] == 1.0
     assert all(0.0 <= r["cer"] and 0.0 <= r["wer"] for r in rows)
 
 
-def test_main_writes_csv_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_experiment_writes_csv_and_plot(tmp_path: Path) -> None:
     rec = tmp_path / "fsdd" / "recordings"
     rec.mkdir(parents=True)
     rng = np.random.default_rng(0)
     for d in range(10):
         for i in range(7):
             sf.write(str(rec / f"{d}_synth_{i}.wav"), tone(d, 0.35, rng), SR, subtype="PCM_16")
-    cfg_path = tmp_path / "speech.yaml"
-    cfg_path.write_text(f"out_dir: {tmp_path / 'out'}\nmethods: [cape, learned]\n")
-    over = [f"data.path={tmp_path / 'fsdd'}", "data.eval_durations=[1.0]", "data.eval_count=2", "train.steps=2",
-            "train.batch_size=4", "model.d_model=16", "model.heads=2", "model.layers=1", "model.conv_channels=8",
-            "model.position.sinusoidal.scale=30", "model.position.cape.max_local_shift=0.02"]
-    assert main(["--config", str(cfg_path), *over]) == 0
+    over = {"out_dir": str(tmp_path / "out"), "methods": ["cape", "learned"],
+            "data": {"path": str(tmp_path / "fsdd"), "eval_durations": [1.0], "eval_count": 2, "batch_size": 4},
+            "train": {"max_steps": 2},
+            "model": {"d_model": 16, "heads": 2, "layers": 1, "conv_channels": 8}}
+    cfg = from_dict(SpeechConfig, over)
+    run_experiment(cfg, echo=lambda _: None)
     with (tmp_path / "out" / "results.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [(r["method"], r["bucket"], r["utterances"]) for r in rows] == [
         ("cape", "clips", "50"), ("cape", "1s", "2"), ("learned", "clips", "50"), ("learned", "1s", "2")]
     assert (tmp_path / "out" / "wer_by_duration.png").stat().st_size > 1000
-    assert main(["--config", str(cfg_path), f"data.path={tmp_path / 'missing'}"]) == 2
-    assert "error: FSDD recordings not found" in capsys.readouterr().out
+    assert (tmp_path / "out" / "runs" / "cape" / "checkpoints" / "ckpt_00000002").is_dir()
+    with pytest.raises(DataError, match="FSDD recordings not found"):
+        run_experiment(from_dict(SpeechConfig, {**over, "data": {"path": str(tmp_path / "missing")}}), echo=lambda _: None)
+
+
+def test_shipped_config_loads() -> None:
+    cfg = load_config(SpeechConfig, Path(__file__).resolve().parents[2] / "configs" / "speech" / "fsdd_small.yaml")
+    assert (cfg.train.schedule, cfg.train.lr_floor, cfg.train.clip_norm, cfg.data.batch_size) == ("cosine", 0.05, 1.0, 16)
+    assert cfg.model.position.learned.wrap  # E(t mod 40): test utterances are 10× the table

@@ -1,0 +1,64 @@
+"""``cape-2d`` augmentation (CAPE §4, steps ii-iv) over 2-D patch centres ``(B, N, 2)``.
+
+In training: (positions + Δ + ε) · λ with a global shift Δ ~ U(−Δmax, Δmax) per image and axis
+(Eq. 5), a local shift ε ~ U(−εmax, εmax) per patch and axis (Eq. 6) and a global scaling
+log λ ~ U(−log λmax, log λmax) per image, shared by x and y (Eq. 7). In eval: the identity, so
+``sinusoidal-2d+cape-2d`` in eval mode is exactly ``sinusoidal-2d``. Step i (mean normalisation)
+is the model's: it hands mean-normalised centres to every 2-D method (see ``grid2d``).
+
+``local_shift`` is εmax in units of 1/n (n = patches along that axis): 1.0 gives the paper's
+εmax = 1/N, half the patch spacing 2/n, the largest value that keeps the patch order per axis.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from posenc.config import require
+from posenc.positions.base import Augmentation
+from posenc.positions.grid2d import grid_shape
+from posenc.positions.registry import register
+
+
+@dataclass
+class Cape2dParams:
+    max_global_shift: float = 0.5  # Δmax (Eq. 5), in [−1, 1] coordinate units
+    local_shift: float = 1.0  # εmax = local_shift / n (Eq. 6)
+    max_global_scaling: float = 1.4  # λmax (Eq. 7)
+
+    def __post_init__(self) -> None:
+        require(self.max_global_shift >= 0, f"cape2d.max_global_shift must be >= 0, got {self.max_global_shift}")
+        require(self.local_shift >= 0, f"cape2d.local_shift must be >= 0, got {self.local_shift}")
+        require(self.max_global_scaling >= 1, f"cape2d.max_global_scaling (λmax) must be >= 1, got {self.max_global_scaling}")
+
+
+def _uniform(shape: tuple[int, ...], bound: Tensor, like: Tensor) -> Tensor:
+    """U(−bound, bound) samples of ``shape``; ``bound`` broadcasts over the last axis."""
+    u = torch.rand(shape, device=like.device, dtype=like.dtype) * 2 - 1
+    return u * bound.to(like.device, like.dtype)
+
+
+@register("augment", "cape2d", Cape2dParams)
+class CapeAugmentation2d(Augmentation):
+    position_dims = 2
+
+    def __init__(self, params: Cape2dParams, **_: Any) -> None:
+        super().__init__()
+        self.params = params
+
+    def augment(self, positions: Tensor) -> Tensor:
+        """Training transform of mean-normalised ``(B, N, 2)`` centres: steps ii-iv of CAPE §4."""
+        p, b = self.params, positions.shape[0]
+        gh, gw = grid_shape(positions)
+        shift = _uniform((b, 1, 2), torch.tensor([p.max_global_shift] * 2), positions)  # (ii) Δx, Δy, Eq. 5
+        local = _uniform(tuple(positions.shape), torch.tensor([p.local_shift / gw, p.local_shift / gh]), positions)  # (iii) Eq. 6
+        log_scale = _uniform((b, 1, 1), torch.tensor([math.log(p.max_global_scaling)]), positions)
+        return (positions + shift + local) * log_scale.exp()  # (iv) λ shared by x and y, Eq. 7
+
+    def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
+        return self.augment(positions) if self.training else positions

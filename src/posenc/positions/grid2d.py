@@ -1,0 +1,76 @@
+"""Shared pieces of the 2-D position methods (CAPE, Likhomanenko et al. 2021, §3 and §5.1).
+
+Shape legend: B batch, N patches (= gh·gw), gh/gw patch-grid height/width, D model width.
+
+2-D methods take positions ``(B, N, 2)``: the (x, y) centre of every patch in row-major patch
+order (row = y index, column = x index). Patch i of n along an axis covers
+[−1 + 2i/n, −1 + 2(i+1)/n], so its centre is x_i = −1 + (2i+1)/n (spacing 2/n) and the same
+image location has the same coordinate at every resolution. Each axis spans [−1, 1] on its own
+(no aspect-ratio correction; the paper gives none and all images here are square). The model
+hands the methods mean-normalised centres (CAPE §4 step i; the identity up to rounding for full
+grids, whose centres are symmetric), so the grid size can be read back from the first centre.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from posenc.errors import ConfigError, DataError
+from posenc.positions.base import InputPosition
+
+
+def patch_centres(gh: int, gw: int, device: torch.device | str | None = None) -> Tensor:
+    """(x, y) centres of a ``gh × gw`` patch grid in [−1, 1]², row-major: ``(gh·gw, 2)``."""
+    if gh < 1 or gw < 1:
+        raise ConfigError(f"patch grid must be at least 1x1, got {gh}x{gw}")
+    xs = (2 * torch.arange(gw, dtype=torch.float64) + 1 - gw) / gw
+    ys = (2 * torch.arange(gh, dtype=torch.float64) + 1 - gh) / gh
+    grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")
+    return torch.stack((grid_x, grid_y), dim=-1).reshape(gh * gw, 2).to(torch.float32).to(device)
+
+
+def mean_normalize_2d(positions: Tensor) -> Tensor:
+    """CAPE §4 step i: subtract each image's mean patch coordinate, ``(B, N, 2)`` → ``(B, N, 2)``."""
+    return positions - positions.mean(dim=1, keepdim=True)
+
+
+def grid_shape(positions: Tensor) -> tuple[int, int]:
+    """(gh, gw) of a full grid of (mean-normalised) patch centres ``(B, N, 2)``: the first
+    centre is (−1 + 1/gw, −1 + 1/gh)."""
+    x0, y0 = (float(v) for v in positions[0, 0])
+    gh, gw = round(1.0 / (y0 + 1.0)), round(1.0 / (x0 + 1.0))
+    if gh * gw != positions.shape[1]:
+        raise DataError(f"2-D positions: {positions.shape[1]} patches are not the full {gh}x{gw} grid their first centre implies")
+    return gh, gw
+
+
+def cape_frequencies(dim: int) -> tuple[Tensor, Tensor]:
+    """(w_x, w_y) of CAPE Eq. 4 for k = 1..dim/2, float64, each ``(dim/2,)``:
+    w_{k,x} = 10^{2k/K} cos k, w_{k,y} = 10^{2k/K} sin k (the largest |w| is 10)."""
+    if dim % 2:
+        raise ConfigError(f"2-D sinusoidal embeddings need an even width, got {dim}")
+    k = torch.arange(1, dim // 2 + 1, dtype=torch.float64)
+    rho = 10.0 ** (2.0 * k / dim)
+    return rho * torch.cos(k), rho * torch.sin(k)
+
+
+def sinusoidal_2d(positions: Tensor, w_x: Tensor, w_y: Tensor) -> Tensor:
+    """CAPE Eq. 3: ``positions (..., 2)`` → ``(..., 2·len(w_x))``: component j = k−1 gives
+    E_{2j} = cos π(w_{k,x}x + w_{k,y}y), E_{2j+1} = sin π(...)."""
+    pos = positions.to(torch.float64)
+    phase = math.pi * (pos[..., :1] * w_x.to(pos.device) + pos[..., 1:] * w_y.to(pos.device))
+    return torch.stack((phase.cos(), phase.sin()), dim=-1).flatten(-2).to(torch.float32)
+
+
+class Input2d(InputPosition):
+    """Input method over 2-D positions: ``x (B, N, D), positions (B, N, 2) -> (B, N, D)``;
+    :meth:`cls_position` is the embedding a ViT adds to its CLS token (None: nothing)."""
+
+    position_dims = 2
+    uses_positions = True
+
+    def cls_position(self) -> Tensor | None:
+        return None

@@ -1,0 +1,102 @@
+"""Typed config of the speech task (CAPE §5.2 at small scale): CTC on FSDD digits.
+
+``train`` is the shared :class:`~posenc.training.config.TrainConfig` with the CTC recipe as
+defaults: AdamW (β = 0.9, 0.999, ε = 1e-8, weight decay 0.01), gradient clipping at 1, linear
+warm-up over ``warmup`` updates then cosine decay to 5 % of ``lr`` at ``max_steps``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from posenc.config import require
+from posenc.data import speech as sd
+from posenc.models.ctc import CTCModelConfig
+from posenc.training.config import TrainConfig
+
+@dataclass
+class SpeechDataConfig:
+    path: str = ""  # "" → $POSENC_FSDD, else ../shared/data/fsdd
+    sample_rate: int = 8000
+    window_ms: float = 25.0
+    hop_ms: float = 10.0
+    padding_free: bool = False
+    max_train_words: int = 3
+    surround_boundary: bool = True
+    max_train_duration: float = 2.0
+    gap_min: float = 0.1
+    gap_max: float = 0.3
+    noise_std: float = 0.002
+    eval_durations: list[float] = field(default_factory=lambda: [1.0, 2.0, 4.0, 8.0, 16.0])
+    eval_count: int = 40
+    eval_clips: bool = True
+    limit: int = 0  # > 0: first N recordings of each split only (tests)
+    seed: int = 1234
+    batch_size: int = 32  # utterances per training batch
+    pool_batches: int = 8  # batches drawn (and sorted by length) at a time: one Trainer "epoch"
+    eval_batch: int = 16  # utterances per evaluation batch
+
+    def __post_init__(self) -> None:
+        require(self.sample_rate > 0, f"data.sample_rate must be > 0, got {self.sample_rate}")
+        require(0 < self.hop_ms <= self.window_ms, f"data.hop_ms must be in (0, window_ms], got {self.hop_ms}")
+        require(self.max_train_words >= 1, f"data.max_train_words must be >= 1, got {self.max_train_words}")
+        require(0.0 <= self.gap_min <= self.gap_max, f"data: need 0 <= gap_min <= gap_max, got {self.gap_min}, {self.gap_max}")
+        require(self.max_train_duration > 0 and self.noise_std >= 0, "data.max_train_duration must be > 0 and data.noise_std >= 0")
+        require(all(d > 0 for d in self.eval_durations), f"data.eval_durations must be > 0, got {self.eval_durations}")
+        require(self.eval_count >= 1 and self.limit >= 0, "data.eval_count must be >= 1 and data.limit >= 0")
+        require(min(self.batch_size, self.pool_batches, self.eval_batch) >= 1, "data.batch_size, pool_batches and eval_batch must be >= 1")
+
+    @property
+    def hop(self) -> float:
+        """Hop in samples (may be fractional)."""
+        return self.hop_ms * self.sample_rate / 1000
+
+    @property
+    def win(self) -> int:
+        return sd.window_samples(self.window_ms, self.sample_rate)
+
+@dataclass
+class SpeechTrainConfig(TrainConfig):
+    """The shared TrainConfig with the CTC recipe as defaults (YAML keys override them)."""
+
+    seed: int = 0
+    max_steps: int = 600
+    lr: float = 1e-3  # peak lr of the cosine schedule
+    warmup: int = 60
+    optimizer: str = "adamw"
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1e-8
+    weight_decay: float = 0.01
+    clip_norm: float = 1.0
+    schedule: str = "cosine"
+    lr_floor: float = 0.05
+    label_smoothing: float = 0.0
+    validate_every: int = 0
+    save_every: int = 0
+    keep_last: int = 0
+    log_every: int = 50
+
+@dataclass
+class SpeechConfig:
+    data: SpeechDataConfig = field(default_factory=SpeechDataConfig)
+    model: CTCModelConfig = field(default_factory=CTCModelConfig)
+    train: SpeechTrainConfig = field(default_factory=SpeechTrainConfig)
+    methods: list[str] = field(default_factory=list)  # run_experiment: one model per name
+    out_dir: str = "runs/speech"
+    task: str = "speech"  # lets `posenc experiment` pick this schema
+
+    def __post_init__(self) -> None:
+        require(self.task == "speech", f"task must be 'speech' for a SpeechConfig, got {self.task!r}")
+        p = self.model.position
+        half = self.data.hop_ms / 1000 * self.model.downsample / 2
+        for name in [p.name, *self.methods]:
+            augment = replace(p, name=name).methods.augment  # validates the name, too
+            shift = getattr(p.params(augment), "max_local_shift", None) if augment else None
+            # CAPE §5.2: a local shift (in seconds) at most half the frame spacing keeps the frame order.
+            require(shift is None or shift <= half + 1e-12,
+                    f"model.position.{augment}.max_local_shift {shift} s exceeds half the output frame spacing ({half:g} s) and could reorder frames")
+
+
+def with_method(cfg: SpeechConfig, method: str) -> SpeechConfig:
+    """A copy of ``cfg`` whose model uses position method ``method`` (same params blocks)."""
+    return replace(cfg, model=replace(cfg.model, position=replace(cfg.model.position, name=method)))

@@ -1,0 +1,94 @@
+"""The speech task: a CTC acoustic model on FSDD digits trained through the one Trainer, scored
+by WER/CER per utterance-duration bucket (CAPE §5.2, Fig. 5).
+
+Shape legend: B utterances, T input frames, L output frames, V characters, S target characters.
+
+Training utterances are 1..``max_train_words`` random digit clips (≤ ``max_train_duration`` s).
+One Trainer "epoch" is a pool of ``data.pool_batches`` batches drawn with a generator seeded by
+(train.seed, data.seed, epoch), sorted by length and cut into batches in a random order, so every
+epoch is a pure function of its number (exact resume) and a batch holds similar durations.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from posenc.data import speech as sd
+from posenc.models.ctc import CTCModel, CTCOutput
+from posenc.tasks.speech.config import SpeechConfig, SpeechDataConfig
+from posenc.tasks.speech.evaluate import eval_sets, evaluate_by_duration
+from posenc.training.loss import LossOutput
+
+
+def build_model(cfg: SpeechConfig) -> CTCModel:
+    d = cfg.data
+    return CTCModel(cfg.model, d.win // 2 + 1, sd.CharVocab().size, d.hop_ms / 1000)
+
+
+def training_utterance(pool: Sequence[sd.Clip], d: SpeechDataConfig, rng: np.random.Generator) -> sd.Utterance:
+    """1..``max_train_words`` random clips (uniform count), dropping clips from the end until the
+    utterance fits ``max_train_duration`` (one clip always stays); lead/trail noise
+    ~ U(0, gap_max), inner gaps ~ U(gap_min, gap_max)."""
+    clips = [pool[int(rng.integers(len(pool)))] for _ in range(int(rng.integers(1, d.max_train_words + 1)))]
+    gaps = [float(rng.uniform(0, d.gap_max))] + [float(rng.uniform(d.gap_min, d.gap_max)) for _ in clips[1:]]
+    trail = float(rng.uniform(0, d.gap_max))
+    while len(clips) > 1 and sum(c.samples for c in clips) / d.sample_rate + sum(gaps) + trail > d.max_train_duration:
+        clips, gaps = clips[:-1], gaps[:-1]
+    return sd.compose(clips, gaps, trail, d.sample_rate, d.noise_std, rng)
+
+
+def ctc_sums(out: CTCOutput, targets: torch.Tensor, target_lengths: torch.Tensor, blank: int = 0) -> torch.Tensor:
+    """Summed over the batch, the CTC loss of each utterance divided by its target length (the
+    Trainer divides by B: the mean of ``F.ctc_loss(reduction="mean")``); infeasible rows count 0."""
+    per_utt = F.ctc_loss(out.log_probs.transpose(0, 1), targets, out.lengths, target_lengths,
+                         blank=blank, reduction="none", zero_infinity=True)  # (B,)
+    return (per_utt / target_lengths.clamp(min=1).to(per_utt.dtype)).sum()
+
+
+class SpeechTask:
+    """:class:`~posenc.tasks.base.Task` for CTC speech recognition by duration."""
+
+    name = "speech"
+
+    def __init__(self, data: sd.Fsdd | None = None) -> None:
+        self._data = data
+
+    def data(self, cfg: SpeechConfig) -> sd.Fsdd:
+        if self._data is None:
+            self._data = sd.load_fsdd(cfg.data.path, cfg.data.sample_rate, cfg.data.limit)
+        return self._data
+
+    def build_model(self, cfg: SpeechConfig) -> nn.Module:
+        return build_model(cfg)
+
+    def train_batches(self, cfg: SpeechConfig, epoch: int, rank: int, world: int) -> list[sd.SpeechBatch]:
+        d, bs, vocab = cfg.data, cfg.data.batch_size, sd.CharVocab()
+        rng = np.random.default_rng([cfg.train.seed, d.seed, epoch])
+        pool = self.data(cfg).train
+        utts = sorted((training_utterance(pool, d, rng) for _ in range(bs * d.pool_batches)), key=lambda u: u.wave.shape[0])
+        order = [int(k) for k in rng.permutation(d.pool_batches)][rank::world]
+        return [sd.collate(utts[k * bs: (k + 1) * bs], vocab, d.sample_rate, d.hop, d.win, d.padding_free, d.surround_boundary)
+                for k in order]
+
+    def valid_batches(self, cfg: SpeechConfig) -> None:
+        return None  # scored after training by duration bucket
+
+    def loss(self, model: nn.Module, batch: sd.SpeechBatch) -> LossOutput:
+        loss = ctc_sums(model(batch.features, batch.times, batch.mask), batch.targets, batch.target_lengths)
+        return LossOutput(loss, loss.detach(), torch.tensor(batch.targets.shape[0]))
+
+    def evaluate(self, cfg: SpeechConfig, model: nn.Module, out_dir: Path) -> dict[str, Any]:
+        """``{"rows": [...]}``: WER/CER per duration bucket (see :func:`evaluate_by_duration`)."""
+        return {"rows": evaluate_by_duration(model, cfg, eval_sets(cfg, self.data(cfg)))}
+
+    def report(self, exp: SpeechConfig, results: list[dict[str, Any]], out_dir: Path) -> Path:
+        from posenc.tasks.speech.report import write_report
+
+        write_report(exp, [row for r in results for row in r["rows"]], out_dir)
+        return out_dir / "results.csv"

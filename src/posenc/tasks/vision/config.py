@@ -1,0 +1,110 @@
+"""Typed config of the vision task (CAPE §5.1 at small scale): ViT on Fashion-MNIST.
+
+``train`` is the shared :class:`~posenc.training.config.TrainConfig` with the ViT recipe as
+defaults: AdamW (β = 0.9, 0.999, ε = 1e-8, weight decay 0.05), linear warm-up over 10 % of the
+updates then cosine decay to 0, no label smoothing, epochs as the limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from posenc.config import require
+from posenc.errors import ConfigError
+from posenc.models.vit import ViTConfig
+from posenc.training.config import TrainConfig
+
+#: Default test resolutions: all divisible by the default patch size 4 (7×7 grid at 28 px).
+DEFAULT_RESOLUTIONS = (16, 20, 28, 36, 44)
+
+
+@dataclass
+class VisionDataConfig:
+    root: str | None = None  # Fashion-MNIST directory (None: $POSENC_FASHION_MNIST or Debian's)
+    train_size: int | None = None  # first examples of the 60k training split (None: all)
+    test_size: int | None = None  # first examples of the 10k test split
+    batch_size: int = 128  # images per training batch
+    valid_size: int = 0  # > 0: the last N training images (never trained on) give a validation loss
+
+    def __post_init__(self) -> None:
+        require(self.valid_size >= 0, f"data.valid_size must be >= 0, got {self.valid_size}")
+        for name in ("train_size", "test_size"):
+            value = getattr(self, name)
+            require(value is None or value >= 1, f"data.{name} must be >= 1, got {value}")
+        require(self.batch_size >= 1, f"data.batch_size must be >= 1, got {self.batch_size}")
+
+
+@dataclass
+class VisionTrainConfig(TrainConfig):
+    """The shared TrainConfig with the ViT recipe as defaults (YAML keys override them)."""
+
+    seed: int = 0
+    max_steps: int = 0
+    max_epochs: int = 3
+    lr: float = 1e-3  # peak lr of the cosine schedule
+    optimizer: str = "adamw"
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1e-8
+    weight_decay: float = 0.05
+    schedule: str = "cosine"
+    warmup_fraction: float = 0.1
+    label_smoothing: float = 0.0
+    validate_every: int = 0
+    save_every: int = 0
+    keep_last: int = 0
+    log_every: int = 10
+    num_threads: int = 2
+
+
+@dataclass
+class UniViTConfig:
+    """UniViT (CAPE §5.1.2): every training batch resized to a resolution drawn uniformly."""
+
+    enabled: bool = False
+    resolutions: list[int] = field(default_factory=lambda: [16, 20, 24, 28, 32, 36, 40])
+
+    def __post_init__(self) -> None:
+        require(not self.enabled or len(self.resolutions) > 0, "univit.enabled needs univit.resolutions")
+
+
+@dataclass
+class VisionEvalConfig:
+    resolutions: list[int] = field(default_factory=lambda: list(DEFAULT_RESOLUTIONS))
+    tta_offset: int = 8  # TTA averages resolutions r - offset, r, r + offset at r = model.image_size
+    batch_size: int = 500
+
+    def __post_init__(self) -> None:
+        require(len(self.resolutions) > 0, "eval.resolutions must not be empty")
+        require(self.tta_offset >= 0 and self.batch_size >= 1, "eval.tta_offset must be >= 0, eval.batch_size >= 1")
+
+
+@dataclass
+class VisionExperimentConfig:
+    methods: list[str] = field(default_factory=lambda: ["learned-2d", "sinusoidal-2d", "cape-2d", "none"])
+    univit_methods: list[str] = field(default_factory=list)
+    # CAPE §5.1.2 trains UniViT with CAPE without global scaling (λ = 1).
+    univit_max_global_scaling: float = 1.0
+
+
+@dataclass
+class VisionConfig:
+    model: ViTConfig = field(default_factory=ViTConfig)
+    data: VisionDataConfig = field(default_factory=VisionDataConfig)
+    train: VisionTrainConfig = field(default_factory=VisionTrainConfig)
+    univit: UniViTConfig = field(default_factory=UniViTConfig)
+    eval: VisionEvalConfig = field(default_factory=VisionEvalConfig)
+    experiment: VisionExperimentConfig = field(default_factory=VisionExperimentConfig)
+    task: str = "vision"  # lets `posenc experiment` pick this schema
+    out_dir: str = "runs/vision"
+
+    def __post_init__(self) -> None:
+        require(self.task == "vision", f"task must be 'vision' for a VisionConfig, got {self.task!r}")
+        p = self.model.patch
+        for where, sizes in (("univit.resolutions", self.univit.resolutions), ("eval.resolutions", self.eval.resolutions)):
+            bad = [r for r in sizes if r < p or r % p]
+            require(not bad, f"{where}: {bad[0] if bad else ''} is not a positive multiple of model.patch {p}")
+        for name in self.experiment.methods + self.experiment.univit_methods:
+            try:  # the ViT's own validation: a 2-D method of the registry
+                replace(self.model, position=replace(self.model.position, name=name))
+            except ConfigError as err:
+                raise ConfigError(f"experiment method {name!r}: {err}") from None

@@ -1,0 +1,112 @@
+"""The vision task: a ViT on Fashion-MNIST trained through the one Trainer (CAPE §5.1).
+
+Shape legend: B batch, C channels, H/W image size, R resolution, V classes.
+
+Batches are index sets of the training images with the resolution they are shown at: the
+training resolution, or with ``univit.enabled`` one drawn uniformly per batch from
+``univit.resolutions`` (UniViT, CAPE §5.1.2). Every epoch's order and resolutions are a pure
+function of (seed, epoch), so a resumed run sees the same batches. The loss is the summed
+cross entropy over the batch's images (the Trainer divides by the image count).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from posenc.data.images import ImageSet, load_fashion_mnist, to_model_input
+from posenc.errors import DataError
+from posenc.models.vit import ViT
+from posenc.tasks.vision.config import VisionConfig
+from posenc.tasks.vision.evaluate import evaluate_resolutions, evaluate_tta, predict_logits, tta_resolutions
+from posenc.training.loss import LossOutput
+
+
+@dataclass
+class ImageBatch:
+    """uint8 images ``(B, C, H, W)``, labels ``(B,)`` and the resolution to show them at."""
+
+    images: Tensor
+    labels: Tensor
+    resolution: int
+
+    def to(self, device: torch.device) -> "ImageBatch":
+        return ImageBatch(self.images.to(device), self.labels.to(device), self.resolution)
+
+
+class VisionTask:
+    """:class:`~posenc.tasks.base.Task` for image classification by resolution."""
+
+    name = "vision"
+
+    def __init__(self, train_set: ImageSet | None = None, test_set: ImageSet | None = None,
+                 valid_set: ImageSet | None = None) -> None:
+        self._train, self._test, self._valid = train_set, test_set, valid_set
+
+    def train_set(self, cfg: VisionConfig) -> ImageSet:
+        if self._train is None:
+            self._train = load_fashion_mnist("train", cfg.data.root, cfg.data.train_size)
+        data = self._train
+        if len(data) == 0 or int(data.labels.max()) >= cfg.model.num_classes:
+            raise DataError(f"training labels must be in 0..{cfg.model.num_classes - 1} (model.num_classes) and the set non-empty")
+        return data
+
+    def test_set(self, cfg: VisionConfig) -> ImageSet:
+        if self._test is None:
+            self._test = load_fashion_mnist("test", cfg.data.root, cfg.data.test_size)
+        return self._test
+
+    def build_model(self, cfg: VisionConfig) -> nn.Module:
+        return ViT(cfg.model)
+
+    def train_batches(self, cfg: VisionConfig, epoch: int, rank: int, world: int) -> list[ImageBatch]:
+        """One epoch: a (seed, epoch)-seeded permutation cut into batches, this rank's share."""
+        data = self.train_set(cfg)
+        gen = torch.Generator().manual_seed(cfg.train.seed * 100003 + epoch)
+        chunks = torch.randperm(len(data), generator=gen).split(cfg.data.batch_size)
+        sizes = cfg.univit.resolutions
+        res = [sizes[int(i)] for i in torch.randint(len(sizes), (len(chunks),), generator=gen)] if cfg.univit.enabled else None
+        return [ImageBatch(data.images[idx], data.labels[idx], res[k] if res else cfg.model.image_size)
+                for k, idx in enumerate(chunks) if k % world == rank]
+
+    def valid_set(self, cfg: VisionConfig) -> ImageSet | None:
+        """The last ``data.valid_size`` of the 60k training images (None when 0)."""
+        if self._valid is None and cfg.data.valid_size > 0:
+            full = load_fashion_mnist("train", cfg.data.root)
+            n = len(full)
+            if cfg.data.valid_size + (cfg.data.train_size or n) > n:
+                raise DataError(f"data.valid_size {cfg.data.valid_size} + data.train_size overlap within the {n} training images")
+            self._valid = ImageSet(full.images[n - cfg.data.valid_size:], full.labels[n - cfg.data.valid_size:])
+        return self._valid
+
+    def valid_batches(self, cfg: VisionConfig) -> list[ImageBatch] | None:
+        """Validation batches at the training resolution (loss for patience / best-N), or None."""
+        data = self.valid_set(cfg)
+        if data is None:
+            return None
+        return [ImageBatch(data.images[idx], data.labels[idx], cfg.model.image_size)
+                for idx in torch.arange(len(data)).split(cfg.eval.batch_size)]
+
+    def loss(self, model: nn.Module, batch: ImageBatch) -> LossOutput:
+        logits = model(to_model_input(batch.images, batch.resolution))  # (B, V)
+        loss = F.cross_entropy(logits.float(), batch.labels, reduction="sum")
+        return LossOutput(loss, loss.detach(), torch.tensor(batch.labels.shape[0]))
+
+    def evaluate(self, cfg: VisionConfig, model: nn.Module, out_dir: Path) -> dict[str, Any]:
+        """Top-1 accuracy at every ``eval.resolutions`` and with resize TTA around the training one."""
+        test, bs = self.test_set(cfg), cfg.eval.batch_size
+        logits = {r: predict_logits(model, test.images, r, bs) for r in cfg.eval.resolutions}
+        acc = evaluate_resolutions(model, test, cfg.eval.resolutions, bs, cache=logits)
+        tta_res = tta_resolutions(cfg)
+        return {"accuracy": acc, "tta": evaluate_tta(model, test, tta_res, bs, cache=logits), "tta_resolutions": tta_res}
+
+    def report(self, exp: VisionConfig, results: list[dict[str, Any]], out_dir: Path) -> Path:
+        from posenc.tasks.vision.report import write_report
+
+        write_report(exp, results, out_dir)
+        return out_dir / "results.csv"

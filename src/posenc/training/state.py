@@ -1,0 +1,247 @@
+"""State persistence of the training loop: what a checkpoint holds, exact resume (optimizer,
+schedule, scaler, every rank's RNG states), pruning and checkpoint averaging (last N or best N by
+validation loss), and the convergence summary of a run.
+
+Every checkpoint's ``state.json`` records the validation loss measured at its step
+(``valid_loss``, None when no validation ran there) and the loop's :class:`TrainState`, whose
+``valid_history`` lists every validation ``[step, loss]`` so far: best-N selection, pruning and
+the patience counter therefore survive a resume.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from posenc.config import to_dict
+from posenc.errors import CheckpointError
+from posenc.training import checkpoint as ck
+from posenc.training.config import TrainConfig
+from posenc.training.distributed import DistInfo, barrier, gather_bytes
+from posenc.training.logging import log
+from posenc.training.rng import host_state, seed_everything, set_host_state, set_torch_states, torch_states
+
+#: A run is "converged" unless its last validation loss beat the best before it by more than this.
+CONVERGED_TOLERANCE = 0.01
+
+
+@dataclass
+class TrainState:
+    """Everything about the loop's position that a checkpoint must restore."""
+
+    step: int = 0  # optimizer updates done
+    epoch: int = 0  # completed epochs
+    batch_index: int = 0  # micro-batches of the current epoch already consumed
+    tokens: int = 0  # target tokens trained on, all ranks
+    wall_s: float = 0.0  # training wall clock (seconds) up to the last save
+    best_valid: float | None = None
+    bad_validations: int = 0
+    valid_history: list[list[float]] = field(default_factory=list)  # [step, validation loss]
+
+    def valid_loss_at(self, step: int) -> float | None:
+        """The validation loss measured at ``step``, or None."""
+        found = [loss for s, loss in self.valid_history if int(s) == step]
+        return found[-1] if found else None
+
+
+@dataclass
+class TrainResult:
+    state: TrainState
+    stopped: str  # "max_steps" | "max_epochs" | "patience"
+    last_checkpoint: Path | None = None
+    average: Path | None = None  # checkpoints/average (best N when train.average_best, else last N)
+    train: list[dict[str, Any]] = field(default_factory=list)  # train.csv rows of this session
+    valid: list[dict[str, Any]] = field(default_factory=list)  # valid.csv rows of this session
+    averaged_from: list[str] = field(default_factory=list)  # checkpoint names in the average
+
+    def summary(self) -> dict[str, Any]:
+        """Stop reason, best step/loss and whether the run converged (see :func:`convergence`)."""
+        return {"stopped": self.stopped, "step": self.state.step, **convergence(self.state.valid_history),
+                "averaged_from": self.averaged_from}
+
+
+def convergence(history: list[list[float]]) -> dict[str, Any]:
+    """``converged`` is True when the last validation loss is not lower than the best loss
+    before it by more than 1 % (False: "still improving"; None: fewer than two validations)."""
+    if not history:
+        return {"converged": None, "best_step": None, "best_valid": None, "last_valid": None}
+    best_step, best = min(((int(s), loss) for s, loss in history), key=lambda p: (p[1], p[0]))
+    last = history[-1][1]
+    before = [loss for _, loss in history[:-1]]
+    converged = None if not before else not last < min(before) * (1.0 - CONVERGED_TOLERANCE)
+    return {"converged": converged, "best_step": best_step, "best_valid": best, "last_valid": last}
+
+
+def best_steps(history: list[list[float]], saved: list[int], n: int) -> list[int]:
+    """Steps of the ``n`` saved checkpoints of lowest validation loss (ties: the later step),
+    in step order. Checkpoints without a validation at their step are never chosen."""
+    losses = {int(s): loss for s, loss in history}
+    scored = sorted((losses[s], -s) for s in saved if s in losses)
+    return sorted(-neg for _, neg in scored[:n])
+
+
+def checkpoint_step(path: Path) -> int:
+    return int(path.name.split("_")[-1])
+
+
+def prune(directory: Path, keep_last: int, protect: set[int]) -> list[Path]:
+    """Delete all but the newest ``keep_last`` checkpoints (0 = keep all), never deleting the
+    steps in ``protect`` (the best N); returns the deleted directories."""
+    ckpts = ck.list_checkpoints(directory)
+    if keep_last <= 0 or len(ckpts) <= keep_last:
+        return []
+    doomed = [p for p in ckpts[: len(ckpts) - keep_last] if checkpoint_step(p) not in protect]
+    for p in doomed:
+        shutil.rmtree(p)
+    return doomed
+
+
+def record_validation(state: TrainState, loss: float, cfg: TrainConfig) -> bool:
+    """Add a validation loss to ``state`` and update the patience counter; True = stop.
+
+    An improvement lowers the best loss by more than ``train.min_delta`` (relative);
+    ``train.patience`` validations without one stop training."""
+    state.valid_history.append([state.step, loss])
+    if state.best_valid is None or loss < state.best_valid * (1.0 - cfg.min_delta):
+        state.best_valid, state.bad_validations = loss, 0
+    else:
+        state.bad_validations += 1
+    return cfg.patience is not None and state.bad_validations >= cfg.patience
+
+
+def config_sections(model: nn.Module, cfg: TrainConfig, config: dict[str, Any] | None) -> dict[str, Any]:
+    """Config sections stored with every checkpoint: ``config`` plus ``model`` (from
+    ``model.cfg`` when absent) and ``train``, as plain YAML-safe types."""
+    sections = dict(config or {})
+    model_cfg = getattr(model, "cfg", None)
+    if "model" not in sections and dataclasses.is_dataclass(model_cfg):
+        sections["model"] = to_dict(model_cfg)
+    sections["train"] = to_dict(cfg)
+    return json.loads(json.dumps(sections))
+
+
+class StateStore:
+    """Saves and restores the training state under ``ckpt_dir`` (rank 0 writes, all ranks sync)."""
+
+    def __init__(self, ckpt_dir: Path, cfg: TrainConfig, dist: DistInfo, device: torch.device, config: dict[str, Any]) -> None:
+        self.ckpt_dir, self.cfg, self.dist, self.device, self.config = ckpt_dir, cfg, dist, device, config
+
+    # ------------------------------------------------------------------ save
+    def _rng_payload(self) -> tuple[dict[str, torch.Tensor], list[dict[str, Any]]]:
+        """Every rank's generator states: torch ones as tensors, host ones as JSON."""
+        tensors: dict[str, torch.Tensor] = {}
+        for name, state in torch_states(self.device).items():
+            for rank, t in enumerate(gather_bytes(state, self.dist)):
+                tensors[f"rng.{name}.{rank}"] = t
+        host = torch.frombuffer(bytearray(json.dumps(host_state()).encode()), dtype=torch.uint8)
+        hosts = [json.loads(bytes(t.tolist()).decode()) for t in gather_bytes(host, self.dist)]
+        return tensors, hosts
+
+    def save(self, state: TrainState, model: nn.Module, optimizer: Any, scheduler: Any, scaler: Any) -> Path:
+        """Checkpoint ``state`` with the weights, optimizer, schedule, scaler and RNG states."""
+        rng_tensors, hosts = self._rng_payload()
+        path = self.ckpt_dir / ck.checkpoint_name(state.step)
+        barrier(self.dist)
+        if self.dist.is_main:
+            payload = {
+                "kind": "train", "step": state.step, "train": dataclasses.asdict(state),
+                "valid_loss": state.valid_loss_at(state.step), "world_size": self.dist.world_size,
+                "rng": {"host": hosts}, "scheduler": scheduler.state_dict(),
+                "scaler": scaler.state_dict() if scaler is not None else None,
+            }
+            ck.save_checkpoint(path, model.state_dict(), state=payload, config=self.config,
+                               optim_state=optimizer.state_dict(), tensors=rng_tensors)
+            prune(self.ckpt_dir, self.cfg.keep_last, self._protected(state))
+        barrier(self.dist)
+        return path
+
+    def _protected(self, state: TrainState) -> set[int]:
+        if self.cfg.average_best <= 1:
+            return set()
+        saved = [checkpoint_step(p) for p in ck.list_checkpoints(self.ckpt_dir)]
+        return set(best_steps(state.valid_history, saved, self.cfg.average_best))
+
+    # ------------------------------------------------------------------ resume
+    def resume(self, source: bool | str | Path, model: nn.Module, optimizer: Any, scheduler: Any, scaler: Any) -> TrainState | None:
+        """Restore everything from ``source`` (True: the latest checkpoint; a path; False: none).
+        Returns the restored state, or None when there was nothing to resume from."""
+        if source is False or source is None:
+            return None
+        path = ck.latest_checkpoint(self.ckpt_dir) if source is True else Path(source)
+        if path is None:
+            return None
+        ckpt = ck.load_checkpoint(path)
+        if ckpt.state.get("kind") != "train" or ckpt.state.get("optimizer") is None:
+            raise CheckpointError(f"{path}: model-only checkpoint (no optimizer state); cannot resume training from it")
+        if "model" in self.config:
+            ck.check_config(ckpt, "model", self.config["model"])
+        ck.restore_model(model, ckpt)
+        try:
+            optimizer.load_state_dict(ckpt.optimizer_state())
+            scheduler.load_state_dict(ckpt.state["scheduler"])
+            if scaler is not None and ckpt.state.get("scaler"):
+                scaler.load_state_dict(ckpt.state["scaler"])
+            state = TrainState(**ckpt.state["train"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise CheckpointError(f"{path}: optimizer/training state does not fit this run ({err})") from None
+        self._restore_rng(ckpt, state.step)
+        log.info("resumed from %s at step %d", path, state.step)
+        return state
+
+    def _restore_rng(self, ckpt: ck.Checkpoint, step: int) -> None:
+        rank, hosts = self.dist.rank, ckpt.state.get("rng", {}).get("host", [])
+        if ckpt.state.get("world_size") != self.dist.world_size or rank >= len(hosts):
+            warnings.warn(
+                f"{ckpt.path.name}: saved with world size {ckpt.state.get('world_size')}, now "
+                f"{self.dist.world_size}; reseeding instead of restoring the exact RNG states", stacklevel=3
+            )
+            seed_everything(self.cfg.seed + 7919 * step + rank)
+            return
+        set_host_state(hosts[rank])
+        states = {name: ckpt.tensors[f"rng.{name}.{rank}"] for name in ("torch", "cuda") if f"rng.{name}.{rank}" in ckpt.tensors}
+        if "torch" not in states:
+            raise CheckpointError(f"{ckpt.path}: optim.safetensors lacks the torch RNG state of rank {rank}")
+        set_torch_states(states, self.device)
+
+    # ------------------------------------------------------------------ averaging
+    def average(self, state: TrainState) -> tuple[Path | None, list[str]]:
+        """Average the best ``average_best`` checkpoints by validation loss, else the last
+        ``average_last``, into ``checkpoints/average``; returns (path, averaged names)."""
+        paths = self._to_average(state)
+        if not paths:
+            return None, []
+        out = self.ckpt_dir / "average"
+        if self.dist.is_main:
+            ck.save_average(paths, out)
+        barrier(self.dist)
+        return out, [p.name for p in paths]
+
+    def _to_average(self, state: TrainState) -> list[Path]:
+        cfg, saved = self.cfg, ck.list_checkpoints(self.ckpt_dir)
+        if cfg.average_best > 1:
+            n, what = cfg.average_best, "average_best"
+            chosen = set(best_steps(state.valid_history, [checkpoint_step(p) for p in saved], n))
+            paths = [p for p in saved if checkpoint_step(p) in chosen]
+        elif cfg.average_last > 1:
+            n, what = cfg.average_last, "average_last"
+            paths = saved[-n:]
+        else:
+            return []
+        if len(paths) < n:
+            warnings.warn(f"train.{what}={n} but only {len(paths)} checkpoints qualify; averaging those", stacklevel=3)
+        return paths
+
+
+def write_summary(result: TrainResult, out_dir: Path) -> Path:
+    """``out_dir/train_summary.json``: :meth:`TrainResult.summary` (rank 0 calls this)."""
+    path = out_dir / "train_summary.json"
+    path.write_text(json.dumps(result.summary(), indent=1) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,108 @@
+"""Best-N checkpoint averaging, pruning that keeps the best, resume, patience and the
+convergence summary (issue 13), on a tiny model whose validation losses are hand-made."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from posenc.training import Seq2SeqLoss, convergence, load_checkpoint, train
+from posenc.training.loss import LossOutput
+from posenc.training.state import best_steps
+
+from ._tiny import batch_of, batches_fn, random_pairs, tiny_model, train_config
+
+TRAIN = batches_fn(random_pairs(40, seed=2), max_tokens=48)
+VALID = [batch_of(random_pairs(4, seed=9))]
+
+
+class HandValidLoss(Seq2SeqLoss):
+    """Training batches: the real loss. Validation (eval mode): the next hand-made loss per token."""
+
+    def __init__(self, losses: list[float]) -> None:
+        super().__init__(0.1, 0)
+        self.losses, self.calls = losses, 0
+
+    def __call__(self, model: torch.nn.Module, batch) -> LossOutput:
+        if model.training:
+            return super().__call__(model, batch)
+        value = torch.tensor(self.losses[self.calls] * 10.0, dtype=torch.float64)
+        self.calls += 1
+        return LossOutput(value, value, torch.tensor(10))
+
+
+def _run(out: Path, losses: list[float], **cfg) -> object:
+    base = dict(max_steps=len(losses), validate_every=1, save_every=1)
+    return train(tiny_model(), TRAIN, train_config(**{**base, **cfg}), out, valid_batches=VALID,
+                 loss_fn=HandValidLoss(losses))
+
+
+def _names(out: Path) -> list[str]:
+    return sorted(p.name for p in (out / "checkpoints").iterdir())
+
+
+def test_best_steps_by_hand() -> None:
+    history = [[1, 5.0], [2, 1.0], [3, 4.0], [4, 2.0], [5, 2.0]]
+    assert best_steps(history, [1, 2, 3, 4, 5], 2) == [2, 5]  # tie 4/5: the later step
+    assert best_steps(history, [1, 3, 4], 2) == [3, 4]  # only saved checkpoints count
+    assert best_steps(history, [6], 2) == []  # no validation at step 6
+
+
+def test_average_best_picks_lowest_valid_loss_and_pruning_keeps_them(tmp_path: Path) -> None:
+    losses = [5.0, 1.0, 4.0, 2.0, 6.0, 7.0]
+    result = _run(tmp_path, losses, keep_last=2, average_best=2)
+    # keep_last=2 keeps 5 and 6; the best two (2 and 4) are never pruned
+    assert _names(tmp_path) == ["average", "ckpt_00000002", "ckpt_00000004", "ckpt_00000005", "ckpt_00000006"]
+    assert result.averaged_from == ["ckpt_00000002", "ckpt_00000004"]
+    a, b = (load_checkpoint(tmp_path / "checkpoints" / n).model for n in result.averaged_from)
+    avg = load_checkpoint(result.average).model
+    for key in avg:
+        torch.testing.assert_close(avg[key], ((a[key].double() + b[key].double()) / 2).to(a[key].dtype), rtol=0, atol=0)
+    for step, loss in enumerate(losses, 1):
+        if (tmp_path / "checkpoints" / f"ckpt_{step:08d}").exists():
+            state = load_checkpoint(tmp_path / "checkpoints" / f"ckpt_{step:08d}", with_optimizer=False).state
+            assert state["valid_loss"] == pytest.approx(loss)
+    summary = json.loads((tmp_path / "train_summary.json").read_text())
+    assert summary["best_step"] == 2 and summary["best_valid"] == pytest.approx(1.0)
+    assert summary["converged"] is True and summary["averaged_from"] == result.averaged_from
+
+
+def test_average_last_still_averages_the_newest(tmp_path: Path) -> None:
+    result = _run(tmp_path, [5.0, 1.0, 4.0, 2.0], keep_last=2, average_last=2)
+    assert result.averaged_from == ["ckpt_00000003", "ckpt_00000004"]
+    assert _names(tmp_path) == ["average", "ckpt_00000003", "ckpt_00000004"]
+
+
+def test_resume_keeps_the_best(tmp_path: Path) -> None:
+    losses = [5.0, 1.0, 4.0, 2.0, 6.0, 7.0]
+    _run(tmp_path, losses[:4], keep_last=2, average_best=2)
+    resumed = train(tiny_model(seed=5), TRAIN, train_config(max_steps=6, validate_every=1, save_every=1, keep_last=2, average_best=2),
+                    tmp_path, valid_batches=VALID, loss_fn=HandValidLoss(losses[4:]))
+    assert [s for s, _ in resumed.state.valid_history] == [1, 2, 3, 4, 5, 6]  # survived the resume
+    assert resumed.averaged_from == ["ckpt_00000002", "ckpt_00000004"]
+    assert "ckpt_00000002" in _names(tmp_path) and "ckpt_00000003" not in _names(tmp_path)
+
+
+def test_patience_stops_and_min_delta_counts_small_gains_as_none(tmp_path: Path) -> None:
+    result = _run(tmp_path / "a", [3.0, 2.0, 2.5, 2.4, 1.0, 1.0], patience=2, save_every=0)
+    assert result.stopped == "patience" and result.state.step == 4
+    assert result.summary()["converged"] is True and result.summary()["best_step"] == 2
+    small = _run(tmp_path / "b", [3.0, 2.99, 2.98, 1.0], patience=2, min_delta=0.01, save_every=0)
+    assert small.stopped == "patience" and small.state.step == 3
+    plain = _run(tmp_path / "c", [3.0, 2.99, 2.98, 1.0], patience=2, save_every=0)
+    assert plain.stopped == "max_steps" and plain.summary()["converged"] is False  # 1.0 beats 2.98 by > 1 %
+
+
+def test_convergence_by_hand() -> None:
+    assert convergence([[1, 3.0], [2, 2.0], [3, 1.99]])["converged"] is True  # 0.5 % better: converged
+    assert convergence([[1, 3.0], [2, 2.0], [3, 1.97]])["converged"] is False  # 1.5 % better: still improving
+    assert convergence([[1, 3.0], [2, 2.0], [3, 2.5]]) == {"converged": True, "best_step": 2, "best_valid": 2.0, "last_valid": 2.5}
+    assert convergence([[1, 3.0]])["converged"] is None and convergence([])["best_step"] is None
+
+
+def test_average_best_needs_validation_at_checkpoints() -> None:
+    from posenc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="average_best"):
+        train_config(average_best=2, validate_every=2, save_every=3)

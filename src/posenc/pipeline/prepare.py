@@ -93,7 +93,7 @@ def check_prepared(cfg: DataConfig, out: str | Path) -> bool:
     new = data_fingerprint(cfg)
     if diff_keys(saved, new):
         raise DataError(
-            f"{out} holds data prepared for another data config: {describe_diff(saved, new)}; "
+            f"{out} holds data prepared for another data config: {describe_diff({'data': saved}, {'data': new})}; "
             "use another directory (or --no-resume for a run's own data)"
         )
     return True

@@ -113,9 +113,9 @@ class LogProgress:
         self._pending = False
 
     def update(self, n: int = 1) -> None:
-        self.step += n
         if self._pending:  # the previous step's line is still due (no postfix came)
             self._emit()
+        self.step += n
         self._pending = self._last is None or time.monotonic() - self._last >= self.interval
 
     def set_postfix(self, **values: Any) -> None:

@@ -17,7 +17,7 @@ import yaml
 from safetensors.torch import load_file
 
 from posenc.data.corpora import load_toy
-from tests.pipeline.tiny import METHODS, N_TEST, N_TRAIN, N_VALID, NEAR_INIT, cli, read, run_overrides
+from tests.helpers.tiny import METHODS, N_TEST, N_TRAIN, N_VALID, NEAR_INIT, cli, read, run_overrides
 
 
 def test_prepare_writes_the_corpus_and_vocabulary(prepared: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.pipeline.tiny import assert_one_line_error, cli, hidden_leftovers, run_overrides
+from tests.helpers.tiny import assert_one_line_error, cli, hidden_leftovers, run_overrides
 
 # ------------------------------------------------------------------------------ configs
 

@@ -28,7 +28,7 @@ import torch
 import yaml
 
 from tests.cli.test_files_corpus import files_overrides, write_corpus
-from tests.pipeline.tiny import NEAR_INIT, TINY, TOY, assert_one_line_error, cli, read, run_overrides
+from tests.helpers.tiny import NEAR_INIT, TINY, TOY, assert_one_line_error, cli, read, run_overrides
 
 
 def snapshot(directory: Path) -> dict[str, bytes | None]:

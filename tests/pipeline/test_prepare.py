@@ -14,7 +14,7 @@ from posenc.pipeline import prepare as prep
 from posenc.pipeline.prepare import load_meta, prepare
 from posenc.pipeline.fingerprint import data_fingerprint
 from tests.pipeline.conftest import TOY_OPTIONS, toy_data
-from tests.pipeline.tiny import hidden_leftovers, read
+from tests.helpers.tiny import hidden_leftovers, read
 
 
 def _lengths(tok: Tokenizer, lines: list[str]) -> list[int]:

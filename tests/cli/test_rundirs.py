@@ -295,6 +295,13 @@ def test_translate_on_cuda_without_cuda(capsys: pytest.CaptureFixture[str], tmp_
     assert_one_line_error(code, err, "--device cuda", "no CUDA device")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
+def test_train_on_cuda_without_cuda_writes_nothing(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = cli(capsys, "train", *run_overrides(tmp_path / "run"), "train.device=cuda")
+    assert_one_line_error(code, err, "train.device", "no CUDA device")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--split", "test", "--device", "tpu9"], "--device"),
     (["--split", "test", "--input", "x"], "either --split"),

@@ -32,7 +32,7 @@ from posenc.pipeline.prepare import load_meta, prepare
 from posenc.pipeline.rundir import check_resumable, clear_run, exclusive, write_run_files
 from posenc.training import checkpoint as ck
 from posenc.training.distributed import env_int
-from posenc.training.trainer import train
+from posenc.training.trainer import resolve_device, train
 
 log = logging.getLogger("posenc")
 
@@ -133,6 +133,7 @@ def validation_bleu(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool) -
 
 def _prepare_checked(cfg: RunConfig, resume: bool) -> tuple[RunConfig, Path, bool]:
     """Validate the run against its directory (no writes), then prepare its data."""
+    resolve_device(cfg.train.device, env_int("LOCAL_RANK", 0))  # train.device=cuda without CUDA: fail now
     resumed = check_resumable(cfg, resume)
     owned = not cfg.data_dir or Path(cfg.data_dir).resolve() == (Path(cfg.out_dir) / "data").resolve()
     if not resumed and owned and not resume:

@@ -194,7 +194,7 @@ def atomic_directory(final: Path) -> Iterator[Path]:
         raise
 
 
-_TEMP_RE = re.compile(r"^\.(?P<kind>tmp|old)-(?P<name>.+?)(?:-(?P<pid>\d+))?-(?P<uid>[0-9a-f]{8})$")
+_TEMP_RE = re.compile(r"^\.(?P<kind>tmp|old)-(?P<name>.+?)(?:-(?P<pid>\d+))?-(?P<uid>[0-9a-f]+)$")
 
 
 def _pid_alive(pid: int) -> bool:

@@ -1,8 +1,12 @@
 """``posenc train``: prepared data → token batches → Seq2SeqTransformer → Trainer.
 
-Run directory layout (``cfg.out_dir``): ``config.yaml`` (the resolved RunConfig),
+Run directory layout (``cfg.out_dir``): ``config.yaml`` (the resolved RunConfig, paths relative
+to the run directory), ``fingerprint.json`` (what determines its data and model),
 ``spm.model``, ``checkpoints/ckpt_XXXXXXXX/`` (+ ``average/``), ``train.csv``, ``valid.csv``,
-``tb/`` (TensorBoard), ``summary.json``. The same command works under ``torchrun``.
+``tensorboard/``, ``summary.json``; ``data/`` unless ``data_dir`` points elsewhere. Rank 0
+holds ``.posenc.lock`` while it trains. Everything is validated (config fingerprint, data
+fingerprint, device, model build, checkpoint load) before the first byte is written. The same
+command works under ``torchrun``.
 """
 
 from __future__ import annotations

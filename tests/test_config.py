@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from posenc.config import from_dict, load_config, merge_overrides, parse_override, save_yaml, to_dict
+from posenc.config import apply_mapping, from_dict, load_config, merge_overrides, parse_override, parse_text, save_yaml, to_dict
+from posenc.pipeline.config import RunConfig
 from posenc.errors import ConfigError, PosencError
 from posenc.models.config import PRESETS, ModelConfig
 from posenc.positions import Methods, PositionConfig, resolve
@@ -223,11 +224,34 @@ def test_bad_overrides() -> None:
 
 
 def test_override_values_are_parsed_as_yaml() -> None:
-    assert parse_override("a.b=0.25") == (["a", "b"], 0.25)
-    assert parse_override("x=false") == (["x"], False)
-    assert parse_override("x=[1, 2]") == (["x"], [1, 2])
-    assert parse_override("name=ape+shaw") == (["name"], "ape+shaw")
-    assert parse_override("x=") == (["x"], "")
+    def value(text: str) -> object:
+        return merge_overrides({}, [text])["x"]
+
+    assert parse_override("a.b=0.25") == (["a", "b"], "0.25")  # kept as text until typed
+    assert value("x=0.25") == 0.25 and value("x=false") is False and value("x=[1, 2]") == [1, 2]
+    assert value("x=ape+shaw") == "ape+shaw" and value("x=") == ""
+
+
+def test_override_values_follow_the_schema() -> None:
+    """Issue 10 finding 5: a string field keeps ``5`` as ``"5"``; corpus options follow the loader."""
+    assert parse_text("5", str) == "5" and parse_text("5", int) == 5 and parse_text("5", float) == 5
+    assert parse_text('"5"', str) == "5" and parse_text("true", str) == "true"
+    assert parse_text("null", str | None) is None and parse_text("null", str) == "null"
+    cfg = load_config(RunConfig, None, ["out_dir=2024", "data.corpus=bible", "data.options.src=5",
+                                        "data.options.valid_frac=0.1"])
+    assert cfg.out_dir == "2024" and cfg.data.options == {"src": "5", "valid_frac": 0.1}
+    cfg = load_config(RunConfig, None, ["data.options.n_train=7", "data.corpus=toy"])  # order-free
+    assert cfg.data.options == {"n_train": 7}
+
+
+def test_aliases_resolve_after_all_overrides() -> None:
+    """Issue 9: ``max_shift=500 name=shape`` works like the reverse order."""
+    a = load_config(RunConfig, None, ["model.position.max_shift=500", "model.position.name=shape"])
+    b = load_config(RunConfig, None, ["model.position.name=shape", "model.position.max_shift=500"])
+    assert a == b and a.model.position.shape.max_shift == 500
+    # the same through one mapping (the experiments' applier) and through a YAML file's nesting
+    c = from_dict(RunConfig, apply_mapping({"model": {"position": {"max_shift": 500}}}, {"model.position.name": "shape"}, RunConfig))
+    assert c == a
 
 
 def test_presets() -> None:

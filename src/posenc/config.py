@@ -107,18 +107,48 @@ def to_dict(cfg: Any) -> Any:
     return cfg
 
 
+class CliText(str):
+    """A value typed on the command line, kept as text until the schema says what it is."""
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """Split ``a.b.c=value`` into (["a","b","c"], parsed YAML value)."""
+    """Split ``a.b.c=value`` into (["a","b","c"], :class:`CliText` value); the value is typed
+    later by :func:`apply_overrides` against the schema (a string field keeps ``5`` as ``"5"``)."""
     if "=" not in text:
         raise ConfigError(f"override {text!r}: expected KEY=VALUE (e.g. model.d_model=256)")
     key, raw = text.split("=", 1)
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(f"override {text!r}: empty key part")
+    return key.split("."), CliText(raw)
+
+
+def parse_text(raw: str, tp: Any = Any) -> Any:
+    """Type command-line text ``raw`` for annotation ``tp``: a string annotation keeps the text
+    (unless it is quoted YAML), anything else is parsed as YAML."""
     try:
         value = yaml.safe_load(raw) if raw != "" else ""
     except yaml.YAMLError:
-        value = raw
-    return key.split("."), value
+        return str(raw)
+    if _wants_str(tp) and not isinstance(value, str):
+        if value is None and _allows_none(tp) and raw.strip() in ("null", "~"):
+            return None
+        return str(raw)
+    return value if not isinstance(value, str) else str(value)
+
+
+def _union_args(tp: Any) -> tuple[Any, ...]:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return typing.get_args(tp)
+    return (tp,)
+
+
+def _wants_str(tp: Any) -> bool:
+    args = [a for a in _union_args(tp) if a is not type(None)]
+    return bool(args) and all(a is str for a in args)
+
+
+def _allows_none(tp: Any) -> bool:
+    return type(None) in _union_args(tp)
 
 
 def _set_path(data: dict[str, Any], path: list[str], value: Any) -> None:
@@ -133,50 +163,65 @@ def _set_path(data: dict[str, Any], path: list[str], value: Any) -> None:
     node[path[-1]] = value
 
 
-def merge_overrides(data: dict[str, Any], overrides: list[str], cls: type | None = None) -> dict[str, Any]:
-    """Apply dotted overrides to a raw config dict (before typing), returning a new dict.
-
-    When ``cls`` is given, a key that is not a field may be resolved by the class's
-    ``_resolve_alias(path) -> path`` hook (e.g. ``model.position.max_shift`` →
-    ``model.position.shape.max_shift``).
-    """
+def apply_overrides(data: dict[str, Any] | None, items: list[tuple[list[str], Any]], cls: type | None = None) -> dict[str, Any]:
+    """The one override applier: set every ``(path, value)`` on a copy of the raw config dict,
+    then (when ``cls`` is given) resolve aliases against the final values, so the order of the
+    overrides does not matter (``max_shift=500 name=shape`` = ``name=shape max_shift=500``), and
+    type command-line text (:class:`CliText`) by the schema's annotation."""
     out = copy.deepcopy(data) if data else {}
-    for text in overrides:
-        path, value = parse_override(text)
-        if cls is not None:
-            path = resolve_path(cls, path, out)
-        _set_path(out, path, value)
-    return out
+    for path, value in items:
+        _set_path(out, list(path), value)
+    if cls is None:
+        return _untext(out, Any)
+    return _normalise(cls, out, "")
 
 
-def resolve_path(cls: type, path: list[str], data: dict[str, Any], prefix: str = "") -> list[str]:
-    """Resolve an override path against dataclass ``cls``, following alias hooks."""
-    hints = typing.get_type_hints(cls)
-    head, rest = path[0], path[1:]
-    if head not in hints:
-        alias = getattr(cls, "_resolve_alias", None)
-        if alias is not None:
-            resolved = alias(path, data)
-            if resolved is not None:
-                return resolved
-        raise ConfigError(f"override {prefix}{'.'.join(path)}: unknown option {head!r} for {cls.__name__}")
-    if not rest:
-        return path
-    sub = hints[head]
-    if dataclasses.is_dataclass(sub):
-        child = data.get(head) if isinstance(data.get(head), dict) else {}
-        return [head, *resolve_path(sub, rest, child, f"{prefix}{head}.")]
-    return path
+def merge_overrides(data: dict[str, Any], overrides: list[str], cls: type | None = None) -> dict[str, Any]:
+    """Apply ``["a.b=value", ...]`` command-line overrides (see :func:`apply_overrides`)."""
+    return apply_overrides(data, [parse_override(text) for text in overrides], cls)
 
 
 def apply_mapping(data: dict[str, Any], mapping: dict[str, Any], cls: type | None = None) -> dict[str, Any]:
-    """Like :func:`merge_overrides` with ``{"a.b": value}`` instead of ``["a.b=value"]`` strings."""
-    out = copy.deepcopy(data) if data else {}
-    for key, value in mapping.items():
-        path = str(key).split(".")
-        if cls is not None:
-            path = resolve_path(cls, path, out)
-        _set_path(out, path, value)
+    """Apply ``{"a.b": value}`` overrides (already typed values; see :func:`apply_overrides`)."""
+    return apply_overrides(data, [(str(k).split("."), v) for k, v in mapping.items()], cls)
+
+
+def _untext(value: Any, tp: Any) -> Any:
+    if isinstance(value, CliText):
+        return parse_text(value, tp)
+    if isinstance(value, dict):
+        return {k: _untext(v, Any) for k, v in value.items()}
+    return value
+
+
+def _normalise(cls: type, data: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """Move alias keys to their targets and type CLI text, recursively along ``cls``."""
+    hints = typing.get_type_hints(cls)
+    alias = getattr(cls, "_resolve_alias", None)
+    out: dict[str, Any] = {}
+    moved: list[tuple[list[str], Any]] = []
+    for key, value in data.items():
+        target = alias([key], data) if key not in hints and alias is not None else None
+        if target is not None and len(target) > 1:
+            moved.append((target, value))
+        elif key not in hints:
+            known = ", ".join(sorted(f.name for f in dataclasses.fields(cls) if f.init))
+            raise ConfigError(f"{prefix}{key}: unknown option for {cls.__name__} (known: {known})")
+        else:
+            out[key] = value
+    for target, value in moved:
+        _set_path(out, target, value)
+    option_types = getattr(cls, "_option_types", None)
+    for key, value in out.items():
+        tp = hints.get(key, Any)
+        if dataclasses.is_dataclass(tp) and isinstance(value, dict):
+            out[key] = _normalise(tp, value, f"{prefix}{key}.")
+        elif typing.get_origin(tp) is dict and isinstance(value, dict) and option_types is not None:
+            types_ = option_types(key, out)
+            out[key] = {k: parse_text(v, types_.get(k, str)) if isinstance(v, CliText) else _untext(v, Any)
+                        for k, v in value.items()}
+        else:
+            out[key] = _untext(value, tp)
     return out
 
 

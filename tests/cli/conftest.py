@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from posenc.cli.main import main
-from tests.pipeline.tiny import NEAR_INIT, TINY, TOY, run_overrides
+from tests.helpers.tiny import NEAR_INIT, TINY, TOY, run_overrides
 
 
 @pytest.fixture(scope="session")

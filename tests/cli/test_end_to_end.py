@@ -17,7 +17,7 @@ import yaml
 from safetensors.torch import load_file
 
 from posenc.data.corpora import load_toy
-from tests.pipeline.tiny import METHODS, N_TEST, N_TRAIN, N_VALID, NEAR_INIT, cli, read, run_overrides
+from tests.helpers.tiny import METHODS, N_TEST, N_TRAIN, N_VALID, NEAR_INIT, cli, read, run_overrides
 
 
 def test_prepare_writes_the_corpus_and_vocabulary(prepared: Path) -> None:
@@ -63,11 +63,11 @@ def test_train_and_translate(capsys: pytest.CaptureFixture[str], tmp_path: Path,
     assert [p.name for p in sorted((run / "checkpoints").iterdir())] == ["ckpt_00000003"]
 
     # --split test: hypotheses + scores, BLEU as sacreBLEU computes it on the written files
-    code, out, _ = cli(capsys, "translate", "--run", run, "--split", "test")
+    code, out, _ = cli(capsys, "translate", "--run", run, "--split", "test", "--data", prepared)
     assert code == 0
     scores = json.loads(out)
     hyp = run / "translations" / "test.beam2.hyp"
-    assert scores["hyp"] == str(hyp) and scores["lines"] == N_TEST and scores["beam"] == 2
+    assert scores["hyp"] == "translations/test.beam2.hyp" and scores["lines"] == N_TEST and scores["beam"] == 2
     assert scores["checkpoint"].endswith("ckpt_00000003")
     assert len(read(hyp)) == N_TEST and any(read(hyp))
     assert scores["bleu"] == pytest.approx(_sacrebleu(hyp, prepared / "test.tgt"), abs=1e-9)
@@ -91,7 +91,7 @@ def test_translate_to_stdout_and_from_stdin(capsys: pytest.CaptureFixture[str], 
     code, out, _ = cli(capsys, "translate", "--run", trained, "--input", "-")
     assert code == 0 and out.splitlines() == read(out_file)
     # --beam overrides the run's decode.beam (2): greedy output is written under its own name
-    code, out, _ = cli(capsys, "translate", "--run", trained, "--split", "test", "--beam", "1")
+    code, out, _ = cli(capsys, "translate", "--run", trained, "--split", "test", "--beam", "1", "--data", prepared)
     assert code == 0 and json.loads(out)["beam"] == 1 and (trained / "translations" / "test.beam1.hyp").is_file()
 
 
@@ -110,10 +110,15 @@ def test_evaluate_matches_sacrebleu(capsys: pytest.CaptureFixture[str], tmp_path
 
     code, out, _ = cli(capsys, "evaluate", "--hyp", hyp, "--ref", ref)
     assert code == 0
-    bleu_line, chrf_line = out.splitlines()
+    bleu_line, bleu_sig, chrf_line, chrf_sig = out.splitlines()
     assert float(BLEU_LINE.match(bleu_line).group(1)) == round(expected.score, 2)
     assert bleu_line == str(expected)
     assert float(CHRF_LINE.match(chrf_line).group(1)) == round(expected_chrf.score, 2)
+    # the sacreBLEU signatures are printed without --json too (README; issue 10 finding 8)
+    bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
+    bleu.corpus_score(read(hyp), [read(ref)]), chrf.corpus_score(read(hyp), [read(ref)])
+    assert bleu_sig == f"  signature: {bleu.get_signature()}" and "nrefs:1" in bleu_sig
+    assert chrf_sig == f"  signature: {chrf.get_signature()}" and "nrefs:1" in chrf_sig
 
     code, out, _ = cli(capsys, "evaluate", "--hyp", hyp, "--ref", ref, "--json")
     scores = json.loads(out)
@@ -124,7 +129,7 @@ def test_evaluate_matches_sacrebleu(capsys: pytest.CaptureFixture[str], tmp_path
 
 
 def test_evaluate_translation_of_a_run(capsys: pytest.CaptureFixture[str], prepared: Path, trained: Path) -> None:
-    assert cli(capsys, "translate", "--run", trained, "--split", "test")[0] == 0
+    assert cli(capsys, "translate", "--run", trained, "--split", "test", "--data", prepared)[0] == 0
     hyp, ref = trained / "translations" / "test.beam2.hyp", prepared / "test.tgt"
     code, out, _ = cli(capsys, "evaluate", "--hyp", hyp, "--ref", ref, "--json")
     assert code == 0 and json.loads(out)["bleu"] == pytest.approx(_sacrebleu(hyp, ref), abs=1e-9)
@@ -166,7 +171,7 @@ def test_average_default_output_is_used_by_translate(capsys: pytest.CaptureFixtu
             for k in _weights(ckpts / "average")}
     for key, value in _weights(ckpts / "average").items():
         assert torch.equal(value, mean[key].to(value.dtype)), key
-    code, out, _ = cli(capsys, "translate", "--run", run, "--split", "test")
-    assert code == 0 and json.loads(out)["checkpoint"] == str(ckpts / "average")
-    code, out, _ = cli(capsys, "translate", "--run", run, "--split", "test", "--checkpoint", "latest")
-    assert code == 0 and json.loads(out)["checkpoint"] == str(ckpts / "ckpt_00000003")
+    code, out, _ = cli(capsys, "translate", "--run", run, "--split", "test", "--data", prepared)
+    assert code == 0 and json.loads(out)["checkpoint"] == "checkpoints/average"  # relative to the run
+    code, out, _ = cli(capsys, "translate", "--run", run, "--split", "test", "--checkpoint", "latest", "--data", prepared)
+    assert code == 0 and json.loads(out)["checkpoint"] == "checkpoints/ckpt_00000003"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.tiny import TINY, assert_one_line_error, cli, hidden_leftovers, read
+from tests.helpers.tiny import TINY, assert_one_line_error, cli, hidden_leftovers, read
 
 WORDS = "alpha beta gamma delta eps zeta eta theta iota kappa".split()
 SIZES = {"train": 40, "valid": 6, "test": 5}

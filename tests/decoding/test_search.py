@@ -10,7 +10,7 @@ import torch
 
 from posenc.decoding import Hypothesis, beam_search, gnmt_length_penalty, greedy_search, max_lengths
 from posenc.errors import ConfigError
-from tests.decoding.dummies import BOS, EOS, TableModel, table
+from tests.helpers.dummies import BOS, EOS, TableModel, table
 
 A, B_, C = 3, 4, 5  # word tokens of the hand-made tables
 V = 6

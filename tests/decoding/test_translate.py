@@ -11,7 +11,7 @@ import pytest
 
 from posenc.decoding import translate_file, translate_lines
 from posenc.errors import DataError
-from tests.decoding.dummies import CopyModel, WordTokenizer
+from tests.helpers.dummies import CopyModel, WordTokenizer
 
 WORDS = "the a cat dog sat on mat ran far away quickly".split()
 

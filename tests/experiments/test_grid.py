@@ -16,7 +16,7 @@ from posenc.config import load_config
 from posenc.experiments.config import TRANSLATION_ANALYSES, ExperimentConfig
 from posenc.experiments.report import mean_std
 from posenc.experiments.runner import grid, run_config, run_experiment
-from tests.pipeline.tiny import assert_one_line_error, cli, read
+from tests.helpers.tiny import assert_one_line_error, cli, read
 
 REPO = Path(__file__).resolve().parents[2]
 SETTINGS = ("vanilla", "interpolate")

@@ -10,7 +10,7 @@ import torch
 from posenc.errors import ConfigError
 from posenc.models.rnn_nmt import RNNNMT
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.models.zoo import (
+from tests.helpers.zoo import (
     NEISHI_MODELS,
     build_model,
     count_parameters,

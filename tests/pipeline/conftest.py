@@ -8,7 +8,7 @@ import pytest
 
 from posenc.pipeline.config import DataConfig
 from posenc.pipeline.prepare import prepare
-from tests.pipeline.tiny import N_TEST, N_TRAIN, N_VALID
+from tests.helpers.tiny import N_TEST, N_TRAIN, N_VALID
 
 TOY_OPTIONS = {"n_train": N_TRAIN, "n_valid": N_VALID, "n_test": N_TEST}
 

@@ -12,8 +12,9 @@ from posenc.data.spm import Tokenizer
 from posenc.errors import DataError
 from posenc.pipeline import prepare as prep
 from posenc.pipeline.prepare import load_meta, prepare
+from posenc.pipeline.fingerprint import data_fingerprint
 from tests.pipeline.conftest import TOY_OPTIONS, toy_data
-from tests.pipeline.tiny import hidden_leftovers, read
+from tests.helpers.tiny import hidden_leftovers, read
 
 
 def _lengths(tok: Tokenizer, lines: list[str]) -> list[int]:
@@ -33,8 +34,18 @@ def test_meta_counts_tokens_and_alpha(toy_prepared: Path) -> None:
 
 def test_prepare_is_idempotent(toy_prepared: Path) -> None:
     before = {p.name: p.stat().st_mtime_ns for p in toy_prepared.iterdir()}
-    assert prepare(toy_data(vocab_size=64), toy_prepared) == toy_prepared  # an existing directory is reused
+    # the same data config (training/translation-time limits aside) reuses the directory
+    assert prepare(toy_data(max_source_len=7, max_train_len=9), toy_prepared) == toy_prepared
     assert {p.name: p.stat().st_mtime_ns for p in toy_prepared.iterdir()} == before
+
+
+def test_prepared_data_of_another_config_is_never_reused(toy_prepared: Path) -> None:
+    """Issue 10 finding 1: the data fingerprint is stored and checked before any write."""
+    before = {p.name: p.read_bytes() for p in toy_prepared.iterdir()}
+    assert json.loads((toy_prepared / "fingerprint.json").read_text()) == data_fingerprint(toy_data())
+    with pytest.raises(DataError, match=r"vocab_size \(40 -> 64\)"):
+        prepare(toy_data(vocab_size=64), toy_prepared)
+    assert {p.name: p.read_bytes() for p in toy_prepared.iterdir()} == before
 
 
 def test_extrapolate_filters_training_pairs_only(tmp_path: Path) -> None:

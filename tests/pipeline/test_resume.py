@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.pipeline.tiny import cli, run_overrides
+from tests.helpers.tiny import cli, run_overrides
 
 # real learning rate and dropout (transformer-tiny's 0.1), so RNG state and optimizer state matter;
 # 60 pairs at 400 tokens per batch is a few batches per epoch, so 6 steps cross an epoch boundary

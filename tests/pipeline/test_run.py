@@ -17,7 +17,7 @@ from posenc.pipeline.config import DecodeConfig, RunConfig
 from posenc.pipeline.prepare import load_meta
 from posenc.pipeline.run import find_checkpoint, load_run, translate_split
 from posenc.pipeline.train import train_run
-from tests.pipeline.tiny import METHODS, NEAR_INIT, N_TEST, read, run_overrides
+from tests.helpers.tiny import METHODS, NEAR_INIT, N_TEST, read, run_overrides
 
 
 def _config(run: Path, data: Path, *extra: str) -> RunConfig:
@@ -39,7 +39,7 @@ def test_run_directory_layout(cape_run: Path, toy_prepared: Path) -> None:
     # keep_last=2 pruned step 1; average_last=2 averaged steps 2 and 3
     assert sorted(p.name for p in (cape_run / "checkpoints").iterdir()) == ["average", "ckpt_00000002", "ckpt_00000003"]
     summary = json.loads((cape_run / "summary.json").read_text())
-    assert summary["checkpoint"] == str(cape_run / "checkpoints" / "average")
+    assert summary["checkpoint"] == "checkpoints/average"  # relative to the run directory
     assert [int(r.split(",")[0]) for r in read(cape_run / "train.csv")[1:]] == [1, 2, 3]
 
 
@@ -49,7 +49,8 @@ def test_saved_config_is_resolved_from_the_data(cape_run: Path, toy_prepared: Pa
     meta = load_meta(toy_prepared)
     assert saved["model"]["vocab_size"] == meta["vocab_size"]
     assert saved["model"]["position"]["cape"]["source_scale"] == meta["alpha"]
-    assert saved["data_dir"] == str(toy_prepared) and saved["out_dir"] == str(cape_run)
+    # paths are stored relative to the run directory (a data directory outside it stays absolute)
+    assert saved["data_dir"] == str(toy_prepared.resolve()) and saved["out_dir"] == "."
 
 
 def test_explicit_cape_scale_is_kept(tmp_path: Path, toy_prepared: Path) -> None:
@@ -91,7 +92,7 @@ def test_translate_split_scores_with_sacrebleu(cape_run: Path, toy_prepared: Pat
     loaded = load_run(cape_run)
     scores = translate_split(loaded, "valid", DecodeConfig(beam=1))
     hyp = cape_run / "translations" / "valid.beam1.hyp"
-    assert scores["hyp"] == str(hyp) and scores["beam"] == 1 and scores["split"] == "valid"
+    assert scores["hyp"] == "translations/valid.beam1.hyp" and scores["beam"] == 1 and scores["split"] == "valid"
     hyps, refs = read(hyp), read(toy_prepared / "valid.tgt")
     assert len(hyps) == len(refs)
     assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-9)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch.distributed as dist
 
-from tests.pipeline.tiny import run_overrides
+from tests.helpers.tiny import run_overrides
 
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 

@@ -12,7 +12,7 @@ from posenc.training import (
 from posenc.training import checkpoint as ck
 from posenc.training.loss import Seq2SeqLoss
 
-from ._tiny import batch_of, random_pairs, tiny_model
+from tests.helpers.training import batch_of, random_pairs, tiny_model
 
 
 def _trained_model_and_optimizer():

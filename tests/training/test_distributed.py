@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 
 from posenc.training import Trainer
 
-from ._tiny import batch_of, random_pairs, tiny_model, train_config
+from tests.helpers.training import batch_of, random_pairs, tiny_model, train_config
 
 WORLD = 2
 PAIRS = random_pairs(12, seed=4)

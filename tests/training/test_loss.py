@@ -4,7 +4,7 @@ import torch.nn.functional as F
 
 from posenc.training import label_smoothed_nll
 
-from ._tiny import PAD, batch_of, random_pairs, tiny_model
+from tests.helpers.training import PAD, batch_of, random_pairs, tiny_model
 from posenc.training import Seq2SeqLoss
 
 

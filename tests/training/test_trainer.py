@@ -7,7 +7,7 @@ import torch
 from posenc.errors import CheckpointError, ConfigError
 from posenc.training import Seq2SeqLoss, Trainer, load_checkpoint, train
 
-from ._tiny import batch_of, batches_fn, random_pairs, tiny_model, train_config
+from tests.helpers.training import batch_of, batches_fn, random_pairs, tiny_model, train_config
 
 PAIRS = random_pairs(40, seed=2)
 TRAIN = batches_fn(PAIRS, max_tokens=48)

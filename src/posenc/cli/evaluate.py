@@ -19,6 +19,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({k: scores[k] for k in ("bleu", "chrf", "bleu_signature", "chrf_signature", "lines")}))
     else:
-        print(scores["bleu_text"])
-        print(scores["chrf_text"])
+        print(f"{scores['bleu_text']}\n  signature: {scores['bleu_signature']}")
+        print(f"{scores['chrf_text']}\n  signature: {scores['chrf_signature']}")
     return 0

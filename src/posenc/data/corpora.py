@@ -19,6 +19,8 @@ import os
 import random
 import re
 import sqlite3
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -399,6 +401,21 @@ CORPORA: dict[str, Callable[..., Corpus]] = {
     "files": load_files,
     "toy": load_toy,
 }
+
+
+def corpus_option_types(name: str) -> dict[str, Any]:
+    """``{option: type}`` of corpus ``name``'s loader: ``str`` for every option that accepts a
+    string (so ``src=5`` stays ``"5"``), otherwise its annotation; empty for unknown corpora."""
+    loader = CORPORA.get(name)
+    if loader is None:
+        return {}
+    hints = typing.get_type_hints(loader)
+    out: dict[str, Any] = {}
+    for param in inspect.signature(loader).parameters:
+        tp = hints.get(param, str)
+        args = typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+        out[param] = str if str in args or tp is Any else tp
+    return out
 
 
 def load_corpus(name: str, **kwargs: Any) -> Corpus:

@@ -6,11 +6,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posenc.config import require
+from posenc.data.corpora import corpus_option_types
 from posenc.models.config import ModelConfig
 from posenc.models.rnn_nmt import RNNConfig
 from posenc.training.config import TrainConfig
 
-ARCHS = ("transformer", "rnn-nmt")
+#: Architecture → the config section that configures its model.
+ARCH_SECTIONS = {"transformer": "model", "rnn-nmt": "rnn"}
+ARCHS = tuple(ARCH_SECTIONS)
 SETTINGS = ("vanilla", "extrapolate", "interpolate")
 LENGTH_SPLITS = ("", "short", "middle", "long")
 
@@ -31,10 +34,18 @@ class DataConfig:
     vocab_size: int = 8000
     spm_type: str = "unigram"
     max_source_len: int = 1024  # longer inputs are an error at translation time
+    max_train_len: int = 1024  # training pairs longer than this (subwords, either side) are dropped
+
+    @staticmethod
+    def _option_types(key: str, data: dict[str, Any]) -> dict[str, Any]:
+        """Types of the corpus loader's keyword arguments, for typing command-line text: a
+        parameter that accepts a string (or is unannotated) keeps the text as it was typed."""
+        return corpus_option_types(str(data.get("corpus", "bible")))
 
     def __post_init__(self) -> None:
         require(self.setting in SETTINGS, f"data.setting must be one of {', '.join(SETTINGS)}, got {self.setting!r}")
         require(self.length_split in LENGTH_SPLITS, f"data.length_split must be short, middle, long or empty, got {self.length_split!r}")
+        require(self.max_train_len >= 1, f"data.max_train_len must be >= 1, got {self.max_train_len}")
         require(self.max_len >= 1, f"data.max_len must be >= 1, got {self.max_len}")
         require(self.group >= 2, f"data.group must be >= 2, got {self.group}")
         require(self.vocab_size >= 16, f"data.vocab_size must be >= 16, got {self.vocab_size}")
@@ -72,6 +83,16 @@ class RunConfig:
     def __post_init__(self) -> None:
         require(bool(self.out_dir), "out_dir must not be empty")
         require(self.arch in ARCHS, f"arch must be one of {', '.join(ARCHS)}, got {self.arch!r}")
+
+    @property
+    def model_section(self) -> str:
+        """Name of the section that configures the model of ``arch`` (``model`` or ``rnn``)."""
+        return ARCH_SECTIONS[self.arch]
+
+    @property
+    def inactive_sections(self) -> tuple[str, ...]:
+        """Model sections of the other architectures (not part of this run's fingerprint)."""
+        return tuple(s for s in ARCH_SECTIONS.values() if s != self.model_section)
 
     @property
     def prepared_dir(self) -> str:

@@ -28,12 +28,25 @@ IGNORED_SECTIONS = frozenset({"out_dir", "data_dir", "decode"})
 
 def fingerprint(cfg: Any) -> dict[str, Any]:
     """The parts of a resolved run config (a dataclass) that determine its data and its model:
-    every section except paths and decoding, with ``train`` minus :data:`EXTENSION_KEYS`."""
+    every section except paths, decoding and the model sections of other architectures
+    (``cfg.inactive_sections``), with ``train`` minus :data:`EXTENSION_KEYS`."""
     data = to_dict(cfg)
-    out = {k: v for k, v in data.items() if k not in IGNORED_SECTIONS}
+    ignored = IGNORED_SECTIONS | set(getattr(cfg, "inactive_sections", ()))
+    out = {k: v for k, v in data.items() if k not in ignored}
     if isinstance(out.get("train"), dict):
         out["train"] = {k: v for k, v in out["train"].items() if k not in EXTENSION_KEYS}
     return json.loads(json.dumps(out, sort_keys=True, default=str))
+
+
+#: ``data.*`` options that do not change the prepared data directory (used at training and
+#: translation time only), so prepared data is shared across them.
+DATA_RUNTIME_KEYS = frozenset({"max_source_len", "max_train_len"})
+
+
+def data_fingerprint(data_cfg: Any) -> dict[str, Any]:
+    """What determines a prepared data directory: the data config minus :data:`DATA_RUNTIME_KEYS`."""
+    data = to_dict(data_cfg)
+    return json.loads(json.dumps({k: v for k, v in data.items() if k not in DATA_RUNTIME_KEYS}, sort_keys=True, default=str))
 
 
 def digest(fp: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ interrupted or failed prepare leaves nothing half written.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -22,6 +23,9 @@ from posenc.data.spm import Tokenizer, train_spm
 from posenc.data.text import write_lines_atomic
 from posenc.errors import DataError
 from posenc.pipeline.config import DataConfig
+from posenc.pipeline.fingerprint import data_fingerprint, describe_diff, diff_keys
+
+FINGERPRINT_NAME = "fingerprint.json"
 
 SPLITS = ("train", "valid", "test")
 
@@ -63,6 +67,12 @@ def _token_stats(tok: Tokenizer, pairs: list[Pair]) -> dict[str, int]:
             "max_src_len": max(src, default=0), "max_tgt_len": max(tgt, default=0)}
 
 
+def _swap_out(out: Path) -> None:
+    old = out.parent / f".old-{out.name}-{os.getpid()}"
+    os.replace(out, old)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def _publish(tmp: Path, out: Path) -> None:
     """Rename ``tmp`` to ``out``; if another process (e.g. a torchrun rank) won the race, keep its copy."""
     try:
@@ -73,10 +83,39 @@ def _publish(tmp: Path, out: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = None) -> Path:
-    """Build the prepared directory ``out`` for ``cfg``; returns its path. Idempotent."""
+def check_prepared(cfg: DataConfig, out: str | Path) -> bool:
+    """Whether ``out`` already holds data prepared for ``cfg`` (False when absent); a directory
+    prepared for another data config is a one-line DataError naming the differing keys."""
     out = Path(out)
-    if (out / "meta.json").is_file():
+    if not (out / "meta.json").is_file():
+        return False
+    saved = stored_data_fingerprint(out)
+    new = data_fingerprint(cfg)
+    if diff_keys(saved, new):
+        raise DataError(
+            f"{out} holds data prepared for another data config: {describe_diff({'data': saved}, {'data': new})}; "
+            "use another directory (or --no-resume for a run's own data)"
+        )
+    return True
+
+
+def stored_data_fingerprint(out: Path) -> dict[str, Any]:
+    if (out / FINGERPRINT_NAME).is_file():
+        return json.loads((out / FINGERPRINT_NAME).read_text(encoding="utf-8"))
+    data = json.loads((out / "meta.json").read_text(encoding="utf-8")).get("data", {})
+    return data_fingerprint(DataConfig(**{k: v for k, v in data.items() if k in DataConfig.__dataclass_fields__}))
+
+
+def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = None, replace: bool = False) -> Path:
+    """Build the prepared directory ``out`` for ``cfg``; returns its path. Idempotent.
+
+    An existing ``out`` prepared for another data config is an error, or with ``replace`` is
+    rebuilt (swapped in only once the new data is complete).
+    """
+    out = Path(out)
+    if not replace and check_prepared(cfg, out):
+        return out
+    if replace and (out / "meta.json").is_file() and not diff_keys(stored_data_fingerprint(out), data_fingerprint(cfg)):
         return out
     corpus = load_corpus(cfg.corpus, **cfg.options)
     if not corpus.train:
@@ -98,6 +137,9 @@ def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = Non
         train = meta["train"]
         meta["alpha"] = train["tgt_tokens"] / max(train["src_tokens"], 1)  # CAPE §5.3
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+        (tmp / FINGERPRINT_NAME).write_text(json.dumps(data_fingerprint(cfg), indent=1), encoding="utf-8")
+        if replace and out.exists():
+            _swap_out(out)
         _publish(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

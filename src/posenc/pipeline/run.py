@@ -1,28 +1,38 @@
 """Load a trained run and translate/score its data splits.
 
-``load_run(run_dir, checkpoint)`` rebuilds the model from ``config.yaml`` and loads weights
-from ``checkpoints/average`` (if present), the latest checkpoint, or a given path.
+``load_run(run_dir, checkpoint)`` rebuilds the model from the config saved *with the
+checkpoint* (its ``arch``, ``data`` and ``model`` sections), never from ``config.yaml`` alone,
+and loads weights from ``checkpoints/average`` (if present), the latest checkpoint, or a given
+path. Paths in the run's config.yaml are resolved against the run directory, so a moved or
+copied run works; with ``confine`` (the CLI) nothing outside the run directory is read or
+written except what the command line names.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from posenc.config import from_dict, load_yaml
+from posenc.config import from_dict, load_yaml, to_dict
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
 from posenc.decoding.translate import translate_file
-from posenc.errors import CheckpointError
+from posenc.errors import CheckpointError, ConfigError
 from posenc.evaluation.metrics import corpus_scores
-from posenc.pipeline.config import DecodeConfig, RunConfig
+from posenc.models.config import ModelConfig
+from posenc.models.rnn_nmt import RNNConfig
+from posenc.pipeline.config import DataConfig, DecodeConfig, RunConfig
+from posenc.pipeline.rundir import located_config
 from posenc.pipeline.train import build_model, source_bos
 from posenc.training import checkpoint as ck
+
+SPLITS = ("train", "valid", "test")
+SECTION_TYPES = {"model": ModelConfig, "rnn": RNNConfig}
 
 
 @dataclass
@@ -31,10 +41,16 @@ class LoadedRun:
     model: nn.Module
     tokenizer: Tokenizer
     checkpoint: Path
+    run_dir: Path | None = None
+    confine: bool = False
 
     @property
     def prepend_src_bos(self) -> bool:
         return source_bos(self.model)
+
+    @property
+    def root(self) -> Path:
+        return self.run_dir if self.run_dir is not None else Path(self.cfg.out_dir)
 
 
 def find_checkpoint(run_dir: Path, which: str = "auto") -> Path:
@@ -52,16 +68,32 @@ def find_checkpoint(run_dir: Path, which: str = "auto") -> Path:
     return Path(which)
 
 
-def load_run(run_dir: str | Path, checkpoint: str = "auto", device: str = "cpu") -> LoadedRun:
+def config_with_checkpoint(cfg: RunConfig, saved: dict[str, Any], where: Path) -> RunConfig:
+    """``cfg`` with the architecture, data and model sections stored in a checkpoint."""
+    try:
+        out = from_dict(RunConfig, {**to_dict(cfg), "arch": str(saved.get("arch", cfg.arch))})
+        section = out.model_section
+        if isinstance(saved.get("model"), dict):
+            out = replace(out, **{section: from_dict(SECTION_TYPES[section], saved["model"], section)})
+        if isinstance(saved.get("data"), dict):
+            out = replace(out, data=from_dict(DataConfig, saved["data"], "data"))
+    except ConfigError as err:
+        raise CheckpointError(f"{where}: config saved with the checkpoint is not usable ({err})") from None
+    return out
+
+
+def load_run(run_dir: str | Path, checkpoint: str = "auto", device: str = "cpu", confine: bool = False) -> LoadedRun:
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").is_file():
         raise CheckpointError(f"{run_dir}: not a run directory (no config.yaml)")
-    cfg = from_dict(RunConfig, load_yaml(run_dir / "config.yaml"))
+    cfg = located_config(load_yaml(run_dir / "config.yaml"), run_dir)
+    path = find_checkpoint(run_dir, checkpoint)
+    saved = ck.load_checkpoint(path, with_optimizer=False)
+    cfg = config_with_checkpoint(cfg, saved.config, path)
     tok = Tokenizer.from_file(run_dir / "spm.model")
     model = build_model(cfg, tok.pad_id)
-    path = find_checkpoint(run_dir, checkpoint)
-    ck.restore_model(model, ck.load_checkpoint(path, with_optimizer=False))
-    return LoadedRun(cfg, model.to(device).eval(), tok, path)
+    ck.restore_model(model, saved)
+    return LoadedRun(cfg, model.to(device).eval(), tok, path, run_dir, confine)
 
 
 def decode_options(dc: DecodeConfig, run: LoadedRun) -> dict[str, Any]:
@@ -72,17 +104,52 @@ def decode_options(dc: DecodeConfig, run: LoadedRun) -> dict[str, Any]:
     )
 
 
-def translate_split(run: LoadedRun, split: str, decode: DecodeConfig | None = None) -> dict[str, Any]:
-    """Translate ``split`` of the run's prepared data; write hypotheses and scores; return scores."""
-    out = Path(run.cfg.out_dir)
-    data = Path(run.cfg.prepared_dir)
+def _inside(path: Path, root: Path, what: str) -> Path:
+    """``path`` (symlinks resolved) if it lies inside ``root``, else a one-line ConfigError."""
+    real, base = path.resolve(), root.resolve()
+    if not real.is_relative_to(base):
+        raise ConfigError(f"{what} {path} lies outside the run directory {root}; pass --data DIR to use it")
+    return real
+
+
+def split_files(run: LoadedRun, split: str, data_dir: str | Path | None = None) -> tuple[Path, Path]:
+    """Source and reference file of ``split``; confined runs read only inside the run directory
+    (or the ``data_dir`` given by the caller)."""
+    if split not in SPLITS:
+        raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
+    data = Path(data_dir) if data_dir is not None else Path(run.cfg.prepared_dir)
+    src, ref = data / f"{split}.src", data / f"{split}.tgt"
+    if run.confine and data_dir is None:
+        src, ref = _inside(src, run.root, "data file"), _inside(ref, run.root, "data file")
+    for f in (src, ref):
+        if not f.is_file():
+            raise ConfigError(f"{f}: no such file (the run's prepared data; pass --data DIR)")
+    return src, ref
+
+
+def translate_split(run: LoadedRun, split: str, decode: DecodeConfig | None = None,
+                    data_dir: str | Path | None = None) -> dict[str, Any]:
+    """Translate ``split`` of the run's prepared data; write hypotheses and scores into the run
+    directory's ``translations/``; return scores (paths relative to the run directory)."""
+    src, ref = split_files(run, split, data_dir)
     dc = decode or run.cfg.decode
-    hyp = out / "translations" / f"{split}.beam{dc.beam}.hyp"
-    hyp.parent.mkdir(parents=True, exist_ok=True)
+    root = run.root
+    out = root / "translations"
+    if run.confine and out.exists():
+        _inside(out, root, "translations directory")
+    hyp = out / f"{split}.beam{dc.beam}.hyp"
+    out.mkdir(parents=True, exist_ok=True)
     with torch.inference_mode():
-        translate_file(run.model, run.tokenizer, data / f"{split}.src", hyp, **decode_options(dc, run))
-    scores = corpus_scores(read_lines(hyp), read_lines(data / f"{split}.tgt"), hyp_name=str(hyp), ref_name=f"{split}.tgt")
-    keep = {k: scores[k] for k in ("bleu", "chrf", "bleu_signature", "chrf_signature", "lines")}
-    keep.update(split=split, beam=dc.beam, hyp=str(hyp), checkpoint=str(run.checkpoint))
-    (out / "translations" / f"{split}.beam{dc.beam}.json").write_text(json.dumps(keep, indent=2), encoding="utf-8")
+        translate_file(run.model, run.tokenizer, src, hyp, **decode_options(dc, run))
+    scores = corpus_scores(read_lines(hyp), read_lines(ref), hyp_name=str(hyp), ref_name=f"{split}.tgt")
+    keep = {k: scores[k] for k in ("bleu", "chrf", "bleu_signature", "chrf_signature", "bleu_text", "lines")}
+    keep.update(split=split, beam=dc.beam, hyp=_relative(hyp, root), checkpoint=_relative(run.checkpoint, root))
+    (out / f"{split}.beam{dc.beam}.json").write_text(json.dumps(keep, indent=2), encoding="utf-8")
     return keep
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)

@@ -1,14 +1,20 @@
 """``posenc train``: prepared data → token batches → Seq2SeqTransformer → Trainer.
 
-Run directory layout (``cfg.out_dir``): ``config.yaml`` (the resolved RunConfig),
+Run directory layout (``cfg.out_dir``): ``config.yaml`` (the resolved RunConfig, paths relative
+to the run directory), ``fingerprint.json`` (what determines its data and model),
 ``spm.model``, ``checkpoints/ckpt_XXXXXXXX/`` (+ ``average/``), ``train.csv``, ``valid.csv``,
-``tb/`` (TensorBoard), ``summary.json``. The same command works under ``torchrun``.
+``tensorboard/``, ``summary.json``; ``data/`` unless ``data_dir`` points elsewhere. Rank 0
+holds ``.posenc.lock`` while it trains. Everything is validated (config fingerprint, data
+fingerprint, device, model build, checkpoint load) before the first byte is written. The same
+command works under ``torchrun``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -20,20 +26,35 @@ from posenc.config import save_yaml, to_dict
 from posenc.data.batching import Batch, collate, token_batches
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
+from posenc.decoding.translate import translate_lines
+from posenc.errors import ConfigError, DataError
+from posenc.evaluation.metrics import corpus_scores
 from posenc.models.rnn_nmt import RNNNMT
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.config import RunConfig
 from posenc.pipeline.prepare import load_meta, prepare
+from posenc.pipeline.rundir import check_resumable, clear_run, exclusive, write_run_files
+from posenc.training import checkpoint as ck
 from posenc.training.distributed import env_int
-from posenc.training.trainer import train
+from posenc.training.trainer import resolve_device, train
+
+log = logging.getLogger("posenc")
 
 
 class EncodedSplit:
-    """Token ids of one split, with length-bucketed batching (sources/targets without BOS/EOS)."""
+    """Token ids of one split, with length-bucketed batching (sources/targets without BOS/EOS).
 
-    def __init__(self, tok: Tokenizer, data_dir: Path, split: str, prepend_bos: bool) -> None:
-        self.src = [tok.encode(s) for s in read_lines(data_dir / f"{split}.src")]
-        self.tgt = [tok.encode(t) for t in read_lines(data_dir / f"{split}.tgt")]
+    With ``max_len`` (training), pairs whose source or target (with BOS/EOS) is longer than
+    ``max_len`` tokens are dropped and counted in ``dropped``, so no batch exceeds the budget.
+    """
+
+    def __init__(self, tok: Tokenizer, data_dir: Path, split: str, prepend_bos: bool, max_len: int | None = None) -> None:
+        src = [tok.encode(s) for s in read_lines(data_dir / f"{split}.src")]
+        tgt = [tok.encode(t) for t in read_lines(data_dir / f"{split}.tgt")]
+        extra = 1 if prepend_bos else 0
+        keep = [i for i in range(len(src)) if max_len is None or max(len(src[i]) + extra, len(tgt[i]) + 1) <= max_len]
+        self.src, self.tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+        self.dropped = len(src) - len(keep)
         self.tok, self.prepend_bos = tok, prepend_bos
 
     def batches(self, max_tokens: int, shuffle: bool, seed: int, epoch: int, rank: int = 0, world: int = 1) -> list[Batch]:
@@ -84,34 +105,97 @@ def source_bos(model: nn.Module) -> bool:
     return bool(augment is not None and augment.prepend_source_bos)
 
 
+def train_split(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool) -> EncodedSplit:
+    """The training pairs, without those longer than ``data.max_train_len`` or the token budget."""
+    limit = min(cfg.data.max_train_len, cfg.train.max_tokens)
+    split = EncodedSplit(tok, data_dir, "train", bos, max_len=limit)
+    if split.dropped:
+        log.info("dropped %d training pairs longer than %d subwords (data.max_train_len=%d, train.max_tokens=%d)",
+                 split.dropped, limit, cfg.data.max_train_len, cfg.train.max_tokens)
+    if not split.src:
+        raise DataError(f"no training pairs of at most {limit} subwords in {data_dir}")
+    return split
+
+
+def validation_bleu(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool) -> Callable[[nn.Module], float] | None:
+    """``train.bleu_every``'s callback: greedy sacreBLEU of the validation split (None if off)."""
+    if cfg.train.bleu_every <= 0:
+        return None
+    sources, refs = read_lines(data_dir / "valid.src"), read_lines(data_dir / "valid.tgt")
+    if not sources:
+        raise ConfigError("train.bleu_every > 0 needs a validation split, but it is empty")
+    dc = cfg.decode
+
+    def bleu(model: nn.Module) -> float:
+        hyps = translate_lines(model, tok, sources, beam=1, batch_tokens=dc.batch_tokens, too_long="truncate",
+                               max_source_len=cfg.data.max_source_len, max_len_a=dc.max_len_a,
+                               max_len_b=dc.max_len_b, prepend_src_bos=bos)
+        return float(corpus_scores(list(hyps), refs)["bleu"])
+
+    return bleu
+
+
+def _prepare_checked(cfg: RunConfig, resume: bool) -> tuple[RunConfig, Path, bool]:
+    """Validate the run against its directory (no writes), then prepare its data."""
+    resolve_device(cfg.train.device, env_int("LOCAL_RANK", 0))  # train.device=cuda without CUDA: fail now
+    resumed = check_resumable(cfg, resume)
+    owned = not cfg.data_dir or Path(cfg.data_dir).resolve() == (Path(cfg.out_dir) / "data").resolve()
+    if not resumed and owned and not resume:
+        data_dir = prepare(cfg.data, cfg.prepared_dir, replace=True)
+    else:
+        data_dir = prepare(cfg.data, cfg.prepared_dir)
+    return resolve_model_config(cfg, load_meta(data_dir)), data_dir, resumed
+
+
+def _check_checkpoint(cfg: RunConfig, model: nn.Module) -> None:
+    """Resuming: the latest checkpoint must load into the model built from ``cfg``."""
+    latest = ck.latest_checkpoint(Path(cfg.out_dir) / "checkpoints")
+    if latest is not None:
+        ck.restore_model(model, ck.load_checkpoint(latest, with_optimizer=False))
+
+
 def train_run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
-    """Prepare data if needed, train, and return a summary (also written to summary.json)."""
-    data_dir = prepare(cfg.data, cfg.prepared_dir)
-    cfg = resolve_model_config(cfg, load_meta(data_dir))
-    out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tok = Tokenizer.from_file(data_dir / "spm.model")
+    """Prepare data if needed, train, and return a summary (also written to summary.json).
+
+    Everything is validated before the run directory is written (held under an exclusive lock):
+    a run of another data/model config in ``out_dir`` is an error unless ``resume`` is False,
+    which replaces it.
+    """
     is_main = env_int("RANK", 0) == 0
-    if is_main:
-        save_yaml(cfg, out / "config.yaml")
-        shutil.copyfile(data_dir / "spm.model", out / "spm.model")
+    with exclusive(cfg.out_dir) if is_main else nullcontext():
+        return _train_locked(cfg, resume, is_main)
+
+
+def _train_locked(cfg: RunConfig, resume: bool, is_main: bool) -> dict[str, Any]:
+    cfg, data_dir, resumed = _prepare_checked(cfg, resume)
+    out = Path(cfg.out_dir)
+    tok = Tokenizer.from_file(data_dir / "spm.model")
     torch.manual_seed(cfg.train.seed)  # initial weights follow train.seed
     model = build_model(cfg, tok.pad_id)
     bos = source_bos(model)
-    train_split = EncodedSplit(tok, data_dir, "train", bos)
+    split = train_split(cfg, tok, data_dir, bos)
     valid = EncodedSplit(tok, data_dir, "valid", bos).batches(cfg.train.max_tokens, False, 0, 0)
+    bleu_fn = validation_bleu(cfg, tok, data_dir, bos)
+    if resumed:
+        _check_checkpoint(cfg, build_model(cfg, tok.pad_id))
+    if is_main:
+        if not resumed:
+            clear_run(out)
+        write_run_files(cfg)
+        shutil.copyfile(data_dir / "spm.model", out / "spm.model")
     tc = cfg.train
-    batches_fn = lambda epoch, rank, world: train_split.batches(tc.max_tokens, True, tc.seed, epoch, rank, world)  # noqa: E731
+    batches_fn = lambda epoch, rank, world: split.batches(tc.max_tokens, True, tc.seed, epoch, rank, world)  # noqa: E731
     arch = ARCHS[cfg.arch]
-    sections = {"data": to_dict(cfg.data), "model": to_dict(arch.section(cfg))}
-    result = train(model, batches_fn, tc, out, valid_batches=valid or None, resume=resume, config=sections,
-                   d_model=arch.width(arch.section(cfg)))
+    sections = {"arch": cfg.arch, "data": to_dict(cfg.data), "model": to_dict(arch.section(cfg))}
+    result = train(model, batches_fn, tc, out, valid_batches=valid or None, bleu_fn=bleu_fn, resume=resumed,
+                   config=sections, d_model=arch.width(arch.section(cfg)))
     n_params = sum(p.numel() for p in model.parameters())
     summary = {
         "steps": result.state.step, "epochs": result.state.epoch, "tokens": result.state.tokens,
         "wall_s": round(result.state.wall_s, 2), "params": n_params, "stopped": result.stopped,
         "best_valid": result.state.best_valid,
-        "checkpoint": str(result.average or result.last_checkpoint),
+        "checkpoint": str(Path(result.average or result.last_checkpoint).resolve().relative_to(out.resolve())),
+        "dropped_train_pairs": split.dropped,
     }
     if is_main:
         (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")

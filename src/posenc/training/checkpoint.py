@@ -183,7 +183,7 @@ def atomic_directory(final: Path) -> Iterator[Path]:
         _fsync_path(tmp)
         old = None
         if final.exists():
-            old = final.parent / f".old-{final.name}-{uuid.uuid4().hex[:8]}"
+            old = final.parent / f".old-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
             os.replace(final, old)
         os.replace(tmp, final)
         _fsync_path(final.parent)
@@ -194,22 +194,44 @@ def atomic_directory(final: Path) -> Iterator[Path]:
         raise
 
 
+_TEMP_RE = re.compile(r"^\.(?P<kind>tmp|old)-(?P<name>.+?)(?:-(?P<pid>\d+))?-(?P<uid>[0-9a-f]+)$")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def _abandoned(pid: str | None) -> bool:
+    """A temporary is abandoned if its writer is this process or a dead one (names without a
+    pid come from older versions and count as abandoned)."""
+    return pid is None or int(pid) == os.getpid() or not _pid_alive(int(pid))
+
+
 def remove_stale_temporaries(directory: Path) -> None:
     """Clean up after saves interrupted by a crash: delete ``.tmp-*`` directories; an ``.old-*``
-    copy (a checkpoint being replaced) is moved back if the replacement never arrived."""
+    copy (a checkpoint being replaced) is moved back if the replacement never arrived. Only
+    temporaries of dead writers (or of this process) are touched: a live process's in-progress
+    save, named with its pid, is left alone."""
     if not Path(directory).is_dir():
         return
     for p in sorted(Path(directory).iterdir()):
-        if not p.is_dir():
+        m = _TEMP_RE.match(p.name)
+        if not p.is_dir() or m is None or not _abandoned(m.group("pid")):
             continue
-        if p.name.startswith(".tmp-"):
+        if m.group("kind") == "tmp":
             shutil.rmtree(p, ignore_errors=True)
-        elif p.name.startswith(".old-"):
-            original = p.parent / p.name[len(".old-"):].rsplit("-", 1)[0]
-            if original.exists():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                os.replace(p, original)
+            continue
+        original = p.parent / m.group("name")
+        if original.exists():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            os.replace(p, original)
 
 
 # ----------------------------------------------------------------------------- save

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,8 @@ class RunLogger:
         for key in ("loss", "ppl", "bleu"):
             if row.get(key) is not None:
                 self.writer.add_scalar(f"valid/{key}", row[key], row["step"])
-        log.info("step %d: %s", row["step"], " ".join(f"{k}={_fmt(row.get(k))}" for k in VALID_COLUMNS[1:4]))
+        fields = [f"{k}={_fmt(row[k])}" for k in VALID_COLUMNS[1:4] if row.get(k) is not None]
+        log.info("step %d: %s", row["step"], " ".join(fields))
 
     def close(self) -> None:
         if self.writer is not None:
@@ -99,7 +101,42 @@ class RunLogger:
             self.writer = None
 
 
-def progress_bar(total: int | None, initial: int, enabled: bool) -> tqdm:
-    """tqdm over optimizer steps, shown only on rank 0 when stderr is a terminal."""
-    return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True,
-                disable=not (enabled and sys.stderr.isatty()))
+class LogProgress:
+    """Progress for output that is not a terminal: one log line after the first step of the
+    session, then at most one every ``interval`` seconds, instead of tqdm's
+    carriage-return bar. Same ``update``/``set_postfix``/``close`` interface as tqdm."""
+
+    def __init__(self, total: int | None, initial: int, interval: float = 30.0) -> None:
+        self.total, self.step, self.interval = total, initial, interval
+        self.postfix: dict[str, Any] = {}
+        self._last: float | None = None  # time of the last line; None = none yet
+        self._pending = False
+
+    def update(self, n: int = 1) -> None:
+        if self._pending:  # the previous step's line is still due (no postfix came)
+            self._emit()
+        self.step += n
+        self._pending = self._last is None or time.monotonic() - self._last >= self.interval
+
+    def set_postfix(self, **values: Any) -> None:
+        self.postfix = values
+        if self._pending:
+            self._emit()
+
+    def _emit(self) -> None:
+        of = f"/{self.total}" if self.total else ""
+        extra = "".join(f" {k}={v}" for k, v in self.postfix.items())
+        log.info("step %d%s%s", self.step, of, extra)
+        self._last, self._pending = time.monotonic(), False
+
+    def close(self) -> None:
+        if self._pending:
+            self._emit()
+
+
+def progress_bar(total: int | None, initial: int, enabled: bool) -> tqdm | LogProgress:
+    """tqdm over optimizer steps on rank 0 when stderr is a terminal; otherwise (rank 0) log
+    lines from the first step on (:class:`LogProgress`); nothing on other ranks."""
+    if enabled and not sys.stderr.isatty():
+        return LogProgress(total, initial)
+    return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True, disable=not enabled)

@@ -13,7 +13,7 @@ from posenc.pipeline.train import train_run
 from posenc.tasks.base import Task, run_task
 from posenc.tasks.translation import TranslationTask
 from posenc.training import load_checkpoint
-from tests.pipeline.tiny import run_overrides
+from tests.helpers.tiny import run_overrides
 
 
 def _cfg(out: Path, data: Path) -> RunConfig:

@@ -11,7 +11,7 @@ from posenc.training import Seq2SeqLoss, convergence, load_checkpoint, train
 from posenc.training.loss import LossOutput
 from posenc.training.state import best_steps
 
-from ._tiny import batch_of, batches_fn, random_pairs, tiny_model, train_config
+from tests.helpers.training import batch_of, batches_fn, random_pairs, tiny_model, train_config
 
 TRAIN = batches_fn(random_pairs(40, seed=2), max_tokens=48)
 VALID = [batch_of(random_pairs(4, seed=9))]

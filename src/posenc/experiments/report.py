@@ -12,12 +12,14 @@ from typing import Any
 import torch
 
 from posenc import analysis
+from posenc.analysis import learning_curves as _learning_curves  # noqa: F401 - analysis.learning_curves
 from posenc.analysis.common import Buckets
 from posenc.data import settings as data_settings
 from posenc.data.corpora import Pair
 from posenc.data.text import read_lines
 from posenc.experiments.config import ExperimentConfig
-from posenc.experiments.runner import run_config
+from posenc.experiments.convergence import CONVERGED, UNKNOWN, read_valid
+from posenc.experiments.cells import run_config
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.prepare import load_meta
 from posenc.pipeline.run import LoadedRun, decode_options, load_run
@@ -31,20 +33,62 @@ def mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
+def _status(r: dict[str, Any]) -> str:
+    return r.get("summary", {}).get("status", UNKNOWN)
+
+
+def row_status(runs: list[dict[str, Any]]) -> str:
+    """'converged' when every run of the row converged, else which runs were still improving."""
+    open_runs = [f"{r['setting']}/seed{r['seed']}: {_status(r)}" for r in runs if _status(r) != CONVERGED]
+    if not runs:
+        return "–"
+    return "converged" if not open_runs else "NOT CONVERGED (" + "; ".join(open_runs) + ")"
+
+
 def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: str | None = None) -> str:
-    """Markdown: one row per method, BLEU per setting (mean ± std over seeds), size and time."""
+    """Markdown: one row per method, BLEU per setting (mean ± std over seeds), size, time, steps
+    and convergence status. A BLEU from a run that had not converged carries a ``*``, and the
+    row's status names those runs (a conclusion from them must say so)."""
     split = split or exp.splits[0]
     cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in results:
         cells.setdefault((r["method"], r["setting"]), []).append(r)
     settings = list(exp.settings)
-    head = f"| method | {' | '.join(f'{s} BLEU' for s in settings)} | params | train s (first setting) |"
-    lines = [head, "|" + "---|" * (len(settings) + 3)]
+    head = f"| method | {' | '.join(f'{s} BLEU' for s in settings)} | params | train s (first setting) | steps | status |"
+    lines = [head, "|" + "---|" * (len(settings) + 5)]
     for method in exp.methods:
-        bleu = [mean_std([r["scores"][split]["bleu"] for r in cells.get((method, s), [])]) if cells.get((method, s)) else "–" for s in settings]
+        bleu = []
+        for s in settings:
+            runs = cells.get((method, s), [])
+            star = "*" if any(_status(r) != CONVERGED for r in runs) else ""
+            bleu.append(mean_std([r["scores"][split]["bleu"] for r in runs]) + star if runs else "–")
+        runs = [r for s in settings for r in cells.get((method, s), [])]
         first = cells.get((method, settings[0]), [{}])[0].get("summary", {})
-        lines.append(f"| {method} | {' | '.join(bleu)} | {first.get('params', '–'):,} | {first.get('wall_s', '–')} |")
+        steps = sorted({r.get("summary", {}).get("steps") for r in runs} - {None})
+        steps_s = "–" if not steps else (str(steps[0]) if len(steps) == 1 else f"{steps[0]}–{steps[-1]}")
+        params = first.get("params")
+        lines.append(f"| {method} | {' | '.join(bleu)} | {f'{params:,}' if isinstance(params, int) else '–'} | "
+                     f"{first.get('wall_s', '–')} | {steps_s} | {row_status(runs)} |")
+    if any(_status(r) != CONVERGED for r in results):
+        lines.append("")
+        lines.append("\\* from at least one run that had not converged (last validation perplexity > 1% better "
+                     "than its best before, or too few validations to tell): a longer run may change this number "
+                     "and any comparison drawn from it.")
     return "\n".join(lines)
+
+
+def learning_curves_section(exp: ExperimentConfig, results: list[dict[str, Any]], report: Path) -> list[str]:
+    """Validation perplexity vs steps and vs wall clock for every run of each setting."""
+    md = ["## Learning curves (validation perplexity; SHAPE Fig. 8/9)", ""]
+    for setting in exp.settings:
+        runs = [r for r in results if r["setting"] == setting]
+        names = {f"{r['method']}/seed{r['seed']}": r for r in runs}
+        curves = {n: read_valid(run_config(exp, setting, r["method"], r["seed"]).out_dir) for n, r in names.items()}
+        out = analysis.learning_curves.learning_curves(curves, {n: _status(r) for n, r in names.items()},
+                                                        report / setting / "learning_curves")
+        md += [f"### {setting}", "", f"![learning curves]({(out / 'learning_curves.png').relative_to(report)})", "",
+               (out / "curves.md").read_text(encoding="utf-8"), ""]
+    return md
 
 
 class SettingView:
@@ -172,6 +216,7 @@ def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]
     report.mkdir(parents=True, exist_ok=True)
     md = [f"# {exp.name}", "", exp.description, "", f"## {exp.splits[0].capitalize()} BLEU (sacreBLEU, seeds {exp.seeds})", "",
           results_table(exp, results), ""]
+    md += learning_curves_section(exp, results, report)
     for setting in exp.settings:
         view = SettingView(exp, setting)
         md += [f"## {setting}", ""]

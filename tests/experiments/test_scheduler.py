@@ -40,7 +40,7 @@ def test_jobs_2_equals_jobs_1(capsys: pytest.CaptureFixture[str], tmp_path: Path
     for cell in grid(exp):
         setting, method, seed = cell
         assert any(f" {method} " in line and f"seed {seed} " in line for line in done)
-        assert "posenc" in log_path(exp, cell).read_text()  # the worker's own log
+        assert f"== {setting} / {method} / seed {seed} ->" in log_path(exp, cell).read_text()  # its own log
     assert sorted(p.name for p in (exp.root / "logs").glob("*.log")) == sorted(
         f"vanilla-{m}-seed{s}.log" for m in METHODS for s in SEEDS)
     # the data directory was prepared once, before the fan-out, and shared

@@ -28,6 +28,7 @@ def write_experiment(root: Path, methods: tuple[str, ...] = ("ape",), seeds: tup
         "seeds": list(seeds),
         "analyses": [],
     }
+    root.mkdir(parents=True, exist_ok=True)
     path = root / "tiny.yaml"
     path.write_text(yaml.safe_dump(exp, sort_keys=False), encoding="utf-8")
     return path

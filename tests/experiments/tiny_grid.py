@@ -13,7 +13,8 @@ def write_experiment(root: Path, methods: tuple[str, ...] = ("ape",), seeds: tup
                      decode: dict[str, Any] | None = None) -> Path:
     """``root/tiny.yaml``: toy data, a d_model=32 transformer, 3 steps, no analyses."""
     all_methods = {"ape": {"model.position.name": "ape"},
-                   "shape": {"model.position.name": "shape", "model.position.max_shift": 20}}
+                   "shape": {"model.position.name": "shape", "model.position.max_shift": 20},
+                   "cape": {"model.position.name": "cape", "model.position.mean_normalize": False}}
     exp = {
         "name": "tiny", "out_dir": str(root / "exp"),
         "base": {

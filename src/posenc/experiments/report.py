@@ -122,9 +122,20 @@ class SettingView:
     def lengths(self, texts: list[str]) -> list[int]:
         return [len(self.tok.encode(t)) for t in texts]
 
-    def pairs(self, src: list[str], tgt: list[str]) -> list[tuple[list[int], list[int]]]:
-        bos = self.run(self.exp.baseline_label).prepend_src_bos
-        return [(([self.tok.bos_id] if bos else []) + self.tok.encode(s), self.tok.encode(t)) for s, t in zip(src, tgt)]
+    def source_bos(self, method: str) -> bool:
+        """Whether ``method`` was trained with a source BOS (CAPE): its own source format.
+        (The position config's ``needs_source_bos`` will replace reading it from the model.)"""
+        from posenc.pipeline.train import source_bos
+
+        return source_bos(self.run(method).model)
+
+    def pairs(self, src: list[str], tgt: list[str], method: str) -> list[tuple[list[int], list[int]]]:
+        """(source ids, target ids) in the source format ``method`` was trained with (issue 13 fix 1)."""
+        bos = [self.tok.bos_id] if self.source_bos(method) else []
+        return [(bos + self.tok.encode(s), self.tok.encode(t)) for s, t in zip(src, tgt)]
+
+    def pairs_by_method(self, src: list[str], tgt: list[str], methods: list[str]) -> dict[str, list[tuple[list[int], list[int]]]]:
+        return {m: self.pairs(src, tgt, m) for m in methods}
 
 
 def _length_buckets(view: SettingView) -> Buckets:
@@ -152,8 +163,8 @@ def an_length_diff(v: SettingView, out: Path) -> None:
 
 def an_shift_invariance(v: SettingView, out: Path) -> None:
     n = int(v.exp.analysis_options.get("shift_sentences", 100))
-    sources = [s for s, _ in v.pairs(v.src[:n], v.ref[:n])]
     models = {m: model for m, model in v.models().items() if isinstance(model, Seq2SeqTransformer)}  # not RNN-NMT
+    sources = {m: [s for s, _ in p] for m, p in v.pairs_by_method(v.src[:n], v.ref[:n], list(models)).items()}
     analysis.ANALYSES["shift_invariance"](models, sources, out, pad_id=v.tok.pad_id)
 
 
@@ -169,8 +180,9 @@ def an_tokenwise(v: SettingView, out: Path) -> None:
     base = v.exp.baseline_label
     for m in v.exp.methods:
         if m != base:
-            analysis.ANALYSES["tokenwise"](v.run(m).model, v.run(base).model, v.pairs(v.src, v.ref), counts,
-                                           out / f"tokenwise_{m}", v.tok.bos_id, v.tok.eos_id, v.tok.pad_id, names=(m, base))
+            analysis.ANALYSES["tokenwise"](v.run(m).model, v.run(base).model, v.pairs(v.src, v.ref, m), counts,
+                                           out / f"tokenwise_{m}", v.tok.bos_id, v.tok.eos_id, v.tok.pad_id, names=(m, base),
+                                           baseline_pairs=v.pairs(v.src, v.ref, base))
 
 
 def an_position_nll(v: SettingView, out: Path) -> None:
@@ -181,7 +193,8 @@ def an_position_nll(v: SettingView, out: Path) -> None:
     if not stacked:
         log.warning("position_nll: the test set is too small to stack to %d target tokens", min_tokens)
         return
-    analysis.ANALYSES["position_nll"](v.models(), v.pairs([p.src for p in stacked], [p.tgt for p in stacked]), out,
+    pairs = v.pairs_by_method([p.src for p in stacked], [p.tgt for p in stacked], list(v.exp.methods))
+    analysis.ANALYSES["position_nll"](v.models(), pairs, out,
                                       v.tok.bos_id, v.tok.eos_id, v.tok.pad_id, train_max=v.meta["train"]["max_tgt_len"])
 
 

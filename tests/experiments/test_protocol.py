@@ -51,3 +51,29 @@ def _stacked(view: SettingView) -> tuple[list[str], list[str]]:
     pairs = [Pair(s, t) for s, t in zip(view.src, view.ref)]
     stacked = data_settings.stack(pairs, 10, length_fn=lambda s: len(view.tok.encode(s)))
     return [p.src for p in stacked], [p.tgt for p in stacked]
+
+
+def test_seen_shading_knows_both_training_bounds(tmp_path: Path) -> None:
+    """Fix 3: a bucket below the shortest training sentence is unseen (a Middle/Long split),
+    which an upper bound alone (the old ``train_max``) drew as seen."""
+    from posenc.analysis.common import Buckets
+    from posenc.analysis.length_bleu import seen_buckets
+
+    buckets = Buckets.uniform(10, 40)  # 0-9, 10-19, 20-29, 30-39, 40-
+    middle = [12, 15, 19, 25, 29]  # a Middle split: no sentence shorter than 12
+    assert seen_buckets(buckets, middle, None) == [False, True, True, False, False]
+    assert seen_buckets(buckets, None, max(middle)) == [True, True, True, False, False]  # the old answer
+
+
+def test_report_shades_by_training_lengths(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from posenc.analysis.length_bleu import seen_buckets
+    from posenc.data.text import read_lines
+    from posenc.experiments.report import _length_buckets, an_length_bleu
+
+    path = write_experiment(tmp_path)
+    assert cli(capsys, "experiment", path)[0] == 0
+    view = SettingView(load_config(ExperimentConfig, path), "vanilla")
+    assert view.train_lengths == [len(view.tok.encode(s)) for s in read_lines(view.data_dir / "train.src")]
+    an_length_bleu(view, tmp_path / "lb")
+    rows = [r for r in _rows(tmp_path / "lb" / "length_bleu.csv") if r["model"] == "ape"]
+    assert [r["seen"] == "True" for r in rows] == seen_buckets(_length_buckets(view), view.train_lengths, None)

@@ -119,6 +119,14 @@ class SettingView:
     def models(self) -> dict[str, torch.nn.Module]:
         return {m: self.run(m).model for m in self.exp.methods}
 
+    @property
+    def train_lengths(self) -> list[int]:
+        """Source lengths (subwords) of the training split: both bounds of what was seen (a Middle
+        or Long split has no short sentences), for the "seen" shading (issue 13 fix 3)."""
+        if not hasattr(self, "_train_lengths"):
+            self._train_lengths = self.lengths(read_lines(self.data_dir / "train.src"))
+        return self._train_lengths
+
     def lengths(self, texts: list[str]) -> list[int]:
         return [len(self.tok.encode(t)) for t in texts]
 
@@ -147,7 +155,7 @@ def _length_buckets(view: SettingView) -> Buckets:
 def an_length_bleu(v: SettingView, out: Path) -> None:
     hyps = {m: v.hyps(m) for m in v.exp.methods}
     analysis.ANALYSES["length_bleu"](v.lengths(v.src), v.ref, hyps, out, _length_buckets(v),
-                                     baseline=v.exp.baseline_label, train_max=v.meta["train"]["max_src_len"])
+                                     baseline=v.exp.baseline_label, train_lengths=v.train_lengths)
 
 
 def an_bootstrap(v: SettingView, out: Path) -> None:
@@ -158,7 +166,7 @@ def an_bootstrap(v: SettingView, out: Path) -> None:
 def an_length_diff(v: SettingView, out: Path) -> None:
     hyp_lengths = {m: v.lengths(v.hyps(m)) for m in v.exp.methods}
     analysis.ANALYSES["length_diff"](v.lengths(v.src), v.lengths(v.ref), hyp_lengths, out, _length_buckets(v),
-                                     train_max=v.meta["train"]["max_src_len"])
+                                     train_lengths=v.train_lengths)
 
 
 def an_shift_invariance(v: SettingView, out: Path) -> None:

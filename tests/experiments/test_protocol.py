@@ -77,3 +77,33 @@ def test_report_shades_by_training_lengths(capsys: pytest.CaptureFixture[str], t
     an_length_bleu(view, tmp_path / "lb")
     rows = [r for r in _rows(tmp_path / "lb" / "length_bleu.csv") if r["model"] == "ape"]
     assert [r["seen"] == "True" for r in rows] == seen_buckets(_length_buckets(view), view.train_lengths, None)
+
+
+def test_interpolate_dropped_counts_what_interpolate_drops() -> None:
+    """Fix 5: the report's count equals the sentences :func:`interpolate` leaves out."""
+    from posenc.data.corpora import Pair
+    from posenc.data.settings import interpolate
+    from posenc.experiments.report import interpolate_dropped
+
+    pairs = [Pair(f"s{d}{i}", f"t{d}{i}", f"doc{d}", i) for d, n in enumerate((23, 10, 7, 31)) for i in range(n)]
+    joined = interpolate(pairs, group=10)
+    assert interpolate_dropped(pairs, 10) == len(pairs) - 10 * len(joined) == 3 + 0 + 7 + 1
+
+
+def test_swapped_uses_a_training_subsample_and_protocol_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Fix 4: SHAPE Table 1 runs on training pairs (a fixed-seed subsample), not the test set;
+    fix 6: the report names decoding, checkpoint and BLEU variant."""
+    from posenc.data.text import read_lines
+    from posenc.experiments.report import training_subsample
+
+    path = write_experiment(tmp_path)
+    assert cli(capsys, "experiment", path)[0] == 0
+    view = SettingView(load_config(ExperimentConfig, path), "vanilla")
+    train = list(zip(read_lines(view.data_dir / "train.src"), read_lines(view.data_dir / "train.tgt")))
+    src, tgt = training_subsample(view, 7)
+    assert len(src) == 7 and set(zip(src, tgt)) <= set(train)
+    assert [train.index(p) for p in zip(src, tgt)] == sorted(train.index(p) for p in zip(src, tgt))
+    assert training_subsample(view, 7) == (src, tgt) and training_subsample(view, 10**6)[0] == [s for s, _ in train]
+    text = (view.exp.root / "report" / "README.md").read_text(encoding="utf-8")
+    assert "## Evaluation protocol" in text and "beam search (beam 2, GNMT length penalty α = 0.6)" in text
+    assert "- checkpoint: the last checkpoint" in text and "sacreBLEU on detokenized text (`nrefs:1" in text

@@ -19,7 +19,7 @@ from posenc.data.corpora import Pair
 from posenc.data.text import read_lines
 from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.convergence import CONVERGED, UNKNOWN, read_valid
-from posenc.experiments.cells import run_config
+from posenc.experiments.cells import grid, run_config
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.prepare import load_meta
 from posenc.pipeline.run import LoadedRun, decode_options, load_run
@@ -206,13 +206,25 @@ def an_position_nll(v: SettingView, out: Path) -> None:
                                       v.tok.bos_id, v.tok.eos_id, v.tok.pad_id, train_max=v.meta["train"]["max_tgt_len"])
 
 
+def training_subsample(v: SettingView, n: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    """``n`` training pairs drawn without replacement (fixed seed), in corpus order."""
+    import random
+
+    src, tgt = read_lines(v.data_dir / "train.src"), read_lines(v.data_dir / "train.tgt")
+    keep = sorted(random.Random(seed).sample(range(len(src)), min(n, len(src))))
+    return [src[i] for i in keep], [tgt[i] for i in keep]
+
+
 def an_swapped(v: SettingView, out: Path) -> None:
-    """SHAPE Table 1, on the INTERPOLATE test set (groups of sentences joined by <sep>)."""
+    """SHAPE Table 1 on a random 10k-pair subsample of the INTERPOLATE *training* data (as the
+    paper: the model has seen these groups, so only the order of the sentences is new);
+    ``analysis_options.swapped_pairs`` sets the size (issue 13 fix 4)."""
     from posenc.decoding.translate import translate_lines
 
     sep = " <sep> "
+    src, tgt = training_subsample(v, int(v.exp.analysis_options.get("swapped_pairs", 10_000)))
     groups = [analysis.swapped.make_groups(s.split(sep), t.split(sep), len(s.split(sep)))[0]
-              for s, t in zip(v.src, v.ref) if s.count(sep) == t.count(sep) and sep in s]
+              for s, t in zip(src, tgt) if s.count(sep) == t.count(sep) and sep in s]
     if not groups:
         log.info("swapped: setting %s has no <sep>-joined groups; skipped", v.setting)
         return
@@ -231,16 +243,66 @@ REPORT_ANALYSES: dict[str, Callable[[SettingView, Path], None]] = {
 }
 
 
+def interpolate_dropped(pairs: list[Pair], group: int) -> int:
+    """Sentences INTERPOLATE drops: the shorter run left at the end of each document
+    (:func:`posenc.data.settings.interpolate` keeps only full groups)."""
+    per_doc: dict[str, int] = {}
+    for p in pairs:
+        per_doc[p.doc] = per_doc.get(p.doc, 0) + 1
+    return sum(n % group for n in per_doc.values())
+
+
+def interpolate_note(exp: ExperimentConfig, setting: str) -> str:
+    """One line: how many sentences of each split INTERPOLATE dropped (issue 13 fix 5)."""
+    from posenc.data.corpora import load_corpus
+
+    cfg = run_config(exp, setting, exp.baseline_label, exp.seeds[0])
+    if cfg.data.setting != "interpolate":
+        return ""
+    corpus = load_corpus(cfg.data.corpus, **cfg.data.options)
+    parts = []
+    for split in ("train", "valid", "test"):
+        pairs = getattr(corpus, split)
+        dropped = interpolate_dropped(pairs, cfg.data.group)
+        parts.append(f"{split} {dropped:,} of {len(pairs):,} ({100 * dropped / max(len(pairs), 1):.1f}%)")
+    return (f"INTERPOLATE joins runs of {cfg.data.group} sentences within a document and drops the shorter run "
+            f"left at each document's end: dropped sentences {'; '.join(parts)} (before any max_*_pairs cut).")
+
+
+def evaluation_protocol(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[str]:
+    """The evaluation settings that may differ from a paper's, named (issue 13 fix 6)."""
+    cfg = run_config(exp, *next(iter(grid(exp))))
+    dc, tc = cfg.decode, cfg.train
+    search = "greedy search" if dc.beam == 1 else f"beam search (beam {dc.beam}, GNMT length penalty α = {dc.length_penalty})"
+    best = getattr(tc, "average_best", 0)
+    if best and best > 1:
+        ckpt = f"average of the best {best} checkpoints by validation loss (`train.average_best`)"
+    elif tc.average_last > 1:
+        ckpt = f"average of the last {tc.average_last} checkpoints (`train.average_last`)"
+    else:
+        ckpt = "the last checkpoint"
+    sig = next((r["scores"][s].get("bleu_signature") for r in results for s in r.get("scores", {})), None)
+    return ["## Evaluation protocol", "",
+            f"- decoding: {search} (`decode.beam`, `decode.length_penalty`)",
+            f"- checkpoint: {ckpt}",
+            f"- BLEU: sacreBLEU on detokenized text{f' (`{sig}`)' if sig else ''}; a paper's BLEU on tokenized "
+            "text is a different number: compare absolute scores only when the BLEU variant matches",
+            ""]
+
+
 def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]]) -> Path:
     """``report/README.md`` with the results table and, per setting, every requested analysis."""
     report = exp.root / "report"
     report.mkdir(parents=True, exist_ok=True)
     md = [f"# {exp.name}", "", exp.description, "", f"## {exp.splits[0].capitalize()} BLEU (sacreBLEU, seeds {exp.seeds})", "",
           results_table(exp, results), ""]
+    md += evaluation_protocol(exp, results)
     md += learning_curves_section(exp, results, report)
     for setting in exp.settings:
         view = SettingView(exp, setting)
         md += [f"## {setting}", ""]
+        note = interpolate_note(exp, setting)
+        md += [note, ""] if note else []
         for name in exp.analyses:
             out = report / setting / name
             out.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,9 @@ from posenc.experiments.runner import TASKS, find_experiment, grid, run_config
 from posenc.pipeline.config import RunConfig
 from posenc.training.config import TrainConfig
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+from posenc.experiments.runner import shipped_configs  # noqa: E402
+
+CONFIGS = shipped_configs()  # package data (src/posenc/configs; the repo's configs/ links to it)
 FILES = sorted(p for p in CONFIGS.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
@@ -68,7 +70,26 @@ def _revalidate(cls: type, cfg: Any) -> Any:
 
 def test_the_shipped_configs_are_found() -> None:
     names = {str(p.relative_to(CONFIGS)) for p in FILES}
-    assert {"experiments/toy.yaml", "experiments/quickstart.yaml"} <= names
+    assert {"experiments/toy.yaml", "experiments/quickstart.yaml", "vision/fashion_mnist_small.yaml"} <= names
+    repo = Path(__file__).resolve().parents[1] / "configs"  # the repo path the README shows
+    assert sorted(p.resolve() for p in repo.rglob("*.yaml")) == sorted(p.resolve() for p in FILES)
+
+
+def test_a_built_wheel_ships_every_config(tmp_path: Path) -> None:
+    """`posenc experiment NAME` must work from an installed wheel, not only from a checkout."""
+    import subprocess
+    import sys
+    import zipfile
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                           "-w", str(tmp_path), str(root)], capture_output=True, text=True)
+    if proc.returncode != 0 and "No module named pip" in proc.stderr:
+        pytest.skip("pip is not available in this interpreter")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = tmp_path.glob("posenc-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"posenc/configs/{p.relative_to(CONFIGS).as_posix()}" for p in FILES} <= names
 
 
 def _check_translation(path: Path, exp: ExperimentConfig) -> None:

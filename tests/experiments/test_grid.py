@@ -15,7 +15,7 @@ import yaml
 from posenc.config import load_config
 from posenc.experiments.config import TRANSLATION_ANALYSES, ExperimentConfig
 from posenc.experiments.report import mean_std
-from posenc.experiments.runner import grid, run_config, run_experiment
+from posenc.experiments.runner import find_experiment, grid, run_config, run_experiment
 from tests.pipeline.tiny import assert_one_line_error, cli, read
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ SEEDS = (1, 2)
 
 def tiny_experiment(root: Path) -> Path:
     """configs/experiments/toy.yaml shrunk: 3 steps, 2 methods, 2 seeds, 2 settings, small data."""
-    exp = yaml.safe_load((REPO / "configs" / "experiments" / "toy.yaml").read_text())
+    exp = yaml.safe_load(find_experiment("toy").read_text())
     exp["name"] = "tiny"
     exp["out_dir"] = str(root / "exp")
     base = exp["base"]

@@ -170,16 +170,29 @@ TASKS: dict[str, Callable[[dict[str, Any], list[str]], Path]] = {
 }
 
 
+def shipped_configs() -> Path:
+    """The directory of the shipped configs (package data: ``posenc/configs/<kind>/*.yaml``)."""
+    from importlib.resources import files
+
+    return Path(str(files("posenc").joinpath("configs")))
+
+
 def find_experiment(name_or_path: str) -> Path:
-    """A YAML path, or the name of a shipped config under ``configs/experiments``."""
+    """A YAML path; a ``configs/...`` path as in the README (resolved against the shipped configs
+    when it is not a file here); or the name of a shipped config (``configs/experiments/NAME.yaml``
+    or ``configs/NAME.yaml``, e.g. ``vision/fashion_mnist_small``)."""
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.is_file():
+    shipped = shipped_configs()
+    if path.is_file():
         return path
-    repo_configs = Path(__file__).resolve().parents[3] / "configs"
-    for candidate in (repo_configs / "experiments" / f"{name_or_path}.yaml", repo_configs / f"{name_or_path}.yaml"):
+    if path.parts[:1] == ("configs",) and (shipped.joinpath(*path.parts[1:])).is_file():
+        return shipped.joinpath(*path.parts[1:])
+    if path.suffix in (".yaml", ".yml"):
+        return path  # a user file that does not exist: load_yaml names it
+    for candidate in (shipped / "experiments" / f"{name_or_path}.yaml", shipped / f"{name_or_path}.yaml"):
         if candidate.is_file():
             return candidate
-    known = sorted(p.stem for p in (repo_configs / "experiments").glob("*.yaml"))
+    known = sorted(p.stem for p in (shipped / "experiments").glob("*.yaml"))
     raise ConfigError(f"unknown experiment {name_or_path!r} (shipped: {', '.join(known)}; or give a YAML path)")
 
 

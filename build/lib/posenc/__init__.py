@@ -1,0 +1,2 @@
+"""posenc: position representations for Transformers."""
+__version__ = "0.1.0"

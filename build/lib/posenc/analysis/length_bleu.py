@@ -1,0 +1,88 @@
+"""BLEU by source-length bucket and the gain over a baseline (SHAPE Fig. 3/7, Neishi Fig. 3).
+
+The test set is split by source length (in whatever unit the caller measures: words, or
+subwords as Neishi et al. do), BLEU is computed per bucket and model, and the difference to a
+baseline model (APE) per bucket. Buckets that contain no training sentence of that length are
+marked ``seen = False`` and shaded grey in the plot (the papers' "no training data" areas).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from posenc.analysis import plots
+from posenc.analysis.common import Buckets, check_same_length, corpus_bleu
+from posenc.errors import DataError
+
+DEFAULT_BUCKETS = Buckets.uniform(10, 60)  # 0-9, 10-19, ..., 50-59, 60-
+
+
+def seen_buckets(buckets: Buckets, train_lengths: Sequence[int] | None, train_max: int | None) -> list[bool | None]:
+    """Per bucket: any training data of that length? (``None`` when nothing is known)."""
+    if train_lengths is not None:
+        return list(buckets.covered(train_lengths))
+    if train_max is not None:
+        return [lo <= train_max for lo in buckets.edges]
+    return [None] * len(buckets)
+
+
+def length_bleu(
+    src_lengths: Sequence[int],
+    refs: Sequence[str],
+    hyps: Mapping[str, Sequence[str]],
+    out_dir: str | Path,
+    buckets: Buckets = DEFAULT_BUCKETS,
+    baseline: str | None = None,
+    train_lengths: Sequence[int] | None = None,
+    train_max: int | None = None,
+    tokenize: str = "13a",
+) -> list[dict[str, Any]]:
+    """Per-bucket BLEU per model → ``length_bleu.csv`` and ``length_bleu.png``.
+
+    Args:
+        src_lengths: source length of every test sentence.
+        refs: references, aligned with ``src_lengths``.
+        hyps: model name → hypotheses (aligned); ``baseline`` (default: the first) is APE.
+        train_lengths / train_max: training source lengths (or their maximum), for shading.
+
+    Rows: ``model, bucket, sentences, bleu, gain, seen`` (gain = bleu − baseline's bleu).
+    """
+    if not hyps:
+        raise DataError("length_bleu: no model outputs given")
+    check_same_length("length_bleu: references", refs, len(src_lengths), "source lengths")
+    for name, h in hyps.items():
+        check_same_length(f"length_bleu: outputs of {name}", h, len(src_lengths), "source lengths")
+    base = baseline if baseline is not None else next(iter(hyps))
+    if base not in hyps:
+        raise DataError(f"length_bleu: baseline {base!r} is not among the models ({', '.join(hyps)})")
+    index = buckets.assign(src_lengths)
+    members = [[i for i, b in enumerate(index) if b == k] for k in range(len(buckets))]
+    seen = seen_buckets(buckets, train_lengths, train_max)
+    scores = {
+        name: [corpus_bleu([h[i] for i in m], [refs[i] for i in m], tokenize) for m in members] for name, h in hyps.items()
+    }
+    rows = []
+    for name in hyps:
+        for k, label in enumerate(buckets.labels()):
+            bleu, ref_bleu = scores[name][k], scores[base][k]
+            gain = None if bleu is None or ref_bleu is None else bleu - ref_bleu
+            rows.append({"model": name, "bucket": label, "sentences": len(members[k]), "bleu": bleu, "gain": gain, "seen": seen[k]})
+    plot_length_bleu(rows, buckets.labels(), base, seen, plots.output_dir(out_dir))
+    return rows
+
+
+def plot_length_bleu(rows: list[dict[str, Any]], labels: list[str], base: str, seen: list[bool | None], out: Path) -> None:
+    plots.write_csv(out / "length_bleu.csv", rows)
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    by = {m: [r for r in rows if r["model"] == m] for m in models}
+    fig, (ax1, ax2) = plots.figure(ncols=2)
+    unseen = [k for k, s in enumerate(seen) if s is False]
+    plots.shade(ax1, unseen)
+    colors = plots.model_colors(models)
+    plots.categorical_lines(ax1, labels, {m: [r["bleu"] for r in by[m]] for m in models}, "source length", "BLEU", "BLEU by source length", colors)
+    plots.shade(ax2, unseen)
+    others = {m: [r["gain"] for r in by[m]] for m in models if m != base}
+    plots.bars(ax2, labels, others, "source length", f"BLEU gain over {base}", f"Gain over {base}", colors)
+    plots.save_png(fig, out / "length_bleu.png")

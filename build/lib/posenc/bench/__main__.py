@@ -1,0 +1,96 @@
+"""``python -m posenc.bench``: training tokens/s, peak memory and decode speed per position method.
+
+Every figure is also given as a ratio to APE measured in the same run (interleaved rounds, paired
+median); see ``docs/performance.md`` for the method and the results on the project's machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from typing import Any
+
+import torch
+
+from posenc.bench.core import METHODS, BenchConfig
+from posenc.bench.report import markdown_table, plot, write_json
+from posenc.bench.runner import run
+from posenc.errors import ConfigError, PosencError
+
+QUICK: dict[str, Any] = dict(lengths=[32, 128, 512], reps=2, batch_tokens=512, decode_batch=4, decode_len=16, decode_reps=2)
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m posenc.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="3 lengths (32,128,512), 2 rounds, 512-token batches (a few minutes on 2 CPU cores)")
+    p.add_argument("--out", help="write the records as a JSON list to this file")
+    p.add_argument("--plot", help="write a PNG of cost vs length to this file")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (cuda: bf16 autocast and MFU)")
+    p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated subset of {','.join(METHODS)} (ape is always added)")
+    p.add_argument("--lengths", type=_ints, help="comma-separated source (= target) lengths")
+    p.add_argument("--reps", type=int, help="timed rounds per length")
+    p.add_argument("--warmup", type=int, help="untimed rounds per length")
+    p.add_argument("--batch-tokens", type=int, help="tokens per side per batch")
+    p.add_argument("--preset", help="model preset (default transformer-small)")
+    p.add_argument("--vocab", type=int, help="vocabulary size (default 8000)")
+    p.add_argument("--decode-batch", type=int, help="sentences per decoding batch")
+    p.add_argument("--decode-len", type=int, help="source (= output) length for decoding")
+    p.add_argument("--decode-reps", type=int, help="timed decoding rounds")
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    p.add_argument("--no-decode", action="store_true", help="skip the decoding benchmark")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1: on a shared 2-core machine, "
+                   "2 threads ran 3-6x slower under contention; 0 = torch default)")
+    return p.parse_args(argv)
+
+
+def build_config(args: argparse.Namespace) -> BenchConfig:
+    """Defaults ← --quick ← explicit flags."""
+    values: dict[str, Any] = dict(QUICK) if args.quick else {}
+    flags = dict(lengths=args.lengths, reps=args.reps, warmup=args.warmup, batch_tokens=args.batch_tokens, preset=args.preset,
+                 vocab=args.vocab, decode_batch=args.decode_batch, decode_len=args.decode_len, decode_reps=args.decode_reps)
+    values.update({k: v for k, v in flags.items() if v is not None})
+    values["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
+    values["device"] = args.device
+    values["memory"] = not args.no_memory
+    values["threads"] = args.threads
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"--device {args.device}: CUDA is not available on this machine")
+    if not (args.device == "cpu" or args.device.startswith("cuda")):
+        raise ConfigError(f"--device must be cpu or cuda[:N], got {args.device!r}")
+    return BenchConfig(**values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        cfg = build_config(args)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+        dev = torch.cuda.get_device_name() if cfg.device.startswith("cuda") else platform.processor() or platform.machine()
+        log(f"posenc.bench: torch {torch.__version__}, {dev}, {torch.get_num_threads()} threads, config {json.dumps(cfg.__dict__)}")
+        records = run(cfg, decode=not args.no_decode, log=log)
+    except PosencError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.out:
+        write_json(records, args.out)
+    if args.plot:
+        plot(records, args.plot)
+    print(markdown_table(records, "train"))
+    for kind in dict.fromkeys(r["kind"] for r in records if r["kind"] != "train"):
+        print(f"\n{kind}:\n" + markdown_table(records, kind))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

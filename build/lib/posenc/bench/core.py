@@ -1,0 +1,138 @@
+"""Training and decoding throughput of the position methods, interleaved and paired with APE.
+
+Shape legend: B batch, S source length, T target length, V vocabulary.
+
+Every timed figure is taken in rounds: one round runs one step of every method, in a rotated
+order, so that slow drifts of the machine (other processes, clocks) hit all methods alike. The
+ratio to APE is the median over rounds of the paired ratio ``time(ape) / time(method)``, so
+APE's own ratio is exactly 1.0.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch import Tensor, nn
+
+from posenc.errors import ConfigError
+from posenc.models.config import ModelConfig
+from posenc.models.seq2seq import Seq2SeqTransformer
+
+#: Benchmark method names → position config names (``gru`` is the RNN-Transformer, ``shaw`` RPE).
+METHODS: dict[str, str] = {"ape": "ape", "shape": "shape", "cape": "cape", "gru": "rnn", "shaw": "rpe"}
+#: Accepted aliases in ``BenchConfig.methods`` (the position config's names).
+ALIASES: dict[str, str] = {"rnn": "gru", "rpe": "shaw"}
+BOS, EOS = 2, 3
+
+
+@dataclass
+class BenchConfig:
+    methods: list[str] = field(default_factory=lambda: list(METHODS))
+    lengths: list[int] = field(default_factory=lambda: [32, 128, 512, 1024, 2048])
+    reps: int = 5
+    warmup: int = 1
+    batch_tokens: int = 2048  # per side; the batch is max(1, batch_tokens // L) sentences of length L
+    preset: str = "transformer-small"
+    vocab: int = 8000
+    model: dict[str, Any] = field(default_factory=dict)  # extra ModelConfig overrides
+    device: str = "cpu"
+    decode_batch: int = 16
+    decode_len: int = 32
+    decode_reps: int = 3
+    beam: int = 4
+    memory: bool = True
+    seed: int = 0
+    threads: int = 0  # torch.set_num_threads in every process of the run (0: leave torch's default)
+
+    def __post_init__(self) -> None:
+        self.methods = list(dict.fromkeys(ALIASES.get(m, m) for m in self.methods))
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown or not self.methods:
+            raise ConfigError(f"bench: unknown methods {unknown} (known: {', '.join(METHODS)})")
+        if "ape" not in self.methods:
+            self.methods = ["ape", *self.methods]  # every ratio is to APE measured in the same run
+        if not self.lengths or min(self.lengths) < 2:
+            raise ConfigError(f"bench: lengths must be >= 2, got {self.lengths}")
+        if self.reps < 1 or self.warmup < 0 or self.batch_tokens < 1:
+            raise ConfigError("bench: reps >= 1, warmup >= 0 and batch_tokens >= 1 are required")
+
+
+def build_model(method: str, cfg: BenchConfig) -> Seq2SeqTransformer:
+    """The benchmark model for a method; dropout as in the preset (training cost includes it)."""
+    torch.manual_seed(cfg.seed)
+    mcfg = ModelConfig.from_preset(cfg.preset, vocab_size=cfg.vocab, position={"name": METHODS[method]}, **cfg.model)
+    return Seq2SeqTransformer(mcfg).to(cfg.device)
+
+
+def batch_size(length: int, batch_tokens: int) -> int:
+    return max(1, batch_tokens // length)
+
+
+def synthetic_batch(batch: int, length: int, vocab: int, device: str, seed: int = 0) -> dict[str, Tensor]:
+    """Random tokens in [4, V) without padding: src/tgt_in/tgt_out ``(B, L)``, masks all True."""
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, vocab, (batch, length), generator=gen)
+    tgt = torch.randint(4, vocab, (batch, length + 1), generator=gen)
+    tgt[:, 0] = BOS
+    mask = torch.ones(batch, length, dtype=torch.bool)
+    out = {"src": src, "src_mask": mask, "tgt_in": tgt[:, :-1], "tgt_mask": mask, "tgt_out": tgt[:, 1:]}
+    return {k: v.to(device) for k, v in out.items()}
+
+
+def autocast(device: str) -> Any:
+    """bf16 autocast on CUDA, nothing on CPU."""
+    return torch.autocast("cuda", dtype=torch.bfloat16) if device.startswith("cuda") else nullcontext()
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+class TrainStep:
+    """One Adam step (forward, cross-entropy, backward, update) of a model on a fixed batch."""
+
+    def __init__(self, model: Seq2SeqTransformer, batch: dict[str, Tensor], device: str) -> None:
+        self.model, self.batch, self.device = model.train(), batch, device
+        self.opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        self.tokens = int(batch["src_mask"].sum() + batch["tgt_mask"].sum())
+
+    def forward_backward(self) -> None:
+        b = self.batch
+        with autocast(self.device):
+            logits = self.model(b["src"], b["src_mask"], b["tgt_in"], b["tgt_mask"])
+            loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), b["tgt_out"].flatten())
+        loss.backward()
+
+    def __call__(self) -> float:
+        """Run one step; returns its wall-clock seconds."""
+        sync(self.device)
+        start = time.perf_counter()
+        self.forward_backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        sync(self.device)
+        return time.perf_counter() - start
+
+
+def interleaved(runs: dict[str, Callable[[], float]], reps: int, warmup: int) -> dict[str, list[float]]:
+    """Seconds per call of each runner: ``warmup`` untimed rounds, then ``reps`` rotated rounds."""
+    names = list(runs)
+    for _ in range(warmup):
+        for name in names:
+            runs[name]()
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for rep in range(reps):
+        for name in names[rep % len(names):] + names[: rep % len(names)]:
+            times[name].append(runs[name]())
+    return times
+
+
+def paired_ratio(times: dict[str, list[float]], name: str, ref: str = "ape") -> float:
+    """Median over rounds of ``time(ref) / time(name)`` (throughput relative to ``ref``)."""
+    return statistics.median(r / t for r, t in zip(times[ref], times[name]))

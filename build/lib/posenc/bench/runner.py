@@ -1,0 +1,166 @@
+"""Run the training and decoding benchmarks and return flat records (one per method × length).
+
+A training record: ``{"kind": "train", "method", "length", "batch", "tokens_per_s", "ratio_to_ape",
+"peak_mem_mb", "seconds_per_step", "reps"}`` (+ ``"mfu"`` on CUDA). A decoding record (``kind`` is
+``greedy`` or ``beam<K>``) has ``length`` = source length, ``tokens_per_s`` = generated tokens/s,
+``sentences_per_s`` and ``peak_mem_mb = None``. Tokens are source + target tokens of the batch.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from posenc.bench import flops
+from posenc.bench.core import (
+    BOS,
+    EOS,
+    BenchConfig,
+    TrainStep,
+    batch_size,
+    build_model,
+    interleaved,
+    paired_ratio,
+    sync,
+    synthetic_batch,
+)
+from posenc.bench.memory import measure_in_subprocess, step_peak_mb
+
+Log = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def train_records(cfg: BenchConfig, length: int, log: Log = _quiet) -> list[dict[str, Any]]:
+    """Interleaved training steps of every method at one length → one record per method."""
+    b = batch_size(length, cfg.batch_tokens)
+    batch = synthetic_batch(b, length, cfg.vocab, cfg.device, cfg.seed)
+    steps = {m: TrainStep(build_model(m, cfg), batch, cfg.device) for m in cfg.methods}
+    times = interleaved(steps, cfg.reps, cfg.warmup)
+    peak = flops.peak_bf16_flops(torch.cuda.get_device_name()) if cfg.device.startswith("cuda") else None
+    records = []
+    for m in cfg.methods:
+        sec = statistics.median(times[m])
+        rec: dict[str, Any] = {
+            "kind": "train", "method": m, "length": length, "batch": b,
+            "tokens_per_s": steps[m].tokens / sec, "ratio_to_ape": paired_ratio(times, m),
+            "peak_mem_mb": None, "seconds_per_step": sec, "reps": cfg.reps,
+        }
+        if cfg.device.startswith("cuda"):
+            rec["mfu"] = flops.mfu(flops.train_flops(steps[m].model, b, length, length), sec, peak)
+        records.append(rec)
+        log(f"train {m:6s} L={length:5d} B={b:4d} {rec['tokens_per_s']:10.0f} tok/s  ×APE {rec['ratio_to_ape']:.3f}")
+    del steps
+    return records
+
+
+def add_memory(records: list[dict[str, Any]], cfg: BenchConfig, log: Log = _quiet) -> None:
+    """Fill ``peak_mem_mb`` of the training records (subprocess per config on CPU)."""
+    for rec in records:
+        if rec["kind"] != "train":
+            continue
+        if cfg.device.startswith("cuda"):
+            rec["peak_mem_mb"] = step_peak_mb(rec["method"], rec["length"], cfg)
+        else:
+            rec["peak_mem_mb"] = measure_in_subprocess(rec["method"], rec["length"], cfg)
+        log(f"memory {rec['method']:6s} L={rec['length']:5d} {rec['peak_mem_mb']} MB")
+
+
+class _NoEos:
+    """Model view whose step never proposes EOS, so every method decodes the same number of steps
+    (until the length limit forces EOS) — random-init models would otherwise stop at random."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        return self.model.encode(src, src_mask)
+
+    def init_state(self, memory: Tensor, memory_mask: Tensor) -> Any:
+        return self.model.init_state(memory, memory_mask)
+
+    def step(self, tokens: Tensor, state: Any) -> Tensor:
+        logits = self.model.step(tokens, state)
+        logits[:, EOS] = -1e4  # finite: the search's forced EOS at the length limit still works
+        return logits
+
+
+def greedy_loop(model: Any, src: Tensor, src_mask: Tensor, max_len: int) -> Tensor:
+    """Minimal greedy decoding over ``model.step`` for ``max_len`` steps → tokens ``(B, max_len)``."""
+    state = model.init_state(model.encode(src, src_mask), src_mask)
+    tokens = torch.full((src.shape[0],), BOS, dtype=torch.long, device=src.device)
+    out = []
+    for _ in range(max_len):
+        tokens = model.step(tokens, state).argmax(-1)
+        out.append(tokens)
+    return torch.stack(out, 1)
+
+
+def _decoder(kind: str, model: Any, src: Tensor, mask: Tensor, beam: int, device: str) -> Callable[[], float]:
+    """A timed decode of the whole batch (output length = source length) for ``kind``."""
+    try:
+        from posenc.decoding import beam_search, greedy_search
+    except ImportError:  # decoding package not available: a plain greedy loop (no beam)
+        beam_search = greedy_search = None  # type: ignore[assignment]
+
+    def run() -> float:
+        sync(device)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            if kind == "greedy" and greedy_search is not None:
+                greedy_search(model, src, mask, BOS, EOS, max_len_a=1.0, max_len_b=0)
+            elif kind == "greedy":
+                greedy_loop(model, src, mask, src.shape[1])
+            else:
+                beam_search(model, src, mask, BOS, EOS, beam=beam, max_len_a=1.0, max_len_b=0)
+        sync(device)
+        return time.perf_counter() - start
+
+    return run
+
+
+def decode_records(cfg: BenchConfig, log: Log = _quiet) -> list[dict[str, Any]]:
+    """Greedy and beam-K sentences/s of every method on one random source batch, interleaved."""
+    batch = synthetic_batch(cfg.decode_batch, cfg.decode_len, cfg.vocab, cfg.device, cfg.seed + 1)
+    src, mask = batch["src"], batch["src_mask"]
+    models = {m: _NoEos(build_model(m, cfg).eval()) for m in cfg.methods}
+    try:
+        import posenc.decoding  # noqa: F401
+
+        kinds = ["greedy", f"beam{cfg.beam}"]
+    except ImportError:
+        kinds = ["greedy"]
+    records = []
+    for kind in kinds:
+        runs = {m: _decoder(kind, models[m], src, mask, cfg.beam, cfg.device) for m in cfg.methods}
+        times = interleaved(runs, cfg.decode_reps, 1)
+        for m in cfg.methods:
+            sec = statistics.median(times[m])
+            rec = {
+                "kind": kind, "method": m, "length": cfg.decode_len, "batch": cfg.decode_batch,
+                "tokens_per_s": cfg.decode_batch * cfg.decode_len / sec,
+                "sentences_per_s": cfg.decode_batch / sec, "ratio_to_ape": paired_ratio(times, m),
+                "peak_mem_mb": None, "reps": cfg.decode_reps,
+            }
+            records.append(rec)
+            log(f"{kind:7s} {m:6s} {rec['sentences_per_s']:8.2f} sent/s  ×APE {rec['ratio_to_ape']:.3f}")
+    return records
+
+
+def run(cfg: BenchConfig, decode: bool = True, log: Log = _quiet) -> list[dict[str, Any]]:
+    """Every training length, then memory (if enabled), then decoding (if asked)."""
+    torch.manual_seed(cfg.seed)
+    records: list[dict[str, Any]] = []
+    for length in cfg.lengths:
+        records += train_records(cfg, length, log)
+    if cfg.memory:
+        add_memory(records, cfg, log)
+    if decode:
+        records += decode_records(cfg, log)
+    return records

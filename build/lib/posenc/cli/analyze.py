@@ -1,0 +1,44 @@
+"""``posenc analyze NAME --experiment CONFIG [--setting S]``: one analysis on an experiment's runs.
+
+The analyses (SHAPE Table 1, Fig. 2-4; Neishi Fig. 3-7, Table 4; CAPE Fig. 8) write CSV + PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from posenc.analysis import DESCRIPTIONS
+from posenc.config import load_config
+from posenc.errors import ConfigError
+from posenc.experiments.config import ExperimentConfig
+from posenc.experiments.report import REPORT_ANALYSES, SettingView
+from posenc.experiments.runner import find_experiment
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    names = ", ".join(f"{k} ({DESCRIPTIONS[k]})" for k in REPORT_ANALYSES)
+    parser.add_argument("name", help=f"analysis: {names}")
+    parser.add_argument("--experiment", "-e", required=True, help="experiment name or YAML (its runs must be trained)")
+    parser.add_argument("--setting", help="setting label (default: every setting)")
+    parser.add_argument("--out", help="output directory (default: the experiment's report/SETTING/NAME)")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+
+
+def run(args: argparse.Namespace) -> int:
+    name = args.name.replace("-", "_")
+    if name not in REPORT_ANALYSES:
+        raise ConfigError(f"unknown analysis {args.name!r} (known: {', '.join(REPORT_ANALYSES)})")
+    exp = load_config(ExperimentConfig, find_experiment(args.experiment), args.overrides)
+    settings = [args.setting] if args.setting else list(exp.settings)
+    for setting in settings:
+        if setting not in exp.settings:
+            raise ConfigError(f"unknown setting {setting!r} (known: {', '.join(exp.settings)})")
+        out = Path(args.out) / setting if args.out else exp.root / "report" / setting / name
+        out.mkdir(parents=True, exist_ok=True)
+        with torch.inference_mode():
+            REPORT_ANALYSES[name](SettingView(exp, setting), out)
+        print(f"{name} ({setting}) -> {out}")
+    return 0

@@ -1,0 +1,59 @@
+"""The ``posenc`` console script: thin subcommands over library functions.
+
+Every subcommand takes ``--config FILE`` (YAML) where relevant plus dotted overrides
+(``model.position.name=shape model.position.max_shift=500``). User errors print one line,
+``error: ...``, and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from posenc.errors import PosencError
+
+#: name → module path; each module defines ``add_arguments(parser)`` and ``run(args) -> int``.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "prepare": ("posenc.cli.prepare", "build a prepared data directory (corpus, setting, SentencePiece)"),
+    "train": ("posenc.cli.train", "train a translation model (single process or under torchrun)"),
+    "translate": ("posenc.cli.translate", "translate a file with a trained run (beam search, streaming)"),
+    "evaluate": ("posenc.cli.evaluate", "detokenized sacreBLEU and chrF of a hypothesis file"),
+    "average": ("posenc.cli.average", "average the last N checkpoints of a run"),
+    "experiment": ("posenc.cli.experiment", "run a grid of methods x settings x seeds and write a report"),
+    "analyze": ("posenc.cli.analyze", "run one of the papers' analyses on trained runs"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
+    parser = argparse.ArgumentParser(prog="posenc", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        mod = importlib.import_module(module)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
+    run: Callable[[argparse.Namespace], int] = args._run
+    try:
+        return int(run(args) or 0)
+    except PosencError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+"""``posenc train --config FILE [KEY=VALUE ...]``: prepare (if needed) and train; torchrun-ready."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from posenc.cli.common import add_config_arguments, run_config
+from posenc.pipeline.train import train_run
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser)
+    parser.add_argument("--no-resume", action="store_true", help="start afresh even if checkpoints exist")
+
+
+def run(args: argparse.Namespace) -> int:
+    summary = train_run(run_config(args), resume=not args.no_resume)
+    print(json.dumps(summary, indent=2))
+    return 0

@@ -1,0 +1,200 @@
+"""Joint SentencePiece vocabulary: cached training and a small :class:`Tokenizer` wrapper.
+
+Every model has the fixed special ids ``pad=0, unk=1, bos=2, eos=3`` and the user-defined
+symbol ``<sep>`` (id 4), which the INTERPOLATE setting uses to join sentences.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import sentencepiece as spm
+
+from posenc.errors import ConfigError, DataError
+
+__all__ = ["PAD_ID", "UNK_ID", "BOS_ID", "EOS_ID", "SEP", "Tokenizer", "spm_cache_key", "train_spm"]
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+SEP = "<sep>"
+MODEL_TYPES = ("unigram", "bpe")
+_CACHE_VERSION = 1  # bump when the trainer options below change
+
+
+def _trainer_options(vocab_size: int, model_type: str, character_coverage: float) -> dict[str, Any]:
+    """SentencePiece trainer options (everything except the input and model prefix)."""
+    return {
+        "vocab_size": vocab_size,
+        "model_type": model_type,
+        "character_coverage": character_coverage,
+        "pad_id": PAD_ID,
+        "unk_id": UNK_ID,
+        "bos_id": BOS_ID,
+        "eos_id": EOS_ID,
+        "pad_piece": "<pad>",
+        "unk_piece": "<unk>",
+        "bos_piece": "<s>",
+        "eos_piece": "</s>",
+        "user_defined_symbols": [SEP],
+        "minloglevel": 2,
+    }
+
+
+def spm_cache_key(texts: Sequence[str], vocab_size: int, model_type: str,
+                  character_coverage: float) -> str:
+    """sha256 hex digest of the training texts (in order) and the training parameters."""
+    h = hashlib.sha256()
+    params = {"v": _CACHE_VERSION, "vocab_size": vocab_size, "model_type": model_type,
+              "character_coverage": character_coverage}
+    h.update(json.dumps(params, sort_keys=True).encode())
+    for text in texts:
+        h.update(b"\n")
+        h.update(text.encode("utf-8", errors="surrogatepass"))
+    return h.hexdigest()
+
+
+def _check_train_args(texts: Sequence[str], vocab_size: int, model_type: str,
+                      character_coverage: float) -> None:
+    if model_type not in MODEL_TYPES:
+        raise ConfigError(f"unknown SentencePiece model_type {model_type!r}; use one of {list(MODEL_TYPES)}")
+    if not isinstance(vocab_size, int) or vocab_size < 8:
+        raise ConfigError(f"vocab_size must be an integer >= 8, got {vocab_size!r}")
+    if not 0.0 < character_coverage <= 1.0:
+        raise ConfigError(f"character_coverage must be in (0, 1], got {character_coverage}")
+    if not any(t.strip() for t in texts):
+        raise DataError("cannot train SentencePiece: no non-empty training text")
+
+
+def _run_trainer(texts: Sequence[str], prefix: Path, options: dict[str, Any]) -> None:
+    """Train once with a hard vocabulary limit; retry with a soft one if the data is too small."""
+    try:
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_prefix=str(prefix),
+                                       hard_vocab_limit=True, **options)
+    except RuntimeError as e:
+        if "Vocabulary size too high" not in str(e):
+            reason = str(e).splitlines()[0].split("] ", 1)[-1]
+            raise ConfigError(f"SentencePiece training failed: {reason}") from None
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_prefix=str(prefix),
+                                       hard_vocab_limit=False, **options)
+
+
+def train_spm(
+    texts: Iterable[str],
+    model_prefix_dir: str | os.PathLike[str],
+    vocab_size: int,
+    model_type: str = "unigram",
+    character_coverage: float = 1.0,
+) -> Path:
+    """Train a joint SentencePiece model on ``texts`` once and return the ``.model`` path.
+
+    The file is ``<model_prefix_dir>/spm_<model_type>_<vocab_size>_<key16>.model`` where the
+    key is :func:`spm_cache_key`; if it exists it is reused without training. Training writes
+    to a temporary directory and renames into place, so a crash never leaves a broken cache
+    entry. If ``vocab_size`` is too large for the data, the vocabulary is smaller
+    (``hard_vocab_limit=False``); check ``Tokenizer.vocab_size``.
+    """
+    texts = list(texts)
+    _check_train_args(texts, vocab_size, model_type, character_coverage)
+    key = spm_cache_key(texts, vocab_size, model_type, character_coverage)
+    directory = Path(model_prefix_dir)
+    stem = f"spm_{model_type}_{vocab_size}_{key[:16]}"
+    model_path = directory / f"{stem}.model"
+    if model_path.is_file():
+        return model_path
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp_dir = Path(tempfile.mkdtemp(dir=directory, prefix=f".{stem}."))
+    try:
+        _run_trainer(texts, tmp_dir / stem, _trainer_options(vocab_size, model_type, character_coverage))
+        os.replace(tmp_dir / f"{stem}.vocab", directory / f"{stem}.vocab")
+        os.replace(tmp_dir / f"{stem}.model", model_path)
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    return model_path
+
+
+class Tokenizer:
+    """A SentencePiece model with the fixed special ids (pad 0, unk 1, bos 2, eos 3, <sep>)."""
+
+    def __init__(self, model_path: str | os.PathLike[str]) -> None:
+        self.path = Path(model_path)
+        try:
+            proto = self.path.read_bytes()
+        except OSError as e:
+            raise DataError(f"{self.path}: cannot read SentencePiece model ({e.strerror})") from None
+        self._load(proto)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> Tokenizer:
+        """Load a ``.model`` file written by :func:`train_spm`."""
+        return cls(path)
+
+    def _load(self, proto: bytes) -> None:
+        sp = spm.SentencePieceProcessor()
+        try:
+            sp.LoadFromSerializedProto(proto)
+        except (RuntimeError, OSError):
+            raise DataError(f"{self.path}: not a SentencePiece model") from None
+        expected = {"pad": (sp.pad_id(), PAD_ID), "unk": (sp.unk_id(), UNK_ID),
+                    "bos": (sp.bos_id(), BOS_ID), "eos": (sp.eos_id(), EOS_ID)}
+        for name, (got, want) in expected.items():
+            if got != want:
+                raise DataError(f"{self.path}: {name} id is {got}, expected {want}")
+        sep = sp.piece_to_id(SEP)
+        if sep == sp.unk_id():
+            raise DataError(f"{self.path}: vocabulary has no {SEP} symbol")
+        self._sp, self._proto, self.sep_id = sp, proto, sep
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": str(self.path), "proto": self._proto}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path = Path(state["path"])
+        self._load(state["proto"])
+
+    pad_id, unk_id, bos_id, eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of pieces, special ones included (ids are 0..vocab_size-1)."""
+        return self._sp.get_piece_size()
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    @property
+    def pieces(self) -> list[str]:
+        """All vocabulary pieces, indexed by id."""
+        return [self._sp.id_to_piece(i) for i in range(self.vocab_size)]
+
+    def encode(self, text: str) -> list[int]:
+        """Text -> piece ids, without BOS/EOS (those are added by batching)."""
+        return self._sp.encode(text, out_type=int)
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """Encode many texts at once (multithreaded inside SentencePiece)."""
+        return self._sp.encode(list(texts), out_type=int)
+
+    def tokenize(self, text: str) -> list[str]:
+        """Text -> pieces (strings), e.g. for length counting or inspection."""
+        return self._sp.encode(text, out_type=str)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Piece ids -> text; pad/bos/eos ids are ignored, ``<sep>`` is kept as text."""
+        n = self.vocab_size
+        kept = []
+        for i in ids:
+            i = int(i)
+            if not 0 <= i < n:
+                raise ValueError(f"token id {i} out of range 0..{n - 1}")
+            if i not in (PAD_ID, BOS_ID, EOS_ID):
+                kept.append(i)
+        return self._sp.decode(kept)
+
+    def __repr__(self) -> str:
+        return f"Tokenizer({str(self.path)!r}, vocab_size={self.vocab_size})"

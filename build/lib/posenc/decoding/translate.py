@@ -1,0 +1,223 @@
+"""Streaming translation of text lines and files with bounded memory.
+
+Shape legend: B sentences in a batch, S longest source in the batch.
+
+The input is consumed lazily, ``chunk_lines`` lines at a time. Each chunk is sorted by source
+length and cut into batches of at most ``batch_tokens`` padded source tokens (``B * S``; beam
+search multiplies the decoder rows by the beam size), decoded, put back into input order and
+yielded, so memory does not grow with the input size and outputs appear chunk by chunk.
+
+Source format (must match how the model was trained, ``data.batching.collate``): the
+tokenizer's ids as they are, optionally preceded by BOS (``prepend_src_bos``); no EOS. A line
+whose source is empty (no tokens, no BOS) is not decoded and gives an empty output line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import tempfile
+import warnings
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor, nn
+
+from posenc.decoding.search import beam_search, greedy_search
+from posenc.errors import ConfigError, DataError
+
+__all__ = ["Tokenizer", "read_lines_lazily", "translate_file", "translate_lines"]
+
+
+class Tokenizer(Protocol):
+    pad_id: int
+    bos_id: int
+    eos_id: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
+def _source_ids(
+    tokenizer: Tokenizer, line: str, number: int, max_source_len: int, too_long: str, prepend_bos: bool
+) -> list[int]:
+    """Token ids of one source line (optionally BOS first), at most ``max_source_len``."""
+    ids = tokenizer.encode(line)
+    specials = 1 if prepend_bos else 0
+    if len(ids) + specials > max_source_len:
+        msg = f"input line {number}: {len(ids) + specials} source tokens exceed max_source_len={max_source_len}"
+        if too_long == "error":
+            raise DataError(msg)
+        warnings.warn(f"{msg}; truncated", stacklevel=3)
+        ids = ids[: max_source_len - specials]
+    return [tokenizer.bos_id, *ids] if prepend_bos else ids
+
+
+def _length_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
+    """Group indices, longest first, so each batch has ``len(batch) * max_len <= batch_tokens``.
+
+    A single sentence longer than ``batch_tokens`` forms a batch of its own.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= batch_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+def _pad(seqs: list[list[int]], pad_id: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """Right-pad token lists into ``src`` ``(B, S)`` long and ``mask`` ``(B, S)`` bool."""
+    width = max(len(s) for s in seqs)
+    src = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        src[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+    lengths = torch.tensor([len(s) for s in seqs])
+    mask = torch.arange(width)[None, :] < lengths[:, None]
+    return src.to(device), mask.to(device)
+
+
+def _decode_batch(
+    model: nn.Module, tokenizer: Tokenizer, seqs: list[list[int]], device: torch.device, opts: dict[str, Any]
+) -> list[str]:
+    """Translate one batch of source id lists; returns the best hypotheses as text."""
+    src, mask = _pad(seqs, tokenizer.pad_id, device)
+    common = dict(bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, max_len_a=opts["max_len_a"], max_len_b=opts["max_len_b"])
+    if opts["beam"] == 1:  # identical to beam search with K = 1, without the bookkeeping
+        outputs = greedy_search(model, src, mask, **common)
+    else:
+        hyps = beam_search(model, src, mask, beam=opts["beam"], length_penalty=opts["length_penalty"], **common)
+        outputs = [h[0].tokens if h else [] for h in hyps]
+    # A line break inside a hypothesis would break the line alignment of the output.
+    return [tokenizer.decode(ids).replace("\r", " ").replace("\n", " ") for ids in outputs]
+
+
+def _translate_chunk(
+    model: nn.Module, tokenizer: Tokenizer, seqs: list[list[int]], batch_tokens: int, device: torch.device, opts: dict[str, Any]
+) -> list[str]:
+    """Translate source id lists in length-sorted batches; outputs in the order of ``seqs``."""
+    outputs: list[str] = [""] * len(seqs)  # empty sources stay empty
+    nonempty = [i for i, s in enumerate(seqs) if s]
+    for sub in _length_batches([len(seqs[i]) for i in nonempty], batch_tokens):
+        batch = [nonempty[j] for j in sub]
+        for i, text in zip(batch, _decode_batch(model, tokenizer, [seqs[i] for i in batch], device, opts)):
+            outputs[i] = text
+    return outputs
+
+
+def _check_options(beam: int, batch_tokens: int, chunk_lines: int, max_source_len: int, too_long: str) -> None:
+    if beam < 1 or batch_tokens < 1 or chunk_lines < 1:
+        raise ConfigError(f"beam, batch_tokens and chunk_lines must be >= 1, got {beam}, {batch_tokens}, {chunk_lines}")
+    if max_source_len < 2:
+        raise ConfigError(f"max_source_len must be >= 2, got {max_source_len}")  # room for BOS + 1
+    if too_long not in ("error", "truncate"):
+        raise ConfigError(f"too_long must be 'error' or 'truncate', got {too_long!r}")
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    for tensor in list(model.parameters()) + list(model.buffers()):
+        return tensor.device
+    return torch.device("cpu")
+
+
+def translate_lines(
+    model: nn.Module,
+    tokenizer: Tokenizer,
+    lines: Iterable[str],
+    *,
+    beam: int = 4,
+    batch_tokens: int = 4096,
+    device: torch.device | str | None = None,
+    chunk_lines: int = 2000,
+    max_source_len: int = 1024,
+    too_long: str = "error",
+    length_penalty: float = 0.6,
+    max_len_a: float = 1.2,
+    max_len_b: float = 10,
+    prepend_src_bos: bool = False,
+) -> Iterator[str]:
+    """Translate ``lines`` lazily; yields one output line per input line, in input order.
+
+    Args:
+        model: a model with the ``encode/init_state/step`` protocol, already on ``device``
+            (default: the device of its parameters); it is put in eval mode while iterating.
+        beam: beam size (1 = greedy search).
+        batch_tokens: bound on padded source tokens per batch.
+        chunk_lines: lines read, sorted and decoded together.
+        max_source_len: longest allowed source in tokens (counting the BOS if prepended).
+        too_long: ``"error"`` → :class:`DataError` naming the 1-based line number;
+            ``"truncate"`` → keep the first tokens and emit a :class:`UserWarning`.
+    """
+    _check_options(beam, batch_tokens, chunk_lines, max_source_len, too_long)
+    device = torch.device(device) if device is not None else _model_device(model)
+    opts = dict(beam=beam, length_penalty=length_penalty, max_len_a=max_len_a, max_len_b=max_len_b)
+    numbered = enumerate(lines, start=1)
+    was_training = model.training
+    model.eval()
+    try:
+        while chunk := list(islice(numbered, chunk_lines)):
+            seqs = [_source_ids(tokenizer, line, n, max_source_len, too_long, prepend_src_bos) for n, line in chunk]
+            yield from _translate_chunk(model, tokenizer, seqs, batch_tokens, device, opts)
+    finally:
+        model.train(was_training)
+
+
+def read_lines_lazily(path: str | os.PathLike[str]) -> Iterator[str]:
+    """Yield the lines of a UTF-8 file (``.gz`` decompressed) without terminators, one at a time.
+
+    Raises:
+        DataError: missing file, or invalid UTF-8 (naming the file and the 1-based line).
+    """
+    p = Path(path)
+    opener = gzip.open if p.suffix == ".gz" else open
+    try:
+        f = opener(p, "rb")
+    except (FileNotFoundError, IsADirectoryError):
+        raise DataError(f"{p}: no such file") from None
+    with f:
+        for number, raw in enumerate(f, start=1):
+            raw = raw.rstrip(b"\n").rstrip(b"\r")
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{p}: line {number}: invalid UTF-8 at byte {e.start + 1}") from None
+
+
+def translate_file(
+    model: nn.Module,
+    tokenizer: Tokenizer,
+    in_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    **options: Any,
+) -> int:
+    """Translate ``in_path`` line by line into ``out_path``; returns the number of lines.
+
+    Streams through :func:`translate_lines` (``options`` are its keyword arguments). The output
+    is written to a temporary file next to ``out_path`` and renamed over it only when every line
+    is done, so an interrupted run never leaves a partial output file.
+    """
+    target = Path(out_path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    count = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            for text in translate_lines(model, tokenizer, read_lines_lazily(in_path), **options):
+                f.write(text + "\n")
+                count += 1
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return count

@@ -1,0 +1,52 @@
+"""``ExperimentConfig``: a grid of methods × settings × seeds over a base run config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from posenc.config import require
+
+TRANSLATION_ANALYSES = (
+    "length_bleu", "bootstrap", "length_diff", "shift_invariance", "speed", "tokenwise", "position_nll", "swapped",
+)
+
+
+@dataclass
+class ExperimentConfig:
+    name: str = "experiment"
+    task: str = "translation"  # vision/speech experiments use their own schemas (runner.TASKS)
+    out_dir: str = ""  # default runs/NAME
+    description: str = ""
+    base: dict[str, Any] = field(default_factory=dict)  # the task's run config (a mapping)
+    methods: dict[str, dict[str, Any]] = field(default_factory=dict)  # label → dotted overrides
+    settings: dict[str, dict[str, Any]] = field(default_factory=lambda: {"vanilla": {}})
+    seeds: list[int] = field(default_factory=lambda: [1])
+    baseline: str = ""  # method label that gains are measured against (default: the first)
+    splits: list[str] = field(default_factory=lambda: ["test"])
+    analyses: list[str] = field(default_factory=lambda: list(TRANSLATION_ANALYSES))
+    analysis_options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        require(bool(self.name), "experiment.name must not be empty")
+        require(self.task == "translation", f"experiment.task {self.task!r}: this schema is for translation")
+        require(len(self.methods) >= 1, f"experiment {self.name}: give at least one method")
+        require(len(self.settings) >= 1, f"experiment {self.name}: give at least one setting")
+        require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds), "experiment.seeds must be distinct and non-empty")
+        require(not self.baseline or self.baseline in self.methods, f"experiment.baseline {self.baseline!r} is not a method label")
+        require(
+            self.task != "translation" or set(self.analyses) <= set(TRANSLATION_ANALYSES),
+            f"experiment.analyses must be among {', '.join(TRANSLATION_ANALYSES)}, got {self.analyses}",
+        )
+        require(len(self.splits) >= 1, "experiment.splits must not be empty")
+        for label in list(self.methods) + list(self.settings):
+            require(label.replace("-", "").replace("_", "").replace(".", "").isalnum(), f"experiment label {label!r}: use letters, digits, -, _ or .")
+
+    @property
+    def root(self) -> Path:
+        return Path(self.out_dir or f"runs/{self.name}")
+
+    @property
+    def baseline_label(self) -> str:
+        return self.baseline or next(iter(self.methods))

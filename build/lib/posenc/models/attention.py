@@ -1,0 +1,119 @@
+"""Multi-head attention with position hooks and a key/value cache.
+
+Shape legend: B batch, Lq/Lk query/key length, H heads, D model width, Dh = D/H.
+
+Paths (chosen per call, all numerically equal to the textbook definition):
+* no hook, or a hook with a score term only → fused ``scaled_dot_product_attention``; the
+  score term (Shaw's a^K, Eq. 5 first split) enters as an additive float bias;
+* a hook with a value term (Shaw's a^V) → explicit softmax, since the value term needs α_ij.
+  The default ("fast") explicit path scales q before the products (so the score term comes out
+  scaled), adds the score term and the mask in place into the fresh logits, and adds the value term
+  in place into α·V, so only α (B, H, Lq, Lk) is kept for backward; ``explicit_path = "reference"``
+  keeps the textbook order of operations (used as the reference in tests/bench). FlexAttention is
+  not used: in torch 2.13 it has no CPU backward and does not return α for the value term.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from posenc.positions.base import AttentionHook
+
+
+def attention_bias(key_mask: Tensor, lq: int, causal: bool, offset: int = 0) -> Tensor:
+    """Boolean ``(B, 1, Lq, Lk)`` "may attend" mask from key padding and causality.
+
+    ``offset`` is the absolute index of the first query (incremental decoding).
+    """
+    allowed = key_mask[:, None, None, :]
+    if causal:
+        lk = key_mask.shape[1]
+        q_idx = torch.arange(lq, device=key_mask.device)[:, None] + offset
+        k_idx = torch.arange(lk, device=key_mask.device)[None, :]
+        allowed = allowed & (k_idx <= q_idx)
+    return allowed
+
+
+class MultiHeadAttention(nn.Module):
+    #: Explicit (value-term) path: "fast" or "reference"; both compute the same function.
+    explicit_path: str = "fast"
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model {d_model} is not divisible by heads {num_heads}")
+        self.h, self.dh = num_heads, d_model // num_heads
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.dropout = dropout
+        for lin in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            nn.init.xavier_uniform_(lin.weight)
+            nn.init.zeros_(lin.bias)
+
+    def _split(self, x: Tensor) -> Tensor:
+        """(B, L, D) → (B, H, L, Dh)."""
+        b, length, _ = x.shape
+        return x.view(b, length, self.h, self.dh).transpose(1, 2)
+
+    def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        return self._split(self.k_proj(x)), self._split(self.v_proj(x))
+
+    def forward(
+        self,
+        query: Tensor,
+        key_value: Tensor | None,
+        allowed: Tensor,
+        hook: AttentionHook | None = None,
+        ctx: Any = None,
+        cache: dict[str, Tensor] | None = None,
+    ) -> Tensor:
+        """query ``(B, Lq, D)``; ``key_value (B, Lk, D)`` (None: reuse ``cache`` as is);
+        ``allowed (B, 1, Lq, Lk)`` bool. With ``cache`` and new ``key_value``, the new keys and
+        values are appended to it (decoder self-attention). Returns ``(B, Lq, D)``."""
+        q = self._split(self.q_proj(query))
+        if key_value is not None:
+            k, v = self.project_kv(key_value)
+            if cache is not None:
+                if "k" in cache:
+                    k, v = torch.cat((cache["k"], k), 2), torch.cat((cache["v"], v), 2)
+                cache["k"], cache["v"] = k, v
+        else:
+            k, v = cache["k"], cache["v"]
+        out = self._attend(q, k, v, allowed, hook, ctx)
+        b, _, lq, _ = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(b, lq, self.h * self.dh))
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: AttentionHook | None, ctx: Any) -> Tensor:
+        p = self.dropout if self.training else 0.0
+        if hook is None or not hook.has_value:
+            if hook is None:
+                mask: Tensor = allowed
+            else:  # Shaw a^K as an additive bias, scaled like the logits (Eq. 5).
+                bias = hook.score(q, ctx) / math.sqrt(self.dh)
+                mask = bias.masked_fill(~allowed, float("-inf"))
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        if self.explicit_path == "reference":
+            return self._attend_reference(q, k, v, allowed, hook, ctx, p)
+        q = q * (1.0 / math.sqrt(self.dh))  # (B, H, Lq, Dh): scale once, the score term is linear in q
+        logits = torch.matmul(q, k.transpose(-1, -2))  # fresh (B, H, Lq, Lk): safe to update in place
+        if hook.has_score:
+            logits.add_(hook.score(q, ctx))
+        logits.masked_fill_(~allowed, float("-inf"))
+        attn = F.dropout(torch.softmax(logits, dim=-1), p, self.training)
+        return torch.matmul(attn, v).add_(hook.value(attn, ctx))
+
+    def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: AttentionHook, ctx: Any, p: float) -> Tensor:
+        """Textbook order of Shaw Eq. 3-5: (q·k + q·a^K)/√Dh, mask, softmax, α·v + Σ α a^V."""
+        logits = torch.matmul(q, k.transpose(-1, -2))
+        if hook.has_score:
+            logits = logits + hook.score(q, ctx)
+        logits = (logits / math.sqrt(self.dh)).masked_fill(~allowed, float("-inf"))
+        attn = F.dropout(torch.softmax(logits, dim=-1), p, self.training)
+        return torch.matmul(attn, v) + hook.value(attn, ctx)

@@ -1,0 +1,193 @@
+"""CTC acoustic model: strided 1-D convolutions with GLU → Transformer encoder → linear head.
+
+Shape legend: B batch, T input (spectrogram) frames, F frequency bins, L output frames
+(T downsampled by the product of the conv strides), D model width, C conv channels,
+V characters (CTC blank = 0), S target characters.
+
+Follows CAPE §5.2 (acoustic model of Likhomanenko et al. 2020 [30]: conv front end with GLU,
+Transformer layers, a linear layer, CTC loss), scaled down. Positions (CAPE §3 "Positional
+encoding for sound") are the time in seconds of each output frame's centre; per method:
+
+* ``sinusoidal`` / ``cape`` (sinusoidal + CAPE augmentation, §4): seconds, with
+  ``sinusoidal.scale = 30`` giving ω_k = 30·10000^(−2k/K);
+* ``learned``: integer frame index ``n`` (seconds → nominal output frames), looked up as
+  E(n mod N) with N = ``learned.max_positions`` (CAPE §5.2: abspos for long sequences);
+* ``rpe`` (Shaw et al. 2018): clipped distances between integer frame indices;
+* ``nopos`` / others: positions unused.
+
+The frame index of an output frame is ``round((t − t_first) / (hop · Π strides))`` with the
+*nominal* hop, so that with the padding-free batching of §5.2.2 (per-batch hop) the index still
+follows time, as the seconds do.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from posenc.config import require
+from posenc.models.attention import attention_bias
+from posenc.models.layers import EncoderLayer
+from posenc.positions import PositionConfig, build_attention, build_augmentation, build_input
+from posenc.positions.cape import CapeParams
+from posenc.positions.learned import LearnedParams
+from posenc.positions.shaw import ShawParams
+from posenc.positions.sinusoidal import SinusoidalParams
+
+
+def speech_positions(name: str = "cape") -> PositionConfig:
+    """Speech defaults (CAPE §3, §5.2) for 10 ms hop × 4 downsampling (40 ms output frames):
+    ω_k = 30·10000^(−2k/K); global shift ±60 s, local shift ±20 ms (half the frame spacing),
+    λmax = 1.1; learned table of 40 frames (1.6 s); Shaw clipping at 32 frames (1.28 s)."""
+    return PositionConfig(
+        name=name, sinusoidal=SinusoidalParams(scale=30.0), learned=LearnedParams(max_positions=40),
+        shaw=ShawParams(k=32), cape=CapeParams(max_global_shift=60.0, max_local_shift=0.02, max_global_scaling=1.1),
+    )
+
+
+@dataclass
+class CTCModelConfig:
+    d_model: int = 96
+    heads: int = 4
+    layers: int = 3
+    d_ff: int = 256
+    dropout: float = 0.1
+    norm: str = "pre"
+    conv_channels: int = 96
+    conv_kernel: int = 5
+    conv_strides: list[int] = field(default_factory=lambda: [2, 2])
+    position: PositionConfig = field(default_factory=speech_positions)
+
+    def __post_init__(self) -> None:
+        require(self.d_model > 0 and self.d_model % 2 == 0, f"model.d_model must be positive and even, got {self.d_model}")
+        require(self.heads >= 1 and self.d_model % self.heads == 0, f"model.d_model {self.d_model} is not divisible by model.heads {self.heads}")
+        require(self.layers >= 0 and self.d_ff >= 1 and self.conv_channels >= 1, "model.layers must be >= 0, model.d_ff and model.conv_channels >= 1")
+        require(0.0 <= self.dropout < 1.0, f"model.dropout must be in [0, 1), got {self.dropout}")
+        require(self.norm in ("pre", "post"), f"model.norm must be 'pre' or 'post', got {self.norm!r}")
+        require(self.conv_kernel >= 1 and self.conv_kernel % 2 == 1, f"model.conv_kernel must be odd (frame centres stay on input frames), got {self.conv_kernel}")
+        require(len(self.conv_strides) >= 1 and all(s >= 1 for s in self.conv_strides), f"model.conv_strides must be a non-empty list of integers >= 1, got {self.conv_strides}")
+
+    @property
+    def downsample(self) -> int:
+        return math.prod(self.conv_strides)
+
+
+@dataclass
+class CTCOutput:
+    """``log_probs (B, L, V)``, ``mask (B, L)``, ``times (B, L)`` seconds of output frame centres."""
+
+    log_probs: Tensor
+    mask: Tensor
+    times: Tensor
+
+    @property
+    def lengths(self) -> Tensor:
+        return self.mask.sum(-1)
+
+
+class GLUFrontEnd(nn.Module):
+    """Conv1d(C_in, 2·C_out, k, stride s, padding k//2) + GLU per layer; ``(B, T, F)`` → ``(B, L, D)``.
+
+    With an odd kernel and padding k//2, output frame i of a layer is centred on its input frame
+    s·i, so output frame i of the stack is centred on input frame (Π s)·i. Padded frames are
+    zeroed after every layer so that a padded batch gives the same valid outputs as one utterance.
+    """
+
+    def __init__(self, n_features: int, cfg: CTCModelConfig) -> None:
+        super().__init__()
+        sizes = [n_features] + [cfg.conv_channels] * (len(cfg.conv_strides) - 1) + [cfg.d_model]
+        self.convs = nn.ModuleList(
+            nn.Conv1d(c_in, 2 * c_out, cfg.conv_kernel, stride=s, padding=cfg.conv_kernel // 2)
+            for c_in, c_out, s in zip(sizes[:-1], sizes[1:], cfg.conv_strides)
+        )
+        self.strides = list(cfg.conv_strides)
+
+    def forward(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        h = (x * mask[..., None]).transpose(1, 2)  # (B, F, T)
+        for conv, s in zip(self.convs, self.strides):
+            h = F.glu(conv(h), dim=1)
+            mask = mask[:, ::s]  # valid length ⌈T/s⌉ = floor((T − 1)/s) + 1
+            h = h * mask[:, None, :]
+        return h.transpose(1, 2), mask
+
+
+class CTCModel(nn.Module):
+    """Acoustic model. ``hop_seconds`` (nominal input frame hop) converts seconds to frame indices."""
+
+    def __init__(self, cfg: CTCModelConfig, n_features: int, vocab_size: int, hop_seconds: float) -> None:
+        super().__init__()
+        require(n_features >= 1 and vocab_size >= 2 and hop_seconds > 0, "CTCModel: need n_features >= 1, vocab_size >= 2, hop_seconds > 0")
+        self.cfg, self.spacing = cfg, hop_seconds * cfg.downsample
+        methods = cfg.position.methods
+        self.input_method = methods.input
+        self.frontend = GLUFrontEnd(n_features, cfg)
+        self.input_pos = build_input(cfg.position, cfg.d_model)
+        self.attn_pos = build_attention(cfg.position, cfg.d_model, cfg.layers, cfg.heads)
+        self.augment = build_augmentation(cfg.position)
+        self.layers = nn.ModuleList(
+            EncoderLayer(cfg.d_model, cfg.heads, cfg.d_ff, cfg.dropout, 0.0, cfg.norm == "pre")
+            for _ in range(cfg.layers)
+        )
+        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
+        self.drop = nn.Dropout(cfg.dropout)
+        self.head = nn.Linear(cfg.d_model, vocab_size)
+
+    def output_times(self, times: Tensor) -> Tensor:
+        """Input frame centres ``(B, T)`` s → output frame centres ``(B, L)``: input frame (Π s)·i."""
+        return times[:, :: self.cfg.downsample]
+
+    def frame_index(self, times: Tensor) -> Tensor:
+        """Seconds ``(B, L)`` → nominal output frame index ``(B, L)`` (float of integers)."""
+        return torch.round((times - times[:, :1]) / self.spacing)
+
+    def positions(self, times: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """(input-method positions, attention-method positions), each ``(B, L)``.
+
+        The augmentation (CAPE in training; mean normalisation in eval) acts on the former.
+        """
+        index = self.frame_index(times)
+        pos = times
+        if self.input_method == "learned":  # CAPE §5.2: E(t mod N) beyond the table
+            pos = torch.remainder(index, self.cfg.position.learned.max_positions)
+        if self.augment is not None:
+            pos = self.augment(pos, mask)
+        return pos, index
+
+    def forward(self, features: Tensor, times: Tensor, mask: Tensor) -> CTCOutput:
+        """``features (B, T, F)``, ``times (B, T)`` s, ``mask (B, T)`` → :class:`CTCOutput`."""
+        x, out_mask = self.frontend(features, mask)  # (B, L, D)
+        out_times = self.output_times(times)
+        pos, index = self.positions(out_times, out_mask)
+        h = self.drop(self.input_pos(x, pos, out_mask))
+        allowed = attention_bias(out_mask, out_mask.shape[1], causal=False)
+        ctx = self.attn_pos.context(index, index) if self.attn_pos is not None else None
+        for i, layer in enumerate(self.layers):
+            h = layer(h, allowed, self.attn_pos.hook(i) if self.attn_pos is not None else None, ctx)
+        logits = self.head(self.final_norm(h))
+        return CTCOutput(torch.log_softmax(logits.float(), dim=-1), out_mask, out_times)
+
+
+def ctc_loss(out: CTCOutput, targets: Tensor, target_lengths: Tensor, blank: int = 0) -> Tensor:
+    """Mean CTC loss (per target character, then over the batch); infeasible rows count 0."""
+    return F.ctc_loss(
+        out.log_probs.transpose(0, 1), targets, out.lengths, target_lengths,
+        blank=blank, reduction="mean", zero_infinity=True,
+    )
+
+
+def greedy_decode(out: CTCOutput, blank: int = 0) -> list[list[int]]:
+    """Best path: argmax per valid frame, merge repeats, drop blanks → ids per utterance."""
+    best = out.log_probs.argmax(-1)  # (B, L)
+    result: list[list[int]] = []
+    for row, n in zip(best.tolist(), out.lengths.tolist()):
+        ids, prev = [], None
+        for tok in row[:n]:
+            if tok != prev and tok != blank:
+                ids.append(tok)
+            prev = tok
+        result.append(ids)
+    return result

@@ -1,0 +1,77 @@
+"""The translation model: embeddings, encoder, decoder, output projection, positions.
+
+Shape legend: B batch, S source length, T target length, D model width, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from posenc.errors import ConfigError
+from posenc.models.config import ModelConfig
+from posenc.models.transformer import Decoder, Embedding, Encoder
+from posenc.positions import build_augmentation, default_positions
+
+
+class Seq2SeqTransformer(nn.Module):
+    def __init__(self, cfg: ModelConfig, pad_id: int = 0) -> None:
+        super().__init__()
+        if cfg.vocab_size < 1:
+            raise ConfigError("model.vocab_size is not set (it comes from the tokenizer)")
+        self.cfg, self.pad_id = cfg, pad_id
+        self.src_embed = Embedding(cfg.vocab_size, cfg.d_model, pad_id)
+        self.tgt_embed = self.src_embed if cfg.share_embeddings == "all" else Embedding(cfg.vocab_size, cfg.d_model, pad_id)
+        self.encoder, self.decoder = Encoder(cfg), Decoder(cfg)
+        self.augment = build_augmentation(cfg.position)
+        if cfg.share_embeddings == "none":
+            self.output = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+            nn.init.normal_(self.output.weight, std=cfg.d_model**-0.5)
+        else:
+            self.output = None  # tied to the target embedding
+
+    def logits(self, h: Tensor) -> Tensor:
+        """``(..., D)`` → ``(..., V)``."""
+        if self.output is not None:
+            return self.output(h)
+        return h @ self.tgt_embed.weight.t()
+
+    def positions(self, src_mask: Tensor, tgt_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Source/target positions ``(B, S)``, ``(B, T)`` after the augmentation (if any)."""
+        src_pos, tgt_pos = default_positions(src_mask), default_positions(tgt_mask)
+        if self.augment is not None:
+            src_pos, tgt_pos = self.augment.pair(src_pos, src_mask, tgt_pos, tgt_mask)
+        return src_pos, tgt_pos
+
+    def encode(self, src: Tensor, src_mask: Tensor, src_pos: Tensor | None = None) -> Tensor:
+        """Source tokens ``(B, S)`` → memory ``(B, S, D)``; positions default to eval positions."""
+        if src_pos is None:
+            src_pos, _ = self.positions(src_mask, src_mask[:, :1])
+        return self.encoder(self.src_embed(src), src_pos, src_mask)
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_mask: Tensor) -> Tensor:
+        """Teacher forcing: ``(B, S)``, ``(B, T)`` → logits ``(B, T, V)``."""
+        src_pos, tgt_pos = self.positions(src_mask, tgt_mask)
+        memory = self.encoder(self.src_embed(src), src_pos, src_mask)
+        h = self.decoder(self.tgt_embed(tgt_in), tgt_pos, tgt_mask, memory, src_mask)
+        return self.logits(h)
+
+    def init_state(self, memory: Tensor, memory_mask: Tensor) -> dict[str, Any]:
+        """Decoding state: cross-attention keys/values computed once, empty self-attn caches."""
+        layers = []
+        for layer in self.decoder.layers:
+            k, v = layer.cross_attn.project_kv(memory)
+            layers.append({"self": {}, "cross": {"k": k, "v": v}})
+        b = memory.shape[0]
+        empty = memory.new_zeros(b, 0)
+        return {"step": 0, "input": {}, "layers": layers, "memory_mask": memory_mask, "positions": empty}
+
+    def step(self, tokens: Tensor, state: dict[str, Any]) -> Tensor:
+        """Next-token logits ``(B, V)`` given the last tokens ``(B,)``; updates ``state``."""
+        pos = torch.full((tokens.shape[0], 1), float(state["step"]), device=tokens.device)
+        if self.augment is not None:
+            pos = self.augment.eval_target(pos)
+        h = self.decoder.step(self.tgt_embed(tokens[:, None]), pos, state)
+        return self.logits(h[:, 0])

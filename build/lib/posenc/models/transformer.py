@@ -1,0 +1,116 @@
+"""Encoder–decoder Transformer with pluggable position methods.
+
+Shape legend: B batch, S source length, T target length, D model width, V vocabulary.
+
+Positions are an explicit float tensor (B, L) per side. The input-layer method maps
+embeddings → embeddings; the attention-level method builds a context once per stack and hands
+each self-attention layer its hook; the augmentation (SHAPE, CAPE) rewrites the positions tensor
+(randomly in training). Incremental decoding keeps every per-step quantity in a ``state`` dict
+whose tensors all have the batch on dim 0, so beam search reorders it with :func:`reorder_state`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from posenc.models.attention import attention_bias
+from posenc.models.config import ModelConfig
+from posenc.models.layers import DecoderLayer, EncoderLayer
+from posenc.positions import build_attention, build_augmentation, build_input, default_positions
+
+
+class Embedding(nn.Module):
+    """Token embedding scaled by √D (Vaswani et al. §3.4)."""
+
+    def __init__(self, vocab: int, d_model: int, pad_id: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(vocab, d_model))
+        nn.init.normal_(self.weight, std=d_model**-0.5)
+        with torch.no_grad():
+            self.weight[pad_id].zero_()
+        self.pad_id, self.scale = pad_id, math.sqrt(d_model)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        return nn.functional.embedding(tokens, self.weight, self.pad_id) * self.scale
+
+
+class Stack(nn.Module):
+    """Input position layer + N layers (+ final LN for pre-LN); shared by encoder and decoder."""
+
+    def __init__(self, cfg: ModelConfig, layer_cls: type, num_layers: int) -> None:
+        super().__init__()
+        d, pos = cfg.d_model, cfg.position
+        self.input_pos = build_input(pos, d)
+        self.attn_pos = build_attention(pos, d, num_layers, cfg.heads)
+        self.layers = nn.ModuleList(
+            layer_cls(d, cfg.heads, cfg.d_ff, cfg.dropout, cfg.attention_dropout, cfg.norm == "pre", cfg.activation)
+            for _ in range(num_layers)
+        )
+        self.final_norm = nn.LayerNorm(d) if cfg.norm == "pre" else nn.Identity()
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def hooks(self, q_pos: Tensor, k_pos: Tensor) -> tuple[list[Any], Any]:
+        """Per-layer hooks and the stack's context (computed once)."""
+        if self.attn_pos is None:
+            return [None] * len(self.layers), None
+        ctx = self.attn_pos.context(q_pos, k_pos)
+        return [self.attn_pos.hook(i) for i in range(len(self.layers))], ctx
+
+
+class Encoder(Stack):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg, EncoderLayer, cfg.encoder_layers)
+
+    def forward(self, x: Tensor, positions: Tensor, mask: Tensor) -> Tensor:
+        """Embedded source ``(B, S, D)``, positions ``(B, S)``, mask ``(B, S)`` → ``(B, S, D)``."""
+        h = self.drop(self.input_pos(x, positions, mask))
+        allowed = attention_bias(mask, mask.shape[1], causal=False)
+        hooks, ctx = self.hooks(positions, positions)
+        for layer, hook in zip(self.layers, hooks):
+            h = layer(h, allowed, hook, ctx)
+        return self.final_norm(h)
+
+
+class Decoder(Stack):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg, DecoderLayer, cfg.decoder_layers)
+
+    def forward(self, x: Tensor, positions: Tensor, mask: Tensor, memory: Tensor, memory_mask: Tensor) -> Tensor:
+        """Teacher-forced pass: embedded target ``(B, T, D)`` → ``(B, T, D)``."""
+        h = self.drop(self.input_pos(x, positions, mask))
+        self_allowed = attention_bias(mask, mask.shape[1], causal=True)
+        cross_allowed = attention_bias(memory_mask, mask.shape[1], causal=False)
+        hooks, ctx = self.hooks(positions, positions)
+        for layer, hook in zip(self.layers, hooks):
+            h = layer(h, memory, self_allowed, cross_allowed, hook, ctx)
+        return self.final_norm(h)
+
+    def step(self, x: Tensor, position: Tensor, state: dict[str, Any]) -> Tensor:
+        """One incremental step: embedded token ``(B, 1, D)``, position ``(B, 1)`` → ``(B, 1, D)``."""
+        t = state["step"]
+        real = torch.ones(x.shape[0], 1, dtype=torch.bool, device=x.device)
+        h = self.drop(self.input_pos(x, position, real, state["input"]))
+        state["positions"] = torch.cat((state["positions"], position), 1)  # (B, t+1)
+        self_mask = torch.ones(x.shape[0], t + 1, dtype=torch.bool, device=x.device)
+        self_allowed = attention_bias(self_mask, 1, causal=True, offset=t)
+        cross_allowed = state["memory_mask"][:, None, None, :]
+        hooks, ctx = self.hooks(position, state["positions"])
+        for layer, hook, cache in zip(self.layers, hooks, state["layers"]):
+            h = layer(h, None, self_allowed, cross_allowed, hook, ctx, cache)
+        state["step"] = t + 1
+        return self.final_norm(h)
+
+
+def reorder_state(state: Any, index: Tensor) -> Any:
+    """Select rows ``index`` (dim 0) of every tensor in a nested decoding state."""
+    if isinstance(state, Tensor):
+        return state.index_select(0, index)
+    if isinstance(state, dict):
+        return {k: reorder_state(v, index) for k, v in state.items()}
+    if isinstance(state, list):
+        return [reorder_state(v, index) for v in state]
+    return state

@@ -1,0 +1,78 @@
+"""``RunConfig``: everything one translation run needs (data, model, training, decoding)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from posenc.config import require
+from posenc.models.config import ModelConfig
+from posenc.models.rnn_nmt import RNNConfig
+from posenc.training.config import TrainConfig
+
+ARCHS = ("transformer", "rnn-nmt")
+SETTINGS = ("vanilla", "extrapolate", "interpolate")
+LENGTH_SPLITS = ("", "short", "middle", "long")
+
+
+@dataclass
+class DataConfig:
+    """Corpus, dataset setting (SHAPE §4 / Neishi §6) and subword vocabulary."""
+
+    corpus: str = "bible"
+    options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the corpus loader
+    setting: str = "vanilla"
+    max_len: int = 50  # EXTRAPOLATE: drop training pairs longer than this (subwords)
+    group: int = 10  # INTERPOLATE: neighbouring pairs joined with <sep>
+    length_split: str = ""  # Neishi's length-controlled training data: short | middle | long
+    max_train_pairs: int = 0  # 0 = all; otherwise the first N after the setting is applied
+    max_valid_pairs: int = 0
+    max_test_pairs: int = 0
+    vocab_size: int = 8000
+    spm_type: str = "unigram"
+    max_source_len: int = 1024  # longer inputs are an error at translation time
+
+    def __post_init__(self) -> None:
+        require(self.setting in SETTINGS, f"data.setting must be one of {', '.join(SETTINGS)}, got {self.setting!r}")
+        require(self.length_split in LENGTH_SPLITS, f"data.length_split must be short, middle, long or empty, got {self.length_split!r}")
+        require(self.max_len >= 1, f"data.max_len must be >= 1, got {self.max_len}")
+        require(self.group >= 2, f"data.group must be >= 2, got {self.group}")
+        require(self.vocab_size >= 16, f"data.vocab_size must be >= 16, got {self.vocab_size}")
+        require(self.spm_type in ("unigram", "bpe"), f"data.spm_type must be unigram or bpe, got {self.spm_type!r}")
+        for name in ("max_train_pairs", "max_valid_pairs", "max_test_pairs"):
+            require(getattr(self, name) >= 0, f"data.{name} must be >= 0")
+
+
+@dataclass
+class DecodeConfig:
+    beam: int = 4
+    length_penalty: float = 0.6  # Shaw et al. 2018 use α = 0.6
+    max_len_a: float = 1.2
+    max_len_b: int = 10
+    batch_tokens: int = 4000
+
+    def __post_init__(self) -> None:
+        require(self.beam >= 1, f"decode.beam must be >= 1, got {self.beam}")
+        require(self.length_penalty >= 0, f"decode.length_penalty must be >= 0, got {self.length_penalty}")
+        require(self.max_len_a >= 0 and self.max_len_b >= 0, "decode.max_len_a/b must be >= 0")
+        require(self.batch_tokens >= 1, f"decode.batch_tokens must be >= 1, got {self.batch_tokens}")
+
+
+@dataclass
+class RunConfig:
+    out_dir: str = "runs/default"
+    data_dir: str = ""  # prepared data; default OUT_DIR/data (experiments share one per setting)
+    data: DataConfig = field(default_factory=DataConfig)
+    arch: str = "transformer"  # transformer | rnn-nmt (Neishi's RNN baseline, configured by ``rnn``)
+    model: ModelConfig = field(default_factory=lambda: ModelConfig(preset="transformer-small"))
+    rnn: RNNConfig = field(default_factory=RNNConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def __post_init__(self) -> None:
+        require(bool(self.out_dir), "out_dir must not be empty")
+        require(self.arch in ARCHS, f"arch must be one of {', '.join(ARCHS)}, got {self.arch!r}")
+
+    @property
+    def prepared_dir(self) -> str:
+        return self.data_dir or f"{self.out_dir}/data"

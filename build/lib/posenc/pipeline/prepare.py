@@ -1,0 +1,112 @@
+"""``posenc prepare``: corpus → dataset setting → joint SentencePiece → prepared directory.
+
+A prepared directory holds ``{train,valid,test}.{src,tgt}`` (raw text, one pair per line),
+``{split}.doc`` (document id and index of each pair, for analyses that need neighbours),
+``spm.model`` and ``meta.json`` (sizes, token counts and CAPE's α = target/source tokens).
+Everything is written to a temporary directory first and renamed into place, so an
+interrupted or failed prepare leaves nothing half written.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from posenc.config import to_dict
+from posenc.data import settings
+from posenc.data.corpora import Corpus, Pair, load_corpus
+from posenc.data.spm import Tokenizer, train_spm
+from posenc.data.text import write_lines_atomic
+from posenc.errors import DataError
+from posenc.pipeline.config import DataConfig
+
+SPLITS = ("train", "valid", "test")
+
+
+def apply_setting(corpus: Corpus, cfg: DataConfig, tok: Tokenizer) -> Corpus:
+    """VANILLA / EXTRAPOLATE / INTERPOLATE (SHAPE §4) and Neishi's length-controlled split."""
+    length = lambda text: len(tok.encode(text))  # noqa: E731
+    train, valid, test = corpus.train, corpus.valid, corpus.test
+    if cfg.setting == "extrapolate":
+        train = settings.extrapolate(train, cfg.max_len, length_fn=length)
+    elif cfg.setting == "interpolate":
+        train, valid, test = (settings.interpolate(s, cfg.group) for s in (train, valid, test))
+    if cfg.length_split:
+        splits, _ = settings.length_controlled(train, 3, length_fn=length)
+        train = splits[cfg.length_split]
+    return Corpus(train, valid, test, corpus.meta)
+
+
+def _truncate(corpus: Corpus, cfg: DataConfig) -> Corpus:
+    cut = lambda pairs, n: pairs[:n] if n else pairs  # noqa: E731
+    return Corpus(
+        cut(corpus.train, cfg.max_train_pairs),
+        cut(corpus.valid, cfg.max_valid_pairs),
+        cut(corpus.test, cfg.max_test_pairs),
+        corpus.meta,
+    )
+
+
+def _write_split(directory: Path, split: str, pairs: list[Pair]) -> None:
+    write_lines_atomic(directory / f"{split}.src", (p.src for p in pairs))
+    write_lines_atomic(directory / f"{split}.tgt", (p.tgt for p in pairs))
+    write_lines_atomic(directory / f"{split}.doc", (f"{p.doc}\t{p.idx}" for p in pairs))
+
+
+def _token_stats(tok: Tokenizer, pairs: list[Pair]) -> dict[str, int]:
+    src = [len(tok.encode(p.src)) for p in pairs]
+    tgt = [len(tok.encode(p.tgt)) for p in pairs]
+    return {"pairs": len(pairs), "src_tokens": sum(src), "tgt_tokens": sum(tgt),
+            "max_src_len": max(src, default=0), "max_tgt_len": max(tgt, default=0)}
+
+
+def _publish(tmp: Path, out: Path) -> None:
+    """Rename ``tmp`` to ``out``; if another process (e.g. a torchrun rank) won the race, keep its copy."""
+    try:
+        tmp.rename(out)
+    except OSError:
+        if not (out / "meta.json").is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = None) -> Path:
+    """Build the prepared directory ``out`` for ``cfg``; returns its path. Idempotent."""
+    out = Path(out)
+    if (out / "meta.json").is_file():
+        return out
+    corpus = load_corpus(cfg.corpus, **cfg.options)
+    if not corpus.train:
+        raise DataError(f"corpus {cfg.corpus!r} has no training pairs")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        texts = [p.src for p in corpus.train] + [p.tgt for p in corpus.train]
+        cache = Path(cache_dir) if cache_dir else out.parent / ".spm-cache"
+        spm_path = train_spm(texts, cache, cfg.vocab_size, model_type=cfg.spm_type)
+        shutil.copyfile(spm_path, tmp / "spm.model")
+        tok = Tokenizer.from_file(tmp / "spm.model")
+        corpus = _truncate(apply_setting(corpus, cfg, tok), cfg)
+        meta: dict[str, Any] = {"data": to_dict(cfg), "corpus_meta": corpus.meta, "vocab_size": tok.vocab_size}
+        for split in SPLITS:
+            pairs = getattr(corpus, split)
+            _write_split(tmp, split, pairs)
+            meta[split] = _token_stats(tok, pairs)
+        train = meta["train"]
+        meta["alpha"] = train["tgt_tokens"] / max(train["src_tokens"], 1)  # CAPE §5.3
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+        _publish(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def load_meta(data_dir: str | Path) -> dict[str, Any]:
+    path = Path(data_dir) / "meta.json"
+    if not path.is_file():
+        raise DataError(f"{data_dir}: not a prepared data directory (no meta.json); run `posenc prepare` first")
+    return json.loads(path.read_text(encoding="utf-8"))

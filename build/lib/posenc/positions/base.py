@@ -1,0 +1,98 @@
+"""The position interface: input-layer methods, attention-level methods, augmentations.
+
+Shape legend: B batch, L sequence length, Lq/Lk query/key length, H heads, D model width,
+Dh head width, R number of relative-distance buckets.
+
+Three families, each chosen by name from a registry (``posenc.positions.registry``):
+
+* :class:`InputPosition` maps token embeddings ``x (B, L, D)`` and an explicit float positions
+  tensor ``(B, L)`` to embeddings ``(B, L, D)``. Incremental decoding passes a ``state`` dict in
+  which a method keeps what it needs between steps (the GRU keeps its hidden state).
+* :class:`AttentionPosition` builds a context once per stack from query/key positions and owns
+  one :class:`AttentionHook` per self-attention layer, which adds a score term and/or a value
+  term to that layer's attention.
+* :class:`Augmentation` is a training-time sampler over the positions tensor (SHAPE, CAPE). In
+  eval mode it applies its deterministic inference transform.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+
+def default_positions(mask: Tensor) -> Tensor:
+    """Positions 0, 1, ..., L-1 for every row of ``mask (B, L)``, as float ``(B, L)``.
+
+    Sequences are right-padded, so the position of a real token is its index.
+    """
+    b, length = mask.shape
+    return torch.arange(length, device=mask.device, dtype=torch.float32).expand(b, length)
+
+
+class InputPosition(nn.Module):
+    """Input-layer position method: ``x (B, L, D), positions (B, L) -> (B, L, D)``."""
+
+    #: True when the method reads the positions tensor (absolute methods), so that
+    #: augmentations (which only change positions) have an effect.
+    uses_positions: bool = False
+
+    def forward(
+        self, x: Tensor, positions: Tensor, mask: Tensor, state: dict[str, Any] | None = None
+    ) -> Tensor:
+        raise NotImplementedError
+
+
+class AttentionHook(nn.Module):
+    """Per-layer hook into scaled dot-product attention (Shaw et al. 2018, Eq. 3-5 split).
+
+    ``score(q, ctx)`` returns an additive term for the *unscaled* logits ``(B, H, Lq, Lk)``
+    (the layer divides the sum by sqrt(Dh)); ``value(attn, ctx)`` returns an additive term for
+    the attention output ``(B, H, Lq, Dh)``. A hook with ``has_value = False`` lets the layer
+    use fused attention with the score term passed as a bias.
+    """
+
+    has_score: bool = True
+    has_value: bool = True
+
+    def score(self, q: Tensor, ctx: Any) -> Tensor:
+        raise NotImplementedError
+
+    def value(self, attn: Tensor, ctx: Any) -> Tensor:
+        raise NotImplementedError
+
+
+class AttentionPosition(nn.Module):
+    """Attention-level method for a stack of ``num_layers`` self-attention layers."""
+
+    def context(self, q_positions: Tensor, k_positions: Tensor) -> Any:
+        """Context shared by every layer of the stack, from positions ``(B, Lq)``, ``(B, Lk)``."""
+        raise NotImplementedError
+
+    def hook(self, layer: int) -> AttentionHook:
+        raise NotImplementedError
+
+
+class Augmentation(nn.Module):
+    """Sampler over positions; random in training, deterministic in eval.
+
+    ``pair`` handles a source/target pair (translation); ``forward`` a single sequence
+    (vision, speech). ``eval_target`` is the eval transform of causal target positions, used
+    one step at a time by incremental decoding.
+    """
+
+    #: Translation hint: prepend BOS to the source (CAPE §5.3, where no absolute anchor is left).
+    prepend_source_bos: bool = False
+
+    def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def pair(
+        self, src_pos: Tensor, src_mask: Tensor, tgt_pos: Tensor, tgt_mask: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        raise NotImplementedError
+
+    def eval_target(self, tgt_pos: Tensor) -> Tensor:
+        raise NotImplementedError

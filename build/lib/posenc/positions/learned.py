@@ -1,0 +1,44 @@
+"""Learned absolute position embeddings (one trained vector per integer position)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from posenc.config import require
+from posenc.errors import DataError
+from posenc.positions.base import InputPosition
+from posenc.positions.registry import register
+
+
+@dataclass
+class LearnedParams:
+    max_positions: int = 1024
+
+    def __post_init__(self) -> None:
+        require(self.max_positions >= 1, f"learned.max_positions must be >= 1, got {self.max_positions}")
+
+
+@register("input", "learned", LearnedParams)
+class LearnedPosition(InputPosition):
+    """x + E[round(positions)]; positions must lie in [0, max_positions)."""
+
+    uses_positions = True
+
+    def __init__(self, d_model: int, params: LearnedParams, **_: Any) -> None:
+        super().__init__()
+        self.table = nn.Embedding(params.max_positions, d_model)
+        nn.init.normal_(self.table.weight, std=d_model**-0.5)
+
+    def forward(self, x: Tensor, positions: Tensor, mask: Tensor, state: dict | None = None) -> Tensor:
+        idx = positions.round().long()
+        hi = int(idx[mask].max()) if mask.any() else 0
+        if hi >= self.table.num_embeddings or int(idx.min()) < 0:
+            raise DataError(
+                f"position {hi} is outside the learned table [0, {self.table.num_embeddings}); "
+                "raise model.position.learned.max_positions or shorten the input"
+            )
+        return x + self.table(idx.clamp(0, self.table.num_embeddings - 1))

@@ -1,0 +1,25 @@
+"""No input-layer positions: the embeddings pass through unchanged (``nopos``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from torch import Tensor
+
+from posenc.positions.base import InputPosition
+from posenc.positions.registry import register
+
+
+@dataclass
+class NoParams:
+    pass
+
+
+@register("input", "none", NoParams)
+class NoPosition(InputPosition):
+    def __init__(self, d_model: int, params: NoParams, **_: Any) -> None:
+        super().__init__()
+
+    def forward(self, x: Tensor, positions: Tensor, mask: Tensor, state: dict | None = None) -> Tensor:
+        return x

@@ -1,0 +1,65 @@
+"""Absolute sinusoidal positions for real-valued positions (SHAPE Eq. 1; CAPE Eq. 1 and §3 audio).
+
+PE(p, 2j) = sin(p·ω_j), PE(p, 2j+1) = cos(p·ω_j), ω_j = scale · base^(−2j/D)   (Vaswani et al.)
+
+SHAPE's Eq. 1 writes the exponent as 2m/D with m the dimension index; we use the standard
+2⌊m/2⌋/D (pairs of sin/cos share a frequency), as Vaswani et al. and OpenNMT-py do. ``scale``
+is 1 for text; CAPE uses ω_k = 30·10000^(−2k/K) for audio with positions in seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from posenc.config import require
+from posenc.positions.base import InputPosition
+from posenc.positions.registry import register
+
+
+@dataclass
+class SinusoidalParams:
+    base: float = 10000.0
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        require(self.base > 1.0, f"sinusoidal.base must be > 1, got {self.base}")
+        require(self.scale > 0.0, f"sinusoidal.scale must be > 0, got {self.scale}")
+
+
+def frequencies(dim: int, base: float = 10000.0, scale: float = 1.0) -> Tensor:
+    """ω_j for j = 0..dim/2-1, float64 ``(dim/2,)``."""
+    if dim % 2:
+        raise ValueError(f"sinusoidal embeddings need an even width, got {dim}")
+    j = torch.arange(dim // 2, dtype=torch.float64)
+    return scale * base ** (-2.0 * j / dim)
+
+
+def sinusoidal_embedding(positions: Tensor, dim: int, base: float = 10000.0, scale: float = 1.0) -> Tensor:
+    """Embeddings ``(..., dim)`` of real positions ``(...)``; sin at even, cos at odd indices."""
+    omega = frequencies(dim, base, scale).to(positions.device)
+    angles = positions.to(torch.float64).unsqueeze(-1) * omega  # (..., dim/2)
+    out = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
+    return out.to(torch.float32)
+
+
+@register("input", "sinusoidal", SinusoidalParams)
+class SinusoidalPosition(InputPosition):
+    """x + PE(positions). Positions may be fractional (CAPE) or shifted (SHAPE)."""
+
+    uses_positions = True
+
+    def __init__(self, d_model: int, params: SinusoidalParams, **_: Any) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.params = params
+        self.register_buffer("omega", frequencies(d_model, params.base, params.scale), persistent=False)
+
+    def forward(self, x: Tensor, positions: Tensor, mask: Tensor, state: dict | None = None) -> Tensor:
+        # float64 angles: positions up to ~1e4 keep full float32 precision in sin/cos.
+        angles = positions.to(torch.float64).unsqueeze(-1) * self.omega
+        pe = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
+        return x + pe.to(x.dtype)

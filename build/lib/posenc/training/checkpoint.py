@@ -1,0 +1,439 @@
+"""Pickle-free checkpoints: safetensors for tensors, JSON/YAML for everything else.
+
+Layout of one checkpoint (a directory, written atomically)::
+
+    ckpt_00005000/
+        model.safetensors   model weights (tied weights stored once, aliases in the metadata)
+        optim.safetensors   optimizer state tensors ("optim.state.<i>.<name>") + RNG tensors
+        state.json          step/epoch/position, scheduler, scaler, optimizer hyper-parameters,
+                            python/numpy RNG states, sizes + SHA-256 of the tensor files
+        config.yaml         the run's configuration (model and training)
+
+The directory is assembled under a hidden temporary name in the same parent, every file and the
+directory are fsync'ed, and only then is it renamed into place with ``os.replace``, so a crash
+never leaves a half-written ``ckpt_*`` directory. ``torch.save``/``torch.load`` are never used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+import yaml
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+from torch import Tensor
+
+from posenc.errors import CheckpointError
+
+MODEL_FILE, OPTIM_FILE, STATE_FILE, CONFIG_FILE = "model.safetensors", "optim.safetensors", "state.json", "config.yaml"
+CKPT_RE = re.compile(r"^ckpt_(\d{8})$")
+FORMAT = "posenc-checkpoint"
+_ALIASES_KEY = "posenc.aliases"
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint. ``model`` maps every state-dict key (aliases included) to a tensor."""
+
+    path: Path
+    model: dict[str, Tensor]
+    state: dict[str, Any]
+    config: dict[str, Any]
+    tensors: dict[str, Tensor] = field(default_factory=dict)  # optim.safetensors, flat
+
+    @property
+    def step(self) -> int:
+        return int(self.state.get("step", 0))
+
+    def optimizer_state(self) -> dict[str, Any] | None:
+        """The ``torch.optim.Optimizer.state_dict()`` this checkpoint was saved from, or None."""
+        meta = self.state.get("optimizer")
+        if meta is None:
+            return None
+        return unflatten_optimizer(self.tensors, meta, self.path)
+
+
+def checkpoint_name(step: int) -> str:
+    return f"ckpt_{step:08d}"
+
+
+# ----------------------------------------------------------------------------- tensors <-> files
+def dedupe_state(state: dict[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, str]]:
+    """Split a state dict into unique contiguous CPU tensors and ``{alias: original}`` for keys
+    that are the very same tensor (tied weights); partial overlaps are cloned."""
+    unique: dict[str, Tensor] = {}
+    aliases: dict[str, str] = {}
+    seen: dict[tuple, str] = {}
+    storages: set[int] = set()
+    for key, value in state.items():
+        t = value.detach()
+        ident = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        if t.numel() > 0 and ident in seen:
+            aliases[key] = seen[ident]
+            continue
+        seen[ident] = key
+        ptr = t.untyped_storage().data_ptr()
+        shared = t.numel() > 0 and ptr in storages
+        storages.add(ptr)
+        t = t.to("cpu")
+        unique[key] = t.clone() if shared or not t.is_contiguous() else t
+    return unique, aliases
+
+
+def flatten_optimizer(optim_state: dict[str, Any]) -> tuple[dict[str, Tensor], dict[str, Any]]:
+    """``optimizer.state_dict()`` → (tensors ``optim.state.<i>.<name>``, JSON-able metadata)."""
+    tensors: dict[str, Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for index, entry in optim_state["state"].items():
+        for name, value in entry.items():
+            if isinstance(value, Tensor):
+                tensors[f"optim.state.{index}.{name}"] = value.detach().to("cpu").contiguous()
+            else:
+                scalars.setdefault(str(index), {})[name] = value
+    groups = [{k: _jsonable(v) for k, v in g.items()} for g in optim_state["param_groups"]]
+    return tensors, {"param_groups": groups, "scalars": scalars}
+
+
+def unflatten_optimizer(tensors: dict[str, Tensor], meta: dict[str, Any], where: Path) -> dict[str, Any]:
+    """Inverse of :func:`flatten_optimizer`."""
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        if not key.startswith("optim.state."):
+            continue
+        index, name = key[len("optim.state."):].split(".", 1)
+        state.setdefault(int(index), {})[name] = value
+    for index, entry in meta.get("scalars", {}).items():
+        state.setdefault(int(index), {}).update(entry)
+    groups = []
+    for group in meta.get("param_groups", []):
+        g = dict(group)
+        if isinstance(g.get("betas"), list):
+            g["betas"] = tuple(g["betas"])
+        groups.append(g)
+    if not groups:
+        raise CheckpointError(f"{where}: state.json has optimizer metadata without param_groups")
+    return {"state": state, "param_groups": groups}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Tensor):
+        return value.item() if value.numel() == 1 else value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+# ----------------------------------------------------------------------------- atomic writing
+def _fsync_path(path: Path) -> None:
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) if path.is_dir() else os.O_RDONLY
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # e.g. directories on Windows
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_text(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _write_tensors(path: Path, tensors: dict[str, Tensor], metadata: dict[str, str]) -> dict[str, Any]:
+    save_file(tensors, str(path), metadata=metadata)
+    _fsync_path(path)
+    return {"size": path.stat().st_size, "sha256": _sha256(path)}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@contextmanager
+def atomic_directory(final: Path) -> Iterator[Path]:
+    """Yield a temporary directory next to ``final``; on success it replaces ``final``
+    atomically, on any exception it is removed and ``final`` is left untouched."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        yield tmp
+        _fsync_path(tmp)
+        old = None
+        if final.exists():
+            old = final.parent / f".old-{final.name}-{uuid.uuid4().hex[:8]}"
+            os.replace(final, old)
+        os.replace(tmp, final)
+        _fsync_path(final.parent)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def remove_stale_temporaries(directory: Path) -> None:
+    """Clean up after saves interrupted by a crash: delete ``.tmp-*`` directories; an ``.old-*``
+    copy (a checkpoint being replaced) is moved back if the replacement never arrived."""
+    if not Path(directory).is_dir():
+        return
+    for p in sorted(Path(directory).iterdir()):
+        if not p.is_dir():
+            continue
+        if p.name.startswith(".tmp-"):
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.name.startswith(".old-"):
+            original = p.parent / p.name[len(".old-"):].rsplit("-", 1)[0]
+            if original.exists():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                os.replace(p, original)
+
+
+# ----------------------------------------------------------------------------- save
+def save_checkpoint(
+    path: str | Path,
+    model_state: dict[str, Tensor],
+    state: dict[str, Any] | None = None,
+    config: dict[str, Any] | None = None,
+    optim_state: dict[str, Any] | None = None,
+    tensors: dict[str, Tensor] | None = None,
+) -> Path:
+    """Write a checkpoint directory at ``path`` atomically and return it.
+
+    ``state`` must be JSON-serialisable (it is stored in state.json together with the optimizer's
+    hyper-parameters and the files' checksums); ``tensors`` (e.g. RNG states) go to
+    optim.safetensors next to the flattened ``optim_state``.
+    """
+    path = Path(path)
+    unique, aliases = dedupe_state(model_state)
+    extra = {k: v.detach().to("cpu").contiguous() for k, v in (tensors or {}).items()}
+    full_state: dict[str, Any] = {"format": FORMAT, "version": 1, **(state or {})}
+    if optim_state is not None:
+        optim_tensors, full_state["optimizer"] = flatten_optimizer(optim_state)
+        extra.update(optim_tensors)
+    try:
+        json.dumps(full_state)
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{path}: training state is not JSON-serialisable ({err})") from None
+    with atomic_directory(path) as tmp:
+        meta = {"format": "pt", _ALIASES_KEY: json.dumps(aliases)}
+        files = {MODEL_FILE: _write_tensors(tmp / MODEL_FILE, unique, meta)}
+        if extra:
+            files[OPTIM_FILE] = _write_tensors(tmp / OPTIM_FILE, extra, {"format": "pt"})
+        full_state["files"] = files
+        _write_text(tmp / STATE_FILE, json.dumps(full_state, indent=1))
+        _write_text(tmp / CONFIG_FILE, yaml.safe_dump(config or {}, sort_keys=False))
+    return path
+
+
+# ----------------------------------------------------------------------------- load
+def _read_tensors(path: Path, expected: dict[str, Any] | None, verify: bool) -> tuple[dict[str, Tensor], dict[str, str]]:
+    where = f"{path.parent.name}/{path.name}"
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path.parent}: missing {path.name}")
+    if verify and expected is not None:
+        size = path.stat().st_size
+        if size != expected.get("size"):
+            raise CheckpointError(f"{where}: truncated or corrupt ({size} bytes, expected {expected.get('size')})")
+        if _sha256(path) != expected.get("sha256"):
+            raise CheckpointError(f"{where}: corrupt (SHA-256 checksum mismatch)")
+    try:
+        tensors = load_file(str(path))
+        with safe_open(str(path), framework="pt") as fh:
+            metadata = fh.metadata() or {}
+    except Exception as err:  # SafetensorError, OSError, ...: the file is not usable
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"{where}: corrupt or truncated safetensors file ({reason})") from None
+    return tensors, metadata
+
+
+def _read_state(directory: Path) -> dict[str, Any]:
+    path = directory / STATE_FILE
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {directory}: missing {STATE_FILE}")
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{directory.name}/{STATE_FILE}: not valid JSON ({err.__class__.__name__})") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{directory.name}/{STATE_FILE}: not a posenc checkpoint state")
+    return state
+
+
+def _read_config(directory: Path) -> dict[str, Any]:
+    path = directory / CONFIG_FILE
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {directory}: missing {CONFIG_FILE}")
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError):
+        raise CheckpointError(f"{directory.name}/{CONFIG_FILE}: not valid YAML") from None
+    return config if isinstance(config, dict) else {}
+
+
+def load_checkpoint(path: str | Path, verify: bool = True, with_optimizer: bool = True) -> Checkpoint:
+    """Read a checkpoint directory (or its ``model.safetensors``) on the CPU.
+
+    Raises :class:`CheckpointError` with a one-line message when a file is missing, truncated,
+    corrupt (size/SHA-256 mismatch when ``verify``, or unreadable safetensors/JSON/YAML).
+    """
+    directory = Path(path)
+    if directory.is_file() and directory.name == MODEL_FILE:
+        directory = directory.parent
+    if not directory.is_dir():
+        raise CheckpointError(f"checkpoint {directory}: no such directory")
+    state = _read_state(directory)
+    files = state.get("files", {})
+    model, metadata = _read_tensors(directory / MODEL_FILE, files.get(MODEL_FILE), verify)
+    try:
+        aliases = json.loads(metadata.get(_ALIASES_KEY, "{}"))
+    except json.JSONDecodeError:
+        raise CheckpointError(f"{directory.name}/{MODEL_FILE}: bad alias metadata") from None
+    for alias, original in aliases.items():
+        if original not in model:
+            raise CheckpointError(f"{directory.name}/{MODEL_FILE}: alias {alias!r} points to missing {original!r}")
+        model[alias] = model[original]
+    tensors: dict[str, Tensor] = {}
+    if with_optimizer and (OPTIM_FILE in files or (directory / OPTIM_FILE).exists()):
+        tensors, _ = _read_tensors(directory / OPTIM_FILE, files.get(OPTIM_FILE), verify)
+    return Checkpoint(directory, model, state, _read_config(directory), tensors)
+
+
+# ----------------------------------------------------------------------------- compatibility
+def check_state_compatible(model_state: dict[str, Tensor], expected: dict[str, Tensor], where: str) -> None:
+    """Raise CheckpointError unless the two state dicts have the same keys and shapes."""
+    missing = [k for k in expected if k not in model_state]
+    if missing:
+        raise CheckpointError(f"{where}: checkpoint lacks parameter {missing[0]!r} ({len(missing)} missing)")
+    extra = [k for k in model_state if k not in expected]
+    if extra:
+        raise CheckpointError(f"{where}: checkpoint has unexpected parameter {extra[0]!r} ({len(extra)} extra)")
+    for key, value in expected.items():
+        got = model_state[key]
+        if tuple(got.shape) != tuple(value.shape):
+            raise CheckpointError(
+                f"{where}: parameter {key!r} has shape {tuple(got.shape)} in the checkpoint, "
+                f"model expects {tuple(value.shape)}"
+            )
+
+
+def restore_model(model: torch.nn.Module, ckpt: Checkpoint) -> None:
+    """Load ``ckpt``'s weights into ``model`` after a key/shape check (CheckpointError)."""
+    check_state_compatible(ckpt.model, model.state_dict(), str(ckpt.path))
+    model.load_state_dict(ckpt.model, strict=True)
+
+
+def config_difference(saved: Any, current: Any, prefix: str = "") -> str | None:
+    """First dotted key at which two nested config dicts differ, with both values, or None."""
+    if isinstance(saved, dict) and isinstance(current, dict):
+        for key in sorted(set(saved) | set(current), key=str):
+            diff = config_difference(saved.get(key), current.get(key), f"{prefix}.{key}" if prefix else str(key))
+            if diff is not None:
+                return diff
+        return None
+    if isinstance(saved, (list, tuple)) and isinstance(current, (list, tuple)):
+        saved, current = list(saved), list(current)
+    if saved == current or (_is_nan(saved) and _is_nan(current)):
+        return None
+    return f"{prefix} (checkpoint {saved!r}, current {current!r})"
+
+
+def _is_nan(x: Any) -> bool:
+    return isinstance(x, float) and math.isnan(x)
+
+
+def check_config(ckpt: Checkpoint, section: str, current: dict[str, Any]) -> None:
+    """Raise CheckpointError if ``ckpt.config[section]`` differs from ``current``."""
+    saved = ckpt.config.get(section)
+    if saved is None:
+        return
+    diff = config_difference(saved, current, section)
+    if diff is not None:
+        raise CheckpointError(f"{ckpt.path.name}: {section} config differs from the checkpoint at {diff}")
+
+
+# ----------------------------------------------------------------------------- directory management
+def list_checkpoints(directory: str | Path) -> list[Path]:
+    """Complete ``ckpt_XXXXXXXX`` directories under ``directory``, oldest step first."""
+    d = Path(directory)
+    if not d.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in d.iterdir() if p.is_dir() and (m := CKPT_RE.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(directory: str | Path) -> Path | None:
+    """The checkpoint with the highest step, or None."""
+    ckpts = list_checkpoints(directory)
+    return ckpts[-1] if ckpts else None
+
+
+def prune_checkpoints(directory: str | Path, keep_last: int) -> list[Path]:
+    """Delete all but the newest ``keep_last`` checkpoints (0 = keep all); return the deleted."""
+    ckpts = list_checkpoints(directory)
+    if keep_last <= 0 or len(ckpts) <= keep_last:
+        return []
+    doomed = ckpts[: len(ckpts) - keep_last]
+    for p in doomed:
+        shutil.rmtree(p)
+    return doomed
+
+
+# ----------------------------------------------------------------------------- averaging
+def average_checkpoints(paths: list[str | Path]) -> dict[str, Tensor]:
+    """Element-wise mean of the model weights of ``paths`` (accumulated in float64, cast back).
+
+    Non-floating tensors (integer buffers) must agree and are copied. Tied weights stay tied.
+    """
+    if not paths:
+        raise CheckpointError("average_checkpoints: no checkpoints given")
+    first = load_checkpoint(paths[0], with_optimizer=False).model
+    sums = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in first.items()}
+    for path in paths[1:]:
+        other = load_checkpoint(path, with_optimizer=False).model
+        check_state_compatible(other, first, str(path))
+        for key, value in other.items():
+            if value.is_floating_point():
+                sums[key] = sums[key] + value.to(torch.float64)
+            elif not torch.equal(value, first[key]):
+                raise CheckpointError(f"{path}: non-float buffer {key!r} differs between checkpoints")
+    out: dict[str, Tensor] = {}
+    done: dict[int, Tensor] = {}
+    for key, value in first.items():
+        if id(value) not in done:
+            done[id(value)] = (sums[key] / len(paths)).to(value.dtype) if value.is_floating_point() else value
+        out[key] = done[id(value)]
+    return out
+
+
+def save_average(paths: list[str | Path], out: str | Path) -> Path:
+    """Average ``paths`` and save the result as a model-only checkpoint directory ``out``."""
+    paths = [Path(p) for p in paths]
+    weights = average_checkpoints(paths)
+    last = load_checkpoint(paths[-1], with_optimizer=False)
+    state = {"kind": "average", "step": last.step, "averaged_from": [p.name for p in paths]}
+    return save_checkpoint(out, weights, state=state, config=last.config)
+

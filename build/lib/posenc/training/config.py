@@ -1,0 +1,68 @@
+"""``TrainConfig``: optimiser, schedule, precision, logging and checkpointing options.
+
+Defaults follow SHAPE (Kiyono et al. 2021, App. Table 4): Adam(0.9, 0.98), Noam schedule with
+8,000 warm-up steps and scaling factor 2, label smoothing 0.1, no gradient clipping; ε = 1e-9 as
+in Shaw et al. (2018, §4.1) and Vaswani et al. (2017).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from posenc.config import require
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass
+class TrainConfig:
+    seed: int = 1
+    max_steps: int = 100000  # optimizer updates; 0 = no step limit
+    max_epochs: int = 0  # 0 = no epoch limit (at least one limit must be set)
+    max_tokens: int = 4096  # tokens per batch per GPU (used by whoever builds the batches)
+    update_freq: int = 1  # gradient accumulation: batches per optimizer update
+    lr: float = 2.0  # Noam scaling factor
+    warmup: int = 8000
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_norm: float = 0.0  # 0 = no clipping
+    precision: str = "fp32"
+    validate_every: int = 1000  # steps; 0 = only at the end
+    save_every: int = 5000  # steps; 0 = only at the end
+    keep_last: int = 10  # checkpoints kept on disk; 0 = keep all
+    average_last: int = 0  # average the last N checkpoints at the end; 0/1 = off
+    patience: int | None = None  # stop after this many validations without improvement
+    log_every: int = 100
+    device: str = "auto"
+    num_threads: int = 0  # torch.set_num_threads; 0 = leave torch's default
+    bleu_every: int = 0  # steps; 0 = validation BLEU off (needs a BLEU callback)
+
+    def __post_init__(self) -> None:
+        require(self.max_steps >= 0 and self.max_epochs >= 0, "train: max_steps and max_epochs must be >= 0")
+        require(self.max_steps > 0 or self.max_epochs > 0, "train: set max_steps or max_epochs (both are 0)")
+        require(self.max_tokens > 0, f"train.max_tokens must be > 0, got {self.max_tokens}")
+        require(self.update_freq >= 1, f"train.update_freq must be >= 1, got {self.update_freq}")
+        require(self.lr > 0, f"train.lr must be > 0, got {self.lr}")
+        require(self.warmup >= 1, f"train.warmup must be >= 1, got {self.warmup}")
+        require(
+            len(self.betas) == 2 and all(0.0 <= b < 1.0 for b in self.betas),
+            f"train.betas must be two numbers in [0, 1), got {self.betas}",
+        )
+        self.betas = [float(b) for b in self.betas]
+        require(self.eps > 0, f"train.eps must be > 0, got {self.eps}")
+        require(self.weight_decay >= 0, f"train.weight_decay must be >= 0, got {self.weight_decay}")
+        require(0.0 <= self.label_smoothing < 1.0, f"train.label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        require(self.clip_norm >= 0, f"train.clip_norm must be >= 0, got {self.clip_norm}")
+        require(self.precision in PRECISIONS, f"train.precision must be one of {'|'.join(PRECISIONS)}, got {self.precision!r}")
+        for name in ("validate_every", "save_every", "keep_last", "average_last", "num_threads", "bleu_every"):
+            require(getattr(self, name) >= 0, f"train.{name} must be >= 0, got {getattr(self, name)}")
+        require(self.log_every >= 1, f"train.log_every must be >= 1, got {self.log_every}")
+        require(self.patience is None or self.patience >= 1, f"train.patience must be >= 1 or null, got {self.patience}")
+        require(self.device in DEVICES, f"train.device must be one of {'|'.join(DEVICES)}, got {self.device!r}")
+        require(
+            self.keep_last == 0 or self.average_last <= self.keep_last,
+            f"train.average_last ({self.average_last}) needs keep_last >= it (got {self.keep_last})",
+        )

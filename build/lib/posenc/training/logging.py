@@ -1,0 +1,105 @@
+"""Run logs written by rank 0: CSV files, TensorBoard scalars and a tqdm progress bar.
+
+``train.csv``: step, epoch, loss, nll, ppl, lr, tokens, wall_s, tokens_per_s — loss/nll in nats
+per target token over the rows' logging interval, ``tokens`` cumulative target tokens (all
+ranks), ``tokens_per_s`` the interval's throughput. ``valid.csv``: step, loss, ppl, bleu (empty
+when not computed), wall_s. ``wall_s`` is training time (validation and checkpointing excluded),
+so validation perplexity/BLEU against steps and against wall clock (SHAPE Fig. 8/9) can be
+plotted from valid.csv alone.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+log = logging.getLogger("posenc.training")
+
+TRAIN_COLUMNS = ("step", "epoch", "loss", "nll", "ppl", "lr", "tokens", "wall_s", "tokens_per_s")
+VALID_COLUMNS = ("step", "loss", "ppl", "bleu", "wall_s")
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.8g}"
+    return str(value)
+
+
+class CsvLog:
+    """Append-only CSV with a fixed header; :meth:`truncate_after` drops rows of a lost future."""
+
+    def __init__(self, path: Path, columns: tuple[str, ...]) -> None:
+        self.path, self.columns = Path(path), columns
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            with open(self.path, "w", newline="", encoding="utf-8") as fh:
+                csv.writer(fh).writerow(columns)
+
+    def write(self, row: dict[str, Any]) -> None:
+        with open(self.path, "a", newline="", encoding="utf-8") as fh:
+            csv.writer(fh).writerow([_fmt(row.get(c)) for c in self.columns])
+
+    def truncate_after(self, step: int) -> None:
+        """Keep only rows with ``step <= step`` (used when resuming from a checkpoint)."""
+        with open(self.path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.reader(fh))
+        kept = [r for r in rows[1:] if r and r[0].isdigit() and int(r[0]) <= step]
+        with open(self.path, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(self.columns)
+            writer.writerows(kept)
+
+
+class RunLogger:
+    """CSV + TensorBoard sink; every method is a no-op when ``enabled`` is False (rank > 0)."""
+
+    def __init__(self, out_dir: Path, enabled: bool, resume_step: int | None = None) -> None:
+        self.enabled = enabled
+        self.train_csv = self.valid_csv = None
+        self.writer = None
+        if not enabled:
+            return
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.train_csv = CsvLog(out_dir / "train.csv", TRAIN_COLUMNS)
+        self.valid_csv = CsvLog(out_dir / "valid.csv", VALID_COLUMNS)
+        if resume_step is not None:
+            self.train_csv.truncate_after(resume_step)
+            self.valid_csv.truncate_after(resume_step)
+        from torch.utils.tensorboard import SummaryWriter  # slow import: only on rank 0
+
+        self.writer = SummaryWriter(str(out_dir / "tensorboard"), purge_step=resume_step)
+
+    def train(self, row: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        self.train_csv.write(row)
+        for key in ("loss", "nll", "ppl", "lr", "tokens_per_s", "gnorm"):
+            if row.get(key) is not None:
+                self.writer.add_scalar(f"train/{key}", row[key], row["step"])
+        self.writer.add_scalar("train/wall_s", row["wall_s"], row["step"])
+
+    def valid(self, row: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        self.valid_csv.write(row)
+        for key in ("loss", "ppl", "bleu"):
+            if row.get(key) is not None:
+                self.writer.add_scalar(f"valid/{key}", row[key], row["step"])
+        log.info("step %d: %s", row["step"], " ".join(f"{k}={_fmt(row.get(k))}" for k in VALID_COLUMNS[1:4]))
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+def progress_bar(total: int | None, initial: int, enabled: bool) -> tqdm:
+    """tqdm over optimizer steps, shown only on rank 0 when stderr is a terminal."""
+    return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True,
+                disable=not (enabled and sys.stderr.isatty()))

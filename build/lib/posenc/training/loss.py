@@ -1,0 +1,56 @@
+"""Label-smoothed cross entropy (Szegedy et al. 2016; SHAPE App. Table 4, ε_ls = 0.1) and the
+loss hooks the trainer calls.
+
+Shape legend: B batch, T target length, V vocabulary, N flattened tokens.
+
+A loss hook is any callable ``loss_fn(model, batch) -> LossOutput`` returning *summed* (not
+averaged) losses and the number of tokens they cover; the trainer divides the accumulated
+gradient by the global token count, so hooks for other tasks (ViT, CTC) only need to return sums.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class LossOutput(NamedTuple):
+    loss: Tensor  # scalar, summed over tokens; what is back-propagated
+    nll: Tensor  # scalar, summed negative log-likelihood (no smoothing), for perplexity
+    ntokens: Tensor  # scalar, number of tokens in the sums
+
+
+def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, ignore_index: int = -100) -> LossOutput:
+    """Summed label-smoothed cross entropy over non-ignored targets.
+
+    ``logits (..., V)``, ``target (...)`` → per token ``(1 − ε)·(−log p_y) + ε·mean_v(−log p_v)``,
+    i.e. the smoothed target puts ε/V on every class (as ``F.cross_entropy(label_smoothing=ε)``;
+    fairseq instead spreads ε over the V − 1 non-target classes). Computed in float32.
+    """
+    lprobs = F.log_softmax(logits.float(), dim=-1).reshape(-1, logits.shape[-1])  # (N, V)
+    flat = target.reshape(-1)  # (N,)
+    keep = flat != ignore_index
+    safe = flat.masked_fill(~keep, 0)
+    nll = -lprobs.gather(1, safe[:, None]).squeeze(1)  # (N,)
+    smooth = -lprobs.mean(dim=-1)  # (N,)
+    zero = lprobs.new_zeros(())
+    nll = torch.where(keep, nll, zero)
+    smooth = torch.where(keep, smooth, zero)
+    nll_sum = nll.sum()
+    loss = (1.0 - epsilon) * nll_sum + epsilon * smooth.sum()
+    return LossOutput(loss, nll_sum, keep.sum())
+
+
+class Seq2SeqLoss:
+    """Loss hook for :class:`posenc.models.seq2seq.Seq2SeqTransformer` on a data ``Batch``:
+    teacher forcing ``model(src, src_mask, tgt_in, tgt_mask)`` scored against ``tgt_out``."""
+
+    def __init__(self, epsilon: float, pad_id: int = 0) -> None:
+        self.epsilon, self.pad_id = epsilon, pad_id
+
+    def __call__(self, model: nn.Module, batch: Any) -> LossOutput:
+        logits = model(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask)  # (B, T, V)
+        return label_smoothed_nll(logits, batch.tgt_out, self.epsilon, self.pad_id)

@@ -107,3 +107,27 @@ def test_swapped_uses_a_training_subsample_and_protocol_is_named(capsys: pytest.
     text = (view.exp.root / "report" / "README.md").read_text(encoding="utf-8")
     assert "## Evaluation protocol" in text and "beam search (beam 2, GNMT length penalty α = 0.6)" in text
     assert "- checkpoint: the last checkpoint" in text and "sacreBLEU on detokenized text (`nrefs:1" in text
+
+
+def test_one_registry_of_analyses() -> None:
+    """Issue 9/13: the schema, the report and `posenc analyze` all use the analysis registry."""
+    from posenc.analysis import ANALYSES, DESCRIPTIONS, REGISTRY
+    from posenc.experiments.config import TRANSLATION_ANALYSES
+    from posenc.experiments.report import REPORT_ANALYSES
+
+    assert tuple(REGISTRY) == TRANSLATION_ANALYSES
+    assert list(REPORT_ANALYSES) == list(REGISTRY)  # one report adapter per registered analysis
+    assert ANALYSES == {k: a.function for k, a in REGISTRY.items()} and set(DESCRIPTIONS) == set(REGISTRY)
+
+
+def test_no_import_circle_between_report_and_runner() -> None:
+    import ast
+    import posenc.experiments.report as report
+    import posenc.experiments.runner as runner
+
+    def imports(module) -> set[str]:
+        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+
+    assert "posenc.experiments.runner" not in imports(report)
+    assert "posenc.experiments.report" in imports(runner)  # the runner writes the report; never the reverse

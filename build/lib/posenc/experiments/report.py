@@ -240,7 +240,7 @@ REPORT_ANALYSES: dict[str, Callable[[SettingView, Path], None]] = {
     "length_bleu": an_length_bleu, "bootstrap": an_bootstrap, "length_diff": an_length_diff,
     "shift_invariance": an_shift_invariance, "speed": an_speed, "tokenwise": an_tokenwise,
     "position_nll": an_position_nll, "swapped": an_swapped,
-}
+}  # adapters: SettingView → each registered analysis (posenc.analysis.REGISTRY), same names
 
 
 def interpolate_dropped(pairs: list[Pair], group: int) -> int:

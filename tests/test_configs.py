@@ -81,13 +81,21 @@ def test_a_built_wheel_ships_every_config(tmp_path: Path) -> None:
     import sys
     import zipfile
 
+    import shutil
+
     root = Path(__file__).resolve().parents[1]
+    src = tmp_path / "src"  # a copy: setuptools writes build/ and *.egg-info next to pyproject.toml
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (root / name).is_file():
+            shutil.copy(root / name, src / name)
+    shutil.copytree(root / "src", src / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                           "-w", str(tmp_path), str(root)], capture_output=True, text=True)
+                           "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True)
     if proc.returncode != 0 and "No module named pip" in proc.stderr:
         pytest.skip("pip is not available in this interpreter")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    (wheel,) = tmp_path.glob("posenc-*.whl")
+    (wheel,) = (tmp_path / "dist").glob("posenc-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"posenc/configs/{p.relative_to(CONFIGS).as_posix()}" for p in FILES} <= names
 

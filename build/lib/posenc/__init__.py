@@ -1,2 +1,0 @@
-"""posenc: position representations for Transformers."""
-__version__ = "0.1.0"

@@ -82,8 +82,14 @@ def test_bad_cell_is_an_error() -> None:
         run_config(exp, "vanilla", "bad", 3)
 
 
-def test_find_experiment(tmp_path: Path) -> None:
-    assert find_experiment("toy") == REPO / "configs" / "experiments" / "toy.yaml"
+def test_find_experiment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from posenc.experiments.runner import shipped_configs
+
+    assert find_experiment("toy") == shipped_configs() / "experiments" / "toy.yaml"
+    assert find_experiment("toy").resolve() == (REPO / "configs" / "experiments" / "toy.yaml").resolve()
+    monkeypatch.chdir(tmp_path)  # README-style configs/ paths work from any directory
+    vision = find_experiment("configs/vision/fashion_mnist_small.yaml")
+    assert vision == shipped_configs() / "vision" / "fashion_mnist_small.yaml" and vision.is_file()
     own = tmp_path / "mine.yaml"
     assert find_experiment(str(own)) == own
     with pytest.raises(ConfigError, match="unknown experiment 'nope'.*quickstart"):

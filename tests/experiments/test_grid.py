@@ -15,7 +15,7 @@ import yaml
 from posenc.config import load_config
 from posenc.experiments.config import TRANSLATION_ANALYSES, ExperimentConfig
 from posenc.experiments.report import mean_std
-from posenc.experiments.runner import grid, run_config, run_experiment
+from posenc.experiments.runner import find_experiment, grid, run_config, run_experiment
 from tests.helpers.tiny import assert_one_line_error, cli, read
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ SEEDS = (1, 2)
 
 def tiny_experiment(root: Path) -> Path:
     """configs/experiments/toy.yaml shrunk: 3 steps, 2 methods, 2 seeds, 2 settings, small data."""
-    exp = yaml.safe_load((REPO / "configs" / "experiments" / "toy.yaml").read_text())
+    exp = yaml.safe_load(find_experiment("toy").read_text())
     exp["name"] = "tiny"
     exp["out_dir"] = str(root / "exp")
     base = exp["base"]
@@ -82,16 +82,20 @@ def test_results_table(experiment) -> None:
     _, exp, report = experiment
     text = (report / "README.md").read_text(encoding="utf-8")
     results = _results(exp)
-    header = "| method | vanilla BLEU | interpolate BLEU | params | train s (first setting) |"
+    header = "| method | vanilla BLEU | interpolate BLEU | params | train s (first setting) | steps | status |"
     assert header in text
+    # validate_every=0: no validation curve, so no run can be called converged and every cell says so
+    assert {r["summary"]["status"] for r in results.values()} == {"unknown"}
     for method in METHODS:
         row = next(line for line in text.splitlines() if line.startswith(f"| {method} |"))
         cells = [c.strip() for c in row.strip("|").split("|")]
         for setting, cell in zip(SETTINGS, cells[1:3]):
             bleu = [results[(setting, method, seed)]["scores"]["test"]["bleu"] for seed in SEEDS]
-            assert re.fullmatch(r"\d+\.\d\d ± \d+\.\d\d", cell), cell
-            assert cell == f"{statistics.mean(bleu):.2f} ± {statistics.stdev(bleu):.2f}"
+            assert re.fullmatch(r"\d+\.\d\d ± \d+\.\d\d\*", cell), cell
+            assert cell == f"{statistics.mean(bleu):.2f} ± {statistics.stdev(bleu):.2f}*"
         assert cells[3] == f"{results[('vanilla', method, 1)]['summary']['params']:,}"
+        assert cells[5] == "3" and cells[6].startswith("NOT CONVERGED (vanilla/seed1: unknown;")
+    assert "* from at least one run that had not converged" in text
 
 
 def _analysis_files(directory: Path) -> set[str]:
@@ -114,6 +118,8 @@ def test_report_has_every_analysis(experiment) -> None:
             for csv_path in out.rglob("*.csv"):
                 with open(csv_path, newline="", encoding="utf-8") as fh:
                     assert len(list(csv.DictReader(fh))) >= 1, csv_path
+    for setting in SETTINGS:  # learning curves of every run, whatever the analyses
+        assert (report / setting / "learning_curves" / "learning_curves.png").is_file()
     linked = set(re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text))
     assert linked == {str(p.relative_to(report)) for p in report.rglob("*.png")}
 

@@ -38,7 +38,7 @@ def position_nll_table(logprobs: Sequence[np.ndarray], window: int = 1) -> list[
 
 def position_nll(
     models: Mapping[str, nn.Module],
-    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]] | Mapping[str, Sequence[tuple[Sequence[int], Sequence[int]]]],
     out_dir: str | Path,
     bos_id: int,
     eos_id: int,
@@ -49,7 +49,8 @@ def position_nll(
 ) -> list[dict[str, Any]]:
     """NLL per decoder position per model → ``position_nll.csv`` and ``position_nll.png``.
 
-    ``pairs`` are (source ids, target ids without BOS/EOS), e.g. stacked test sentences;
+    ``pairs`` are (source ids, target ids without BOS/EOS), e.g. stacked test sentences, or a
+    mapping model name → its own pairs (each model scored with the source format it was trained on);
     ``train_max`` (longest training target) draws a vertical line in the plot.
     Rows: ``model, position, tokens, nll``.
     """
@@ -57,7 +58,8 @@ def position_nll(
         raise DataError("position_nll: no sentence pairs given")
     rows = []
     for name, model in models.items():
-        table = position_nll_table(gold_logprobs(model, pairs, bos_id, eos_id, pad_id, batch_size), window)
+        own = pairs[name] if isinstance(pairs, Mapping) else pairs
+        table = position_nll_table(gold_logprobs(model, own, bos_id, eos_id, pad_id, batch_size), window)
         rows += [{"model": name, **r} for r in table]
     out = plots.output_dir(out_dir)
     plots.write_csv(out / "position_nll.csv", rows)

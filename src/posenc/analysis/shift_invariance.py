@@ -62,7 +62,7 @@ def shift_similarity(
 
 def shift_invariance(
     models: Mapping[str, nn.Module],
-    sources: Sequence[Sequence[int]],
+    sources: Sequence[Sequence[int]] | Mapping[str, Sequence[Sequence[int]]],
     out_dir: str | Path,
     offsets: Sequence[float] = OFFSETS,
     pad_id: int = 0,
@@ -72,7 +72,9 @@ def shift_invariance(
 
     Args:
         models: name → Seq2SeqTransformer.
-        sources: source token-id sequences (as the model's encoder receives them).
+        sources: source token-id sequences (as the model's encoder receives them), or a mapping
+            model name → its own sources, when models read different source formats (CAPE
+            trained with a source BOS is scored with it).
 
     Rows: ``model, k1, k2, similarity`` (K×K rows per model).
     """
@@ -80,7 +82,8 @@ def shift_invariance(
     labels = [f"{k:g}" for k in offsets]
     rows = []
     for name, model in models.items():
-        matrix = shift_similarity(model, sources, offsets, pad_id, batch_size)
+        own = sources[name] if isinstance(sources, Mapping) else sources
+        matrix = shift_similarity(model, own, offsets, pad_id, batch_size)
         rows += [{"model": name, "k1": offsets[a], "k2": offsets[b], "similarity": float(matrix[a, b])} for a in range(len(offsets)) for b in range(len(offsets))]
         fig, (ax,) = plots.figure(size=(4.2, 3.6))
         plots.heatmap(ax, matrix, labels, labels, f"{name}: cosine similarity", vmin=0.0, vmax=1.0, xlabel="offset k", ylabel="offset k")

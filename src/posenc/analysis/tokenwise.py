@@ -99,14 +99,18 @@ def tokenwise(
     by: str = "rank",
     names: tuple[str, str] = ("model", "baseline"),
     batch_size: int = 32,
+    baseline_pairs: Sequence[tuple[Sequence[int], Sequence[int]]] | None = None,
 ) -> list[dict[str, Any]]:
     """Score gold tokens with both models → ``tokenwise.csv`` and ``tokenwise.png``.
 
     ``pairs`` are (source ids, target ids without BOS/EOS); ``counts`` are training target
-    token counts (see :func:`token_counts`).
+    token counts (see :func:`token_counts`). ``baseline_pairs`` (default ``pairs``): the same
+    pairs in the baseline's own source format, when it differs (e.g. a source BOS).
     """
+    if baseline_pairs is not None and [t for _, t in baseline_pairs] != [t for _, t in pairs]:
+        raise DataError("tokenwise: baseline_pairs must have the same targets as pairs")
     a = gold_logprobs(model, pairs, bos_id, eos_id, pad_id, batch_size)
-    b = gold_logprobs(baseline, pairs, bos_id, eos_id, pad_id, batch_size)
+    b = gold_logprobs(baseline, baseline_pairs if baseline_pairs is not None else pairs, bos_id, eos_id, pad_id, batch_size)
     gold = [[*tgt, eos_id] for _, tgt in pairs]
     rows = tokenwise_table(a, b, gold, counts, position_buckets, freq_buckets, by)
     out = plots.output_dir(out_dir)

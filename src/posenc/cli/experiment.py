@@ -1,4 +1,5 @@
-"""``posenc experiment NAME|CONFIG [KEY=VALUE ...]``: run a grid and write its report."""
+"""``posenc experiment NAME|CONFIG [KEY=VALUE ...] [--jobs N] [--rerun-stale] [--backend B]``:
+run a grid and write its report (the results table, with each run's convergence status, is printed)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,22 @@ from posenc.experiments.runner import run_experiment
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="a shipped experiment name (e.g. quickstart) or a YAML file")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. seeds=[1,2]")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs at once, each in its own process (spread round robin over the visible GPUs)")
+    parser.add_argument("--rerun-stale", action="store_true",
+                        help="retrain runs whose stored config fingerprint differs from the current config "
+                             "(default: stop with one line naming the differing keys)")
+    parser.add_argument("--backend", choices=("local", "submitit"), default="local",
+                        help="local processes, or submitit (SLURM) for grids larger than one machine")
 
 
 def run(args: argparse.Namespace) -> int:
-    report = run_experiment(args.config, args.overrides)
+    options = {"jobs": args.jobs, "rerun_stale": args.rerun_stale, "backend": args.backend}
+    report = run_experiment(args.config, args.overrides, **options)
     summary = report / "README.md"
     text = summary.read_text(encoding="utf-8") if summary.is_file() else ""
     sections = text.split("\n## ")
     if len(sections) > 1:
-        print("## " + sections[1].strip())  # the results table
+        print("## " + sections[1].strip())  # the results table, with each run's convergence status
     print(f"\nreport: {summary if summary.is_file() else report}")
     return 0

@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from posenc.analysis import REGISTRY as _ANALYSIS_REGISTRY
 from posenc.config import require
 
-TRANSLATION_ANALYSES = (
-    "length_bleu", "bootstrap", "length_diff", "shift_invariance", "speed", "tokenwise", "position_nll", "swapped",
-)
+#: Analysis names an experiment may ask for: the analysis registry's (one list, not a copy).
+TRANSLATION_ANALYSES = tuple(_ANALYSIS_REGISTRY)
 
 
 @dataclass

@@ -12,12 +12,14 @@ from typing import Any
 import torch
 
 from posenc import analysis
+from posenc.analysis import learning_curves as _learning_curves  # noqa: F401 - analysis.learning_curves
 from posenc.analysis.common import Buckets
 from posenc.data import settings as data_settings
 from posenc.data.corpora import Pair
 from posenc.data.text import read_lines
 from posenc.experiments.config import ExperimentConfig
-from posenc.experiments.runner import run_config
+from posenc.experiments.convergence import CONVERGED, UNKNOWN, read_valid
+from posenc.experiments.cells import grid, run_config
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.prepare import load_meta
 from posenc.pipeline.run import LoadedRun, decode_options, load_run
@@ -31,20 +33,62 @@ def mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
+def _status(r: dict[str, Any]) -> str:
+    return r.get("summary", {}).get("status", UNKNOWN)
+
+
+def row_status(runs: list[dict[str, Any]]) -> str:
+    """'converged' when every run of the row converged, else which runs were still improving."""
+    open_runs = [f"{r['setting']}/seed{r['seed']}: {_status(r)}" for r in runs if _status(r) != CONVERGED]
+    if not runs:
+        return "–"
+    return "converged" if not open_runs else "NOT CONVERGED (" + "; ".join(open_runs) + ")"
+
+
 def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: str | None = None) -> str:
-    """Markdown: one row per method, BLEU per setting (mean ± std over seeds), size and time."""
+    """Markdown: one row per method, BLEU per setting (mean ± std over seeds), size, time, steps
+    and convergence status. A BLEU from a run that had not converged carries a ``*``, and the
+    row's status names those runs (a conclusion from them must say so)."""
     split = split or exp.splits[0]
     cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in results:
         cells.setdefault((r["method"], r["setting"]), []).append(r)
     settings = list(exp.settings)
-    head = f"| method | {' | '.join(f'{s} BLEU' for s in settings)} | params | train s (first setting) |"
-    lines = [head, "|" + "---|" * (len(settings) + 3)]
+    head = f"| method | {' | '.join(f'{s} BLEU' for s in settings)} | params | train s (first setting) | steps | status |"
+    lines = [head, "|" + "---|" * (len(settings) + 5)]
     for method in exp.methods:
-        bleu = [mean_std([r["scores"][split]["bleu"] for r in cells.get((method, s), [])]) if cells.get((method, s)) else "–" for s in settings]
+        bleu = []
+        for s in settings:
+            runs = cells.get((method, s), [])
+            star = "*" if any(_status(r) != CONVERGED for r in runs) else ""
+            bleu.append(mean_std([r["scores"][split]["bleu"] for r in runs]) + star if runs else "–")
+        runs = [r for s in settings for r in cells.get((method, s), [])]
         first = cells.get((method, settings[0]), [{}])[0].get("summary", {})
-        lines.append(f"| {method} | {' | '.join(bleu)} | {first.get('params', '–'):,} | {first.get('wall_s', '–')} |")
+        steps = sorted({r.get("summary", {}).get("steps") for r in runs} - {None})
+        steps_s = "–" if not steps else (str(steps[0]) if len(steps) == 1 else f"{steps[0]}–{steps[-1]}")
+        params = first.get("params")
+        lines.append(f"| {method} | {' | '.join(bleu)} | {f'{params:,}' if isinstance(params, int) else '–'} | "
+                     f"{first.get('wall_s', '–')} | {steps_s} | {row_status(runs)} |")
+    if any(_status(r) != CONVERGED for r in results):
+        lines.append("")
+        lines.append("\\* from at least one run that had not converged (last validation perplexity > 1% better "
+                     "than its best before, or too few validations to tell): a longer run may change this number "
+                     "and any comparison drawn from it.")
     return "\n".join(lines)
+
+
+def learning_curves_section(exp: ExperimentConfig, results: list[dict[str, Any]], report: Path) -> list[str]:
+    """Validation perplexity vs steps and vs wall clock for every run of each setting."""
+    md = ["## Learning curves (validation perplexity; SHAPE Fig. 8/9)", ""]
+    for setting in exp.settings:
+        runs = [r for r in results if r["setting"] == setting]
+        names = {f"{r['method']}/seed{r['seed']}": r for r in runs}
+        curves = {n: read_valid(run_config(exp, setting, r["method"], r["seed"]).out_dir) for n, r in names.items()}
+        out = analysis.learning_curves.learning_curves(curves, {n: _status(r) for n, r in names.items()},
+                                                        report / setting / "learning_curves")
+        md += [f"### {setting}", "", f"![learning curves]({(out / 'learning_curves.png').relative_to(report)})", "",
+               (out / "curves.md").read_text(encoding="utf-8"), ""]
+    return md
 
 
 class SettingView:
@@ -75,12 +119,31 @@ class SettingView:
     def models(self) -> dict[str, torch.nn.Module]:
         return {m: self.run(m).model for m in self.exp.methods}
 
+    @property
+    def train_lengths(self) -> list[int]:
+        """Source lengths (subwords) of the training split: both bounds of what was seen (a Middle
+        or Long split has no short sentences), for the "seen" shading (issue 13 fix 3)."""
+        if not hasattr(self, "_train_lengths"):
+            self._train_lengths = self.lengths(read_lines(self.data_dir / "train.src"))
+        return self._train_lengths
+
     def lengths(self, texts: list[str]) -> list[int]:
         return [len(self.tok.encode(t)) for t in texts]
 
-    def pairs(self, src: list[str], tgt: list[str]) -> list[tuple[list[int], list[int]]]:
-        bos = self.run(self.exp.baseline_label).prepend_src_bos
-        return [(([self.tok.bos_id] if bos else []) + self.tok.encode(s), self.tok.encode(t)) for s, t in zip(src, tgt)]
+    def source_bos(self, method: str) -> bool:
+        """Whether ``method`` was trained with a source BOS (CAPE): its own source format.
+        (The position config's ``needs_source_bos`` will replace reading it from the model.)"""
+        from posenc.pipeline.train import source_bos
+
+        return source_bos(self.run(method).model)
+
+    def pairs(self, src: list[str], tgt: list[str], method: str) -> list[tuple[list[int], list[int]]]:
+        """(source ids, target ids) in the source format ``method`` was trained with (issue 13 fix 1)."""
+        bos = [self.tok.bos_id] if self.source_bos(method) else []
+        return [(bos + self.tok.encode(s), self.tok.encode(t)) for s, t in zip(src, tgt)]
+
+    def pairs_by_method(self, src: list[str], tgt: list[str], methods: list[str]) -> dict[str, list[tuple[list[int], list[int]]]]:
+        return {m: self.pairs(src, tgt, m) for m in methods}
 
 
 def _length_buckets(view: SettingView) -> Buckets:
@@ -92,7 +155,7 @@ def _length_buckets(view: SettingView) -> Buckets:
 def an_length_bleu(v: SettingView, out: Path) -> None:
     hyps = {m: v.hyps(m) for m in v.exp.methods}
     analysis.ANALYSES["length_bleu"](v.lengths(v.src), v.ref, hyps, out, _length_buckets(v),
-                                     baseline=v.exp.baseline_label, train_max=v.meta["train"]["max_src_len"])
+                                     baseline=v.exp.baseline_label, train_lengths=v.train_lengths)
 
 
 def an_bootstrap(v: SettingView, out: Path) -> None:
@@ -103,13 +166,13 @@ def an_bootstrap(v: SettingView, out: Path) -> None:
 def an_length_diff(v: SettingView, out: Path) -> None:
     hyp_lengths = {m: v.lengths(v.hyps(m)) for m in v.exp.methods}
     analysis.ANALYSES["length_diff"](v.lengths(v.src), v.lengths(v.ref), hyp_lengths, out, _length_buckets(v),
-                                     train_max=v.meta["train"]["max_src_len"])
+                                     train_lengths=v.train_lengths)
 
 
 def an_shift_invariance(v: SettingView, out: Path) -> None:
     n = int(v.exp.analysis_options.get("shift_sentences", 100))
-    sources = [s for s, _ in v.pairs(v.src[:n], v.ref[:n])]
     models = {m: model for m, model in v.models().items() if isinstance(model, Seq2SeqTransformer)}  # not RNN-NMT
+    sources = {m: [s for s, _ in p] for m, p in v.pairs_by_method(v.src[:n], v.ref[:n], list(models)).items()}
     analysis.ANALYSES["shift_invariance"](models, sources, out, pad_id=v.tok.pad_id)
 
 
@@ -125,8 +188,9 @@ def an_tokenwise(v: SettingView, out: Path) -> None:
     base = v.exp.baseline_label
     for m in v.exp.methods:
         if m != base:
-            analysis.ANALYSES["tokenwise"](v.run(m).model, v.run(base).model, v.pairs(v.src, v.ref), counts,
-                                           out / f"tokenwise_{m}", v.tok.bos_id, v.tok.eos_id, v.tok.pad_id, names=(m, base))
+            analysis.ANALYSES["tokenwise"](v.run(m).model, v.run(base).model, v.pairs(v.src, v.ref, m), counts,
+                                           out / f"tokenwise_{m}", v.tok.bos_id, v.tok.eos_id, v.tok.pad_id, names=(m, base),
+                                           baseline_pairs=v.pairs(v.src, v.ref, base))
 
 
 def an_position_nll(v: SettingView, out: Path) -> None:
@@ -137,17 +201,30 @@ def an_position_nll(v: SettingView, out: Path) -> None:
     if not stacked:
         log.warning("position_nll: the test set is too small to stack to %d target tokens", min_tokens)
         return
-    analysis.ANALYSES["position_nll"](v.models(), v.pairs([p.src for p in stacked], [p.tgt for p in stacked]), out,
+    pairs = v.pairs_by_method([p.src for p in stacked], [p.tgt for p in stacked], list(v.exp.methods))
+    analysis.ANALYSES["position_nll"](v.models(), pairs, out,
                                       v.tok.bos_id, v.tok.eos_id, v.tok.pad_id, train_max=v.meta["train"]["max_tgt_len"])
 
 
+def training_subsample(v: SettingView, n: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    """``n`` training pairs drawn without replacement (fixed seed), in corpus order."""
+    import random
+
+    src, tgt = read_lines(v.data_dir / "train.src"), read_lines(v.data_dir / "train.tgt")
+    keep = sorted(random.Random(seed).sample(range(len(src)), min(n, len(src))))
+    return [src[i] for i in keep], [tgt[i] for i in keep]
+
+
 def an_swapped(v: SettingView, out: Path) -> None:
-    """SHAPE Table 1, on the INTERPOLATE test set (groups of sentences joined by <sep>)."""
+    """SHAPE Table 1 on a random 10k-pair subsample of the INTERPOLATE *training* data (as the
+    paper: the model has seen these groups, so only the order of the sentences is new);
+    ``analysis_options.swapped_pairs`` sets the size (issue 13 fix 4)."""
     from posenc.decoding.translate import translate_lines
 
     sep = " <sep> "
+    src, tgt = training_subsample(v, int(v.exp.analysis_options.get("swapped_pairs", 10_000)))
     groups = [analysis.swapped.make_groups(s.split(sep), t.split(sep), len(s.split(sep)))[0]
-              for s, t in zip(v.src, v.ref) if s.count(sep) == t.count(sep) and sep in s]
+              for s, t in zip(src, tgt) if s.count(sep) == t.count(sep) and sep in s]
     if not groups:
         log.info("swapped: setting %s has no <sep>-joined groups; skipped", v.setting)
         return
@@ -163,7 +240,54 @@ REPORT_ANALYSES: dict[str, Callable[[SettingView, Path], None]] = {
     "length_bleu": an_length_bleu, "bootstrap": an_bootstrap, "length_diff": an_length_diff,
     "shift_invariance": an_shift_invariance, "speed": an_speed, "tokenwise": an_tokenwise,
     "position_nll": an_position_nll, "swapped": an_swapped,
-}
+}  # adapters: SettingView → each registered analysis (posenc.analysis.REGISTRY), same names
+
+
+def interpolate_dropped(pairs: list[Pair], group: int) -> int:
+    """Sentences INTERPOLATE drops: the shorter run left at the end of each document
+    (:func:`posenc.data.settings.interpolate` keeps only full groups)."""
+    per_doc: dict[str, int] = {}
+    for p in pairs:
+        per_doc[p.doc] = per_doc.get(p.doc, 0) + 1
+    return sum(n % group for n in per_doc.values())
+
+
+def interpolate_note(exp: ExperimentConfig, setting: str) -> str:
+    """One line: how many sentences of each split INTERPOLATE dropped (issue 13 fix 5)."""
+    from posenc.data.corpora import load_corpus
+
+    cfg = run_config(exp, setting, exp.baseline_label, exp.seeds[0])
+    if cfg.data.setting != "interpolate":
+        return ""
+    corpus = load_corpus(cfg.data.corpus, **cfg.data.options)
+    parts = []
+    for split in ("train", "valid", "test"):
+        pairs = getattr(corpus, split)
+        dropped = interpolate_dropped(pairs, cfg.data.group)
+        parts.append(f"{split} {dropped:,} of {len(pairs):,} ({100 * dropped / max(len(pairs), 1):.1f}%)")
+    return (f"INTERPOLATE joins runs of {cfg.data.group} sentences within a document and drops the shorter run "
+            f"left at each document's end: dropped sentences {'; '.join(parts)} (before any max_*_pairs cut).")
+
+
+def evaluation_protocol(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[str]:
+    """The evaluation settings that may differ from a paper's, named (issue 13 fix 6)."""
+    cfg = run_config(exp, *next(iter(grid(exp))))
+    dc, tc = cfg.decode, cfg.train
+    search = "greedy search" if dc.beam == 1 else f"beam search (beam {dc.beam}, GNMT length penalty α = {dc.length_penalty})"
+    best = getattr(tc, "average_best", 0)
+    if best and best > 1:
+        ckpt = f"average of the best {best} checkpoints by validation loss (`train.average_best`)"
+    elif tc.average_last > 1:
+        ckpt = f"average of the last {tc.average_last} checkpoints (`train.average_last`)"
+    else:
+        ckpt = "the last checkpoint"
+    sig = next((r["scores"][s].get("bleu_signature") for r in results for s in r.get("scores", {})), None)
+    return ["## Evaluation protocol", "",
+            f"- decoding: {search} (`decode.beam`, `decode.length_penalty`)",
+            f"- checkpoint: {ckpt}",
+            f"- BLEU: sacreBLEU on detokenized text{f' (`{sig}`)' if sig else ''}; a paper's BLEU on tokenized "
+            "text is a different number: compare absolute scores only when the BLEU variant matches",
+            ""]
 
 
 def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]]) -> Path:
@@ -172,9 +296,13 @@ def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]
     report.mkdir(parents=True, exist_ok=True)
     md = [f"# {exp.name}", "", exp.description, "", f"## {exp.splits[0].capitalize()} BLEU (sacreBLEU, seeds {exp.seeds})", "",
           results_table(exp, results), ""]
+    md += evaluation_protocol(exp, results)
+    md += learning_curves_section(exp, results, report)
     for setting in exp.settings:
         view = SettingView(exp, setting)
         md += [f"## {setting}", ""]
+        note = interpolate_note(exp, setting)
+        md += [note, ""] if note else []
         for name in exp.analyses:
             out = report / setting / name
             out.mkdir(parents=True, exist_ok=True)

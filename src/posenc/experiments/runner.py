@@ -7,64 +7,141 @@ seeds), ``<setting>/<method>/seed<N>/`` (a run directory with ``results.json`` o
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from posenc.config import apply_mapping, from_dict, load_yaml, merge_overrides, to_dict
+from posenc.config import from_dict, load_yaml, merge_overrides
+from posenc.errors import ConfigError
+from posenc.experiments.cells import Cell, grid, run_config  # noqa: F401 - re-exported
 from posenc.experiments.config import ExperimentConfig
-from posenc.pipeline.config import RunConfig
+from posenc.experiments.convergence import UNKNOWN, run_status
+from posenc.experiments.freshness import Verdict, judge, run_record
 
 log = logging.getLogger("posenc")
 
 
-def run_config(exp: ExperimentConfig, setting: str, method: str, seed: int) -> RunConfig:
-    """Base config + setting overrides + method overrides + seed, with its directories."""
-    data = apply_mapping(exp.base, exp.settings[setting], RunConfig)
-    data = apply_mapping(data, exp.methods[method], RunConfig)
-    data = apply_mapping(data, {"train.seed": seed}, RunConfig)
-    cfg = from_dict(RunConfig, data)
-    key = hashlib.sha256(json.dumps(to_dict(cfg.data), sort_keys=True).encode()).hexdigest()[:8]
-    data["out_dir"] = str(exp.root / setting / method / f"seed{seed}")
-    data["data_dir"] = str(exp.root / "data" / f"{setting}-{key}")
-    return from_dict(RunConfig, data)
+def _load_results(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def grid(exp: ExperimentConfig) -> list[tuple[str, str, int]]:
-    return [(s, m, seed) for s in exp.settings for m in exp.methods for seed in exp.seeds]
+def verdict(exp: ExperimentConfig, setting: str, method: str, seed: int) -> Verdict | None:
+    """None when the cell has no results yet, else how its results relate to the current config."""
+    cfg = run_config(exp, setting, method, seed)
+    old = _load_results(Path(cfg.out_dir) / "results.json")
+    if old is None:
+        return None
+    steps = old.get("summary", {}).get("steps")
+    return judge(old.get("record"), run_record(cfg, exp.splits), steps)
 
 
-def run_translation(exp: ExperimentConfig, setting: str, method: str, seed: int) -> dict[str, Any]:
-    """Train and score one grid cell unless its results.json exists."""
+def execute_cell(exp: ExperimentConfig, setting: str, method: str, seed: int) -> dict[str, Any]:
+    """Bring one grid cell up to date with the current config and return its results.
+
+    fresh → the stored results; rescore → translate again with the trained model; extend or
+    missing → train (resuming from the run's last checkpoint) and score. Stale cells must have been
+    removed (``--rerun-stale``) or refused by :func:`plan` before this is called.
+    """
     from posenc.pipeline.run import load_run, translate_split
     from posenc.pipeline.train import train_run
 
     cfg = run_config(exp, setting, method, seed)
     done = Path(cfg.out_dir) / "results.json"
-    if done.is_file():
-        return json.loads(done.read_text(encoding="utf-8"))
-    log.info("== %s / %s / seed %d -> %s", setting, method, seed, cfg.out_dir)
-    summary = train_run(cfg)
+    v = verdict(exp, setting, method, seed)
+    if v is not None and v.kind == "fresh":
+        return _load_results(done) or {}
+    if v is not None and v.kind == "stale":
+        raise ConfigError(f"{cfg.out_dir}: stale results ({v.detail}); rerun with --rerun-stale")
+    if v is not None and v.kind == "rescore":
+        summary = (_load_results(done) or {}).get("summary", {})
+        log.info("== %s / %s / seed %d: rescoring (%s)", setting, method, seed, v.detail)
+    else:
+        if v is not None:
+            log.info("== %s / %s / seed %d: extending training (%s)", setting, method, seed, v.detail)
+        log.info("== %s / %s / seed %d -> %s", setting, method, seed, cfg.out_dir)
+        summary = train_run(cfg)
+    done.unlink(missing_ok=True)  # never leave old numbers next to a changed run
     loaded = load_run(cfg.out_dir)
-    scores = {split: translate_split(loaded, split) for split in exp.splits}
-    result = {"setting": setting, "method": method, "seed": seed, "summary": summary, "scores": scores}
-    done.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    scores = {split: translate_split(loaded, split, cfg.decode) for split in exp.splits}
+    summary = dict(summary, status=run_status(cfg.out_dir, summary))
+    result = {"setting": setting, "method": method, "seed": seed, "summary": summary, "scores": scores,
+              "record": run_record(cfg, exp.splits)}
+    tmp = done.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    tmp.replace(done)
     return result
 
 
-def run_translation_grid(exp: ExperimentConfig) -> Path:
-    from posenc.experiments.report import write_translation_report
+def run_translation(exp: ExperimentConfig, setting: str, method: str, seed: int) -> dict[str, Any]:
+    """Train and score one grid cell unless its results are fresh (stale results raise ConfigError)."""
+    return execute_cell(exp, setting, method, seed)
 
-    results = [run_translation(exp, s, m, seed) for s, m, seed in grid(exp)]
+
+def plan(exp: ExperimentConfig, rerun_stale: bool = False) -> list[tuple[str, str, int]]:
+    """The cells that need work. Stale cells stop the experiment with one line naming the differing
+    keys, or with ``rerun_stale`` have their run directory removed so they train from scratch."""
+    pending, stale = [], []
+    for cell in grid(exp):
+        v = verdict(exp, *cell)
+        if v is not None and v.kind == "stale":
+            stale.append((cell, v))
+        if v is None or v.kind != "fresh":
+            pending.append(cell)
+    if stale and not rerun_stale:
+        (s, m, seed), v = stale[0]
+        more = f" (and {len(stale) - 1} more runs)" if len(stale) > 1 else ""
+        raise ConfigError(f"stale results in {run_config(exp, s, m, seed).out_dir}{more}: the config changed: "
+                          f"{v.detail}; rerun with --rerun-stale, or use another out_dir")
+    for cell, _ in stale:
+        shutil.rmtree(run_config(exp, *cell).out_dir, ignore_errors=True)
+        log.info("== %s / %s / seed %d: stale, removed for a fresh run", *cell)
+    return pending
+
+
+def prepare_data(exp: ExperimentConfig, cells: list[tuple[str, str, int]]) -> None:
+    """Prepare every data directory the cells need, once each, before any run starts."""
+    from posenc.pipeline.prepare import prepare
+
+    seen: set[str] = set()
+    for cell in cells:
+        cfg = run_config(exp, *cell)
+        if cfg.prepared_dir not in seen:
+            seen.add(cfg.prepared_dir)
+            prepare(cfg.data, cfg.prepared_dir)
+
+
+def summary_line(result: dict[str, Any], split: str) -> str:
+    """One line per finished run: method, setting, seed, BLEU, steps, convergence status."""
+    summary = result.get("summary", {})
+    bleu = result.get("scores", {}).get(split, {}).get("bleu")
+    bleu_s = f"{bleu:.2f}" if isinstance(bleu, (int, float)) else "–"
+    return (f"done {result['method']:<10} {result['setting']:<12} seed {result['seed']:<3} "
+            f"{split} BLEU {bleu_s:>6}  steps {summary.get('steps', '–'):>6}  {summary.get('status', UNKNOWN)}")
+
+
+def run_translation_grid(exp: ExperimentConfig, jobs: int = 1, rerun_stale: bool = False, backend: str = "local") -> Path:
+    from posenc.experiments.report import write_translation_report
+    from posenc.experiments.scheduler import run_cells
+
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be >= 1, got {jobs}")
+    pending = plan(exp, rerun_stale)
+    prepare_data(exp, pending)
+    if jobs == 1 and backend == "local":
+        for cell in pending:
+            print(summary_line(execute_cell(exp, *cell), exp.splits[0]), flush=True)
+    else:
+        run_cells(exp, pending, jobs, backend)
+    results = [execute_cell(exp, *cell) for cell in grid(exp)]  # all fresh now: read back
     return write_translation_report(exp, results)
 
 
-def _translation(data: dict[str, Any], overrides: list[str]) -> Path:
+def _translation(data: dict[str, Any], overrides: list[str], **options: Any) -> Path:
     exp = from_dict(ExperimentConfig, merge_overrides(data, overrides, ExperimentConfig))
-    return run_translation_grid(exp)
+    return run_translation_grid(exp, **options)
 
 
 def _vision(data: dict[str, Any], overrides: list[str]) -> Path:
@@ -93,27 +170,46 @@ TASKS: dict[str, Callable[[dict[str, Any], list[str]], Path]] = {
 }
 
 
-def find_experiment(name_or_path: str) -> Path:
-    """A YAML path, or the name of a shipped config under ``configs/experiments``."""
-    from posenc.errors import ConfigError
+def shipped_configs() -> Path:
+    """The directory of the shipped configs (package data: ``posenc/configs/<kind>/*.yaml``)."""
+    from importlib.resources import files
 
+    return Path(str(files("posenc").joinpath("configs")))
+
+
+def find_experiment(name_or_path: str) -> Path:
+    """A YAML path; a ``configs/...`` path as in the README (resolved against the shipped configs
+    when it is not a file here); or the name of a shipped config (``configs/experiments/NAME.yaml``
+    or ``configs/NAME.yaml``, e.g. ``vision/fashion_mnist_small``)."""
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.is_file():
+    shipped = shipped_configs()
+    if path.is_file():
         return path
-    repo_configs = Path(__file__).resolve().parents[3] / "configs"
-    for candidate in (repo_configs / "experiments" / f"{name_or_path}.yaml", repo_configs / f"{name_or_path}.yaml"):
+    if path.parts[:1] == ("configs",) and (shipped.joinpath(*path.parts[1:])).is_file():
+        return shipped.joinpath(*path.parts[1:])
+    if path.suffix in (".yaml", ".yml"):
+        return path  # a user file that does not exist: load_yaml names it
+    for candidate in (shipped / "experiments" / f"{name_or_path}.yaml", shipped / f"{name_or_path}.yaml"):
         if candidate.is_file():
             return candidate
-    known = sorted(p.stem for p in (repo_configs / "experiments").glob("*.yaml"))
+    known = sorted(p.stem for p in (shipped / "experiments").glob("*.yaml"))
     raise ConfigError(f"unknown experiment {name_or_path!r} (shipped: {', '.join(known)}; or give a YAML path)")
 
 
-def run_experiment(name_or_path: str, overrides: list[str] | None = None) -> Path:
-    """Run a shipped or user experiment; its top-level ``task`` picks the runner."""
-    from posenc.errors import ConfigError
+#: Tasks whose runner takes the grid options (jobs, rerun_stale, backend) as keywords.
+GRID_TASKS = frozenset({"translation"})
 
+
+def run_experiment(name_or_path: str, overrides: list[str] | None = None, **options: Any) -> Path:
+    """Run a shipped or user experiment; its top-level ``task`` picks the runner. ``options``
+    (``jobs``, ``rerun_stale``, ``backend``) go to grid runners (:data:`GRID_TASKS`)."""
     data = load_yaml(find_experiment(name_or_path))
     task = data.get("task", "translation")
     if task not in TASKS:
         raise ConfigError(f"experiment task must be one of {', '.join(TASKS)}, got {task!r}")
+    if task in GRID_TASKS:
+        return TASKS[task](data, list(overrides or []), **options)
+    changed = {k: v for k, v in options.items() if v not in (None, False, 1, "local")}
+    if changed:
+        raise ConfigError(f"experiment task {task!r} does not support {', '.join(sorted(changed))}")
     return TASKS[task](data, list(overrides or []))

@@ -1,0 +1,29 @@
+"""The cells of an experiment grid and each cell's run config (no dependency on the runner or
+the report, so both import it without a circle)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from posenc.config import apply_mapping, from_dict, to_dict
+from posenc.experiments.config import ExperimentConfig
+from posenc.pipeline.config import RunConfig
+
+Cell = tuple[str, str, int]  # (setting, method, seed)
+
+
+def run_config(exp: ExperimentConfig, setting: str, method: str, seed: int) -> RunConfig:
+    """Base config + setting overrides + method overrides + seed, with its directories."""
+    data = apply_mapping(exp.base, exp.settings[setting], RunConfig)
+    data = apply_mapping(data, exp.methods[method], RunConfig)
+    data = apply_mapping(data, {"train.seed": seed}, RunConfig)
+    cfg = from_dict(RunConfig, data)
+    key = hashlib.sha256(json.dumps(to_dict(cfg.data), sort_keys=True).encode()).hexdigest()[:8]
+    data["out_dir"] = str(exp.root / setting / method / f"seed{seed}")
+    data["data_dir"] = str(exp.root / "data" / f"{setting}-{key}")
+    return from_dict(RunConfig, data)
+
+
+def grid(exp: ExperimentConfig) -> list[Cell]:
+    return [(s, m, seed) for s in exp.settings for m in exp.methods for seed in exp.seeds]

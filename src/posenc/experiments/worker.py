@@ -1,0 +1,41 @@
+"""One grid cell in its own process: ``python -m posenc.experiments.worker SPEC SETTING METHOD SEED``.
+
+``SPEC`` is the experiment JSON written by :func:`posenc.experiments.scheduler.write_spec`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+from posenc.config import from_dict
+from posenc.experiments.config import ExperimentConfig
+
+
+def run_cell(spec: str, setting: str, method: str, seed: int) -> dict[str, Any]:
+    """Bring one cell up to date (train/score) and return its results (used by both backends)."""
+    from posenc.experiments.runner import execute_cell
+
+    threads = int(os.environ.get("POSENC_NUM_THREADS", "0"))
+    if threads > 0:
+        import torch
+
+        torch.set_num_threads(threads)
+    with open(spec, encoding="utf-8") as fh:
+        exp = from_dict(ExperimentConfig, json.load(fh))
+    return execute_cell(exp, setting, method, int(seed))
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    spec, setting, method, seed = argv
+    result = run_cell(spec, setting, method, int(seed))
+    print(json.dumps({k: result[k] for k in ("setting", "method", "seed", "summary")}, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

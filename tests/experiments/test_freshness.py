@@ -1,0 +1,90 @@
+"""Results are never stale (issue 13, issue 10 item 6): a finished run is reused only when its
+stored fingerprint matches the current config; a longer budget resumes training; a changed model
+stops with one line naming the key, or retrains with --rerun-stale; a changed decoding re-scores."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from posenc.config import load_config
+from posenc.experiments.config import ExperimentConfig
+from posenc.experiments.freshness import judge, run_record
+from posenc.experiments.runner import run_config
+from tests.experiments.tiny_grid import write_experiment
+from tests.pipeline.tiny import assert_one_line_error, cli
+
+
+def _results(path: Path) -> dict:
+    exp = load_config(ExperimentConfig, path)
+    return json.loads((Path(run_config(exp, "vanilla", "ape", 1).out_dir) / "results.json").read_text())
+
+
+def _record(tmp_path: Path, **kw) -> dict:
+    exp = load_config(ExperimentConfig, write_experiment(tmp_path, **kw))
+    return run_record(run_config(exp, "vanilla", "ape", 1), exp.splits)
+
+
+def test_judge_verdicts(tmp_path: Path) -> None:
+    base = _record(tmp_path)
+    assert judge(base, base).kind == "fresh"
+    longer = _record(tmp_path, train={"max_steps": 5})
+    v = judge(base, longer, steps_done=3)
+    assert (v.kind, v.detail) == ("extend", "train.max_steps (3 -> 5)")
+    assert judge(longer, base, steps_done=5).kind == "stale"  # 5 steps trained cannot answer a 3-step budget
+    wider = _record(tmp_path, model={"d_model": 48})
+    v = judge(base, wider)
+    assert v.kind == "stale" and v.detail.startswith("model.d_model (32 -> 48)")
+    assert judge(base, _record(tmp_path, decode={"beam": 3})).kind == "rescore"
+    assert judge(None, base).kind == "stale" and "no config fingerprint" in judge(None, base).detail
+
+
+def test_longer_budget_is_not_answered_from_old_results(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = write_experiment(tmp_path)
+    assert cli(capsys, "experiment", path)[0] == 0
+    first = _results(path)
+    assert first["summary"]["steps"] == 3 and first["record"]["extension"]["max_steps"] == 3
+    write_experiment(tmp_path, train={"max_steps": 5})
+    code, out, _ = cli(capsys, "experiment", path)
+    second = _results(path)
+    assert code == 0 and second["summary"]["steps"] == 5  # resumed from step 3, not the old results
+    assert second["record"]["extension"]["max_steps"] == 5
+    assert "done ape        vanilla      seed 1   test BLEU" in out and "steps      5" in out
+
+
+def test_changed_model_stops_or_reruns(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = write_experiment(tmp_path)
+    assert cli(capsys, "experiment", path)[0] == 0
+    write_experiment(tmp_path, model={"d_model": 48, "d_ff": 64})
+    code, _, err = cli(capsys, "experiment", path)
+    assert_one_line_error(code, err, "model.d_model (32 -> 48)")
+    assert "--rerun-stale" in err and _results(path)["record"]["fingerprint"]["model"]["d_model"] == 32
+    code, _, _ = cli(capsys, "experiment", path, "--rerun-stale")
+    rerun = _results(path)
+    assert code == 0 and rerun["record"]["fingerprint"]["model"]["d_model"] == 48 and rerun["summary"]["steps"] == 3
+
+
+def test_changed_decoding_rescores_without_training(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = write_experiment(tmp_path)
+    assert cli(capsys, "experiment", path)[0] == 0
+    run_dir = Path(run_config(load_config(ExperimentConfig, path), "vanilla", "ape", 1).out_dir)
+    weights = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*.safetensors")}
+    assert weights
+    write_experiment(tmp_path, decode={"beam": 1})
+    assert cli(capsys, "experiment", path)[0] == 0
+    result = _results(path)
+    assert result["scores"]["test"]["beam"] == 1 and result["record"]["evaluation"]["decode"]["beam"] == 1
+    assert {p: p.stat().st_mtime_ns for p in weights} == weights  # no training happened
+
+
+def test_results_without_a_fingerprint_are_stale(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = write_experiment(tmp_path)
+    assert cli(capsys, "experiment", path)[0] == 0
+    done = Path(run_config(load_config(ExperimentConfig, path), "vanilla", "ape", 1).out_dir) / "results.json"
+    legacy = json.loads(done.read_text())
+    del legacy["record"]
+    done.write_text(json.dumps(legacy))
+    code, _, err = cli(capsys, "experiment", path)
+    assert_one_line_error(code, err, "no config fingerprint")

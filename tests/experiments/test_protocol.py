@@ -1,0 +1,133 @@
+"""Paper-faithful protocol fixes in the experiment report (issue 13)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+
+from posenc.analysis.position_nll import position_nll
+from posenc.config import load_config
+from posenc.experiments.config import ExperimentConfig
+from posenc.experiments.report import SettingView, an_position_nll
+from tests.experiments.tiny_grid import write_experiment
+from tests.pipeline.tiny import cli
+
+
+def _rows(path: Path) -> list[dict]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_each_model_is_scored_with_its_own_source_format(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Fix 1: CAPE trained with a source BOS is scored with it; APE (the baseline) without."""
+    path = write_experiment(tmp_path, methods=("ape", "cape"))
+    assert cli(capsys, "experiment", path)[0] == 0
+    exp = load_config(ExperimentConfig, path)
+    exp.analysis_options["stack_tokens"] = 10
+    view = SettingView(exp, "vanilla")
+    bos = view.tok.bos_id
+    assert (view.source_bos("ape"), view.source_bos("cape")) == (False, True)
+    ape, cape = view.pairs(view.src, view.ref, "ape"), view.pairs(view.src, view.ref, "cape")
+    assert cape == [([bos] + a, t) for a, t in ape] and all(a[:1] != [bos] for a, _ in ape)
+    with torch.inference_mode():
+        an_position_nll(view, tmp_path / "nll")
+        src, tgt = _stacked(view)
+        position_nll({"cape": view.run("cape").model}, view.pairs(src, tgt, "cape"), tmp_path / "own",
+                     bos, view.tok.eos_id, view.tok.pad_id)
+        position_nll({"cape": view.run("cape").model}, view.pairs(src, tgt, "ape"), tmp_path / "foreign",
+                     bos, view.tok.eos_id, view.tok.pad_id)
+    report_rows = [r for r in _rows(tmp_path / "nll" / "position_nll.csv") if r["model"] == "cape"]
+    assert report_rows == _rows(tmp_path / "own" / "position_nll.csv")  # scored with its BOS
+    assert report_rows != _rows(tmp_path / "foreign" / "position_nll.csv")  # the old, wrong format differs
+
+
+def _stacked(view: SettingView) -> tuple[list[str], list[str]]:
+    from posenc.data import settings as data_settings
+    from posenc.data.corpora import Pair
+
+    pairs = [Pair(s, t) for s, t in zip(view.src, view.ref)]
+    stacked = data_settings.stack(pairs, 10, length_fn=lambda s: len(view.tok.encode(s)))
+    return [p.src for p in stacked], [p.tgt for p in stacked]
+
+
+def test_seen_shading_knows_both_training_bounds(tmp_path: Path) -> None:
+    """Fix 3: a bucket below the shortest training sentence is unseen (a Middle/Long split),
+    which an upper bound alone (the old ``train_max``) drew as seen."""
+    from posenc.analysis.common import Buckets
+    from posenc.analysis.length_bleu import seen_buckets
+
+    buckets = Buckets.uniform(10, 40)  # 0-9, 10-19, 20-29, 30-39, 40-
+    middle = [12, 15, 19, 25, 29]  # a Middle split: no sentence shorter than 12
+    assert seen_buckets(buckets, middle, None) == [False, True, True, False, False]
+    assert seen_buckets(buckets, None, max(middle)) == [True, True, True, False, False]  # the old answer
+
+
+def test_report_shades_by_training_lengths(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from posenc.analysis.length_bleu import seen_buckets
+    from posenc.data.text import read_lines
+    from posenc.experiments.report import _length_buckets, an_length_bleu
+
+    path = write_experiment(tmp_path)
+    assert cli(capsys, "experiment", path)[0] == 0
+    view = SettingView(load_config(ExperimentConfig, path), "vanilla")
+    assert view.train_lengths == [len(view.tok.encode(s)) for s in read_lines(view.data_dir / "train.src")]
+    an_length_bleu(view, tmp_path / "lb")
+    rows = [r for r in _rows(tmp_path / "lb" / "length_bleu.csv") if r["model"] == "ape"]
+    assert [r["seen"] == "True" for r in rows] == seen_buckets(_length_buckets(view), view.train_lengths, None)
+
+
+def test_interpolate_dropped_counts_what_interpolate_drops() -> None:
+    """Fix 5: the report's count equals the sentences :func:`interpolate` leaves out."""
+    from posenc.data.corpora import Pair
+    from posenc.data.settings import interpolate
+    from posenc.experiments.report import interpolate_dropped
+
+    pairs = [Pair(f"s{d}{i}", f"t{d}{i}", f"doc{d}", i) for d, n in enumerate((23, 10, 7, 31)) for i in range(n)]
+    joined = interpolate(pairs, group=10)
+    assert interpolate_dropped(pairs, 10) == len(pairs) - 10 * len(joined) == 3 + 0 + 7 + 1
+
+
+def test_swapped_uses_a_training_subsample_and_protocol_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Fix 4: SHAPE Table 1 runs on training pairs (a fixed-seed subsample), not the test set;
+    fix 6: the report names decoding, checkpoint and BLEU variant."""
+    from posenc.data.text import read_lines
+    from posenc.experiments.report import training_subsample
+
+    path = write_experiment(tmp_path)
+    assert cli(capsys, "experiment", path)[0] == 0
+    view = SettingView(load_config(ExperimentConfig, path), "vanilla")
+    train = list(zip(read_lines(view.data_dir / "train.src"), read_lines(view.data_dir / "train.tgt")))
+    src, tgt = training_subsample(view, 7)
+    assert len(src) == 7 and set(zip(src, tgt)) <= set(train)
+    assert [train.index(p) for p in zip(src, tgt)] == sorted(train.index(p) for p in zip(src, tgt))
+    assert training_subsample(view, 7) == (src, tgt) and training_subsample(view, 10**6)[0] == [s for s, _ in train]
+    text = (view.exp.root / "report" / "README.md").read_text(encoding="utf-8")
+    assert "## Evaluation protocol" in text and "beam search (beam 2, GNMT length penalty α = 0.6)" in text
+    assert "- checkpoint: the last checkpoint" in text and "sacreBLEU on detokenized text (`nrefs:1" in text
+
+
+def test_one_registry_of_analyses() -> None:
+    """Issue 9/13: the schema, the report and `posenc analyze` all use the analysis registry."""
+    from posenc.analysis import ANALYSES, DESCRIPTIONS, REGISTRY
+    from posenc.experiments.config import TRANSLATION_ANALYSES
+    from posenc.experiments.report import REPORT_ANALYSES
+
+    assert tuple(REGISTRY) == TRANSLATION_ANALYSES
+    assert list(REPORT_ANALYSES) == list(REGISTRY)  # one report adapter per registered analysis
+    assert ANALYSES == {k: a.function for k, a in REGISTRY.items()} and set(DESCRIPTIONS) == set(REGISTRY)
+
+
+def test_no_import_circle_between_report_and_runner() -> None:
+    import ast
+    import posenc.experiments.report as report
+    import posenc.experiments.runner as runner
+
+    def imports(module) -> set[str]:
+        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+
+    assert "posenc.experiments.runner" not in imports(report)
+    assert "posenc.experiments.report" in imports(runner)  # the runner writes the report; never the reverse

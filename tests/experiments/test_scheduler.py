@@ -1,0 +1,73 @@
+"""``posenc experiment --jobs N``: worker processes give the same results as one process, one
+log per run, a summary line per run; GPU slots round robin; the submitit backend (local executor)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from posenc.config import load_config
+from posenc.experiments.cells import grid, run_config
+from posenc.experiments.config import ExperimentConfig
+from posenc.experiments.scheduler import log_path, run_submitit, worker_env
+from tests.experiments.tiny_grid import write_experiment
+from tests.pipeline.tiny import assert_one_line_error, cli
+
+METHODS, SEEDS = ("ape", "shape"), (1, 2)
+
+
+def _scores(path: Path) -> dict[tuple, tuple]:
+    exp = load_config(ExperimentConfig, path)
+    out = {}
+    for cell in grid(exp):
+        r = json.loads((Path(run_config(exp, *cell).out_dir) / "results.json").read_text())
+        out[cell] = (r["scores"]["test"]["bleu"], r["summary"]["steps"], r["summary"]["status"])
+    return out
+
+
+def test_jobs_2_equals_jobs_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    serial = write_experiment(tmp_path / "serial", methods=METHODS, seeds=SEEDS)
+    parallel = write_experiment(tmp_path / "parallel", methods=METHODS, seeds=SEEDS)
+    assert cli(capsys, "experiment", serial)[0] == 0
+    code, out, _ = cli(capsys, "experiment", parallel, "--jobs", "2")
+    assert code == 0
+    assert _scores(parallel) == _scores(serial)  # same seeds → same BLEU, steps and status
+    exp = load_config(ExperimentConfig, parallel)
+    done = [line for line in out.splitlines() if line.startswith("done ")]
+    assert len(done) == len(grid(exp)) == 4
+    for cell in grid(exp):
+        setting, method, seed = cell
+        assert any(f" {method} " in line and f"seed {seed} " in line for line in done)
+        assert f"== {setting} / {method} / seed {seed} ->" in log_path(exp, cell).read_text()  # its own log
+    assert sorted(p.name for p in (exp.root / "logs").glob("*.log")) == sorted(
+        f"vanilla-{m}-seed{s}.log" for m in METHODS for s in SEEDS)
+    # the data directory was prepared once, before the fan-out, and shared
+    assert len([p for p in (exp.root / "data").iterdir() if not p.name.startswith(".")]) == 1
+
+
+def test_worker_env_round_robin_and_threads() -> None:
+    envs = [worker_env(slot, 5, ["0", "1"], cores=16) for slot in range(5)]
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0", "1", "0", "1", "0"]  # several runs per GPU
+    assert {e["OMP_NUM_THREADS"] for e in envs} == {"3"}  # 16 cores // 5 jobs
+    cpu = worker_env(0, 4, [], cores=2)
+    assert cpu["OMP_NUM_THREADS"] == "1" and cpu.get("CUDA_VISIBLE_DEVICES") == __import__("os").environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def test_bad_jobs_and_backend(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = write_experiment(tmp_path)
+    code, _, err = cli(capsys, "experiment", path, "--jobs", "0")
+    assert_one_line_error(code, err, "--jobs must be >= 1")
+
+
+def test_submitit_local_backend(tmp_path: Path) -> None:
+    pytest.importorskip("submitit", reason="submitit not installed (pip install submitit; in the test extra)")
+    path = write_experiment(tmp_path, methods=("ape",), seeds=(1,))
+    exp = load_config(ExperimentConfig, path)
+    from posenc.experiments.runner import prepare_data
+
+    prepare_data(exp, grid(exp))
+    assert run_submitit(exp, grid(exp), 1, cluster="debug") == []
+    r = json.loads((Path(run_config(exp, "vanilla", "ape", 1).out_dir) / "results.json").read_text())
+    assert r["summary"]["steps"] == 3 and r["record"]["extension"]["max_steps"] == 3

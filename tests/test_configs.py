@@ -128,25 +128,10 @@ def _check_task_experiment(path: Path, exp: ExperimentConfig) -> None:
             from_dict(cls, apply_mapping(apply_mapping(exp.base, setting, cls), method, cls))
 
 
-#: Train keys the shipped configs use that another branch adds to TrainConfig (train.average_best:
-#: average the best N checkpoints by validation loss). Until it lands here they are set aside, so
-#: the rest of each config is still checked; once TrainConfig has the field they are checked too.
-PENDING_TRAIN_KEYS = ("average_best",)
-
-
-def _load_experiment(path: Path) -> ExperimentConfig:
-    exp = load_config(ExperimentConfig, path)
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    for key in PENDING_TRAIN_KEYS:
-        if key not in fields:
-            exp.base.get("train", {}).pop(key, None)
-    return exp
-
-
 @pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(CONFIGS)) for p in FILES])
 def test_config_loads_and_expands(path: Path) -> None:
     if _is_experiment(path):
-        exp = _load_experiment(path)
+        exp = load_config(ExperimentConfig, path)
         assert exp.task in TASKS, f"{path}: unknown task {exp.task!r}"
         if path.parent == CONFIGS / "experiments":
             assert find_experiment(path.stem) == path  # `posenc experiment NAME` finds it
@@ -172,7 +157,7 @@ def test_gpu_configs(name: str) -> None:
     max_steps as a cap, best-N checkpoint averaging."""
     raw = load_config(ExperimentConfig, find_experiment(name)).base["train"]
     assert raw["average_best"] >= 2 and raw["keep_last"] >= raw["average_best"]
-    exp = _load_experiment(find_experiment(name))
+    exp = load_config(ExperimentConfig, find_experiment(name))
     assert exp.seeds == [1, 2, 3]
     for cell in grid(exp):
         cfg = run_config(exp, *cell)
@@ -185,7 +170,7 @@ def test_neishi_configs_filter_then_split(name: str) -> None:
     """Neishi & Yoshinaga: training pairs longer than 49 subwords are dropped before the
     Short/Middle/Long split (EXTRAPOLATE's filter runs first in apply_setting), and the five
     models also train on all (filtered) data (their Table 3, Fig. 3)."""
-    exp = _load_experiment(find_experiment(name))
+    exp = load_config(ExperimentConfig, find_experiment(name))
     assert list(exp.settings)[0] == "all" and {"short", "middle", "long"} <= set(exp.settings)
     assert len(exp.methods) == 5
     for setting in exp.settings:

@@ -14,7 +14,7 @@ from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.freshness import judge, run_record
 from posenc.experiments.runner import run_config
 from tests.experiments.tiny_grid import write_experiment
-from tests.pipeline.tiny import assert_one_line_error, cli
+from tests.helpers.tiny import assert_one_line_error, cli
 
 
 def _results(path: Path) -> dict:

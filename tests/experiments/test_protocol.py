@@ -13,7 +13,7 @@ from posenc.config import load_config
 from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.report import SettingView, an_position_nll
 from tests.experiments.tiny_grid import write_experiment
-from tests.pipeline.tiny import cli
+from tests.helpers.tiny import cli
 
 
 def _rows(path: Path) -> list[dict]:

@@ -13,7 +13,7 @@ from posenc.experiments.cells import grid, run_config
 from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.scheduler import log_path, run_submitit, worker_env
 from tests.experiments.tiny_grid import write_experiment
-from tests.pipeline.tiny import assert_one_line_error, cli
+from tests.helpers.tiny import assert_one_line_error, cli
 
 METHODS, SEEDS = ("ape", "shape"), (1, 2)
 

@@ -43,18 +43,18 @@ class Tokenizer(Protocol):
 
 
 def _source_ids(
-    tokenizer: Tokenizer, line: str, number: int, max_source_len: int, too_long: str, prepend_bos: bool
+    tokenizer: Tokenizer, line: str, number: int, max_source_len: int, too_long: str, prepend_src_bos: bool
 ) -> list[int]:
     """Token ids of one source line (optionally BOS first), at most ``max_source_len``."""
     ids = tokenizer.encode(line)
-    specials = 1 if prepend_bos else 0
+    specials = 1 if prepend_src_bos else 0
     if len(ids) + specials > max_source_len:
         msg = f"input line {number}: {len(ids) + specials} source tokens exceed max_source_len={max_source_len}"
         if too_long == "error":
             raise DataError(msg)
         warnings.warn(f"{msg}; truncated", stacklevel=3)
         ids = ids[: max_source_len - specials]
-    return [tokenizer.bos_id, *ids] if prepend_bos else ids
+    return [tokenizer.bos_id, *ids] if prepend_src_bos else ids
 
 
 def _length_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:

@@ -131,11 +131,10 @@ class SettingView:
         return [len(self.tok.encode(t)) for t in texts]
 
     def source_bos(self, method: str) -> bool:
-        """Whether ``method`` was trained with a source BOS (CAPE): its own source format.
-        (The position config's ``needs_source_bos`` will replace reading it from the model.)"""
+        """Whether ``method`` was trained with a source BOS (CAPE): its own source format."""
         from posenc.pipeline.train import source_bos
 
-        return source_bos(self.run(method).model)
+        return source_bos(self.run(method).cfg)
 
     def pairs(self, src: list[str], tgt: list[str], method: str) -> list[tuple[list[int], list[int]]]:
         """(source ids, target ids) in the source format ``method`` was trained with (issue 13 fix 1)."""

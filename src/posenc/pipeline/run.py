@@ -46,7 +46,7 @@ class LoadedRun:
 
     @property
     def prepend_src_bos(self) -> bool:
-        return source_bos(self.model)
+        return source_bos(self.cfg)
 
     @property
     def root(self) -> Path:

@@ -48,23 +48,23 @@ class EncodedSplit:
     ``max_len`` tokens are dropped and counted in ``dropped``, so no batch exceeds the budget.
     """
 
-    def __init__(self, tok: Tokenizer, data_dir: Path, split: str, prepend_bos: bool, max_len: int | None = None) -> None:
+    def __init__(self, tok: Tokenizer, data_dir: Path, split: str, prepend_src_bos: bool, max_len: int | None = None) -> None:
         src = [tok.encode(s) for s in read_lines(data_dir / f"{split}.src")]
         tgt = [tok.encode(t) for t in read_lines(data_dir / f"{split}.tgt")]
-        extra = 1 if prepend_bos else 0
+        extra = 1 if prepend_src_bos else 0
         keep = [i for i in range(len(src)) if max_len is None or max(len(src[i]) + extra, len(tgt[i]) + 1) <= max_len]
         self.src, self.tgt = [src[i] for i in keep], [tgt[i] for i in keep]
         self.dropped = len(src) - len(keep)
-        self.tok, self.prepend_bos = tok, prepend_bos
+        self.tok, self.prepend_src_bos = tok, prepend_src_bos
 
     def batches(self, max_tokens: int, shuffle: bool, seed: int, epoch: int, rank: int = 0, world: int = 1) -> list[Batch]:
-        extra = 1 if self.prepend_bos else 0
+        extra = 1 if self.prepend_src_bos else 0
         src_lens = [len(s) + extra for s in self.src]
         tgt_lens = [len(t) + 1 for t in self.tgt]  # BOS + tokens / tokens + EOS
         groups = token_batches(src_lens, tgt_lens, max_tokens, shuffle, seed, epoch, rank, world)
         t = self.tok
         return [
-            collate([self.src[i] for i in g], [self.tgt[i] for i in g], t.pad_id, t.bos_id, t.eos_id, g, self.prepend_bos)
+            collate([self.src[i] for i in g], [self.tgt[i] for i in g], t.pad_id, t.bos_id, t.eos_id, g, self.prepend_src_bos)
             for g in groups
         ]
 
@@ -100,9 +100,10 @@ def build_model(cfg: RunConfig, pad_id: int) -> nn.Module:
     return arch.build(arch.section(cfg), pad_id)
 
 
-def source_bos(model: nn.Module) -> bool:
-    augment = getattr(model, "augment", None)
-    return bool(augment is not None and augment.prepend_source_bos)
+def source_bos(cfg: RunConfig) -> bool:
+    """Whether the run's sources carry a BOS (CAPE §5.3), resolved from its position config."""
+    position = getattr(getattr(cfg, cfg.model_section), "position", None)
+    return bool(position is not None and position.needs_source_bos)
 
 
 def train_split(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool) -> EncodedSplit:
@@ -172,7 +173,7 @@ def _train_locked(cfg: RunConfig, resume: bool, is_main: bool) -> dict[str, Any]
     tok = Tokenizer.from_file(data_dir / "spm.model")
     torch.manual_seed(cfg.train.seed)  # initial weights follow train.seed
     model = build_model(cfg, tok.pad_id)
-    bos = source_bos(model)
+    bos = source_bos(cfg)
     split = train_split(cfg, tok, data_dir, bos)
     valid = EncodedSplit(tok, data_dir, "valid", bos).batches(cfg.train.max_tokens, False, 0, 0)
     bleu_fn = validation_bleu(cfg, tok, data_dir, bos)

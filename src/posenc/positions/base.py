@@ -99,9 +99,6 @@ class Augmentation(nn.Module):
     one step at a time by incremental decoding.
     """
 
-    #: Translation hint: prepend BOS to the source (CAPE §5.3, where no absolute anchor is left).
-    prepend_source_bos: bool = False
-
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
         raise NotImplementedError
 

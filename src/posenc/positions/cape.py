@@ -68,7 +68,6 @@ class CapeAugmentation(Augmentation):
     def __init__(self, params: CapeParams, **_: Any) -> None:
         super().__init__()
         self.params = params
-        self.prepend_source_bos = params.source_bos
 
     def draw_global(self, batch: int, like: Tensor) -> tuple[Tensor, Tensor]:
         """(Δ, λ) per sequence, each ``(B, 1)``."""

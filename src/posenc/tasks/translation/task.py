@@ -60,7 +60,7 @@ class TranslationTask:
         torch.manual_seed(cfg.train.seed)  # as pipeline/train.py: initial weights follow train.seed
         model = build_model(p.cfg, p.tokenizer.pad_id)
         self._loss = Seq2SeqLoss(cfg.train.label_smoothing, p.tokenizer.pad_id)
-        self._bos = source_bos(model)
+        self._bos = source_bos(p.cfg)
         return model
 
     def width(self, cfg: RunConfig) -> int:

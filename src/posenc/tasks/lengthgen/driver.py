@@ -24,8 +24,8 @@ from posenc.training.trainer import train
 log = logging.getLogger("posenc")
 
 
-def run_one(task: LengthgenTask, cfg: LengthgenConfig) -> dict[str, Any]:
-    """Train (resumable) and evaluate one run; returns its ``results.json`` content."""
+def run_one(task: LengthgenTask, cfg: LengthgenConfig, method: str) -> dict[str, Any]:
+    """Train (resumable) and evaluate one run unless its ``results.json`` exists; returns its content."""
     out = Path(cfg.out_dir)
     done = out / "results.json"
     if done.is_file():
@@ -41,8 +41,9 @@ def run_one(task: LengthgenTask, cfg: LengthgenConfig) -> dict[str, Any]:
     model.eval()
     metrics = task.evaluate(cfg, model, out)
     summary = {"steps": result.state.step, "wall_s": round(result.state.wall_s, 2), "best_valid": result.state.best_valid}
-    out_json = {"task": cfg.data.task, "method": "", "seed": cfg.train.seed, "summary": summary, "metrics": metrics}
-    return out_json
+    res = {"task": cfg.data.task, "method": method, "seed": cfg.train.seed, "summary": summary, "metrics": metrics}
+    done.write_text(json.dumps(res, indent=2), encoding="utf-8")
+    return res
 
 
 def run_grid(exp: LengthgenExperimentConfig) -> Path:
@@ -51,10 +52,7 @@ def run_grid(exp: LengthgenExperimentConfig) -> Path:
     results = []
     for name, method, seed, cfg in expand(exp):
         log.info("== %s / %s / seed %d -> %s", name, method, seed, cfg.out_dir)
-        res = run_one(task, cfg)
-        res["method"] = method
-        (Path(cfg.out_dir) / "results.json").write_text(json.dumps(res, indent=2), encoding="utf-8")
-        results.append(res)
+        results.append(run_one(task, cfg, method))
     return task.report(exp, results, exp.root / "report")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -115,8 +115,6 @@ class LengthgenTask:
     name = "lengthgen"
 
     def build_model(self, cfg: LengthgenConfig) -> DecoderLM:
-        from dataclasses import replace
-
         return DecoderLM(replace(cfg.model, vocab_size=VOCAB_SIZE), pad_id=PAD)
 
     def train_batches(self, cfg: LengthgenConfig, epoch: int, rank: int, world: int) -> list[Batch]:

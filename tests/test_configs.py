@@ -43,21 +43,29 @@ def _speech_runs(module: ModuleType, cfg: Any) -> list[Any]:
     return [module.with_method(cfg, m) for m in cfg.methods or [cfg.model.position.name]]
 
 
+def _lengthgen_runs(module: ModuleType, cfg: Any) -> list[Any]:
+    """``expand`` builds (validates) every run config; the experiment config is re-validated."""
+    return [cfg] if module.expand(cfg) else []
+
+
 #: task → (module, config class, runs the module derives from one config)
 TASK_CONFIGS: dict[str, tuple[str, str, Callable[[ModuleType, Any], list[Any]]]] = {
     "vision": ("posenc.tasks.vision", "VisionConfig", _vision_runs),
     "speech": ("posenc.tasks.speech", "SpeechConfig", _speech_runs),
+    "lengthgen": ("posenc.tasks.lengthgen", "LengthgenExperimentConfig", _lengthgen_runs),
 }
 EXPERIMENT_KEYS = {f.name for f in dataclasses.fields(ExperimentConfig)}
 
 
 def _is_experiment(path: Path) -> bool:
     data = load_yaml(path)
+    if data.get("task") in TASK_CONFIGS:  # a task with its own experiment schema
+        return False
     return path.parent == CONFIGS / "experiments" or ("methods" in data and set(data) <= EXPERIMENT_KEYS)
 
 
 def _task_of(path: Path) -> str:
-    task = path.relative_to(CONFIGS).parts[0]
+    task = load_yaml(path).get("task") or path.relative_to(CONFIGS).parts[0]
     if task not in TASK_CONFIGS:
         pytest.fail(f"{path}: no config class known for configs/{task}/; add it to TASK_CONFIGS in {__file__}")
     return task

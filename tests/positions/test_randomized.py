@@ -42,7 +42,8 @@ def test_too_long_sequence_and_bad_combinations_are_one_line_errors() -> None:
     mask = torch.ones(1, 9, dtype=torch.bool)
     with pytest.raises(DataError, match="randomized.max_len 8"):
         augmentation(8).train()(default_positions(mask), mask)
-    assert resolve("rope+randomized").augment == "randomized"
-    for bad in ("rpe+randomized", "alibi+randomized", "rnn+randomized"):
+    for ok in ("rope+randomized", "rpe+randomized", "alibi+randomized", "t5+randomized"):
+        assert resolve(ok).augment == "randomized"
+    for bad in ("rnn+randomized", "nopos+randomized"):
         with pytest.raises(ConfigError, match="needs input method"):
             resolve(bad)

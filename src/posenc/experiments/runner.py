@@ -162,11 +162,19 @@ def _speech(data: dict[str, Any], overrides: list[str]) -> Path:
     return Path(cfg.out_dir)
 
 
+def _lengthgen(data: dict[str, Any], overrides: list[str]) -> Path:
+    """Decoder-only LM on algorithmic tasks, trained short, tested long (Ruoss et al. 2023)."""
+    from posenc.tasks.lengthgen.driver import run_experiment as run_lengthgen
+
+    return run_lengthgen(data, overrides)
+
+
 #: ``task:`` key of an experiment YAML → runner(raw mapping without ``task``, overrides) → report dir.
 TASKS: dict[str, Callable[[dict[str, Any], list[str]], Path]] = {
     "translation": _translation,
     "vision": _vision,
     "speech": _speech,
+    "lengthgen": _lengthgen,
 }
 
 

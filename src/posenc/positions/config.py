@@ -70,8 +70,10 @@ AUGMENTABLE = {
     "randomized": {"sinusoidal", "learned"},
     "cape2d": {"sinusoidal2d"},
 }
-#: Attention methods that read absolute (float) positions, and so can be augmented.
-AUGMENTABLE_ATTENTION = {"shape": {"rope"}, "cape": {"rope"}, "randomized": {"rope"}}
+#: Attention methods that read the positions tensor, and so can be augmented. Relative methods
+#: (ALiBi, T5, Shaw) see only distances: a shift cancels, but randomized positions (Ruoss et al.
+#: 2023) change the distances, so only randomized composes with them.
+AUGMENTABLE_ATTENTION = {"shape": {"rope"}, "cape": {"rope"}, "randomized": {"rope", "alibi", "t5", "shaw"}}
 
 
 @dataclass(frozen=True)

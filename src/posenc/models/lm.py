@@ -1,0 +1,129 @@
+"""Decoder-only causal Transformer language model with pluggable position methods.
+
+Shape legend: B batch, L length, D model width, V vocabulary, H heads.
+
+Built from the translation model's pieces: the token :class:`~posenc.models.transformer.Embedding`,
+the :class:`~posenc.models.transformer.Stack` (input position layer, attention-level position
+context and hooks, N layers, final LN) with a causal self-attention layer that has a key/value
+cache, and the augmentation (SHAPE, CAPE, ...) applied to the explicit ``(B, L)`` float positions
+only in training. In eval mode positions go through ``augment.eval_target`` (the causal,
+step-by-step transform), so the full pass and incremental decoding see the same positions.
+
+Every use of the attention stack is in :meth:`DecoderLM._layers` (one place to adapt when the
+hook API changes). The output projection is tied to the token embedding (Press & Wolf 2017).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from posenc.config import require
+from posenc.errors import ConfigError
+from posenc.models.attention import MultiHeadAttention, attention_bias
+from posenc.models.layers import FeedForward, Residual
+from posenc.models.transformer import Embedding, Stack
+from posenc.positions import PositionConfig, build_augmentation, default_positions
+from posenc.positions.base import AttentionHook
+
+
+@dataclass
+class LMConfig:
+    """A decoder-only LM; field names match :class:`~posenc.models.config.ModelConfig` where shared."""
+
+    layers: int = 2
+    d_model: int = 64
+    heads: int = 4
+    d_ff: int = 256
+    dropout: float = 0.0
+    attention_dropout: float = 0.0
+    activation: str = "relu"
+    norm: str = "pre"
+    vocab_size: int = 0
+    position: PositionConfig = field(default_factory=PositionConfig)
+
+    def __post_init__(self) -> None:
+        require(self.layers >= 1, f"lm.layers must be >= 1, got {self.layers}")
+        require(self.d_model > 0 and self.d_model % 2 == 0, f"lm.d_model must be positive and even, got {self.d_model}")
+        require(self.heads >= 1 and self.d_model % self.heads == 0, f"lm.d_model {self.d_model} not divisible by heads {self.heads}")
+        require(self.d_ff >= 1, f"lm.d_ff must be >= 1, got {self.d_ff}")
+        require(0.0 <= self.dropout < 1.0 and 0.0 <= self.attention_dropout < 1.0, "lm: dropout must be in [0, 1)")
+        require(self.norm in ("post", "pre"), f"lm.norm must be 'post' or 'pre', got {self.norm!r}")
+        require(self.activation in ("relu", "gelu"), f"lm.activation must be relu or gelu, got {self.activation!r}")
+        require(self.vocab_size >= 0, f"lm.vocab_size must be >= 0, got {self.vocab_size}")
+
+
+class CausalLayer(nn.Module):
+    """Self-attention (with an optional KV cache) + feed-forward; the LM's layer."""
+
+    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool, activation: str = "relu") -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, heads, attn_dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout, activation)
+        self.res1, self.res2 = Residual(d_model, dropout, pre_norm), Residual(d_model, dropout, pre_norm)
+
+    def forward(self, x: Tensor, allowed: Tensor, hook: AttentionHook | None, ctx: Any, cache: dict[str, Tensor] | None = None) -> Tensor:
+        """x ``(B, Lq, D)``, allowed ``(B, 1, Lq, Lk)`` → ``(B, Lq, D)``; ``cache`` gets the new keys/values."""
+        x = self.res1(x, lambda h: self.self_attn(h, h, allowed, hook, ctx, cache))
+        return self.res2(x, self.ff)
+
+
+class DecoderLM(nn.Module):
+    def __init__(self, cfg: LMConfig, pad_id: int = 0) -> None:
+        super().__init__()
+        if cfg.vocab_size < 1:
+            raise ConfigError("lm.vocab_size is not set (it comes from the task's vocabulary)")
+        self.cfg, self.pad_id = cfg, pad_id
+        self.embed = Embedding(cfg.vocab_size, cfg.d_model, pad_id)
+        self.stack = Stack(cfg, CausalLayer, cfg.layers, causal=True)  # type: ignore[arg-type]  (duck-typed config)
+        self.augment = build_augmentation(cfg.position)
+
+    def positions(self, positions: Tensor, mask: Tensor) -> Tensor:
+        """Augmented positions ``(B, L)``: random in training, ``eval_target`` (causal) in eval.
+
+        Training uses the target side of ``augment.pair`` (CAPE: never mean-normalised, since a
+        causal model cannot know the sequence mean; SHAPE: one offset per sequence)."""
+        if self.augment is None:
+            return positions
+        if self.training:
+            return self.augment.pair(positions, mask, positions, mask)[1]
+        return self.augment.eval_target(positions)
+
+    def _layers(self, h: Tensor, q_pos: Tensor, k_pos: Tensor, allowed: Tensor, caches: list[dict[str, Tensor]] | None) -> Tensor:
+        """The attention stack: hooks/context from positions, then every layer. ``h (B, Lq, D)``."""
+        hooks, ctx = self.stack.hooks(q_pos, k_pos)
+        caches = caches if caches is not None else [None] * len(self.stack.layers)  # type: ignore[list-item]
+        for layer, hook, cache in zip(self.stack.layers, hooks, caches):
+            h = layer(h, allowed, hook, ctx, cache)
+        return self.stack.final_norm(h)
+
+    def logits(self, h: Tensor) -> Tensor:
+        """``(..., D)`` → ``(..., V)`` with the tied embedding."""
+        return h @ self.embed.weight.t()
+
+    def forward(self, tokens: Tensor, mask: Tensor) -> Tensor:
+        """Full causal pass: tokens ``(B, L)``, mask ``(B, L)`` (right padding) → logits ``(B, L, V)``."""
+        pos = self.positions(default_positions(mask), mask)
+        h = self.stack.drop(self.stack.input_pos(self.embed(tokens), pos, mask))
+        allowed = attention_bias(mask, mask.shape[1], causal=True)
+        return self.logits(self._layers(h, pos, pos, allowed, None))
+
+    def init_state(self, batch: int, device: torch.device | str = "cpu") -> dict[str, Any]:
+        """Empty incremental-decoding state (every tensor has the batch on dim 0)."""
+        layers: list[dict[str, Tensor]] = [{} for _ in self.stack.layers]
+        return {"step": 0, "input": {}, "layers": layers, "positions": torch.zeros(batch, 0, device=device)}
+
+    def step(self, tokens: Tensor, state: dict[str, Any]) -> Tensor:
+        """Next-token logits ``(B, V)`` after feeding ``tokens (B,)``; updates ``state`` (eval mode)."""
+        t, b = state["step"], tokens.shape[0]
+        real = torch.ones(b, 1, dtype=torch.bool, device=tokens.device)
+        pos = self.positions(torch.full((b, 1), float(t), device=tokens.device), real)
+        h = self.stack.drop(self.stack.input_pos(self.embed(tokens[:, None]), pos, real, state["input"]))
+        state["positions"] = torch.cat((state["positions"], pos), 1)  # (B, t+1)
+        allowed = attention_bias(torch.ones(b, t + 1, dtype=torch.bool, device=tokens.device), 1, causal=True, offset=t)
+        h = self._layers(h, pos, state["positions"], allowed, state["layers"])
+        state["step"] = t + 1
+        return self.logits(h[:, 0])

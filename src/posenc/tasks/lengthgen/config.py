@@ -1,0 +1,97 @@
+"""Typed configs of the length-generalization suite: one run, and the experiment grid."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from posenc.config import apply_mapping, from_dict, require
+from posenc.models.lm import LMConfig
+from posenc.tasks.lengthgen.generators import TASKS
+from posenc.training.config import TrainConfig
+
+@dataclass
+class LengthgenData:
+    task: str = "parity"
+    train_min_length: int = 1
+    train_max_length: int = 40
+    test_max_length: int = 500
+    test_step: int = 10  # test lengths: test_step, 2·test_step, ..., test_max_length
+    batch_size: int = 64
+    steps_per_epoch: int = 100
+    eval_samples: int = 64  # examples per test length
+    eval_batch_size: int = 32
+    eval_seed: int = 1_000_003  # test and validation examples use this seed, training train.seed
+
+    def __post_init__(self) -> None:
+        require(self.task in TASKS, f"data.task {self.task!r} unknown (known: {', '.join(TASKS)})")
+        low = max(self.train_min_length, TASKS[self.task][1])
+        require(low <= self.train_max_length, f"data: train lengths [{self.train_min_length}, {self.train_max_length}] are empty for {self.task}")
+        require(self.test_step >= 1 and self.test_max_length >= self.test_step, "data: need test_max_length >= test_step >= 1")
+        for name in ("batch_size", "steps_per_epoch", "eval_samples", "eval_batch_size"):
+            require(getattr(self, name) >= 1, f"data.{name} must be >= 1, got {getattr(self, name)}")
+
+    @property
+    def train_lengths(self) -> tuple[int, int]:
+        return max(self.train_min_length, TASKS[self.task][1]), self.train_max_length
+
+    @property
+    def test_lengths(self) -> list[int]:
+        low = TASKS[self.task][1]
+        return sorted({max(n, low) for n in range(self.test_step, self.test_max_length + 1, self.test_step)})
+
+
+@dataclass
+class LengthgenConfig:
+    """One run: a decoder-only LM trained on one task."""
+
+    model: LMConfig = field(default_factory=LMConfig)
+    data: LengthgenData = field(default_factory=LengthgenData)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    out_dir: str = "runs/lengthgen"
+
+
+@dataclass
+class LengthgenExperimentConfig:
+    """methods × tasks × seeds over a ``base`` run config; ``methods`` maps label → dotted overrides."""
+
+    name: str = "lengthgen"
+    task: str = "lengthgen"
+    out_dir: str = ""  # default runs/NAME
+    description: str = ""
+    base: dict[str, Any] = field(default_factory=dict)
+    methods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tasks: list[str] = field(default_factory=lambda: list(TASKS))
+    seeds: list[int] = field(default_factory=lambda: [1])
+
+    def __post_init__(self) -> None:
+        require(self.task == "lengthgen", f"task must be 'lengthgen' for this schema, got {self.task!r}")
+        require(len(self.methods) >= 1, f"experiment {self.name}: give at least one method")
+        require(len(self.tasks) >= 1 and len(set(self.tasks)) == len(self.tasks), "experiment.tasks must be distinct and non-empty")
+        bad = [t for t in self.tasks if t not in TASKS]
+        require(not bad, f"experiment.tasks: {bad[0] if bad else ''!r} unknown (known: {', '.join(TASKS)})")
+        require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds), "experiment.seeds must be distinct and non-empty")
+        for label in self.methods:
+            require(label.replace("-", "").replace("_", "").replace("+", "").isalnum(), f"method label {label!r}: use letters, digits, -, _ or +")
+
+    @property
+    def root(self) -> Path:
+        return Path(self.out_dir or f"runs/{self.name}")
+
+
+def run_config(exp: LengthgenExperimentConfig, task: str, method: str, seed: int) -> LengthgenConfig:
+    """Base + method overrides + task + seed, with its run directory ``root/task/method/seedN``."""
+    data = apply_mapping(exp.base, exp.methods[method], LengthgenConfig)
+    data = apply_mapping(data, {"data.task": task, "train.seed": seed, "out_dir": str(exp.root / task / method / f"seed{seed}")}, LengthgenConfig)
+    return from_dict(LengthgenConfig, data)
+
+
+def expand(exp: LengthgenExperimentConfig) -> list[tuple[str, str, int, LengthgenConfig]]:
+    """Every (task, method, seed, run config) of the grid, each run config validated."""
+    return [
+        (task, method, seed, run_config(exp, task, method, seed))
+        for task in exp.tasks
+        for method in exp.methods
+        for seed in exp.seeds
+    ]

@@ -1,0 +1,75 @@
+"""The lengthgen report: one plot per task (sequence accuracy by test length, a line per method,
+mean over seeds) and Markdown tables of the accuracy averaged over unseen lengths (Ruoss et al.
+2023, Table 1 style: rows tasks, columns methods)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+
+def _by(results: list[dict[str, Any]], task: str, method: str) -> list[dict[str, Any]]:
+    return [r for r in results if r["task"] == task and r["method"] == method]
+
+
+def _cell(runs: list[dict[str, Any]], key: str) -> str:
+    values = [r["metrics"][key] for r in runs if r["metrics"].get(key) is not None]
+    if not values:
+        return "–"
+    mean = 100 * statistics.fmean(values)
+    if len(values) == 1:
+        return f"{mean:.1f}"
+    return f"{mean:.1f} ± {100 * statistics.stdev(values):.1f} (max {100 * max(values):.1f})"
+
+
+def table(exp: Any, results: list[dict[str, Any]], key: str) -> list[str]:
+    methods = list(exp.methods)
+    lines = ["| task | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+    for task in exp.tasks:
+        lines.append(f"| {task} | " + " | ".join(_cell(_by(results, task, m), key) for m in methods) + " |")
+    return lines
+
+
+def plot_task(exp: Any, results: list[dict[str, Any]], task: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    train_max = None
+    for method in exp.methods:
+        runs = _by(results, task, method)
+        if not runs:
+            continue
+        rows = [r["metrics"]["by_length"] for r in runs]
+        lengths = [row["length"] for row in rows[0]]
+        mean = [statistics.fmean(run[i]["seq_acc"] for run in rows) for i in range(len(lengths))]
+        ax.plot(lengths, mean, marker=".", label=method)
+        train_max = runs[0]["metrics"].get("train_max_length", train_max)
+    if train_max:
+        ax.axvline(train_max, color="grey", linestyle=":", label="max train length")
+    ax.set(title=task, xlabel="input length", ylabel="sequence accuracy", ylim=(-0.02, 1.02))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path) -> Path:
+    """``README.md`` + ``<task>.png`` under ``out_dir``; returns ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for task in exp.tasks:
+        plot_task(exp, results, task, out_dir / f"{task}.png")
+    seeds = ", ".join(str(s) for s in exp.seeds)
+    lines = [f"# {exp.name}: length generalization", "", exp.description, "",
+             f"Accuracy (%) averaged over unseen test lengths (> the longest training input); mean ± std over seeds {seeds} "
+             "(max = best seed). Teacher-forced argmax; sequence accuracy equals greedy decoding's.", "",
+             "## Sequence accuracy, unseen lengths", "", *table(exp, results, "unseen_seq_acc"), "",
+             "## Token accuracy, unseen lengths", "", *table(exp, results, "unseen_token_acc"), "",
+             "## Sequence accuracy, seen lengths", "", *table(exp, results, "seen_seq_acc"), "",
+             "## Plots", ""]
+    lines += [f"![{task}]({task}.png)" for task in exp.tasks]
+    (out_dir / "README.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out_dir

@@ -1,0 +1,145 @@
+"""The length-generalization task behind :class:`posenc.tasks.base.Task`.
+
+Shape legend: B batch, L sequence length (input + SEP + output), V vocabulary.
+
+A sequence is ``input SEP output``; the LM predicts token t+1 from tokens ≤ t and the loss
+covers only the output tokens (cross entropy, no label smoothing, as Ruoss et al. 2023). The
+metric is taken with teacher forcing: per sequence, the argmax at every output token. *Sequence
+accuracy* (all output tokens right) equals greedy decoding's, since greedy decoding reproduces
+the target exactly when every teacher-forced argmax is right; *token accuracy* is the fraction of
+right output tokens per sequence (averaged over sequences).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from posenc.models.lm import DecoderLM
+from posenc.tasks.lengthgen.config import LengthgenConfig
+from posenc.tasks.lengthgen.generators import PAD, SEP, VOCAB_SIZE, Example, example
+from posenc.training.loss import LossOutput
+
+
+@dataclass
+class Batch:
+    tokens: Tensor  # (B, L) long, right-padded with PAD
+    mask: Tensor  # (B, L) bool, real tokens
+    out_mask: Tensor  # (B, L) bool, output tokens (after SEP)
+
+    def to(self, device: torch.device | str) -> "Batch":
+        return Batch(self.tokens.to(device), self.mask.to(device), self.out_mask.to(device))
+
+
+def collate(examples: list[Example]) -> Batch:
+    """``[(input, output), ...]`` → a right-padded :class:`Batch` of ``input SEP output``."""
+    seqs = [inp + [SEP] + out for inp, out in examples]
+    width = max(len(s) for s in seqs)
+    tokens = torch.full((len(seqs), width), PAD, dtype=torch.long)
+    out_mask = torch.zeros(len(seqs), width, dtype=torch.bool)
+    for i, ((inp, out), seq) in enumerate(zip(examples, seqs)):
+        tokens[i, : len(seq)] = torch.tensor(seq)
+        out_mask[i, len(inp) + 1: len(seq)] = True
+    mask = torch.arange(width)[None, :] < torch.tensor([len(s) for s in seqs])[:, None]
+    return Batch(tokens, mask, out_mask)
+
+
+def predictions(model: nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
+    """Teacher-forced logits for tokens 1..L−1 ``(B, L−1, V)`` and which of them are scored ``(B, L−1)``."""
+    logits = model(batch.tokens[:, :-1], batch.mask[:, :-1])
+    return logits, batch.out_mask[:, 1:]
+
+
+def output_loss(model: nn.Module, batch: Batch) -> LossOutput:
+    """Summed cross entropy over the output tokens only."""
+    logits, scored = predictions(model, batch)
+    target = batch.tokens[:, 1:].masked_fill(~scored, -100)
+    nll = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="sum")
+    return LossOutput(nll, nll.detach(), scored.sum())
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
+    """Per sequence: all output tokens right ``(B,)`` bool, and the fraction right ``(B,)``."""
+    logits, scored = predictions(model, batch)
+    right = (logits.argmax(-1) == batch.tokens[:, 1:]) | ~scored
+    frac = ((right & scored).sum(1).float() / scored.sum(1).clamp_min(1).float())
+    return right.all(1), frac
+
+
+def training_batch(cfg: LengthgenConfig, index: int) -> Batch:
+    """The ``index``-th training batch: one length drawn uniformly from the training range."""
+    d = cfg.data
+    low, high = d.train_lengths
+    length = random.Random(f"length:{cfg.train.seed}:{index}").randint(low, high)
+    start = index * d.batch_size
+    return collate([example(d.task, length, cfg.train.seed, start + j) for j in range(d.batch_size)])
+
+
+def evaluate_lengths(cfg: LengthgenConfig, model: nn.Module, device: torch.device) -> dict[str, Any]:
+    """Sequence and token accuracy per test length (``eval_samples`` examples each, eval seed)."""
+    d, rows = cfg.data, []
+    model.eval()
+    for length in d.test_lengths:
+        seq, tok = [], []
+        for start in range(0, d.eval_samples, d.eval_batch_size):
+            count = min(d.eval_batch_size, d.eval_samples - start)
+            batch = collate([example(d.task, length, d.eval_seed, start + j) for j in range(count)]).to(device)
+            s, t = accuracy(model, batch)
+            seq.append(s.float().cpu())
+            tok.append(t.cpu())
+        rows.append({"length": length, "seq_acc": float(torch.cat(seq).mean()), "token_acc": float(torch.cat(tok).mean())})
+    return summarize(rows, d.train_max_length)
+
+
+def summarize(rows: list[dict[str, Any]], train_max: int) -> dict[str, Any]:
+    """Per-length rows + averages over seen (≤ train_max) and unseen (> train_max) lengths."""
+    out: dict[str, Any] = {"by_length": rows, "train_max_length": train_max}
+    for split, keep in (("seen", lambda n: n <= train_max), ("unseen", lambda n: n > train_max)):
+        sel = [r for r in rows if keep(r["length"])]
+        for metric in ("seq_acc", "token_acc"):
+            out[f"{split}_{metric}"] = sum(r[metric] for r in sel) / len(sel) if sel else None
+    return out
+
+
+class LengthgenTask:
+    """:class:`posenc.tasks.base.Task` for the length-generalization suite."""
+
+    name = "lengthgen"
+
+    def build_model(self, cfg: LengthgenConfig) -> DecoderLM:
+        return DecoderLM(replace(cfg.model, vocab_size=VOCAB_SIZE), pad_id=PAD)
+
+    def train_batches(self, cfg: LengthgenConfig, epoch: int, rank: int, world: int) -> list[Batch]:
+        """``steps_per_epoch`` batches; batch i of rank r is global batch ``(epoch·S + i)·world + r``."""
+        s = cfg.data.steps_per_epoch
+        return [training_batch(cfg, (epoch * s + i) * world + rank) for i in range(s)]
+
+    def valid_batches(self, cfg: LengthgenConfig) -> list[Batch]:
+        """Four batches at training lengths, from the eval seed (never the training examples' seed)."""
+        d = cfg.data
+        low, high = d.train_lengths
+        lengths = sorted({low, (low + high) // 2, high, max(low, high - 1)})
+        return [collate([example(d.task, n, d.eval_seed, j) for j in range(d.eval_batch_size)]) for n in lengths]
+
+    def loss(self, model: nn.Module, batch: Batch) -> LossOutput:
+        return output_loss(model, batch)
+
+    def evaluate(self, cfg: LengthgenConfig, model: nn.Module, out_dir: Path) -> dict[str, Any]:
+        device = next(model.parameters()).device
+        metrics = evaluate_lengths(cfg, model, device)
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / "eval.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
+        return metrics
+
+    def report(self, exp: Any, results: list[dict[str, Any]], out_dir: Path) -> Path:
+        from posenc.tasks.lengthgen.report import write_report
+
+        return write_report(exp, results, out_dir)

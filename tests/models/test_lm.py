@@ -1,0 +1,70 @@
+"""DecoderLM: incremental decoding with the KV cache equals the full causal pass, causality,
+padding invariance, training-only augmentation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from posenc.config import from_dict
+from posenc.errors import ConfigError
+from posenc.models.lm import DecoderLM, LMConfig
+
+V, PAD = 30, 0
+
+
+def lm(position: str, **params) -> DecoderLM:
+    cfg = from_dict(LMConfig, {"layers": 2, "d_model": 32, "heads": 4, "d_ff": 64, "vocab_size": V,
+                               "position": {"name": position, **params}})
+    return DecoderLM(cfg, pad_id=PAD).eval()
+
+
+METHODS = [("ape", {}), ("shape", {"shape": {"max_shift": 20}}), ("rpe", {"shaw": {"k": 3}}),
+           ("nopos", {}), ("rnn", {}), ("learned", {}), ("cape", {"cape": {"mean_normalize": False}}),
+           ("alibi", {}), ("t5", {}), ("rope", {}), ("rope+shape", {"shape": {"max_shift": 20}}),
+           ("sinusoidal+randomized", {}), ("nope", {})]
+
+
+@pytest.mark.parametrize("name,params", METHODS, ids=[m for m, _ in METHODS])
+def test_incremental_equals_full_pass(name: str, params: dict) -> None:
+    model = lm(name, **params)
+    tokens = torch.randint(1, V, (3, 9))
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    with torch.no_grad():
+        full = model(tokens, mask)  # (B, L, V)
+        state = model.init_state(3)
+        steps = torch.stack([model.step(tokens[:, t], state) for t in range(tokens.shape[1])], 1)
+    torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["ape", "rpe", "rnn", "nopos", "alibi", "t5", "rope"])
+def test_causal_and_padding_invariant(name: str) -> None:
+    """Logits at t depend only on tokens ≤ t; right padding changes nothing at real tokens."""
+    model = lm(name)
+    tokens = torch.randint(1, V, (2, 8))
+    other = tokens.clone()
+    other[:, 5:] = torch.randint(1, V, (2, 3))
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    padded_mask = mask.clone()
+    padded_mask[:, 5:] = False
+    with torch.no_grad():
+        a, b = model(tokens, mask), model(other, mask)
+        c = model(other.masked_fill(~padded_mask, PAD), padded_mask)
+    torch.testing.assert_close(a[:, :5], b[:, :5])
+    torch.testing.assert_close(a[:, :5], c[:, :5], rtol=1e-5, atol=1e-5)
+
+
+def test_shape_is_random_in_training_only() -> None:
+    ape, shape = lm("ape"), lm("shape", shape={"max_shift": 50})
+    shape.load_state_dict(ape.state_dict(), strict=True)
+    tokens = torch.randint(1, V, (4, 6))
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    with torch.no_grad():
+        assert torch.equal(shape(tokens, mask), ape(tokens, mask))  # SHAPE §2.3: k = 0 at inference
+        shape.train()
+        assert not torch.allclose(shape(tokens, mask), ape(tokens, mask))
+
+
+def test_missing_vocabulary_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="vocab_size"):
+        DecoderLM(LMConfig())

@@ -71,7 +71,10 @@ class PositionSampler(nn.Module):
     def forward(self, attention_mask: Tensor) -> Tensor:
         """Training positions ``(B, L)``: float for rotary models, long for learned tables."""
         mask = attention_mask.bool()
-        positions = self.augmentation(base_positions(mask), mask)
+        return self.finish(self.augmentation(base_positions(mask), mask), mask)
+
+    def finish(self, positions: Tensor, mask: Tensor) -> Tensor:
+        """Pads to 0, then the family's dtype and range check: ``(B, L)`` → ``(B, L)``."""
         positions = torch.where(mask, positions, torch.zeros_like(positions))  # pads: any in-range value
         if not self.interface.family.bounded:
             return positions

@@ -68,9 +68,8 @@ def inspect_model(model: nn.Module) -> PositionInterface:
     model_type = str(getattr(getattr(model, "config", None), "model_type", type(model).__name__))
     if "position_ids" not in inspect.signature(model.forward).parameters:
         raise ConfigError(
-            f"posenc.hf: {type(model).__name__} ({model_type}) takes no position_ids, so SHAPE/CAPE/randomized "
-            "positions cannot be applied to it (T5 uses relative buckets; BART computes its learned positions "
-            "internally)"
+            f"posenc.hf: {type(model).__name__} ({model_type}) takes no position_ids (for BART-style seq2seq "
+            "models use PositionAugmentedSeq2Seq or augment_model; T5's relative buckets cannot be augmented)"
         )
     if _has_rotary(model):
         return PositionInterface(FAMILIES["rotary"], None, model_type)

@@ -7,7 +7,8 @@ Shape legend: B batch, L sequence length, V vocabulary.
 none, transformers reads non-consecutive ``position_ids`` as packed sequences) to the model. In eval
 it calls the model untouched, so evaluation and ``generate`` see the plain positions 0..L−1 (SHAPE's
 inference k = 0, §2.3; CAPE's eval transform is a shift, which a rotary model does not see).
-:class:`PositionIdsCollator` does the same work in a data collator, for the training loader only.
+:class:`PositionIdsCollator` does the same work in a data collator, for the training loader only;
+:func:`augment_model` picks the wrapper for a causal LM or a BART-style seq2seq model.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import inspect
+
 import torch
 from torch import Tensor, nn
 
 from posenc.errors import ConfigError
 from posenc.hf.augment import PositionSampler
 from posenc.hf.families import inspect_model
+from posenc.hf.seq2seq import PositionAugmentedSeq2Seq
 
 
 class PositionAugmentedModel(nn.Module):
@@ -62,3 +66,11 @@ class PositionIdsCollator:
         with torch.no_grad():
             batch["position_ids"] = self.sampler(batch["attention_mask"])
         return batch
+
+
+def augment_model(model: nn.Module, augment: str, **params: Any) -> nn.Module:
+    """Wrap ``model`` by how it takes positions: a ``position_ids`` argument (causal LMs) or, when it
+    has none, BART-style learned tables inside its encoder and decoder."""
+    if "position_ids" in inspect.signature(model.forward).parameters:
+        return PositionAugmentedModel(model, augment, **params)
+    return PositionAugmentedSeq2Seq(model, augment, **params)

@@ -1,9 +1,10 @@
 """Fine-tune tiny, randomly initialised Hugging Face models with posenc's position augmentations.
 
-No download: a tiny LlamaConfig (rotary positions) and a tiny GPT2Config (learned positions) are
-built from scratch and trained for a few steps on integer tokens of a toy counting task (each row
+No download: a tiny LlamaConfig (rotary positions), a tiny GPT2Config (learned positions) and a
+tiny BartConfig (seq2seq, learned positions inside encoder and decoder) are built from scratch and trained for a few steps on integer tokens of a toy counting task (each row
 counts up from a random start, modulo the vocabulary),
-with SHAPE (both) and CAPE (Llama only: GPT-2's learned table cannot take real-valued positions).
+with SHAPE (all three) and CAPE (Llama only: learned tables cannot take real-valued positions).
+BART's target continues the count of its source.
 Batches alternate right and left padding to exercise the attention mask. Prints the losses.
 Needs transformers (``pip install posenc[hf]``).
 
@@ -19,7 +20,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from posenc.hf import PositionAugmentedModel
+from posenc.hf import augment_model
 
 VOCAB, PAD = 32, 0
 
@@ -41,6 +42,15 @@ def tiny_gpt2() -> nn.Module:
     return GPT2LMHeadModel(cfg)
 
 
+def tiny_bart() -> nn.Module:
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    cfg = BartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+                     decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+                     pad_token_id=PAD, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
+    return BartForConditionalGeneration(cfg)
+
+
 def count_batch(batch: int, gen: torch.Generator, left_pad: bool) -> dict[str, Tensor]:
     """Rows ``s, s+1, ...`` (tokens 1..V−1) of random length, padded to the longest: ids, mask,
     labels, each ``(B, L)``."""
@@ -57,15 +67,27 @@ def count_batch(batch: int, gen: torch.Generator, left_pad: bool) -> dict[str, T
     return {"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
 
 
-def finetune(model: nn.Module, augment: str, steps: int, seed: int, **params: object) -> list[float]:
+def continue_batch(batch: int, gen: torch.Generator, left_pad: bool) -> dict[str, Tensor]:
+    """Seq2seq: source ``s..s+n−1``, target the next 4 counts ``s+n..s+n+3``; (B, S) and (B, 4)."""
+    src = count_batch(batch, gen, left_pad)
+    end = src["attention_mask"].shape[1] if left_pad else src["attention_mask"].sum(1, keepdim=True)
+    last = src["input_ids"].gather(1, torch.as_tensor(end).expand(batch, 1) - 1)
+    src["labels"] = (last - 1 + torch.arange(1, 5)) % (VOCAB - 1) + 1
+    return src
+
+
+Batches = Callable[[int, torch.Generator, bool], dict[str, Tensor]]
+
+
+def finetune(model: nn.Module, batches: Batches, augment: str, steps: int, seed: int, **params: object) -> list[float]:
     """Train ``model`` wrapped with ``augment`` for ``steps`` Adam steps; the loss of each step."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    wrapped = PositionAugmentedModel(model, augment, **params).train()
+    wrapped = augment_model(model, augment, **params).train()
     opt = torch.optim.Adam(wrapped.parameters(), lr=1e-2)
     losses = []
     for step in range(steps):
-        loss = wrapped(**count_batch(8, gen, left_pad=bool(step % 2))).loss
+        loss = wrapped(**batches(8, gen, left_pad=bool(step % 2))).loss
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -73,10 +95,12 @@ def finetune(model: nn.Module, augment: str, steps: int, seed: int, **params: ob
     return losses
 
 
-RUNS: dict[str, tuple[Callable[[], nn.Module], str, dict[str, object]]] = {
-    "llama+shape": (tiny_llama, "shape", {"max_shift": 100}),
-    "llama+cape": (tiny_llama, "cape", {"max_global_shift": 5.0, "max_local_shift": 0.5, "max_global_scaling": 1.1}),
-    "gpt2+shape": (tiny_gpt2, "shape", {"max_shift": 40}),  # 40 + longest row (15) < 64 positions
+RUNS: dict[str, tuple[Callable[[], nn.Module], Batches, str, dict[str, object]]] = {
+    "llama+shape": (tiny_llama, count_batch, "shape", {"max_shift": 100}),
+    "llama+cape": (tiny_llama, count_batch, "cape",
+                   {"max_global_shift": 5.0, "max_local_shift": 0.5, "max_global_scaling": 1.1}),
+    "gpt2+shape": (tiny_gpt2, count_batch, "shape", {"max_shift": 40}),  # 40 + longest row (15) < 64 positions
+    "bart+shape": (tiny_bart, continue_batch, "shape", {"max_shift": 40}),
 }
 
 
@@ -86,9 +110,9 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     results = {}
-    for name, (build, augment, params) in RUNS.items():
+    for name, (build, batches, augment, params) in RUNS.items():
         torch.manual_seed(args.seed)
-        losses = results[name] = finetune(build(), augment, args.steps, args.seed, **params)
+        losses = results[name] = finetune(build(), batches, augment, args.steps, args.seed, **params)
         print(f"{name:12s} loss {losses[0]:.3f} -> {losses[-1]:.3f}  ({' '.join(f'{x:.2f}' for x in losses)})")
     return results
 

@@ -18,7 +18,7 @@ def test_hf_finetune_example_trains_every_run(capsys: pytest.CaptureFixture[str]
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     results = module.main(["--steps", "12"])
-    assert set(results) == {"llama+shape", "llama+cape", "gpt2+shape"}
+    assert set(results) == {"llama+shape", "llama+cape", "gpt2+shape", "bart+shape"}
     for name, losses in results.items():
         assert len(losses) == 12 and all(math.isfinite(x) for x in losses)
         # even steps are right-padded batches; compare like with like

@@ -88,6 +88,6 @@ class PositionSampler(nn.Module):
         if real.numel() and (real.min() < 0 or real.max() >= n):
             raise DataError(
                 f"posenc.hf: {self.name} positions reach {int(real.max())} (min {int(real.min())}) but "
-                f"{self.interface.model_type} has {n} learned positions: shorten sequences or the shift"
+                f"{self.interface.model_type} has {n} learned positions: shorten the sequences or the augmentation's range"
             )
         return positions.long()

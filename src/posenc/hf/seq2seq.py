@@ -55,6 +55,7 @@ class PositionAugmentedSeq2Seq(nn.Module):
         interface = PositionInterface(FAMILIES["learned"], min(rows(encoder), rows(decoder)), model_type)
         self.sampler = PositionSampler(augment, interface, **params)
         self._pending: dict[int, Tensor] = {}
+        self._tables = (id(encoder), id(decoder))  # ids, not attributes: no second registration
         for table in (encoder, decoder):
             table.register_forward_hook(self._replace)
 
@@ -80,11 +81,7 @@ class PositionAugmentedSeq2Seq(nn.Module):
             attention_mask = torch.ones_like(input_ids)
         src_mask, tgt_mask = attention_mask.bool(), self._target_mask(kwargs).bool()
         src, tgt = self.sampler.augmentation.pair(base_positions(src_mask), src_mask, base_positions(tgt_mask), tgt_mask)
-        encoder, decoder = learned_tables(self.model)
-        self._pending = {
-            id(encoder): self.sampler.finish(src, src_mask),
-            id(decoder): self.sampler.finish(tgt, tgt_mask),
-        }
+        self._pending = dict(zip(self._tables, (self.sampler.finish(src, src_mask), self.sampler.finish(tgt, tgt_mask))))
         try:
             return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         finally:

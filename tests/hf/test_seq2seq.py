@@ -71,3 +71,16 @@ def test_bart_rejects_cape_and_t5_is_rejected() -> None:
         transformers.T5Config(vocab_size=V, d_model=16, d_ff=32, d_kv=8, num_layers=1, num_heads=2))
     with pytest.raises(ConfigError, match="no BART-style learned position tables"):
         augment_model(t5, "shape", max_shift=4)
+
+
+@pytest.mark.parametrize("family", ["MBart", "PLBart", "Mvp", "Blenderbot", "BlenderbotSmall"])
+def test_bart_style_families_reproduce_the_model_at_zero_shift_and_move_with_a_shift(family: str) -> None:
+    cfg = getattr(transformers, f"{family}Config")(
+        vocab_size=V, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=32,
+        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    model = getattr(transformers, f"{family}ForConditionalGeneration")(cfg)
+    b = pair()
+    reference = model.eval()(**b).logits
+    assert torch.equal(augment_model(model, "shape", max_shift=0).train()(**b).logits, reference)
+    assert not torch.allclose(augment_model(model, "shape", max_shift=20).train()(**b).logits, reference)

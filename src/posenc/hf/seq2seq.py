@@ -2,7 +2,7 @@
 
 Shape legend: B batch, S source length, T target length, D model width.
 
-BART, mBART, PLBart, MVP and Blenderbot compute their learned positions inside the encoder and
+BART, mBART, PLBart, MVP and Blenderbot(-Small) compute their learned positions inside the encoder and
 decoder (a ``*LearnedPositionalEmbedding``, an ``nn.Embedding`` read at ``position + offset``), and
 their ``forward`` takes no ``position_ids``. In training, :class:`PositionAugmentedSeq2Seq` replaces
 the output of those two modules with the rows of the augmented positions, drawn with the
@@ -35,7 +35,7 @@ def learned_tables(model: nn.Module) -> tuple[nn.Embedding, nn.Embedding]:
     if set(found) != {"encoder", "decoder"}:
         raise ConfigError(
             f"posenc.hf: {type(model).__name__} has no BART-style learned position tables in its encoder and "
-            "decoder (T5 uses relative buckets, which position augmentations cannot reach)"
+            "decoder (T5's relative buckets and Marian/Pegasus sinusoidal tables are not supported)"
         )
     return found["encoder"], found["decoder"]
 

@@ -1,0 +1,93 @@
+"""posenc augmentations over Hugging Face ``position_ids``.
+
+Shape legend: B batch, L sequence length.
+
+An augmentation is chosen by its registry name (``posenc.positions.registry.AUGMENT``: ``shape``,
+``cape``, and ``randomized`` once registered) and acts, as everywhere in posenc, on a float
+positions tensor ``(B, L)`` with a mask. :class:`PositionSampler` turns an attention mask into the
+``position_ids`` a given model family accepts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from posenc.errors import ConfigError, DataError
+from posenc.hf.families import PositionInterface
+from posenc.positions import registry
+from posenc.positions.base import Augmentation
+
+#: Augmentations whose positions stay integers (SHAPE: integer shift k, Kiyono et al. 2021 §2.3;
+#: randomized: a subset of {0..L_max−1}, Ruoss et al. 2023), so they can index a learned table.
+INTEGER_VALUED = frozenset({"shape", "randomized"})
+
+
+def build_augmentation(name: str, **params: Any) -> Augmentation:
+    """The registered augmentation ``name`` with its params dataclass built from ``params``."""
+    if name not in registry.AUGMENT:
+        known = ", ".join(sorted(registry.AUGMENT))
+        raise ConfigError(f"posenc.hf: unknown augmentation {name!r} (registered: {known})")
+    entry = registry.AUGMENT[name]
+    try:
+        p = entry.params(**params)
+    except TypeError as exc:
+        raise ConfigError(f"posenc.hf: bad parameters for augmentation {name!r}: {exc}") from None
+    return entry.builder(params=p)
+
+
+def base_positions(attention_mask: Tensor) -> Tensor:
+    """Positions 0..n−1 of the real tokens of each row, float ``(B, L)``; pads get 0.
+
+    Counting real tokens (not indices) makes left- and right-padded rows alike.
+    """
+    mask = attention_mask.bool()
+    return ((mask.long().cumsum(-1) - 1).clamp_min(0) * mask).float()
+
+
+class PositionSampler(nn.Module):
+    """``attention_mask (B, L)`` → augmented ``position_ids (B, L)`` for one model family."""
+
+    def __init__(self, name: str, interface: PositionInterface, **params: Any) -> None:
+        super().__init__()
+        self.name = name
+        self.interface = interface
+        self.augmentation = build_augmentation(name, **params)
+        family = interface.family
+        if not family.continuous and name not in INTEGER_VALUED:
+            raise ConfigError(
+                f"posenc.hf: {name} gives real-valued positions but {interface.model_type} has learned "
+                f"position embeddings, which need integer position_ids (use shape or a rotary model)"
+            )
+        shift = getattr(self.augmentation.params, "max_shift", 0)
+        if family.bounded and interface.max_positions is not None and shift >= interface.max_positions:
+            raise ConfigError(
+                f"posenc.hf: {name} max_shift {shift} must be < the {interface.max_positions} learned "
+                f"positions of {interface.model_type}"
+            )
+
+    def forward(self, attention_mask: Tensor) -> Tensor:
+        """Training positions ``(B, L)``: float for rotary models, long for learned tables."""
+        mask = attention_mask.bool()
+        return self.finish(self.augmentation(base_positions(mask), mask), mask)
+
+    def finish(self, positions: Tensor, mask: Tensor) -> Tensor:
+        """Pads to 0, then the family's dtype and range check: ``(B, L)`` → ``(B, L)``."""
+        positions = torch.where(mask, positions, torch.zeros_like(positions))  # pads: any in-range value
+        if not self.interface.family.bounded:
+            return positions
+        return self._check_table(positions, mask)
+
+    def _check_table(self, positions: Tensor, mask: Tensor) -> Tensor:
+        n = self.interface.max_positions
+        if not torch.equal(positions, positions.round()):
+            raise DataError(f"posenc.hf: {self.name} produced non-integer positions for a learned table")
+        real = positions[mask]
+        if real.numel() and (real.min() < 0 or real.max() >= n):
+            raise DataError(
+                f"posenc.hf: {self.name} positions reach {int(real.max())} (min {int(real.min())}) but "
+                f"{self.interface.model_type} has {n} learned positions: shorten the sequences or the augmentation's range"
+            )
+        return positions.long()

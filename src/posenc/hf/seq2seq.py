@@ -1,0 +1,92 @@
+"""SHAPE and randomized positions for BART-style seq2seq models (learned positions, no position_ids).
+
+Shape legend: B batch, S source length, T target length, D model width.
+
+BART, mBART, PLBart, MVP and Blenderbot(-Small) compute their learned positions inside the encoder and
+decoder (a ``*LearnedPositionalEmbedding``, an ``nn.Embedding`` read at ``position + offset``), and
+their ``forward`` takes no ``position_ids``. In training, :class:`PositionAugmentedSeq2Seq` replaces
+the output of those two modules with the rows of the augmented positions, drawn with the
+augmentation's ``pair`` (SHAPE: independent shifts for source and target, Kiyono et al. 2021 §2.3).
+In eval the model runs untouched. The tables are learned, so only integer-valued augmentations
+(SHAPE, randomized) are accepted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from posenc.errors import ConfigError
+from posenc.hf.augment import PositionSampler, base_positions
+from posenc.hf.families import FAMILIES, PositionInterface
+
+
+def learned_tables(model: nn.Module) -> tuple[nn.Embedding, nn.Embedding]:
+    """The encoder's and decoder's learned position tables; ConfigError when absent."""
+    found = {
+        name.split(".")[-2]: m
+        for name, m in model.named_modules()
+        if type(m).__name__.endswith("LearnedPositionalEmbedding") and isinstance(m, nn.Embedding)
+        and name.split(".")[-2:-1] in (["encoder"], ["decoder"])
+    }
+    if set(found) != {"encoder", "decoder"}:
+        raise ConfigError(
+            f"posenc.hf: {type(model).__name__} has no BART-style learned position tables in its encoder and "
+            "decoder (T5's relative buckets and Marian/Pegasus sinusoidal tables are not supported)"
+        )
+    return found["encoder"], found["decoder"]
+
+
+def rows(table: nn.Embedding) -> int:
+    return table.num_embeddings - int(getattr(table, "offset", 0))
+
+
+class PositionAugmentedSeq2Seq(nn.Module):
+    """A BART-style model with the registered integer augmentation ``augment`` in training."""
+
+    def __init__(self, model: nn.Module, augment: str, **params: Any) -> None:
+        super().__init__()
+        self.model = model
+        encoder, decoder = learned_tables(model)
+        model_type = str(getattr(getattr(model, "config", None), "model_type", type(model).__name__))
+        interface = PositionInterface(FAMILIES["learned"], min(rows(encoder), rows(decoder)), model_type)
+        self.sampler = PositionSampler(augment, interface, **params)
+        self._pending: dict[int, Tensor] = {}
+        self._tables = (id(encoder), id(decoder))  # ids, not attributes: no second registration
+        for table in (encoder, decoder):
+            table.register_forward_hook(self._replace)
+
+    def _replace(self, table: nn.Module, args: tuple, output: Tensor) -> Tensor:
+        """Forward hook: the table's rows at the pending positions ``(B, L, D)`` (training only)."""
+        positions = self._pending.get(id(table))
+        if positions is None:
+            return output
+        return F.embedding(positions + int(getattr(table, "offset", 0)), table.weight)
+
+    def _target_mask(self, kwargs: dict[str, Any]) -> Tensor:
+        if kwargs.get("decoder_attention_mask") is not None:
+            return kwargs["decoder_attention_mask"]
+        like = kwargs.get("decoder_input_ids")
+        like = kwargs["labels"] if like is None else like
+        return torch.ones(like.shape[:2], dtype=torch.long, device=like.device)
+
+    def forward(self, input_ids: Tensor | None = None, attention_mask: Tensor | None = None, **kwargs: Any) -> Any:
+        """Same arguments and output as the wrapped model's ``forward``."""
+        if not self.training:
+            return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        src_mask, tgt_mask = attention_mask.bool(), self._target_mask(kwargs).bool()
+        src, tgt = self.sampler.augmentation.pair(base_positions(src_mask), src_mask, base_positions(tgt_mask), tgt_mask)
+        self._pending = dict(zip(self._tables, (self.sampler.finish(src, src_mask), self.sampler.finish(tgt, tgt_mask))))
+        try:
+            return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+        finally:
+            self._pending = {}
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        """The wrapped model's ``generate`` (plain positions)."""
+        return self.model.generate(*args, **kwargs)

@@ -1,0 +1,207 @@
+"""posenc.hf on tiny, randomly initialised Hugging Face models (no download)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers", reason="posenc.hf needs transformers (pip install posenc[hf])")
+
+from posenc.errors import ConfigError, DataError  # noqa: E402
+from posenc.hf import PositionAugmentedModel, PositionIdsCollator, base_positions, inspect_model  # noqa: E402
+from posenc.positions import registry  # noqa: E402
+
+V = 40
+
+
+def llama() -> torch.nn.Module:
+    cfg = transformers.LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                                   pad_token_id=0, bos_token_id=None, eos_token_id=None)
+    return transformers.LlamaForCausalLM(cfg)
+
+
+def gpt2(n_positions: int = 32) -> torch.nn.Module:
+    cfg = transformers.GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=n_positions,
+                                  pad_token_id=0, bos_token_id=None, eos_token_id=None)
+    return transformers.GPT2LMHeadModel(cfg)
+
+
+def batch(left_pad: bool) -> dict[str, torch.Tensor]:
+    """Three rows of 6, 4 and 2 real tokens in width 6: ids and mask ``(3, 6)``."""
+    ids = torch.randint(1, V, (3, 6))
+    mask = torch.zeros(3, 6, dtype=torch.long)
+    for row, n in enumerate((6, 4, 2)):
+        mask[row, 6 - n:] = 1 if left_pad else mask[row, 6 - n:]
+        mask[row, :n] = mask[row, :n] if left_pad else 1
+    return {"input_ids": ids.masked_fill(mask == 0, 0), "attention_mask": mask}
+
+
+def capture_position_ids(model: torch.nn.Module) -> list[torch.Tensor]:
+    seen: list[torch.Tensor] = []
+
+    def hook(_: Any, args: tuple, kwargs: dict) -> None:
+        seen.append(kwargs.get("position_ids"))  # None: the model picks its own
+
+    model.register_forward_pre_hook(hook, with_kwargs=True)
+    return seen
+
+
+def test_base_positions_count_real_tokens_for_left_and_right_padding() -> None:
+    right = base_positions(batch(left_pad=False)["attention_mask"])
+    left = base_positions(batch(left_pad=True)["attention_mask"])
+    assert right[1].tolist() == [0, 1, 2, 3, 0, 0]
+    assert left[1].tolist() == [0, 0, 0, 1, 2, 3]
+    assert left[0].tolist() == right[0].tolist() == [0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize(("build", "augment", "params"), [
+    (llama, "shape", {"max_shift": 50}), (llama, "cape", {}), (gpt2, "shape", {"max_shift": 20}),
+])
+@pytest.mark.parametrize("left_pad", [False, True])
+def test_eval_mode_logits_equal_the_unwrapped_model_exactly(build: Any, augment: str, params: dict, left_pad: bool) -> None:
+    model = build().eval()
+    wrapped = PositionAugmentedModel(model, augment, **params).eval()
+    b = batch(left_pad)
+    assert torch.equal(wrapped(**b).logits, model(**b).logits)
+
+
+@pytest.mark.parametrize("left_pad", [False, True])
+def test_shape_training_shifts_each_row_by_one_offset_within_range(left_pad: bool) -> None:
+    model = gpt2(n_positions=32)
+    seen = capture_position_ids(model)
+    wrapped = PositionAugmentedModel(model, "shape", max_shift=26).train()
+    b = batch(left_pad)
+    offsets = set()
+    for _ in range(20):
+        wrapped(**b)
+        pos, mask = seen[-1], b["attention_mask"].bool()
+        assert pos.dtype == torch.long and pos.min() >= 0 and pos.max() < 32
+        shift = pos - base_positions(mask).long()
+        for row in range(3):
+            k = shift[row][mask[row]]
+            assert (k == k[0]).all() and 0 <= int(k[0]) <= 26  # one k per sequence (Kiyono et al. §2.3)
+            offsets.add(int(k[0]))
+    assert len(offsets) > 5  # the offset is random per sequence and step
+
+
+def test_rotary_shape_shift_leaves_logits_unchanged() -> None:
+    """RoPE scores depend on p_q − p_k only, so SHAPE's shift is invisible to a rotary model."""
+    model = llama()
+    seen = capture_position_ids(model)
+    wrapped = PositionAugmentedModel(model, "shape", max_shift=1000)
+    b = batch(left_pad=False)
+    plain = wrapped.eval()(**b).logits
+    shifted = wrapped.train()(**b).logits
+    assert seen[-1][:, 0].abs().sum() > 0  # the positions did move
+    mask = b["attention_mask"].bool()
+    torch.testing.assert_close(shifted[mask], plain[mask], rtol=1e-4, atol=1e-4)
+
+
+def test_rotary_cape_passes_real_valued_positions_that_change_the_logits() -> None:
+    model = llama()
+    seen = capture_position_ids(model)
+    wrapped = PositionAugmentedModel(model, "cape", max_local_shift=0.5, max_global_scaling=2.0)
+    b = batch(left_pad=True)
+    plain = wrapped.eval()(**b).logits
+    jittered = wrapped.train()(**b).logits
+    pos = seen[-1]
+    assert pos.dtype.is_floating_point and not torch.equal(pos, pos.round())
+    assert not torch.allclose(jittered, plain, atol=1e-4)
+
+
+def test_without_attention_mask_cape_is_not_read_as_packed_sequences() -> None:
+    """With no mask transformers splits non-consecutive position_ids into packed sequences; the
+    wrapper always passes a mask, so no mask and an all-ones mask give the same logits."""
+    wrapped = PositionAugmentedModel(llama(), "cape").train()
+    ids = torch.randint(1, V, (2, 7))
+    torch.manual_seed(3)
+    a = wrapped(input_ids=ids).logits
+    torch.manual_seed(3)
+    b = wrapped(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+    assert torch.equal(a, b)
+
+
+def test_seeded_training_forward_is_deterministic() -> None:
+    wrapped = PositionAugmentedModel(llama(), "cape").train()
+    seen = capture_position_ids(wrapped.model)
+    b = batch(left_pad=False)
+    torch.manual_seed(7)
+    first = wrapped(**b, labels=b["input_ids"]).loss
+    torch.manual_seed(7)
+    second = wrapped(**b, labels=b["input_ids"]).loss
+    assert torch.equal(first, second) and torch.equal(seen[0], seen[1])
+    wrapped(**b)
+    assert not torch.equal(seen[1], seen[2])
+
+
+def test_learned_positions_reject_cape_in_one_line() -> None:
+    with pytest.raises(ConfigError, match="learned position embeddings") as err:
+        PositionAugmentedModel(gpt2(), "cape")
+    assert "\n" not in str(err.value)
+
+
+def test_learned_positions_need_the_shift_to_fit() -> None:
+    with pytest.raises(ConfigError, match="max_shift 32 must be < the 32"):
+        PositionAugmentedModel(gpt2(n_positions=32), "shape", max_shift=32)
+    wrapped = PositionAugmentedModel(gpt2(n_positions=32), "shape", max_shift=30).train()
+    with pytest.raises(DataError, match="32 learned positions"):
+        for _ in range(50):  # k >= 27 overflows the 6-token row; (27/31)^50 < 1e-3, and seeded
+            wrapped(**batch(left_pad=False))
+
+
+@pytest.mark.parametrize("model", ["t5", "bart"])
+def test_models_without_position_ids_are_rejected(model: str) -> None:
+    if model == "t5":
+        cfg = transformers.T5Config(vocab_size=V, d_model=16, d_ff=32, d_kv=8, num_layers=1, num_heads=2)
+        m = transformers.T5ForConditionalGeneration(cfg)
+    else:
+        cfg = transformers.BartConfig(vocab_size=V, d_model=16, encoder_layers=1, decoder_layers=1,
+                                      encoder_attention_heads=2, decoder_attention_heads=2,
+                                      encoder_ffn_dim=32, decoder_ffn_dim=32)
+        m = transformers.BartForConditionalGeneration(cfg)
+    with pytest.raises(ConfigError, match="takes no position_ids"):
+        inspect_model(m)
+
+
+def test_unknown_augmentation_lists_the_registered_ones() -> None:
+    with pytest.raises(ConfigError, match="registered: .*cape.*shape"):
+        PositionAugmentedModel(llama(), "shpe")
+
+
+def test_rotary_families_are_detected() -> None:
+    cfg = transformers.GPTNeoXConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                     num_attention_heads=4)
+    assert inspect_model(transformers.GPTNeoXForCausalLM(cfg)).family.name == "rotary"
+    assert inspect_model(llama()).family.name == "rotary"
+    learned = inspect_model(gpt2(n_positions=48))
+    assert learned.family.name == "learned" and learned.max_positions == 48
+
+
+def test_collator_adds_the_same_positions_as_the_wrapper() -> None:
+    model = gpt2()
+    b = batch(left_pad=True)
+    collate = PositionIdsCollator(lambda feats: feats[0], model, "shape", max_shift=20)
+    torch.manual_seed(5)
+    out = collate([b])
+    wrapped = PositionAugmentedModel(model, "shape", max_shift=20).train()
+    seen = capture_position_ids(model)
+    torch.manual_seed(5)
+    wrapped(**b)
+    assert torch.equal(out["position_ids"], seen[-1])
+    assert torch.equal(out["input_ids"], b["input_ids"]) and torch.equal(out["attention_mask"], b["attention_mask"])
+
+
+def test_randomized_positions_are_sorted_distinct_integers() -> None:
+    model = llama()  # rotary: no table bound, so the augmentation's default L_max is fine
+    seen = capture_position_ids(model)
+    wrapped = PositionAugmentedModel(model, "randomized").train()
+    b = batch(left_pad=True)
+    wrapped(**b)
+    pos, mask = seen[-1], b["attention_mask"].bool()
+    assert torch.equal(pos, pos.round()) and pos[mask].min() >= 0
+    for row in range(3):
+        real = pos[row][mask[row]]
+        assert (real[1:] > real[:-1]).all()  # a sorted subset of {0..L_max-1}: strictly increasing

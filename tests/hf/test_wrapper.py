@@ -11,7 +11,6 @@ transformers = pytest.importorskip("transformers", reason="posenc.hf needs trans
 
 from posenc.errors import ConfigError, DataError  # noqa: E402
 from posenc.hf import PositionAugmentedModel, PositionIdsCollator, base_positions, inspect_model  # noqa: E402
-from posenc.positions import registry  # noqa: E402
 
 V = 40
 

@@ -162,11 +162,11 @@ def _speech(data: dict[str, Any], overrides: list[str]) -> Path:
     return Path(cfg.out_dir)
 
 
-def _lengthgen(data: dict[str, Any], overrides: list[str]) -> Path:
+def _lengthgen(data: dict[str, Any], overrides: list[str], **options: Any) -> Path:
     """Decoder-only LM on algorithmic tasks, trained short, tested long (Ruoss et al. 2023)."""
     from posenc.tasks.lengthgen.driver import run_experiment as run_lengthgen
 
-    return run_lengthgen(data, overrides)
+    return run_lengthgen(data, overrides, **options)
 
 
 #: ``task:`` key of an experiment YAML → runner(raw mapping without ``task``, overrides) → report dir.
@@ -205,7 +205,7 @@ def find_experiment(name_or_path: str) -> Path:
 
 
 #: Tasks whose runner takes the grid options (jobs, rerun_stale, backend) as keywords.
-GRID_TASKS = frozenset({"translation"})
+GRID_TASKS = frozenset({"translation", "lengthgen"})
 
 
 def run_experiment(name_or_path: str, overrides: list[str] | None = None, **options: Any) -> Path:

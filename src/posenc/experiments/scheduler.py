@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from posenc.config import to_dict
 from posenc.errors import ConfigError
@@ -77,27 +77,36 @@ def _finished(exp: ExperimentConfig, cell: Cell, rc: int) -> str:
     return summary_line(result, exp.splits[0])
 
 
-def run_local(exp: ExperimentConfig, cells: list[Cell], jobs: int, poll_s: float = 0.2) -> list[Cell]:
-    """Run ``cells`` with at most ``jobs`` worker processes; returns the cells that failed."""
-    spec, gpus = write_spec(exp), visible_gpus()
-    queue, running, failed = list(cells), {}, []
-    free = list(range(jobs))
+def run_processes(jobs: list[tuple[Any, list[str], Path]], slots: int,
+                  finished: Callable[[Any, int], str], poll_s: float = 0.2) -> list[Any]:
+    """Run ``(key, argv, log)`` jobs, at most ``slots`` at once, each pinned by :func:`worker_env`;
+    prints ``finished(key, returncode)`` as each ends and returns the keys of the failed ones."""
+    gpus, queue, running, failed = visible_gpus(), list(jobs), {}, []
+    free = list(range(slots))
     while queue or running:
         while queue and free:
-            cell, slot = queue.pop(0), free.pop(0)
-            fh = log_path(exp, cell).open("w", encoding="utf-8")
-            cmd = [sys.executable, "-m", "posenc.experiments.worker", str(spec), cell[0], cell[1], str(cell[2])]
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=worker_env(slot, jobs, gpus))
-            running[proc] = (cell, slot, fh)
+            (key, argv, log), slot = queue.pop(0), free.pop(0)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            fh = log.open("w", encoding="utf-8")
+            proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=worker_env(slot, slots, gpus))
+            running[proc] = (key, slot, fh)
         time.sleep(poll_s)
         for proc in [p for p in running if p.poll() is not None]:
-            cell, slot, fh = running.pop(proc)
+            key, slot, fh = running.pop(proc)
             fh.close()
             free.append(slot)
-            print(_finished(exp, cell, proc.returncode), flush=True)
+            print(finished(key, proc.returncode), flush=True)
             if proc.returncode != 0:
-                failed.append(cell)
+                failed.append(key)
     return failed
+
+
+def run_local(exp: ExperimentConfig, cells: list[Cell], jobs: int, poll_s: float = 0.2) -> list[Cell]:
+    """Run ``cells`` with at most ``jobs`` worker processes; returns the cells that failed."""
+    spec = write_spec(exp)
+    argv = lambda c: [sys.executable, "-m", "posenc.experiments.worker", str(spec), c[0], c[1], str(c[2])]  # noqa: E731
+    work = [(cell, argv(cell), log_path(exp, cell)) for cell in cells]
+    return run_processes(work, jobs, lambda cell, rc: _finished(exp, cell, rc), poll_s)
 
 
 def run_submitit(exp: ExperimentConfig, cells: list[Cell], jobs: int, cluster: str | None = None,

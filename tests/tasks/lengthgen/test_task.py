@@ -125,3 +125,28 @@ def test_driver_end_to_end(tmp_path: Path) -> None:
     run_experiment(str(path))  # done runs are not retrained (no checkpoint is needed)
     assert not (tmp_path / "exp" / "parity" / "rpe" / "seed1" / "checkpoints").exists()
     assert json.loads((tmp_path / "exp" / "parity" / "rpe" / "seed1" / "results.json").read_text()) == res
+
+
+def test_jobs_2_equals_jobs_1(tmp_path: Path) -> None:
+    """Worker processes (``--jobs 2``) give the same per-run results as one process, one log each."""
+    from posenc.experiments.runner import run_experiment
+
+    exp = yaml.safe_load((CONFIGS / "lengthgen_small.yaml").read_text())
+    exp.update(tasks=["parity"], seeds=[1])
+    exp["methods"] = {k: exp["methods"][k] for k in ("ape", "rpe")}
+    exp["base"]["model"].update(d_model=16, d_ff=32, layers=1)
+    exp["base"]["data"].update(train_max_length=6, test_max_length=12, test_step=4, batch_size=4, eval_samples=4)
+    exp["base"]["train"].update(max_steps=3, warmup=2, log_every=1, device="cpu", num_threads=1)
+    results = {}
+    for jobs in (1, 2):
+        exp["out_dir"] = str(tmp_path / f"jobs{jobs}")
+        path = tmp_path / f"jobs{jobs}.yaml"
+        path.write_text(yaml.safe_dump(exp))
+        run_experiment(str(path), jobs=jobs)
+        results[jobs] = {m: json.loads((tmp_path / f"jobs{jobs}" / "parity" / m / "seed1" / "results.json").read_text())
+                         for m in ("ape", "rpe")}
+    for m in ("ape", "rpe"):
+        for r in results.values():
+            r[m]["summary"].pop("wall_s")
+        assert results[1][m] == results[2][m]
+    assert sorted(p.name for p in (tmp_path / "jobs2" / "logs").iterdir()) == ["parity-ape-seed1.log", "parity-rpe-seed1.log"]

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from posenc.config import from_dict, merge_overrides, save_yaml, to_dict
+from posenc.config import from_dict, load_yaml, merge_overrides, save_yaml, to_dict
+from posenc.errors import ConfigError
+from posenc.experiments.scheduler import run_processes
 from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, expand
 from posenc.tasks.lengthgen.generators import VOCAB_SIZE
 from posenc.tasks.lengthgen.task import LengthgenTask
@@ -46,17 +50,57 @@ def run_one(task: LengthgenTask, cfg: LengthgenConfig, method: str) -> dict[str,
     return res
 
 
-def run_grid(exp: LengthgenExperimentConfig) -> Path:
-    """Every cell of the grid, then the report; returns the report directory."""
-    task = LengthgenTask()
+def run_grid(exp: LengthgenExperimentConfig, jobs: int = 1) -> Path:
+    """Every cell of the grid (``jobs`` > 1: that many worker processes at once, packed on the
+    visible GPUs round robin), then the report; returns the report directory."""
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be >= 1, got {jobs}")
+    task, cells = LengthgenTask(), expand(exp)
+    if jobs > 1:
+        _run_parallel(exp, cells, jobs)
     results = []
-    for name, method, seed, cfg in expand(exp):
+    for name, method, seed, cfg in cells:
         log.info("== %s / %s / seed %d -> %s", name, method, seed, cfg.out_dir)
-        results.append(run_one(task, cfg, method))
+        results.append(run_one(task, cfg, method))  # after a parallel run: read back results.json
     return task.report(exp, results, exp.root / "report")
 
 
-def run_experiment(data: dict[str, Any], overrides: list[str]) -> Path:
+def _run_parallel(exp: LengthgenExperimentConfig, cells: list[tuple[str, str, int, LengthgenConfig]], jobs: int) -> None:
+    """Each unfinished cell in ``python -m posenc.tasks.lengthgen.driver RUN_CONFIG METHOD``."""
+    work = []
+    for name, method, seed, cfg in cells:
+        out = Path(cfg.out_dir)
+        if (out / "results.json").is_file():
+            continue
+        out.mkdir(parents=True, exist_ok=True)
+        save_yaml(cfg, out / "config.yaml")
+        argv = [sys.executable, "-m", "posenc.tasks.lengthgen.driver", str(out / "config.yaml"), method]
+        work.append(((name, method, seed), argv, exp.root / "logs" / f"{name}-{method}-seed{seed}.log"))
+    failed = run_processes(work, jobs, lambda key, rc: f"{'done' if rc == 0 else f'FAILED (exit {rc})'}: {'/'.join(map(str, key))}")
+    if failed:
+        raise ConfigError(f"{len(failed)} run(s) failed: {', '.join('/'.join(map(str, k)) for k in failed)} (logs under {exp.root / 'logs'})")
+
+
+def run_experiment(data: dict[str, Any], overrides: list[str], jobs: int = 1, rerun_stale: bool = False,
+                   backend: str = "local") -> Path:
     """``posenc experiment`` entry: a raw ``task: lengthgen`` mapping plus dotted overrides."""
+    if backend != "local":
+        raise ConfigError("lengthgen experiments run with the local backend only")
     exp = from_dict(LengthgenExperimentConfig, merge_overrides(data, overrides, LengthgenExperimentConfig))
-    return run_grid(exp)
+    return run_grid(exp, jobs)
+
+
+def main(argv: list[str]) -> int:
+    """Worker entry: train and evaluate the run whose resolved config is ``argv[0]``."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    threads = int(os.environ.get("POSENC_NUM_THREADS", "0"))
+    if threads > 0:
+        torch.set_num_threads(threads)
+    cfg = from_dict(LengthgenConfig, load_yaml(Path(argv[0])))
+    res = run_one(LengthgenTask(), cfg, argv[1])
+    print(json.dumps({"method": res["method"], "task": res["task"], "summary": res["summary"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -86,7 +86,7 @@ def test_find_experiment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     from posenc.experiments.runner import shipped_configs
 
     assert find_experiment("toy") == shipped_configs() / "experiments" / "toy.yaml"
-    assert find_experiment("toy").resolve() == (REPO / "configs" / "experiments" / "toy.yaml").resolve()
+    assert find_experiment("toy").resolve() == (REPO / "src" / "posenc" / "configs" / "experiments" / "toy.yaml").resolve()
     monkeypatch.chdir(tmp_path)  # README-style configs/ paths work from any directory
     vision = find_experiment("configs/vision/fashion_mnist_small.yaml")
     assert vision == shipped_configs() / "vision" / "fashion_mnist_small.yaml" and vision.is_file()

@@ -149,6 +149,6 @@ def test_experiment_writes_csv_and_plot(tmp_path: Path) -> None:
 
 
 def test_shipped_config_loads() -> None:
-    cfg = load_config(SpeechConfig, Path(__file__).resolve().parents[2] / "configs" / "speech" / "fsdd_small.yaml")
+    cfg = load_config(SpeechConfig, Path(__file__).resolve().parents[2] / "src" / "posenc" / "configs" / "speech" / "fsdd_small.yaml")
     assert (cfg.train.schedule, cfg.train.lr_floor, cfg.train.clip_norm, cfg.data.batch_size) == ("cosine", 0.05, 1.0, 16)
     assert cfg.model.position.learned.wrap  # E(t mod 40): test utterances are 10× the table

@@ -52,7 +52,7 @@ def test_task_protocol_and_vit_recipe_defaults():
 
 
 def test_config_validation_and_shipped_config():
-    cfg = load_config(VisionConfig, REPO / "configs" / "vision" / "fashion_mnist_small.yaml")
+    cfg = load_config(VisionConfig, REPO / "src" / "posenc" / "configs" / "vision" / "fashion_mnist_small.yaml")
     assert cfg.model.image_size % cfg.model.patch == 0
     assert all(r % cfg.model.patch == 0 for r in cfg.eval.resolutions + cfg.univit.resolutions)
     with pytest.raises(ConfigError, match="eval.resolutions: 30 is not a positive multiple of model.patch 4"):

@@ -19,7 +19,7 @@ from posenc.tasks.lengthgen.config import LengthgenExperimentConfig, expand
 from posenc.tasks.lengthgen.generators import SEP, VOCAB_SIZE, example
 from posenc.tasks.lengthgen.task import LengthgenTask, accuracy, collate, summarize, training_batch
 
-CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "experiments"
+CONFIGS = Path(__file__).resolve().parents[3] / "src" / "posenc" / "configs" / "experiments"
 
 
 def small_cfg(task: str = "reverse", **data):

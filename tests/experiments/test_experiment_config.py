@@ -133,3 +133,20 @@ def test_unknown_task_is_rejected(tmp_path: Path) -> None:
     path.write_text("task: astronomy\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="astronomy"):
         run_experiment(str(path))
+
+
+def test_quickstart_runs_its_gpu_variant_only_when_cuda_is_visible(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`posenc experiment quickstart` on a GPU machine runs quickstart_gpu (issue 13), else itself."""
+    import torch
+
+    from posenc.experiments import runner
+
+    calls: list[tuple[str, dict]] = []
+    monkeypatch.setitem(runner.TASKS, "translation", lambda data, overrides, **opts: calls.append((data["name"], opts)) or Path("."))
+    for cuda in (False, True):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
+        runner.run_experiment("quickstart", jobs=1)
+    runner.run_experiment("quickstart", jobs=2)  # an explicit --jobs wins over gpu_jobs
+    gpu = load_config(ExperimentConfig, find_experiment("quickstart_gpu"))
+    assert gpu.base["data"]["corpus"] == "bible" and gpu.base["train"]["precision"] == "bf16"
+    assert calls == [("quickstart", {"jobs": 1}), ("quickstart_gpu", {"jobs": 4}), ("quickstart_gpu", {"jobs": 2})]

@@ -27,6 +27,10 @@ class ExperimentConfig:
     splits: list[str] = field(default_factory=lambda: ["test"])
     analyses: list[str] = field(default_factory=lambda: list(TRANSLATION_ANALYSES))
     analysis_options: dict[str, Any] = field(default_factory=dict)
+    #: Shipped experiment to run instead when a CUDA GPU is visible (the quickstart's GPU-sized
+    #: comparison), with ``gpu_jobs`` runs at once unless ``--jobs`` is given.
+    on_gpu: str = ""
+    gpu_jobs: int = 4
 
     def __post_init__(self) -> None:
         require(bool(self.name), "experiment.name must not be empty")
@@ -40,6 +44,7 @@ class ExperimentConfig:
             f"experiment.analyses must be among {', '.join(TRANSLATION_ANALYSES)}, got {self.analyses}",
         )
         require(len(self.splits) >= 1, "experiment.splits must not be empty")
+        require(self.gpu_jobs >= 1, f"experiment.gpu_jobs must be >= 1, got {self.gpu_jobs}")
         for label in list(self.methods) + list(self.settings):
             require(label.replace("-", "").replace("_", "").replace(".", "").isalnum(), f"experiment label {label!r}: use letters, digits, -, _ or .")
 

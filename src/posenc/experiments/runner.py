@@ -212,6 +212,9 @@ def run_experiment(name_or_path: str, overrides: list[str] | None = None, **opti
     """Run a shipped or user experiment; its top-level ``task`` picks the runner. ``options``
     (``jobs``, ``rerun_stale``, ``backend``) go to grid runners (:data:`GRID_TASKS`)."""
     data = load_yaml(find_experiment(name_or_path))
+    gpu = _gpu_variant(data, options)
+    if gpu is not None:
+        return run_experiment(gpu[0], overrides, **gpu[1])
     task = data.get("task", "translation")
     if task not in TASKS:
         raise ConfigError(f"experiment task must be one of {', '.join(TASKS)}, got {task!r}")
@@ -221,3 +224,19 @@ def run_experiment(name_or_path: str, overrides: list[str] | None = None, **opti
     if changed:
         raise ConfigError(f"experiment task {task!r} does not support {', '.join(sorted(changed))}")
     return TASKS[task](data, list(overrides or []))
+
+
+def _gpu_variant(data: dict[str, Any], options: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """``(name, options)`` of the experiment's ``on_gpu`` variant when a CUDA GPU is visible."""
+    name = data.get("on_gpu")
+    if not name:
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    jobs = options.get("jobs") or 1
+    chosen = dict(options, jobs=jobs if jobs > 1 else int(data.get("gpu_jobs", 4)))
+    print(f"{data.get('name', 'experiment')}: a CUDA GPU is visible, running its GPU-sized variant "
+          f"{name!r} with --jobs {chosen['jobs']}", flush=True)
+    return name, chosen

@@ -11,7 +11,9 @@ import pytest
 from posenc.config import load_config
 from posenc.experiments.cells import grid, run_config
 from posenc.experiments.config import ExperimentConfig
-from posenc.experiments.scheduler import log_path, run_submitit, worker_env
+from posenc.experiments.runner import execute_cell, summary_line
+from posenc.experiments.scheduler import log_path, run_submitit
+from posenc.processes import worker_env
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import assert_one_line_error, cli
 
@@ -68,6 +70,6 @@ def test_submitit_local_backend(tmp_path: Path) -> None:
     from posenc.experiments.runner import prepare_data
 
     prepare_data(exp, grid(exp))
-    assert run_submitit(exp, grid(exp), 1, cluster="debug") == []
+    assert run_submitit(exp, grid(exp), 1, execute_cell, summary_line, cluster="debug") == []
     r = json.loads((Path(run_config(exp, "vanilla", "ape", 1).out_dir) / "results.json").read_text())
     assert r["summary"]["steps"] == 3 and r["record"]["extension"]["max_steps"] == 3

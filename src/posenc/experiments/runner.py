@@ -16,7 +16,7 @@ from typing import Any
 
 from posenc.config import from_dict, load_yaml, merge_overrides
 from posenc.errors import ConfigError
-from posenc.experiments.cells import Cell, grid, run_config  # noqa: F401 - re-exported
+from posenc.experiments.cells import Cell, grid, run_config  # noqa: F401 - Cell, run_config re-exported
 from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.convergence import UNKNOWN, run_status
 from posenc.experiments.freshness import Verdict, judge, run_record
@@ -134,7 +134,7 @@ def run_translation_grid(exp: ExperimentConfig, jobs: int = 1, rerun_stale: bool
         for cell in pending:
             print(summary_line(execute_cell(exp, *cell), exp.splits[0]), flush=True)
     else:
-        run_cells(exp, pending, jobs, backend)
+        run_cells(exp, pending, jobs, execute_cell, summary_line, backend)
     results = [execute_cell(exp, *cell) for cell in grid(exp)]  # all fresh now: read back
     return write_translation_report(exp, results)
 

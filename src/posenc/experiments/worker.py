@@ -13,12 +13,11 @@ from typing import Any
 
 from posenc.config import from_dict
 from posenc.experiments.config import ExperimentConfig
+from posenc.experiments.runner import execute_cell
 
 
 def run_cell(spec: str, setting: str, method: str, seed: int) -> dict[str, Any]:
     """Bring one cell up to date (train/score) and return its results (used by both backends)."""
-    from posenc.experiments.runner import execute_cell
-
     threads = int(os.environ.get("POSENC_NUM_THREADS", "0"))
     if threads > 0:
         import torch

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from posenc.models.attention import attention_bias
 from posenc.models.config import ModelConfig
 from posenc.models.layers import DecoderLayer, EncoderLayer
-from posenc.positions import build_attention, build_augmentation, build_input, default_positions
+from posenc.positions import build_attention, build_input
 from posenc.positions.base import AttentionHook, NullAttention
 
 

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from posenc.config import save_yaml, to_dict
+from posenc.config import to_dict
 from posenc.data.batching import Batch, collate, token_batches
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines

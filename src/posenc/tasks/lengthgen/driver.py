@@ -19,7 +19,7 @@ import torch
 
 from posenc.config import from_dict, load_yaml, merge_overrides, save_yaml, to_dict
 from posenc.errors import ConfigError
-from posenc.experiments.scheduler import run_processes
+from posenc.processes import run_processes
 from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, expand
 from posenc.tasks.lengthgen.generators import VOCAB_SIZE
 from posenc.tasks.lengthgen.task import LengthgenTask

@@ -3,7 +3,7 @@
 
 from posenc.tasks.speech.config import SpeechConfig, SpeechDataConfig, SpeechTrainConfig, with_method
 from posenc.tasks.speech.evaluate import cer, eval_sets, evaluate_by_duration, transcribe, wer
-from posenc.tasks.speech.report import run_experiment
+from posenc.tasks.speech.driver import run_experiment
 from posenc.tasks.speech.task import SpeechTask, build_model, ctc_sums, training_utterance
 
 __all__ = [

@@ -23,6 +23,7 @@ from posenc.data import speech as sd
 from posenc.models.ctc import CTCModel, CTCOutput
 from posenc.tasks.speech.config import SpeechConfig, SpeechDataConfig
 from posenc.tasks.speech.evaluate import eval_sets, evaluate_by_duration
+from posenc.tasks.speech.report import write_report
 from posenc.training.loss import LossOutput
 
 
@@ -88,7 +89,6 @@ class SpeechTask:
         return {"rows": evaluate_by_duration(model, cfg, eval_sets(cfg, self.data(cfg)))}
 
     def report(self, exp: SpeechConfig, results: list[dict[str, Any]], out_dir: Path) -> Path:
-        from posenc.tasks.speech.report import write_report
 
         write_report(exp, [row for r in results for row in r["rows"]], out_dir)
         return out_dir / "results.csv"

@@ -3,7 +3,7 @@ resolutions not seen in training. ``posenc experiment configs/vision/fashion_mni
 
 from posenc.tasks.vision.config import VisionConfig, VisionTrainConfig
 from posenc.tasks.vision.evaluate import accuracy, evaluate_resolutions, evaluate_tta, predict_logits
-from posenc.tasks.vision.report import run_configs, run_experiment
+from posenc.tasks.vision.driver import run_configs, run_experiment
 from posenc.tasks.vision.task import ImageBatch, VisionTask
 
 __all__ = [

@@ -1,63 +1,19 @@
-"""The vision experiment: every method of ``experiment.methods`` (and the UniViT variants of
-``experiment.univit_methods``) trained through the one Trainer, then ``results.csv`` (run, eval,
-resolution, accuracy) and ``accuracy.png`` (accuracy against test resolution)."""
+"""The vision report: ``results.csv`` (run, eval, resolution, accuracy) and ``accuracy.png``
+(accuracy against test resolution) of the runs :mod:`posenc.tasks.vision.driver` trained."""
 
 from __future__ import annotations
 
-import copy
 import csv
-import logging
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from posenc.config import save_yaml
-from posenc.tasks.base import run_task
 from posenc.tasks.vision.config import VisionConfig
-
-log = logging.getLogger("posenc")
-
-
-def run_configs(cfg: VisionConfig) -> list[tuple[str, VisionConfig]]:
-    """(run name, config) for every method, then every UniViT variant, of ``cfg.experiment``."""
-    runs = []
-    for name in cfg.experiment.methods:
-        run = copy.deepcopy(cfg)
-        run.model.position.name, run.univit.enabled = name, False
-        runs.append((name, run))
-    for name in cfg.experiment.univit_methods:
-        run = copy.deepcopy(cfg)
-        run.model.position.name, run.univit.enabled = name, True
-        run.model.position.cape2d.max_global_scaling = cfg.experiment.univit_max_global_scaling
-        runs.append((f"univit/{name}", run))
-    return runs
-
 
 def result_rows(name: str, metrics: dict[str, Any], train_resolution: int) -> list[dict[str, Any]]:
     """CSV rows of one run: one per test resolution, plus the TTA row."""
     rows = [{"run": name, "eval": "single", "resolution": r, "accuracy": a} for r, a in metrics["accuracy"].items()]
     tta = "tta:" + "/".join(map(str, metrics["tta_resolutions"]))
     return rows + [{"run": name, "eval": tta, "resolution": train_resolution, "accuracy": metrics["tta"]}]
-
-
-def run_experiment(cfg: VisionConfig, out_dir: str | Path, task: Any = None,
-                   echo: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """Train and evaluate every run (run directories ``out_dir/runs/<name>``, resumable); write
-    results.csv, accuracy.png and config.yaml under ``out_dir``; return the CSV rows."""
-    from posenc.tasks.vision.task import VisionTask
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    save_yaml(cfg, out / "config.yaml")
-    task = task or VisionTask()
-    echo = echo or (lambda text: print(text, flush=True))
-    results = []
-    for name, run in run_configs(cfg):
-        done = run_task(task, run, out / "runs" / name)
-        results.append({"run": name, "metrics": done.metrics, "summary": done.result.summary()})
-        acc = done.metrics["accuracy"]
-        echo(f"{name}: {done.result.state.step} steps; " + " ".join(f"{r}:{a:.4f}" for r, a in acc.items())
-             + f" tta:{done.metrics['tta']:.4f}")
-    return write_report(cfg, results, out)
 
 
 def write_report(cfg: VisionConfig, results: list[dict[str, Any]], out_dir: Path) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from posenc.errors import DataError
 from posenc.models.vit import ViT
 from posenc.tasks.vision.config import VisionConfig
 from posenc.tasks.vision.evaluate import evaluate_resolutions, evaluate_tta, predict_logits, tta_resolutions
+from posenc.tasks.vision.report import write_report
 from posenc.training.loss import LossOutput
 
 
@@ -106,7 +107,6 @@ class VisionTask:
         return {"accuracy": acc, "tta": evaluate_tta(model, test, tta_res, bs, cache=logits), "tta_resolutions": tta_res}
 
     def report(self, exp: VisionConfig, results: list[dict[str, Any]], out_dir: Path) -> Path:
-        from posenc.tasks.vision.report import write_report
 
         write_report(exp, results, out_dir)
         return out_dir / "results.csv"

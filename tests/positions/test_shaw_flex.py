@@ -188,24 +188,38 @@ def test_model_dense_backend_equals_explicit_and_decoding(variant: str) -> None:
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("lengths", [[11, 6, 2], [300, 130, 7]])
-def test_cuda_flex_equals_reference_fp32(variant: str, causal: bool, lengths: list[int]) -> None:
-    """Compiled FlexAttention regions (forward and backward) against the reference, fp32."""
-    torch.backends.cuda.matmul.allow_tf32 = False
+def test_cuda_flex_equals_reference_fp32(variant: str, causal: bool, lengths: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compiled FlexAttention regions and merge (forward and backward) against the reference, fp32."""
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
     setup = _setup(VARIANTS[variant], lengths, causal, "cuda")
     rel, pos = setup[1], setup[3]
     assert rel.hook(0).region(torch.empty(1, H, pos.shape[1], 1, device="cuda"), rel.context(pos, pos), 0.0) is shaw_flex.flex_region
-    _close(_run(*setup, "auto"), _run(*setup, "explicit"), atol=1e-4)
+    _close(_run(*setup, "auto"), _run(*setup, "explicit"), atol=1e-4, rtol=1e-4)
 
 
 @CUDA
 @pytest.mark.parametrize("variant", ["keys+values", "values"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_cuda_flex_bf16_autocast_close_to_fp32_reference(variant: str, causal: bool) -> None:
+def test_cuda_flex_bf16_autocast_close_to_fp32_reference(variant: str, causal: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """bf16 autocast (as the bench trains): within bf16 tolerance of the fp32 reference."""
-    torch.backends.cuda.matmul.allow_tf32 = False
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
     setup = _setup(VARIANTS[variant], [257, 200], causal, "cuda")
     ref = _run(*setup, "explicit")
     with torch.autocast("cuda", dtype=torch.bfloat16):
         got = _run(*setup, "auto")
     for g, r in zip([got[0], *got[1]], [ref[0], *ref[1]]):  # relative (Frobenius) error per tensor
         assert ((g.float() - r.float()).norm() / r.float().norm()).item() < 2e-2
+
+
+def test_compiled_merge_equals_eager_forward_and_backward() -> None:
+    """The merge as compiled on CUDA (here by inductor on CPU), checkpointed, forward and gradients."""
+    hook = ShawRelativePosition(D, ShawParams(k=3), 1, H).hook(0)
+    q, k, v = (torch.randn(2, H, 70, D // H, requires_grad=True) for _ in range(3))
+    allowed = attention_bias(torch.arange(70)[None, :] < torch.tensor([[70], [51]]), 70, causal=True)
+    results = []
+    for compiled in (False, True):
+        out = shaw_flex.shaw_attention(q, k, v, allowed, hook.key_table, hook.value_table, 3, shaw_flex.dense_region, {}, compiled)
+        weights = torch.linspace(-1, 1, out.numel()).view_as(out)
+        results.append([out, *torch.autograd.grad((out * weights).sum(), [q, k, v, hook.key_table, hook.value_table])])
+    for got, ref in zip(results[1], results[0]):
+        torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)

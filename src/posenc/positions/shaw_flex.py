@@ -69,7 +69,7 @@ def _flex_functions(device: torch.device) -> tuple[Callable, Callable]:
 
     if device.type != "cuda":
         return flex_attention, create_block_mask
-    if not _COMPILED:
+    if "flex" not in _COMPILED:
         _COMPILED["flex"] = torch.compile(flex_attention)
         _COMPILED["mask"] = torch.compile(create_block_mask)
     return _COMPILED["flex"], _COMPILED["mask"]
@@ -101,10 +101,16 @@ REGIONS: dict[str, Region] = {"flex": flex_region, "dense": dense_region}
 
 def _windows(x: Tensor, t: int, halo: int) -> Tensor:
     """``(B, H, L, Dh)`` → overlapping windows ``(B, H, nb, T + 2·halo, Dh)``; window n holds rows
-    n·T − halo … n·T + T − 1 + halo (zeros outside 0 … L − 1)."""
-    nb = -(-x.shape[-2] // t)
-    padded = F.pad(x, (0, 0, halo, halo + nb * t - x.shape[-2]))
-    return padded.unfold(-2, t + 2 * halo, t).transpose(-1, -2)
+    n·T − halo … n·T + T − 1 + halo (zeros outside 0 … L − 1); needs halo ≤ T.
+
+    Built from non-overlapping block views (previous block's tail, the block, the next block's
+    head) rather than ``Tensor.unfold``: compiled (inductor) backward of the overlapping unfold view
+    gave wrong gradients in torch 2.13."""
+    b, h, length, d = x.shape
+    nb = -(-length // t)
+    padded = F.pad(x, (0, 0, t, t + nb * t - length))  # block n of x is block n + 1 here
+    blocks = padded.view(b, h, nb + 2, t, d)
+    return torch.cat((blocks[:, :, :-2, t - halo:], blocks[:, :, 1:-1], blocks[:, :, 2:, :halo]), -2)
 
 
 def band_scores(q: Tensor, k: Tensor, c: int, t: int = BAND_BLOCK) -> Tensor:
@@ -114,6 +120,7 @@ def band_scores(q: Tensor, k: Tensor, c: int, t: int = BAND_BLOCK) -> Tensor:
     it by the skew view: row t of (T, W) flattened and re-viewed with rows of W + 1 puts key
     column t + m at column m."""
     b, h, length, d = q.shape
+    t = max(t, c - 1)  # the key window's halo is c − 1 ≤ T
     nb, w = -(-length // t), t + 2 * c - 2
     qb = F.pad(q, (0, 0, 0, nb * t - length)).view(b, h, nb, t, d)
     full = torch.matmul(qb, _windows(k, t, c - 1).transpose(-1, -2))  # (B, H, nb, T, W)
@@ -125,6 +132,7 @@ def band_values(p: Tensor, v: Tensor, c: int, t: int = BAND_BLOCK) -> Tensor:
     """Σ_r p_{i,r} v_{i+r} for band weights ``p (B, H, L, 2c−1)`` → ``(B, H, L, Dh)`` (inverse skew
     of :func:`band_scores`, then one matmul per block against its value window)."""
     b, h, length, _ = p.shape
+    t = max(t, c - 1)
     nb, w = -(-length // t), t + 2 * c - 2
     pb = F.pad(p, (0, t, 0, nb * t - length)).view(b, h, nb, t, w + 1)
     skew = pb.flatten(-2)[..., : t * w].view(b, h, nb, t, w)  # row t: p at columns t … t + 2c − 2
@@ -161,12 +169,23 @@ def merge(q: Tensor, k: Tensor, v: Tensor, qa: Tensor | None, value_table: Tenso
     return out.to(q.dtype)
 
 
+def merge_function(compiled: bool) -> Callable[..., Tensor]:
+    """:func:`merge`, or its ``torch.compile`` (made once, lazily), which fuses its ~40 small ops."""
+    if not compiled:
+        return merge
+    if "merge" not in _COMPILED:
+        _COMPILED["merge"] = torch.compile(merge)
+    return _COMPILED["merge"]
+
+
 def shaw_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, key_table: Tensor | None,
-                   value_table: Tensor | None, c: int, region: Region, cache: dict) -> Tensor:
+                   value_table: Tensor | None, c: int, region: Region, cache: dict, compiled: bool | None = None) -> Tensor:
     """Shaw self-attention (Eq. 3-4, Toeplitz positions) → ``(B, H, L, Dh)``.
 
     q, k, v ``(B, H, L, Dh)``; ``allowed (B, 1, L, L)`` bool, broadcastable (padding, causality);
-    tables ``(2c+1, Dh)``. Rows with no allowed key give NaN, as the softmax reference does."""
+    tables ``(2c+1, Dh)``; ``compiled``: compile the merge (default: on CUDA). Rows with no allowed
+    key give NaN, as the softmax reference does."""
+    fn = merge_function(q.is_cuda if compiled is None else compiled)
     qa = None
     if key_table is not None:  # (B, H, L, R): O(L·c), the only place a^K meets q
         qa = torch.matmul(q, key_table.to(q.dtype).t()).float() * q.shape[-1] ** -0.5
@@ -175,5 +194,5 @@ def shaw_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, key_table: 
     ok = band_allowed(allowed, q.shape[-2], c)
     args = (q, k, v, qa, value_table, ok, out_l, lse_l, out_r, lse_r, c)
     if torch.is_grad_enabled():  # keep only the inputs; the O(L·c) band is recomputed in backward
-        return checkpoint(merge, *args, use_reentrant=False)
-    return merge(*args)
+        return checkpoint(fn, *args, use_reentrant=False)
+    return fn(*args)

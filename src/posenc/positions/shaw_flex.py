@@ -63,16 +63,30 @@ _COMPILED: dict[str, Callable] = {}
 
 
 def _flex_functions(device: torch.device) -> tuple[Callable, Callable]:
-    """``(flex_attention, create_block_mask)``: compiled once, lazily, on CUDA; eager elsewhere
-    (compiled FlexAttention on CPU has no lse and no backward in torch 2.13)."""
+    """``(flex_attention, create_block_mask)``: compiled once, lazily, with dynamic shapes on CUDA
+    (one graph for all lengths and batch sizes); eager elsewhere (compiled FlexAttention on CPU
+    has no lse and no backward in torch 2.13)."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     if device.type != "cuda":
         return flex_attention, create_block_mask
     if "flex" not in _COMPILED:
-        _COMPILED["flex"] = torch.compile(flex_attention)
-        _COMPILED["mask"] = torch.compile(create_block_mask)
+        _COMPILED["flex"] = torch.compile(flex_attention, dynamic=True)
+        _COMPILED["mask"] = torch.compile(create_block_mask, dynamic=True)
     return _COMPILED["flex"], _COMPILED["mask"]
+
+
+def _region_mask_mod(allowed: Tensor, bounds: Tensor) -> Callable:
+    """FlexAttention mask_mod: ``bounds[0] ≤ j − i ≤ bounds[1]`` and ``allowed[b, 0, i, j]``.
+
+    One function (same code object) for both regions and both masks, and ``allowed`` always
+    contiguous ``(B, 1, L, L)``: torch.compile then guards on nothing that differs between calls."""
+
+    def mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        rel = kv_idx - q_idx
+        return (rel >= bounds[0]) & (rel <= bounds[1]) & allowed[b, 0, q_idx, kv_idx]
+
+    return mask_mod
 
 
 def flex_region(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, c: int, side: str, cache: dict) -> tuple[Tensor, Tensor]:
@@ -84,14 +98,10 @@ def flex_region(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, c: int, side: 
     b, _, length, _ = q.shape
     key = f"flex-{side}-{c}-{b}x{length}"
     if key not in cache or cache[key][0] is not allowed:
-        full = allowed.expand(b, 1, length, length)
-        if side == "left":
-            def mask_mod(bi, hi, qi, kj):  # type: ignore[no-untyped-def]
-                return (kj <= qi - c) & full[bi, 0, qi, kj]
-        else:
-            def mask_mod(bi, hi, qi, kj):  # type: ignore[no-untyped-def]
-                return (kj >= qi + c) & full[bi, 0, qi, kj]
-        cache[key] = (allowed, make_mask(mask_mod, b, None, length, length, device=q.device))
+        full = allowed.expand(b, 1, length, length).contiguous()  # a copy only for key-padding masks
+        far = length + c  # beyond any distance
+        bounds = torch.tensor([-far, -c] if side == "left" else [c, far], dtype=torch.int32, device=q.device)
+        cache[key] = (allowed, make_mask(_region_mask_mod(full, bounds), b, None, length, length, device=q.device))
     out, aux = flex(q, k, v, block_mask=cache[key][1], scale=q.shape[-1] ** -0.5, return_aux=AuxRequest(lse=True))
     return out, aux.lse
 

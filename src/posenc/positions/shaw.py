@@ -18,6 +18,10 @@ masked row sums; on CPU it measured slower than scatter_add over the broadcast i
 L² passes), so scatter stays the default. Any other positions (CAPE's scaled positions, arbitrary
 inputs) use the general ``(B, 1, Lq, Lk)`` index.
 
+On CUDA, full self-attention passes go through FlexAttention instead (``ShawHook.backend``,
+``positions/shaw_flex.py``): left/right regions of constant a^K, a^V as plain block-sparse attention,
+the 2k−1 band computed directly, merged by log-sum-exp; nothing (L, L) is kept for backward.
+
 Options: ``share_tables`` uses one table for a^K and a^V (as OpenNMT-py does); ``values=False``
 drops a^V (the paper's ablation, Table 3); ``keys=False`` drops a^K.
 """

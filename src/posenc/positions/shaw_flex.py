@@ -163,10 +163,12 @@ def merge(q: Tensor, k: Tensor, v: Tensor, qa: Tensor | None, value_table: Tenso
           out_l: Tensor, lse_l: Tensor, out_r: Tensor, lse_r: Tensor, c: int) -> Tensor:
     """Left, band and right parts of Shaw Eq. 3-4 merged by their log-sum-exps → ``(B, H, L, Dh)``.
 
-    ``qa (B, H, L, 2c+1)`` = q_i·w^K_r/√Dh (fp32; None without a^K), ``ok (B, 1, L, 2c−1)`` the band
-    mask, ``out_*``/``lse_*`` the plain attention of the left/right regions (lse without a^K)."""
-    s = band_scores(q, k, c).float() * q.shape[-1] ** -0.5  # (B, H, L, 2c−1)
+    ``qa (B, H, L, 2c+1)`` = q_i·w^K_r (None without a^K), ``ok (B, 1, L, 2c−1)`` the band mask,
+    ``out_*``/``lse_*`` the plain attention of the left/right regions (lse without a^K)."""
+    scale = q.shape[-1] ** -0.5
+    s = band_scores(q, k, c).float() * scale  # (B, H, L, 2c−1)
     if qa is not None:  # Eq. 4's key term: per band bucket, and a constant shift of each region
+        qa = qa.float() * scale
         s, lse_l, lse_r = s + qa[..., 1:-1], lse_l + qa[..., 0], lse_r + qa[..., -1]
     s = s.masked_fill(~ok, float("-inf"))
     lse = torch.logsumexp(torch.cat((lse_l[..., None], lse_r[..., None], s), -1), -1)  # (B, H, L)
@@ -196,12 +198,13 @@ def shaw_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, key_table: 
     tables ``(2c+1, Dh)``; ``compiled``: compile the merge (default: on CUDA). Rows with no allowed
     key give NaN, as the softmax reference does."""
     fn = merge_function(q.is_cuda if compiled is None else compiled)
-    qa = None
-    if key_table is not None:  # (B, H, L, R): O(L·c), the only place a^K meets q
-        qa = torch.matmul(q, key_table.to(q.dtype).t()).float() * q.shape[-1] ** -0.5
+    qa = None if key_table is None else torch.matmul(q, key_table.to(q.dtype).t())  # (B, H, L, R): O(L·c)
     out_l, lse_l = region(q, k, v, allowed, c, "left", cache)
     out_r, lse_r = region(q, k, v, allowed, c, "right", cache)
-    ok = band_allowed(allowed, q.shape[-2], c)
+    key = f"band-{c}-{q.shape[-2]}"
+    if key not in cache or cache[key][0] is not allowed:  # once per stack, shared by its layers
+        cache[key] = (allowed, band_allowed(allowed, q.shape[-2], c))
+    ok = cache[key][1]
     args = (q, k, v, qa, value_table, ok, out_l, lse_l, out_r, lse_r, c)
     if torch.is_grad_enabled():  # keep only the inputs; the O(L·c) band is recomputed in backward
         return checkpoint(fn, *args, use_reentrant=False)

@@ -207,5 +207,5 @@ def shaw_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, key_table: 
     ok = cache[key][1]
     args = (q, k, v, qa, value_table, ok, out_l, lse_l, out_r, lse_r, c)
     if torch.is_grad_enabled():  # keep only the inputs; the O(L·c) band is recomputed in backward
-        return checkpoint(fn, *args, use_reentrant=False)
+        return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=False)  # no randomness inside
     return fn(*args)

@@ -130,7 +130,7 @@ def band_scores(q: Tensor, k: Tensor, c: int, t: int = BAND_BLOCK) -> Tensor:
     it by the skew view: row t of (T, W) flattened and re-viewed with rows of W + 1 puts key
     column t + m at column m."""
     b, h, length, d = q.shape
-    t = max(t, c - 1)  # the key window's halo is c − 1 ≤ T
+    t = max(min(t, length), c - 1)  # no block longer than L; the key window's halo c − 1 ≤ T
     nb, w = -(-length // t), t + 2 * c - 2
     qb = F.pad(q, (0, 0, 0, nb * t - length)).view(b, h, nb, t, d)
     full = torch.matmul(qb, _windows(k, t, c - 1).transpose(-1, -2))  # (B, H, nb, T, W)
@@ -142,7 +142,7 @@ def band_values(p: Tensor, v: Tensor, c: int, t: int = BAND_BLOCK) -> Tensor:
     """Σ_r p_{i,r} v_{i+r} for band weights ``p (B, H, L, 2c−1)`` → ``(B, H, L, Dh)`` (inverse skew
     of :func:`band_scores`, then one matmul per block against its value window)."""
     b, h, length, _ = p.shape
-    t = max(t, c - 1)
+    t = max(min(t, length), c - 1)
     nb, w = -(-length // t), t + 2 * c - 2
     pb = F.pad(p, (0, t, 0, nb * t - length)).view(b, h, nb, t, w + 1)
     skew = pb.flatten(-2)[..., : t * w].view(b, h, nb, t, w)  # row t: p at columns t … t + 2c − 2

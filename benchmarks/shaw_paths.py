@@ -2,11 +2,14 @@
 """Shaw attention paths, one self-attention layer forward+backward, interleaved and paired.
 
 Paths: ``reference`` (general (B, 1, L, L) index, textbook order, scatter value term), ``scatter``
-(Toeplitz context + in-place explicit path + scatter value term), ``band`` (Toeplitz + in-place +
-band value term, the default), and ``sdpa`` (APE's fused attention, for scale). Prints the median
-milliseconds and the paired speed ratio to ``reference``.
+(Toeplitz context + in-place explicit path + scatter value term, the CPU default), ``band`` (Toeplitz
++ in-place + band value term), ``flex`` (FlexAttention left/right regions + O(L·k) band merge,
+``positions/shaw_flex.py``; the CUDA default; CUDA only) and ``sdpa`` (APE's fused attention, for
+scale). Prints the median milliseconds, the paired speed ratio to ``reference`` and ``sdpa``, and on
+CUDA the peak memory of one forward+backward over that of ``sdpa``. On CUDA the layer runs under
+bf16 autocast, as the bench trains.
 
-Usage: ``python benchmarks/shaw_paths.py [--lengths 128,512,1024] [--tokens 2048] [--reps 7]``
+Usage: ``python benchmarks/shaw_paths.py [--device cuda] [--lengths 128,512,1024] [--tokens 2048] [--reps 7] [--causal]``
 """
 
 from __future__ import annotations
@@ -14,39 +17,57 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Callable
 
 import torch
 
-from posenc.bench.core import interleaved, paired_ratio
+from posenc.bench.core import autocast, interleaved, paired_ratio, sync
 from posenc.models.attention import MultiHeadAttention, attention_bias
 from posenc.positions.base import default_positions
 from posenc.positions.shaw import RelativeContext, ShawParams, ShawRelativePosition, relative_index
 
+CPU_PATHS = ("reference", "scatter", "band", "sdpa")
 
-def runner(path: str, length: int, tokens: int, d: int, heads: int, k: int) -> callable:
+
+def runner(path: str, length: int, tokens: int, d: int, heads: int, k: int, device: str = "cpu", causal: bool = False) -> Callable[[], float]:
     b = max(1, tokens // length)
     torch.manual_seed(0)
-    mha = MultiHeadAttention(d, heads)
-    rel = ShawRelativePosition(d, ShawParams(k=k), 1, heads)
+    mha = MultiHeadAttention(d, heads).to(device)
+    rel = ShawRelativePosition(d, ShawParams(k=k), 1, heads).to(device)
     hook = rel.hook(0)
-    mask = torch.ones(b, length, dtype=torch.bool)
+    hook.backend = "flex" if path == "flex" else "explicit"
+    mask = torch.ones(b, length, dtype=torch.bool, device=device)
     pos = default_positions(mask)
-    allowed = attention_bias(mask, length, causal=False)
-    x = torch.randn(b, length, d, requires_grad=True)
+    allowed = attention_bias(mask, length, causal=causal)
+    x = torch.randn(b, length, d, requires_grad=True, device=device)
 
     def run() -> float:
+        sync(device)
         start = time.perf_counter()
-        if path == "sdpa":
-            out = mha(x, x, allowed)
-        else:
-            ctx = RelativeContext(relative_index(pos, pos, k)) if path == "reference" else rel.context(pos, pos)
-            mha.explicit_path = "reference" if path == "reference" else "fast"
-            hook.value_path = "band" if path == "band" else "scatter"
-            out = mha(x, x, allowed, hook, ctx)
-        out.sum().backward()
+        with autocast(device):
+            if path == "sdpa":
+                out = mha(x, x, allowed)
+            else:
+                ctx = RelativeContext(relative_index(pos, pos, k)) if path == "reference" else rel.context(pos, pos)
+                mha.explicit_path = "reference" if path == "reference" else "fast"
+                hook.value_path = "band" if path == "band" else "scatter"
+                out = mha(x, x, allowed, hook, ctx)
+        out.float().sum().backward()
+        sync(device)
         return time.perf_counter() - start
 
     return run
+
+
+def peak_mb(run: Callable[[], float], device: str) -> float | None:
+    """Peak CUDA memory (MB) of one call above what was allocated before it; None on CPU."""
+    if not device.startswith("cuda"):
+        return None
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    run()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
 def main() -> None:
@@ -55,14 +76,22 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=2048)
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--causal", action="store_true", help="decoder self-attention mask")
+    p.add_argument("--d", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    print("| L | path | ms (median) | speed / reference |\n|---|---|---|---|")
+    paths = (*CPU_PATHS, "flex") if args.device.startswith("cuda") else CPU_PATHS
+    print("| L | path | ms (median) | speed / reference | speed / sdpa | peak MB / sdpa |\n|---|---|---|---|---|---|")
     for length in (int(t) for t in args.lengths.split(",")):
-        runs = {n: runner(n, length, args.tokens, 256, 4, 16) for n in ("reference", "scatter", "band", "sdpa")}
+        runs = {n: runner(n, length, args.tokens, args.d, args.heads, 16, args.device, args.causal) for n in paths}
         times = interleaved(runs, args.reps, 1)
+        peaks = {n: peak_mb(runs[n], args.device) for n in paths}
         for name in runs:
-            print(f"| {length} | {name} | {1e3 * statistics.median(times[name]):.1f} | {paired_ratio(times, name, 'reference'):.3f} |", flush=True)
+            mem = "—" if peaks[name] is None else f"{peaks[name]:.0f} / {peaks['sdpa']:.0f}"
+            print(f"| {length} | {name} | {1e3 * statistics.median(times[name]):.1f} | {paired_ratio(times, name, 'reference'):.3f} "
+                  f"| {paired_ratio(times, name, 'sdpa'):.3f} | {mem} |", flush=True)
 
 
 if __name__ == "__main__":

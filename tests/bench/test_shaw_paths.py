@@ -147,3 +147,29 @@ def test_fast_path_never_builds_an_l_by_l_by_dh_tensor(variant: str) -> None:
     assert biggest <= b * H * length * length < b * H * length * length * 2
     assert not any(s.count(length) >= 2 and len(s) >= 3 and s[-1] == D // H for s in rec.shapes)
     assert any(s == (b, H, length, length) for s in rec.shapes)  # the recorder did see the attention
+
+
+def test_bench_memory_ratio_to_ape_by_hand() -> None:
+    from posenc.bench.runner import add_memory_ratio
+
+    records = [
+        {"kind": "train", "method": "ape", "length": 32, "peak_mem_mb": 200.0},
+        {"kind": "train", "method": "shaw", "length": 32, "peak_mem_mb": 230.0},
+        {"kind": "train", "method": "shaw", "length": 64, "peak_mem_mb": 10.0},  # no APE at 64
+        {"kind": "greedy", "method": "shaw", "length": 32, "peak_mem_mb": None},
+    ]
+    add_memory_ratio(records)
+    assert records[0]["peak_mem_ratio_to_ape"] == 1.0 and records[1]["peak_mem_ratio_to_ape"] == 1.15
+    assert records[2]["peak_mem_ratio_to_ape"] is None and "peak_mem_ratio_to_ape" not in records[3]
+
+
+def test_bench_shaw_backend_reaches_every_hook() -> None:
+    from posenc.bench.core import BenchConfig, build_model
+    from posenc.errors import ConfigError
+
+    cfg = BenchConfig(methods=["shaw"], preset="transformer-tiny", vocab=50, shaw_backend="dense")
+    hooks = [m for m in build_model("shaw", cfg).modules() if isinstance(m, ShawHook)]
+    assert hooks and all(h.backend == "dense" for h in hooks)
+    assert all(h.backend == "auto" for h in build_model("shaw", BenchConfig(preset="transformer-tiny", vocab=50)).modules() if isinstance(h, ShawHook))
+    with pytest.raises(ConfigError, match="shaw_backend"):
+        BenchConfig(shaw_backend="triton")

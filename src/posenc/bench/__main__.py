@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from posenc.bench.core import METHODS, BenchConfig
+from posenc.bench.core import METHODS, SHAW_BACKENDS, BenchConfig
 from posenc.bench.report import markdown_table, plot, write_json
 from posenc.bench.runner import run
 from posenc.errors import ConfigError, PosencError
@@ -47,6 +47,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--decode-reps", type=int, help="timed decoding rounds")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     p.add_argument("--no-decode", action="store_true", help="skip the decoding benchmark")
+    p.add_argument("--shaw-backend", default="auto", choices=SHAW_BACKENDS, help="Shaw attention: auto (FlexAttention "
+                   "regions on CUDA, explicit softmax on CPU), explicit, flex, or dense (reference)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1: on a shared 2-core machine, "
                    "2 threads ran 3-6x slower under contention; 0 = torch default)")
     return p.parse_args(argv)
@@ -62,6 +64,7 @@ def build_config(args: argparse.Namespace) -> BenchConfig:
     values["device"] = args.device
     values["memory"] = not args.no_memory
     values["threads"] = args.threads
+    values["shaw_backend"] = args.shaw_backend
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"--device {args.device}: CUDA is not available on this machine")
     if not (args.device == "cpu" or args.device.startswith("cuda")):

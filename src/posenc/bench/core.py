@@ -22,12 +22,16 @@ from torch import Tensor, nn
 from posenc.errors import ConfigError
 from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
+from posenc.positions.shaw import set_backend as set_shaw_backend
+from posenc.positions.shaw_flex import REGIONS
 
 #: Benchmark method names → position config names (``gru`` is the RNN-Transformer, ``shaw`` RPE).
 METHODS: dict[str, str] = {"ape": "ape", "shape": "shape", "cape": "cape", "gru": "rnn", "shaw": "rpe"}
 #: Accepted aliases in ``BenchConfig.methods`` (the position config's names).
 ALIASES: dict[str, str] = {"rnn": "gru", "rpe": "shaw"}
 BOS, EOS = 2, 3
+#: Shaw attention backends the bench can force (``--shaw-backend``; see ``ShawHook.backend``).
+SHAW_BACKENDS = ("auto", "explicit", *REGIONS)
 
 
 @dataclass
@@ -48,6 +52,7 @@ class BenchConfig:
     memory: bool = True
     seed: int = 0
     threads: int = 0  # torch.set_num_threads in every process of the run (0: leave torch's default)
+    shaw_backend: str = "auto"  # ShawHook.backend: auto (FlexAttention on CUDA), explicit, flex, dense
 
     def __post_init__(self) -> None:
         self.methods = list(dict.fromkeys(ALIASES.get(m, m) for m in self.methods))
@@ -60,13 +65,17 @@ class BenchConfig:
             raise ConfigError(f"bench: lengths must be >= 2, got {self.lengths}")
         if self.reps < 1 or self.warmup < 0 or self.batch_tokens < 1:
             raise ConfigError("bench: reps >= 1, warmup >= 0 and batch_tokens >= 1 are required")
+        if self.shaw_backend not in SHAW_BACKENDS:
+            raise ConfigError(f"bench: shaw_backend must be one of {', '.join(SHAW_BACKENDS)}, got {self.shaw_backend!r}")
 
 
 def build_model(method: str, cfg: BenchConfig) -> Seq2SeqTransformer:
     """The benchmark model for a method; dropout as in the preset (training cost includes it)."""
     torch.manual_seed(cfg.seed)
     mcfg = ModelConfig.from_preset(cfg.preset, vocab_size=cfg.vocab, position={"name": METHODS[method]}, **cfg.model)
-    return Seq2SeqTransformer(mcfg).to(cfg.device)
+    model = Seq2SeqTransformer(mcfg).to(cfg.device)
+    set_shaw_backend(model, cfg.shaw_backend)  # no-op for models without Shaw hooks
+    return model
 
 
 def batch_size(length: int, batch_tokens: int) -> int:

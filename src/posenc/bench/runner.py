@@ -1,7 +1,8 @@
 """Run the training and decoding benchmarks and return flat records (one per method × length).
 
 A training record: ``{"kind": "train", "method", "length", "batch", "tokens_per_s", "ratio_to_ape",
-"peak_mem_mb", "seconds_per_step", "reps"}`` (+ ``"mfu"`` on CUDA). A decoding record (``kind`` is
+"peak_mem_mb", "seconds_per_step", "reps"}`` (+ ``"mfu"`` on CUDA, + ``"peak_mem_ratio_to_ape"`` when
+memory is measured). A decoding record (``kind`` is
 ``greedy`` or ``beam<K>``) has ``length`` = source length, ``tokens_per_s`` = generated tokens/s,
 ``sentences_per_s`` and ``peak_mem_mb = None``. Tokens are source + target tokens of the batch.
 """
@@ -70,6 +71,20 @@ def add_memory(records: list[dict[str, Any]], cfg: BenchConfig, log: Log = _quie
         else:
             rec["peak_mem_mb"] = measure_in_subprocess(rec["method"], rec["length"], cfg)
         log(f"memory {rec['method']:6s} L={rec['length']:5d} {rec['peak_mem_mb']} MB")
+    add_memory_ratio(records, log)
+
+
+def add_memory_ratio(records: list[dict[str, Any]], log: Log = _quiet) -> None:
+    """``peak_mem_ratio_to_ape``: a training record's peak memory over APE's at the same length
+    (the issue's Shaw target: ≤ 1.15 at 2048 tokens); None where either peak is missing."""
+    ape = {r["length"]: r["peak_mem_mb"] for r in records if r["kind"] == "train" and r["method"] == "ape"}
+    for rec in records:
+        if rec["kind"] != "train":
+            continue
+        base = ape.get(rec["length"])
+        rec["peak_mem_ratio_to_ape"] = rec["peak_mem_mb"] / base if rec["peak_mem_mb"] is not None and base else None
+        if rec["method"] != "ape" and rec["peak_mem_ratio_to_ape"] is not None:
+            log(f"memory {rec['method']:6s} L={rec['length']:5d} ×APE {rec['peak_mem_ratio_to_ape']:.3f}")
 
 
 class _NoEos:

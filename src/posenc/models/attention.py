@@ -9,8 +9,9 @@ Paths (chosen per call, all numerically equal to the textbook definition):
   The default ("fast") explicit path scales q before the products (so the score term comes out
   scaled), adds the score term and the mask in place into the fresh logits, and adds the value term
   in place into α·V, so only α (B, H, Lq, Lk) is kept for backward; ``explicit_path = "reference"``
-  keeps the textbook order of operations (a constructor option; used as the reference in tests/bench). FlexAttention is
-  not used: in torch 2.13 it has no CPU backward and does not return α for the value term.
+  keeps the textbook order of operations (a constructor option; used as the reference in tests/bench);
+* a hook may supply its own attention for a call (``AttentionHook.attend``): Shaw does on CUDA,
+  through FlexAttention without any (Lq, Lk) tensor kept for backward (``positions/shaw_flex.py``).
 """
 
 from __future__ import annotations
@@ -101,6 +102,9 @@ class MultiHeadAttention(nn.Module):
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: AttentionHook, ctx: Any) -> Tensor:
         p = self.dropout if self.training else 0.0
+        own = hook.attend(q, k, v, allowed, ctx, p)  # a hook's fused path (Shaw: FlexAttention on CUDA)
+        if own is not None:
+            return own
         if not hook.has_value:
             if not hook.has_score:
                 mask: Tensor = allowed

@@ -67,6 +67,11 @@ class AttentionHook(nn.Module):
         """New keys ``(B, H, Lnew, Dh)`` (the last Lnew key positions) → transformed keys."""
         return k
 
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, ctx: Any, dropout_p: float) -> Tensor | None:
+        """The hook's own attention for this call ``(B, H, Lq, Dh)`` (e.g. Shaw through FlexAttention
+        on CUDA), or None: the layer then runs its own paths with ``score``/``value``."""
+        return None
+
     def score(self, q: Tensor, ctx: Any) -> Tensor:
         raise NotImplementedError
 

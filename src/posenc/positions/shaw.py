@@ -18,6 +18,10 @@ masked row sums; on CPU it measured slower than scatter_add over the broadcast i
 L² passes), so scatter stays the default. Any other positions (CAPE's scaled positions, arbitrary
 inputs) use the general ``(B, 1, Lq, Lk)`` index.
 
+On CUDA, full self-attention passes go through FlexAttention instead (``ShawHook.backend``,
+``positions/shaw_flex.py``): left/right regions of constant a^K, a^V as plain block-sparse attention,
+the 2k−1 band computed directly, merged by log-sum-exp; nothing (L, L) is kept for backward.
+
 Options: ``share_tables`` uses one table for a^K and a^V (as OpenNMT-py does); ``values=False``
 drops a^V (the paper's ablation, Table 3); ``keys=False`` drops a^K.
 """
@@ -31,6 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from posenc.config import require
+from posenc.positions import shaw_flex
 from posenc.positions.base import AttentionHook, AttentionPosition
 from posenc.positions.registry import register
 
@@ -131,6 +136,28 @@ class ShawHook(AttentionHook):
             if p is not None:
                 nn.init.xavier_uniform_(p)
 
+    #: Full-pass self-attention backend: "auto" (FlexAttention on CUDA, the layer's explicit paths
+    #: elsewhere), "explicit" (always the layer's paths), or a region backend of
+    #: ``shaw_flex.REGIONS`` on any device ("flex"; "dense", the differentiable reference).
+    backend: str = "auto"
+
+    def region(self, q: Tensor, ctx: Any, dropout_p: float) -> shaw_flex.Region | None:
+        """The region backend for this call, or None for the layer's paths: only full self-attention
+        passes (Lq = Lk ≥ 2, Toeplitz positions with shift 0: training, teacher forcing) without
+        attention dropout; single-query decoding steps keep the cached explicit path."""
+        name = ("flex" if q.is_cuda else "explicit") if self.backend == "auto" else self.backend
+        if name not in shaw_flex.REGIONS or dropout_p > 0 or not isinstance(ctx, RelativeContext):
+            return None
+        lq, lk = ctx.index.shape[-2:]
+        return shaw_flex.REGIONS[name] if ctx.shift == 0 and lq == lk == q.shape[-2] and lq >= 2 else None
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, ctx: Any, dropout_p: float) -> Tensor | None:
+        """Shaw Eq. 3-4 through :func:`shaw_flex.shaw_attention` when :meth:`region` picks one."""
+        region = self.region(q, ctx, dropout_p)
+        if region is None or ctx.k is None:
+            return None
+        return shaw_flex.shaw_attention(q, k, v, allowed, self.key_table, self.value_table, ctx.k, region, ctx.cache)
+
     def score(self, q: Tensor, ctx: RelativeContext) -> Tensor:
         """q ``(B, H, Lq, Dh)`` → q_i · a^K_ij ``(B, H, Lq, Lk)`` via (B, H, Lq, R) and a gather."""
         per_bucket = torch.matmul(q, self.key_table.to(q.dtype).t())  # (B, H, Lq, R)
@@ -171,3 +198,12 @@ class ShawRelativePosition(AttentionPosition):
 
     def hook(self, layer: int) -> ShawHook:
         return self.hooks[layer]
+
+
+def set_backend(module: nn.Module, name: str) -> int:
+    """Set :attr:`ShawHook.backend` of every Shaw hook inside ``module``; returns how many."""
+    require(name in ("auto", "explicit", *shaw_flex.REGIONS), f"shaw backend must be auto, explicit or one of {sorted(shaw_flex.REGIONS)}, got {name!r}")
+    hooks = [m for m in module.modules() if isinstance(m, ShawHook)]
+    for hook in hooks:
+        hook.backend = name
+    return len(hooks)

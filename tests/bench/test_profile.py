@@ -60,3 +60,18 @@ def test_profile_on_cuda_has_device_table(tmp_path: Path) -> None:
     profile_run(cfg, str(tmp_path), steps=1, trace=False)
     assert "top ops by self CUDA time" in (tmp_path / "train_gru_L8.txt").read_text()
     assert "self_device_ms=" in (tmp_path / "summary.txt").read_text()
+
+
+def test_gru_variants_table(capsys: pytest.CaptureFixture[str]) -> None:
+    from posenc.bench.gru_variants import VARIANTS, build
+    from posenc.bench.gru_variants import main as variants_main
+
+    args = ["--preset", "transformer-tiny", "--vocab", "50", "--lengths", "6", "--batch-tokens", "12", "--reps", "1", "--warmup", "0"]
+    assert variants_main(args) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 3 and lines[2].startswith("| 6 | ") and lines[2].count("(") == len(VARIANTS)
+    assert "(1.000)" in lines[2].split("|")[2]  # APE's paired ratio to itself
+    cfg = BenchConfig(preset="transformer-tiny", vocab=50)
+    assert build("gru-autocast", cfg).decoder.input_pos.params.autocast
+    assert not build("gru", cfg).decoder.input_pos.params.autocast
+    assert "prefetch" in vars(build("gru-noprefetch", cfg).decoder.input_pos)

@@ -155,3 +155,47 @@ def test_dynamo_traced_model_skips_the_prefetch_and_matches_eager() -> None:
     compiled = torch.compile(model, backend="eager")
     torch.testing.assert_close(compiled(src, mask, src, mask), expected, atol=1e-6, rtol=0)
     assert model.decoder.input_pos._pending is None
+
+
+def test_cuda_graph_option_needs_float32_and_is_ignored_off_cuda() -> None:
+    from posenc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="cuda_graph"):
+        GRUParams(cuda_graph=True, autocast=True)
+    module = GRUPosition(D, GRUParams(cuda_graph=True)).train()
+    x = torch.randn(2, 4, D, requires_grad=True)
+    mask = _ones(2, 4)
+    eager = GRUPosition(D, GRUParams())
+    eager.load_state_dict(module.state_dict())
+    assert torch.equal(module(x, default_positions(mask), mask), eager(x, default_positions(mask), mask))
+
+
+@CUDA
+def test_cuda_graphed_full_pass_matches_eager_over_steps_with_updates() -> None:
+    """Replays see new inputs and in-place weight updates; gradients match the eager pass."""
+    torch.manual_seed(0)
+    graphed = GRUPosition(64, GRUParams(cuda_graph=True)).cuda().train()
+    eager = GRUPosition(64, GRUParams()).cuda().train()
+    eager.load_state_dict(graphed.state_dict())
+    mask = _ones(3, 9, "cuda")
+    pos = default_positions(mask)
+    for step in range(3):
+        x = torch.randn(3, 9, 64, device="cuda", requires_grad=True)
+        x2 = x.detach().clone().requires_grad_(True)
+        out_g, out_e = graphed(x, pos, mask), eager(x2, pos, mask)
+        torch.testing.assert_close(out_g, out_e, atol=1e-5, rtol=0)
+        (out_g * out_e.detach()).sum().backward()
+        (out_e * out_e.detach()).sum().backward()
+        if step == 0:  # gradient accumulation: a second pass adds to .grad (static buffers must not alias it)
+            x_b = torch.randn(3, 9, 64, device="cuda", requires_grad=True)
+            graphed(x_b, pos, mask).sum().backward()
+            eager(x_b.detach().clone().requires_grad_(True), pos, mask).sum().backward()
+        torch.testing.assert_close(x.grad, x2.grad, atol=1e-4, rtol=1e-4)
+        for (n, pg), pe in zip(graphed.named_parameters(), eager.parameters()):
+            torch.testing.assert_close(pg.grad, pe.grad, atol=1e-4, rtol=1e-4, msg=n)
+            with torch.no_grad():  # the same SGD step on both, in place (the graph keeps its pointers)
+                pg -= 0.1 * pg.grad
+                pe -= 0.1 * pe.grad
+            pg.grad = pe.grad = None
+    with torch.no_grad():  # no-grad / eval run eagerly
+        torch.testing.assert_close(graphed.eval()(x, pos, mask), eager.eval()(x, pos, mask), atol=1e-5, rtol=0)

@@ -3,7 +3,8 @@
 Variants (same model, batch and timing method as ``python -m posenc.bench``: interleaved rounds,
 paired median ratio to APE): ``gru`` (default: float32 GRU, decoder GRU prefetched on a side
 stream), ``gru-noprefetch`` (the decoder GRU runs in turn, after the encoder), ``gru-autocast``
-(``gru.autocast: true``: cuDNN fp16 under CUDA autocast). Prints one markdown row per length.
+(``gru.autocast: true``: cuDNN fp16 under CUDA autocast), ``gru-graph`` (``gru.cuda_graph: true``:
+the full pass CUDA-graphed, captured in the warmup rounds). Prints one markdown row per length.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "gru": {"name": "rnn"},
     "gru-noprefetch": {"name": "rnn"},
     "gru-autocast": {"name": "rnn", "gru": {"autocast": True}},
+    "gru-graph": {"name": "rnn", "gru": {"cuda_graph": True}},
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -21,11 +22,12 @@ def test_profile_flag_writes_tables_traces_and_summary(tmp_path: Path) -> None:
     assert main([*TINY, "--methods", "gru,cape", "--profile", str(out)]) == 0
     names = {p.name for p in out.iterdir()}
     stems = [f"train_{m}_L8" for m in ("ape", "gru", "cape")]
-    assert names == {"summary.txt", *(s + ext for s in stems for ext in (".txt", ".json"))}
+    assert names == {"summary.txt", *(s + ext for s in stems for ext in (".txt", ".json.gz"))}
     gru_table = (out / "train_gru_L8.txt").read_text()
     assert "top ops by self CPU time" in gru_table and "aten::" in gru_table
     assert PREFIX + "decoder.input_pos" in gru_table  # the GRU's forward is a named range
-    trace = json.loads((out / "train_cape_L8.json").read_text())
+    assert PREFIX + "decoder.input_pos.prefetch" in gru_table  # and so is its early start
+    trace = json.loads(gzip.decompress((out / "train_cape_L8.json.gz").read_bytes()))
     assert any(e.get("name") == PREFIX + "positions" for e in trace["traceEvents"])
     summary = (out / "summary.txt").read_text().splitlines()
     assert [line.split()[0] for line in summary] == ["ape", "gru", "cape"]

@@ -5,7 +5,7 @@ timed benchmark) run under ``torch.profiler``; written under ``DIR``:
 
 * ``train_<method>_L<length>.txt``: ms per step in each ``posenc::`` range, then the top ops by
   self device (CUDA) time (on CUDA) and by self CPU time, from ``key_averages()``;
-* ``train_<method>_L<length>.json``: a chrome trace of the same steps (open in Perfetto);
+* ``train_<method>_L<length>.json.gz``: a chrome trace of the same steps (open in Perfetto);
 * ``summary.txt``: one line per (method, length): profiled wall ms per step, total self device
   and self CPU ms per step, and the ms per step inside each ``posenc::`` range.
 
@@ -33,6 +33,7 @@ RANGED: dict[str, tuple[str, str]] = {
     "positions": ("", "positions"),  # default positions + the augmentation (SHAPE, CAPE)
     "encoder.input_pos": ("encoder.input_pos", "forward"),
     "decoder.input_pos": ("decoder.input_pos", "forward"),
+    "decoder.input_pos.prefetch": ("decoder.input_pos", "prefetch"),  # the GRU's early start
     "encoder.attn_context": ("encoder.attn_pos", "context"),
     "decoder.attn_context": ("decoder.attn_pos", "context"),
 }
@@ -132,8 +133,9 @@ def profile_run(cfg: BenchConfig, out_dir: str, steps: int = 3, trace: bool = Tr
             stem.with_suffix(".txt").write_text(tables(prof, cfg.device, steps) + "\n")
             written.append(stem.with_suffix(".txt"))
             if trace:
-                prof.export_chrome_trace(str(stem.with_suffix(".json")))
-                written.append(stem.with_suffix(".json"))
+                path = out / f"{stem.name}.json.gz"  # gzip: a transformer-base trace is tens of MB
+                prof.export_chrome_trace(str(path))
+                written.append(path)
             lines.append(summary_line(method, length, prof, wall, steps))
             log(f"profile {lines[-1]}")
     (out / "summary.txt").write_text("\n".join(lines) + "\n")

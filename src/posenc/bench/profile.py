@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, record_function
 
 from posenc.bench.core import BenchConfig, TrainStep, batch_size, build_model, synthetic_batch
@@ -89,11 +90,24 @@ def _ms(us: float, steps: int) -> float:
     return us / 1000.0 / steps
 
 
+def range_times(prof: Any) -> dict[str, tuple[float, float]]:
+    """``posenc::`` range → (CPU µs, device µs of the kernels launched inside), summed over calls.
+
+    Read from the host-side range events only (on CUDA the profiler also records a GPU-side span
+    under the same name, which ``key_averages`` would fold in).
+    """
+    out: dict[str, tuple[float, float]] = {}
+    for e in prof.events():
+        if e.name.startswith(PREFIX) and e.device_type == DeviceType.CPU:
+            cpu, dev = out.get(e.name, (0.0, 0.0))
+            out[e.name] = (cpu + e.cpu_time_total, dev + e.device_time_total)
+    return dict(sorted(out.items()))
+
+
 def range_table(prof: Any, steps: int) -> str:
-    """CPU and device ms per step inside each ``posenc::`` range (kernels launched inside count)."""
-    rows = [f"{e.key:40s} cpu_ms={_ms(e.cpu_time_total, steps):9.3f} device_ms={_ms(e.device_time_total, steps):9.3f}"
-            for e in sorted(prof.key_averages(), key=lambda e: e.key) if e.key.startswith(PREFIX)]
-    return "\n".join(rows)
+    """CPU and device ms per step inside each ``posenc::`` range."""
+    return "\n".join(f"{name:40s} cpu_ms={_ms(cpu, steps):9.3f} device_ms={_ms(dev, steps):9.3f}"
+                     for name, (cpu, dev) in range_times(prof).items())
 
 
 def tables(prof: Any, device: str, steps: int, rows: int = 30) -> str:
@@ -108,13 +122,11 @@ def tables(prof: Any, device: str, steps: int, rows: int = 30) -> str:
 
 def summary_line(method: str, length: int, prof: Any, wall: float, steps: int) -> str:
     """``method L wall_ms device_ms cpu_ms posenc::name=ms ...`` (all per step)."""
-    avg = prof.key_averages()
+    avg = [e for e in prof.key_averages() if not e.key.startswith(PREFIX)]  # ranges: no self time of their own
     device = sum(e.self_device_time_total for e in avg)
     cpu = sum(e.self_cpu_time_total for e in avg)
-    ranges = " ".join(
-        f"{e.key}=cpu:{_ms(e.cpu_time_total, steps):.3f}/dev:{_ms(e.device_time_total, steps):.3f}"
-        for e in sorted(avg, key=lambda e: e.key) if e.key.startswith(PREFIX)
-    )
+    ranges = " ".join(f"{name}=cpu:{_ms(cpu, steps):.3f}/dev:{_ms(dev, steps):.3f}"
+                      for name, (cpu, dev) in range_times(prof).items())
     return (f"{method:6s} L={length:5d} wall_ms={wall * 1000:.3f} self_device_ms={_ms(device, steps):.3f} "
             f"self_cpu_ms={_ms(cpu, steps):.3f} {ranges}".rstrip())
 

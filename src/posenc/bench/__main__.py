@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from posenc.bench.core import METHODS, SHAW_BACKENDS, BenchConfig
+from posenc.bench.profile import profile_run
 from posenc.bench.report import markdown_table, plot, write_json
 from posenc.bench.runner import run
 from posenc.errors import ConfigError, PosencError
@@ -51,6 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "regions on CUDA, explicit softmax on CPU), explicit, flex, or dense (reference)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1: on a shared 2-core machine, "
                    "2 threads ran 3-6x slower under contention; 0 = torch default)")
+    p.add_argument("--profile", metavar="DIR", help="also write torch.profiler tables and traces per method and length to DIR")
     return p.parse_args(argv)
 
 
@@ -82,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         dev = torch.cuda.get_device_name() if cfg.device.startswith("cuda") else platform.processor() or platform.machine()
         log(f"posenc.bench: torch {torch.__version__}, {dev}, {torch.get_num_threads()} threads, config {json.dumps(cfg.__dict__)}")
         records = run(cfg, decode=not args.no_decode, log=log)
+        if args.profile:
+            profile_run(cfg, args.profile, log=log)
     except PosencError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

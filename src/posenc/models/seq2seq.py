@@ -54,8 +54,10 @@ class Seq2SeqTransformer(nn.Module):
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_mask: Tensor) -> Tensor:
         """Teacher forcing: ``(B, S)``, ``(B, T)`` → logits ``(B, T, V)``."""
         src_pos, tgt_pos = self.positions(src_mask, tgt_mask)
+        tgt = self.tgt_embed(tgt_in)
+        self.decoder.input_pos.prefetch(tgt, tgt_pos, tgt_mask)  # GRU: overlaps the encoder (positions/gru.py)
         memory = self.encoder(self.src_embed(src), src_pos, src_mask)
-        h = self.decoder(self.tgt_embed(tgt_in), tgt_pos, tgt_mask, memory, src_mask)
+        h = self.decoder(tgt, tgt_pos, tgt_mask, memory, src_mask)
         return self.logits(h)
 
     def init_state(self, memory: Tensor, memory_mask: Tensor) -> dict[str, Any]:

@@ -44,6 +44,10 @@ class InputPosition(nn.Module):
     ) -> Tensor:
         raise NotImplementedError
 
+    def prefetch(self, x: Tensor, positions: Tensor, mask: Tensor) -> None:
+        """Hint that ``forward(x, positions, mask)`` (full pass, same ``x``) will follow; a method
+        with a long sequential pass may start it now (the GRU, on a side CUDA stream). No-op here."""
+
 
 class AttentionHook(nn.Module):
     """Per-layer hook into scaled dot-product attention (Shaw et al. 2018, Eq. 3-5 split).

@@ -58,9 +58,9 @@ def mean_normalize(positions: Tensor, mask: Tensor) -> Tensor:
     return positions - mean
 
 
-def uniform(shape: tuple[int, ...], bound: float, like: Tensor) -> Tensor:
-    """U(−bound, bound) samples of ``shape`` on ``like``'s device/dtype."""
-    return (torch.rand(shape, device=like.device, dtype=like.dtype) * 2 - 1) * bound
+def unit_uniform(batch: int, width: int, like: Tensor) -> Tensor:
+    """U(−1, 1) samples ``(B, width)`` on ``like``'s device and dtype: one on-device draw, no host sync."""
+    return torch.empty(batch, width, device=like.device, dtype=like.dtype).uniform_(-1.0, 1.0)
 
 
 @register("augment", "cape", CapeParams)
@@ -69,31 +69,36 @@ class CapeAugmentation(Augmentation):
         super().__init__()
         self.params = params
 
-    def draw_global(self, batch: int, like: Tensor) -> tuple[Tensor, Tensor]:
-        """(Δ, λ) per sequence, each ``(B, 1)``."""
-        p = self.params
-        shift = uniform((batch, 1), p.max_global_shift, like)
-        scale = torch.exp(uniform((batch, 1), math.log(p.max_global_scaling), like))
-        return shift, scale
+    def augment(self, sides: list[Tensor]) -> list[Tensor]:
+        """Eq. 5-7 on sequences ``(B, L_j)`` of one batch that share Δ and λ (a pair, §5.3).
 
-    def _augment(self, pos: Tensor, shift: Tensor, scale: Tensor) -> Tensor:
-        local = uniform(tuple(pos.shape), self.params.max_local_shift, pos)
-        return (pos + shift + local) * scale
+        One draw ``u ~ U(−1, 1)`` of shape ``(B, 2 + Σ L_j)`` gives, per row, Δ = Δmax·u₀ (Eq. 5),
+        log λ = log(λmax)·u₁ (Eq. 7) and every ε_i = εmax·u_{2+i} (Eq. 6, independent per side);
+        then p' = λ(p + Δ + ε) (shift, then scale: §4 order).
+        """
+        p = self.params
+        lengths = [pos.shape[1] for pos in sides]
+        u = unit_uniform(sides[0].shape[0], 2 + sum(lengths), sides[0])
+        shift = u[:, :1] * p.max_global_shift  # (B, 1)
+        scale = torch.exp(u[:, 1:2] * math.log(p.max_global_scaling))  # (B, 1)
+        local = u[:, 2:].split(lengths, dim=1)  # (B, L_j) each
+        return [(pos + shift).add_(eps, alpha=p.max_local_shift).mul_(scale) for pos, eps in zip(sides, local)]
 
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
         pos = mean_normalize(positions, mask) if self.params.mean_normalize else positions
         if not self.training:
             return pos
-        return self._augment(pos, *self.draw_global(pos.shape[0], pos))
+        return self.augment([pos])[0]
 
     def pair(self, src_pos: Tensor, src_mask: Tensor, tgt_pos: Tensor, tgt_mask: Tensor) -> tuple[Tensor, Tensor]:
-        src = src_pos * (self.params.source_scale or 1.0)
+        alpha = self.params.source_scale or 1.0
+        src = src_pos * alpha if alpha != 1.0 else src_pos
         if self.params.mean_normalize:
             src = mean_normalize(src, src_mask)
         if not self.training:
             return src, tgt_pos
-        shift, scale = self.draw_global(src.shape[0], src)  # shared by the pair (§5.3)
-        return self._augment(src, shift, scale), self._augment(tgt_pos, shift, scale)
+        src, tgt = self.augment([src, tgt_pos])  # one Δ and λ shared by the pair (§5.3)
+        return src, tgt
 
     def eval_target(self, tgt_pos: Tensor) -> Tensor:
         return tgt_pos

@@ -38,19 +38,29 @@ class ShapeAugmentation(Augmentation):
         super().__init__()
         self.params = params
 
-    def sample_offsets(self, batch: int, device: torch.device) -> Tensor:
-        """k per sequence, float ``(B, 1)``, uniform over {0..K} (or {0..K−1})."""
+    def sample_offsets(self, batch: int, sides: int, like: Tensor) -> Tensor:
+        """k per sequence and side, ``(B, sides)`` in ``like``'s dtype, uniform over {0..K} (or {0..K−1}).
+
+        One on-device draw for all sides (no host sync; integers are exact in float32 for K < 2^24).
+        """
         high = self.params.max_shift + (0 if self.params.exclusive_max else 1)
-        return torch.randint(0, high, (batch, 1), device=device).float()
+        return torch.randint(0, high, (batch, sides), device=like.device, dtype=like.dtype)
+
+    def _eval(self, positions: Tensor) -> Tensor:
+        offset = self.params.inference_offset
+        return positions + offset if offset else positions
 
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
         if not self.training:
-            return positions + self.params.inference_offset
-        return positions + self.sample_offsets(positions.shape[0], positions.device)
+            return self._eval(positions)
+        return positions + self.sample_offsets(positions.shape[0], 1, positions)
 
     def pair(self, src_pos: Tensor, src_mask: Tensor, tgt_pos: Tensor, tgt_mask: Tensor) -> tuple[Tensor, Tensor]:
-        # Independent draws for source and target (paper §2.3).
-        return self.forward(src_pos, src_mask), self.forward(tgt_pos, tgt_mask)
+        # Independent draws for source and target (paper §2.3), taken in one call.
+        if not self.training:
+            return self._eval(src_pos), self._eval(tgt_pos)
+        k = self.sample_offsets(src_pos.shape[0], 2, src_pos)
+        return src_pos + k[:, :1], tgt_pos + k[:, 1:]
 
     def eval_target(self, tgt_pos: Tensor) -> Tensor:
-        return tgt_pos + self.params.inference_offset
+        return self._eval(tgt_pos)

@@ -152,13 +152,18 @@ def forward_loss(loss_fn: LossFn, net: nn.Module, precision: str, compiled: bool
     marked dynamic (``maybe_mark_dynamic``) before each call; the first compile is then already
     shape-generic and later batches reuse it (only a size of 0/1 or the first B == L coincidence
     of duck sizing adds a graph). ``net``'s parameters stay static; the backward is compiled by
-    AOTAutograd. Validation stays eager (eval mode would be another graph)."""
+    AOTAutograd. Validation stays eager (eval mode would be another graph).
+
+    Compiling resets torch.compile's caches first: graphs are cached per code object (``run``
+    here, shared by every Trainer of the process, e.g. the cells of an experiment grid) and at
+    most ``torch._dynamo.config.recompile_limit`` of them are kept before falling back to eager."""
     def run(batch: Any) -> LossOutput:
         with autocast(precision):
             return loss_fn(net, batch)
 
     if not compiled:
         return run
+    torch._dynamo.reset()
     compiled_run = torch.compile(run)
 
     def run_compiled(batch: Any) -> LossOutput:

@@ -48,3 +48,16 @@ def test_cli_loop_option_adds_the_records(tmp_path, capsys: pytest.CaptureFixtur
     assert kinds.count("train") == 5 and kinds.count("train_loop") == 1
     assert "train_loop:" in capsys.readouterr().out
     assert main([*args[:-2], "--loop-tokens", "0"]) == 2
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs CUDA")
+def test_cuda_loop_compares_compiled_bf16_with_eager_fp32() -> None:
+    import torch
+
+    cfg = BenchConfig(preset="transformer-tiny", vocab=64, device="cuda", loop_steps=4, loop_tokens=512,
+                      loop_preset="transformer-tiny")
+    records = loop_records(cfg, warm=2)
+    bf16 = "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    assert [r["config"] for r in records] == ["eager-fp32", f"compiled-{bf16}"]
+    assert records[0]["speedup"] == 1.0 and records[1]["speedup"] > 0
+    assert all("mfu" in r for r in records)

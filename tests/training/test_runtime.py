@@ -187,7 +187,7 @@ def test_cuda_defaults_compile_bf16_fused_and_resume(tmp_path: Path) -> None:
     result = trainer.fit(TRAIN)
     assert all(torch.isfinite(torch.tensor(r["loss"])) for r in result.train)
     eager = train(tiny_model(), TRAIN, train_config(**cfg, compile="off"), tmp_path / "eager")
-    assert [r["loss"] for r in result.train] == pytest.approx([r["loss"] for r in eager.train], rel=2e-2)
+    assert [r["loss"] for r in result.train] == pytest.approx([r["loss"] for r in eager.train], rel=3e-2)
     resumed = tiny_model(seed=9)
     again = Trainer(resumed, train_config(**{**cfg, "max_steps": 6}), tmp_path)
     again.fit(TRAIN)

@@ -65,6 +65,29 @@ def test_forward_loss_eager_equals_the_hook() -> None:
     assert torch.equal(out.loss, ref.loss) and torch.equal(out.nll, ref.nll) and int(out.ntokens) == batch.ntokens
 
 
+@pytest.mark.parametrize("fallback", [True, False])
+def test_a_failing_compile_falls_back_to_eager_only_under_auto(monkeypatch: pytest.MonkeyPatch, fallback: bool) -> None:
+    calls: list[int] = []
+
+    def broken_compile(fn, **kwargs):
+        def compiled(*args):
+            calls.append(1)
+            raise torch._dynamo.exc.TorchDynamoException("inductor: no kernel for this op")
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    model, batch, hook = tiny_model(), batch_of(random_pairs(4, seed=1)), Seq2SeqLoss(0.1)
+    run = forward_loss(hook, model, "fp32", compiled=True, fallback=fallback)
+    if not fallback:
+        with pytest.raises(torch._dynamo.exc.TorchDynamoException, match="no kernel"):
+            run(batch)
+        return
+    with pytest.warns(UserWarning, match="torch.compile failed .*no kernel.*training eagerly"):
+        out = run(batch)
+    assert torch.equal(out.loss, hook(model, batch).loss)
+    assert torch.equal(run(batch).nll, hook(model, batch).nll) and len(calls) == 1  # not retried
+
+
 @contextmanager
 def no_host_reads(package: str = "posenc/training/") -> Iterator[list[str]]:
     """Fail on any tensor → Python number read (``item``, ``float``, ``int``, ``bool``,

@@ -145,7 +145,7 @@ def autocast(precision: str) -> ContextManager[Any]:
     return torch.autocast("cuda", dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
 
-def forward_loss(loss_fn: LossFn, net: nn.Module, precision: str, compiled: bool) -> Callable[[Any], LossOutput]:
+def forward_loss(loss_fn: LossFn, net: nn.Module, precision: str, compiled: bool, fallback: bool = False) -> Callable[[Any], LossOutput]:
     """``batch -> loss_fn(net, batch)`` under autocast, through ``torch.compile`` when ``compiled``.
 
     Dynamic shapes: token batches vary in B and L, so dims 0 and 1 of every batch tensor are
@@ -156,7 +156,9 @@ def forward_loss(loss_fn: LossFn, net: nn.Module, precision: str, compiled: bool
 
     Compiling resets torch.compile's caches first: graphs are cached per code object (``run``
     here, shared by every Trainer of the process, e.g. the cells of an experiment grid) and at
-    most ``torch._dynamo.config.recompile_limit`` of them are kept before falling back to eager."""
+    most ``torch._dynamo.config.recompile_limit`` of them are kept before falling back to eager.
+    With ``fallback`` (``train.compile: auto``) a failure of torch.compile itself warns and
+    trains eagerly from then on; otherwise (``on``) it is raised."""
     def run(batch: Any) -> LossOutput:
         with autocast(precision):
             return loss_fn(net, batch)
@@ -165,12 +167,23 @@ def forward_loss(loss_fn: LossFn, net: nn.Module, precision: str, compiled: bool
         return run
     torch._dynamo.reset()
     compiled_run = torch.compile(run)
+    failed: list[str] = []
 
     def run_compiled(batch: Any) -> LossOutput:
+        if failed:
+            return run(batch)
         for t in batch_tensors(batch):
             for dim in range(min(t.dim(), 2)):
                 torch._dynamo.maybe_mark_dynamic(t, dim)
-        return compiled_run(batch)
+        try:
+            return compiled_run(batch)
+        except torch._dynamo.exc.TorchDynamoException as err:
+            if not fallback:
+                raise
+            failed.append(str(err).splitlines()[0] if str(err) else type(err).__name__)
+            warnings.warn(f"train.compile=auto: torch.compile failed ({failed[0]}); training eagerly "
+                          "(set train.compile=off to skip compiling)", stacklevel=2)
+            return run(batch)
 
     return run_compiled
 

@@ -73,7 +73,7 @@ class Trainer:
         self.model = unwrap_compiled(model).to(self.device)  # checkpoints hold its plain state_dict
         self.net = wrap_ddp(self.model, self.dist, self.device, find_unused_parameters)
         self.loss_fn = loss_fn or Seq2SeqLoss(cfg.label_smoothing, getattr(model, "pad_id", 0))
-        self.forward_loss = forward_loss(self.loss_fn, self.net, self.precision, self.compiled)
+        self.forward_loss = forward_loss(self.loss_fn, self.net, self.precision, self.compiled, cfg.compile == "auto")
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = build_optimizer(self.params, cfg, self.device)
         self.d_model = d_model if d_model is not None else getattr(getattr(model, "cfg", None), "d_model", None)

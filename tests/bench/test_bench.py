@@ -87,3 +87,55 @@ def test_memory_probe_sees_the_step_even_under_a_large_parent() -> None:
     peak = measure_in_subprocess("shaw", 256, cfg)
     assert peak is not None and peak > 1.0  # 4 self-attention layers keep α (8, 4, 256, 256) = 8 MB each
     del ballast
+
+
+def test_precision_and_compile_options(capsys: pytest.CaptureFixture[str]) -> None:
+    cpu = BenchConfig()
+    assert (cpu.precision, cpu.compile, cpu.train_precision(), cpu.compiled()) == ("auto", "auto", "fp32", False)
+    assert BenchConfig(compile="on").compiled() and not BenchConfig(device="cuda", compile="off").compiled()
+    assert BenchConfig(device="cuda").compiled() and BenchConfig(device="cuda", precision="fp32").train_precision() == "fp32"
+    with pytest.raises(ConfigError, match="bf16 needs a CUDA device"):
+        BenchConfig(precision="bf16")
+    with pytest.raises(ConfigError, match="compile one of auto|on|off"):
+        BenchConfig(compile="yes")
+    assert main([*TINY, "--precision", "bf16", "--no-memory", "--no-decode"]) == 2
+    assert "bf16 needs a CUDA device" in capsys.readouterr().err
+    from posenc.bench.__main__ import parse_args
+
+    assert parse_args(["--compile"]).compile == "on" and parse_args([]).compile == "auto"
+    assert parse_args(["--compile", "off"]).compile == "off" and parse_args([]).precision == "auto"
+
+
+def test_cpu_step_stays_eager_fp32_with_default_adam() -> None:
+    """The CPU tables' step is unchanged by the default options: no compile, no autocast, and
+    torch's default Adam (neither fused nor forced foreach)."""
+    from posenc.bench.core import make_step, synthetic_batch
+
+    cfg = BenchConfig(preset="transformer-tiny", vocab=50, model={"dropout": 0.0})
+    model = build_model("ape", cfg)
+    step = make_step(model, synthetic_batch(2, 6, 50, "cpu"), cfg)
+    assert step.loss == step._loss and step.precision == "fp32"
+    group = step.opt.param_groups[0]
+    assert group["fused"] is None and group["foreach"] is None
+    b = step.batch
+    ref = torch.nn.functional.cross_entropy(model(b["src"], b["src_mask"], b["tgt_in"], b["tgt_mask"]).flatten(0, 1), b["tgt_out"].flatten())
+    loss = step.loss()
+    assert loss.dtype == torch.float32 and torch.equal(loss, ref) and step.tokens == 24
+
+
+@pytest.mark.slow
+def test_compiled_bench_step_matches_eager_on_cpu() -> None:
+    """The same compiled step CUDA runs by default, here through inductor's CPU backend."""
+    from posenc.bench.core import TrainStep, synthetic_batch
+
+    cfg = BenchConfig(preset="transformer-tiny", vocab=50, model={"dropout": 0.0})
+    batch = synthetic_batch(3, 7, 50, "cpu")
+    eager, compiled = TrainStep(build_model("ape", cfg), batch, "cpu"), TrainStep(build_model("ape", cfg), batch, "cpu", compiled=True)
+    torch._dynamo.reset()
+    eager.forward_backward(), compiled.forward_backward()  # same gradients (compiled backward)
+    for p, q in zip(eager.model.parameters(), compiled.model.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-6)
+    for _ in range(3):  # and the same losses step after step
+        eager.opt.zero_grad(), compiled.opt.zero_grad()
+        torch.testing.assert_close(compiled.loss(), eager.loss(), rtol=1e-5, atol=1e-5)
+        eager(), compiled()

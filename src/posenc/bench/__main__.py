@@ -18,6 +18,7 @@ from posenc.bench.core import METHODS, SHAW_BACKENDS, BenchConfig
 from posenc.bench.profile import profile_run
 from posenc.bench.report import markdown_table, plot, write_json
 from posenc.bench.runner import run
+from posenc.bench.train_loop import loop_table
 from posenc.errors import ConfigError, PosencError
 
 QUICK: dict[str, Any] = dict(lengths=[32, 128, 512], reps=2, batch_tokens=512, decode_batch=4, decode_len=16, decode_reps=2)
@@ -50,6 +51,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-decode", action="store_true", help="skip the decoding benchmark")
     p.add_argument("--shaw-backend", default="auto", choices=SHAW_BACKENDS, help="Shaw attention: auto (FlexAttention "
                    "regions on CUDA, explicit softmax on CPU), explicit, flex, or dense (reference)")
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
+                   help="training autocast (default auto: bf16 on CUDA with bf16 support, fp32 on CPU)")
+    p.add_argument("--compile", nargs="?", const="on", default="auto", choices=["auto", "on", "off"],
+                   help="torch.compile the training step (default auto: on for CUDA, off on CPU; bare --compile = on)")
+    p.add_argument("--loop-steps", type=int, help="also time this many steps of the real Trainer (transformer-small "
+                   "by default, eager fp32 vs the chosen precision/compile); 0 = off (default)")
+    p.add_argument("--loop-tokens", type=int, help="train.max_tokens of that loop (default 8192)")
+    p.add_argument("--loop-preset", help="model preset of that loop (default transformer-small)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1: on a shared 2-core machine, "
                    "2 threads ran 3-6x slower under contention; 0 = torch default)")
     p.add_argument("--profile", metavar="DIR", help="also write torch.profiler tables and traces per method and length to DIR")
@@ -60,13 +69,15 @@ def build_config(args: argparse.Namespace) -> BenchConfig:
     """Defaults ← --quick ← explicit flags."""
     values: dict[str, Any] = dict(QUICK) if args.quick else {}
     flags = dict(lengths=args.lengths, reps=args.reps, warmup=args.warmup, batch_tokens=args.batch_tokens, preset=args.preset,
-                 vocab=args.vocab, decode_batch=args.decode_batch, decode_len=args.decode_len, decode_reps=args.decode_reps)
+                 vocab=args.vocab, decode_batch=args.decode_batch, decode_len=args.decode_len, decode_reps=args.decode_reps,
+                 loop_steps=args.loop_steps, loop_tokens=args.loop_tokens, loop_preset=args.loop_preset)
     values.update({k: v for k, v in flags.items() if v is not None})
     values["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
     values["device"] = args.device
     values["memory"] = not args.no_memory
     values["threads"] = args.threads
     values["shaw_backend"] = args.shaw_backend
+    values["precision"], values["compile"] = args.precision, args.compile
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"--device {args.device}: CUDA is not available on this machine")
     if not (args.device == "cpu" or args.device.startswith("cuda")):
@@ -82,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             torch.set_num_threads(cfg.threads)
         log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
         dev = torch.cuda.get_device_name() if cfg.device.startswith("cuda") else platform.processor() or platform.machine()
-        log(f"posenc.bench: torch {torch.__version__}, {dev}, {torch.get_num_threads()} threads, config {json.dumps(cfg.__dict__)}")
+        log(f"posenc.bench: torch {torch.__version__}, {dev}, {torch.get_num_threads()} threads, "
+            f"training {cfg.train_precision()} {'compiled' if cfg.compiled() else 'eager'}, config {json.dumps(cfg.__dict__)}")
         records = run(cfg, decode=not args.no_decode, log=log)
         if args.profile:
             profile_run(cfg, args.profile, log=log)
@@ -94,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot(records, args.plot)
     print(markdown_table(records, "train"))
-    for kind in dict.fromkeys(r["kind"] for r in records if r["kind"] != "train"):
+    for kind in dict.fromkeys(r["kind"] for r in records if r["kind"] not in ("train", "train_loop")):
         print(f"\n{kind}:\n" + markdown_table(records, kind))
+    if any(r["kind"] == "train_loop" for r in records):
+        print("\ntrain_loop:\n" + loop_table(records))
     return 0
 
 

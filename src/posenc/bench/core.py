@@ -32,6 +32,8 @@ ALIASES: dict[str, str] = {"rnn": "gru", "rpe": "shaw"}
 BOS, EOS = 2, 3
 #: Shaw attention backends the bench can force (``--shaw-backend``; see ``ShawHook.backend``).
 SHAW_BACKENDS = ("auto", "explicit", *REGIONS)
+PRECISIONS = ("auto", "fp32", "bf16")  # auto: bf16 on CUDA with bf16 support, fp32 on CPU
+COMPILE_MODES = ("auto", "on", "off")  # auto: torch.compile on CUDA, eager on CPU
 
 
 @dataclass
@@ -53,6 +55,11 @@ class BenchConfig:
     seed: int = 0
     threads: int = 0  # torch.set_num_threads in every process of the run (0: leave torch's default)
     shaw_backend: str = "auto"  # ShawHook.backend: auto (FlexAttention on CUDA), explicit, flex, dense
+    precision: str = "auto"  # training autocast (PRECISIONS)
+    compile: str = "auto"  # torch.compile of the training step's forward+loss (COMPILE_MODES)
+    loop_steps: int = 0  # timed Trainer steps of the training-loop benchmark (bench/train_loop.py); 0 = off
+    loop_tokens: int = 8192  # its train.max_tokens (padded tokens per batch)
+    loop_preset: str = "transformer-small"
 
     def __post_init__(self) -> None:
         self.methods = list(dict.fromkeys(ALIASES.get(m, m) for m in self.methods))
@@ -67,6 +74,24 @@ class BenchConfig:
             raise ConfigError("bench: reps >= 1, warmup >= 0 and batch_tokens >= 1 are required")
         if self.shaw_backend not in SHAW_BACKENDS:
             raise ConfigError(f"bench: shaw_backend must be one of {', '.join(SHAW_BACKENDS)}, got {self.shaw_backend!r}")
+        if self.loop_steps < 0 or self.loop_tokens < 1:
+            raise ConfigError("bench: loop_steps >= 0 and loop_tokens >= 1 are required")
+        if self.precision not in PRECISIONS or self.compile not in COMPILE_MODES:
+            raise ConfigError(f"bench: precision must be one of {'|'.join(PRECISIONS)} and compile one of "
+                              f"{'|'.join(COMPILE_MODES)}, got {self.precision!r}, {self.compile!r}")
+        if self.precision == "bf16" and not self.device.startswith("cuda"):
+            raise ConfigError(f"bench: --precision bf16 needs a CUDA device (got --device {self.device})")
+
+    def train_precision(self) -> str:
+        """The resolved training precision: fp32 or bf16."""
+        if self.precision == "auto":
+            cuda = self.device.startswith("cuda")
+            return "bf16" if cuda and torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "fp32"
+        return self.precision
+
+    def compiled(self) -> bool:
+        """Whether the training step is compiled (``auto``: on CUDA only)."""
+        return self.device.startswith("cuda") if self.compile == "auto" else self.compile == "on"
 
 
 def build_model(method: str, cfg: BenchConfig) -> Seq2SeqTransformer:
@@ -93,9 +118,10 @@ def synthetic_batch(batch: int, length: int, vocab: int, device: str, seed: int 
     return {k: v.to(device) for k, v in out.items()}
 
 
-def autocast(device: str) -> Any:
-    """bf16 autocast on CUDA, nothing on CPU."""
-    return torch.autocast("cuda", dtype=torch.bfloat16) if device.startswith("cuda") else nullcontext()
+def autocast(device: str, precision: str = "auto") -> Any:
+    """bf16 autocast on CUDA (``precision`` auto or bf16), nothing on CPU or for fp32."""
+    bf16 = precision == "bf16" or (precision == "auto" and device.startswith("cuda"))
+    return torch.autocast("cuda", dtype=torch.bfloat16) if bf16 and device.startswith("cuda") else nullcontext()
 
 
 def sync(device: str) -> None:
@@ -104,19 +130,30 @@ def sync(device: str) -> None:
 
 
 class TrainStep:
-    """One Adam step (forward, cross-entropy, backward, update) of a model on a fixed batch."""
+    """One Adam step (forward, cross-entropy, backward, update) of a model on a fixed batch.
 
-    def __init__(self, model: Seq2SeqTransformer, batch: dict[str, Tensor], device: str) -> None:
-        self.model, self.batch, self.device = model.train(), batch, device
-        self.opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    On CUDA: Adam's fused kernel, and ``precision``/``compiled`` as given (``make_step`` takes
+    them from the BenchConfig). On CPU with ``compiled`` off: eager fp32 with torch's default
+    Adam, exactly the step the CPU tables were measured with. The compiled step traces the
+    forward and the loss once per fixed batch shape (``dynamic=False``: every call has the same
+    shapes); its backward is compiled by AOTAutograd."""
+
+    def __init__(self, model: Seq2SeqTransformer, batch: dict[str, Tensor], device: str,
+                 precision: str = "auto", compiled: bool = False) -> None:
+        self.model, self.batch, self.device, self.precision = model.train(), batch, device, precision
+        fused = {"fused": True} if device.startswith("cuda") else {}
+        self.opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **fused)
         self.tokens = int(batch["src_mask"].sum() + batch["tgt_mask"].sum())
+        self.loss = torch.compile(self._loss, dynamic=False) if compiled else self._loss
+
+    def _loss(self) -> Tensor:
+        b = self.batch
+        with autocast(self.device, self.precision):
+            logits = self.model(b["src"], b["src_mask"], b["tgt_in"], b["tgt_mask"])
+            return nn.functional.cross_entropy(logits.flatten(0, 1).float(), b["tgt_out"].flatten())
 
     def forward_backward(self) -> None:
-        b = self.batch
-        with autocast(self.device):
-            logits = self.model(b["src"], b["src_mask"], b["tgt_in"], b["tgt_mask"])
-            loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), b["tgt_out"].flatten())
-        loss.backward()
+        self.loss().backward()
 
     def __call__(self) -> float:
         """Run one step; returns its wall-clock seconds."""
@@ -127,6 +164,19 @@ class TrainStep:
         self.opt.zero_grad(set_to_none=True)
         sync(self.device)
         return time.perf_counter() - start
+
+
+def fresh_compile_cache(cfg: BenchConfig) -> None:
+    """Drop the compiled graphs of earlier models before compiling new ones: torch.compile keeps
+    its graphs per code object, and every TrainStep shares ``_loss``'s, which holds at most
+    ``torch._dynamo.config.recompile_limit`` (8) of them before falling back to eager."""
+    if cfg.compiled():
+        torch._dynamo.reset()
+
+
+def make_step(model: Seq2SeqTransformer, batch: dict[str, Tensor], cfg: BenchConfig) -> TrainStep:
+    """The training step with the config's precision, compile mode and device."""
+    return TrainStep(model, batch, cfg.device, cfg.train_precision(), cfg.compiled())
 
 
 def interleaved(runs: dict[str, Callable[[], float]], reps: int, warmup: int) -> dict[str, list[float]]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from posenc.bench.core import BenchConfig, TrainStep, batch_size, build_model, synthetic_batch
+from posenc.bench.core import BenchConfig, batch_size, build_model, fresh_compile_cache, make_step, synthetic_batch
 from posenc.errors import PosencError
 
 MB = 1024.0 * 1024.0
@@ -62,10 +62,13 @@ def step_peak_mb(method: str, length: int, cfg: BenchConfig) -> float:
     """Growth of memory (MB) over one forward+backward from the state before it: activations kept
     for backward, the backward's temporaries and the gradients (≈ 4 bytes × parameters, the same
     for every method up to its own tables)."""
+    fresh_compile_cache(cfg)
     model = build_model(method, cfg)
-    step = TrainStep(model, synthetic_batch(batch_size(length, cfg.batch_tokens), length, cfg.vocab, cfg.device), cfg.device)
+    step = make_step(model, synthetic_batch(batch_size(length, cfg.batch_tokens), length, cfg.vocab, cfg.device), cfg)
     if cfg.device.startswith("cuda"):
-        step()  # CUDA context, cuBLAS workspaces and Adam state exist before the measured pass
+        step()  # CUDA context, cuBLAS workspaces, Adam state (and compiled graphs) exist before the measured pass
+        if cfg.compiled():
+            step()
         torch.cuda.synchronize()
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()

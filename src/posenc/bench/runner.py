@@ -21,15 +21,17 @@ from posenc.bench.core import (
     BOS,
     EOS,
     BenchConfig,
-    TrainStep,
     batch_size,
     build_model,
+    fresh_compile_cache,
     interleaved,
+    make_step,
     paired_ratio,
     sync,
     synthetic_batch,
 )
 from posenc.bench.memory import measure_in_subprocess, step_peak_mb
+from posenc.bench.train_loop import loop_records
 
 Log = Callable[[str], None]
 
@@ -41,9 +43,12 @@ def _quiet(_: str) -> None:
 def train_records(cfg: BenchConfig, length: int, log: Log = _quiet) -> list[dict[str, Any]]:
     """Interleaved training steps of every method at one length → one record per method."""
     b = batch_size(length, cfg.batch_tokens)
+    fresh_compile_cache(cfg)  # at most len(METHODS) = 5 compiled steps live at once
     batch = synthetic_batch(b, length, cfg.vocab, cfg.device, cfg.seed)
-    steps = {m: TrainStep(build_model(m, cfg), batch, cfg.device) for m in cfg.methods}
-    times = interleaved(steps, cfg.reps, cfg.warmup)
+    steps = {m: make_step(build_model(m, cfg), batch, cfg) for m in cfg.methods}
+    # Compiled: 2+ untimed rounds, so every method runs once after all have compiled (a method
+    # whose graph breaks adds frames to the shared caches that another's next call may recompile).
+    times = interleaved(steps, cfg.reps, max(cfg.warmup, 2) if cfg.compiled() else cfg.warmup)
     peak = flops.peak_bf16_flops(torch.cuda.get_device_name()) if cfg.device.startswith("cuda") else None
     records = []
     for m in cfg.methods:
@@ -169,7 +174,8 @@ def decode_records(cfg: BenchConfig, log: Log = _quiet) -> list[dict[str, Any]]:
 
 
 def run(cfg: BenchConfig, decode: bool = True, log: Log = _quiet) -> list[dict[str, Any]]:
-    """Every training length, then memory (if enabled), then decoding (if asked)."""
+    """Every training length, then memory (if enabled), decoding (if asked) and the training
+    loop (if ``cfg.loop_steps``)."""
     torch.manual_seed(cfg.seed)
     records: list[dict[str, Any]] = []
     for length in cfg.lengths:
@@ -178,4 +184,6 @@ def run(cfg: BenchConfig, decode: bool = True, log: Log = _quiet) -> list[dict[s
         add_memory(records, cfg, log)
     if decode:
         records += decode_records(cfg, log)
+    if cfg.loop_steps > 0:
+        records += loop_records(cfg, log)
     return records

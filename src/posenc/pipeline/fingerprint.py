@@ -22,6 +22,10 @@ EXTENSION_KEYS = frozenset({
     "average_last", "average_best", "bleu_every", "num_threads", "device", "min_delta",
 })
 
+#: ``train.*`` options that change how fast a run trains, not what it trains (torch.compile gives
+#: the eager result up to float rounding): neither in the fingerprint nor an extension.
+RUNTIME_KEYS = frozenset({"compile"})
+
 #: Top-level sections of a run config that never enter the fingerprint (where, not what).
 IGNORED_SECTIONS = frozenset({"out_dir", "data_dir", "decode"})
 
@@ -34,8 +38,19 @@ def fingerprint(cfg: Any) -> dict[str, Any]:
     ignored = IGNORED_SECTIONS | set(getattr(cfg, "inactive_sections", ()))
     out = {k: v for k, v in data.items() if k not in ignored}
     if isinstance(out.get("train"), dict):
-        out["train"] = {k: v for k, v in out["train"].items() if k not in EXTENSION_KEYS}
+        out["train"] = {k: v for k, v in out["train"].items() if k not in EXTENSION_KEYS | RUNTIME_KEYS}
+        if out["train"].get("precision") == "auto":  # what it means here: runs of fp32 days stay fresh on CPU
+            out["train"]["precision"] = _auto_precision(str(data["train"].get("device", "auto")))
     return json.loads(json.dumps(out, sort_keys=True, default=str))
+
+
+def _auto_precision(device: str) -> str:
+    """``train.precision: auto`` resolved as the trainer will on this machine (bf16 on a CUDA GPU
+    with bf16 support, else fp32; training/runtime.resolve_precision)."""
+    import torch
+
+    cuda = device != "cpu" and torch.cuda.is_available()
+    return "bf16" if cuda and torch.cuda.is_bf16_supported() else "fp32"
 
 
 #: ``data.*`` options that do not change the prepared data directory (used at training and

@@ -1,5 +1,9 @@
 """``TrainConfig``: optimiser, schedule, precision, logging and checkpointing options.
 
+``precision: auto`` trains in bf16 autocast on CUDA GPUs that support it and in fp32 elsewhere;
+``compile: auto`` runs the forward and loss through ``torch.compile`` on CUDA only (see
+training/runtime.py for both resolutions).
+
 Defaults follow SHAPE (Kiyono et al. 2021, App. Table 4): Adam(0.9, 0.98), Noam schedule with
 8,000 warm-up steps and scaling factor 2, label smoothing 0.1, no gradient clipping; ε = 1e-9 as
 in Shaw et al. (2018, §4.1) and Vaswani et al. (2017).
@@ -11,7 +15,8 @@ from dataclasses import dataclass, field
 
 from posenc.config import require
 
-PRECISIONS = ("fp32", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # auto: bf16 on CUDA with bf16 support, else fp32
+COMPILE_MODES = ("auto", "on", "off")  # auto: torch.compile on CUDA, eager on CPU
 DEVICES = ("auto", "cpu", "cuda")
 SCHEDULE_NAMES = ("noam", "cosine")  # builders in training/schedule.py
 OPTIMIZERS = ("adam", "adamw")
@@ -35,7 +40,8 @@ class TrainConfig:
     weight_decay: float = 0.0
     label_smoothing: float = 0.1
     clip_norm: float = 0.0  # 0 = no clipping
-    precision: str = "fp32"
+    precision: str = "auto"  # auto | fp32 | bf16 | fp16 (training/runtime.resolve_precision)
+    compile: str | bool = "auto"  # auto | on | off: torch.compile the forward+loss (YAML on/off are booleans)
     validate_every: int = 1000  # steps; 0 = only at the end
     save_every: int = 5000  # steps; 0 = only at the end
     keep_last: int = 10  # checkpoints kept on disk; 0 = keep all
@@ -64,6 +70,9 @@ class TrainConfig:
         require(self.weight_decay >= 0, f"train.weight_decay must be >= 0, got {self.weight_decay}")
         require(0.0 <= self.label_smoothing < 1.0, f"train.label_smoothing must be in [0, 1), got {self.label_smoothing}")
         require(self.clip_norm >= 0, f"train.clip_norm must be >= 0, got {self.clip_norm}")
+        if isinstance(self.compile, bool):
+            self.compile = "on" if self.compile else "off"
+        require(self.compile in COMPILE_MODES, f"train.compile must be one of {'|'.join(COMPILE_MODES)}, got {self.compile!r}")
         require(self.precision in PRECISIONS, f"train.precision must be one of {'|'.join(PRECISIONS)}, got {self.precision!r}")
         for name in ("validate_every", "save_every", "keep_last", "average_last", "num_threads", "bleu_every"):
             require(getattr(self, name) >= 0, f"train.{name} must be >= 0, got {getattr(self, name)}")

@@ -5,6 +5,7 @@ loss. Kept apart from the loop (trainer.py) and the state persistence (state.py)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
@@ -33,15 +34,28 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """bf16/fp16 autocast only on CUDA; on CPU fall back to fp32 with a warning."""
+    """``auto`` → bf16 on a CUDA device with bf16 support, else fp32 (silently). An explicit
+    bf16/fp16 needs CUDA: on CPU it falls back to fp32 with a warning."""
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
     if precision != "fp32" and device.type != "cuda":
         warnings.warn(f"train.precision={precision} needs CUDA; training in fp32 on {device}", stacklevel=2)
         return "fp32"
     return precision
 
 
+def resolve_compile(mode: str, device: torch.device) -> bool:
+    """``train.compile``: ``auto`` → compiled on CUDA, eager on CPU; ``on``/``off`` as said."""
+    return device.type == "cuda" if mode == "auto" else mode == "on"
+
+
 def move_to(batch: Any, device: torch.device) -> Any:
-    """Move a batch (object with ``.to``, tensor, dict, list or tuple of those) to ``device``."""
+    """Move a batch (object with ``.to``, tensor, dict, list or tuple of those) to ``device``.
+
+    To CUDA, tensors and dataclass batches go through pinned memory with ``non_blocking=True``,
+    so the copy does not wait for the GPU's queue (no host sync per step)."""
+    if device.type == "cuda":
+        return _to_cuda(batch, device)
     if hasattr(batch, "to") and callable(batch.to):
         return batch.to(device)
     if isinstance(batch, dict):
@@ -49,6 +63,39 @@ def move_to(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, (list, tuple)):
         return type(batch)(move_to(v, device) for v in batch)
     return batch
+
+
+def _to_cuda(batch: Any, device: torch.device) -> Any:
+    if isinstance(batch, torch.Tensor):
+        if batch.device.type == "cpu":
+            return batch.pin_memory().to(device, non_blocking=True)
+        return batch.to(device)
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        moved = {f.name: _to_cuda(getattr(batch, f.name), device) for f in dataclasses.fields(batch)
+                 if f.init and isinstance(getattr(batch, f.name), torch.Tensor)}
+        return dataclasses.replace(batch, **moved)
+    if isinstance(batch, dict):
+        return {k: _to_cuda(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)) and not hasattr(batch, "_fields"):
+        return type(batch)(_to_cuda(v, device) for v in batch)
+    if hasattr(batch, "to") and callable(batch.to):
+        return batch.to(device)
+    return batch
+
+
+def batch_tensors(batch: Any) -> Iterator[torch.Tensor]:
+    """Every tensor of a batch (tensor, dataclass, dict, list or tuple of those)."""
+    if isinstance(batch, torch.Tensor):
+        yield batch
+    elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        for f in dataclasses.fields(batch):
+            yield from batch_tensors(getattr(batch, f.name))
+    elif isinstance(batch, dict):
+        for v in batch.values():
+            yield from batch_tensors(v)
+    elif isinstance(batch, (list, tuple)):
+        for v in batch:
+            yield from batch_tensors(v)
 
 
 def total_norm(params: list[nn.Parameter], clip_norm: float) -> torch.Tensor:
@@ -62,10 +109,33 @@ def total_norm(params: list[nn.Parameter], clip_norm: float) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
 
 
-def build_optimizer(params: list[nn.Parameter], cfg: TrainConfig) -> torch.optim.Optimizer:
-    """``train.optimizer``: Adam (L2 ``weight_decay`` in the gradient) or AdamW (decoupled)."""
+def build_optimizer(params: list[nn.Parameter], cfg: TrainConfig, device: torch.device | None = None) -> torch.optim.Optimizer:
+    """``train.optimizer``: Adam (L2 ``weight_decay`` in the gradient) or AdamW (decoupled).
+
+    On CUDA the fused kernel (``fused=True``: one launch for all parameters), elsewhere the
+    multi-tensor ``foreach`` implementation; both compute the same update (Kingma & Ba 2015, Alg. 1)."""
     kind = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
-    return kind(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay)
+    impl = {"fused": True} if device is not None and device.type == "cuda" else {"foreach": True}
+    return kind(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, **impl)
+
+
+#: Implementation switches of torch's Adam that belong to this run, not to a checkpoint.
+_IMPL_KEYS = ("fused", "foreach", "capturable")
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """``optimizer.load_state_dict(state)`` keeping this run's implementation (fused on CUDA,
+    foreach on CPU) rather than the checkpoint's, with ``step`` where that implementation wants
+    it (on the parameter's device for fused/capturable, on the CPU otherwise)."""
+    impl = [{k: g.get(k) for k in _IMPL_KEYS if k in g} for g in optimizer.param_groups]
+    optimizer.load_state_dict(state)
+    for group, kept in zip(optimizer.param_groups, impl):
+        group.update(kept)
+        on_device = bool(kept.get("fused") or kept.get("capturable"))
+        for p in group["params"]:
+            entry = optimizer.state.get(p, {})
+            if isinstance(entry.get("step"), torch.Tensor):
+                entry["step"] = entry["step"].to(device=p.device if on_device else "cpu", dtype=torch.float32)
 
 
 def autocast(precision: str) -> ContextManager[Any]:
@@ -73,6 +143,55 @@ def autocast(precision: str) -> ContextManager[Any]:
     if precision == "fp32":
         return nullcontext()
     return torch.autocast("cuda", dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+
+
+def forward_loss(loss_fn: LossFn, net: nn.Module, precision: str, compiled: bool, fallback: bool = False) -> Callable[[Any], LossOutput]:
+    """``batch -> loss_fn(net, batch)`` under autocast, through ``torch.compile`` when ``compiled``.
+
+    Dynamic shapes: token batches vary in B and L, so dims 0 and 1 of every batch tensor are
+    marked dynamic (``maybe_mark_dynamic``) before each call; the first compile is then already
+    shape-generic and later batches reuse it (only a size of 0/1 or the first B == L coincidence
+    of duck sizing adds a graph). ``net``'s parameters stay static; the backward is compiled by
+    AOTAutograd. Validation stays eager (eval mode would be another graph).
+
+    Compiling resets torch.compile's caches first: graphs are cached per code object (``run``
+    here, shared by every Trainer of the process, e.g. the cells of an experiment grid) and at
+    most ``torch._dynamo.config.recompile_limit`` of them are kept before falling back to eager.
+    With ``fallback`` (``train.compile: auto``) a failure of torch.compile itself warns and
+    trains eagerly from then on; otherwise (``on``) it is raised."""
+    def run(batch: Any) -> LossOutput:
+        with autocast(precision):
+            return loss_fn(net, batch)
+
+    if not compiled:
+        return run
+    torch._dynamo.reset()
+    compiled_run = torch.compile(run)
+    failed: list[str] = []
+
+    def run_compiled(batch: Any) -> LossOutput:
+        if failed:
+            return run(batch)
+        for t in batch_tensors(batch):
+            for dim in range(min(t.dim(), 2)):
+                torch._dynamo.maybe_mark_dynamic(t, dim)
+        try:
+            return compiled_run(batch)
+        except torch._dynamo.exc.TorchDynamoException as err:
+            if not fallback:
+                raise
+            failed.append(str(err).splitlines()[0] if str(err) else type(err).__name__)
+            warnings.warn(f"train.compile=auto: torch.compile failed ({failed[0]}); training eagerly "
+                          "(set train.compile=off to skip compiling)", stacklevel=2)
+            return run(batch)
+
+    return run_compiled
+
+
+def unwrap_compiled(model: nn.Module) -> nn.Module:
+    """The module inside a compiled one (``torch.compile``; its state_dict keys carry ``_orig_mod.``)."""
+    inner = getattr(model, "_orig_mod", None)
+    return inner if isinstance(inner, nn.Module) else model
 
 
 class WallClock:

@@ -28,6 +28,7 @@ from posenc.training.config import TrainConfig
 from posenc.training.distributed import DistInfo, barrier, gather_bytes
 from posenc.training.logging import log
 from posenc.training.rng import host_state, seed_everything, set_host_state, set_torch_states, torch_states
+from posenc.training.runtime import load_optimizer_state
 
 #: A run is "converged" unless its last validation loss beat the best before it by more than this.
 CONVERGED_TOLERANCE = 0.01
@@ -185,7 +186,7 @@ class StateStore:
             ck.check_config(ckpt, "model", self.config["model"])
         ck.restore_model(model, ckpt)
         try:
-            optimizer.load_state_dict(ckpt.optimizer_state())
+            load_optimizer_state(optimizer, ckpt.optimizer_state())
             scheduler.load_state_dict(ckpt.state["scheduler"])
             if scaler is not None and ckpt.state.get("scaler"):
                 scaler.load_state_dict(ckpt.state["scaler"])

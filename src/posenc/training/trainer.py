@@ -33,8 +33,8 @@ from posenc.training.logging import RunLogger, log, progress_bar
 from posenc.training.loss import Seq2SeqLoss
 from posenc.training.rng import isolated_rng, seed_everything
 from posenc.training.runtime import (
-    LossFn, ValidSource, WallClock, autocast, build_optimizer, move_to, resolve_device, resolve_precision, total_norm,
-    validation_loss, wrap_ddp,
+    LossFn, ValidSource, WallClock, build_optimizer, forward_loss, move_to, resolve_compile, resolve_device,
+    resolve_precision, total_norm, unwrap_compiled, validation_loss, wrap_ddp,
 )
 from posenc.training.schedule import build_scheduler, total_updates
 from posenc.training.state import StateStore, TrainResult, TrainState, config_sections, record_validation, write_summary
@@ -69,11 +69,13 @@ class Trainer:
         self.dist: DistInfo = init_distributed(wants_cuda)
         self.device = resolve_device(cfg.device, self.dist.local_rank)
         self.precision = resolve_precision(cfg.precision, self.device)
-        self.model = model.to(self.device)
+        self.compiled = resolve_compile(cfg.compile, self.device)
+        self.model = unwrap_compiled(model).to(self.device)  # checkpoints hold its plain state_dict
         self.net = wrap_ddp(self.model, self.dist, self.device, find_unused_parameters)
         self.loss_fn = loss_fn or Seq2SeqLoss(cfg.label_smoothing, getattr(model, "pad_id", 0))
+        self.forward_loss = forward_loss(self.loss_fn, self.net, self.precision, self.compiled, cfg.compile == "auto")
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = build_optimizer(self.params, cfg)
+        self.optimizer = build_optimizer(self.params, cfg, self.device)
         self.d_model = d_model if d_model is not None else getattr(getattr(model, "cfg", None), "d_model", None)
         self.scheduler: Any = None  # built by fit() once the number of updates is known
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
@@ -82,10 +84,15 @@ class Trainer:
         self.state = TrainState()
         self.logger: RunLogger | None = None
         self._stop = ""
-        self._interval = [0.0, 0.0, 0.0]  # loss, nll, tokens since the last log row
+        # Device-side accumulators, read only at log rows, checkpoints and the end (no host sync
+        # per step): loss, nll, tokens since the last log row; tokens not yet in state.tokens;
+        # the first step whose gradient norm was not finite (0: none).
+        self._interval = torch.zeros(3, dtype=torch.float64, device=self.device)
+        self._new_tokens = torch.zeros((), dtype=torch.float64, device=self.device)
+        self._bad_step = torch.zeros((), dtype=torch.long, device=self.device)
         self.clock = WallClock()
         self._last_log = (0.0, 0)  # (wall_s, tokens) at the last log row
-        self._last_update = {"lr": 0.0, "gnorm": 0.0}
+        self._last_update: dict[str, Any] = {"lr": 0.0, "gnorm": torch.zeros(())}
         self._last_valid_step = self._last_save_step = -1
         self.history: list[dict[str, Any]] = []
 
@@ -192,8 +199,7 @@ class Trainer:
             last = i == len(group) - 1
             no_sync = self.net.no_sync() if self.dist.enabled and not last else nullcontext()
             with no_sync:
-                with autocast(self.precision):
-                    out = self.loss_fn(self.net, batch)
+                out = self.forward_loss(batch)
                 loss = self.scaler.scale(out.loss) if self.scaler is not None else out.loss
                 loss.backward()
             ntok = torch.as_tensor(out.ntokens, device=self.device)
@@ -204,40 +210,51 @@ class Trainer:
         """One optimizer update on the micro-batches ``group``; returns a log row or None.
 
         Gradients are zeroed at the start (not the end), so after the call ``p.grad`` holds the
-        update's normalised (and clipped) gradient.
+        update's normalised (and clipped) gradient. Nothing here waits for the device: token
+        counts, losses and the gradient norm stay on it until a log row (:meth:`_log_row`).
         """
         self.net.train()
         self.optimizer.zero_grad(set_to_none=True)
-        totals = all_reduce_sum(self._forward_backward(group), self.dist).tolist()
-        loss_sum, nll_sum, ntokens = totals
+        totals = all_reduce_sum(self._forward_backward(group), self.dist)  # (3,) loss, nll, tokens
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         # DDP averaged the gradients over ranks; turn the mean of sums into sum / global tokens.
-        factor = self.dist.world_size / ntokens if ntokens > 0 else 0.0
-        for p in self.params:
-            if p.grad is not None:
-                p.grad.mul_(factor)
+        ntokens = totals[2]
+        factor = torch.where(ntokens > 0, self.dist.world_size / ntokens.clamp_min(1.0), 0.0).float()
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if grads:
+            torch._foreach_mul_(grads, factor)
         gnorm = total_norm(self.params, self.cfg.clip_norm)
         lr = self.optimizer.param_groups[0]["lr"]
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
-        elif not math.isfinite(float(gnorm)):
-            raise FloatingPointError(
-                f"step {self.state.step + 1}: gradient norm is {float(gnorm)} (loss/token "
-                f"{loss_sum / max(ntokens, 1):.4g}); lower train.lr or set train.clip_norm"
-            )
         else:
+            first_bad = (self._bad_step == 0) & ~torch.isfinite(gnorm.to(self._bad_step.device))
+            self._bad_step = torch.where(first_bad, self.state.step + 1, self._bad_step)
             self.optimizer.step()
         self.scheduler.step()
         self.state.step += 1
-        self.state.tokens += int(ntokens)
-        self._interval = [a + b for a, b in zip(self._interval, totals)]
-        self._last_update = {"lr": lr, "gnorm": float(gnorm)}
+        self._interval += totals
+        self._new_tokens += ntokens
+        self._last_update = {"lr": lr, "gnorm": gnorm.detach()}
         return self._log_row() if self.state.step % self.cfg.log_every == 0 else None
 
+    def _sync(self) -> None:
+        """Read the device accumulators: add the new tokens to ``state.tokens`` and raise
+        FloatingPointError if some step's gradient norm was not finite (called at log rows,
+        before validation and checkpoints and at the end, so no checkpoint holds such a step)."""
+        bad, tokens = int(self._bad_step), int(self._new_tokens)
+        if bad:
+            raise FloatingPointError(
+                f"step {bad}: gradient norm is not finite (inf or nan); lower train.lr or set train.clip_norm"
+            )
+        self.state.tokens += tokens
+        self._new_tokens.zero_()
+
     def _log_row(self) -> dict[str, Any] | None:
-        loss_sum, nll_sum, ntokens = self._interval
+        self._sync()
+        loss_sum, nll_sum, ntokens = self._interval.tolist()
         if ntokens <= 0:
             return None
         now, since = self.wall_s(), self._last_log
@@ -246,10 +263,10 @@ class Trainer:
             "step": self.state.step, "epoch": self.state.epoch + 1,
             "loss": loss_sum / ntokens, "nll": nll_sum / ntokens, "ppl": math.exp(min(nll_sum / ntokens, 700.0)),
             "lr": self._last_update["lr"], "tokens": self.state.tokens, "wall_s": now,
-            "tokens_per_s": (self.state.tokens - since[1]) / elapsed, "gnorm": self._last_update["gnorm"],
+            "tokens_per_s": (self.state.tokens - since[1]) / elapsed, "gnorm": float(self._last_update["gnorm"]),
         }
         self._last_log = (now, self.state.tokens)
-        self._interval = [0.0, 0.0, 0.0]
+        self._interval.zero_()
         self.logger.train(row)
         self.history.append(row)
         return row
@@ -258,6 +275,8 @@ class Trainer:
         cfg, step = self.cfg, self.state.step
         do_valid = valid is not None and cfg.validate_every > 0 and step % cfg.validate_every == 0
         do_bleu = bleu_fn is not None and cfg.bleu_every > 0 and step % cfg.bleu_every == 0
+        if do_valid or do_bleu:
+            self._sync()  # never validate (or checkpoint) weights after a non-finite step
         with self.clock.paused():
             if do_valid or do_bleu:
                 self.validate(valid if do_valid else None, bleu_fn if do_bleu else None, result)
@@ -299,6 +318,7 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:
         """Checkpoint the current state (see :class:`~posenc.training.state.StateStore`)."""
+        self._sync()
         self.state.wall_s = self.wall_s()
         path = self.store.save(self.state, self.model, self.optimizer, self.scheduler, self.scaler)
         self._last_save_step = self.state.step
@@ -308,7 +328,8 @@ class Trainer:
     def _finish(self, valid: ValidSource | None, bleu_fn: BleuFn | None, result: TrainResult) -> None:
         if self.state.step == 0:
             return
-        if self._interval[2] > 0:
+        self._sync()
+        if float(self._interval[2]) > 0:
             self._log_row()
         bleu_fn = bleu_fn if self.cfg.bleu_every > 0 else None
         with self.clock.paused():

@@ -1,0 +1,63 @@
+"""posenc.bench.train_loop: token-bounded synthetic batches and the Trainer steps/s records."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from posenc.bench import REQUIRED_KEYS, BenchConfig
+from posenc.bench.__main__ import main
+from posenc.bench.train_loop import LENGTHS, loop_batches, loop_records, loop_table
+
+
+def test_batches_respect_the_token_budget_and_lengths() -> None:
+    batches = loop_batches(5, 200, 50, seed=3)
+    assert len(batches) >= 5
+    for b in batches:
+        width = max(b.src.shape[1], b.tgt_in.shape[1])
+        assert len(b) * width <= 200
+        src_lens, tgt_lens = b.src_mask.sum(1), b.tgt_mask.sum(1)
+        assert LENGTHS[0] <= int(src_lens.min()) and int(src_lens.max()) <= LENGTHS[1]
+        assert LENGTHS[0] + 1 <= int(tgt_lens.min()) and int(tgt_lens.max()) <= LENGTHS[1] + 1  # EOS added
+        assert int(b.src.max()) < 50 and b.ntokens == int(tgt_lens.sum())
+    again = loop_batches(5, 200, 50, seed=3)
+    assert all((a.src == b.src).all() and (a.tgt_out == b.tgt_out).all() for a, b in zip(batches, again))
+
+
+def test_loop_records_on_cpu_time_the_real_trainer() -> None:
+    cfg = BenchConfig(preset="transformer-tiny", vocab=40, loop_steps=3, loop_tokens=96, loop_preset="transformer-tiny")
+    records = loop_records(cfg, warm=2)
+    assert [r["config"] for r in records] == ["eager-fp32"]  # CPU default: nothing else to compare
+    (rec,) = records
+    assert set(REQUIRED_KEYS) <= set(rec) and rec["kind"] == "train_loop" and rec["speedup"] == 1.0
+    assert rec["reps"] == 4  # 2 untimed + 2 rounds of 2 steps: timed from the row at step 2 to step 6
+    assert math.isclose(rec["steps_per_s"] * rec["seconds_per_step"], 1.0) and rec["tokens_per_s"] > rec["steps_per_s"]
+    assert "mfu" not in rec
+    assert loop_table(records).splitlines()[2].startswith("| eager-fp32 | transformer-tiny | 96 |")
+
+
+def test_cli_loop_option_adds_the_records(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "b.json"
+    args = ["--preset", "transformer-tiny", "--vocab", "40", "--lengths", "8", "--reps", "1", "--warmup", "0",
+            "--batch-tokens", "16", "--no-memory", "--no-decode", "--loop-steps", "2", "--loop-tokens", "64",
+            "--loop-preset", "transformer-tiny", "--out", str(out)]
+    assert main(args) == 0
+    kinds = [r["kind"] for r in json.loads(out.read_text())]
+    assert kinds.count("train") == 5 and kinds.count("train_loop") == 1
+    assert "train_loop:" in capsys.readouterr().out
+    assert main([*args[:-2], "--loop-tokens", "0"]) == 2
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs CUDA")
+def test_cuda_loop_compares_compiled_bf16_with_eager_fp32() -> None:
+    import torch
+
+    cfg = BenchConfig(preset="transformer-tiny", vocab=64, device="cuda", loop_steps=4, loop_tokens=512,
+                      loop_preset="transformer-tiny")
+    records = loop_records(cfg, warm=2)
+    bf16 = "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    assert [r["config"] for r in records] == ["eager-fp32", f"compiled-{bf16}"]
+    assert records[0]["speedup"] == 1.0 and records[1]["speedup"] > 0
+    assert all("mfu" in r for r in records)

@@ -12,7 +12,8 @@ from torch import Tensor, nn
 
 from posenc.errors import ConfigError
 from posenc.models.config import ModelConfig
-from posenc.models.transformer import Decoder, Embedding, Encoder
+from posenc.models.attention import KVCache
+from posenc.models.transformer import BeamInvariant, Decoder, Embedding, Encoder
 from posenc.positions import build_augmentation, default_positions
 
 
@@ -63,10 +64,18 @@ class Seq2SeqTransformer(nn.Module):
         layers = []
         for layer in self.decoder.layers:
             k, v = layer.cross_attn.project_kv(memory)
-            layers.append({"self": {}, "cross": {"k": k, "v": v}})
+            layers.append({"self": {}, "cross": BeamInvariant(k=k, v=v)})
         b = memory.shape[0]
         empty = memory.new_zeros(b, 0)
         return {"step": 0, "input": {}, "layers": layers, "memory_mask": memory_mask, "positions": empty}
+
+    def init_static_state(self, memory: Tensor, memory_mask: Tensor, max_len: int) -> dict[str, Any]:
+        """:meth:`init_state` with preallocated self-attention caches for ``max_len`` steps
+        (:class:`~posenc.models.attention.KVCache`, written in place instead of concatenated)."""
+        state = self.init_state(memory, memory_mask)
+        for layer in state["layers"]:
+            layer["self"] = KVCache(max_len)
+        return state
 
     def step(self, tokens: Tensor, state: dict[str, Any]) -> Tensor:
         """Next-token logits ``(B, V)`` given the last tokens ``(B,)``; updates ``state``."""

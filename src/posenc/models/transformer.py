@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from posenc.models.attention import attention_bias
+from posenc.models.attention import KVCache, attention_bias
 from posenc.models.config import ModelConfig
 from posenc.models.layers import DecoderLayer, EncoderLayer
 from posenc.positions import build_attention, build_augmentation, build_input, default_positions
@@ -105,12 +105,27 @@ class Decoder(Stack):
         return self.final_norm(h)
 
 
-def reorder_state(state: Any, index: Tensor) -> Any:
-    """Select rows ``index`` (dim 0) of every tensor in a nested decoding state."""
+class BeamInvariant(dict):
+    """A state entry equal on every row of a sentence's beam group (the cross-attention keys and
+    values): :func:`reorder_state` with ``within_groups=True`` leaves it as it is."""
+
+
+def reorder_state(state: Any, index: Tensor, within_groups: bool = False) -> Any:
+    """Select rows ``index`` (dim 0) of every tensor in a nested decoding state.
+
+    A :class:`~posenc.models.attention.KVCache` is reordered in place when ``index`` keeps the
+    number of rows (so the old state must not be used afterwards). ``within_groups=True`` promises
+    that ``index`` maps every row to a row of its own beam group (beam reordering with a fixed
+    number of sentences); :class:`BeamInvariant` entries are then not copied.
+    """
     if isinstance(state, Tensor):
         return state.index_select(0, index)
+    if isinstance(state, KVCache):
+        return state.reorder(index)
+    if isinstance(state, BeamInvariant):
+        return state if within_groups else BeamInvariant(reorder_state(dict(state), index))
     if isinstance(state, dict):
-        return {k: reorder_state(v, index) for k, v in state.items()}
+        return {k: reorder_state(v, index, within_groups) for k, v in state.items()}
     if isinstance(state, list):
-        return [reorder_state(v, index) for v in state]
+        return [reorder_state(v, index, within_groups) for v in state]
     return state

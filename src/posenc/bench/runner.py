@@ -3,7 +3,8 @@
 A training record: ``{"kind": "train", "method", "length", "batch", "tokens_per_s", "ratio_to_ape",
 "peak_mem_mb", "seconds_per_step", "reps"}`` (+ ``"mfu"`` on CUDA). A decoding record (``kind`` is
 ``greedy`` or ``beam<K>``) has ``length`` = source length, ``tokens_per_s`` = generated tokens/s,
-``sentences_per_s`` and ``peak_mem_mb = None``. Tokens are source + target tokens of the batch.
+``sentences_per_s``, ``beam``, ``seconds_per_batch``, ``precision`` (bf16 autocast on CUDA) and
+``peak_mem_mb = None``; it times the device-batched search with the static KV cache. Tokens are source + target tokens of the batch.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from posenc.bench.core import (
     EOS,
     BenchConfig,
     TrainStep,
+    autocast,
     batch_size,
     build_model,
     interleaved,
@@ -72,7 +74,7 @@ def add_memory(records: list[dict[str, Any]], cfg: BenchConfig, log: Log = _quie
         log(f"memory {rec['method']:6s} L={rec['length']:5d} {rec['peak_mem_mb']} MB")
 
 
-class _NoEos:
+class NoEos:
     """Model view whose step never proposes EOS, so every method decodes the same number of steps
     (until the length limit forces EOS) — random-init models would otherwise stop at random."""
 
@@ -84,6 +86,10 @@ class _NoEos:
 
     def init_state(self, memory: Tensor, memory_mask: Tensor) -> Any:
         return self.model.init_state(memory, memory_mask)
+
+    def init_static_state(self, memory: Tensor, memory_mask: Tensor, max_len: int) -> Any:
+        """The model's preallocated (static) KV cache, so the search benchmarks that path."""
+        return self.model.init_static_state(memory, memory_mask, max_len)
 
     def step(self, tokens: Tensor, state: Any) -> Tensor:
         logits = self.model.step(tokens, state)
@@ -102,7 +108,7 @@ def greedy_loop(model: Any, src: Tensor, src_mask: Tensor, max_len: int) -> Tens
     return torch.stack(out, 1)
 
 
-def _decoder(kind: str, model: Any, src: Tensor, mask: Tensor, beam: int, device: str) -> Callable[[], float]:
+def decode_runner(kind: str, model: Any, src: Tensor, mask: Tensor, beam: int, device: str) -> Callable[[], float]:
     """A timed decode of the whole batch (output length = source length) for ``kind``."""
     try:
         from posenc.decoding import beam_search, greedy_search
@@ -112,7 +118,7 @@ def _decoder(kind: str, model: Any, src: Tensor, mask: Tensor, beam: int, device
     def run() -> float:
         sync(device)
         start = time.perf_counter()
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(device):  # bf16 on CUDA, as in training
             if kind == "greedy" and greedy_search is not None:
                 greedy_search(model, src, mask, BOS, EOS, max_len_a=1.0, max_len_b=0)
             elif kind == "greedy":
@@ -129,7 +135,7 @@ def decode_records(cfg: BenchConfig, log: Log = _quiet) -> list[dict[str, Any]]:
     """Greedy and beam-K sentences/s of every method on one random source batch, interleaved."""
     batch = synthetic_batch(cfg.decode_batch, cfg.decode_len, cfg.vocab, cfg.device, cfg.seed + 1)
     src, mask = batch["src"], batch["src_mask"]
-    models = {m: _NoEos(build_model(m, cfg).eval()) for m in cfg.methods}
+    models = {m: NoEos(build_model(m, cfg).eval()) for m in cfg.methods}
     try:
         import posenc.decoding  # noqa: F401
 
@@ -138,7 +144,7 @@ def decode_records(cfg: BenchConfig, log: Log = _quiet) -> list[dict[str, Any]]:
         kinds = ["greedy"]
     records = []
     for kind in kinds:
-        runs = {m: _decoder(kind, models[m], src, mask, cfg.beam, cfg.device) for m in cfg.methods}
+        runs = {m: decode_runner(kind, models[m], src, mask, cfg.beam, cfg.device) for m in cfg.methods}
         times = interleaved(runs, cfg.decode_reps, 1)
         for m in cfg.methods:
             sec = statistics.median(times[m])
@@ -146,7 +152,8 @@ def decode_records(cfg: BenchConfig, log: Log = _quiet) -> list[dict[str, Any]]:
                 "kind": kind, "method": m, "length": cfg.decode_len, "batch": cfg.decode_batch,
                 "tokens_per_s": cfg.decode_batch * cfg.decode_len / sec,
                 "sentences_per_s": cfg.decode_batch / sec, "ratio_to_ape": paired_ratio(times, m),
-                "peak_mem_mb": None, "reps": cfg.decode_reps,
+                "peak_mem_mb": None, "reps": cfg.decode_reps, "beam": 1 if kind == "greedy" else cfg.beam,
+                "seconds_per_batch": sec, "precision": "bf16" if cfg.device.startswith("cuda") else "fp32",
             }
             records.append(rec)
             log(f"{kind:7s} {m:6s} {rec['sentences_per_s']:8.2f} sent/s  ×APE {rec['ratio_to_ape']:.3f}")

@@ -145,3 +145,42 @@ def test_cuda_search_syncs_only_at_the_periodic_checks(position: str) -> None:
     steps = 20  # max length 12 + 8 → at most 21 steps, a check every 4
     assert len(syncs) <= steps // 4 + 1 + 4, [str(w.message) for w in syncs][:8]  # + limit.max() + the final copies
     _same(got, ref.beam_search(model, src, mask, **{k: v for k, v in kw.items() if k != "check_every"}))
+
+
+@pytest.mark.parametrize("position", INCREMENTAL)
+@pytest.mark.parametrize("beam", [1, 4])
+def test_fixed_shape_steps_equal_previous_search(position: str, beam: int) -> None:
+    """``cuda_graph=True`` on CPU runs the graph's body eagerly: fixed shapes, device step counter,
+    write-back of replaced state entries; the results must not change."""
+    model = _model(position)
+    src, mask = _batch([6, 2, 9, 4, 1])
+    kw = dict(bos_id=BOS, eos_id=EOS, beam=beam, length_penalty=0.6, max_len_a=1.2, max_len_b=2, n_best=beam)
+    _same(beam_search(model, src, mask, cuda_graph=True, **kw), ref.beam_search(model, src, mask, **kw))
+    gkw = dict(bos_id=BOS, eos_id=EOS, max_len_a=1.0, max_len_b=3)
+    assert greedy_search(model, src, mask, cuda_graph=True, **gkw) == ref.greedy_search(model, src, mask, **gkw)
+
+
+def test_fixed_shape_state_counts_steps_on_the_device() -> None:
+    model = _model("rope")
+    src, mask = _batch([3, 2])
+    state = model.init_static_state(model.encode(src, mask), mask, 6, fixed_shapes=True)
+    for _ in range(3):
+        model.step(torch.full((2,), BOS), state)
+    assert state["t"].value.tolist() == [3] and state["layers"][0]["self"].k.shape == (2, 4, 6, 16)
+    assert reorder_state(state, torch.tensor([1, 0]))["t"] is state["t"]  # no batch dimension: not reordered
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: captures and replays a CUDA graph")
+@pytest.mark.parametrize("position", INCREMENTAL)
+def test_cuda_graph_search_equals_eager_search_on_gpu(position: str) -> None:
+    model = _model(position).cuda()
+    src, mask = (t.cuda() for t in _batch([6, 2, 9, 4, 1]))
+    kw = dict(bos_id=BOS, eos_id=EOS, beam=4, length_penalty=0.6, max_len_a=1.2, max_len_b=2, n_best=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error" if position != "learned" else "ignore")  # learned: range check syncs, falls back
+        graphed = beam_search(model, src, mask, cuda_graph=True, **kw)
+    _same(graphed, ref.beam_search(model, src, mask, **kw))
+    gkw = dict(bos_id=BOS, eos_id=EOS, max_len_a=1.0, max_len_b=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert greedy_search(model, src, mask, cuda_graph=True, **gkw) == ref.greedy_search(model, src, mask, **gkw)

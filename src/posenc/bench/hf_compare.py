@@ -217,7 +217,7 @@ def decode_compare(cfg: CompareConfig, models: dict[str, nn.Module]) -> list[dic
     src, mask = batch["src"], batch["src_mask"]
     posenc, marian = models["posenc"].eval(), models["marian"].marian.eval()
     runs = {
-        "posenc": decode_runner(f"beam{cfg.beam}", NoEos(posenc), src, mask, cfg.beam, cfg.device),
+        "posenc": decode_runner(f"beam{cfg.beam}", NoEos(posenc), src, mask, cfg.beam, cfg.device, cfg.device.startswith("cuda")),
         "marian": marian_decoder(marian, src, mask, cfg.beam, cfg.device),
     }
     times = interleaved(runs, cfg.decode_reps, 1)

@@ -42,12 +42,14 @@ normalisation is not searched for. With ``K = 1`` this reduces exactly to greedy
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
+from posenc.decoding.graphs import GraphedStep
 from posenc.errors import ConfigError
 from posenc.models.transformer import reorder_state
 
@@ -94,11 +96,41 @@ def _check_batch(src: Tensor, src_mask: Tensor) -> None:
         raise ConfigError(f"src and src_mask must both be (B, S), got {tuple(src.shape)} and {tuple(src_mask.shape)}")
 
 
-def _init_state(model: IncrementalModel, src: Tensor, src_mask: Tensor, steps: int) -> Any:
-    """Encode and build the decoding state, with a static KV cache of ``steps`` positions if supported."""
+class _Eager:
+    """Plain ``model.step`` calls; ``state`` is the caller's (the interface of :class:`GraphedStep`)."""
+
+    def __init__(self, model: IncrementalModel, state: Any) -> None:
+        self.model, self.state = model, state
+
+    def step(self, tokens: Tensor, state: Any) -> Tensor:
+        self.state = state
+        return self.model.step(tokens, state)
+
+
+def _init_state(model: IncrementalModel, src: Tensor, src_mask: Tensor, steps: int, fixed: bool = False) -> Any:
+    """Encode and build the decoding state, with a static KV cache of ``steps`` positions if supported
+    (``fixed``: the fixed-shape form that CUDA graphs need)."""
     memory = model.encode(src, src_mask)
     static = getattr(model, "init_static_state", None)
-    return static(memory, src_mask, steps) if static is not None else model.init_state(memory, src_mask)
+    if static is None:
+        return model.init_state(memory, src_mask)
+    return static(memory, src_mask, steps, fixed_shapes=True) if fixed else static(memory, src_mask, steps)
+
+
+def _stepper(model: IncrementalModel, src: Tensor, src_mask: Tensor, steps: int, rows: Tensor, graph: bool) -> _Eager | GraphedStep:
+    """The step runner over the initial state expanded to ``rows`` (``(N,)`` source rows).
+
+    ``graph``: fixed shapes, captured as a CUDA graph on CUDA (run eagerly elsewhere); if the model
+    has no fixed-shape state or capturing fails, plain eager steps (with a warning for the latter).
+    """
+    tokens = torch.zeros_like(rows)
+    if graph and getattr(model, "init_static_state", None) is not None:
+        state = reorder_state(_init_state(model, src, src_mask, steps, fixed=True), rows)
+        try:
+            return GraphedStep(model, state, tokens)
+        except RuntimeError as err:  # e.g. a host sync inside the step
+            warnings.warn(f"CUDA graph capture failed ({err}); decoding without graphs", stacklevel=3)
+    return _Eager(model, reorder_state(_init_state(model, src, src_mask, steps), rows))
 
 
 def _all_done(active: Tensor, t: int, check_every: int) -> bool:
@@ -116,9 +148,11 @@ def greedy_search(
     max_len_a: float = 1.2,
     max_len_b: float = 10,
     check_every: int = 4,
+    cuda_graph: bool = False,
 ) -> list[list[int]]:
     """Arg-max decoding of a batch ``src`` ``(B, S)``, all sentences as one batch on the device.
 
+    ``cuda_graph``: replay one captured step (see :func:`beam_search`).
     Returns B token lists (no BOS/EOS), in the order of ``src``.
     """
     _check_batch(src, src_mask)
@@ -126,12 +160,13 @@ def greedy_search(
         return []
     limit = max_lengths(src_mask, max_len_a, max_len_b)  # (B,)
     steps = int(limit.max()) + 1  # the one host sync before the loop
-    state = _init_state(model, src, src_mask, steps)
+    stepper = _stepper(model, src, src_mask, steps, torch.arange(src.shape[0], device=src.device), cuda_graph)
+    state = stepper.state
     tokens = torch.full((src.shape[0],), bos_id, dtype=torch.long, device=src.device)
     out = tokens.new_zeros(src.shape[0], steps)  # (B, T_max) every step's arg-max
     lengths, active = limit.clone(), torch.ones_like(tokens, dtype=torch.bool)
     for t in range(steps):
-        tokens = _force_eos(model.step(tokens, state), t >= limit, eos_id).argmax(-1)
+        tokens = _force_eos(stepper.step(tokens, state), t >= limit, eos_id).argmax(-1)
         out[:, t] = tokens
         ended = active & (tokens == eos_id)
         lengths = torch.where(ended, t, lengths)
@@ -233,6 +268,7 @@ def beam_search(
     max_len_b: float = 10,
     n_best: int = 1,
     check_every: int = 4,
+    cuda_graph: bool = False,
 ) -> list[list[Hypothesis]]:
     """Batched beam search (B sentences × K beams as ``B*K`` model rows); see the module doc.
 
@@ -241,6 +277,8 @@ def beam_search(
         length_penalty: GNMT ``alpha`` (0 = unnormalised log-probability).
         n_best: hypotheses returned per sentence (``<= beam``).
         check_every: steps between the host-side "all sentences finished?" checks.
+        cuda_graph: decode with a fixed-shape state (``init_static_state(..., fixed_shapes=True)``)
+            whose step is captured once as a CUDA graph and replayed (on CUDA; run eagerly on CPU).
 
     Returns:
         B lists of up to ``n_best`` :class:`Hypothesis`, best first (fewer only when the
@@ -253,7 +291,8 @@ def beam_search(
         return []
     limit = max_lengths(src_mask, max_len_a, max_len_b)  # (B,)
     steps = int(limit.max()) + 1  # the one host sync before the loop
-    state = reorder_state(_init_state(model, src, src_mask, steps), torch.arange(bsz, device=device).repeat_interleave(k))
+    stepper = _stepper(model, src, src_mask, steps, torch.arange(bsz, device=device).repeat_interleave(k), cuda_graph)
+    state = stepper.state
     finished = _Finished(bsz, k, steps, device)
     scores = torch.zeros(bsz, k, device=device)
     scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first one
@@ -262,14 +301,14 @@ def beam_search(
     tokens = torch.full((bsz * k,), bos_id, dtype=torch.long, device=device)
     for t in range(steps):
         force = t >= limit  # (B,)
-        logp = torch.log_softmax(model.step(tokens, state).float(), -1)  # (B*K, V)
+        logp = torch.log_softmax(stepper.step(tokens, state).float(), -1)  # (B*K, V)
         cand, origin, token = _top_candidates(beams.scores, _force_eos(logp, force.repeat_interleave(k), eos_id), k)
         is_eos = token == eos_id
         paths = beams.hist.gather(1, origin[:, :k, None].expand(-1, -1, steps))  # (B, K, Tmax)
         finished.add(beams.active, paths, cand[:, :k], is_eos[:, :k], t, length_penalty)
         origin = beams.select(cand, origin, token, is_eos, t)
         beams.active &= (finished.count < k) & ~force
-        state = reorder_state(state, (group + origin).view(-1), within_groups=True)
+        state = reorder_state(stepper.state, (group + origin).view(-1), within_groups=True)
         tokens = beams.hist[:, :, t].reshape(-1)
         if _all_done(beams.active, t, check_every):
             break

@@ -50,10 +50,12 @@ class KVCache:
     positions are filled. Beam reordering selects rows of the filled prefix in place.
     """
 
-    def __init__(self, max_len: int) -> None:
+    def __init__(self, max_len: int, at: Tensor | None = None) -> None:
+        """``at``: a device step counter ``(1,)`` long for fixed shapes (CUDA graphs): :meth:`append`
+        then writes at index ``at`` and returns the whole buffers (the caller masks slots > ``at``)."""
         if max_len < 1:
             raise ValueError(f"KVCache needs max_len >= 1, got {max_len}")
-        self.max_len, self.length = max_len, 0
+        self.max_len, self.length, self.at = max_len, 0, at
         self.k: Tensor | None = None
         self.v: Tensor | None = None
 
@@ -63,6 +65,10 @@ class KVCache:
             n, h, _, dh = k.shape
             self.k = k.new_zeros(n, h, self.max_len, dh)
             self.v = v.new_zeros(n, h, self.max_len, v.shape[-1])
+        if self.at is not None:  # fixed shapes: no host-side length
+            self.k.index_copy_(2, self.at, k)
+            self.v.index_copy_(2, self.at, v)
+            return self.k, self.v
         end = self.length + k.shape[2]
         if end > self.max_len:
             raise ValueError(f"KVCache is full: {end} positions > max_len {self.max_len}")
@@ -75,12 +81,12 @@ class KVCache:
         """Rows ``index`` ``(N',)``: in place when ``N' = N`` (beam reordering), else a new cache."""
         if self.k is None or self.v is None:
             return self
-        n = self.length
+        n = self.max_len if self.at is not None else self.length
         if index.shape[0] == self.k.shape[0]:
             self.k[:, :, :n] = self.k[:, :, :n].index_select(0, index)
             self.v[:, :, :n] = self.v[:, :, :n].index_select(0, index)
             return self
-        out = KVCache(self.max_len)
+        out = KVCache(self.max_len, self.at)
         out.k, out.v, out.length = self.k.index_select(0, index), self.v.index_select(0, index), n
         return out
 

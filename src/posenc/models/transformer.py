@@ -104,10 +104,49 @@ class Decoder(Stack):
         state["step"] = t + 1
         return self.final_norm(h)
 
+    def step_fixed(self, x: Tensor, state: dict[str, Any]) -> Tensor:
+        """:meth:`step` with every shape independent of the step (capturable as one CUDA graph):
+        ``x (N, 1, D)`` → ``(N, 1, D)``; the step index is the device counter ``state["t"]``, keys and
+        values live in fixed :class:`~posenc.models.attention.KVCache` buffers ``(N, H, T_max, Dh)``."""
+        q_pos, k_pos, self_allowed = _fixed_step_inputs(state, x.shape[0])
+        real = torch.ones(x.shape[0], 1, dtype=torch.bool, device=x.device)
+        h = self.drop(self.input_pos(x, q_pos, real, state["input"]))
+        cross_allowed = state["memory_mask"][:, None, None, :]
+        hooks, ctx = self.hooks(q_pos, k_pos)
+        for layer, hook, cache in zip(self.layers, hooks, state["layers"]):
+            h = layer(h, None, self_allowed, cross_allowed, hook, ctx, cache)
+        state["t"].value.add_(1)
+        state["step"] += 1
+        return self.final_norm(h)
+
+
+class Fixed:
+    """A decoding-state entry without a batch dimension (a device step counter, the positions of
+    every step): :func:`reorder_state` leaves it alone; ``value`` is updated in place only."""
+
+    def __init__(self, value: Tensor) -> None:
+        self.value = value
+
 
 class BeamInvariant(dict):
     """A state entry equal on every row of a sentence's beam group (the cross-attention keys and
     values): :func:`reorder_state` with ``within_groups=True`` leaves it as it is."""
+
+
+def _fixed_step_inputs(state: dict[str, Any], rows: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Query positions ``(N, 1)``, key positions ``(N, T_max)`` and the causal mask ``(N, 1, 1, T_max)``
+    of the step ``t = state["t"]`` in a fixed-shape state, all computed on the device.
+
+    Key slots after ``t`` are masked; the last slot's position is replaced by the query's (it is
+    masked unless it is the query itself), so hooks that transform the newest key by the last key
+    position (RoPE) see the right one.
+    """
+    t, positions = state["t"].value, state["all_positions"].value  # (1,), (1, T_max)
+    slots = torch.arange(positions.shape[1], device=t.device)
+    q_pos = positions.index_select(1, t)  # (1, 1)
+    k_pos = torch.where(slots == positions.shape[1] - 1, q_pos, positions)
+    allowed = (slots <= t)[None, None, None, :]
+    return q_pos.expand(rows, 1), k_pos.expand(rows, -1), allowed.expand(rows, 1, 1, -1)
 
 
 def reorder_state(state: Any, index: Tensor, within_groups: bool = False) -> Any:

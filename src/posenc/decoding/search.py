@@ -245,6 +245,13 @@ class _Beams:
     hist: Tensor
     active: Tensor
 
+    @classmethod
+    def start(cls, bsz: int, k: int, steps: int, device: torch.device) -> "_Beams":
+        scores = torch.zeros(bsz, k, device=device)
+        scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first one
+        hist = torch.zeros(bsz, k, steps, dtype=torch.long, device=device)
+        return cls(scores, hist, torch.ones(bsz, dtype=torch.bool, device=device))
+
     def select(self, cand: Tensor, origin: Tensor, token: Tensor, is_eos: Tensor, t: int) -> Tensor:
         """Keep the K best non-EOS continuations (a stable sort moves EOS ones last); returns origins ``(B, K)``."""
         k = self.scores.shape[1]
@@ -291,18 +298,16 @@ def beam_search(
         return []
     limit = max_lengths(src_mask, max_len_a, max_len_b)  # (B,)
     steps = int(limit.max()) + 1  # the one host sync before the loop
-    stepper = _stepper(model, src, src_mask, steps, torch.arange(bsz, device=device).repeat_interleave(k), cuda_graph)
+    stepper = _stepper(model, src, src_mask, steps, torch.arange(bsz, device=device)[:, None].expand(-1, k).reshape(-1), cuda_graph)
     state = stepper.state
     finished = _Finished(bsz, k, steps, device)
-    scores = torch.zeros(bsz, k, device=device)
-    scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first one
-    beams = _Beams(scores, torch.zeros(bsz, k, steps, dtype=torch.long, device=device), torch.ones(bsz, dtype=torch.bool, device=device))
+    beams = _Beams.start(bsz, k, steps, device)
     group = torch.arange(bsz, device=device)[:, None] * k  # (B, 1) first row of each sentence
     tokens = torch.full((bsz * k,), bos_id, dtype=torch.long, device=device)
     for t in range(steps):
         force = t >= limit  # (B,)
         logp = torch.log_softmax(stepper.step(tokens, state).float(), -1)  # (B*K, V)
-        cand, origin, token = _top_candidates(beams.scores, _force_eos(logp, force.repeat_interleave(k), eos_id), k)
+        cand, origin, token = _top_candidates(beams.scores, _force_eos(logp, force[:, None].expand(-1, k).reshape(-1), eos_id), k)
         is_eos = token == eos_id
         paths = beams.hist.gather(1, origin[:, :k, None].expand(-1, -1, steps))  # (B, K, Tmax)
         finished.add(beams.active, paths, cand[:, :k], is_eos[:, :k], t, length_penalty)

@@ -72,7 +72,8 @@ def test_bad_options_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> 
         CompareConfig(preset="nope")
     assert main(["--lengths", "x"]) == 2
     assert main(["--device", "tpu"]) == 2
-    assert capsys.readouterr().err.count("error: ") == 2
+    assert main(["--model", "[1]"]) == 2
+    assert capsys.readouterr().err.count("error: ") == 3
     assert main(["--device", "cuda", "--preset", "transformer-tiny", "--lengths", "4", "--reps", "1", "--warmup", "0",
                  "--decode-batch", "1", "--decode-len", "2", "--decode-reps", "1", "--vocab", "20",
                  "--model", json.dumps(TINY_MODEL)]) == (0 if torch.cuda.is_available() else 2)

@@ -252,7 +252,8 @@ def table(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def parse_args(argv: list[str] | None) -> CompareConfig:
+def parse_args(argv: list[str] | None) -> tuple[CompareConfig, str | None]:
+    """The comparison config and the ``--out`` path."""
     p = argparse.ArgumentParser(prog="python -m posenc.bench.hf_compare", description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (cuda: bf16 autocast)")
     p.add_argument("--preset", default="transformer-base", help="posenc model preset mirrored by the MarianConfig")
@@ -272,15 +273,16 @@ def parse_args(argv: list[str] | None) -> CompareConfig:
         lengths, model = [int(t) for t in a.lengths.split(",") if t.strip()], json.loads(a.model)
     except ValueError as err:
         raise ConfigError(f"hf_compare: bad --lengths or --model: {err}") from None
+    if not isinstance(model, dict):
+        raise ConfigError(f"hf_compare: --model must be a JSON object, got {a.model!r}")
     cfg = CompareConfig(a.preset, a.vocab, a.device, lengths, a.batch_tokens, a.reps, a.warmup, a.decode_batch,
                         a.decode_len, a.decode_reps, a.beam, model=model)
-    cfg.out = a.out  # type: ignore[attr-defined]
-    return cfg
+    return cfg, a.out
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        cfg = parse_args(argv)
+        cfg, out = parse_args(argv)
         if cfg.device.startswith("cuda") and not torch.cuda.is_available():
             raise ConfigError(f"--device {cfg.device}: CUDA is not available on this machine")
         log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
@@ -289,8 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     except PosencError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if getattr(cfg, "out", None):
-        write_json(records, cfg.out)  # type: ignore[attr-defined]
+    if out:
+        write_json(records, out)
     print(table(records))
     return 0
 

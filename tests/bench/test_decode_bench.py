@@ -31,3 +31,20 @@ def test_no_eos_view_uses_the_static_cache_and_decodes_to_the_length_limit() -> 
     assert model.step(torch.full((2,), 2), state)[:, EOS].eq(-1e4).all()
     hyps = beam_search(model, batch["src"], batch["src_mask"], 2, EOS, beam=4, max_len_a=1.0, max_len_b=0, n_best=4)
     assert [[len(h.tokens) for h in s] for s in hyps] == [[5] * 4, [5] * 4]  # every beam runs S steps + EOS
+
+
+def test_decode_ab_reports_both_variants(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from posenc.bench.decode_ab import main
+
+    out = tmp_path / "ab.json"
+    argv = ["--preset", "transformer-tiny", "--vocab", "40", "--methods", "ape,gru", "--decode-batch", "2",
+            "--decode-len", "3", "--decode-reps", "1", "--out", str(out)]
+    assert main(argv) == 0
+    records = json.loads(out.read_text())
+    assert [r["method"] for r in records] == ["ape", "gru"]
+    for r in records:
+        assert r["eager_sentences_per_s"] > 0 and r["graph_sentences_per_s"] > 0 and r["graph_over_eager"] > 0
+    assert "| gru |" in capsys.readouterr().out
+    assert main(["--methods", "bogus"]) == 2

@@ -88,11 +88,14 @@ class GraphedStep:
         side = torch.cuda.Stream() if cuda else None
         if side is not None:
             side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side) if side is not None else nullcontext(), _no_host_sync(cuda):
-            for _ in range(warmup):
-                self._body()  # a step that synchronises raises here, before any capture
+        try:
+            with torch.cuda.stream(side) if side is not None else nullcontext(), _no_host_sync(cuda):
+                for _ in range(warmup):
+                    self._body()  # a step that synchronises raises here, before any capture
+        finally:
+            if side is not None:
+                torch.cuda.current_stream().wait_stream(side)
         if side is not None:
-            torch.cuda.current_stream().wait_stream(side)
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph):
                 self.logits = self._body()

@@ -16,7 +16,6 @@ import resource
 import subprocess
 import sys
 from dataclasses import asdict
-from typing import Any
 
 import torch
 

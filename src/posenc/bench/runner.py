@@ -4,7 +4,9 @@ A training record: ``{"kind": "train", "method", "length", "batch", "tokens_per_
 "peak_mem_mb", "seconds_per_step", "reps"}`` (+ ``"mfu"`` on CUDA, + ``"peak_mem_ratio_to_ape"`` when
 memory is measured). A decoding record (``kind`` is
 ``greedy`` or ``beam<K>``) has ``length`` = source length, ``tokens_per_s`` = generated tokens/s,
-``sentences_per_s`` and ``peak_mem_mb = None``. Tokens are source + target tokens of the batch.
+``sentences_per_s``, ``beam``, ``seconds_per_batch``, ``precision`` (bf16 autocast on CUDA),
+``cuda_graph`` (True on CUDA) and ``peak_mem_mb = None``; it times the device-batched search with the
+static KV cache (on CUDA with the step captured as a CUDA graph, capture included in the time). Tokens are source + target tokens of the batch.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from posenc.bench.core import (
     BOS,
     EOS,
     BenchConfig,
+    autocast,
     batch_size,
     build_model,
     fresh_compile_cache,
@@ -92,7 +95,7 @@ def add_memory_ratio(records: list[dict[str, Any]], log: Log = _quiet) -> None:
             log(f"memory {rec['method']:6s} L={rec['length']:5d} ×APE {rec['peak_mem_ratio_to_ape']:.3f}")
 
 
-class _NoEos:
+class NoEos:
     """Model view whose step never proposes EOS, so every method decodes the same number of steps
     (until the length limit forces EOS) — random-init models would otherwise stop at random."""
 
@@ -104,6 +107,10 @@ class _NoEos:
 
     def init_state(self, memory: Tensor, memory_mask: Tensor) -> Any:
         return self.model.init_state(memory, memory_mask)
+
+    def init_static_state(self, memory: Tensor, memory_mask: Tensor, max_len: int, **kw: Any) -> Any:
+        """The model's preallocated (static) KV cache, so the search benchmarks that path."""
+        return self.model.init_static_state(memory, memory_mask, max_len, **kw)
 
     def step(self, tokens: Tensor, state: Any) -> Tensor:
         logits = self.model.step(tokens, state)
@@ -122,8 +129,9 @@ def greedy_loop(model: Any, src: Tensor, src_mask: Tensor, max_len: int) -> Tens
     return torch.stack(out, 1)
 
 
-def _decoder(kind: str, model: Any, src: Tensor, mask: Tensor, beam: int, device: str) -> Callable[[], float]:
-    """A timed decode of the whole batch (output length = source length) for ``kind``."""
+def decode_runner(kind: str, model: Any, src: Tensor, mask: Tensor, beam: int, device: str, cuda_graph: bool = False) -> Callable[[], float]:
+    """A timed decode of the whole batch (output length = source length) for ``kind``;
+    ``cuda_graph``: the search replays one captured step (the capture is part of the timed call)."""
     try:
         from posenc.decoding import beam_search, greedy_search
     except ImportError:  # decoding package not available: a plain greedy loop (no beam)
@@ -132,13 +140,13 @@ def _decoder(kind: str, model: Any, src: Tensor, mask: Tensor, beam: int, device
     def run() -> float:
         sync(device)
         start = time.perf_counter()
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(device):  # bf16 on CUDA, as in training
             if kind == "greedy" and greedy_search is not None:
-                greedy_search(model, src, mask, BOS, EOS, max_len_a=1.0, max_len_b=0)
+                greedy_search(model, src, mask, BOS, EOS, max_len_a=1.0, max_len_b=0, cuda_graph=cuda_graph)
             elif kind == "greedy":
                 greedy_loop(model, src, mask, src.shape[1])
             else:
-                beam_search(model, src, mask, BOS, EOS, beam=beam, max_len_a=1.0, max_len_b=0)
+                beam_search(model, src, mask, BOS, EOS, beam=beam, max_len_a=1.0, max_len_b=0, cuda_graph=cuda_graph)
         sync(device)
         return time.perf_counter() - start
 
@@ -149,16 +157,17 @@ def decode_records(cfg: BenchConfig, log: Log = _quiet) -> list[dict[str, Any]]:
     """Greedy and beam-K sentences/s of every method on one random source batch, interleaved."""
     batch = synthetic_batch(cfg.decode_batch, cfg.decode_len, cfg.vocab, cfg.device, cfg.seed + 1)
     src, mask = batch["src"], batch["src_mask"]
-    models = {m: _NoEos(build_model(m, cfg).eval()) for m in cfg.methods}
+    models = {m: NoEos(build_model(m, cfg).eval()) for m in cfg.methods}
     try:
         import posenc.decoding  # noqa: F401
 
         kinds = ["greedy", f"beam{cfg.beam}"]
     except ImportError:
         kinds = ["greedy"]
+    graphs = cfg.device.startswith("cuda")  # CUDA graphs on the GPU (posenc.decoding.graphs)
     records = []
     for kind in kinds:
-        runs = {m: _decoder(kind, models[m], src, mask, cfg.beam, cfg.device) for m in cfg.methods}
+        runs = {m: decode_runner(kind, models[m], src, mask, cfg.beam, cfg.device, graphs) for m in cfg.methods}
         times = interleaved(runs, cfg.decode_reps, 1)
         for m in cfg.methods:
             sec = statistics.median(times[m])
@@ -166,7 +175,8 @@ def decode_records(cfg: BenchConfig, log: Log = _quiet) -> list[dict[str, Any]]:
                 "kind": kind, "method": m, "length": cfg.decode_len, "batch": cfg.decode_batch,
                 "tokens_per_s": cfg.decode_batch * cfg.decode_len / sec,
                 "sentences_per_s": cfg.decode_batch / sec, "ratio_to_ape": paired_ratio(times, m),
-                "peak_mem_mb": None, "reps": cfg.decode_reps,
+                "peak_mem_mb": None, "reps": cfg.decode_reps, "beam": 1 if kind == "greedy" else cfg.beam,
+                "seconds_per_batch": sec, "precision": "bf16" if cfg.device.startswith("cuda") else "fp32", "cuda_graph": graphs,
             }
             records.append(rec)
             log(f"{kind:7s} {m:6s} {rec['sentences_per_s']:8.2f} sent/s  ×APE {rec['ratio_to_ape']:.3f}")

@@ -9,8 +9,16 @@ Model protocol (``Seq2SeqTransformer``, and any other model exposing the same me
     state  = model.init_state(memory, src_mask)    # nested dict/list of tensors, batch on dim 0
     logits = model.step(tokens (B,), state)        # (B, V); updates ``state``
 
-Rows of a state are selected/duplicated with :func:`posenc.models.transformer.reorder_state`,
-which is how beams are reordered and how finished sentences are dropped from the batch.
+Optionally ``state = model.init_static_state(memory, src_mask, max_len)`` preallocates the
+self-attention caches for ``max_len`` steps (a static KV cache written in place); the search uses it
+when the model has it. Rows of a state are selected/duplicated with
+:func:`posenc.models.transformer.reorder_state`, which is how beams are reordered.
+
+Everything stays on the device (GPU-friendly): the batch keeps all ``B`` sentences (``B * K`` model
+rows) for the whole search; a finished sentence is masked out (its rows are still computed but never
+change its result) instead of leaving the batch, so there is no per-step host synchronisation
+except an "all finished?" check every ``check_every`` steps. The results are exactly those of the
+earlier search that dropped finished sentences (``tests/decoding/reference_search.py``).
 
 Output conventions (both searches):
 
@@ -34,12 +42,14 @@ normalisation is not searched for. With ``K = 1`` this reduces exactly to greedy
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
+from posenc.decoding.graphs import GraphedStep
 from posenc.errors import ConfigError
 from posenc.models.transformer import reorder_state
 
@@ -76,17 +86,56 @@ def max_lengths(src_mask: Tensor, a: float, b: float) -> Tensor:
 
 
 def _force_eos(scores: Tensor, force: Tensor, eos_id: int) -> Tensor:
-    """Leave only EOS possible in rows where ``force`` (R,) is set: ``(R, V)`` → ``(R, V)``."""
-    if not bool(force.any()):
-        return scores
-    others = torch.ones(scores.shape[-1], dtype=torch.bool, device=scores.device)
-    others[eos_id] = False
+    """Leave only EOS possible in rows where ``force`` (R,) is set: ``(R, V)`` → ``(R, V)`` (no host sync)."""
+    others = torch.arange(scores.shape[-1], device=scores.device) != eos_id
     return scores.masked_fill(force[:, None] & others[None, :], float("-inf"))
 
 
 def _check_batch(src: Tensor, src_mask: Tensor) -> None:
     if src.dim() != 2 or src.shape != src_mask.shape:
         raise ConfigError(f"src and src_mask must both be (B, S), got {tuple(src.shape)} and {tuple(src_mask.shape)}")
+
+
+class _Eager:
+    """Plain ``model.step`` calls; ``state`` is the caller's (the interface of :class:`GraphedStep`)."""
+
+    def __init__(self, model: IncrementalModel, state: Any) -> None:
+        self.model, self.state = model, state
+
+    def step(self, tokens: Tensor, state: Any) -> Tensor:
+        self.state = state
+        return self.model.step(tokens, state)
+
+
+def _init_state(model: IncrementalModel, src: Tensor, src_mask: Tensor, steps: int, fixed: bool = False) -> Any:
+    """Encode and build the decoding state, with a static KV cache of ``steps`` positions if supported
+    (``fixed``: the fixed-shape form that CUDA graphs need)."""
+    memory = model.encode(src, src_mask)
+    static = getattr(model, "init_static_state", None)
+    if static is None:
+        return model.init_state(memory, src_mask)
+    return static(memory, src_mask, steps, fixed_shapes=True) if fixed else static(memory, src_mask, steps)
+
+
+def _stepper(model: IncrementalModel, src: Tensor, src_mask: Tensor, steps: int, rows: Tensor, graph: bool) -> _Eager | GraphedStep:
+    """The step runner over the initial state expanded to ``rows`` (``(N,)`` source rows).
+
+    ``graph``: fixed shapes, captured as a CUDA graph on CUDA (run eagerly elsewhere); if the model
+    has no fixed-shape state or capturing fails, plain eager steps (with a warning for the latter).
+    """
+    tokens = torch.zeros_like(rows)
+    if graph and getattr(model, "init_static_state", None) is not None:
+        state = reorder_state(_init_state(model, src, src_mask, steps, fixed=True), rows)
+        try:
+            return GraphedStep(model, state, tokens)
+        except RuntimeError as err:  # e.g. a host sync inside the step
+            warnings.warn(f"CUDA graph capture failed ({err}); decoding without graphs", stacklevel=3)
+    return _Eager(model, reorder_state(_init_state(model, src, src_mask, steps), rows))
+
+
+def _all_done(active: Tensor, t: int, check_every: int) -> bool:
+    """The cheap periodic host check: every ``check_every`` steps, is no sentence active?"""
+    return (t + 1) % check_every == 0 and not bool(active.any())
 
 
 @torch.no_grad()
@@ -98,73 +147,71 @@ def greedy_search(
     eos_id: int,
     max_len_a: float = 1.2,
     max_len_b: float = 10,
+    check_every: int = 4,
+    cuda_graph: bool = False,
 ) -> list[list[int]]:
-    """Arg-max decoding of a batch ``src`` ``(B, S)``; finished sentences leave the batch.
+    """Arg-max decoding of a batch ``src`` ``(B, S)``, all sentences as one batch on the device.
 
+    ``cuda_graph``: replay one captured step (see :func:`beam_search`).
     Returns B token lists (no BOS/EOS), in the order of ``src``.
     """
     _check_batch(src, src_mask)
-    limit = max_lengths(src_mask, max_len_a, max_len_b)
-    state = model.init_state(model.encode(src, src_mask), src_mask)
-    alive = torch.arange(src.shape[0], device=src.device)  # (b,) original sentence of each row
-    tokens = torch.full_like(alive, bos_id)
-    hist = alive.new_empty(alive.shape[0], 0)  # (b, T)
-    out: list[list[int]] = [[] for _ in range(src.shape[0])]
-    t = 0
-    while alive.numel():
-        logits = _force_eos(model.step(tokens, state), t >= limit[alive], eos_id)
-        tokens = logits.argmax(-1)
-        done = tokens == eos_id
-        if bool(done.any()):
-            rows = done.nonzero().squeeze(1)
-            for sent, toks in zip(alive[rows].tolist(), hist[rows].tolist()):
-                out[sent] = toks
-            keep = (~done).nonzero().squeeze(1)
-            alive, tokens, hist = alive[keep], tokens[keep], hist[keep]
-            state = reorder_state(state, keep)
-        hist = torch.cat((hist, tokens[:, None]), 1)
-        t += 1
-    return out
+    if src.shape[0] == 0:
+        return []
+    limit = max_lengths(src_mask, max_len_a, max_len_b)  # (B,)
+    steps = int(limit.max()) + 1  # the one host sync before the loop
+    stepper = _stepper(model, src, src_mask, steps, torch.arange(src.shape[0], device=src.device), cuda_graph)
+    state = stepper.state
+    tokens = torch.full((src.shape[0],), bos_id, dtype=torch.long, device=src.device)
+    out = tokens.new_zeros(src.shape[0], steps)  # (B, T_max) every step's arg-max
+    lengths, active = limit.clone(), torch.ones_like(tokens, dtype=torch.bool)
+    for t in range(steps):
+        tokens = _force_eos(stepper.step(tokens, state), t >= limit, eos_id).argmax(-1)
+        out[:, t] = tokens
+        ended = active & (tokens == eos_id)
+        lengths = torch.where(ended, t, lengths)
+        active &= ~ended
+        if _all_done(active, t, check_every):
+            break
+    return [row[:n] for row, n in zip(out.tolist(), lengths.tolist())]
 
 
 class _Finished:
-    """Finished hypotheses of B sentences, at most K each, as tensors.
+    """Finished hypotheses of B sentences, at most K each, as tensors (one spare slot K that
+    absorbs writes of candidates that are not stored, so no host-side selection is needed).
 
-    tokens ``(B, K, Tmax)``, lengths ``(B, K)``, scores ``(B, K)`` (``-inf`` = empty slot),
+    tokens ``(B, K+1, Tmax)``, lengths ``(B, K+1)``, scores ``(B, K+1)`` (``-inf`` = empty slot),
     count ``(B,)``.
     """
 
     def __init__(self, bsz: int, k: int, max_len: int, device: torch.device) -> None:
         self.k = k
-        self.tokens = torch.zeros(bsz, k, max_len, dtype=torch.long, device=device)
-        self.lengths = torch.zeros(bsz, k, dtype=torch.long, device=device)
-        self.scores = torch.full((bsz, k), float("-inf"), device=device)
+        self.tokens = torch.zeros(bsz, k + 1, max_len, dtype=torch.long, device=device)
+        self.lengths = torch.zeros(bsz, k + 1, dtype=torch.long, device=device)
+        self.scores = torch.full((bsz, k + 1), float("-inf"), device=device)
         self.count = torch.zeros(bsz, dtype=torch.long, device=device)
 
-    def add(self, alive: Tensor, paths: Tensor, cand: Tensor, is_eos: Tensor, t: int, alpha: float) -> None:
-        """Store EOS candidates ranked in the first K (in rank order, while slots remain).
+    def add(self, active: Tensor, paths: Tensor, cand: Tensor, is_eos: Tensor, t: int, alpha: float) -> None:
+        """Store EOS candidates among the first K (in rank order, while slots remain) of active sentences.
 
-        alive ``(b,)``, paths ``(b, 2K, T)`` prefixes, cand ``(b, 2K)`` cumulative log-probs
-        (sorted descending), is_eos ``(b, 2K)``; ``T = t`` tokens precede the EOS.
+        active ``(B,)``, paths ``(B, K, Tmax)`` prefixes (the first ``t`` tokens count), cand ``(B, K)``
+        cumulative log-probs (sorted descending), is_eos ``(B, K)``.
         """
-        new = is_eos & torch.isfinite(cand)
-        new[:, self.k :] = False
-        slot = self.count[alive][:, None] + new.cumsum(1) - 1
+        new = is_eos & torch.isfinite(cand) & active[:, None]
+        slot = self.count[:, None] + new.cumsum(1) - 1
         new &= slot < self.k
-        if not bool(new.any()):
-            return
-        r, c = new.nonzero(as_tuple=True)
-        sent, s = alive[r], slot[r, c]
-        self.tokens[sent, s, :t] = paths[r, c]
-        self.lengths[sent, s] = t
-        self.scores[sent, s] = cand[r, c] / gnmt_length_penalty(t + 1, alpha)
-        self.count[alive] += new.sum(1)
+        slot = torch.where(new, slot, self.k)  # (B, K); the spare slot K takes the rest
+        self.tokens.scatter_(1, slot[:, :, None].expand_as(paths), paths)
+        self.lengths.scatter_(1, slot, torch.full_like(slot, t))
+        self.scores.scatter_(1, slot, cand / gnmt_length_penalty(t + 1, alpha))
+        self.count += new.sum(1)
 
     def best(self, n_best: int) -> list[list[Hypothesis]]:
         """Per sentence, up to ``n_best`` hypotheses by descending score (earlier slot on ties)."""
-        scores, order = self.scores.sort(dim=1, descending=True, stable=True)
-        tokens = self.tokens.gather(1, order[:, :, None].expand_as(self.tokens)).tolist()
-        lengths = self.lengths.gather(1, order).tolist()
+        k = self.k
+        scores, order = self.scores[:, :k].sort(dim=1, descending=True, stable=True)
+        tokens = self.tokens[:, :k].gather(1, order[:, :, None].expand(-1, -1, self.tokens.shape[2])).tolist()
+        lengths = self.lengths[:, :k].gather(1, order).tolist()
         out = []
         for sent_scores, sent_tokens, sent_lengths in zip(scores.tolist(), tokens, lengths):
             n = sum(1 for s in sent_scores[:n_best] if s != float("-inf"))
@@ -172,11 +219,47 @@ class _Finished:
         return out
 
 
-def _check_beam_args(beam: int, n_best: int) -> None:
+def _check_beam_args(beam: int, n_best: int, check_every: int = 1) -> None:
     if beam < 1:
         raise ConfigError(f"beam must be >= 1, got {beam}")
     if not 1 <= n_best <= beam:
         raise ConfigError(f"n_best must be in [1, beam={beam}], got {n_best}")
+    if check_every < 1:
+        raise ConfigError(f"check_every must be >= 1, got {check_every}")
+
+
+def _top_candidates(scores: Tensor, logp: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Best ``2K`` continuations per sentence: scores ``(B, K)``, logp ``(B*K, V)`` →
+    cumulative log-probs, origin beams, tokens, each ``(B, 2K)``, best first."""
+    vocab = logp.shape[-1]
+    cand = (scores[:, :, None] + logp.view(-1, k, vocab)).view(-1, k * vocab)
+    cand, flat = cand.topk(min(2 * k, k * vocab), dim=1)
+    return cand, flat // vocab, flat % vocab
+
+
+@dataclass
+class _Beams:
+    """The live beams of all B sentences: scores ``(B, K)``, token history ``(B, K, Tmax)``, active ``(B,)``."""
+
+    scores: Tensor
+    hist: Tensor
+    active: Tensor
+
+    @classmethod
+    def start(cls, bsz: int, k: int, steps: int, device: torch.device) -> "_Beams":
+        scores = torch.zeros(bsz, k, device=device)
+        scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first one
+        hist = torch.zeros(bsz, k, steps, dtype=torch.long, device=device)
+        return cls(scores, hist, torch.ones(bsz, dtype=torch.bool, device=device))
+
+    def select(self, cand: Tensor, origin: Tensor, token: Tensor, is_eos: Tensor, t: int) -> Tensor:
+        """Keep the K best non-EOS continuations (a stable sort moves EOS ones last); returns origins ``(B, K)``."""
+        k = self.scores.shape[1]
+        sel = is_eos.to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (B, K)
+        self.scores, origin, token = cand.gather(1, sel), origin.gather(1, sel), token.gather(1, sel)
+        self.hist = self.hist.gather(1, origin[:, :, None].expand_as(self.hist))
+        self.hist[:, :, t] = token
+        return origin
 
 
 @torch.no_grad()
@@ -191,6 +274,8 @@ def beam_search(
     max_len_a: float = 1.2,
     max_len_b: float = 10,
     n_best: int = 1,
+    check_every: int = 4,
+    cuda_graph: bool = False,
 ) -> list[list[Hypothesis]]:
     """Batched beam search (B sentences × K beams as ``B*K`` model rows); see the module doc.
 
@@ -198,43 +283,38 @@ def beam_search(
         src, src_mask: ``(B, S)`` source tokens and mask (True = real token).
         length_penalty: GNMT ``alpha`` (0 = unnormalised log-probability).
         n_best: hypotheses returned per sentence (``<= beam``).
+        check_every: steps between the host-side "all sentences finished?" checks.
+        cuda_graph: decode with a fixed-shape state (``init_static_state(..., fixed_shapes=True)``)
+            whose step is captured once as a CUDA graph and replayed (on CUDA; run eagerly on CPU).
 
     Returns:
         B lists of up to ``n_best`` :class:`Hypothesis`, best first (fewer only when the
         maximum length cut the search before ``n_best`` hypotheses with finite score finished).
     """
-    _check_beam_args(beam, n_best)
+    _check_beam_args(beam, n_best, check_every)
     _check_batch(src, src_mask)
     bsz, k, device = src.shape[0], beam, src.device
-    limit = max_lengths(src_mask, max_len_a, max_len_b)
-    finished = _Finished(bsz, k, int(limit.max()) if bsz else 0, device)
-    state = model.init_state(model.encode(src, src_mask), src_mask)
-    state = reorder_state(state, torch.arange(bsz, device=device).repeat_interleave(k))
-    alive = torch.arange(bsz, device=device)  # (b,) original sentence of each row group
-    scores = torch.zeros(bsz, k, device=device)  # (b, K) cumulative log-probabilities
-    scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first one
-    hist = alive.new_empty(bsz, k, 0)  # (b, K, T)
+    if bsz == 0:
+        return []
+    limit = max_lengths(src_mask, max_len_a, max_len_b)  # (B,)
+    steps = int(limit.max()) + 1  # the one host sync before the loop
+    stepper = _stepper(model, src, src_mask, steps, torch.arange(bsz, device=device)[:, None].expand(-1, k).reshape(-1), cuda_graph)
+    state = stepper.state
+    finished = _Finished(bsz, k, steps, device)
+    beams = _Beams.start(bsz, k, steps, device)
+    group = torch.arange(bsz, device=device)[:, None] * k  # (B, 1) first row of each sentence
     tokens = torch.full((bsz * k,), bos_id, dtype=torch.long, device=device)
-    t = 0
-    while alive.numel():
-        force = t >= limit[alive]  # (b,)
-        logp = torch.log_softmax(model.step(tokens, state).float(), -1)  # (b*K, V)
-        logp = _force_eos(logp, force.repeat_interleave(k), eos_id)
-        vocab = logp.shape[-1]
-        cand = (scores[:, :, None] + logp.view(-1, k, vocab)).view(-1, k * vocab)
-        cand, flat = cand.topk(min(2 * k, k * vocab), dim=1)  # (b, 2K), best first
-        origin, token = flat // vocab, flat % vocab
-        paths = hist.gather(1, origin[:, :, None].expand(-1, -1, t))  # (b, 2K, T)
+    for t in range(steps):
+        force = t >= limit  # (B,)
+        logp = torch.log_softmax(stepper.step(tokens, state).float(), -1)  # (B*K, V)
+        cand, origin, token = _top_candidates(beams.scores, _force_eos(logp, force[:, None].expand(-1, k).reshape(-1), eos_id), k)
         is_eos = token == eos_id
-        finished.add(alive, paths, cand, is_eos, t, length_penalty)
-        # The K best non-EOS continuations stay alive (a stable sort moves EOS ones last).
-        sel = is_eos.to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (b, K)
-        scores, origin, token = cand.gather(1, sel), origin.gather(1, sel), token.gather(1, sel)
-        hist = torch.cat((paths.gather(1, sel[:, :, None].expand(-1, -1, t)), token[:, :, None]), 2)
-        keep = ((finished.count[alive] < k) & ~force).nonzero().squeeze(1)
-        rows = (keep[:, None] * k + origin[keep]).view(-1)  # state rows that continue, (b'*K,)
-        state = reorder_state(state, rows)
-        alive, scores, hist = alive[keep], scores[keep], hist[keep]
-        tokens = hist[:, :, -1].reshape(-1)
-        t += 1
+        paths = beams.hist.gather(1, origin[:, :k, None].expand(-1, -1, steps))  # (B, K, Tmax)
+        finished.add(beams.active, paths, cand[:, :k], is_eos[:, :k], t, length_penalty)
+        origin = beams.select(cand, origin, token, is_eos, t)
+        beams.active &= (finished.count < k) & ~force
+        state = reorder_state(stepper.state, (group + origin).view(-1), within_groups=True)
+        tokens = beams.hist[:, :, t].reshape(-1)
+        if _all_done(beams.active, t, check_every):
+            break
     return finished.best(n_best)

@@ -88,7 +88,8 @@ def _decode_batch(
 ) -> list[str]:
     """Translate one batch of source id lists; returns the best hypotheses as text."""
     src, mask = _pad(seqs, tokenizer.pad_id, device)
-    common = dict(bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, max_len_a=opts["max_len_a"], max_len_b=opts["max_len_b"])
+    common = dict(bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, max_len_a=opts["max_len_a"], max_len_b=opts["max_len_b"],
+                  cuda_graph=opts["cuda_graph"])
     if opts["beam"] == 1:  # identical to beam search with K = 1, without the bookkeeping
         outputs = greedy_search(model, src, mask, **common)
     else:
@@ -141,6 +142,7 @@ def translate_lines(
     max_len_a: float = 1.2,
     max_len_b: float = 10,
     prepend_src_bos: bool = False,
+    cuda_graph: bool = False,
 ) -> Iterator[str]:
     """Translate ``lines`` lazily; yields one output line per input line, in input order.
 
@@ -153,10 +155,12 @@ def translate_lines(
         max_source_len: longest allowed source in tokens (counting the BOS if prepended).
         too_long: ``"error"`` → :class:`DataError` naming the 1-based line number;
             ``"truncate"`` → keep the first tokens and emit a :class:`UserWarning`.
+        cuda_graph: on CUDA, capture each batch's decoding step as a CUDA graph and replay it
+            (``posenc.decoding.graphs``; same outputs, fewer kernel launches).
     """
     _check_options(beam, batch_tokens, chunk_lines, max_source_len, too_long)
     device = torch.device(device) if device is not None else _model_device(model)
-    opts = dict(beam=beam, length_penalty=length_penalty, max_len_a=max_len_a, max_len_b=max_len_b)
+    opts = dict(beam=beam, length_penalty=length_penalty, max_len_a=max_len_a, max_len_b=max_len_b, cuda_graph=cuda_graph)
     numbered = enumerate(lines, start=1)
     was_training = model.training
     model.eval()

@@ -43,6 +43,55 @@ def attention_bias(key_mask: Tensor, lq: int, causal: bool, offset: int = 0) -> 
     return allowed
 
 
+class KVCache:
+    """Static self-attention cache for incremental decoding (no ``torch.cat`` per step).
+
+    Keys/values ``(N, H, T_max, Dh)`` are allocated at the first :meth:`append` (with the dtype and
+    device of the first keys, so bf16 autocast gives a bf16 cache) and written in place; ``length``
+    positions are filled. Beam reordering selects rows of the filled prefix in place.
+    """
+
+    def __init__(self, max_len: int, at: Tensor | None = None) -> None:
+        """``at``: a device step counter ``(1,)`` long for fixed shapes (CUDA graphs): :meth:`append`
+        then writes at index ``at`` and returns the whole buffers (the caller masks slots > ``at``)."""
+        if max_len < 1:
+            raise ValueError(f"KVCache needs max_len >= 1, got {max_len}")
+        self.max_len, self.length, self.at = max_len, 0, at
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Write new keys/values ``(N, H, Lnew, Dh)`` at ``length``; return views of all ``(N, H, length, Dh)``."""
+        if self.k is None or self.v is None:
+            n, h, _, dh = k.shape
+            self.k = k.new_zeros(n, h, self.max_len, dh)
+            self.v = v.new_zeros(n, h, self.max_len, v.shape[-1])
+        if self.at is not None:  # fixed shapes: no host-side length
+            self.k.index_copy_(2, self.at, k)
+            self.v.index_copy_(2, self.at, v)
+            return self.k, self.v
+        end = self.length + k.shape[2]
+        if end > self.max_len:
+            raise ValueError(f"KVCache is full: {end} positions > max_len {self.max_len}")
+        self.k[:, :, self.length : end] = k
+        self.v[:, :, self.length : end] = v
+        self.length = end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+    def reorder(self, index: Tensor) -> "KVCache":
+        """Rows ``index`` ``(N',)``: in place when ``N' = N`` (beam reordering), else a new cache."""
+        if self.k is None or self.v is None:
+            return self
+        n = self.max_len if self.at is not None else self.length
+        if index.shape[0] == self.k.shape[0]:
+            self.k[:, :, :n] = self.k[:, :, :n].index_select(0, index)
+            self.v[:, :, :n] = self.v[:, :, :n].index_select(0, index)
+            return self
+        out = KVCache(self.max_len, self.at)
+        out.k, out.v, out.length = self.k.index_select(0, index), self.v.index_select(0, index), n
+        return out
+
+
 class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, explicit_path: str = "fast") -> None:
         """``explicit_path``: "fast" or "reference" for the value-term path (same function)."""
@@ -77,11 +126,11 @@ class MultiHeadAttention(nn.Module):
         allowed: Tensor,
         hook: AttentionHook | None = None,
         ctx: Any = None,
-        cache: dict[str, Tensor] | None = None,
+        cache: dict[str, Tensor] | KVCache | None = None,
     ) -> Tensor:
         """query ``(B, Lq, D)``; ``key_value (B, Lk, D)`` (None: reuse ``cache`` as is);
         ``allowed (B, 1, Lq, Lk)`` bool. With ``cache`` and new ``key_value``, the new keys and
-        values are appended to it (decoder self-attention). Returns ``(B, Lq, D)``."""
+        values are appended to it (decoder self-attention; a :class:`KVCache` is written in place). Returns ``(B, Lq, D)``."""
         hook = NULL_HOOK if hook is None else hook
         q = self._split(self.q_proj(query))
         if hook.has_transform:
@@ -90,7 +139,9 @@ class MultiHeadAttention(nn.Module):
             k, v = self.project_kv(key_value)
             if hook.has_transform:  # rotate new keys before caching (RoPE)
                 k = hook.transform_k(k, ctx)
-            if cache is not None:
+            if isinstance(cache, KVCache):
+                k, v = cache.append(k, v)
+            elif cache is not None:
                 if "k" in cache:
                     k, v = torch.cat((cache["k"], k), 2), torch.cat((cache["v"], v), 2)
                 cache["k"], cache["v"] = k, v

@@ -12,7 +12,8 @@ from torch import Tensor, nn
 
 from posenc.errors import ConfigError
 from posenc.models.config import ModelConfig
-from posenc.models.transformer import Decoder, Embedding, Encoder
+from posenc.models.attention import KVCache
+from posenc.models.transformer import BeamInvariant, Decoder, Embedding, Encoder, Fixed
 from posenc.positions import build_augmentation, default_positions
 
 
@@ -65,13 +66,33 @@ class Seq2SeqTransformer(nn.Module):
         layers = []
         for layer in self.decoder.layers:
             k, v = layer.cross_attn.project_kv(memory)
-            layers.append({"self": {}, "cross": {"k": k, "v": v}})
+            layers.append({"self": {}, "cross": BeamInvariant(k=k, v=v)})
         b = memory.shape[0]
         empty = memory.new_zeros(b, 0)
         return {"step": 0, "input": {}, "layers": layers, "memory_mask": memory_mask, "positions": empty}
 
+    def init_static_state(self, memory: Tensor, memory_mask: Tensor, max_len: int, fixed_shapes: bool = False) -> dict[str, Any]:
+        """:meth:`init_state` with preallocated self-attention caches for ``max_len`` steps
+        (:class:`~posenc.models.attention.KVCache`, written in place instead of concatenated).
+
+        ``fixed_shapes``: every step has the same shapes and reads the step index from a device
+        counter (``state["t"]``), attending over all ``max_len`` cache slots with a mask, so one step
+        can be captured as a CUDA graph and replayed (:mod:`posenc.decoding.graphs`).
+        """
+        state = self.init_state(memory, memory_mask)
+        at = torch.zeros(1, dtype=torch.long, device=memory.device) if fixed_shapes else None
+        for layer in state["layers"]:
+            layer["self"] = KVCache(max_len, at)
+        if at is not None:
+            pos = torch.arange(max_len, device=memory.device, dtype=torch.float32)[None]  # (1, T_max)
+            state["t"] = Fixed(at)
+            state["all_positions"] = Fixed(self.augment.eval_target(pos) if self.augment is not None else pos)
+        return state
+
     def step(self, tokens: Tensor, state: dict[str, Any]) -> Tensor:
         """Next-token logits ``(B, V)`` given the last tokens ``(B,)``; updates ``state``."""
+        if "t" in state:  # a fixed-shape state (init_static_state(..., fixed_shapes=True))
+            return self.logits(self.decoder.step_fixed(self.tgt_embed(tokens[:, None]), state)[:, 0])
         pos = torch.full((tokens.shape[0], 1), float(state["step"]), device=tokens.device)
         if self.augment is not None:
             pos = self.augment.eval_target(pos)

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from posenc.models.attention import attention_bias
+from posenc.models.attention import KVCache, attention_bias
 from posenc.models.config import ModelConfig
 from posenc.models.layers import DecoderLayer, EncoderLayer
 from posenc.positions import build_attention, build_input
@@ -104,13 +104,67 @@ class Decoder(Stack):
         state["step"] = t + 1
         return self.final_norm(h)
 
+    def step_fixed(self, x: Tensor, state: dict[str, Any]) -> Tensor:
+        """:meth:`step` with every shape independent of the step (capturable as one CUDA graph):
+        ``x (N, 1, D)`` → ``(N, 1, D)``; the step index is the device counter ``state["t"]``, keys and
+        values live in fixed :class:`~posenc.models.attention.KVCache` buffers ``(N, H, T_max, Dh)``."""
+        q_pos, k_pos, self_allowed = _fixed_step_inputs(state, x.shape[0])
+        real = torch.ones(x.shape[0], 1, dtype=torch.bool, device=x.device)
+        h = self.drop(self.input_pos(x, q_pos, real, state["input"]))
+        cross_allowed = state["memory_mask"][:, None, None, :]
+        hooks, ctx = self.hooks(q_pos, k_pos)
+        for layer, hook, cache in zip(self.layers, hooks, state["layers"]):
+            h = layer(h, None, self_allowed, cross_allowed, hook, ctx, cache)
+        state["t"].value.add_(1)
+        state["step"] += 1
+        return self.final_norm(h)
 
-def reorder_state(state: Any, index: Tensor) -> Any:
-    """Select rows ``index`` (dim 0) of every tensor in a nested decoding state."""
+
+class Fixed:
+    """A decoding-state entry without a batch dimension (a device step counter, the positions of
+    every step): :func:`reorder_state` leaves it alone; ``value`` is updated in place only."""
+
+    def __init__(self, value: Tensor) -> None:
+        self.value = value
+
+
+class BeamInvariant(dict):
+    """A state entry equal on every row of a sentence's beam group (the cross-attention keys and
+    values): :func:`reorder_state` with ``within_groups=True`` leaves it as it is."""
+
+
+def _fixed_step_inputs(state: dict[str, Any], rows: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Query positions ``(N, 1)``, key positions ``(N, T_max)`` and the causal mask ``(N, 1, 1, T_max)``
+    of the step ``t = state["t"]`` in a fixed-shape state, all computed on the device.
+
+    Key slots after ``t`` are masked; the last slot's position is replaced by the query's (it is
+    masked unless it is the query itself), so hooks that transform the newest key by the last key
+    position (RoPE) see the right one.
+    """
+    t, positions = state["t"].value, state["all_positions"].value  # (1,), (1, T_max)
+    slots = torch.arange(positions.shape[1], device=t.device)
+    q_pos = positions.index_select(1, t)  # (1, 1)
+    k_pos = torch.where(slots == positions.shape[1] - 1, q_pos, positions)
+    allowed = (slots <= t)[None, None, None, :]
+    return q_pos.expand(rows, 1), k_pos.expand(rows, -1), allowed.expand(rows, 1, 1, -1)
+
+
+def reorder_state(state: Any, index: Tensor, within_groups: bool = False) -> Any:
+    """Select rows ``index`` (dim 0) of every tensor in a nested decoding state.
+
+    A :class:`~posenc.models.attention.KVCache` is reordered in place when ``index`` keeps the
+    number of rows (so the old state must not be used afterwards). ``within_groups=True`` promises
+    that ``index`` maps every row to a row of its own beam group (beam reordering with a fixed
+    number of sentences); :class:`BeamInvariant` entries are then not copied.
+    """
     if isinstance(state, Tensor):
         return state.index_select(0, index)
+    if isinstance(state, KVCache):
+        return state.reorder(index)
+    if isinstance(state, BeamInvariant):
+        return state if within_groups else BeamInvariant(reorder_state(dict(state), index))
     if isinstance(state, dict):
-        return {k: reorder_state(v, index) for k, v in state.items()}
+        return {k: reorder_state(v, index, within_groups) for k, v in state.items()}
     if isinstance(state, list):
-        return [reorder_state(v, index) for v in state]
+        return [reorder_state(v, index, within_groups) for v in state]
     return state

@@ -190,7 +190,8 @@ class ShawRelativePosition(AttentionPosition):
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> RelativeContext:
         """Positions ``(B, Lq)``, ``(B, Lk)`` → context; Toeplitz fast path for consecutive rows."""
-        shift = toeplitz_shift(q_positions, k_positions) if self.fast_context else None
+        # One query (a decoding step): the general index is as cheap and needs no host sync.
+        shift = toeplitz_shift(q_positions, k_positions) if self.fast_context and q_positions.shape[1] > 1 else None
         if shift is None:
             return RelativeContext(relative_index(q_positions, k_positions, self.k))
         b, lq, lk = q_positions.shape[0], q_positions.shape[1], k_positions.shape[1]

@@ -29,6 +29,16 @@ from posenc.positions.base import AttentionHook, NullHook
 NULL_HOOK = NullHook()
 
 
+def avoid_cudnn_attention() -> None:
+    """Keep SDPA off the cuDNN kernels. PyTorch 2.11's cuDNN SDPA backward returns NaN in dQ when
+    an explicit mask is given and a row's log-sum-exp is below about -88.7 (pytorch/pytorch#196678);
+    posenc always passes a mask (padding, causality), and bf16 LM training on an H100 hit NaN
+    gradients at the same updates for every position method. Flash, memory-efficient and math
+    kernels remain. Called when an attention module is built; nothing happens without CUDA."""
+    if torch.cuda.is_available() and torch.backends.cuda.cudnn_sdp_enabled():
+        torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def attention_bias(key_mask: Tensor, lq: int, causal: bool, offset: int = 0) -> Tensor:
     """Boolean ``(B, 1, Lq, Lk)`` "may attend" mask from key padding and causality.
 
@@ -96,6 +106,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, explicit_path: str = "fast") -> None:
         """``explicit_path``: "fast" or "reference" for the value-term path (same function)."""
         super().__init__()
+        avoid_cudnn_attention()
         if d_model % num_heads:
             raise ValueError(f"d_model {d_model} is not divisible by heads {num_heads}")
         if explicit_path not in ("fast", "reference"):

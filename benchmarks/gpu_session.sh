@@ -11,7 +11,7 @@ bench() { python3 -m posenc.bench --device cuda "$@"; }
 case $part in
 tests)  # every CUDA-only test, then a bf16 LM run that hit NaN gradients before avoid_cudnn_attention
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c "import torch; print(torch.__version__)"
-  step cuda_tests 300 python3 -m pytest -q -o addopts="" -rs -p no:cacheprovider -x \
+  step cuda_tests 240 python3 -m pytest -q -o addopts="" -rs -p no:cacheprovider -x \
     tests/positions/test_shaw_flex.py tests/positions/test_shaw.py tests/positions/test_gru.py \
     tests/positions/test_sampling_on_device.py tests/decoding/test_static_search.py tests/training/test_runtime.py \
     tests/training/test_trainer.py tests/bench/test_train_loop.py tests/bench/test_decode_bench.py tests/bench/test_shaw_paths.py
@@ -23,17 +23,17 @@ exp.update(name="lm_nan", tasks=["reverse"], methods={k: exp["methods"][k] for k
 exp["base"]["train"].update(max_steps=800, validate_every=400)
 open(sys.argv[1], "w").write(yaml.safe_dump(exp))
 PY
-  step lm_nan 180 python3 -m posenc.cli.main experiment "$out/lm_nan.yaml" "out_dir=$out/lg" --jobs 2 ;;
+  step lm_nan 120 python3 -m posenc.cli.main experiment "$out/lm_nan.yaml" "out_dir=$out/lg" --jobs 2 ;;
 loop)   # transformer-small steps/s at 8,192-token batches: eager fp32 vs compiled bf16
-  step train_loop 420 bench --methods ape --lengths 32 --reps 2 --no-memory --no-decode --loop-steps 300 \
+  step train_loop 240 bench --methods ape --lengths 32 --reps 2 --no-memory --no-decode --loop-steps 200 \
     --loop-tokens 8192 --out "$out/train_loop.json" ;;
 bench)  # transformer-base: every method at 32/128 (MFU), Shaw vs APE up to 2,048 with peak memory
-  step base_short 300 bench --preset transformer-base --lengths 32,128 --batch-tokens 16384 --reps 5 --warmup 2 \
+  step base_short 240 bench --preset transformer-base --lengths 32,128 --batch-tokens 16384 --reps 5 --warmup 2 \
     --no-memory --decode-batch 64 --decode-len 32 --decode-reps 3 --out "$out/base_short.json" --plot "$out/base_short.png"
-  step shaw_long 240 bench --preset transformer-base --methods shaw --lengths 512,1024,2048 --batch-tokens 16384 \
+  step shaw_long 180 bench --preset transformer-base --methods shaw --lengths 512,1024,2048 --batch-tokens 16384 \
     --reps 3 --warmup 2 --no-decode --out "$out/shaw_long.json" ;;
 peers)  # MarianMT (Hugging Face) on the same GPU, batches and precision; GRU variants
-  step hf_compare 240 python3 -m posenc.bench.hf_compare --device cuda --preset transformer-base --lengths 32,128 \
+  step hf_compare 150 python3 -m posenc.bench.hf_compare --device cuda --preset transformer-base --lengths 32,128 \
     --batch-tokens 16384 --reps 5 --decode-batch 64 --decode-len 32 --out "$out/hf_compare.json"
   step gru_variants 180 python3 -m posenc.bench.gru_variants --device cuda --preset transformer-base --lengths 32,128 \
     --batch-tokens 16384 --reps 10 ;;

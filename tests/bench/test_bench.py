@@ -91,9 +91,10 @@ def test_memory_probe_sees_the_step_even_under_a_large_parent() -> None:
 
 def test_precision_and_compile_options(capsys: pytest.CaptureFixture[str]) -> None:
     cpu = BenchConfig()
-    assert (cpu.precision, cpu.compile, cpu.train_precision(), cpu.compiled()) == ("auto", "auto", "fp32", False)
+    assert (cpu.precision, cpu.compile, cpu.train_precision(), cpu.compiled()) == ("auto", "off", "fp32", False)
     assert BenchConfig(compile="on").compiled() and not BenchConfig(device="cuda", compile="off").compiled()
-    assert BenchConfig(device="cuda").compiled() and BenchConfig(device="cuda", precision="fp32").train_precision() == "fp32"
+    assert BenchConfig(device="cuda", compile="auto").compiled() and not BenchConfig(device="cuda").compiled()
+    assert BenchConfig(device="cuda", precision="fp32").train_precision() == "fp32"
     with pytest.raises(ConfigError, match="bf16 needs a CUDA device"):
         BenchConfig(precision="bf16")
     with pytest.raises(ConfigError, match="compile one of auto|on|off"):
@@ -102,7 +103,7 @@ def test_precision_and_compile_options(capsys: pytest.CaptureFixture[str]) -> No
     assert "bf16 needs a CUDA device" in capsys.readouterr().err
     from posenc.bench.__main__ import parse_args
 
-    assert parse_args(["--compile"]).compile == "on" and parse_args([]).compile == "auto"
+    assert parse_args(["--compile"]).compile == "on" and parse_args([]).compile == "off"
     assert parse_args(["--compile", "off"]).compile == "off" and parse_args([]).precision == "auto"
 
 

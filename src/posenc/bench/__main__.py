@@ -53,8 +53,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "regions on CUDA, explicit softmax on CPU), explicit, flex, or dense (reference)")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
                    help="training autocast (default auto: bf16 on CUDA with bf16 support, fp32 on CPU)")
-    p.add_argument("--compile", nargs="?", const="on", default="auto", choices=["auto", "on", "off"],
-                   help="torch.compile the training step (default auto: on for CUDA, off on CPU; bare --compile = on)")
+    p.add_argument("--compile", nargs="?", const="on", default="off", choices=["auto", "on", "off"],
+                   help="torch.compile the training step (default off; auto: on for CUDA only; bare --compile = on)")
     p.add_argument("--loop-steps", type=int, help="also time this many steps of the real Trainer (transformer-small "
                    "by default, eager fp32 vs the chosen precision/compile); 0 = off (default)")
     p.add_argument("--loop-tokens", type=int, help="train.max_tokens of that loop (default 8192)")

@@ -56,7 +56,7 @@ class BenchConfig:
     threads: int = 0  # torch.set_num_threads in every process of the run (0: leave torch's default)
     shaw_backend: str = "auto"  # ShawHook.backend: auto (FlexAttention on CUDA), explicit, flex, dense
     precision: str = "auto"  # training autocast (PRECISIONS)
-    compile: str = "auto"  # torch.compile of the training step's forward+loss (COMPILE_MODES)
+    compile: str = "off"  # torch.compile of the training step's forward+loss (COMPILE_MODES)
     loop_steps: int = 0  # timed Trainer steps of the training-loop benchmark (bench/train_loop.py); 0 = off
     loop_tokens: int = 8192  # its train.max_tokens (padded tokens per batch)
     loop_preset: str = "transformer-small"

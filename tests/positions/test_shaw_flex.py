@@ -17,7 +17,7 @@ from posenc.models.attention import MultiHeadAttention, attention_bias
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions import shaw_flex
 from posenc.positions.base import default_positions
-from posenc.positions.shaw import RelativeContext, ShawParams, ShawRelativePosition, relative_index, set_backend
+from posenc.positions.shaw import RelativeContext, ShawHook, ShawParams, ShawRelativePosition, relative_index, set_backend
 from tests.conftest import tiny_config
 
 D, H = 32, 2  # Dh = 16: the smallest head width FlexAttention's CUDA kernels take
@@ -152,6 +152,7 @@ def test_backend_selection() -> None:
     q = torch.randn(1, H, 6, D // H)
     pos = torch.arange(6.0)[None]
     assert hook.backend == "auto" and hook.region(q, rel.context(pos, pos), 0.0) is None  # CPU
+    assert [hook.auto_backend(cuda, n) for cuda, n in ((True, 511), (True, 512), (False, 4096))] == ["explicit", "flex", "explicit"]
     hook.backend = "dense"
     assert hook.region(q, rel.context(pos, pos), 0.0) is shaw_flex.dense_region
     assert hook.region(q, rel.context(pos, pos), 0.1) is None  # attention dropout
@@ -191,6 +192,7 @@ def test_model_dense_backend_equals_explicit_and_decoding(variant: str) -> None:
 def test_cuda_flex_equals_reference_fp32(variant: str, causal: bool, lengths: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
     """Compiled FlexAttention regions and merge (forward and backward) against the reference, fp32."""
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    monkeypatch.setattr(ShawHook, "flex_min_len", 2)  # "auto" = flex at these short lengths too
     setup = _setup(VARIANTS[variant], lengths, causal, "cuda")
     rel, pos = setup[1], setup[3]
     assert rel.hook(0).region(torch.empty(1, H, pos.shape[1], 1, device="cuda"), rel.context(pos, pos), 0.0) is shaw_flex.flex_region
@@ -208,7 +210,7 @@ def test_cuda_flex_bf16_autocast_close_to_fp32_reference(variant: str, causal: b
     setup = _setup(VARIANTS[variant], [257, 200], causal, "cuda")
     ref = _run(*setup, "explicit")
     with torch.autocast("cuda", dtype=torch.bfloat16):
-        flex, explicit = _run(*setup, "auto"), _run(*setup, "explicit")
+        flex, explicit = _run(*setup, "flex"), _run(*setup, "explicit")
 
     def errors(got) -> list[float]:  # type: ignore[no-untyped-def]
         pairs = zip([got[0], *got[1]], [ref[0], *ref[1]])
@@ -223,6 +225,7 @@ def test_cuda_auto_backend_in_a_model_equals_explicit(monkeypatch: pytest.Monkey
     """Seq2seq on CUDA (fp32): gradients of the auto path (FlexAttention regions, taken by every
     self-attention layer of both stacks) equal the explicit path's."""
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    monkeypatch.setattr(ShawHook, "flex_min_len", 2)  # "auto" = flex at these short lengths too
     calls: list[str] = []
 
     def counted(*args):  # type: ignore[no-untyped-def]

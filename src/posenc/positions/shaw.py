@@ -136,16 +136,24 @@ class ShawHook(AttentionHook):
             if p is not None:
                 nn.init.xavier_uniform_(p)
 
-    #: Full-pass self-attention backend: "auto" (FlexAttention on CUDA, the layer's explicit paths
-    #: elsewhere), "explicit" (always the layer's paths), or a region backend of
-    #: ``shaw_flex.REGIONS`` on any device ("flex"; "dense", the differentiable reference).
+    #: Full-pass self-attention backend: "auto" (FlexAttention on CUDA from ``flex_min_len`` query
+    #: positions on, the layer's explicit paths elsewhere), "explicit" (always the layer's paths), or
+    #: a region backend of ``shaw_flex.REGIONS`` on any device ("flex"; "dense", the reference).
     backend: str = "auto"
+    #: Shortest sequence "auto" sends to FlexAttention on CUDA. Measured on an H100 (transformer-base,
+    #: bf16, docs/performance.md): flex 0.41x APE at 128 tokens where the explicit path gave 0.60x,
+    #: and 0.65x at 2,048 where the explicit path gave 0.041x; 512 lies between (not measured).
+    flex_min_len: int = 512
+
+    def auto_backend(self, is_cuda: bool, length: int) -> str:
+        """What "auto" means for a pass of ``length`` query positions on this device."""
+        return "flex" if is_cuda and length >= self.flex_min_len else "explicit"
 
     def region(self, q: Tensor, ctx: Any, dropout_p: float) -> shaw_flex.Region | None:
         """The region backend for this call, or None for the layer's paths: only full self-attention
         passes (Lq = Lk ≥ 2, Toeplitz positions with shift 0: training, teacher forcing) without
         attention dropout; single-query decoding steps keep the cached explicit path."""
-        name = ("flex" if q.is_cuda else "explicit") if self.backend == "auto" else self.backend
+        name = self.auto_backend(q.is_cuda, q.shape[-2]) if self.backend == "auto" else self.backend
         if name not in shaw_flex.REGIONS or dropout_p > 0 or not isinstance(ctx, RelativeContext):
             return None
         lq, lk = ctx.index.shape[-2:]

@@ -135,3 +135,15 @@ def test_untied_output_layer_is_used() -> None:
     torch.testing.assert_close(model.logits(h), h @ model.output.weight.t(), atol=0, rtol=0)
     tied = build("ape")
     torch.testing.assert_close(tied.logits(h), h @ tied.tgt_embed.weight.t(), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["rpe", "t5", "ape"])
+def test_layers_get_their_hook_at_construction_and_do_not_own_it(name: str) -> None:
+    """Each layer holds the stack's hook for its index (Shaw: one per layer; T5: one shared; the
+    null hook without an attention method); the parameters stay under ``attn_pos`` only."""
+    model = Seq2SeqTransformer(tiny_config(name, vocab=V), pad_id=PAD)
+    for stack in (model.encoder, model.decoder):
+        assert all(layer.hook is stack.attn_pos.hook(i) for i, layer in enumerate(stack.layers))
+        assert not any(".hook." in key for key in stack.state_dict())
+    names = [n for n, _ in model.named_parameters()]
+    assert len(names) == len(set(names)) == len(list(model.parameters()))

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from torch import Tensor, nn
 
 from posenc.models.attention import MultiHeadAttention
-from posenc.positions.base import AttentionHook
+from posenc.positions.base import AttentionHook, NullHook
 
 
 class FeedForward(nn.Module):
@@ -40,22 +40,34 @@ class Residual(nn.Module):
         return self.norm(x + self.drop(fn(x)))
 
 
+def attach_hook(layer: nn.Module, hook: AttentionHook) -> None:
+    """Give ``layer`` its self-attention hook at construction (as torchtune injects its position
+    embeddings). The stack's attention method owns the hook's parameters (one table per stack for
+    T5, one per layer for Shaw), so the layer keeps a plain reference, not a submodule: parameter
+    names and checkpoints stay as they were."""
+    object.__setattr__(layer, "hook", hook)
+
+
 class EncoderLayer(nn.Module):
-    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool, activation: str = "relu") -> None:
+    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool,
+                 activation: str = "relu", hook: AttentionHook | None = None) -> None:
         super().__init__()
+        attach_hook(self, hook if hook is not None else NullHook())
         self.self_attn = MultiHeadAttention(d_model, heads, attn_dropout)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.res1, self.res2 = Residual(d_model, dropout, pre_norm), Residual(d_model, dropout, pre_norm)
 
-    def forward(self, x: Tensor, allowed: Tensor, hook: AttentionHook | None, ctx: Any) -> Tensor:
-        """x ``(B, L, D)``, allowed ``(B, 1, L, L)`` → ``(B, L, D)``."""
-        x = self.res1(x, lambda h: self.self_attn(h, h, allowed, hook, ctx))
+    def forward(self, x: Tensor, allowed: Tensor, ctx: Any) -> Tensor:
+        """x ``(B, L, D)``, allowed ``(B, 1, L, L)``, the stack's position context → ``(B, L, D)``."""
+        x = self.res1(x, lambda h: self.self_attn(h, h, allowed, self.hook, ctx))
         return self.res2(x, self.ff)
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool, activation: str = "relu") -> None:
+    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool,
+                 activation: str = "relu", hook: AttentionHook | None = None) -> None:
         super().__init__()
+        attach_hook(self, hook if hook is not None else NullHook())
         self.self_attn = MultiHeadAttention(d_model, heads, attn_dropout)
         self.cross_attn = MultiHeadAttention(d_model, heads, attn_dropout)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
@@ -67,13 +79,12 @@ class DecoderLayer(nn.Module):
         memory: Tensor | None,
         self_allowed: Tensor,
         cross_allowed: Tensor,
-        hook: AttentionHook | None,
         ctx: Any,
         cache: dict[str, dict[str, Tensor]] | None = None,
     ) -> Tensor:
         """x ``(B, L, D)``; memory ``(B, S, D)`` (None when ``cache['cross']`` holds its keys)."""
         self_cache = cache["self"] if cache is not None else None
         cross_cache = cache["cross"] if cache is not None else None
-        x = self.res[0](x, lambda h: self.self_attn(h, h, self_allowed, hook, ctx, self_cache))
+        x = self.res[0](x, lambda h: self.self_attn(h, h, self_allowed, self.hook, ctx, self_cache))
         x = self.res[1](x, lambda h: self.cross_attn(h, memory, cross_allowed, cache=cross_cache))
         return self.res[2](x, self.ff)

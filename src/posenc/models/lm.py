@@ -24,10 +24,10 @@ from torch import Tensor, nn
 from posenc.config import require
 from posenc.errors import ConfigError
 from posenc.models.attention import MultiHeadAttention, attention_bias
-from posenc.models.layers import FeedForward, Residual
+from posenc.models.layers import FeedForward, Residual, attach_hook
 from posenc.models.transformer import Embedding, Stack
 from posenc.positions import PositionConfig, build_augmentation, default_positions
-from posenc.positions.base import AttentionHook
+from posenc.positions.base import AttentionHook, NullHook
 
 
 @dataclass
@@ -59,15 +59,17 @@ class LMConfig:
 class CausalLayer(nn.Module):
     """Self-attention (with an optional KV cache) + feed-forward; the LM's layer."""
 
-    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool, activation: str = "relu") -> None:
+    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool,
+                 activation: str = "relu", hook: AttentionHook | None = None) -> None:
         super().__init__()
+        attach_hook(self, hook if hook is not None else NullHook())
         self.self_attn = MultiHeadAttention(d_model, heads, attn_dropout)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.res1, self.res2 = Residual(d_model, dropout, pre_norm), Residual(d_model, dropout, pre_norm)
 
-    def forward(self, x: Tensor, allowed: Tensor, hook: AttentionHook | None, ctx: Any, cache: dict[str, Tensor] | None = None) -> Tensor:
+    def forward(self, x: Tensor, allowed: Tensor, ctx: Any, cache: dict[str, Tensor] | None = None) -> Tensor:
         """x ``(B, Lq, D)``, allowed ``(B, 1, Lq, Lk)`` → ``(B, Lq, D)``; ``cache`` gets the new keys/values."""
-        x = self.res1(x, lambda h: self.self_attn(h, h, allowed, hook, ctx, cache))
+        x = self.res1(x, lambda h: self.self_attn(h, h, allowed, self.hook, ctx, cache))
         return self.res2(x, self.ff)
 
 
@@ -94,10 +96,10 @@ class DecoderLM(nn.Module):
 
     def _layers(self, h: Tensor, q_pos: Tensor, k_pos: Tensor, allowed: Tensor, caches: list[dict[str, Tensor]] | None) -> Tensor:
         """The attention stack: hooks/context from positions, then every layer. ``h (B, Lq, D)``."""
-        hooks, ctx = self.stack.hooks(q_pos, k_pos)
+        ctx = self.stack.context(q_pos, k_pos)
         caches = caches if caches is not None else [None] * len(self.stack.layers)  # type: ignore[list-item]
-        for layer, hook, cache in zip(self.stack.layers, hooks, caches):
-            h = layer(h, allowed, hook, ctx, cache)
+        for layer, cache in zip(self.stack.layers, caches):
+            h = layer(h, allowed, ctx, cache)
         return self.stack.final_norm(h)
 
     def logits(self, h: Tensor) -> Tensor:

@@ -21,7 +21,7 @@ from posenc.models.attention import KVCache, attention_bias
 from posenc.models.config import ModelConfig
 from posenc.models.layers import DecoderLayer, EncoderLayer
 from posenc.positions import build_attention, build_input
-from posenc.positions.base import AttentionHook, NullAttention
+from posenc.positions.base import NullAttention
 
 
 class Embedding(nn.Module):
@@ -49,16 +49,17 @@ class Stack(nn.Module):
         self.input_pos = build_input(pos, d)
         self.attn_pos = build_attention(pos, d, num_layers, cfg.heads, causal) or NullAttention()
         self.layers = nn.ModuleList(
-            layer_cls(d, cfg.heads, cfg.d_ff, cfg.dropout, cfg.attention_dropout, cfg.norm == "pre", cfg.activation)
-            for _ in range(num_layers)
+            layer_cls(d, cfg.heads, cfg.d_ff, cfg.dropout, cfg.attention_dropout, cfg.norm == "pre", cfg.activation,
+                      hook=self.attn_pos.hook(i))  # each layer gets its hook once, at construction
+            for i in range(num_layers)
         )
         self.final_norm = nn.LayerNorm(d) if cfg.norm == "pre" else nn.Identity()
         self.drop = nn.Dropout(cfg.dropout)
 
-    def hooks(self, q_pos: Tensor, k_pos: Tensor) -> tuple[list[AttentionHook], Any]:
-        """Per-layer hooks and the stack's context (computed once; ``None`` for the null method)."""
-        ctx = self.attn_pos.context(q_pos, k_pos)
-        return [self.attn_pos.hook(i) for i in range(len(self.layers))], ctx
+    def context(self, q_pos: Tensor, k_pos: Tensor) -> Any:
+        """The attention method's per-call context from query/key positions ``(B, Lq)``, ``(B, Lk)``,
+        computed once per stack and passed to every layer (``None`` for the null method)."""
+        return self.attn_pos.context(q_pos, k_pos)
 
 
 class Encoder(Stack):
@@ -69,9 +70,9 @@ class Encoder(Stack):
         """Embedded source ``(B, S, D)``, positions ``(B, S)``, mask ``(B, S)`` → ``(B, S, D)``."""
         h = self.drop(self.input_pos(x, positions, mask))
         allowed = attention_bias(mask, mask.shape[1], causal=False)
-        hooks, ctx = self.hooks(positions, positions)
-        for layer, hook in zip(self.layers, hooks):
-            h = layer(h, allowed, hook, ctx)
+        ctx = self.context(positions, positions)
+        for layer in self.layers:
+            h = layer(h, allowed, ctx)
         return self.final_norm(h)
 
 
@@ -84,9 +85,9 @@ class Decoder(Stack):
         h = self.drop(self.input_pos(x, positions, mask))
         self_allowed = attention_bias(mask, mask.shape[1], causal=True)
         cross_allowed = attention_bias(memory_mask, mask.shape[1], causal=False)
-        hooks, ctx = self.hooks(positions, positions)
-        for layer, hook in zip(self.layers, hooks):
-            h = layer(h, memory, self_allowed, cross_allowed, hook, ctx)
+        ctx = self.context(positions, positions)
+        for layer in self.layers:
+            h = layer(h, memory, self_allowed, cross_allowed, ctx)
         return self.final_norm(h)
 
     def step(self, x: Tensor, position: Tensor, state: dict[str, Any]) -> Tensor:
@@ -98,9 +99,9 @@ class Decoder(Stack):
         self_mask = torch.ones(x.shape[0], t + 1, dtype=torch.bool, device=x.device)
         self_allowed = attention_bias(self_mask, 1, causal=True, offset=t)
         cross_allowed = state["memory_mask"][:, None, None, :]
-        hooks, ctx = self.hooks(position, state["positions"])
-        for layer, hook, cache in zip(self.layers, hooks, state["layers"]):
-            h = layer(h, None, self_allowed, cross_allowed, hook, ctx, cache)
+        ctx = self.context(position, state["positions"])
+        for layer, cache in zip(self.layers, state["layers"]):
+            h = layer(h, None, self_allowed, cross_allowed, ctx, cache)
         state["step"] = t + 1
         return self.final_norm(h)
 
@@ -112,9 +113,9 @@ class Decoder(Stack):
         real = torch.ones(x.shape[0], 1, dtype=torch.bool, device=x.device)
         h = self.drop(self.input_pos(x, q_pos, real, state["input"]))
         cross_allowed = state["memory_mask"][:, None, None, :]
-        hooks, ctx = self.hooks(q_pos, k_pos)
-        for layer, hook, cache in zip(self.layers, hooks, state["layers"]):
-            h = layer(h, None, self_allowed, cross_allowed, hook, ctx, cache)
+        ctx = self.context(q_pos, k_pos)
+        for layer, cache in zip(self.layers, state["layers"]):
+            h = layer(h, None, self_allowed, cross_allowed, ctx, cache)
         state["t"].value.add_(1)
         state["step"] += 1
         return self.final_norm(h)

@@ -22,11 +22,12 @@ def test_snippet_runs(index: int, capsys: pytest.CaptureFixture[str]) -> None:
     assert "torch.Size" in printed
 
 
-def test_combination_table_matches_resolve() -> None:
+@pytest.mark.parametrize("doc", [DOC, DOC.parents[1] / "README.md"], ids=["positions.md", "README.md"])
+def test_combination_table_matches_resolve(doc: Path) -> None:
     from posenc.errors import ConfigError
     from posenc.positions import registry, resolve
 
-    block = DOC.read_text(encoding="utf-8").split("<!-- combos -->")[1].split("<!-- /combos -->")[0]
+    block = doc.read_text(encoding="utf-8").split("<!-- combos -->")[1].split("<!-- /combos -->")[0]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in block.strip().splitlines()[2:]]
     augs = ["shape", "cape", "randomized"]
     one_d = {"sinusoidal", "learned", "gru", "none", "shaw", "alibi", "t5", "rope"}  # 2-D methods live elsewhere

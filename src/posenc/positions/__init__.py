@@ -1,7 +1,5 @@
 """Position methods behind one interface (see ``base``), chosen by name (see ``config``)."""
 
-from posenc.positions import alibi, cape, gru, learned, none, randomized, rope, shape, shaw, sinusoidal, t5  # noqa: F401  (register)
-from posenc.positions import cape2d, learned2d, sinusoidal2d  # noqa: F401  (register the 2-D methods)
 from posenc.positions.base import (
     AttentionHook,
     AttentionPosition,

@@ -65,7 +65,7 @@ class AlibiHook(AttentionHook):
         return (self.bias(ctx) * self.root).to(q.dtype).expand(q.shape[0], -1, q.shape[2], -1)
 
 
-@register("attention", "alibi", AlibiParams)
+@register("attention", "alibi", AlibiParams, augmentable_by=("randomized",))
 class AlibiPosition(AttentionPosition):
     """One parameter-free hook, shared by every layer of the stack."""
 

@@ -22,26 +22,12 @@ rope           none + rope                          Su et al. 2021 (RoFormer)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
 from posenc.config import require
 from posenc.errors import ConfigError
 from posenc.positions import registry
-from posenc.positions.alibi import AlibiParams
-from posenc.positions.cape import CapeParams
-from posenc.positions.cape2d import Cape2dParams
-from posenc.positions.learned2d import Learned2dParams
-from posenc.positions.sinusoidal2d import Sinusoidal2dParams
-from posenc.positions.gru import GRUParams
-from posenc.positions.learned import LearnedParams
-from posenc.positions.none import NoParams
-from posenc.positions.randomized import RandomizedParams
-from posenc.positions.rope import RopeParams
-from posenc.positions.shape import ShapeParams
-from posenc.positions.shaw import ShawParams
-from posenc.positions.sinusoidal import SinusoidalParams
-from posenc.positions.t5 import T5Params
 
 #: Whole-name aliases for the papers' models.
 MODEL_ALIASES: dict[str, str] = {
@@ -63,17 +49,10 @@ METHOD_ALIASES: dict[str, str] = {
     "learned-2d": "learned2d",
 }
 
-#: Input methods that read the positions tensor, and so can be augmented, per augmentation.
-AUGMENTABLE = {
-    "shape": {"sinusoidal", "learned"},
-    "cape": {"sinusoidal"},
-    "randomized": {"sinusoidal", "learned"},
-    "cape2d": {"sinusoidal2d"},
-}
-#: Attention methods that read the positions tensor, and so can be augmented. Relative methods
-#: (ALiBi, T5, Shaw) see only distances: a shift cancels, but randomized positions (Ruoss et al.
-#: 2023) change the distances, so only randomized composes with them.
-AUGMENTABLE_ATTENTION = {"shape": {"rope"}, "cape": {"rope"}, "randomized": {"rope", "alibi", "t5", "shaw"}}
+#: Which augmentation composes with which method is declared by each method at registration
+#: (``augmentable_by``). Relative methods (ALiBi, T5, Shaw) see only distances: a shift cancels,
+#: but randomized positions (Ruoss et al. 2023) change the distances, so only randomized composes
+#: with them.
 
 
 @dataclass(frozen=True)
@@ -97,10 +76,11 @@ def resolve(name: str) -> Methods:
         chosen[family] = part
     methods = Methods(chosen.get("input", "none"), chosen.get("attention"), chosen.get("augment"))
     aug = methods.augment
-    if aug and methods.input not in AUGMENTABLE[aug] and methods.attention not in AUGMENTABLE_ATTENTION.get(aug, ()):
-        needs = f"input method {' or '.join(sorted(AUGMENTABLE[aug]))}"
-        if aug in AUGMENTABLE_ATTENTION:
-            needs += f" or attention method {' or '.join(sorted(AUGMENTABLE_ATTENTION[aug]))}"
+    readers = [m for m in (methods.input, methods.attention) if m]
+    if aug and not any(aug in registry.entry(m).augmentable_by for m in readers):
+        inputs = sorted(e.name for e in registry.entries() if aug in e.augmentable_by and e.name in registry.INPUT)
+        attention = sorted(e.name for e in registry.entries() if aug in e.augmentable_by and e.name in registry.ATTENTION)
+        needs = f"input method {' or '.join(inputs)}" + (f" or attention method {' or '.join(attention)}" if attention else "")
         raise ConfigError(
             f"position {name!r}: {aug} augments absolute positions and needs {needs}, "
             f"not {methods.input}+{methods.attention or '-'}"
@@ -108,23 +88,10 @@ def resolve(name: str) -> Methods:
     return methods
 
 
-@dataclass
-class PositionConfig:
-    name: str = "ape"
-    sinusoidal: SinusoidalParams = field(default_factory=SinusoidalParams)
-    learned: LearnedParams = field(default_factory=LearnedParams)
-    gru: GRUParams = field(default_factory=GRUParams)
-    none: NoParams = field(default_factory=NoParams)
-    shaw: ShawParams = field(default_factory=ShawParams)
-    alibi: AlibiParams = field(default_factory=AlibiParams)
-    t5: T5Params = field(default_factory=T5Params)
-    rope: RopeParams = field(default_factory=RopeParams)
-    randomized: RandomizedParams = field(default_factory=RandomizedParams)
-    shape: ShapeParams = field(default_factory=ShapeParams)
-    cape: CapeParams = field(default_factory=CapeParams)
-    sinusoidal2d: Sinusoidal2dParams = field(default_factory=Sinusoidal2dParams)
-    learned2d: Learned2dParams = field(default_factory=Learned2dParams)
-    cape2d: Cape2dParams = field(default_factory=Cape2dParams)
+class _PositionConfigBase:
+    """Behaviour of :data:`PositionConfig`; its fields are generated from the registry below."""
+
+    name: str
 
     def __post_init__(self) -> None:
         require(isinstance(self.name, str) and bool(self.name), "position.name must be a non-empty string")
@@ -159,3 +126,19 @@ class PositionConfig:
         active = [m for m in (methods.input, methods.attention, methods.augment) if m]
         hits = [m for m in active if path[0] in registry.entry(m).params.__dataclass_fields__]
         return [hits[0], *path] if len(hits) == 1 else None
+
+
+def _position_config() -> type:
+    """``PositionConfig``: ``name`` plus one params block per registered method (field = method
+    name, type = its params dataclass), so a new method file adds its own YAML block."""
+    registry.discover()
+    fields = [("name", str, field(default="ape"))]
+    fields += [(e.name, e.params, field(default_factory=e.params)) for e in registry.entries()]
+    cls = make_dataclass("PositionConfig", fields, bases=(_PositionConfigBase,))
+    cls.__module__ = __name__
+    cls.__doc__ = "Which position methods a model uses (``name``) and one options block per method."
+    return cls
+
+
+#: The position config class (a dataclass generated from the registry; see :func:`_position_config`).
+PositionConfig = _position_config()

@@ -23,7 +23,7 @@ class LearnedParams:
         require(self.max_positions >= 1, f"learned.max_positions must be >= 1, got {self.max_positions}")
 
 
-@register("input", "learned", LearnedParams)
+@register("input", "learned", LearnedParams, augmentable_by=("shape", "randomized"))
 class LearnedPosition(InputPosition):
     """x + E[round(positions)]; positions must lie in [0, max_positions) unless ``wrap``."""
 

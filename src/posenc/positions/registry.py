@@ -6,8 +6,10 @@ object. Nothing else in the package branches on method names.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
 
 from posenc.errors import ConfigError
 
@@ -17,25 +19,47 @@ class Entry:
     name: str
     params: type
     builder: Callable[..., Any]
+    #: Augmentations that may rewrite the positions this method reads (``shape``, ``cape``, ...).
+    augmentable_by: frozenset[str] = field(default_factory=frozenset)
 
 
 INPUT: dict[str, Entry] = {}
 ATTENTION: dict[str, Entry] = {}
 AUGMENT: dict[str, Entry] = {}
 _FAMILIES = {"input": INPUT, "attention": ATTENTION, "augment": AUGMENT}
+#: Modules of ``posenc.positions`` that are the interface, not methods (config/factory need the
+#: registry filled first, so discovery must not import them).
+_INFRASTRUCTURE = frozenset({"base", "registry", "config", "factory"})
 
 
-def register(family: str, name: str, params: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: ``@register("input", "sinusoidal", SinusoidalParams)`` on a class/factory."""
+def register(family: str, name: str, params: type, augmentable_by: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: ``@register("input", "sinusoidal", SinusoidalParams, augmentable_by=("shape",))``
+    on a class/factory. ``augmentable_by``: the augmentations that compose with this method (it
+    reads the positions they rewrite); every other combination is rejected by ``resolve``."""
     table = _FAMILIES[family]
 
     def deco(builder: Callable[..., Any]) -> Callable[..., Any]:
         if name in table:
             raise ValueError(f"position method {name!r} registered twice")
-        table[name] = Entry(name, params, builder)
+        table[name] = Entry(name, params, builder, frozenset(augmentable_by))
         return builder
 
     return deco
+
+
+def discover() -> None:
+    """Import every module of ``posenc.positions`` so each method registers itself: a new method
+    is one new file (its params become a ``PositionConfig`` block, its name resolvable)."""
+    package = importlib.import_module("posenc.positions")
+    for module in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
+        if module not in _INFRASTRUCTURE:
+            importlib.import_module(f"posenc.positions.{module}")
+
+
+def entries() -> Iterator[Entry]:
+    """Every registered method, family by family (input, attention, augment), in name order."""
+    for table in _FAMILIES.values():
+        yield from (table[n] for n in sorted(table))
 
 
 def family_of(name: str) -> str:

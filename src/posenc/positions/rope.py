@@ -82,7 +82,7 @@ class RopeHook(AttentionHook):
         return rotate(k, ctx.k_angles[:, :, -k.shape[2] :])
 
 
-@register("attention", "rope", RopeParams)
+@register("attention", "rope", RopeParams, augmentable_by=("shape", "cape", "randomized"))
 class RotaryPosition(AttentionPosition):
     def __init__(self, d_model: int, params: RopeParams, num_layers: int, num_heads: int, **_: Any) -> None:
         super().__init__()

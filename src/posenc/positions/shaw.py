@@ -184,7 +184,7 @@ class ShawHook(AttentionHook):
         return torch.matmul(buckets, self.value_table.to(attn.dtype))
 
 
-@register("attention", "shaw", ShawParams)
+@register("attention", "shaw", ShawParams, augmentable_by=("randomized",))
 class ShawRelativePosition(AttentionPosition):
     """Per-layer Shaw tables for a stack; the distance index is computed once per stack."""
 

@@ -46,7 +46,7 @@ def sinusoidal_embedding(positions: Tensor, dim: int, base: float = 10000.0, sca
     return out.to(torch.float32)
 
 
-@register("input", "sinusoidal", SinusoidalParams)
+@register("input", "sinusoidal", SinusoidalParams, augmentable_by=("shape", "cape", "randomized"))
 class SinusoidalPosition(InputPosition):
     """x + PE(positions). Positions may be fractional (CAPE) or shifted (SHAPE)."""
 

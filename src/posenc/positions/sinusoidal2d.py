@@ -17,7 +17,7 @@ class Sinusoidal2dParams:
     pass
 
 
-@register("input", "sinusoidal2d", Sinusoidal2dParams)
+@register("input", "sinusoidal2d", Sinusoidal2dParams, augmentable_by=("cape2d",))
 class SinusoidalPosition2d(Input2d):
     """x + sinpos(positions), positions ``(B, N, 2)``."""
 

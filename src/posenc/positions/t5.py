@@ -72,7 +72,7 @@ class T5Hook(AttentionHook):
         return (self.bias(ctx) * self.root).to(q.dtype).expand(q.shape[0], -1, q.shape[2], -1)
 
 
-@register("attention", "t5", T5Params)
+@register("attention", "t5", T5Params, augmentable_by=("randomized",))
 class T5RelativeBias(AttentionPosition):
     """One ``(R, H)`` table per stack; ``causal`` picks the bucket layout."""
 

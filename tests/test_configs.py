@@ -25,9 +25,8 @@ from posenc.config import apply_mapping, from_dict, load_config, load_yaml, to_d
 from posenc.data.corpora import CORPORA
 from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.report import REPORT_ANALYSES
-from posenc.experiments.runner import TASKS, find_experiment, grid, run_config
+from posenc.experiments.runner import find_experiment, grid, known_tasks, run_config
 from posenc.pipeline.config import RunConfig
-from posenc.training.config import TrainConfig
 
 from posenc.experiments.runner import shipped_configs  # noqa: E402
 
@@ -140,7 +139,7 @@ def _check_task_experiment(path: Path, exp: ExperimentConfig) -> None:
 def test_config_loads_and_expands(path: Path) -> None:
     if _is_experiment(path):
         exp = load_config(ExperimentConfig, path)
-        assert exp.task in TASKS, f"{path}: unknown task {exp.task!r}"
+        assert exp.task in known_tasks(), f"{path}: unknown task {exp.task!r}"
         if path.parent == CONFIGS / "experiments":
             assert find_experiment(path.stem) == path  # `posenc experiment NAME` finds it
         if exp.task == "translation":

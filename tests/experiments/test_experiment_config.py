@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import pytest
@@ -142,7 +141,7 @@ def test_quickstart_runs_its_gpu_variant_only_when_cuda_is_visible(monkeypatch: 
     from posenc.experiments import runner
 
     calls: list[tuple[str, dict]] = []
-    monkeypatch.setitem(runner.TASKS, "translation", lambda data, overrides, **opts: calls.append((data["name"], opts)) or Path("."))
+    monkeypatch.setattr(runner, "_translation", lambda data, overrides, **opts: calls.append((data["name"], opts)) or Path("."))
     for cuda in (False, True):
         monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
         runner.run_experiment("quickstart", jobs=1)
@@ -150,3 +149,16 @@ def test_quickstart_runs_its_gpu_variant_only_when_cuda_is_visible(monkeypatch: 
     gpu = load_config(ExperimentConfig, find_experiment("quickstart_gpu"))
     assert gpu.base["data"]["corpus"] == "bible" and gpu.base["train"]["precision"] == "bf16"
     assert calls == [("quickstart", {"jobs": 1}), ("quickstart_gpu", {"jobs": 4}), ("quickstart_gpu", {"jobs": 2})]
+
+
+def test_tasks_are_found_by_package_and_unknown_ones_are_one_line_errors() -> None:
+    from posenc.experiments import runner
+    from posenc.tasks.lengthgen import driver
+
+    assert runner.known_tasks() == ["translation", "lengthgen", "speech", "vision"]
+    assert runner.task_runner("lengthgen") is driver.experiment
+    for bad in ("poetry", "../x", "translation2"):
+        with pytest.raises(ConfigError, match="experiment task must be one of translation, lengthgen, speech, vision"):
+            runner.task_runner(bad)
+    with pytest.raises(ConfigError, match="'vision' does not support jobs"):
+        runner.task_runner("vision")({}, [], jobs=4)

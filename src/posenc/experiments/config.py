@@ -16,7 +16,7 @@ TRANSLATION_ANALYSES = tuple(_ANALYSIS_REGISTRY)
 @dataclass
 class ExperimentConfig:
     name: str = "experiment"
-    task: str = "translation"  # vision/speech experiments use their own schemas (runner.TASKS)
+    task: str = "translation"  # other tasks use their own schemas (runner.task_runner)
     out_dir: str = ""  # default runs/NAME
     description: str = ""
     base: dict[str, Any] = field(default_factory=dict)  # the task's run config (a mapping)

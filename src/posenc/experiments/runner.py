@@ -7,8 +7,10 @@ seeds), ``<setting>/<method>/seed<N>/`` (a run directory with ``results.json`` o
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
+import pkgutil
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -144,38 +146,27 @@ def _translation(data: dict[str, Any], overrides: list[str], **options: Any) -> 
     return run_translation_grid(exp, **options)
 
 
-def _vision(data: dict[str, Any], overrides: list[str]) -> Path:
-    """ViT on Fashion-MNIST by resolution (CAPE §5.1): ``posenc.tasks.vision``'s config schema."""
-    from posenc.tasks import vision
-
-    cfg = from_dict(vision.VisionConfig, merge_overrides(data, overrides, vision.VisionConfig))
-    vision.run_experiment(cfg, cfg.out_dir)
-    return Path(cfg.out_dir)
-
-
-def _speech(data: dict[str, Any], overrides: list[str]) -> Path:
-    """CTC on FSDD by duration (CAPE §5.2): ``posenc.tasks.speech``'s config schema."""
-    from posenc.tasks import speech
-
-    cfg = from_dict(speech.SpeechConfig, merge_overrides(data, overrides, speech.SpeechConfig))
-    speech.run_experiment(cfg)
-    return Path(cfg.out_dir)
+def task_runner(task: str) -> Callable[..., Path]:
+    """The ``posenc experiment`` entry of ``task``: translation grids run here; every other task is
+    a package ``posenc.tasks.<task>`` exporting ``experiment(data, overrides, **options)``, found
+    by name (a new task is one package; nothing here changes)."""
+    if task == "translation":
+        return _translation
+    module = None
+    if task.isidentifier() and task in known_tasks():
+        module = importlib.import_module(f"posenc.tasks.{task}")
+    entry = getattr(module, "experiment", None)
+    if entry is None:
+        raise ConfigError(f"experiment task must be one of {', '.join(known_tasks())}, got {task!r}")
+    return entry
 
 
-def _lengthgen(data: dict[str, Any], overrides: list[str], **options: Any) -> Path:
-    """Decoder-only LM on algorithmic tasks, trained short, tested long (Ruoss et al. 2023)."""
-    from posenc.tasks.lengthgen.driver import run_experiment as run_lengthgen
+def known_tasks() -> list[str]:
+    """``translation`` and every ``posenc.tasks`` package (those with an ``experiment`` entry run)."""
+    import posenc.tasks
 
-    return run_lengthgen(data, overrides, **options)
-
-
-#: ``task:`` key of an experiment YAML → runner(raw mapping without ``task``, overrides) → report dir.
-TASKS: dict[str, Callable[[dict[str, Any], list[str]], Path]] = {
-    "translation": _translation,
-    "vision": _vision,
-    "speech": _speech,
-    "lengthgen": _lengthgen,
-}
+    found = sorted(m.name for m in pkgutil.iter_modules(posenc.tasks.__path__) if m.ispkg and m.name != "translation")
+    return ["translation", *found]
 
 
 def shipped_configs() -> Path:
@@ -204,26 +195,17 @@ def find_experiment(name_or_path: str) -> Path:
     raise ConfigError(f"unknown experiment {name_or_path!r} (shipped: {', '.join(known)}; or give a YAML path)")
 
 
-#: Tasks whose runner takes the grid options (jobs, rerun_stale, backend) as keywords.
-GRID_TASKS = frozenset({"translation", "lengthgen"})
 
 
 def run_experiment(name_or_path: str, overrides: list[str] | None = None, **options: Any) -> Path:
-    """Run a shipped or user experiment; its top-level ``task`` picks the runner. ``options``
-    (``jobs``, ``rerun_stale``, ``backend``) go to grid runners (:data:`GRID_TASKS`)."""
+    """Run a shipped or user experiment; its top-level ``task`` picks the runner (:func:`task_runner`).
+    ``options`` (``jobs``, ``rerun_stale``, ``backend``) go to it; tasks without grids reject them."""
     data = load_yaml(find_experiment(name_or_path))
     gpu = _gpu_variant(data, options)
     if gpu is not None:
         return run_experiment(gpu[0], overrides, **gpu[1])
     task = data.get("task", "translation")
-    if task not in TASKS:
-        raise ConfigError(f"experiment task must be one of {', '.join(TASKS)}, got {task!r}")
-    if task in GRID_TASKS:
-        return TASKS[task](data, list(overrides or []), **options)
-    changed = {k: v for k, v in options.items() if v not in (None, False, 1, "local")}
-    if changed:
-        raise ConfigError(f"experiment task {task!r} does not support {', '.join(sorted(changed))}")
-    return TASKS[task](data, list(overrides or []))
+    return task_runner(task)(data, list(overrides or []), **options)
 
 
 def _gpu_variant(data: dict[str, Any], options: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:

@@ -62,6 +62,15 @@ class Task(Protocol):
         ...
 
 
+def single_process_only(task: str, options: dict[str, Any]) -> None:
+    """Reject grid options (``--jobs``, ``--rerun-stale``, ``--backend``) a task does not support."""
+    from posenc.errors import ConfigError
+
+    changed = {k: v for k, v in options.items() if v not in (None, False, 1, "local")}
+    if changed:
+        raise ConfigError(f"experiment task {task!r} does not support {', '.join(sorted(changed))}")
+
+
 @dataclass
 class TaskRun:
     """One trained run of a task: the model (eval mode), the Trainer's result, the task metrics."""

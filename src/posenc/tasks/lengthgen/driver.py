@@ -81,9 +81,9 @@ def _run_parallel(exp: LengthgenExperimentConfig, cells: list[tuple[str, str, in
         raise ConfigError(f"{len(failed)} run(s) failed: {', '.join('/'.join(map(str, k)) for k in failed)} (logs under {exp.root / 'logs'})")
 
 
-def run_experiment(data: dict[str, Any], overrides: list[str], jobs: int = 1, rerun_stale: bool = False,
-                   backend: str = "local") -> Path:
-    """``posenc experiment`` entry: a raw ``task: lengthgen`` mapping plus dotted overrides."""
+def experiment(data: dict[str, Any], overrides: list[str], jobs: int = 1, rerun_stale: bool = False,
+               backend: str = "local") -> Path:
+    """``posenc experiment`` entry for ``task: lengthgen``: the raw mapping plus dotted overrides."""
     if backend != "local":
         raise ConfigError("lengthgen experiments run with the local backend only")
     exp = from_dict(LengthgenExperimentConfig, merge_overrides(data, overrides, LengthgenExperimentConfig))

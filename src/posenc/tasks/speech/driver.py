@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from posenc.tasks.base import run_task
+from posenc.config import from_dict, merge_overrides
+from posenc.tasks.base import run_task, single_process_only
 from posenc.tasks.speech.config import SpeechConfig, with_method
 from posenc.tasks.speech.report import write_csv, write_report
 from posenc.tasks.speech.task import SpeechTask
@@ -31,3 +32,11 @@ def run_experiment(cfg: SpeechConfig, task: Any = None, echo: Callable[[str], No
         write_csv(rows, out / "results.csv")
     write_report(cfg, rows, out)
     return rows
+
+
+def experiment(data: dict[str, Any], overrides: list[str], **options: Any) -> Path:
+    """``posenc experiment`` entry for ``task: speech`` (CTC on FSDD by duration, CAPE §5.2)."""
+    single_process_only("speech", options)
+    cfg = from_dict(SpeechConfig, merge_overrides(data, overrides, SpeechConfig))
+    run_experiment(cfg)
+    return Path(cfg.out_dir)

@@ -3,10 +3,10 @@ resolutions not seen in training. ``posenc experiment configs/vision/fashion_mni
 
 from posenc.tasks.vision.config import VisionConfig, VisionTrainConfig
 from posenc.tasks.vision.evaluate import accuracy, evaluate_resolutions, evaluate_tta, predict_logits
-from posenc.tasks.vision.driver import run_configs, run_experiment
+from posenc.tasks.vision.driver import experiment, run_configs, run_experiment
 from posenc.tasks.vision.task import ImageBatch, VisionTask
 
 __all__ = [
-    "ImageBatch", "VisionConfig", "VisionTask", "VisionTrainConfig", "accuracy", "evaluate_resolutions", "evaluate_tta",
+    "ImageBatch", "VisionConfig", "experiment", "VisionTask", "VisionTrainConfig", "accuracy", "evaluate_resolutions", "evaluate_tta",
     "predict_logits", "run_configs", "run_experiment",
 ]

@@ -8,8 +8,8 @@ import copy
 from pathlib import Path
 from typing import Any, Callable
 
-from posenc.config import save_yaml
-from posenc.tasks.base import run_task
+from posenc.config import from_dict, merge_overrides, save_yaml
+from posenc.tasks.base import run_task, single_process_only
 from posenc.tasks.vision.config import VisionConfig
 from posenc.tasks.vision.report import write_report
 from posenc.tasks.vision.task import VisionTask
@@ -47,3 +47,11 @@ def run_experiment(cfg: VisionConfig, out_dir: str | Path, task: Any = None,
         echo(f"{name}: {done.result.state.step} steps; " + " ".join(f"{r}:{a:.4f}" for r, a in acc.items())
              + f" tta:{done.metrics['tta']:.4f}")
     return write_report(cfg, results, out)
+
+
+def experiment(data: dict[str, Any], overrides: list[str], **options: Any) -> Path:
+    """``posenc experiment`` entry for ``task: vision`` (ViT on Fashion-MNIST by resolution, CAPE §5.1)."""
+    single_process_only("vision", options)
+    cfg = from_dict(VisionConfig, merge_overrides(data, overrides, VisionConfig))
+    run_experiment(cfg, cfg.out_dir)
+    return Path(cfg.out_dir)

@@ -12,6 +12,7 @@ from posenc.pipeline.config import RunConfig
 from posenc.errors import ConfigError, PosencError
 from posenc.models.config import PRESETS, ModelConfig
 from posenc.positions import Methods, PositionConfig, resolve
+from posenc.positions.base import NullAttention, NullAugmentation
 from posenc.positions.cape import CapeAugmentation
 from posenc.positions.factory import build_attention, build_augmentation, build_input
 from posenc.positions.gru import GRUPosition
@@ -70,11 +71,11 @@ def test_factory_builds_the_resolved_modules(name: str) -> None:
     assert type(build_input(cfg, 16)) is INPUT_CLASSES[methods.input]
     attention = build_attention(cfg, 16, num_layers=3, num_heads=2)
     if methods.attention is None:
-        assert attention is None
+        assert type(attention) is NullAttention
     else:
         assert isinstance(attention, ShawRelativePosition) and len(attention.hooks) == 3
     augment = build_augmentation(cfg)
-    expected_aug = {None: type(None), "shape": ShapeAugmentation, "cape": CapeAugmentation}[methods.augment]
+    expected_aug = {None: NullAugmentation, "shape": ShapeAugmentation, "cape": CapeAugmentation}[methods.augment]
     assert type(augment) is expected_aug
 
 

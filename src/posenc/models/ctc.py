@@ -158,7 +158,7 @@ class CTCModel(nn.Module):
         """Positions ``(B, L)`` of the output frames: frame indices or seconds, augmented (CAPE
         in training; mean normalisation in eval) when the config has an augmentation."""
         pos = self.frame_index(times) if self.cfg.frame_positions else times
-        return self.augment(pos, mask) if self.augment is not None else pos
+        return self.augment(pos, mask)
 
     def forward(self, features: Tensor, times: Tensor, mask: Tensor) -> CTCOutput:
         """``features (B, T, F)``, ``times (B, T)`` s, ``mask (B, T)`` → :class:`CTCOutput`."""

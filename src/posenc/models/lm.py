@@ -88,8 +88,6 @@ class DecoderLM(nn.Module):
 
         Training uses the target side of ``augment.pair`` (CAPE: never mean-normalised, since a
         causal model cannot know the sequence mean; SHAPE: one offset per sequence)."""
-        if self.augment is None:
-            return positions
         if self.training:
             return self.augment.pair(positions, mask, positions, mask)[1]
         return self.augment.eval_target(positions)

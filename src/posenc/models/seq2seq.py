@@ -41,10 +41,7 @@ class Seq2SeqTransformer(nn.Module):
 
     def positions(self, src_mask: Tensor, tgt_mask: Tensor) -> tuple[Tensor, Tensor]:
         """Source/target positions ``(B, S)``, ``(B, T)`` after the augmentation (if any)."""
-        src_pos, tgt_pos = default_positions(src_mask), default_positions(tgt_mask)
-        if self.augment is not None:
-            src_pos, tgt_pos = self.augment.pair(src_pos, src_mask, tgt_pos, tgt_mask)
-        return src_pos, tgt_pos
+        return self.augment.pair(default_positions(src_mask), src_mask, default_positions(tgt_mask), tgt_mask)
 
     def encode(self, src: Tensor, src_mask: Tensor, src_pos: Tensor | None = None) -> Tensor:
         """Source tokens ``(B, S)`` → memory ``(B, S, D)``; positions default to eval positions."""
@@ -86,7 +83,7 @@ class Seq2SeqTransformer(nn.Module):
         if at is not None:
             pos = torch.arange(max_len, device=memory.device, dtype=torch.float32)[None]  # (1, T_max)
             state["t"] = Fixed(at)
-            state["all_positions"] = Fixed(self.augment.eval_target(pos) if self.augment is not None else pos)
+            state["all_positions"] = Fixed(self.augment.eval_target(pos))
         return state
 
     def step(self, tokens: Tensor, state: dict[str, Any]) -> Tensor:
@@ -94,7 +91,6 @@ class Seq2SeqTransformer(nn.Module):
         if "t" in state:  # a fixed-shape state (init_static_state(..., fixed_shapes=True))
             return self.logits(self.decoder.step_fixed(self.tgt_embed(tokens[:, None]), state)[:, 0])
         pos = torch.full((tokens.shape[0], 1), float(state["step"]), device=tokens.device)
-        if self.augment is not None:
-            pos = self.augment.eval_target(pos)
+        pos = self.augment.eval_target(pos)
         h = self.decoder.step(self.tgt_embed(tokens[:, None]), pos, state)
         return self.logits(h[:, 0])

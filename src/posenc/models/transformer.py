@@ -21,7 +21,6 @@ from posenc.models.attention import KVCache, attention_bias
 from posenc.models.config import ModelConfig
 from posenc.models.layers import DecoderLayer, EncoderLayer
 from posenc.positions import build_attention, build_input
-from posenc.positions.base import NullAttention
 
 
 class Embedding(nn.Module):
@@ -47,7 +46,7 @@ class Stack(nn.Module):
         super().__init__()
         d, pos = cfg.d_model, cfg.position
         self.input_pos = build_input(pos, d)
-        self.attn_pos = build_attention(pos, d, num_layers, cfg.heads, causal) or NullAttention()
+        self.attn_pos = build_attention(pos, d, num_layers, cfg.heads, causal)
         self.layers = nn.ModuleList(
             layer_cls(d, cfg.heads, cfg.d_ff, cfg.dropout, cfg.attention_dropout, cfg.norm == "pre", cfg.activation,
                       hook=self.attn_pos.hook(i))  # each layer gets its hook once, at construction

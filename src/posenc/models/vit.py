@@ -95,8 +95,7 @@ class ViT(nn.Module):
         x = self.patch_embed(images).flatten(2).transpose(1, 2)  # (B, N, D), row-major patches
         positions = mean_normalize_2d(patch_centres(gh, gw, x.device).expand(x.shape[0], -1, -1))  # (B, N, 2)
         mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
-        if self.augment is not None:
-            positions = self.augment(positions, mask)
+        positions = self.augment(positions, mask)
         x = self.position(x, positions, mask)
         cls = self.cls_token
         cls_pos = self.position.cls_position() if hasattr(self.position, "cls_position") else None

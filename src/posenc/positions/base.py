@@ -120,6 +120,22 @@ class Augmentation(nn.Module):
         raise NotImplementedError
 
 
+class NullAugmentation(Augmentation):
+    """No augmentation: positions pass through unchanged, in training and in eval (the models ask
+    the augmentation for positions without branching on whether there is one)."""
+
+    def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
+        return positions
+
+    def pair(
+        self, src_pos: Tensor, src_mask: Tensor, tgt_pos: Tensor, tgt_mask: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        return src_pos, tgt_pos
+
+    def eval_target(self, tgt_pos: Tensor) -> Tensor:
+        return tgt_pos
+
+
 class NullAttention(AttentionPosition):
     """Attention method of stacks without one: context ``None``, every layer gets a :class:`NullHook`."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from posenc.positions import registry
-from posenc.positions.base import AttentionPosition, Augmentation, InputPosition
+from posenc.positions.base import AttentionPosition, Augmentation, InputPosition, NullAttention, NullAugmentation
 from posenc.positions.config import PositionConfig
 
 
@@ -14,18 +14,20 @@ def build_input(cfg: PositionConfig, d_model: int) -> InputPosition:
 
 def build_attention(
     cfg: PositionConfig, d_model: int, num_layers: int, num_heads: int, causal: bool = False
-) -> AttentionPosition | None:
-    """``causal``: the stack's self-attention is causal (methods with a causal form use it)."""
+) -> AttentionPosition:
+    """``causal``: the stack's self-attention is causal (methods with a causal form use it);
+    the null method (no score term, value term or q/k transform) when the setting has none."""
     name = cfg.methods.attention
     if name is None:
-        return None
+        return NullAttention()
     return registry.ATTENTION[name].builder(
         d_model=d_model, params=cfg.params(name), num_layers=num_layers, num_heads=num_heads, causal=causal
     )
 
 
-def build_augmentation(cfg: PositionConfig) -> Augmentation | None:
+def build_augmentation(cfg: PositionConfig) -> Augmentation:
+    """The setting's augmentation, or the identity (:class:`NullAugmentation`) when it has none."""
     name = cfg.methods.augment
     if name is None:
-        return None
+        return NullAugmentation()
     return registry.AUGMENT[name].builder(params=cfg.params(name))

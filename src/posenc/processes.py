@@ -31,7 +31,7 @@ def worker_env(slot: int, jobs: int, gpus: list[str], cores: int | None = None) 
     env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), POSENC_NUM_THREADS=str(threads))
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
-    src = str(Path(__file__).resolve().parents[2])  # the posenc package this process runs
+    src = str(Path(__file__).resolve().parents[1])  # src/: the posenc package this process runs
     env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     return env
 

@@ -55,6 +55,10 @@ def test_worker_env_round_robin_and_threads() -> None:
     assert {e["OMP_NUM_THREADS"] for e in envs} == {"3"}  # 16 cores // 5 jobs
     cpu = worker_env(0, 4, [], cores=2)
     assert cpu["OMP_NUM_THREADS"] == "1" and cpu.get("CUDA_VISIBLE_DEVICES") == __import__("os").environ.get("CUDA_VISIBLE_DEVICES")
+    import posenc
+
+    first = cpu["PYTHONPATH"].split(__import__("os").pathsep)[0]
+    assert Path(first) == Path(posenc.__file__).resolve().parents[1]  # workers import this very package
 
 
 def test_bad_jobs_and_backend(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

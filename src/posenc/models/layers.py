@@ -49,6 +49,9 @@ def attach_hook(layer: nn.Module, hook: AttentionHook) -> None:
 
 
 class EncoderLayer(nn.Module):
+    """Self-attention + feed-forward: the encoder's layer, and (causal mask, optional KV cache)
+    the decoder-only LM's."""
+
     def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool,
                  activation: str = "relu", hook: AttentionHook | None = None) -> None:
         super().__init__()
@@ -57,9 +60,10 @@ class EncoderLayer(nn.Module):
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.res1, self.res2 = Residual(d_model, dropout, pre_norm), Residual(d_model, dropout, pre_norm)
 
-    def forward(self, x: Tensor, allowed: Tensor, ctx: Any) -> Tensor:
-        """x ``(B, L, D)``, allowed ``(B, 1, L, L)``, the stack's position context → ``(B, L, D)``."""
-        x = self.res1(x, lambda h: self.self_attn(h, h, allowed, self.hook, ctx))
+    def forward(self, x: Tensor, allowed: Tensor, ctx: Any, cache: dict[str, Tensor] | None = None) -> Tensor:
+        """x ``(B, Lq, D)``, allowed ``(B, 1, Lq, Lk)``, the stack's position context → ``(B, Lq, D)``;
+        ``cache`` (incremental decoding) gets the new keys/values."""
+        x = self.res1(x, lambda h: self.self_attn(h, h, allowed, self.hook, ctx, cache))
         return self.res2(x, self.ff)
 
 

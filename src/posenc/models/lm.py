@@ -4,8 +4,8 @@ Shape legend: B batch, L length, D model width, V vocabulary, H heads.
 
 Built from the translation model's pieces: the token :class:`~posenc.models.transformer.Embedding`,
 the :class:`~posenc.models.transformer.Stack` (input position layer, attention-level position
-context and hooks, N layers, final LN) with a causal self-attention layer that has a key/value
-cache, and the augmentation (SHAPE, CAPE, ...) applied to the explicit ``(B, L)`` float positions
+context and hooks, N layers, final LN) of encoder layers under a causal mask, with a key/value
+cache in decoding, and the augmentation (SHAPE, CAPE, ...) applied to the explicit ``(B, L)`` float positions
 only in training. In eval mode positions go through ``augment.eval_target`` (the causal,
 step-by-step transform), so the full pass and incremental decoding see the same positions.
 
@@ -23,11 +23,11 @@ from torch import Tensor, nn
 
 from posenc.config import require
 from posenc.errors import ConfigError
-from posenc.models.attention import MultiHeadAttention, attention_bias
-from posenc.models.layers import FeedForward, Residual, attach_hook
+from posenc.models.attention import attention_bias
+from posenc.models.config import check_layer_dims
+from posenc.models.layers import EncoderLayer
 from posenc.models.transformer import Embedding, Stack
 from posenc.positions import PositionConfig, build_augmentation, default_positions
-from posenc.positions.base import AttentionHook, NullHook
 
 
 @dataclass
@@ -47,30 +47,8 @@ class LMConfig:
 
     def __post_init__(self) -> None:
         require(self.layers >= 1, f"lm.layers must be >= 1, got {self.layers}")
-        require(self.d_model > 0 and self.d_model % 2 == 0, f"lm.d_model must be positive and even, got {self.d_model}")
-        require(self.heads >= 1 and self.d_model % self.heads == 0, f"lm.d_model {self.d_model} not divisible by heads {self.heads}")
         require(self.d_ff >= 1, f"lm.d_ff must be >= 1, got {self.d_ff}")
-        require(0.0 <= self.dropout < 1.0 and 0.0 <= self.attention_dropout < 1.0, "lm: dropout must be in [0, 1)")
-        require(self.norm in ("post", "pre"), f"lm.norm must be 'post' or 'pre', got {self.norm!r}")
-        require(self.activation in ("relu", "gelu"), f"lm.activation must be relu or gelu, got {self.activation!r}")
-        require(self.vocab_size >= 0, f"lm.vocab_size must be >= 0, got {self.vocab_size}")
-
-
-class CausalLayer(nn.Module):
-    """Self-attention (with an optional KV cache) + feed-forward; the LM's layer."""
-
-    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool,
-                 activation: str = "relu", hook: AttentionHook | None = None) -> None:
-        super().__init__()
-        attach_hook(self, hook if hook is not None else NullHook())
-        self.self_attn = MultiHeadAttention(d_model, heads, attn_dropout)
-        self.ff = FeedForward(d_model, d_ff, dropout, activation)
-        self.res1, self.res2 = Residual(d_model, dropout, pre_norm), Residual(d_model, dropout, pre_norm)
-
-    def forward(self, x: Tensor, allowed: Tensor, ctx: Any, cache: dict[str, Tensor] | None = None) -> Tensor:
-        """x ``(B, Lq, D)``, allowed ``(B, 1, Lq, Lk)`` → ``(B, Lq, D)``; ``cache`` gets the new keys/values."""
-        x = self.res1(x, lambda h: self.self_attn(h, h, allowed, self.hook, ctx, cache))
-        return self.res2(x, self.ff)
+        check_layer_dims(self, "lm")
 
 
 class DecoderLM(nn.Module):
@@ -80,7 +58,7 @@ class DecoderLM(nn.Module):
             raise ConfigError("lm.vocab_size is not set (it comes from the task's vocabulary)")
         self.cfg, self.pad_id = cfg, pad_id
         self.embed = Embedding(cfg.vocab_size, cfg.d_model, pad_id)
-        self.stack = Stack(cfg, CausalLayer, cfg.layers, causal=True)  # type: ignore[arg-type]  (duck-typed config)
+        self.stack = Stack(cfg, EncoderLayer, cfg.layers, causal=True)  # type: ignore[arg-type]  (duck-typed config)
         self.augment = build_augmentation(cfg.position)
 
     def positions(self, positions: Tensor, mask: Tensor) -> Tensor:

@@ -93,3 +93,21 @@ class TrainConfig:
             self.keep_last == 0 or self.average_last <= self.keep_last,
             f"train.average_last ({self.average_last}) needs keep_last >= it (got {self.keep_last})",
         )
+
+
+@dataclass
+class AdamWCosineConfig(TrainConfig):
+    """The recipe the ViT and CTC tasks share (CAPE §5.1/§5.2 style): AdamW (0.9, 0.999, ε 1e-8),
+    peak lr 1e-3 on a cosine schedule, no label smoothing, no periodic validation or checkpoints.
+    Each task's train config subclasses it with its own remaining defaults."""
+
+    seed: int = 0
+    lr: float = 1e-3  # peak lr of the cosine schedule
+    optimizer: str = "adamw"
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1e-8
+    schedule: str = "cosine"
+    label_smoothing: float = 0.0
+    validate_every: int = 0
+    save_every: int = 0
+    keep_last: int = 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from posenc.config import require
 from posenc.data import speech as sd
 from posenc.models.ctc import CTCModelConfig
-from posenc.training.config import TrainConfig
+from posenc.training.config import AdamWCosineConfig
 
 @dataclass
 class SpeechDataConfig:
@@ -56,24 +56,14 @@ class SpeechDataConfig:
         return sd.window_samples(self.window_ms, self.sample_rate)
 
 @dataclass
-class SpeechTrainConfig(TrainConfig):
+class SpeechTrainConfig(AdamWCosineConfig):
     """The shared TrainConfig with the CTC recipe as defaults (YAML keys override them)."""
 
-    seed: int = 0
     max_steps: int = 600
-    lr: float = 1e-3  # peak lr of the cosine schedule
     warmup: int = 60
-    optimizer: str = "adamw"
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    eps: float = 1e-8
     weight_decay: float = 0.01
     clip_norm: float = 1.0
-    schedule: str = "cosine"
     lr_floor: float = 0.05
-    label_smoothing: float = 0.0
-    validate_every: int = 0
-    save_every: int = 0
-    keep_last: int = 0
     log_every: int = 50
 
 @dataclass

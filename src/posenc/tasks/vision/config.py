@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from posenc.config import require
 from posenc.errors import ConfigError
 from posenc.models.vit import ViTConfig
-from posenc.training.config import TrainConfig
+from posenc.training.config import AdamWCosineConfig
 
 #: Default test resolutions: all divisible by the default patch size 4 (7×7 grid at 28 px).
 DEFAULT_RESOLUTIONS = (16, 20, 28, 36, 44)
@@ -35,23 +35,13 @@ class VisionDataConfig:
 
 
 @dataclass
-class VisionTrainConfig(TrainConfig):
+class VisionTrainConfig(AdamWCosineConfig):
     """The shared TrainConfig with the ViT recipe as defaults (YAML keys override them)."""
 
-    seed: int = 0
     max_steps: int = 0
     max_epochs: int = 3
-    lr: float = 1e-3  # peak lr of the cosine schedule
-    optimizer: str = "adamw"
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    eps: float = 1e-8
     weight_decay: float = 0.05
-    schedule: str = "cosine"
     warmup_fraction: float = 0.1
-    label_smoothing: float = 0.0
-    validate_every: int = 0
-    save_every: int = 0
-    keep_last: int = 0
     log_every: int = 10
     num_threads: int = 2
 

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from posenc.config import to_dict
+from posenc.errors import ConfigError
 from posenc.training.loss import LossOutput
 from posenc.training.state import TrainResult
 from posenc.training.trainer import Trainer
@@ -64,8 +65,6 @@ class Task(Protocol):
 
 def single_process_only(task: str, options: dict[str, Any]) -> None:
     """Reject grid options (``--jobs``, ``--rerun-stale``, ``--backend``) a task does not support."""
-    from posenc.errors import ConfigError
-
     changed = {k: v for k, v in options.items() if v not in (None, False, 1, "local")}
     if changed:
         raise ConfigError(f"experiment task {task!r} does not support {', '.join(sorted(changed))}")

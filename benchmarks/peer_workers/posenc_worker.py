@@ -7,7 +7,7 @@ from typing import Any, Callable
 import torch
 from common import BOS, EOS, serve, synthetic
 
-from posenc.bench.runner import _NoEos
+from posenc.bench.runner import NoEos
 from posenc.config import from_dict
 from posenc.decoding import beam_search
 from posenc.models.config import ModelConfig
@@ -37,7 +37,7 @@ def setup(cfg: dict[str, Any]) -> dict[str, Callable[[], int]]:
 
     def beam() -> int:
         model.eval()
-        out = beam_search(_NoEos(model), dsrc, dmask, BOS, EOS, beam=cfg["beam"], max_len_a=1.0, max_len_b=0)
+        out = beam_search(NoEos(model), dsrc, dmask, BOS, EOS, beam=cfg["beam"], max_len_a=1.0, max_len_b=0)
         return sum(len(h[0].tokens) for h in out)
 
     return {"train": train, "beam": beam}

@@ -25,7 +25,13 @@ The trainable parameter counts are equal, and :func:`load_posenc_weights` copies
 (and its interleaved PE into Marian's tables), after which both compute the same logits (tested):
 the two systems time the very same function.
 fairseq and OpenNMT-py are not compared: they are not installable in this environment.
-"""
+
+
+Relation to ``benchmarks/peers.py``: that script runs MarianMT (and OpenNMT-py, fairseq) in their
+own virtual environments installed from PyPI, each a separate process with its own random
+weights (CPU results in docs/performance.md). This module is the in-process variant for a
+machine where ``transformers`` is already installed and nothing can be downloaded (the GPU
+machine): same process, posenc's weights copied into Marian, so both time the same function."""
 
 from __future__ import annotations
 

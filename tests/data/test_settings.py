@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from posenc.data.corpora import Pair
-from posenc.data.settings import extrapolate, interpolate, length_controlled, split_by_bounds, stack
+from posenc.data.settings import extrapolate, in_range, interpolate, length_controlled, split_by_bounds, stack
 from posenc.errors import ConfigError, DataError
 
 
@@ -33,10 +33,12 @@ def test_interpolate_groups_within_documents() -> None:
     ]
     assert interpolate(pairs, group=2) == [
         Pair("a1 <sep> a2", "A1 <sep> A2", "d1", 1),
-        Pair("a3 <sep> a4", "A3 <sep> A4", "d1", 3),  # a5 alone: dropped
+        Pair("a3 <sep> a4", "A3 <sep> A4", "d1", 3),
+        Pair("a5", "A5", "d1", 5),  # the shorter run at the document's end is kept (SHAPE keeps all data)
         Pair("b1 <sep> b2", "B1 <sep> B2", "d2", 1),
     ]
-    assert interpolate(pairs, group=3, sep=" | ") == [Pair("a1 | a2 | a3", "A1 | A2 | A3", "d1", 1)]
+    assert interpolate(pairs, group=3, sep=" | ") == [
+        Pair("a1 | a2 | a3", "A1 | A2 | A3", "d1", 1), Pair("a4 | a5", "A4 | A5", "d1", 4), Pair("b1 | b2", "B1 | B2", "d2", 1)]
     with pytest.raises(ConfigError, match="group must be >= 1"):
         interpolate(pairs, group=0)
 
@@ -89,3 +91,23 @@ def test_stack_joins_until_enough_target_tokens() -> None:
     assert stack(pairs, 100, length_fn=words) == []
     with pytest.raises(ConfigError, match="min_target_tokens must be >= 1"):
         stack(pairs, 0, length_fn=words)
+
+
+def test_interpolate_keeps_every_sentence() -> None:
+    """SHAPE Table 3: 4.5M VANILLA pairs → 450K INTERPOLATE pairs, i.e. nothing dropped; documents
+    whose size is not a multiple of ten used to lose their tail (16.7 % of the Bible)."""
+    pairs = [Pair(f"s{d}.{i}", f"t{d}.{i}", f"doc{d}", i) for d, n in enumerate((23, 10, 7, 31)) for i in range(n)]
+    joined = interpolate(pairs, group=10)
+    assert sum(p.src.count(" <sep> ") + 1 for p in joined) == len(pairs)
+    assert [p.src for p in pairs] == [s for p in joined for s in p.src.split(" <sep> ")]  # order kept
+    assert [p.tgt for p in pairs] == [t for p in joined for t in p.tgt.split(" <sep> ")]
+    assert len(joined) == 3 + 1 + 1 + 4
+
+
+def test_in_range_is_the_extrapolate_filter() -> None:
+    src, tgt = [3, 4, 2, 1, 5], [3, 2, 4, 1, 1]
+    assert in_range(src, tgt, 3) == [0, 3]
+    pairs = [Pair(_w(s), _w(t)) for s, t in zip(src, tgt)]
+    assert extrapolate(pairs, 3, length_fn=words) == [pairs[i] for i in in_range(src, tgt, 3)]
+    with pytest.raises(ConfigError, match="max_len must be >= 1"):
+        in_range(src, tgt, 0)

@@ -1,6 +1,7 @@
 """Dataset settings of the papers, as functions on lists of :class:`~posenc.data.corpora.Pair`.
 
-* :func:`extrapolate` - SHAPE §4 EXTRAPOLATE (after Neishi & Yoshinaga 2019): drop long pairs.
+* :func:`extrapolate` - SHAPE §4 EXTRAPOLATE (after Neishi & Yoshinaga 2019): drop long pairs;
+  :func:`in_range` - which (validation) pairs lie inside that training length range.
 * :func:`interpolate` - SHAPE §4 INTERPOLATE: join ten neighbouring sentences with ``<sep>``.
 * :func:`length_controlled` / :func:`split_by_bounds` - Neishi & Yoshinaga 2019 Table 5:
   Short/Middle/Long training sets with (nearly) equal numbers of source tokens.
@@ -19,7 +20,7 @@ from dataclasses import replace
 from posenc.data.corpora import Pair
 from posenc.errors import ConfigError, DataError
 
-__all__ = ["extrapolate", "interpolate", "length_controlled", "split_by_bounds", "split_names", "stack"]
+__all__ = ["extrapolate", "in_range", "interpolate", "length_controlled", "split_by_bounds", "split_names", "stack"]
 
 LengthFn = Callable[[str], int]
 
@@ -27,20 +28,31 @@ LengthFn = Callable[[str], int]
 def extrapolate(pairs: Sequence[Pair], max_len: int = 50, *, length_fn: LengthFn) -> list[Pair]:
     """Keep the pairs whose source and target both have <= ``max_len`` tokens (order kept).
 
-    SHAPE EXTRAPOLATE applies this to the training data only; valid/test stay unfiltered.
+    SHAPE EXTRAPOLATE applies this to the training data only; valid/test stay unfiltered (the
+    early-stopping signal uses :func:`in_range` of valid: unseen lengths are the test).
     """
+    keep = in_range([length_fn(p.src) for p in pairs], [length_fn(p.tgt) for p in pairs], max_len)
+    return [pairs[i] for i in keep]
+
+
+def in_range(src_lengths: Sequence[int], tgt_lengths: Sequence[int], max_len: int) -> list[int]:
+    """Indices of the pairs whose source and target both have <= ``max_len`` tokens: EXTRAPOLATE's
+    training length range. Used for training (:func:`extrapolate`) and for the validation pairs
+    that drive early stopping and best-checkpoint selection, so that the lengths never seen in
+    training are only ever a test, never the stopping signal."""
     if max_len < 1:
         raise ConfigError(f"max_len must be >= 1, got {max_len}")
-    return [p for p in pairs if length_fn(p.src) <= max_len and length_fn(p.tgt) <= max_len]
+    return [i for i, (s, t) in enumerate(zip(src_lengths, tgt_lengths, strict=True)) if s <= max_len and t <= max_len]
 
 
 def interpolate(pairs: Sequence[Pair], group: int = 10, sep: str = " <sep> ") -> list[Pair]:
     """Join each run of ``group`` consecutive pairs of the same document with ``sep``.
 
     Pairs are grouped by ``doc`` (documents in order of first appearance) and ordered by
-    ``idx`` inside a document, then cut into consecutive runs of ``group``; a shorter run
-    left at the end of a document is DROPPED, so every output has exactly ``group``
-    sentences on both sides. Output pairs keep the doc; idx is the idx of the run's first pair.
+    ``idx`` inside a document, then cut into consecutive runs of ``group``. As in SHAPE (App. A,
+    Table 3: 4.5M sentence pairs become 450K), no sentence is dropped: the shorter run left at
+    the end of a document (fewer than ``group`` sentences) is kept as one more output pair.
+    Output pairs keep the doc; idx is the idx of the run's first pair.
     """
     if group < 1:
         raise ConfigError(f"group must be >= 1, got {group}")
@@ -50,7 +62,7 @@ def interpolate(pairs: Sequence[Pair], group: int = 10, sep: str = " <sep> ") ->
     out: list[Pair] = []
     for doc, members in docs.items():
         members = sorted(members, key=lambda p: p.idx)
-        for start in range(0, len(members) - group + 1, group):
+        for start in range(0, len(members), group):
             run = members[start : start + group]
             out.append(Pair(sep.join(p.src for p in run), sep.join(p.tgt for p in run),
                             doc, run[0].idx))

@@ -1,19 +1,24 @@
-"""Convergence status of a run from its ``valid.csv`` (issue 13: "converged" or "still improving").
+"""Convergence status of a finished run, read from its run directory (issue 17).
 
-A run is *still improving* when its last validation perplexity is better than the best before it
-by more than ``tolerance`` (1%): a longer budget would likely change its numbers, so every table
-row and conclusion drawn from it must say so. With fewer than two validations nothing is known.
-The trainer's own ``converged`` flag (``summary.json``), when present, wins over this estimate.
+A thin reader: the rule itself lives in :mod:`posenc.training.convergence` (converged = stopped
+by patience with the best validation after warm-up; capped = "still improving"; no record =
+"unknown"). The status is always recomputed from the recorded stop reason, best step and warm-up,
+never from a stored ``status``/``converged`` flag or from the shape of the validation curve.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 from pathlib import Path
 from typing import Any
 
-CONVERGED, IMPROVING, UNKNOWN = "converged", "still improving", "unknown"
+from posenc.training.convergence import CONVERGED, IMPROVING, UNKNOWN, WARMUP, caveat, status_of
+
+__all__ = ["CONVERGED", "IMPROVING", "UNKNOWN", "WARMUP", "caveat", "read_summary", "read_valid", "run_status"]
+
+SUMMARY_FILES = ("summary.json", "train_summary.json")  # posenc train's, then the trainer's
 
 
 def read_valid(run_dir: str | Path) -> list[dict[str, float]]:
@@ -31,22 +36,21 @@ def read_valid(run_dir: str | Path) -> list[dict[str, float]]:
     return rows
 
 
-def status_from_curve(ppls: list[float], tolerance: float = 0.01) -> str:
-    """``still improving`` iff the last perplexity beats the best before it by more than ``tolerance``."""
-    if len(ppls) < 2:
-        return UNKNOWN
-    best_before = min(ppls[:-1])
-    return IMPROVING if ppls[-1] < best_before * (1.0 - tolerance) else CONVERGED
+def read_summary(run_dir: str | Path) -> dict[str, Any]:
+    """The first of summary.json / train_summary.json in ``run_dir`` that records a stop reason
+    and a best step ({} when neither does)."""
+    for name in SUMMARY_FILES:
+        path = Path(run_dir) / name
+        if path.is_file():
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("stopped") and data.get("best_step") is not None:
+                return data
+    return {}
 
 
-def run_status(run_dir: str | Path, summary: dict[str, Any] | None = None, tolerance: float = 0.01) -> str:
-    """The trainer's ``converged`` flag if it wrote one, else :func:`status_from_curve` on valid.csv."""
-    flag = (summary or {}).get("converged")
-    if isinstance(flag, bool):
-        return CONVERGED if flag else IMPROVING
-    return status_from_curve([r["ppl"] for r in read_valid(run_dir)], tolerance)
-
-
-def caveat(status: str) -> str:
-    """The words a table row or conclusion from a run of this status must carry ('' if converged)."""
-    return "" if status == CONVERGED else f" ({status}: not converged, numbers may change with more steps)"
+def run_status(run_dir: str | Path, summary: dict[str, Any] | None = None) -> str:
+    """The status of ``summary`` when it records the stop reason, best step and warm-up, else of
+    the summaries in ``run_dir``; "unknown" when nothing recorded them."""
+    if summary and status_of(summary) != UNKNOWN:
+        return status_of(summary)
+    return status_of(read_summary(run_dir))

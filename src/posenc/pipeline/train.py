@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from posenc.config import to_dict
+from posenc.data import settings as data_settings
 from posenc.data.batching import Batch, collate, token_batches
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
@@ -118,6 +119,22 @@ def train_split(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool) -> En
     return split
 
 
+def stopping_split(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool) -> tuple[EncodedSplit, str]:
+    """The validation pairs whose loss drives patience and best-N checkpoint selection, and a
+    description for the summary. EXTRAPOLATE: only pairs inside the training length range
+    (source and target <= ``data.max_len`` subwords, the filter training had), since the unseen
+    lengths are the test, never the stopping signal (issue 17). Other settings: every pair."""
+    split = EncodedSplit(tok, data_dir, "valid", bos)
+    total = len(split.src)
+    if cfg.data.setting != "extrapolate":
+        return split, f"all {total} validation pairs"
+    keep = data_settings.in_range([len(s) for s in split.src], [len(t) for t in split.tgt], cfg.data.max_len)
+    if not keep:
+        raise DataError(f"no validation pair of at most {cfg.data.max_len} subwords (data.max_len) to stop on in {data_dir}")
+    split.src, split.tgt = [split.src[i] for i in keep], [split.tgt[i] for i in keep]
+    return split, f"validation pairs <= {cfg.data.max_len} subwords ({len(keep)} of {total})"
+
+
 def validation_bleu(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool) -> Callable[[nn.Module], float] | None:
     """``train.bleu_every``'s callback: greedy sacreBLEU of the validation split (None if off)."""
     if cfg.train.bleu_every <= 0:
@@ -175,7 +192,8 @@ def _train_locked(cfg: RunConfig, resume: bool, is_main: bool) -> dict[str, Any]
     model = build_model(cfg, tok.pad_id)
     bos = source_bos(cfg)
     split = train_split(cfg, tok, data_dir, bos)
-    valid = EncodedSplit(tok, data_dir, "valid", bos).batches(cfg.train.max_tokens, False, 0, 0)
+    valid_split, stopping_signal = stopping_split(cfg, tok, data_dir, bos)
+    valid = valid_split.batches(cfg.train.max_tokens, False, 0, 0)
     bleu_fn = validation_bleu(cfg, tok, data_dir, bos)
     if resumed:
         _check_checkpoint(cfg, build_model(cfg, tok.pad_id))
@@ -193,8 +211,9 @@ def _train_locked(cfg: RunConfig, resume: bool, is_main: bool) -> dict[str, Any]
     n_params = sum(p.numel() for p in model.parameters())
     summary = {
         "steps": result.state.step, "epochs": result.state.epoch, "tokens": result.state.tokens,
-        "wall_s": round(result.state.wall_s, 2), "params": n_params, "stopped": result.stopped,
-        "best_valid": result.state.best_valid,
+        "wall_s": round(result.state.wall_s, 2), "params": n_params,
+        **result.summary(),  # stopped, warmup, best_step, best_valid, last_valid, status, converged
+        "stopping_signal": stopping_signal,
         "checkpoint": str(Path(result.average or result.last_checkpoint).resolve().relative_to(out.resolve())),
         "dropped_train_pairs": split.dropped,
     }

@@ -50,7 +50,10 @@ class TrainConfig:
     average_last: int = 0  # average the last N checkpoints at the end; 0/1 = off
     average_best: int = 0  # average the N checkpoints of lowest validation loss at the end; 0/1 = off
     patience: int | None = None  # stop after this many validations without improvement
-    min_delta: float = 0.0  # an improvement must lower the best validation loss by this fraction
+    # Patience counts validations that do not lower the best validation loss by more than this
+    # fraction of it (0.001: a 0.1 % gain); > 0 so that noise-level gains never postpone the stop.
+    # A run stopped this way after warm-up is "converged" (training/convergence.py).
+    min_delta: float = 0.001
     log_every: int = 100
     device: str = "auto"
     num_threads: int = 0  # torch.set_num_threads; 0 = leave torch's default

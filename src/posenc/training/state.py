@@ -1,6 +1,7 @@
 """State persistence of the training loop: what a checkpoint holds, exact resume (optimizer,
 schedule, scaler, every rank's RNG states), pruning and checkpoint averaging (last N or best N by
-validation loss), and the convergence summary of a run.
+validation loss), and the run summary (stop reason and convergence status, defined in
+:mod:`posenc.training.convergence`).
 
 Every checkpoint's ``state.json`` records the validation loss measured at its step
 (``valid_loss``, None when no validation ran there) and the loop's :class:`TrainState`, whose
@@ -25,14 +26,11 @@ from posenc.config import to_dict
 from posenc.errors import CheckpointError
 from posenc.training import checkpoint as ck
 from posenc.training.config import TrainConfig
+from posenc.training.convergence import convergence
 from posenc.training.distributed import DistInfo, barrier, gather_bytes
 from posenc.training.logging import log
 from posenc.training.rng import host_state, seed_everything, set_host_state, set_torch_states, torch_states
 from posenc.training.runtime import load_optimizer_state
-
-#: A run is "converged" unless its last validation loss beat the best before it by more than this.
-CONVERGED_TOLERANCE = 0.01
-
 
 @dataclass
 class TrainState:
@@ -62,23 +60,13 @@ class TrainResult:
     train: list[dict[str, Any]] = field(default_factory=list)  # train.csv rows of this session
     valid: list[dict[str, Any]] = field(default_factory=list)  # valid.csv rows of this session
     averaged_from: list[str] = field(default_factory=list)  # checkpoint names in the average
+    warmup: int | None = None  # learning-rate warm-up updates (for "best in warm-up")
 
     def summary(self) -> dict[str, Any]:
-        """Stop reason, best step/loss and whether the run converged (see :func:`convergence`)."""
-        return {"stopped": self.stopped, "step": self.state.step, **convergence(self.state.valid_history),
+        """Stop reason, step, best step/loss and convergence status
+        (:func:`posenc.training.convergence.convergence`) and the averaged checkpoints."""
+        return {**convergence(self.state.valid_history, self.stopped, self.warmup), "step": self.state.step,
                 "averaged_from": self.averaged_from}
-
-
-def convergence(history: list[list[float]]) -> dict[str, Any]:
-    """``converged`` is True when the last validation loss is not lower than the best loss
-    before it by more than 1 % (False: "still improving"; None: fewer than two validations)."""
-    if not history:
-        return {"converged": None, "best_step": None, "best_valid": None, "last_valid": None}
-    best_step, best = min(((int(s), loss) for s, loss in history), key=lambda p: (p[1], p[0]))
-    last = history[-1][1]
-    before = [loss for _, loss in history[:-1]]
-    converged = None if not before else not last < min(before) * (1.0 - CONVERGED_TOLERANCE)
-    return {"converged": converged, "best_step": best_step, "best_valid": best, "last_valid": last}
 
 
 def best_steps(history: list[list[float]], saved: list[int], n: int) -> list[int]:

@@ -36,6 +36,7 @@ from posenc.training.runtime import (
     LossFn, ValidSource, WallClock, build_optimizer, forward_loss, move_to, resolve_compile, resolve_device,
     resolve_precision, total_norm, unwrap_compiled, validation_loss, wrap_ddp,
 )
+from posenc.training.convergence import warmup_updates
 from posenc.training.schedule import build_scheduler, total_updates
 from posenc.training.state import StateStore, TrainResult, TrainState, config_sections, record_validation, write_summary
 
@@ -118,7 +119,7 @@ class Trainer:
         a path continues from that checkpoint, False starts afresh. At the end the model is
         validated and checkpointed, the best ``average_best`` checkpoints by validation loss (else
         the last ``average_last``) are averaged into ``checkpoints/average``, rank 0 writes
-        ``train_summary.json`` (best step, converged) and the process group (if this trainer
+        ``train_summary.json`` (stop reason, best step, convergence status) and the process group (if this trainer
         created it) is destroyed.
         """
         if self.cfg.bleu_every > 0 and bleu_fn is None:
@@ -126,7 +127,9 @@ class Trainer:
         result = TrainResult(self.state, "")
         try:
             first_epoch = lambda: all_reduce_min(len(train_batches(0, self.dist.rank, self.dist.world_size)), self.dist)  # noqa: E731
-            self.scheduler = build_scheduler(self.optimizer, self.cfg, self.d_model, total_updates(self.cfg, first_epoch))
+            total = total_updates(self.cfg, first_epoch)
+            self.scheduler = build_scheduler(self.optimizer, self.cfg, self.d_model, total)
+            result.warmup = warmup_updates(self.cfg, total)
             self._start(resume)
             self._loop(train_batches, valid_batches, bleu_fn, result)
             self._finish(valid_batches, bleu_fn, result)
@@ -160,12 +163,16 @@ class Trainer:
 
     # ------------------------------------------------------------------ loop
     def _limit_reached(self) -> str:
+        """The stop reason: "patience" (set by :meth:`validate`) wins over a cap reached at the
+        same step, since the run did plateau there."""
         cfg, s = self.cfg, self.state
+        if self._stop:
+            return self._stop
         if cfg.max_steps and s.step >= cfg.max_steps:
             return "max_steps"
         if cfg.max_epochs and s.epoch >= cfg.max_epochs:
             return "max_epochs"
-        return self._stop
+        return ""
 
     def _loop(self, train_batches: BatchesFn, valid: ValidSource | None, bleu_fn: BleuFn | None, result: TrainResult) -> None:
         bar = progress_bar(self.cfg.max_steps or None, self.state.step, self.is_main)
@@ -310,8 +317,8 @@ class Trainer:
         self.logger.valid(row)
         result.valid.append(row)
         self._last_valid_step = self.state.step
-        if row["loss"] is not None and record_validation(self.state, row["loss"], self.cfg):
-            self._stop = "patience"
+        if row["loss"] is not None and record_validation(self.state, row["loss"], self.cfg) and not self._stop:
+            self._stop = "patience"  # not after a cap: the final validation of a capped run never relabels it
             log.info("early stop at step %d: no validation improvement in %d validations", self.state.step, self.state.bad_validations)
         return row
 

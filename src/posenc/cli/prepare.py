@@ -7,21 +7,24 @@ from pathlib import Path
 
 from posenc.cli.common import add_config_arguments, run_config
 from posenc.pipeline.prepare import load_meta, prepare
-from posenc.pipeline.rundir import LOCK_NAME, exclusive
+from posenc.pipeline.rundir import LOCK_NAME, check_target, exclusive, os_errors
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     parser.add_argument("--out", help="prepared directory (default: OUT_DIR/data)")
     parser.add_argument("--no-resume", action="store_true",
-                        help="rebuild the directory if it holds data prepared for another data config")
+                        help="rebuild the directory if it holds data prepared for another data config "
+                             "(only a directory posenc prepared; anything else is refused)")
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = run_config(args)
     out = Path(args.out) if args.out else Path(cfg.out_dir) / "data"
+    if not args.out:
+        check_target(cfg.out_dir, "run")
     lock = (out.parent, f".{out.name}.lock") if args.out else (Path(cfg.out_dir), LOCK_NAME)
-    with exclusive(*lock):
+    with os_errors(), exclusive(*lock):
         out = prepare(cfg.data, out, replace=args.no_resume)
     meta = load_meta(out)
     sizes = ", ".join(f"{s} {meta[s]['pairs']}" for s in ("train", "valid", "test"))

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from posenc.cli.common import add_config_arguments, run_config
+from posenc.pipeline.rundir import os_errors
 from posenc.pipeline.train import train_run
 
 
@@ -15,6 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    summary = train_run(run_config(args), resume=not args.no_resume)
+    cfg = run_config(args)
+    with os_errors():  # a read-only or full disk: one line, not a traceback
+        summary = train_run(cfg, resume=not args.no_resume)
     print(json.dumps(summary, indent=2))
     return 0

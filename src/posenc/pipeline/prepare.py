@@ -4,7 +4,9 @@ A prepared directory holds ``{train,valid,test}.{src,tgt}`` (raw text, one pair 
 ``{split}.doc`` (document id and index of each pair, for analyses that need neighbours),
 ``spm.model`` and ``meta.json`` (sizes, token counts and CAPE's α = target/source tokens).
 Everything is written to a temporary directory first and renamed into place, so an
-interrupted or failed prepare leaves nothing half written.
+interrupted or failed prepare leaves nothing half written. The directory is marked as posenc's
+(``.posenc-run``, kind ``data``); an existing directory that is neither empty nor posenc's
+prepared data is never written into or replaced (:func:`posenc.pipeline.rundir.check_target`).
 """
 
 from __future__ import annotations
@@ -24,10 +26,14 @@ from posenc.data.text import write_lines_atomic
 from posenc.errors import DataError
 from posenc.pipeline.config import DataConfig
 from posenc.pipeline.fingerprint import data_fingerprint, describe_diff, diff_keys
+from posenc.pipeline.rundir import MARKER_NAME, RunDirError, check_target, read_json_dict, write_marker
 
 FINGERPRINT_NAME = "fingerprint.json"
 
 SPLITS = ("train", "valid", "test")
+#: Every file posenc writes into a prepared directory: nothing else there is ever replaced.
+DATA_FILES = frozenset({f"{s}.{e}" for s in SPLITS for e in ("src", "tgt", "doc")}
+                       | {"spm.model", "meta.json", FINGERPRINT_NAME, MARKER_NAME})
 
 
 def apply_setting(corpus: Corpus, cfg: DataConfig, tok: Tokenizer) -> Corpus:
@@ -68,6 +74,11 @@ def _token_stats(tok: Tokenizer, pairs: list[Pair]) -> dict[str, int]:
 
 
 def _swap_out(out: Path) -> None:
+    """Move the old ``out`` aside and delete it; only if every entry in it is posenc's."""
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in DATA_FILES)
+    if foreign:
+        raise RunDirError(f"{out} holds files posenc did not write ({foreign[0]!r}); "
+                          "move them away before rebuilding it, or use another directory")
     old = out.parent / f".old-{out.name}-{os.getpid()}"
     os.replace(out, old)
     shutil.rmtree(old, ignore_errors=True)
@@ -100,9 +111,12 @@ def check_prepared(cfg: DataConfig, out: str | Path) -> bool:
 
 
 def stored_data_fingerprint(out: Path) -> dict[str, Any]:
+    hint = "use another directory (or --no-resume to rebuild it)"
     if (out / FINGERPRINT_NAME).is_file():
-        return json.loads((out / FINGERPRINT_NAME).read_text(encoding="utf-8"))
-    data = json.loads((out / "meta.json").read_text(encoding="utf-8")).get("data", {})
+        return read_json_dict(out / FINGERPRINT_NAME, hint)
+    data = read_json_dict(out / "meta.json", hint).get("data", {})
+    if not isinstance(data, dict):
+        raise RunDirError(f"{out / 'meta.json'}: no data config; {hint}")
     return data_fingerprint(DataConfig(**{k: v for k, v in data.items() if k in DataConfig.__dataclass_fields__}))
 
 
@@ -113,6 +127,7 @@ def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = Non
     rebuilt (swapped in only once the new data is complete).
     """
     out = Path(out)
+    check_target(out, "data", "prepared data directory")
     if not replace and check_prepared(cfg, out):
         return out
     if replace and (out / "meta.json").is_file() and not diff_keys(stored_data_fingerprint(out), data_fingerprint(cfg)):
@@ -138,8 +153,9 @@ def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = Non
         meta["alpha"] = train["tgt_tokens"] / max(train["src_tokens"], 1)  # CAPE §5.3
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
         (tmp / FINGERPRINT_NAME).write_text(json.dumps(data_fingerprint(cfg), indent=1), encoding="utf-8")
-        if replace and out.exists():
-            _swap_out(out)
+        write_marker(tmp, "data")
+        if out.exists() and (replace or not (out / "meta.json").is_file()):
+            _swap_out(out)  # the data of another config (replace), or an empty placeholder
         _publish(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -4,6 +4,12 @@ A run directory holds ``config.yaml`` (the resolved config, with paths relative 
 directory) and ``fingerprint.json`` (:func:`posenc.pipeline.fingerprint.fingerprint` of it).
 Both are written only once a command has validated everything (:func:`write_run_files`); a
 command that fails before leaves the directory as it found it.
+
+Ownership: posenc writes only into a directory that is new, empty, or its own, and deletes only
+files it wrote. Its own directories carry a marker file, ``.posenc-run`` (JSON ``{"kind": "run"}``
+or ``"data"``), written when posenc first fills them; runs and prepared data of older versions
+(``config.yaml`` + ``fingerprint.json``/``checkpoints/``; ``meta.json`` + ``spm.model``) count as
+posenc's too. :func:`check_target` refuses anything else with one line.
 """
 
 from __future__ import annotations
@@ -12,27 +18,170 @@ import errno
 import json
 import logging
 import os
+import re
 import shutil
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 from contextlib import contextmanager
 
-from posenc.config import from_dict, load_yaml, save_yaml, to_dict
-from posenc.errors import ConfigError
+import yaml
+
+from posenc.config import from_dict, load_yaml, to_dict
+from posenc.errors import ConfigError, PosencError
 from posenc.pipeline.config import RunConfig
 from posenc.pipeline.fingerprint import describe_diff, diff_keys, fingerprint
 
 log = logging.getLogger("posenc")
 
 LOCK_NAME = ".posenc.lock"
+MARKER_NAME = ".posenc-run"
 CONFIG_NAME, FINGERPRINT_NAME = "config.yaml", "fingerprint.json"
 #: Outputs of a training session, removed when a run starts afresh (``--no-resume``).
 RUN_OUTPUTS = ("checkpoints", "train.csv", "valid.csv", "tensorboard", "summary.json", "translations",
                "results.json", CONFIG_NAME, FINGERPRINT_NAME, "spm.model")
+#: What posenc writes inside the directories of :data:`RUN_OUTPUTS` (nothing else there is removed).
+OWN_CHILDREN = {
+    "checkpoints": re.compile(r"^(ckpt_\d{8}|average|\.(tmp|old)-.+)$"),
+    "translations": re.compile(r"^\.?[\w-]+\.beam\d+\.(hyp|json)(\..+\.tmp)?$"),
+    "tensorboard": re.compile(r"^events\.out\.tfevents\..+$"),
+}
+#: Names posenc may leave in a directory besides its marked contents (lock, SentencePiece cache).
+SCRATCH_NAMES = frozenset({LOCK_NAME, MARKER_NAME, ".spm-cache"})
+KIND_WORDS = {"run": "run directory", "data": "prepared data directory"}
 #: Keys filled in from the prepared data (vocabulary size, CAPE's α): an unresolved 0 in a new
 #: config means "take it from the data", so it is not a difference.
 DERIVED_KEYS = ("model.vocab_size", "rnn.vocab_size", "model.position.cape.source_scale")
+
+
+class RunDirError(PosencError):
+    """A directory posenc may not write into, or a file it could not write (one line)."""
+
+
+# ----------------------------------------------------------------------------- ownership
+def read_marker(directory: str | Path) -> str | None:
+    """The kind recorded in ``directory``'s marker file (``run``, ``data``), or None."""
+    path = Path(directory) / MARKER_NAME
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("kind") if isinstance(data, dict) else None
+
+
+def _legacy_kind(directory: Path) -> str | None:
+    """What a directory written by an older posenc (no marker) is, judged by its files."""
+    if (directory / CONFIG_NAME).is_file() and ((directory / FINGERPRINT_NAME).is_file()
+                                               or (directory / "checkpoints").is_dir()):
+        return "run"
+    if (directory / "meta.json").is_file() and (directory / "spm.model").is_file():
+        return "data"
+    return None
+
+
+def dir_kind(directory: str | Path) -> str | None:
+    """``run`` or ``data`` for a directory posenc wrote (marker, else older layout), else None."""
+    directory = Path(directory)
+    if not directory.is_dir() or directory.is_symlink():
+        return None
+    return read_marker(directory) or _legacy_kind(directory)
+
+
+def write_marker(directory: str | Path, kind: str) -> None:
+    """Mark ``directory`` as posenc's own ``kind`` (no-op when it already is)."""
+    if read_marker(directory) != kind:
+        atomic_write_text(Path(directory) / MARKER_NAME, json.dumps({"kind": kind, "written_by": "posenc"}) + "\n")
+
+
+def _forbidden(directory: Path) -> str | None:
+    real = directory.resolve()
+    if real == Path(real.anchor):
+        return "the filesystem root"
+    if real == Path.home().resolve():
+        return "your home directory"
+    return None
+
+
+def _foreign_entries(directory: Path, kind: str) -> list[str]:
+    """Entries of ``directory`` that posenc did not put there (for an unmarked ``kind`` dir)."""
+    allowed = lambda p: p.name in SCRATCH_NAMES or (  # noqa: E731
+        kind == "run" and p.name == "data" and dir_kind(p) == "data")
+    return sorted(p.name for p in directory.iterdir() if not allowed(p))
+
+
+def check_target(directory: str | Path, kind: str, what: str = "out_dir") -> None:
+    """Refuse (one-line :class:`RunDirError`) to write the ``kind`` directory ``directory``
+    unless it is new, empty (but for posenc's lock and caches) or posenc's own ``kind``."""
+    directory = Path(directory)
+    where = _forbidden(directory)
+    if where is not None:
+        raise RunDirError(f"{what} {directory} is {where}; posenc writes only into a new or empty directory or its own")
+    if directory.is_symlink() and not directory.is_dir():
+        raise RunDirError(f"{what} {directory} is a dangling symlink")
+    if not directory.exists():
+        return
+    if not directory.is_dir():
+        raise RunDirError(f"{what} {directory} is a file, not a directory")
+    if dir_kind(directory) == kind:
+        return
+    foreign = _os_call(lambda: _foreign_entries(directory, kind), directory)
+    if foreign:
+        other = dir_kind(directory)
+        held = f"a posenc {KIND_WORDS[other]}" if other else f"files posenc did not write ({foreign[0]!r}"
+        held += "" if other else (f" and {len(foreign) - 1} more)" if len(foreign) > 1 else ")")
+        raise RunDirError(f"{what} {directory} holds {held}; posenc writes only into a new or empty directory "
+                          f"or a {KIND_WORDS[kind]} it created (use another {what})")
+
+
+# ----------------------------------------------------------------------------- safe writes
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``path`` through a temporary file renamed over it: a failure leaves the old file."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Bytes version of :func:`atomic_write_text` (OSError becomes a one-line RunDirError)."""
+    path = Path(path)
+
+    def write() -> None:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    _os_call(write, path)
+
+
+def os_error_message(err: OSError, fallback: str | Path) -> str:
+    """``FILE: reason`` for an OSError (permission denied, disk full, file too large, ...)."""
+    reason = err.strerror or str(err) or type(err).__name__
+    return f"{err.filename or fallback}: {reason}"
+
+
+def _os_call(fn: Any, where: str | Path) -> Any:
+    try:
+        return fn()
+    except OSError as err:
+        raise RunDirError(f"cannot write {os_error_message(err, where)}") from None
+
+
+@contextmanager
+def os_errors(what: str = "") -> Iterator[None]:
+    """Turn an OSError raised inside (permission denied, read-only or full disk) into one line."""
+    try:
+        yield
+    except OSError as err:
+        raise RunDirError(f"{what}{os_error_message(err, '?')}") from None
 
 
 # ----------------------------------------------------------------------------- lock
@@ -67,11 +216,11 @@ def exclusive(directory: str | Path, lock_name: str = LOCK_NAME) -> Iterator[Pat
 
     directory = Path(directory)
     created = not directory.exists()
-    directory.mkdir(parents=True, exist_ok=True)
+    _os_call(lambda: directory.mkdir(parents=True, exist_ok=True), directory)
     path = directory / lock_name
     while True:
-        stale = _holder(path) if path.exists() else 0
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        stale = _holder(path) if path.is_file() and not path.is_symlink() else 0
+        fd = _open_lock(path, directory, created)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -97,6 +246,22 @@ def exclusive(directory: str | Path, lock_name: str = LOCK_NAME) -> Iterator[Pat
         _cleanup_dir(directory, created)
 
 
+def _open_lock(path: Path, directory: Path, created: bool) -> int:
+    """Open (create) the lock file, never through a symlink and never a directory."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        _cleanup_dir(directory, created)
+        kind = "a symlink" if path.is_symlink() else "not a regular file"
+        raise RunDirError(f"lock file {path} is {kind}; remove it if no posenc process is using {directory}")
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as err:
+        _cleanup_dir(directory, created)
+        if err.errno in (errno.ELOOP, errno.EISDIR):
+            raise RunDirError(f"lock file {path} is not a regular file; remove it if no posenc process "
+                              f"is using {directory}") from None
+        raise RunDirError(f"cannot lock {directory}: {os_error_message(err, path)}") from None
+
+
 def _cleanup_dir(directory: Path, created: bool) -> None:
     if created:
         try:
@@ -110,10 +275,22 @@ def saved_fingerprint(out_dir: str | Path) -> dict[str, Any] | None:
     """The fingerprint stored in a run directory (from config.yaml for older runs), or None."""
     out = Path(out_dir)
     if (out / FINGERPRINT_NAME).is_file():
-        return json.loads((out / FINGERPRINT_NAME).read_text(encoding="utf-8"))
+        return read_json_dict(out / FINGERPRINT_NAME, "use --no-resume to start afresh or another out_dir")
     if (out / CONFIG_NAME).is_file() and (out / "checkpoints").is_dir():
         return fingerprint(from_dict(RunConfig, load_yaml(out / CONFIG_NAME)))
     return None
+
+
+def read_json_dict(path: Path, hint: str) -> dict[str, Any]:
+    """A JSON object stored by posenc (a fingerprint), else a one-line RunDirError with ``hint``."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        reason = err.strerror if isinstance(err, OSError) else "not valid JSON"
+        raise RunDirError(f"{path}: {reason}; {hint}") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: not a posenc fingerprint (a JSON object); {hint}")
+    return data
 
 
 def _fill_derived(saved: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -136,8 +313,10 @@ def check_resumable(cfg: RunConfig, resume: bool) -> bool:
     another data or model config and ``resume`` is set; with ``resume`` False the old run will
     be replaced (returns False). Changes that only extend training pass.
     """
+    if not resume:
+        return False
     saved = saved_fingerprint(cfg.out_dir)
-    if saved is None or not resume:
+    if saved is None:
         return False
     new = _fill_derived(saved, fingerprint(cfg))
     if diff_keys(saved, new):
@@ -149,14 +328,30 @@ def check_resumable(cfg: RunConfig, resume: bool) -> bool:
 
 
 def clear_run(out_dir: str | Path) -> None:
-    """Remove the outputs of an earlier training session (``--no-resume``)."""
+    """Remove the outputs of an earlier training session (``--no-resume``): the files of
+    :data:`RUN_OUTPUTS`, and inside its directories only what posenc writes there
+    (:data:`OWN_CHILDREN`); a directory left non-empty by other files stays."""
     out = Path(out_dir)
     for name in RUN_OUTPUTS:
         p = out / name
         if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p)
+            _clear_own_children(p, OWN_CHILDREN.get(name))
         elif p.exists() or p.is_symlink():
             p.unlink()
+
+
+def _clear_own_children(directory: Path, pattern: re.Pattern[str] | None) -> None:
+    for child in directory.iterdir():
+        if pattern is None or not pattern.match(child.name):
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+    try:
+        directory.rmdir()  # only if nothing else is left in it
+    except OSError:
+        log.info("kept %s: it holds files posenc did not write", directory)
 
 
 # ----------------------------------------------------------------------------- run-relative paths
@@ -186,8 +381,9 @@ def located_config(data: dict[str, Any], run_dir: Path) -> RunConfig:
 def write_run_files(cfg: RunConfig) -> None:
     """config.yaml (run-relative paths) and fingerprint.json, written once the run is valid."""
     out = Path(cfg.out_dir)
-    save_yaml(relative_config(cfg), out / CONFIG_NAME)
-    (out / FINGERPRINT_NAME).write_text(json.dumps(fingerprint(cfg), indent=1, sort_keys=True), encoding="utf-8")
+    write_marker(out, "run")
+    atomic_write_text(out / CONFIG_NAME, yaml.safe_dump(to_dict(relative_config(cfg)), sort_keys=False))
+    atomic_write_text(out / FINGERPRINT_NAME, json.dumps(fingerprint(cfg), indent=1, sort_keys=True))
 
 
 def stored_config(cfg: RunConfig) -> dict[str, Any]:

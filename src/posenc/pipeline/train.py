@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -34,7 +33,8 @@ from posenc.models.rnn_nmt import RNNNMT
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.config import RunConfig
 from posenc.pipeline.prepare import load_meta, prepare
-from posenc.pipeline.rundir import check_resumable, clear_run, exclusive, write_run_files
+from posenc.pipeline.rundir import (atomic_write_bytes, atomic_write_text, check_resumable, check_target, clear_run,
+                                    exclusive, write_run_files)
 from posenc.training import checkpoint as ck
 from posenc.training.distributed import env_int
 from posenc.training.trainer import resolve_device, train
@@ -180,6 +180,8 @@ def train_run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
     which replaces it.
     """
     is_main = env_int("RANK", 0) == 0
+    if is_main:
+        check_target(cfg.out_dir, "run")  # new, empty or posenc's own: never someone else's files
     with exclusive(cfg.out_dir) if is_main else nullcontext():
         return _train_locked(cfg, resume, is_main)
 
@@ -201,7 +203,7 @@ def _train_locked(cfg: RunConfig, resume: bool, is_main: bool) -> dict[str, Any]
         if not resumed:
             clear_run(out)
         write_run_files(cfg)
-        shutil.copyfile(data_dir / "spm.model", out / "spm.model")
+        atomic_write_bytes(out / "spm.model", (data_dir / "spm.model").read_bytes())
     tc = cfg.train
     batches_fn = lambda epoch, rank, world: split.batches(tc.max_tokens, True, tc.seed, epoch, rank, world)  # noqa: E731
     arch = ARCHS[cfg.arch]
@@ -218,5 +220,5 @@ def _train_locked(cfg: RunConfig, resume: bool, is_main: bool) -> dict[str, Any]
         "dropped_train_pairs": split.dropped,
     }
     if is_main:
-        (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     return summary

@@ -1,4 +1,8 @@
-"""``posenc average --run DIR --last N``: average the last N checkpoints into checkpoints/average."""
+"""``posenc average --run DIR --last N``: average the last N checkpoints into checkpoints/average.
+
+``--output`` must be a new (or empty) directory or an earlier average's output: nothing else is
+ever replaced. Every averaged checkpoint must belong to the run (its fingerprint.json).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,15 @@ import argparse
 from pathlib import Path
 
 from posenc.errors import CheckpointError
-from posenc.training.checkpoint import list_checkpoints, save_average
+from posenc.pipeline.rundir import check_average_output, check_checkpoint_fingerprint, os_errors
+from posenc.training.checkpoint import checkpoint_config, list_checkpoints, save_average
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, help="run directory")
     parser.add_argument("--last", type=int, default=10, help="number of checkpoints (SHAPE averages 10)")
-    parser.add_argument("--output", help="output checkpoint directory (default RUN/checkpoints/average)")
+    parser.add_argument("--output", help="output checkpoint directory, new or an earlier average "
+                                         "(default RUN/checkpoints/average)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,6 +29,11 @@ def run(args: argparse.Namespace) -> int:
     if args.last < 1:
         raise CheckpointError(f"--last must be >= 1, got {args.last}")
     chosen = paths[-args.last :]
-    out = save_average(chosen, args.output or ckpt_dir / "average")
+    target = Path(args.output) if args.output else ckpt_dir / "average"
+    check_average_output(target)
+    for path in chosen:
+        check_checkpoint_fingerprint(args.run, checkpoint_config(path), path)
+    with os_errors():
+        out = save_average(chosen, target)
     print(f"averaged {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) -> {out}")
     return 0

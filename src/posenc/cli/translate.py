@@ -2,29 +2,38 @@
 
 The model is rebuilt from the config saved with the checkpoint; the run directory is treated as
 untrusted: ``--split`` reads only the run's own data (inside the run directory, or ``--data``)
-and writes only into its ``translations/``.
+and writes only into its ``translations/``. ``--output FILE`` (also with ``--input -``) is
+written atomically and shows progress: a bar on a terminal, else a log line every 5 seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
+import time
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from posenc.cli.common import check_device
-from posenc.decoding.translate import read_lines_lazily, translate_file, translate_lines
+from posenc.decoding.translate import read_lines_lazily, read_stdin_lines, translate_lines, write_translations
 from posenc.errors import ConfigError
-from posenc.pipeline.run import SPLITS, decode_options, load_run, translate_split
+from posenc.pipeline.run import SPLITS, LoadedRun, decode_options, load_run, translate_split
+from posenc.pipeline.rundir import os_errors
+
+log = logging.getLogger("posenc")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, help="run directory (with config.yaml and checkpoints/)")
     parser.add_argument("--checkpoint", default="auto", help="auto | average | latest | PATH")
     parser.add_argument("--input", "-i", help="source file (plain or .gz); '-' for stdin")
-    parser.add_argument("--output", "-o", help="output file (written atomically); default stdout")
+    parser.add_argument("--output", "-o", help="output file (written atomically, also with --input -); default stdout")
     parser.add_argument("--split", help=f"translate and score a split of the run's data ({', '.join(SPLITS)})")
     parser.add_argument("--data", help="prepared data directory for --split (default: the run's own)")
     parser.add_argument("--beam", type=int, help="beam width (1 = greedy)")
@@ -43,10 +52,54 @@ def _check_args(args: argparse.Namespace) -> None:
         raise ConfigError("--data is only used with --split")
     if args.beam is not None and args.beam < 1:
         raise ConfigError(f"decode.beam (--beam) must be >= 1, got {args.beam}")
+    if args.input and args.input != "-" and Path(args.input).is_dir():
+        raise ConfigError(f"--input {args.input} is a directory, not a file")
+    if args.output and Path(args.output).is_dir():
+        raise ConfigError(f"--output {args.output} is a directory; give an output file name")
+
+
+class Progress:
+    """Lines translated so far: a progress bar on a terminal, else a log line every ``every`` s."""
+
+    def __init__(self, every: float = 5.0) -> None:
+        self.every, self.start = every, time.monotonic()
+        self.last, self.count = self.start, 0
+        self.bar = tqdm(unit=" lines", file=sys.stderr, mininterval=0.5) if sys.stderr.isatty() else None
+
+    def __call__(self, count: int) -> None:
+        if self.bar is not None:
+            self.bar.update(count - self.count)
+        else:
+            now = time.monotonic()
+            if now - self.last >= self.every:
+                self.last = now
+                log.info("translated %d lines (%.1f lines/s)", count, count / max(now - self.start, 1e-9))
+        self.count = count
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _to_file(loaded: LoadedRun, args: argparse.Namespace, opts: dict[str, Any]) -> int:
+    """``--output FILE``: translate the input file or stdin into FILE (atomically)."""
+    lines = read_stdin_lines() if args.input == "-" else read_lines_lazily(args.input)
+    progress = Progress()
+    try:
+        n = write_translations(loaded.model, loaded.tokenizer, lines, args.output, progress=progress, **opts)
+    finally:
+        progress.close()
+    print(f"translated {n} lines -> {args.output}", file=sys.stderr)
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     _check_args(args)
+    with os_errors():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     loaded = load_run(args.run, args.checkpoint, args.device, confine=True)
     dc = loaded.cfg.decode if args.beam is None else replace(loaded.cfg.decode, beam=args.beam)
     if args.split:
@@ -56,11 +109,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     opts = decode_options(dc, loaded)
     with torch.inference_mode():
-        if args.input != "-" and args.output:
-            n = translate_file(loaded.model, loaded.tokenizer, args.input, args.output, **opts)
-            print(f"translated {n} lines -> {args.output}", file=sys.stderr)
-            return 0
-        lines = (line.rstrip("\n") for line in sys.stdin) if args.input == "-" else read_lines_lazily(args.input)
+        if args.output:
+            return _to_file(loaded, args, opts)
+        lines = read_stdin_lines() if args.input == "-" else read_lines_lazily(args.input)
         for out in translate_lines(loaded.model, loaded.tokenizer, lines, **opts):
             print(out)
     return 0

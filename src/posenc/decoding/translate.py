@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import gzip
 import os
+import sys
 import tempfile
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,7 +30,8 @@ from torch import Tensor, nn
 from posenc.decoding.search import beam_search, greedy_search
 from posenc.errors import ConfigError, DataError
 
-__all__ = ["Tokenizer", "read_lines_lazily", "translate_file", "translate_lines"]
+__all__ = ["Tokenizer", "decode_lines", "read_lines_lazily", "read_stdin_lines", "translate_file", "translate_lines",
+           "write_translations"]
 
 
 class Tokenizer(Protocol):
@@ -176,23 +178,42 @@ def read_lines_lazily(path: str | os.PathLike[str]) -> Iterator[str]:
     """Yield the lines of a UTF-8 file (``.gz`` decompressed) without terminators, one at a time.
 
     Raises:
-        DataError: missing file, or invalid UTF-8 (naming the file and the 1-based line).
+        DataError: missing, unreadable or directory path, or invalid UTF-8 (naming the file and
+        the 1-based line).
     """
     p = Path(path)
     opener = gzip.open if p.suffix == ".gz" else open
     try:
         f = opener(p, "rb")
-    except (FileNotFoundError, IsADirectoryError):
+    except FileNotFoundError:
         raise DataError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise DataError(f"{p}: is a directory, not a file") from None
+    except OSError as err:
+        raise DataError(f"{p}: cannot read ({err.strerror or err})") from None
     with f:
-        for number, raw in enumerate(f, start=1):
-            raw = raw.rstrip(b"\n").rstrip(b"\r")
-            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            try:
-                yield raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataError(f"{p}: line {number}: invalid UTF-8 at byte {e.start + 1}") from None
+        yield from decode_lines(f, str(p))
+
+
+def decode_lines(raw_lines: Iterable[bytes], name: str) -> Iterator[str]:
+    """UTF-8 lines of a binary stream (a BOM on line 1 dropped), without terminators; invalid
+    UTF-8 is a one-line :class:`DataError` naming ``name`` and the 1-based line."""
+    for number, raw in enumerate(raw_lines, start=1):
+        raw = raw.rstrip(b"\n").rstrip(b"\r")
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DataError(f"{name}: line {number}: invalid UTF-8 at byte {e.start + 1}") from None
+
+
+def read_stdin_lines() -> Iterator[str]:
+    """The lines of standard input, decoded like :func:`read_lines_lazily` (``<stdin>`` in errors)."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text stream substituted for stdin (tests): already decoded
+        return (line.rstrip("\n").rstrip("\r") for line in sys.stdin)
+    return decode_lines(stream, "<stdin>")
 
 
 def translate_file(
@@ -204,19 +225,37 @@ def translate_file(
 ) -> int:
     """Translate ``in_path`` line by line into ``out_path``; returns the number of lines.
 
-    Streams through :func:`translate_lines` (``options`` are its keyword arguments). The output
-    is written to a temporary file next to ``out_path`` and renamed over it only when every line
-    is done, so an interrupted run never leaves a partial output file.
+    Streams through :func:`translate_lines` (``options`` are its keyword arguments, plus
+    ``progress`` of :func:`write_translations`). The output is written atomically
+    (:func:`write_translations`), so an interrupted run never leaves a partial output file.
     """
+    return write_translations(model, tokenizer, read_lines_lazily(in_path), out_path, **options)
+
+
+def write_translations(
+    model: nn.Module,
+    tokenizer: Tokenizer,
+    lines: Iterable[str],
+    out_path: str | os.PathLike[str],
+    progress: Callable[[int], None] | None = None,
+    **options: Any,
+) -> int:
+    """Translate ``lines`` into ``out_path``; returns the number of lines. The output goes to a
+    temporary file next to ``out_path``, renamed over it only when every line is done (an old
+    ``out_path`` stays intact on any failure). ``progress(n)`` is called after each line."""
     target = Path(out_path)
+    if target.is_dir():
+        raise DataError(f"{target}: is a directory; give an output file name")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     count = 0
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            for text in translate_lines(model, tokenizer, read_lines_lazily(in_path), **options):
+            for text in translate_lines(model, tokenizer, lines, **options):
                 f.write(text + "\n")
                 count += 1
+                if progress is not None:
+                    progress(count)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)

@@ -27,7 +27,7 @@ from posenc.evaluation.metrics import corpus_scores
 from posenc.models.config import ModelConfig
 from posenc.models.rnn_nmt import RNNConfig
 from posenc.pipeline.config import DataConfig, DecodeConfig, RunConfig
-from posenc.pipeline.rundir import located_config
+from posenc.pipeline.rundir import atomic_write_text, check_checkpoint_fingerprint, located_config
 from posenc.pipeline.train import build_model, source_bos
 from posenc.training import checkpoint as ck
 
@@ -89,11 +89,22 @@ def load_run(run_dir: str | Path, checkpoint: str = "auto", device: str = "cpu",
     cfg = located_config(load_yaml(run_dir / "config.yaml"), run_dir)
     path = find_checkpoint(run_dir, checkpoint)
     saved = ck.load_checkpoint(path, with_optimizer=False)
+    check_checkpoint_fingerprint(run_dir, saved.config, path)
     cfg = config_with_checkpoint(cfg, saved.config, path)
     tok = Tokenizer.from_file(run_dir / "spm.model")
+    check_vocabulary(cfg, tok, run_dir)
     model = build_model(cfg, tok.pad_id)
     ck.restore_model(model, saved)
     return LoadedRun(cfg, model.to(device).eval(), tok, path, run_dir, confine)
+
+
+def check_vocabulary(cfg: RunConfig, tok: Tokenizer, run_dir: Path) -> None:
+    """The run's spm.model must be the vocabulary the model was trained with (same size), else
+    token ids beyond the embedding would crash decoding: one-line CheckpointError instead."""
+    expected = int(getattr(getattr(cfg, cfg.model_section), "vocab_size", 0) or 0)
+    if expected and tok.vocab_size != expected:
+        raise CheckpointError(f"{run_dir / 'spm.model'}: {tok.vocab_size} pieces, but the checkpoint's model has a "
+                              f"vocabulary of {expected}: spm.model belongs to another run")
 
 
 def decode_options(dc: DecodeConfig, run: LoadedRun) -> dict[str, Any]:
@@ -144,7 +155,7 @@ def translate_split(run: LoadedRun, split: str, decode: DecodeConfig | None = No
     scores = corpus_scores(read_lines(hyp), read_lines(ref), hyp_name=str(hyp), ref_name=f"{split}.tgt")
     keep = {k: scores[k] for k in ("bleu", "chrf", "bleu_signature", "chrf_signature", "bleu_text", "lines")}
     keep.update(split=split, beam=dc.beam, hyp=_relative(hyp, root), checkpoint=_relative(run.checkpoint, root))
-    (out / f"{split}.beam{dc.beam}.json").write_text(json.dumps(keep, indent=2), encoding="utf-8")
+    atomic_write_text(out / f"{split}.beam{dc.beam}.json", json.dumps(keep, indent=2))
     return keep
 
 

@@ -29,8 +29,8 @@ from contextlib import contextmanager
 import yaml
 
 from posenc.config import from_dict, load_yaml, to_dict
-from posenc.errors import ConfigError, PosencError
-from posenc.pipeline.config import RunConfig
+from posenc.errors import CheckpointError, ConfigError, PosencError
+from posenc.pipeline.config import ARCH_SECTIONS, RunConfig
 from posenc.pipeline.fingerprint import describe_diff, diff_keys, fingerprint
 
 log = logging.getLogger("posenc")
@@ -352,6 +352,51 @@ def _clear_own_children(directory: Path, pattern: re.Pattern[str] | None) -> Non
         directory.rmdir()  # only if nothing else is left in it
     except OSError:
         log.info("kept %s: it holds files posenc did not write", directory)
+
+
+def check_checkpoint_fingerprint(run_dir: str | Path, config: dict[str, Any], where: str | Path) -> None:
+    """Refuse a checkpoint whose stored ``arch``/``data``/``model`` sections are not those of the
+    run in ``run_dir`` (its fingerprint.json; runs without one are not checked): a checkpoint of
+    another model copied into a run is never decoded with the run's vocabulary or averaged in."""
+    path = Path(run_dir) / FINGERPRINT_NAME
+    if not path.is_file():
+        return
+    saved = read_json_dict(path, "the run directory is damaged")
+    arch = str(config.get("arch", saved.get("arch", "transformer")))
+    section = ARCH_SECTIONS.get(arch, "model")
+    run = {"arch": saved.get("arch", "transformer"), "data": saved.get("data"), "model": saved.get(section)}
+    ckpt = json.loads(json.dumps({"arch": arch, "data": config.get("data"), "model": config.get("model")}, default=str))
+    keys = [k for k in diff_keys(run, ckpt) if not _both_nan(run, ckpt, k)]
+    if keys:
+        raise CheckpointError(f"{where}: a checkpoint of another model or data than the run {run_dir} "
+                              f"({describe_diff(run, ckpt)}); remove it or pass the run it belongs to")
+
+
+def _both_nan(a: dict[str, Any], b: dict[str, Any], key: str) -> bool:
+    def get(d: Any) -> Any:
+        for part in key.split("."):
+            d = d.get(part) if isinstance(d, dict) else None
+        return d
+    x, y = get(a), get(b)
+    return isinstance(x, float) and isinstance(y, float) and x != x and y != y
+
+
+def check_average_output(out: str | Path) -> None:
+    """``posenc average --output``: a new or empty directory, or an earlier average (its
+    ``state.json`` says ``"kind": "average"``); anything else is a one-line RunDirError."""
+    out = Path(out)
+    if _forbidden(out) is not None or (out.exists() and not out.is_dir()) or out.is_symlink():
+        raise RunDirError(f"--output {out} exists and is not a directory of averaged weights; "
+                          "give a new directory (or an earlier average's output)")
+    if not out.exists() or not any(out.iterdir()):
+        return
+    try:
+        kind = json.loads((out / "state.json").read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None
+    if kind != "average":
+        raise RunDirError(f"--output {out} is not empty and not an earlier average's output; posenc would "
+                          "replace it: give a new directory (or an earlier average's output)")
 
 
 # ----------------------------------------------------------------------------- run-relative paths

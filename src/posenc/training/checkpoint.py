@@ -30,7 +30,7 @@ from typing import Any, Iterator
 
 import torch
 import yaml
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
@@ -260,15 +260,27 @@ def save_checkpoint(
         json.dumps(full_state)
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{path}: training state is not JSON-serialisable ({err})") from None
-    with atomic_directory(path) as tmp:
-        meta = {"format": "pt", _ALIASES_KEY: json.dumps(aliases)}
-        files = {MODEL_FILE: _write_tensors(tmp / MODEL_FILE, unique, meta)}
-        if extra:
-            files[OPTIM_FILE] = _write_tensors(tmp / OPTIM_FILE, extra, {"format": "pt"})
-        full_state["files"] = files
-        _write_text(tmp / STATE_FILE, json.dumps(full_state, indent=1))
-        _write_text(tmp / CONFIG_FILE, yaml.safe_dump(config or {}, sort_keys=False))
+    try:
+        with atomic_directory(path) as tmp:
+            meta = {"format": "pt", _ALIASES_KEY: json.dumps(aliases)}
+            files = {MODEL_FILE: _write_tensors(tmp / MODEL_FILE, unique, meta)}
+            if extra:
+                files[OPTIM_FILE] = _write_tensors(tmp / OPTIM_FILE, extra, {"format": "pt"})
+            full_state["files"] = files
+            _write_text(tmp / STATE_FILE, json.dumps(full_state, indent=1))
+            _write_text(tmp / CONFIG_FILE, yaml.safe_dump(config or {}, sort_keys=False))
+    except (OSError, SafetensorError) as err:  # disk full, file too large, read-only directory
+        raise CheckpointError(f"{path}: cannot write the checkpoint ({_write_failure(err)}); "
+                              "earlier checkpoints are intact") from None
     return path
+
+
+def _write_failure(err: BaseException) -> str:
+    """A short reason for a failed write (``No space left on device``, ``Permission denied``)."""
+    if isinstance(err, OSError):
+        return err.strerror or str(err) or type(err).__name__
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return text[:200]
 
 
 # ----------------------------------------------------------------------------- load
@@ -314,6 +326,11 @@ def _read_config(directory: Path) -> dict[str, Any]:
     except (yaml.YAMLError, UnicodeDecodeError):
         raise CheckpointError(f"{directory.name}/{CONFIG_FILE}: not valid YAML") from None
     return config if isinstance(config, dict) else {}
+
+
+def checkpoint_config(path: str | Path) -> dict[str, Any]:
+    """The configuration stored with a checkpoint (its config.yaml), without reading tensors."""
+    return _read_config(Path(path))
 
 
 def load_checkpoint(path: str | Path, verify: bool = True, with_optimizer: bool = True) -> Checkpoint:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
+import reprlib
 import types
 import typing
 from pathlib import Path
@@ -37,10 +39,10 @@ def _check_scalar(value: Any, tp: Any, where: str) -> Any:
                 return _check_scalar(value, arg, where)
             except ConfigError as err:
                 errors.append(str(err))
-        raise ConfigError(errors[0] if errors else f"{where}: bad value {value!r}")
+        raise ConfigError(errors[0] if errors else f"{where}: bad value {shorten(value)}")
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
+            raise ConfigError(f"{where}: expected a list, got {shorten(value)}")
         (inner, *_) = typing.get_args(tp) or (Any,)
         return [_check_scalar(v, inner, f"{where}[{i}]") for i, v in enumerate(value)]
     if origin is dict or tp is Any:
@@ -49,25 +51,33 @@ def _check_scalar(value: Any, tp: Any, where: str) -> Any:
         if isinstance(value, tp):
             return value
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{where}: expected a mapping, got {shorten(value)}")
         return from_dict(tp, value, where)
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+        raise ConfigError(f"{where}: expected true/false, got {shorten(value)}")
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        raise ConfigError(f"{where}: expected an integer, got {shorten(value)}")
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise ConfigError(f"{where}: expected a finite number, got {value}")
             return float(value)
-        raise ConfigError(f"{where}: expected a number, got {value!r}")
+        raise ConfigError(f"{where}: expected a number, got {shorten(value)}")
     if tp is str:
         if isinstance(value, str):
             return value
-        raise ConfigError(f"{where}: expected a string, got {value!r}")
+        raise ConfigError(f"{where}: expected a string, got {shorten(value)}")
     return value
+
+
+def check_value(value: Any, tp: Any, where: str) -> Any:
+    """``value`` checked (and int → float coerced) against annotation ``tp``, as every config
+    field is: a one-line :class:`ConfigError` naming ``where`` otherwise."""
+    return _check_scalar(value, tp, where)
 
 
 def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
@@ -77,7 +87,7 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     ``data`` (e.g. a model preset); explicit keys win over the preset.
     """
     if not isinstance(data, dict):
-        raise ConfigError(f"{where or cls.__name__}: expected a mapping, got {data!r}")
+        raise ConfigError(f"{where or cls.__name__}: expected a mapping, got {shorten(data)}")
     hook = getattr(cls, "_preset_defaults", None)
     if hook is not None:
         data = {**hook(data), **data}
@@ -126,7 +136,9 @@ def parse_text(raw: str, tp: Any = Any) -> Any:
     """Type command-line text ``raw`` for annotation ``tp``: a string annotation keeps the text
     (unless it is quoted YAML), anything else is parsed as YAML."""
     try:
-        value = yaml.safe_load(raw) if raw != "" else ""
+        value = safe_load_bounded(raw) if raw != "" else ""
+    except YamlTooLarge as err:
+        raise ConfigError(f"override value {shorten(raw)}: refused: {err}") from None
     except yaml.YAMLError:
         return str(raw)
     if _wants_str(tp) and not isinstance(value, str):
@@ -225,14 +237,99 @@ def _normalise(cls: type, data: dict[str, Any], prefix: str) -> dict[str, Any]:
     return out
 
 
-def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping, with a one-line error for a missing or malformed file."""
-    p = Path(path)
+#: Bounds on what a config may be: file size, nodes once aliases are expanded, nesting depth.
+MAX_YAML_BYTES = 1 << 20
+MAX_YAML_NODES = 100_000
+MAX_YAML_DEPTH = 64
+
+
+class YamlTooLarge(yaml.YAMLError):
+    """A YAML document over :data:`MAX_YAML_NODES` (aliases expanded) or :data:`MAX_YAML_DEPTH`."""
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses, while composing and before building any Python object,
+    a document whose expanded size (every alias counted as a copy of its anchor) exceeds
+    :data:`MAX_YAML_NODES` or whose expanded nesting exceeds :data:`MAX_YAML_DEPTH`, and
+    recursive aliases (``&a [*a]``). The bounds are computed per node from its children's, so
+    an alias bomb is refused after reading its few hundred bytes."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._bounds: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded nodes, expanded depth)
+        self._open = 0  # nodes being composed (the parser's nesting, before any alias)
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        alias = self.check_event(yaml.AliasEvent)
+        if self._open >= MAX_YAML_DEPTH:
+            raise YamlTooLarge(f"nested deeper than {MAX_YAML_DEPTH} levels{_at(self.peek_event())}")
+        self._open += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._open -= 1
+        if not alias:
+            self._bounds[id(node)] = self._measure(node)
+        elif id(node) not in self._bounds:  # an alias to a node still being composed
+            raise YamlTooLarge(f"recursive alias{_at(node)}")
+        return node
+
+    def _measure(self, node: Any) -> tuple[int, int]:
+        """(nodes, depth) of ``node`` with aliases expanded, from its children's (already known)."""
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            return 1, 1
+        size, depth = 1, 1
+        for child in children:
+            child_size, child_depth = self._bounds[id(child)]
+            size, depth = size + child_size, max(depth, child_depth + 1)
+        if size > MAX_YAML_NODES:
+            raise YamlTooLarge(f"more than {MAX_YAML_NODES} values once aliases are expanded{_at(node)}")
+        if depth > MAX_YAML_DEPTH:
+            raise YamlTooLarge(f"nested deeper than {MAX_YAML_DEPTH} levels{_at(node)}")
+        return size, depth
+
+
+def _at(node: Any) -> str:
+    mark = getattr(node, "start_mark", None)
+    return f" (line {mark.line + 1})" if mark is not None else ""
+
+
+def safe_load_bounded(text: str) -> Any:
+    """``yaml.safe_load`` with the bounds of :class:`BoundedLoader` (raises a ``yaml.YAMLError``)."""
+    loader = BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def _read_config_text(p: Path) -> str:
+    """The text of config file ``p``: a one-line error if missing, over 1 MiB, or not UTF-8."""
     if not p.is_file():
         raise ConfigError(f"{p}: config file not found")
+    size = p.stat().st_size
+    if size > MAX_YAML_BYTES:
+        raise ConfigError(f"{p}: config file is {size} bytes; the limit is {MAX_YAML_BYTES} (1 MiB)")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not valid YAML (not UTF-8 text)") from None
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping, with a one-line error for a missing, oversized or malformed file
+    (bounded: see :class:`BoundedLoader`)."""
+    p = Path(path)
+    text = _read_config_text(p)
+    try:
+        data = safe_load_bounded(text)
+    except YamlTooLarge as err:
+        raise ConfigError(f"{p}: refused: {err}") from None
+    except yaml.YAMLError as err:
         line = getattr(getattr(err, "problem_mark", None), "line", None)
         at = f" line {line + 1}" if line is not None else ""
         raise ConfigError(f"{p}:{at} not valid YAML") from None
@@ -252,6 +349,30 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
 
 def save_yaml(cfg: Any, path: str | Path) -> None:
     Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
+
+
+def shorten(value: Any, limit: int = 200) -> str:
+    """``repr(value)`` for a message, at most about ``limit`` characters: built with
+    :mod:`reprlib` (never the whole repr of a huge value), then cut with a count of the rest."""
+    r = reprlib.Repr()
+    r.maxstring = r.maxother = r.maxlong = limit
+    r.maxlist = r.maxtuple = r.maxdict = r.maxset = 20
+    r.maxlevel = 4
+    text = r.repr(value)
+    if isinstance(value, str) and len(value) > limit:
+        return f"{text[:limit]}... ({len(value)} characters)"
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def require_finite(cfg: Any, section: str) -> None:
+    """Refuse a non-finite value (inf, nan) in any float or list-of-float field of dataclass
+    ``cfg``; ``section`` names it in the message (``train.lr must be a finite number, got inf``)."""
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ConfigError(f"{section}.{f.name} must be a finite number, got {v}")
 
 
 def require(cond: bool, message: str) -> None:

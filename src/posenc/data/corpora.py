@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from posenc.config import check_value
 from posenc.data.text import read_parallel
 from posenc.errors import ConfigError, DataError
 
@@ -427,4 +428,6 @@ def load_corpus(name: str, **kwargs: Any) -> Corpus:
         inspect.signature(loader).bind(**kwargs)
     except TypeError as e:
         raise ConfigError(f"corpus {name!r}: bad options: {e}") from None
-    return loader(**kwargs)
+    hints = typing.get_type_hints(loader)
+    checked = {k: check_value(v, hints.get(k, Any), f"data.options.{k}") for k, v in kwargs.items()}
+    return loader(**checked)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from posenc.config import require
+from posenc.config import require, require_finite
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # auto: bf16 on CUDA with bf16 support, else fp32
 COMPILE_MODES = ("auto", "on", "off")  # auto: torch.compile on CUDA, eager on CPU
@@ -60,6 +60,7 @@ class TrainConfig:
     bleu_every: int = 0  # steps; 0 = validation BLEU off (needs a BLEU callback)
 
     def __post_init__(self) -> None:
+        require_finite(self, "train")
         require(self.max_steps >= 0 and self.max_epochs >= 0, "train: max_steps and max_epochs must be >= 0")
         require(self.max_steps > 0 or self.max_epochs > 0, "train: set max_steps or max_epochs (both are 0)")
         require(self.max_tokens > 0, f"train.max_tokens must be > 0, got {self.max_tokens}")

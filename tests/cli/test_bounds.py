@@ -1,0 +1,126 @@
+"""Issue 18 part B: bounded config loading, one-line config errors, bounded eval input.
+
+Every case is a command line that today either eats memory, recurses, prints a huge value or
+a traceback; each must end with exit 2, one short ``error: ...`` line and nothing written."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.experiments.tiny_grid import write_experiment
+from tests.helpers.tiny import assert_one_line_error, cli, run_overrides
+
+#: Longest error line accepted (the message may quote ~200 characters of a value).
+MAX_LINE = 1200
+
+
+def alias_bomb(levels: int, indent: int = 6, width: int = 10) -> str:
+    """A YAML block list whose last item holds ``width ** levels`` strings once its aliases are
+    expanded, in a few hundred bytes (the "billion laughs"): item k is ``width`` aliases of k-1."""
+    pad = " " * indent
+    lines = [f"{pad}- &l0 [" + ",".join(["lol"] * width) + "]"]
+    lines += [f"{pad}- &l{k} [" + ",".join([f"*l{k - 1}"] * width) + "]" for k in range(1, levels + 1)]
+    return "\n".join(lines)
+
+
+def bomb_config(tmp_path: Path, levels: int) -> Path:
+    """A run config whose ``data.options.task`` is an alias bomb of ``10 ** levels`` strings."""
+    path = tmp_path / "bomb.yaml"
+    path.write_text(f"data:\n  corpus: toy\n  options:\n    task:\n{alias_bomb(levels)}\n", encoding="utf-8")
+    return path
+
+
+def short_error(code: int, err: str, *needles: str) -> str:
+    message = assert_one_line_error(code, err, *needles)
+    assert len(err) < MAX_LINE, f"error line of {len(err)} characters"
+    return message
+
+
+def test_alias_bomb_in_corpus_option_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """10**6 strings once expanded (a 30 MB repr): refused by the loader, nothing echoed."""
+    config = bomb_config(tmp_path, 6)
+    assert config.stat().st_size < 500
+    start = time.monotonic()
+    code, out, err = cli(capsys, "train", "--config", config, f"out_dir={tmp_path / 'run'}")
+    short_error(code, err, str(config), "aliases")
+    assert time.monotonic() - start < 10 and out == ""
+    assert not (tmp_path / "run").exists()
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+
+def test_billion_laughs_stays_small(tmp_path: Path) -> None:
+    """The issue's ~500-byte bomb (10**9 strings), in a process capped at 3 GB of address space."""
+    config = bomb_config(tmp_path, 9)
+    argv = [sys.executable, "-m", "posenc.cli.main", "train", "--config", str(config), f"out_dir={tmp_path / 'run'}"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, preexec_fn=_limit_memory)
+    short_error(proc.returncode, proc.stderr, "aliases")
+    assert not (tmp_path / "run").exists()
+
+
+def test_alias_bomb_in_analysis_options(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``analysis_options`` with ``--jobs 2``: refused before the spec is written for the workers."""
+    path = write_experiment(tmp_path)
+    text = path.read_text(encoding="utf-8") + f"analysis_options:\n  bomb:\n{alias_bomb(6, indent=4)}\n"
+    path.write_text(text, encoding="utf-8")
+    code, out, err = cli(capsys, "experiment", path, "--jobs", "2")
+    short_error(code, err, str(path), "aliases")
+    assert not (tmp_path / "exp").exists()
+
+
+def test_recursive_alias_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "loop.yaml"
+    config.write_text("data:\n  options:\n    task: &a [1, *a]\n", encoding="utf-8")
+    code, _, err = cli(capsys, "train", "--config", config, f"out_dir={tmp_path / 'run'}")
+    short_error(code, err, str(config), "recursive alias")
+
+
+@pytest.mark.parametrize("where", ["file", "override"])
+def test_deep_nesting_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path, where: str) -> None:
+    """900 nested lists: a one-line error, not a RecursionError traceback."""
+    deep = "[" * 900 + "1" + "]" * 900
+    args = [f"out_dir={tmp_path / 'run'}"]
+    if where == "file":
+        config = tmp_path / "deep.yaml"
+        config.write_text(f"data:\n  options:\n    task: {deep}\n", encoding="utf-8")
+        args += ["--config", str(config)]
+    else:
+        args += [f"data.options.task={deep}"]
+    code, _, err = cli(capsys, "train", *args)
+    short_error(code, err, "nested deeper than")
+    assert not (tmp_path / "run").exists()
+
+
+def test_oversized_config_file_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "big.yaml"
+    config.write_text("model:\n  position:\n    name: " + "x" * (2 << 20) + "\n", encoding="utf-8")
+    code, _, err = cli(capsys, "train", "--config", config, f"out_dir={tmp_path / 'run'}")
+    short_error(code, err, str(config), "limit is 1048576")
+
+
+@pytest.mark.parametrize("key", ["model.position.name", "data.options.task", "data.setting", "train.device"])
+def test_huge_value_is_not_echoed(capsys: pytest.CaptureFixture[str], tmp_path: Path, key: str) -> None:
+    """A 100 kB value (about the longest one argument may be) is quoted in at most ~200 characters."""
+    code, _, err = cli(capsys, "train", *run_overrides(tmp_path / "run"), f"{key}={'q' * 100_000}")
+    message = short_error(code, err)
+    assert "q" * 100 in message and "q" * 300 not in message
+
+
+def test_huge_method_label_in_experiment(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A method label of 500 kB in the experiment file (under the 1 MiB cap)."""
+    path = write_experiment(tmp_path)
+    exp = yaml.safe_load(path.read_text(encoding="utf-8"))
+    exp["methods"] = {"a" * 500_000 + "!": {"model.position.name": "ape"}}
+    path.write_text(yaml.safe_dump(exp, width=10**7), encoding="utf-8")
+    code, _, err = cli(capsys, "experiment", path)
+    message = short_error(code, err, "experiment label")
+    assert "a" * 300 not in message

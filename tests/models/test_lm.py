@@ -21,8 +21,8 @@ def lm(position: str, **params) -> DecoderLM:
 
 METHODS = [("ape", {}), ("shape", {"shape": {"max_shift": 20}}), ("rpe", {"shaw": {"k": 3}}),
            ("nopos", {}), ("rnn", {}), ("learned", {}), ("cape", {"cape": {"mean_normalize": False}}),
-           ("alibi", {}), ("t5", {}), ("rope", {}), ("rope+shape", {"shape": {"max_shift": 20}}),
-           ("sinusoidal+randomized", {}), ("nope", {})]
+           ("alibi", {}), ("t5", {}), ("rope", {}), ("rope+cape", {"cape": {"mean_normalize": False}}),
+           ("sinusoidal+randomized", {"randomized": {"eval": "sequential"}}), ("nope", {})]
 
 
 @pytest.mark.parametrize("name,params", METHODS, ids=[m for m, _ in METHODS])

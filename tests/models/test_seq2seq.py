@@ -12,7 +12,7 @@ from posenc.models.transformer import reorder_state
 from tests.conftest import tiny_config
 
 V, PAD, BOS = 40, 0, 2
-METHODS = ["ape", "learned", "shape", "learned+shape", "cape", "rpe", "ape+shaw", "rnn", "rr", "nopos", "nope", "alibi", "ape+alibi", "t5", "rope", "rope+shape", "rope+cape", "ape+randomized", "rope+randomized"]
+METHODS = ["ape", "learned", "shape", "learned+shape", "cape", "rpe", "ape+shaw", "rnn", "rr", "nopos", "nope", "alibi", "ape+alibi", "t5", "rope", "rope+cape", "ape+randomized", "rope+randomized"]
 
 # id -> (position name, position params, model overrides): every method plus options that change code paths.
 CASES: dict[str, tuple[str, dict, dict]] = {name: (name, {}, {}) for name in METHODS}
@@ -27,6 +27,9 @@ CASES.update({
     "rr-2gru": ("rr", {"gru": {"num_layers": 2}, "shaw": {"k": 3}}, {}),
     "ape+shaw-pre": ("ape+shaw", {}, {"norm": "pre"}),
     "ape-untied": ("ape", {}, {"share_embeddings": "none"}),
+    # sampled eval positions need a decoding horizon (init_static_state); tests/positions/test_randomized.py
+    "ape+randomized": ("ape+randomized", {"randomized": {"eval": "sequential"}}, {}),
+    "rope+randomized": ("rope+randomized", {"randomized": {"eval": "sequential"}}, {}),
 })
 
 

@@ -7,10 +7,12 @@ import math
 import pytest
 import torch
 
+from posenc.config import from_dict
 from posenc.errors import ConfigError
 from posenc.models.attention import MultiHeadAttention, attention_bias
 from posenc.positions import PositionConfig, build_attention, default_positions, resolve
 from posenc.positions.alibi import alibi_slopes
+from tests.conftest import tiny_config
 
 
 def test_slopes_for_eight_heads_by_hand() -> None:
@@ -65,3 +67,36 @@ def test_alibi_is_parameter_free_and_rejects_absolute_augmentations() -> None:
     assert resolve("nope").input == "none" and resolve("nope+alibi").attention == "alibi"
     with pytest.raises(ConfigError, match="needs input method"):
         resolve("alibi+shape")
+
+
+def alibi_encoder(asymmetric: bool):
+    from posenc.models.transformer import Encoder
+
+    torch.manual_seed(2)
+    cfg = tiny_config("alibi", vocab=10, position_params={"alibi": {"asymmetric": asymmetric}})
+    return Encoder(cfg).eval(), cfg.d_model
+
+
+@pytest.mark.parametrize("asymmetric", [False, True])
+def test_bidirectional_alibi_only_encoder_cannot_tell_left_from_right_unless_asymmetric(asymmetric: bool) -> None:
+    """Symmetric |p_i − p_j|: an ALiBi-only encoder commutes with reversing the sequence (it cannot
+    tell left from right); the asymmetric variant (+m/2 on keys to the left, Ruoss et al. code) does not."""
+    enc, d = alibi_encoder(asymmetric)
+    x, mask = torch.randn(1, 6, d), torch.ones(1, 6, dtype=torch.bool)
+    pos = default_positions(mask)
+    with torch.no_grad():
+        out, flipped = enc(x, pos, mask), enc(x.flip(1), pos, mask).flip(1)
+    assert torch.allclose(out, flipped, atol=1e-5) != asymmetric
+
+
+def test_asymmetric_bias_by_hand_and_causal_stacks_keep_the_paper_form() -> None:
+    cfg = from_dict(PositionConfig, {"name": "alibi", "alibi": {"asymmetric": True}})
+    pos = default_positions(torch.ones(1, 3, dtype=torch.bool))
+    rel = build_attention(cfg, d_model=8, num_layers=1, num_heads=2)
+    dist = torch.tensor([[0.0, 1, 2], [0.5, 0, 1], [1.5, 0.5, 0]])  # keys left of the query: d − ½
+    assert torch.equal(rel.hook(0).bias(rel.context(pos, pos))[0, 0], -dist / 16)
+    causal = build_attention(cfg, d_model=8, num_layers=1, num_heads=2, causal=True)
+    plain = build_attention(PositionConfig(name="alibi"), d_model=8, num_layers=1, num_heads=2, causal=True)
+    assert torch.equal(causal.context(pos, pos).distance, plain.context(pos, pos).distance)
+    with pytest.raises(ConfigError, match="alibi.asymmetric"):
+        from_dict(PositionConfig, {"name": "alibi", "alibi": {"asymmetric": "yes"}})

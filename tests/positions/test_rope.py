@@ -52,8 +52,11 @@ def test_interpolation_divides_positions_and_ntk_scales_base() -> None:
 
 
 def test_rope_composes_with_augmentations_and_rejects_bad_options() -> None:
-    assert resolve("rope+shape").attention == "rope" and resolve("rope+cape").augment == "cape"
+    assert resolve("rope+cape").augment == "cape" and resolve("rope+randomized").augment == "randomized"
+    with pytest.raises(ConfigError, match="shape augments absolute positions"):
+        resolve("rope+shape")  # a global shift cancels in q_m·k_n (RoFormer Eq. 16): a no-op
+    assert resolve("ape+rope+shape").augment == "shape"  # the sinusoidal input reads the shift
     with pytest.raises(ConfigError, match="rope.fraction"):
         RopeParams(fraction=0.0)
-    with pytest.raises(ConfigError, match="attention method rope"):
+    with pytest.raises(ConfigError, match="needs input method learned or sinusoidal, not none"):
         resolve("alibi+shape")

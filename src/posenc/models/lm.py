@@ -26,7 +26,8 @@ from posenc.errors import ConfigError
 from posenc.models.attention import attention_bias
 from posenc.models.config import check_layer_dims
 from posenc.models.layers import EncoderLayer
-from posenc.models.transformer import Embedding, Stack
+from posenc.models.seq2seq import step_positions
+from posenc.models.transformer import Embedding, Fixed, Stack
 from posenc.positions import PositionConfig, build_augmentation, default_positions
 
 
@@ -89,16 +90,21 @@ class DecoderLM(nn.Module):
         allowed = attention_bias(mask, mask.shape[1], causal=True)
         return self.logits(self._layers(h, pos, pos, allowed, None))
 
-    def init_state(self, batch: int, device: torch.device | str = "cpu") -> dict[str, Any]:
-        """Empty incremental-decoding state (every tensor has the batch on dim 0)."""
+    def init_state(self, batch: int, device: torch.device | str = "cpu", horizon: int | None = None) -> dict[str, Any]:
+        """Empty incremental-decoding state (every tensor has the batch on dim 0). ``horizon``: the
+        most steps to decode; it draws the eval positions of all of them at once (needed by
+        randomized positions sampled at eval, Ruoss et al. 2023)."""
         layers: list[dict[str, Tensor]] = [{} for _ in self.stack.layers]
-        return {"step": 0, "input": {}, "layers": layers, "positions": torch.zeros(batch, 0, device=device)}
+        state = {"step": 0, "input": {}, "layers": layers, "positions": torch.zeros(batch, 0, device=device)}
+        if horizon is not None:
+            state["decode_positions"] = Fixed(self.augment.decode_positions(horizon, device))
+        return state
 
     def step(self, tokens: Tensor, state: dict[str, Any]) -> Tensor:
         """Next-token logits ``(B, V)`` after feeding ``tokens (B,)``; updates ``state`` (eval mode)."""
         t, b = state["step"], tokens.shape[0]
         real = torch.ones(b, 1, dtype=torch.bool, device=tokens.device)
-        pos = self.positions(torch.full((b, 1), float(t), device=tokens.device), real)
+        pos = step_positions(self.augment, state, tokens)
         h = self.stack.drop(self.stack.input_pos(self.embed(tokens[:, None]), pos, real, state["input"]))
         state["positions"] = torch.cat((state["positions"], pos), 1)  # (B, t+1)
         allowed = attention_bias(torch.ones(b, t + 1, dtype=torch.bool, device=tokens.device), 1, causal=True, offset=t)

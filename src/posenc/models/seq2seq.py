@@ -14,7 +14,22 @@ from posenc.errors import ConfigError
 from posenc.models.config import ModelConfig
 from posenc.models.attention import KVCache
 from posenc.models.transformer import BeamInvariant, Decoder, Embedding, Encoder, Fixed
-from posenc.positions import build_augmentation, default_positions
+from posenc.positions import Augmentation, build_augmentation, default_positions
+
+
+def step_positions(augment: Augmentation, state: dict[str, Any], tokens: Tensor) -> Tensor:
+    """Position ``(B, 1)`` of decoding step ``state["step"]``: read from the state's
+    ``decode_positions`` ``(1, T_max)`` when present (randomized positions are sampled for the whole
+    horizon, Ruoss et al. 2023), else the augmentation's eval transform of the step index."""
+    t, b = state["step"], tokens.shape[0]
+    table = state.get("decode_positions")
+    if table is not None:
+        table = table.value if isinstance(table, Fixed) else table
+        return table[:, t : t + 1].expand(b, 1)
+    if augment.needs_decode_horizon:
+        raise ConfigError("randomized positions sampled at eval need a decoding horizon: use init_static_state(..., max_len) "
+                          "or model.position.randomized.eval=sequential")
+    return augment.eval_target(torch.full((b, 1), float(t), device=tokens.device))
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -80,17 +95,18 @@ class Seq2SeqTransformer(nn.Module):
         at = torch.zeros(1, dtype=torch.long, device=memory.device) if fixed_shapes else None
         for layer in state["layers"]:
             layer["self"] = KVCache(max_len, at)
+        pos = self.augment.decode_positions(max_len, memory.device)  # (1, T_max): eval positions of every step
         if at is not None:
-            pos = torch.arange(max_len, device=memory.device, dtype=torch.float32)[None]  # (1, T_max)
             state["t"] = Fixed(at)
-            state["all_positions"] = Fixed(self.augment.eval_target(pos))
+            state["all_positions"] = Fixed(pos)
+        else:
+            state["decode_positions"] = Fixed(pos)
         return state
 
     def step(self, tokens: Tensor, state: dict[str, Any]) -> Tensor:
         """Next-token logits ``(B, V)`` given the last tokens ``(B,)``; updates ``state``."""
         if "t" in state:  # a fixed-shape state (init_static_state(..., fixed_shapes=True))
             return self.logits(self.decoder.step_fixed(self.tgt_embed(tokens[:, None]), state)[:, 0])
-        pos = torch.full((tokens.shape[0], 1), float(state["step"]), device=tokens.device)
-        pos = self.augment.eval_target(pos)
+        pos = step_positions(self.augment, state, tokens)
         h = self.decoder.step(self.tgt_embed(tokens[:, None]), pos, state)
         return self.logits(h[:, 0])

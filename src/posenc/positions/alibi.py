@@ -3,8 +3,12 @@
 Shape legend: B batch, H heads, Lq/Lk query/key length, Dh head width.
 
 Each head h adds ``−m_h · |p_i − p_j|`` to its attention logits (§3, Fig. 3). In a causal
-stack the mask removes j > i, so this equals the paper's causal ``−m_h · (i − j)``; in a
-bidirectional stack it is the symmetric form. Distances come from the (float) positions tensor.
+stack the mask removes j > i, so this equals the paper's causal ``−m_h · (i − j)``. The paper
+defines only the causal form; in a bidirectional stack ``|p_i − p_j|`` is exactly symmetric, so an
+ALiBi-only encoder (no other position method) cannot tell a key at distance d on the left from one
+on the right. ``asymmetric: true`` (bidirectional stacks only) follows Ruoss et al.'s reference code
+and adds m_h/2 to the bias of keys on the left (p_j < p_i): ``−m_h · (|p_i − p_j| − ½·[p_j < p_i])``,
+which breaks the tie. Distances come from the (float) positions tensor.
 Slopes (§3): ``m_h = 2^(−8h/H)``, h = 1..H, for H a power of two; otherwise the slopes of the
 closest power of two n < H followed by every other slope of 2n (the paper's public recipe).
 No parameters: the fused SDPA path receives the bias as an additive float mask.
@@ -19,13 +23,17 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from posenc.config import require
 from posenc.positions.base import AttentionHook, AttentionPosition
 from posenc.positions.registry import register
 
 
 @dataclass
 class AlibiParams:
-    pass
+    asymmetric: bool = False  # bidirectional stacks: keys left of the query get +m_h/2 (Ruoss et al. code)
+
+    def __post_init__(self) -> None:
+        require(isinstance(self.asymmetric, bool), f"alibi.asymmetric must be true or false, got {self.asymmetric!r}")
 
 
 def alibi_slopes(num_heads: int) -> list[float]:
@@ -69,13 +77,18 @@ class AlibiHook(AttentionHook):
 class AlibiPosition(AttentionPosition):
     """One parameter-free hook, shared by every layer of the stack."""
 
-    def __init__(self, d_model: int, params: AlibiParams, num_layers: int, num_heads: int, **_: Any) -> None:
+    def __init__(self, d_model: int, params: AlibiParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
         super().__init__()
         self.shared = AlibiHook(torch.tensor(alibi_slopes(num_heads)), d_model // num_heads)
+        self.left_offset = 0.5 if params.asymmetric and not causal else 0.0  # causal: the paper's form
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> AlibiContext:
-        """Positions ``(B, Lq)``, ``(B, Lk)`` → |p_i − p_j| ``(B, 1, Lq, Lk)``."""
-        return AlibiContext((q_positions[:, :, None] - k_positions[:, None, :]).abs().unsqueeze(1))
+        """Positions ``(B, Lq)``, ``(B, Lk)`` → |p_i − p_j| (− ½ for p_j < p_i if asymmetric) ``(B, 1, Lq, Lk)``."""
+        diff = q_positions[:, :, None] - k_positions[:, None, :]
+        distance = diff.abs()
+        if self.left_offset:
+            distance = distance - self.left_offset * (diff > 0).to(distance.dtype)
+        return AlibiContext(distance.unsqueeze(1))
 
     def hook(self, layer: int) -> AlibiHook:
         return self.shared

@@ -11,8 +11,9 @@ Three families, each chosen by name from a registry (``posenc.positions.registry
 * :class:`AttentionPosition` builds a context once per stack from query/key positions and owns
   one :class:`AttentionHook` per self-attention layer, which adds a score term and/or a value
   term to that layer's attention.
-* :class:`Augmentation` is a training-time sampler over the positions tensor (SHAPE, CAPE). In
-  eval mode it applies its deterministic inference transform.
+* :class:`Augmentation` is a sampler over the positions tensor (SHAPE, CAPE, randomized). In eval
+  mode it applies its inference transform: deterministic for SHAPE and CAPE; randomized positions
+  are sampled at evaluation too, as published (Ruoss et al. 2023), from a seeded eval generator.
 """
 
 from __future__ import annotations
@@ -101,11 +102,11 @@ class AttentionPosition(nn.Module):
 
 
 class Augmentation(nn.Module):
-    """Sampler over positions; random in training, deterministic in eval.
+    """Sampler over positions; random in training, its inference transform in eval (reproducible).
 
     ``pair`` handles a source/target pair (translation); ``forward`` a single sequence
-    (vision, speech). ``eval_target`` is the eval transform of causal target positions, used
-    one step at a time by incremental decoding.
+    (vision, speech). ``eval_target`` is the eval transform of causal target positions (a full
+    pass); incremental decoding reads :meth:`decode_positions` of its horizon, one step at a time.
     """
 
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
@@ -116,8 +117,16 @@ class Augmentation(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         raise NotImplementedError
 
+    #: True when eval positions are drawn for a whole sequence (randomized positions, Ruoss et al.
+    #: 2023), so step-by-step decoding must read them from :meth:`decode_positions`.
+    needs_decode_horizon: bool = False
+
     def eval_target(self, tgt_pos: Tensor) -> Tensor:
         raise NotImplementedError
+
+    def decode_positions(self, horizon: int, device: torch.device | str) -> Tensor:
+        """Eval positions of causal target steps 0..horizon−1, ``(1, horizon)`` (incremental decoding)."""
+        return self.eval_target(torch.arange(horizon, device=device, dtype=torch.float32)[None])
 
 
 class NullAugmentation(Augmentation):

@@ -95,7 +95,20 @@ class _PositionConfigBase:
 
     def __post_init__(self) -> None:
         require(isinstance(self.name, str) and bool(self.name), "position.name must be a non-empty string")
-        self.methods  # validates the combination
+        self._check_table(self.methods)  # resolving validates the combination
+
+    def _check_table(self, m: Methods) -> None:
+        """An augmentation that always reaches far positions (``position_reach``: randomized draws from
+        {0..N−1}, Ruoss et al. 2023 §3) must fit the input method's table (``position_limit``: learned
+        rows), or every step would fail; checked here, not at the first forward."""
+        reach = getattr(self.params(m.augment), "position_reach", None) if m.augment else None
+        limit = getattr(self.params(m.input), "position_limit", None)
+        if reach is not None and limit is not None and reach >= limit:
+            raise ConfigError(
+                f"position {self.name!r}: {m.augment} draws positions up to {reach} but {m.input} has {limit} "
+                f"(model.position.{m.input}.max_positions): lower model.position.{m.augment}.max_len to <= {limit} "
+                f"or raise {m.input}.max_positions"
+            )
 
     @property
     def methods(self) -> Methods:

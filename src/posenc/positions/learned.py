@@ -22,6 +22,11 @@ class LearnedParams:
     def __post_init__(self) -> None:
         require(self.max_positions >= 1, f"learned.max_positions must be >= 1, got {self.max_positions}")
 
+    @property
+    def position_limit(self) -> int | None:
+        """Positions must lie below this (None with ``wrap``): checked against augmentations at config time."""
+        return None if self.wrap else self.max_positions
+
 
 @register("input", "learned", LearnedParams, augmentable_by=("shape", "randomized"))
 class LearnedPosition(InputPosition):

@@ -1,9 +1,19 @@
 """Randomized positional encodings (Ruoss et al. 2023, ACL, §3).
 
-Training: the positions of a length-L sequence are a sorted random subset of {0, …, N−1}
-(N = ``max_len`` ≥ L), drawn per sequence and per step (source and target independently).
-Evaluation: positions 0, …, L−1 (identity). Real tokens are a right-padded prefix, so their
-positions are sorted and distinct too.
+The positions of a length-l sequence are a sorted random subset of {0, …, N−1} (N = ``max_len`` ≥ l),
+drawn uniformly without replacement (the reference code: ``jax.random.choice(arange(N), (l,),
+replace=False)``, then ``sort``; position 0 is a candidate like any other). Each row of a
+right-padded batch gets a subset of its own length l_b (pads keep their default positions).
+
+Training: a fresh draw per sequence and per step from the global RNG (source and target
+independently). Evaluation (``eval: sample``, the default, as published: the reference code samples
+at test time too and has no training switch): the same rule, drawn from a dedicated
+``torch.Generator`` seeded with ``eval_seed`` and re-seeded on every ``.eval()``, so an evaluation is
+reproducible and never touches the global RNG. ``eval: sequential`` gives positions 0, …, l−1.
+
+Incremental decoding cannot know the final length, so it reads the first steps of one draw of a
+decoding horizon T (:meth:`RandomizedAugmentation.decode_positions`, ``(1, T)``, shared by the batch
+as in the reference, which draws one subset per call for the whole batch).
 """
 
 from __future__ import annotations
@@ -19,13 +29,43 @@ from posenc.errors import DataError
 from posenc.positions.base import Augmentation
 from posenc.positions.registry import register
 
+EVAL_MODES = ("sample", "sequential")
+
 
 @dataclass
 class RandomizedParams:
     max_len: int = 2048
+    eval: str = "sample"  # "sample": as published (Ruoss et al. 2023); "sequential": 0..L−1
+    eval_seed: int = 0  # seed of the eval generator (reset on every .eval())
 
     def __post_init__(self) -> None:
-        require(self.max_len >= 1, f"randomized.max_len must be >= 1, got {self.max_len}")
+        require(isinstance(self.max_len, int) and self.max_len >= 1, f"randomized.max_len must be an integer >= 1, got {self.max_len}")
+        require(self.eval in EVAL_MODES, f"randomized.eval must be one of {', '.join(EVAL_MODES)}, got {self.eval!r}")
+        require(isinstance(self.eval_seed, int) and self.eval_seed >= 0, f"randomized.eval_seed must be an integer >= 0, got {self.eval_seed}")
+
+    @property
+    def position_reach(self) -> int:
+        """The largest position drawn (N − 1, reached with probability l/N per sequence)."""
+        return self.max_len - 1
+
+    @property
+    def sampled_in_eval(self) -> bool:
+        return self.eval == "sample"
+
+
+def sorted_subsets(lengths: Tensor, width: int, n: int, generator: torch.Generator | None = None) -> Tensor:
+    """Row b: a uniform random ``lengths[b]``-subset of {0..n−1}, sorted, then ``width − lengths[b]``
+    slots of ``n`` (callers overwrite them). ``lengths (B,)`` long → float ``(B, width)``.
+
+    The ``l`` smallest of n i.i.d. uniform keys mark a uniform l-subset, for every l at once.
+    Keys come from ``generator`` on its own device (CPU for eval: device-independent draws)."""
+    b = lengths.shape[0]
+    device = generator.device if generator is not None else lengths.device
+    keys = torch.rand(b, n, generator=generator, device=device).to(lengths.device)
+    chosen = keys.argsort(-1)[:, :width]
+    slot = torch.arange(width, device=lengths.device)
+    chosen = torch.where(slot < lengths[:, None], chosen, torch.full_like(chosen, n))
+    return chosen.sort(-1).values.float()
 
 
 @register("augment", "randomized", RandomizedParams)
@@ -33,22 +73,43 @@ class RandomizedAugmentation(Augmentation):
     def __init__(self, params: RandomizedParams, **_: Any) -> None:
         super().__init__()
         self.params = params
+        self.generator = torch.Generator().manual_seed(params.eval_seed)
+        #: Incremental decoding must ask :meth:`decode_positions` (eval positions depend on the horizon).
+        self.needs_decode_horizon = params.sampled_in_eval
 
-    def sample(self, batch: int, length: int, device: torch.device) -> Tensor:
-        """Sorted distinct positions ``(B, L)`` drawn uniformly from {0..N−1}, as float."""
-        n = self.params.max_len
-        if length > n:
-            raise DataError(f"sequence length {length} exceeds randomized.max_len {n}")
-        chosen = torch.rand(batch, n, device=device).argsort(-1)[:, :length]
-        return chosen.sort(-1).values.float()
+    def train(self, mode: bool = True) -> "RandomizedAugmentation":
+        """Entering eval re-seeds the eval generator: every evaluation draws the same positions."""
+        if not mode:
+            self.generator.manual_seed(self.params.eval_seed)
+        return super().train(mode)
+
+    def _sample(self, positions: Tensor, mask: Tensor) -> Tensor:
+        """Sorted random positions for the real tokens of each row ``(B, L)``; pads keep theirs."""
+        n, width = self.params.max_len, positions.shape[1]
+        if width > n:
+            raise DataError(f"sequence length {width} exceeds randomized.max_len {n}")
+        lengths = mask.bool().sum(-1)
+        drawn = sorted_subsets(lengths, width, n, None if self.training else self.generator)
+        return torch.where(mask.bool(), drawn.to(positions.dtype), positions)
 
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
-        if not self.training:
+        if not self.training and not self.params.sampled_in_eval:
             return positions
-        return self.sample(positions.shape[0], positions.shape[1], positions.device)
+        return self._sample(positions, mask)
 
     def pair(self, src_pos: Tensor, src_mask: Tensor, tgt_pos: Tensor, tgt_mask: Tensor) -> tuple[Tensor, Tensor]:
         return self.forward(src_pos, src_mask), self.forward(tgt_pos, tgt_mask)
 
     def eval_target(self, tgt_pos: Tensor) -> Tensor:
-        return tgt_pos
+        """Eval positions of a whole causal target ``(B, T)`` (a full teacher-forced pass)."""
+        return self.forward(tgt_pos, torch.ones_like(tgt_pos, dtype=torch.bool))
+
+    def decode_positions(self, horizon: int, device: torch.device | str) -> Tensor:
+        """Eval positions of target steps 0..horizon−1 ``(1, horizon)``: one sorted draw of ``horizon``
+        positions, read one step at a time (a finished hypothesis uses a prefix of it)."""
+        if not self.params.sampled_in_eval:
+            return torch.arange(horizon, device=device, dtype=torch.float32)[None]
+        n = self.params.max_len
+        drawn = sorted_subsets(torch.tensor([min(horizon, n)]), min(horizon, n), n, self.generator)
+        beyond = torch.arange(n, max(horizon, n), dtype=drawn.dtype)[None]  # steps past N: N, N+1, … (never trained)
+        return torch.cat((drawn, beyond[:, : horizon - drawn.shape[1]]), 1).to(device)

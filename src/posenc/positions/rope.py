@@ -4,8 +4,8 @@ Shape legend: B batch, H heads, L length, Dh head width, P rotated pairs (P ≤ 
 
 For a real position p, each pair of dimensions (2j, 2j+1), j < P, of q and k is rotated by the
 angle p·θ_j, θ_j = base'^(−2j/(2P)) (Eq. 15 with d = 2P), so q_m·k_n depends only on m − n
-(Eq. 16). Positions are the float positions tensor, so SHAPE, CAPE and randomized positions
-compose with it. Options:
+(Eq. 16). Positions are the float positions tensor, so CAPE and randomized positions compose
+with it (SHAPE's global shift cancels in m − n: ``rope+shape`` is rejected). Options:
 
 * ``fraction``: partial rotary, only the first 2P = 2·floor(fraction·Dh/2) dims are rotated,
   the others pass through;
@@ -82,7 +82,10 @@ class RopeHook(AttentionHook):
         return rotate(k, ctx.k_angles[:, :, -k.shape[2] :])
 
 
-@register("attention", "rope", RopeParams, augmentable_by=("shape", "cape", "randomized"))
+# Not SHAPE: a shift of every position cancels in q_m·k_n (Eq. 16 depends on m − n only), so
+# rope+shape would be a silent no-op and is rejected like alibi/t5/shaw+shape. CAPE's jitter and
+# scaling and randomized positions change m − n.
+@register("attention", "rope", RopeParams, augmentable_by=("cape", "randomized"))
 class RotaryPosition(AttentionPosition):
     def __init__(self, d_model: int, params: RopeParams, num_layers: int, num_heads: int, **_: Any) -> None:
         super().__init__()

@@ -84,8 +84,9 @@ def test_results_table(experiment) -> None:
     results = _results(exp)
     header = "| method | vanilla BLEU | interpolate BLEU | params | train s (first setting) | steps | status |"
     assert header in text
-    # validate_every=0: no validation curve, so no run can be called converged and every cell says so
-    assert {r["summary"]["status"] for r in results.values()} == {"unknown"}
+    # stopped by max_steps (3): capped runs are "still improving", never converged, and every cell says so
+    assert {r["summary"]["status"] for r in results.values()} == {"still improving"}
+    assert {r["summary"]["stopped"] for r in results.values()} == {"max_steps"}
     for method in METHODS:
         row = next(line for line in text.splitlines() if line.startswith(f"| {method} |"))
         cells = [c.strip() for c in row.strip("|").split("|")]
@@ -94,7 +95,7 @@ def test_results_table(experiment) -> None:
             assert re.fullmatch(r"\d+\.\d\d ± \d+\.\d\d\*", cell), cell
             assert cell == f"{statistics.mean(bleu):.2f} ± {statistics.stdev(bleu):.2f}*"
         assert cells[3] == f"{results[('vanilla', method, 1)]['summary']['params']:,}"
-        assert cells[5] == "3" and cells[6].startswith("NOT CONVERGED (vanilla/seed1: unknown;")
+        assert cells[5] == "3" and cells[6].startswith("NOT CONVERGED (vanilla/seed1: still improving;")
     assert "* from at least one run that had not converged" in text
 
 
@@ -112,12 +113,20 @@ def test_report_has_every_analysis(experiment) -> None:
             out = report / setting / name
             assert f"### {name}" in text
             if name == "swapped" and setting == "vanilla":
-                assert not any(out.iterdir())  # needs <sep>-joined groups: INTERPOLATE only
+                assert not any(p.is_file() for p in out.rglob("*"))  # needs <sep>-joined groups: INTERPOLATE only
                 continue
             assert {".csv", ".png"} <= _analysis_files(out), (setting, name)
             for csv_path in out.rglob("*.csv"):
                 with open(csv_path, newline="", encoding="utf-8") as fh:
                     assert len(list(csv.DictReader(fh))) >= 1, csv_path
+    from posenc.experiments.report import POOLED_ANALYSES
+
+    n_test = len(read(Path(run_config(exp, "vanilla", "ape", 1).prepared_dir) / "test.src"))
+    with open(report / "vanilla" / "length_bleu" / "length_bleu.csv", newline="", encoding="utf-8") as fh:
+        ape = [r for r in csv.DictReader(fh) if r["model"] == "ape"]
+    assert sum(int(r["sentences"]) for r in ape) == len(SEEDS) * n_test  # every seed's outputs, pooled
+    for name in set(exp.analyses) - set(POOLED_ANALYSES) - {"swapped"}:  # model analyses: one per seed
+        assert {p.name for p in (report / "vanilla" / name).iterdir()} == {f"seed{s}" for s in SEEDS}, name
     for setting in SETTINGS:  # learning curves of every run, whatever the analyses
         assert (report / setting / "learning_curves" / "learning_curves.png").is_file()
     linked = set(re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text))

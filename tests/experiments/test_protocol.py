@@ -79,15 +79,17 @@ def test_report_shades_by_training_lengths(capsys: pytest.CaptureFixture[str], t
     assert [r["seen"] == "True" for r in rows] == seen_buckets(_length_buckets(view), view.train_lengths, None)
 
 
-def test_interpolate_dropped_counts_what_interpolate_drops() -> None:
-    """Fix 5: the report's count equals the sentences :func:`interpolate` leaves out."""
+def test_interpolate_note_counts_the_shorter_runs_interpolate_keeps() -> None:
+    """Issue 17: INTERPOLATE drops nothing; the report counts the joined pairs shorter than a group."""
     from posenc.data.corpora import Pair
     from posenc.data.settings import interpolate
-    from posenc.experiments.report import interpolate_dropped
+    from posenc.experiments.report import interpolate_short_runs
 
     pairs = [Pair(f"s{d}{i}", f"t{d}{i}", f"doc{d}", i) for d, n in enumerate((23, 10, 7, 31)) for i in range(n)]
     joined = interpolate(pairs, group=10)
-    assert interpolate_dropped(pairs, 10) == len(pairs) - 10 * len(joined) == 3 + 0 + 7 + 1
+    short = [p for p in joined if p.src.count(" <sep> ") + 1 < 10]
+    assert interpolate_short_runs(pairs, 10) == len(short) == 3  # docs of 23, 7 and 31 sentences
+    assert sum(p.src.count(" <sep> ") + 1 for p in joined) == len(pairs)
 
 
 def test_swapped_uses_a_training_subsample_and_protocol_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

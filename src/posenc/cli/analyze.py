@@ -8,13 +8,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import torch
 
 from posenc.analysis import DESCRIPTIONS
 from posenc.config import load_config
 from posenc.errors import ConfigError
 from posenc.experiments.config import ExperimentConfig
-from posenc.experiments.report import REPORT_ANALYSES, SettingView
+from posenc.experiments.report import REPORT_ANALYSES, run_analysis
 from posenc.experiments.runner import find_experiment
 
 
@@ -37,8 +36,6 @@ def run(args: argparse.Namespace) -> int:
         if setting not in exp.settings:
             raise ConfigError(f"unknown setting {setting!r} (known: {', '.join(exp.settings)})")
         out = Path(args.out) / setting if args.out else exp.root / "report" / setting / name
-        out.mkdir(parents=True, exist_ok=True)
-        with torch.inference_mode():
-            REPORT_ANALYSES[name](SettingView(exp, setting), out)
+        run_analysis(exp, setting, name, out)  # every seed: pooled, or one out/seedN per seed
         print(f"{name} ({setting}) -> {out}")
     return 0

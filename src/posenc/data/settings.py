@@ -35,14 +35,20 @@ def extrapolate(pairs: Sequence[Pair], max_len: int = 50, *, length_fn: LengthFn
     return [pairs[i] for i in keep]
 
 
-def in_range(src_lengths: Sequence[int], tgt_lengths: Sequence[int], max_len: int) -> list[int]:
-    """Indices of the pairs whose source and target both have <= ``max_len`` tokens: EXTRAPOLATE's
-    training length range. Used for training (:func:`extrapolate`) and for the validation pairs
-    that drive early stopping and best-checkpoint selection, so that the lengths never seen in
-    training are only ever a test, never the stopping signal."""
+def in_range(src_lengths: Sequence[int], tgt_lengths: Sequence[int], max_len: int,
+             src_bounds: tuple[int, int] | None = None) -> list[int]:
+    """Indices of the pairs whose source and target both have <= ``max_len`` tokens (EXTRAPOLATE's
+    training length range) and, with ``src_bounds = (lo, hi)``, whose source length is in
+    [lo, hi] (a Short/Middle/Long training split's range, :func:`length_controlled`).
+
+    Used for training (:func:`extrapolate`) and for the validation pairs that drive early stopping
+    and best-checkpoint selection, so that lengths never seen in training are only ever a test,
+    never the stopping signal."""
     if max_len < 1:
         raise ConfigError(f"max_len must be >= 1, got {max_len}")
-    return [i for i, (s, t) in enumerate(zip(src_lengths, tgt_lengths, strict=True)) if s <= max_len and t <= max_len]
+    lo, hi = src_bounds if src_bounds is not None else (0, max_len)
+    return [i for i, (s, t) in enumerate(zip(src_lengths, tgt_lengths, strict=True))
+            if lo <= s <= min(hi, max_len) and t <= max_len]
 
 
 def interpolate(pairs: Sequence[Pair], group: int = 10, sep: str = " <sep> ") -> list[Pair]:

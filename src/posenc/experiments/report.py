@@ -18,11 +18,12 @@ from posenc.data import settings as data_settings
 from posenc.data.corpora import Pair
 from posenc.data.text import read_lines
 from posenc.experiments.config import ExperimentConfig
-from posenc.experiments.convergence import CONVERGED, UNKNOWN, read_valid
+from posenc.experiments.convergence import CONVERGED, read_valid
 from posenc.experiments.cells import grid, run_config
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.prepare import load_meta
 from posenc.pipeline.run import LoadedRun, decode_options, load_run
+from posenc.training.convergence import status_of
 
 log = logging.getLogger("posenc")
 
@@ -34,11 +35,13 @@ def mean_std(values: list[float]) -> str:
 
 
 def _status(r: dict[str, Any]) -> str:
-    return r.get("summary", {}).get("status", UNKNOWN)
+    """The run's status by the one rule (training/convergence.py), recomputed from its recorded
+    stop reason, best step and warm-up: a stored ``status`` from an older rule is not trusted."""
+    return status_of(r.get("summary"))
 
 
 def row_status(runs: list[dict[str, Any]]) -> str:
-    """'converged' when every run of the row converged, else which runs were still improving."""
+    """'converged' when every run of the row converged, else which runs did not and why."""
     open_runs = [f"{r['setting']}/seed{r['seed']}: {_status(r)}" for r in runs if _status(r) != CONVERGED]
     if not runs:
         return "–"
@@ -71,9 +74,10 @@ def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: s
                      f"{first.get('wall_s', '–')} | {steps_s} | {row_status(runs)} |")
     if any(_status(r) != CONVERGED for r in results):
         lines.append("")
-        lines.append("\\* from at least one run that had not converged (last validation perplexity > 1% better "
-                     "than its best before, or too few validations to tell): a longer run may change this number "
-                     "and any comparison drawn from it.")
+        lines.append("\\* from at least one run that had not converged: stopped by the step cap (\"still improving\"), "
+                     "best validation inside warm-up, or no stop reason recorded (\"unknown\"). Converged means "
+                     "stopped by patience with the best validation after warm-up (training/convergence.py); a longer "
+                     "run may change a starred number and any comparison drawn from it.")
     return "\n".join(lines)
 
 
@@ -92,18 +96,29 @@ def learning_curves_section(exp: ExperimentConfig, results: list[dict[str, Any]]
 
 
 class SettingView:
-    """First-seed runs of one setting, loaded lazily, with the prepared test data."""
+    """The runs of one setting for ``seeds`` (default: every seed of the experiment), loaded
+    lazily, with the prepared test data.
 
-    def __init__(self, exp: ExperimentConfig, setting: str) -> None:
+    Text analyses see every seed pooled: :attr:`src`/:attr:`ref` repeat the test set once per seed
+    and :meth:`hyps` concatenates the seeds' outputs in the same order (so a corpus BLEU is the
+    BLEU of all seeds' outputs together, and a paired bootstrap pairs each seed's sentence with the
+    same seed's sentence of the other model). Analyses of model internals (:meth:`run`,
+    :meth:`models`) need a one-seed view: :func:`run_analysis` makes one per seed.
+    """
+
+    def __init__(self, exp: ExperimentConfig, setting: str, seeds: list[int] | None = None) -> None:
         self.exp, self.setting = exp, setting
-        self.cfgs = {m: run_config(exp, setting, m, exp.seeds[0]) for m in exp.methods}
+        self.seeds = list(seeds) if seeds else list(exp.seeds)
+        self.cfgs = {m: run_config(exp, setting, m, self.seeds[0]) for m in exp.methods}
         base_cfg = self.cfgs[exp.baseline_label]
         self.data_dir = Path(base_cfg.prepared_dir)
         self.meta = load_meta(self.data_dir)
-        self.src, self.ref = read_lines(self.data_dir / "test.src"), read_lines(self.data_dir / "test.tgt")
+        test_src, test_ref = read_lines(self.data_dir / "test.src"), read_lines(self.data_dir / "test.tgt")
+        self.src, self.ref = test_src * len(self.seeds), test_ref * len(self.seeds)
         self._runs: dict[str, LoadedRun] = {}
 
     def run(self, method: str) -> LoadedRun:
+        """The trained run of ``method`` for this view's first seed (use a one-seed view)."""
         if method not in self._runs:
             self._runs[method] = load_run(self.cfgs[method].out_dir)
         return self._runs[method]
@@ -113,8 +128,12 @@ class SettingView:
         return self.run(self.exp.baseline_label).tokenizer
 
     def hyps(self, method: str) -> list[str]:
-        cfg = self.cfgs[method]
-        return read_lines(Path(cfg.out_dir) / "translations" / f"test.beam{cfg.decode.beam}.hyp")
+        """Test outputs of ``method``, every seed of the view in order (as :attr:`src`)."""
+        out: list[str] = []
+        for seed in self.seeds:
+            cfg = run_config(self.exp, self.setting, method, seed)
+            out += read_lines(Path(cfg.out_dir) / "translations" / f"test.beam{cfg.decode.beam}.hyp")
+        return out
 
     def models(self) -> dict[str, torch.nn.Module]:
         return {m: self.run(m).model for m in self.exp.methods}
@@ -222,8 +241,9 @@ def an_swapped(v: SettingView, out: Path) -> None:
 
     sep = " <sep> "
     src, tgt = training_subsample(v, int(v.exp.analysis_options.get("swapped_pairs", 10_000)))
-    groups = [analysis.swapped.make_groups(s.split(sep), t.split(sep), len(s.split(sep)))[0]
-              for s, t in zip(src, tgt) if s.count(sep) == t.count(sep) and sep in s]
+    size = v.cfgs[v.exp.baseline_label].data.group  # full groups only: SHAPE Table 1 moves X1 of X1..X10
+    groups = [analysis.swapped.make_groups(s.split(sep), t.split(sep), size)[0]
+              for s, t in zip(src, tgt) if s.count(sep) == t.count(sep) == size - 1]
     if not groups:
         log.info("swapped: setting %s has no <sep>-joined groups; skipped", v.setting)
         return
@@ -242,17 +262,38 @@ REPORT_ANALYSES: dict[str, Callable[[SettingView, Path], None]] = {
 }  # adapters: SettingView → each registered analysis (posenc.analysis.REGISTRY), same names
 
 
-def interpolate_dropped(pairs: list[Pair], group: int) -> int:
-    """Sentences INTERPOLATE drops: the shorter run left at the end of each document
-    (:func:`posenc.data.settings.interpolate` keeps only full groups)."""
+#: Analyses of outputs only: run once on all seeds pooled. The others read model internals or
+#: run directories and run once per seed (report/SETTING/NAME/seedN).
+POOLED_ANALYSES = ("length_bleu", "bootstrap", "length_diff")
+
+
+def run_analysis(exp: ExperimentConfig, setting: str, name: str, out: Path) -> list[str]:
+    """Run analysis ``name`` on every seed of ``setting`` into ``out``: pooled over the seeds for
+    :data:`POOLED_ANALYSES`, else once per seed into ``out/seed<N>``. Returns Markdown lines."""
+    if name in POOLED_ANALYSES:
+        out.mkdir(parents=True, exist_ok=True)
+        with torch.inference_mode():
+            REPORT_ANALYSES[name](SettingView(exp, setting), out)
+        return [f"All seeds pooled ({', '.join(map(str, exp.seeds))}): each test sentence once per seed.", ""]
+    for seed in exp.seeds:
+        (out / f"seed{seed}").mkdir(parents=True, exist_ok=True)
+        with torch.inference_mode():
+            REPORT_ANALYSES[name](SettingView(exp, setting, [seed]), out / f"seed{seed}")
+    return [f"One result per seed ({', '.join(f'seed{s}' for s in exp.seeds)}).", ""]
+
+
+def interpolate_short_runs(pairs: list[Pair], group: int) -> int:
+    """Output pairs of INTERPOLATE with fewer than ``group`` sentences: one per document whose size
+    is not a multiple of ``group`` (:func:`posenc.data.settings.interpolate` keeps that shorter
+    last run, so no sentence is dropped)."""
     per_doc: dict[str, int] = {}
     for p in pairs:
         per_doc[p.doc] = per_doc.get(p.doc, 0) + 1
-    return sum(n % group for n in per_doc.values())
+    return sum(1 for n in per_doc.values() if n % group)
 
 
 def interpolate_note(exp: ExperimentConfig, setting: str) -> str:
-    """One line: how many sentences of each split INTERPOLATE dropped (issue 13 fix 5)."""
+    """One line: INTERPOLATE keeps every sentence; how many joined pairs are shorter runs."""
     from posenc.data.corpora import load_corpus
 
     cfg = run_config(exp, setting, exp.baseline_label, exp.seeds[0])
@@ -262,10 +303,25 @@ def interpolate_note(exp: ExperimentConfig, setting: str) -> str:
     parts = []
     for split in ("train", "valid", "test"):
         pairs = getattr(corpus, split)
-        dropped = interpolate_dropped(pairs, cfg.data.group)
-        parts.append(f"{split} {dropped:,} of {len(pairs):,} ({100 * dropped / max(len(pairs), 1):.1f}%)")
-    return (f"INTERPOLATE joins runs of {cfg.data.group} sentences within a document and drops the shorter run "
-            f"left at each document's end: dropped sentences {'; '.join(parts)} (before any max_*_pairs cut).")
+        joined = -(-len(pairs) // cfg.data.group)
+        parts.append(f"{split} {interpolate_short_runs(pairs, cfg.data.group):,} of about {joined:,} joined pairs")
+    return (f"INTERPOLATE joins runs of {cfg.data.group} sentences within a document and keeps every sentence, as "
+            f"SHAPE does (4.5M pairs → 450K): the run left at a document's end is a shorter joined pair "
+            f"({'; '.join(parts)}, before any max_*_pairs cut).")
+
+
+def stopping_lines(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[str]:
+    """Per setting, the validation pairs whose loss drove patience and checkpoint selection (each
+    run's ``summary.json``: ``stopping_signal``), and what "converged" means."""
+    lines = []
+    for setting in exp.settings:
+        signals = sorted({str(r.get("summary", {}).get("stopping_signal", "not recorded"))
+                          for r in results if r["setting"] == setting})
+        lines.append(f"- stopping signal ({setting}): {'; '.join(signals) or 'no runs'} (patience and best-checkpoint selection)")
+    lines.append("- converged = stopped by patience (`train.patience` validations without a relative gain > "
+                 "`train.min_delta`) with the best validation after warm-up; a run stopped by `max_steps`/`max_epochs` "
+                 "is \"still improving\", whatever its curve")
+    return lines
 
 
 def evaluation_protocol(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[str]:
@@ -284,6 +340,7 @@ def evaluation_protocol(exp: ExperimentConfig, results: list[dict[str, Any]]) ->
     return ["## Evaluation protocol", "",
             f"- decoding: {search} (`decode.beam`, `decode.length_penalty`)",
             f"- checkpoint: {ckpt}",
+            *stopping_lines(exp, results),
             f"- BLEU: sacreBLEU on detokenized text{f' (`{sig}`)' if sig else ''}; a paper's BLEU on tokenized "
             "text is a different number: compare absolute scores only when the BLEU variant matches",
             ""]
@@ -298,16 +355,13 @@ def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]
     md += evaluation_protocol(exp, results)
     md += learning_curves_section(exp, results, report)
     for setting in exp.settings:
-        view = SettingView(exp, setting)
         md += [f"## {setting}", ""]
         note = interpolate_note(exp, setting)
         md += [note, ""] if note else []
         for name in exp.analyses:
             out = report / setting / name
-            out.mkdir(parents=True, exist_ok=True)
-            with torch.inference_mode():
-                REPORT_ANALYSES[name](view, out)
-            md += [f"### {name}", ""] + [f"![{p.stem}]({p.relative_to(report)})" for p in sorted(out.rglob("*.png"))]
+            md += [f"### {name}", ""] + run_analysis(exp, setting, name, out)
+            md += [f"![{p.stem}]({p.relative_to(report)})" for p in sorted(out.rglob("*.png"))]
             md += [(p.read_text(encoding="utf-8")) for p in sorted(out.rglob("*.md"))] + [""]
     (report / "README.md").write_text("\n".join(md), encoding="utf-8")
     return report

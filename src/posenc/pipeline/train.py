@@ -119,20 +119,23 @@ def train_split(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool) -> En
     return split
 
 
-def stopping_split(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool) -> tuple[EncodedSplit, str]:
+def stopping_split(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool, train: EncodedSplit) -> tuple[EncodedSplit, str]:
     """The validation pairs whose loss drives patience and best-N checkpoint selection, and a
-    description for the summary. EXTRAPOLATE: only pairs inside the training length range
-    (source and target <= ``data.max_len`` subwords, the filter training had), since the unseen
-    lengths are the test, never the stopping signal (issue 17). Other settings: every pair."""
+    description for the summary. EXTRAPOLATE: only pairs inside the training length range (source
+    and target <= ``data.max_len`` subwords, the filter training had; with ``data.length_split``
+    also the source-length range of ``train``), since unseen lengths are the test, never the
+    stopping signal (issue 17). Other settings: every validation pair."""
     split = EncodedSplit(tok, data_dir, "valid", bos)
     total = len(split.src)
     if cfg.data.setting != "extrapolate":
         return split, f"all {total} validation pairs"
-    keep = data_settings.in_range([len(s) for s in split.src], [len(t) for t in split.tgt], cfg.data.max_len)
+    bounds = (min(map(len, train.src)), max(map(len, train.src))) if cfg.data.length_split else None
+    keep = data_settings.in_range([len(s) for s in split.src], [len(t) for t in split.tgt], cfg.data.max_len, bounds)
     if not keep:
-        raise DataError(f"no validation pair of at most {cfg.data.max_len} subwords (data.max_len) to stop on in {data_dir}")
+        raise DataError(f"no validation pair inside the training length range (data.max_len={cfg.data.max_len}) in {data_dir}")
     split.src, split.tgt = [split.src[i] for i in keep], [split.tgt[i] for i in keep]
-    return split, f"validation pairs <= {cfg.data.max_len} subwords ({len(keep)} of {total})"
+    where = f"source {bounds[0]}-{bounds[1]} and " if bounds else ""
+    return split, f"validation pairs with {where}source and target <= {cfg.data.max_len} subwords ({len(keep)} of {total})"
 
 
 def validation_bleu(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool) -> Callable[[nn.Module], float] | None:
@@ -194,7 +197,7 @@ def _train_locked(cfg: RunConfig, resume: bool, is_main: bool) -> dict[str, Any]
     model = build_model(cfg, tok.pad_id)
     bos = source_bos(cfg)
     split = train_split(cfg, tok, data_dir, bos)
-    valid_split, stopping_signal = stopping_split(cfg, tok, data_dir, bos)
+    valid_split, stopping_signal = stopping_split(cfg, tok, data_dir, bos, split)
     valid = valid_split.batches(cfg.train.max_tokens, False, 0, 0)
     bleu_fn = validation_bleu(cfg, tok, data_dir, bos)
     if resumed:

@@ -27,6 +27,8 @@ from posenc.pipeline.run import SPLITS, LoadedRun, decode_options, load_run, tra
 from posenc.pipeline.rundir import os_errors
 
 log = logging.getLogger("posenc")
+#: Seconds between progress lines when stderr is not a terminal.
+PROGRESS_EVERY_S = 5.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,8 +63,8 @@ def _check_args(args: argparse.Namespace) -> None:
 class Progress:
     """Lines translated so far: a progress bar on a terminal, else a log line every ``every`` s."""
 
-    def __init__(self, every: float = 5.0) -> None:
-        self.every, self.start = every, time.monotonic()
+    def __init__(self, every: float | None = None) -> None:
+        self.every, self.start = PROGRESS_EVERY_S if every is None else every, time.monotonic()
         self.last, self.count = self.start, 0
         self.bar = tqdm(unit=" lines", file=sys.stderr, mininterval=0.5) if sys.stderr.isatty() else None
 

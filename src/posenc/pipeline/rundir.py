@@ -74,12 +74,23 @@ def read_marker(directory: str | Path) -> str | None:
 
 def _legacy_kind(directory: Path) -> str | None:
     """What a directory written by an older posenc (no marker) is, judged by its files."""
-    if (directory / CONFIG_NAME).is_file() and ((directory / FINGERPRINT_NAME).is_file()
-                                               or (directory / "checkpoints").is_dir()):
+    has_run_files = (directory / FINGERPRINT_NAME).is_file() or any((directory / "checkpoints").glob("ckpt_*"))
+    if has_run_files and _is_run_config(directory / CONFIG_NAME):
         return "run"
     if (directory / "meta.json").is_file() and (directory / "spm.model").is_file():
         return "data"
     return None
+
+
+def _is_run_config(path: Path) -> bool:
+    """Whether ``path`` is a run config that posenc wrote (a valid RunConfig YAML file)."""
+    if not path.is_file():
+        return False
+    try:
+        from_dict(RunConfig, load_yaml(path))
+    except (PosencError, OSError, ValueError, TypeError):
+        return False
+    return True
 
 
 def dir_kind(directory: str | Path) -> str | None:

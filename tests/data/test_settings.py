@@ -111,3 +111,10 @@ def test_in_range_is_the_extrapolate_filter() -> None:
     assert extrapolate(pairs, 3, length_fn=words) == [pairs[i] for i in in_range(src, tgt, 3)]
     with pytest.raises(ConfigError, match="max_len must be >= 1"):
         in_range(src, tgt, 0)
+
+
+def test_in_range_with_a_length_split_range() -> None:
+    """A Long training split (sources 5-7) stops on validation sources 5-7 only, still <= max_len."""
+    src, tgt = [3, 5, 7, 8, 6, 6], [3, 5, 7, 8, 9, 2]
+    assert in_range(src, tgt, 8, src_bounds=(5, 7)) == [1, 2, 5]  # 6→9 target is beyond max_len
+    assert in_range(src, tgt, 6, src_bounds=(5, 7)) == [1, 5]  # max_len still caps the source

@@ -157,9 +157,9 @@ def test_failed_save_leaves_no_partial_directory(tmp_path: Path, monkeypatch: py
         raise OSError("disk full")
 
     monkeypatch.setattr(ck, "_write_text", broken)  # fails after the tensors were written
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(CheckpointError, match="disk full"):  # one line (issue 18), not the bare OSError
         _save_simple(tmp_path / "ckpt_00000002", 2.0)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(CheckpointError, match="disk full"):
         _save_simple(good, 3.0)  # overwriting an existing checkpoint keeps the old one intact
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt_00000001"]
     assert torch.equal(load_checkpoint(good).model["w"], torch.full((2, 3), 1.0))

@@ -123,3 +123,13 @@ def test_final_validation_never_relabels_a_capped_run(tmp_path: Path, max_steps:
     loop stopped because of the cap."""
     result = _run(tmp_path, [2.0, 3.0], patience=1, max_steps=max_steps, validate_every=2)
     assert result.stopped == "max_steps" and result.summary()["status"] == IMPROVING
+
+
+def test_resuming_a_run_stopped_by_patience_keeps_it_stopped(tmp_path: Path) -> None:
+    """Raising the cap of a run that had plateaued (an experiment's "extend") must not train on."""
+    first = _run(tmp_path, [3.0, 2.0, 2.5, 2.4], patience=2, save_every=1)
+    assert first.stopped == "patience" and first.state.step == 4
+    again = train(tiny_model(), TRAIN, train_config(max_steps=10, validate_every=1, save_every=1, warmup=1, patience=2),
+                  tmp_path, valid_batches=VALID, loss_fn=HandValidLoss([9.0]))
+    assert again.stopped == "patience" and again.state.step == 4
+    assert json.loads((tmp_path / "train_summary.json").read_text())["status"] == CONVERGED

@@ -150,6 +150,8 @@ class Trainer:
             self.state, self._last_save_step = restored, restored.step
             if restored.valid_loss_at(restored.step) is not None:  # validated before that save
                 self._last_valid_step = restored.step
+            if self.cfg.patience is not None and restored.bad_validations >= self.cfg.patience:
+                self._stop = "patience"  # it had stopped on its plateau: resuming (e.g. a raised cap) keeps it stopped
         if self.is_main:
             ck.remove_stale_temporaries(self.ckpt_dir)
         self.logger = RunLogger(self.out_dir, self.is_main, resume_step=self.state.step)

@@ -84,3 +84,32 @@ def test_bart_style_families_reproduce_the_model_at_zero_shift_and_move_with_a_s
     reference = model.eval()(**b).logits
     assert torch.equal(augment_model(model, "shape", max_shift=0).train()(**b).logits, reference)
     assert not torch.allclose(augment_model(model, "shape", max_shift=20).train()(**b).logits, reference)
+
+
+def test_training_without_labels_or_decoder_inputs_uses_bart_s_own_decoder_input() -> None:
+    """Issue 17: KeyError 'labels'. BART then decodes input_ids shifted right (target length = source)."""
+    model = bart()
+    wrapped = augment_model(model, "shape", max_shift=0).train()
+    ids = torch.randint(3, V, (2, 6))
+    out = wrapped(input_ids=ids, attention_mask=torch.ones_like(ids))
+    assert torch.equal(out.logits, model.eval()(input_ids=ids, attention_mask=torch.ones_like(ids)).logits)
+
+
+def test_randomized_rows_are_sampled_at_eval_reproducibly() -> None:
+    """As Ruoss et al. (2023) evaluate: the eval forward reads sampled rows, the same on every .eval()."""
+    model = bart(max_positions=32)
+    b = pair()
+    reference = model.eval()(**b).logits
+    wrapped = augment_model(model, "randomized", max_len=32).eval()
+    with torch.no_grad():
+        first, again = wrapped(**b).logits, wrapped.train().eval()(**b).logits
+        sequential = augment_model(model, "randomized", max_len=32, eval="sequential").eval()(**b).logits
+    assert torch.equal(first, again) and not torch.allclose(first, reference, atol=1e-4)
+    assert torch.equal(sequential, reference)
+
+
+def test_non_models_are_type_errors() -> None:
+    with pytest.raises(TypeError, match="needs a model instance, got the class BartForConditionalGeneration"):
+        augment_model(transformers.BartForConditionalGeneration, "shape", max_shift=2)
+    with pytest.raises(TypeError, match="got NoneType"):
+        PositionAugmentedSeq2Seq(None, "shape")  # type: ignore[arg-type]

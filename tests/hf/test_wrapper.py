@@ -10,7 +10,7 @@ import torch
 transformers = pytest.importorskip("transformers", reason="posenc.hf needs transformers (pip install posenc[hf])")
 
 from posenc.errors import ConfigError, DataError  # noqa: E402
-from posenc.hf import PositionAugmentedModel, PositionIdsCollator, base_positions, inspect_model  # noqa: E402
+from posenc.hf import PositionAugmentedModel, PositionIdsCollator, augment_model, base_positions, inspect_model  # noqa: E402
 
 V = 40
 
@@ -60,11 +60,109 @@ def test_base_positions_count_real_tokens_for_left_and_right_padding() -> None:
     (llama, "shape", {"max_shift": 50}), (llama, "cape", {}), (gpt2, "shape", {"max_shift": 20}),
 ])
 @pytest.mark.parametrize("left_pad", [False, True])
-def test_eval_mode_logits_equal_the_unwrapped_model_exactly(build: Any, augment: str, params: dict, left_pad: bool) -> None:
+def test_eval_mode_reads_the_real_token_positions(build: Any, augment: str, params: dict, left_pad: bool) -> None:
+    """Eval passes the positions training uses at zero augmentation (real tokens counted); with right
+    padding the real tokens' logits equal the unwrapped model's exactly."""
     model = build().eval()
     wrapped = PositionAugmentedModel(model, augment, **params).eval()
     b = batch(left_pad)
-    assert torch.equal(wrapped(**b).logits, model(**b).logits)
+    mask = b["attention_mask"].bool()
+    counted = base_positions(mask).long()
+    assert torch.equal(wrapped(**b).logits, model(**b, position_ids=counted).logits)
+    if not left_pad:
+        assert torch.equal(wrapped(**b).logits[mask], model(**b).logits[mask])
+
+
+def test_gpt2_left_padding_reads_the_same_positions_in_training_and_eval() -> None:
+    """Issue 17: training counted real tokens while eval read raw indices (0.41 logit difference at
+    K = 0 with left padding). Now SHAPE at K = 0 in training equals eval on the real tokens."""
+    cfg = transformers.GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=32, embd_pdrop=0.0,
+                                  resid_pdrop=0.0, attn_pdrop=0.0, pad_token_id=0, bos_token_id=None, eos_token_id=None)
+    wrapped = PositionAugmentedModel(transformers.GPT2LMHeadModel(cfg), "shape", max_shift=0)
+    b = batch(left_pad=True)
+    mask = b["attention_mask"].bool()
+    with torch.no_grad():
+        trained, evaluated = wrapped.train()(**b).logits, wrapped.eval()(**b).logits
+    torch.testing.assert_close(evaluated[mask], trained[mask], rtol=1e-5, atol=1e-5)
+
+
+def test_randomized_positions_are_sampled_at_eval_seeded_or_sequential_on_request() -> None:
+    """As Ruoss et al. (2023) evaluate: random ordered positions at eval too, the same on every
+    .eval(); ``eval="sequential"`` gives the real-token positions."""
+    model = gpt2(n_positions=64)
+    seen = capture_position_ids(model)
+    b = batch(left_pad=True)
+    mask = b["attention_mask"].bool()
+    wrapped = PositionAugmentedModel(model, "randomized", max_len=64).eval()
+    with torch.no_grad():
+        wrapped(**b)
+        wrapped.train().eval()(**b)
+        PositionAugmentedModel(model, "randomized", max_len=64, eval="sequential").eval()(**b)
+    first, again, sequential = seen[-3:]
+    assert torch.equal(first, again) and not torch.equal(first[mask], sequential[mask])
+    assert torch.equal(sequential, base_positions(mask).long())
+    for row in range(3):
+        assert (first[row][mask[row]].diff() > 0).all() and first[row].max() < 64
+
+
+def test_the_trainer_keeps_labels_and_switches_positions_with_the_model_mode() -> None:
+    """The Trainer keeps only the columns ``forward`` names (``labels`` included) and calls
+    model.train()/model.eval(): training batches get augmented positions, evaluation batches not."""
+    from transformers.utils import find_labels
+
+    assert find_labels(PositionAugmentedModel) == ["labels"]
+    model = gpt2()
+    seen = capture_position_ids(model)
+    wrapped = PositionAugmentedModel(model, "shape", max_shift=20)
+    b = batch(left_pad=False)
+    torch.manual_seed(0)
+    for _ in range(5):
+        wrapped.train()(**b, labels=b["input_ids"]).loss.backward()
+    with torch.no_grad():
+        wrapped.eval()(**b, labels=b["input_ids"])
+    mask = b["attention_mask"].bool()
+    assert any(not torch.equal(p[mask], base_positions(mask).long()[mask]) for p in seen[:5])
+    assert torch.equal(seen[-1], base_positions(mask).long())
+
+
+@pytest.mark.parametrize("bad", [None, object(), transformers.GPT2LMHeadModel, "gpt2"])
+def test_augment_model_rejects_non_models_in_one_line(bad: Any) -> None:
+    with pytest.raises(TypeError, match="posenc.hf: .*model instance") as err:
+        augment_model(bad, "shape", max_shift=2)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("params", "match"), [
+    ({"max_shift": 1.5}, "shape.max_shift"), ({"max_shift": 10**30}, "shape.max_shift"),
+    ({"max_shift": True}, "shape.max_shift"), ({"max_shift": "3"}, "shape.max_shift"), ({"max_shit": 3}, "unexpected keyword"),
+])
+def test_bad_shape_parameters_fail_up_front_in_one_line(params: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match) as err:  # ConfigError is a ValueError
+        augment_model(llama(), "shape", **params)
+    assert "\n" not in str(err.value)
+
+
+def test_randomized_beyond_a_learned_table_is_rejected_at_construction() -> None:
+    with pytest.raises(ConfigError, match="draws positions up to 2047 but gpt2 has 32 learned positions"):
+        augment_model(gpt2(n_positions=32), "randomized")
+    augment_model(gpt2(n_positions=32), "randomized", max_len=32)
+
+
+@pytest.mark.parametrize("rope_type", ["dynamic", "longrope"])
+def test_rotary_types_that_rescale_with_the_largest_position_are_refused(rope_type: str) -> None:
+    extra = {"original_max_position_embeddings": 64, "short_factor": [1.0] * 4, "long_factor": [2.0] * 4} if rope_type == "longrope" else {}
+    cfg = transformers.LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                                   rope_parameters={"rope_type": rope_type, "factor": 2.0, "rope_theta": 10000.0, **extra})
+    with pytest.raises(ConfigError, match=f"rope_type '{rope_type}'"):
+        augment_model(transformers.LlamaForCausalLM(cfg), "randomized")
+
+
+def test_falcon_with_alibi_is_not_taken_for_a_rotary_model() -> None:
+    common = dict(vocab_size=V, hidden_size=32, num_hidden_layers=1, num_attention_heads=4)
+    with pytest.raises(ConfigError, match="uses ALiBi"):
+        augment_model(transformers.FalconForCausalLM(transformers.FalconConfig(alibi=True, **common)), "shape", max_shift=4)
+    assert inspect_model(transformers.FalconForCausalLM(transformers.FalconConfig(alibi=False, **common))).family.name == "rotary"
 
 
 @pytest.mark.parametrize("left_pad", [False, True])

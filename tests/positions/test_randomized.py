@@ -68,6 +68,10 @@ def test_padded_rows_get_a_uniform_subset_of_their_own_length() -> None:
     pos = augmentation(n).train()(default_positions(mask), mask)
     assert abs(pos[:, 0].mean().item() - (n - 1) / 2) < 0.5
     assert torch.equal(pos[:, 1:], default_positions(mask)[:, 1:])
+    left = torch.zeros(2, 5, dtype=torch.bool)
+    left[:, 2:] = True  # left padding: the drawn positions go to the real tokens, in order
+    pos = augmentation(8).eval()(default_positions(left), left)
+    assert (pos[:, 2:].diff() > 0).all() and pos.max() < 8 and torch.equal(pos[:, :2], default_positions(left)[:, :2])
 
 
 def test_eval_samples_by_default_reproducibly_without_touching_the_global_rng() -> None:

@@ -33,8 +33,10 @@ def build_augmentation(name: str, **params: Any) -> Augmentation:
     entry = registry.AUGMENT[name]
     try:
         p = entry.params(**params)
-    except TypeError as exc:
+    except TypeError as exc:  # an unknown keyword, or a value of a type the params cannot compare
         raise ConfigError(f"posenc.hf: bad parameters for augmentation {name!r}: {exc}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"posenc.hf: {exc}") from None
     return entry.builder(params=p)
 
 
@@ -67,11 +69,22 @@ class PositionSampler(nn.Module):
                 f"posenc.hf: {name} max_shift {shift} must be < the {interface.max_positions} learned "
                 f"positions of {interface.model_type}"
             )
+        reach = getattr(self.augmentation.params, "position_reach", None)  # randomized: N − 1, always reached
+        if family.bounded and interface.max_positions is not None and reach is not None and reach >= interface.max_positions:
+            raise ConfigError(
+                f"posenc.hf: {name} draws positions up to {reach} but {interface.model_type} has "
+                f"{interface.max_positions} learned positions: pass max_len <= {interface.max_positions}"
+            )
 
     def forward(self, attention_mask: Tensor) -> Tensor:
-        """Training positions ``(B, L)``: float for rotary models, long for learned tables."""
+        """Positions ``(B, L)``: float for rotary models, long for learned tables. Training: augmented.
+        Eval: the real-token count (the training positions at zero augmentation, left padding included),
+        or, for randomized positions, sampled from the seeded eval generator (Ruoss et al. 2023)."""
         mask = attention_mask.bool()
-        return self.finish(self.augmentation(base_positions(mask), mask), mask)
+        positions = base_positions(mask)
+        if self.training or self.augmentation.needs_decode_horizon:
+            positions = self.augmentation(positions, mask)
+        return self.finish(positions, mask)
 
     def finish(self, positions: Tensor, mask: Tensor) -> Tensor:
         """Pads to 0, then the family's dtype and range check: ``(B, L)`` → ``(B, L)``."""

@@ -14,8 +14,10 @@ Two position interfaces can carry posenc's augmentations (``posenc.hf.wrapper``)
 
 A family is chosen by a name from :data:`FAMILIES`, found from the model's modules and signature
 (a rotary-embedding submodule, else a ``position_ids`` argument). Models whose ``forward`` takes no
-``position_ids`` (T5: relative buckets; BART: learned positions computed inside the model) are
-rejected with one line.
+``position_ids`` (T5: relative buckets; BART: learned positions computed inside the model), models
+whose attention uses ALiBi (Falcon with ``alibi=True``, which still builds a rotary module) and rotary
+models with ``rope_type`` dynamic or longrope (transformers recomputes their frequencies from
+``max(position_ids)``, so an augmentation would rescale every frequency) are rejected with one line.
 """
 
 from __future__ import annotations
@@ -50,8 +52,32 @@ class PositionInterface:
     model_type: str
 
 
-def _has_rotary(model: nn.Module) -> bool:
-    return any(type(m).__name__.endswith("RotaryEmbedding") for m in model.modules())
+#: Rotary types whose frequencies transformers recomputes from ``max(position_ids)`` in each forward
+#: (``dynamic_rope_update``): an augmentation would change the frequencies, not just the positions.
+DYNAMIC_ROPE_TYPES = frozenset({"dynamic", "longrope"})
+
+
+def _rotary_modules(model: nn.Module) -> list[nn.Module]:
+    return [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
+
+
+def _rope_types(rotary: list[nn.Module]) -> set[str]:
+    """The ``rope_type`` of every rotary module (a dict per layer type in some models)."""
+    found: set[str] = set()
+    for m in rotary:
+        kind = getattr(m, "rope_type", "default")
+        found |= set(kind.values()) if isinstance(kind, dict) else {str(kind)}
+    return found
+
+
+def require_module(model: object, what: str = "augment_model") -> nn.Module:
+    """``model`` if it is a model instance; else one-line TypeError (None, a class, any other object)."""
+    if isinstance(model, nn.Module):
+        return model
+    if isinstance(model, type):
+        raise TypeError(f"posenc.hf: {what} needs a model instance, got the class {model.__name__} "
+                        "(build one: cls(config) or cls.from_pretrained(...))")
+    raise TypeError(f"posenc.hf: {what} needs a torch.nn.Module model instance, got {type(model).__name__}")
 
 
 def _max_positions(model: nn.Module) -> int | None:
@@ -65,13 +91,26 @@ def _max_positions(model: nn.Module) -> int | None:
 
 def inspect_model(model: nn.Module) -> PositionInterface:
     """The position interface of ``model``; ConfigError when it takes no usable ``position_ids``."""
-    model_type = str(getattr(getattr(model, "config", None), "model_type", type(model).__name__))
+    model = require_module(model, "inspect_model")
+    config = getattr(model, "config", None)
+    model_type = str(getattr(config, "model_type", type(model).__name__))
     if "position_ids" not in inspect.signature(model.forward).parameters:
         raise ConfigError(
             f"posenc.hf: {type(model).__name__} ({model_type}) takes no position_ids (for BART-style seq2seq "
             "models use PositionAugmentedSeq2Seq or augment_model; T5's relative buckets cannot be augmented)"
         )
-    if _has_rotary(model):
+    if getattr(config, "alibi", False) is True:  # Falcon: keeps a rotary module, but attention uses ALiBi
+        raise ConfigError(f"posenc.hf: {type(model).__name__} ({model_type}) uses ALiBi (config.alibi=True), "
+                          "which reads no position_ids: an augmentation would do nothing")
+    rotary = _rotary_modules(model)
+    if rotary:
+        dynamic = sorted(_rope_types(rotary) & DYNAMIC_ROPE_TYPES)
+        if dynamic:
+            raise ConfigError(
+                f"posenc.hf: {model_type} uses rope_type {dynamic[0]!r}, whose rotary frequencies transformers "
+                "recomputes from the largest position_id, so augmented positions would change the frequencies "
+                "too; use rope_type default, linear, yarn or llama3"
+            )
         return PositionInterface(FAMILIES["rotary"], None, model_type)
     max_positions = _max_positions(model)
     if max_positions is None:

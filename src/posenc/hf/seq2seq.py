@@ -7,8 +7,10 @@ decoder (a ``*LearnedPositionalEmbedding``, an ``nn.Embedding`` read at ``positi
 their ``forward`` takes no ``position_ids``. In training, :class:`PositionAugmentedSeq2Seq` replaces
 the output of those two modules with the rows of the augmented positions, drawn with the
 augmentation's ``pair`` (SHAPE: independent shifts for source and target, Kiyono et al. 2021 §2.3).
-In eval the model runs untouched. The tables are learned, so only integer-valued augmentations
-(SHAPE, randomized) are accepted.
+In eval the rows are those of the real-token positions (for right padding, what the model reads
+itself), or, for randomized positions, of positions sampled from the seeded eval generator, as Ruoss
+et al. (2023) evaluate them; ``generate`` runs the model untouched. The tables are learned, so only
+integer-valued augmentations (SHAPE, randomized) are accepted.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from torch import Tensor, nn
 
 from posenc.errors import ConfigError
 from posenc.hf.augment import PositionSampler, base_positions
-from posenc.hf.families import FAMILIES, PositionInterface
+from posenc.hf.families import FAMILIES, PositionInterface, require_module
 
 
 def learned_tables(model: nn.Module) -> tuple[nn.Embedding, nn.Embedding]:
@@ -49,7 +51,7 @@ class PositionAugmentedSeq2Seq(nn.Module):
 
     def __init__(self, model: nn.Module, augment: str, **params: Any) -> None:
         super().__init__()
-        self.model = model
+        self.model = require_module(model, "PositionAugmentedSeq2Seq")
         encoder, decoder = learned_tables(model)
         model_type = str(getattr(getattr(model, "config", None), "model_type", type(model).__name__))
         interface = PositionInterface(FAMILIES["learned"], min(rows(encoder), rows(decoder)), model_type)
@@ -66,22 +68,34 @@ class PositionAugmentedSeq2Seq(nn.Module):
             return output
         return F.embedding(positions + int(getattr(table, "offset", 0)), table.weight)
 
-    def _target_mask(self, kwargs: dict[str, Any]) -> Tensor:
+    def _target_mask(self, input_ids: Tensor, kwargs: dict[str, Any]) -> Tensor:
+        """``(B, T)``: the decoder mask, else all ones over ``decoder_input_ids``, ``labels``, or (as BART
+        then shifts ``input_ids`` right to make the decoder input) ``input_ids``."""
         if kwargs.get("decoder_attention_mask") is not None:
             return kwargs["decoder_attention_mask"]
-        like = kwargs.get("decoder_input_ids")
-        like = kwargs["labels"] if like is None else like
+        like = next((kwargs[k] for k in ("decoder_input_ids", "labels") if kwargs.get(k) is not None), input_ids)
         return torch.ones(like.shape[:2], dtype=torch.long, device=like.device)
 
-    def forward(self, input_ids: Tensor | None = None, attention_mask: Tensor | None = None, **kwargs: Any) -> Any:
-        """Same arguments and output as the wrapped model's ``forward``."""
-        if not self.training:
+    def _positions(self, src_mask: Tensor, tgt_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Source/target rows to read ``(B, S)``, ``(B, T)``: augmented in training (and randomized at eval)."""
+        src, tgt = base_positions(src_mask), base_positions(tgt_mask)
+        augmentation = self.sampler.augmentation
+        if self.training or augmentation.needs_decode_horizon:
+            src, tgt = augmentation.pair(src, src_mask, tgt, tgt_mask)
+        return self.sampler.finish(src, src_mask), self.sampler.finish(tgt, tgt_mask)
+
+    def forward(self, input_ids: Tensor | None = None, attention_mask: Tensor | None = None, labels: Tensor | None = None, **kwargs: Any) -> Any:
+        """Same arguments and output as the wrapped model's ``forward`` (``labels`` named for the Trainer)."""
+        if labels is not None:
+            kwargs["labels"] = labels
+        if input_ids is None or kwargs.get("past_key_values") is not None or kwargs.get("encoder_outputs") is not None:
+            if self.training:
+                raise ConfigError("posenc.hf: training needs input_ids (not inputs_embeds, encoder_outputs or a cache)")
             return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        src_mask, tgt_mask = attention_mask.bool(), self._target_mask(kwargs).bool()
-        src, tgt = self.sampler.augmentation.pair(base_positions(src_mask), src_mask, base_positions(tgt_mask), tgt_mask)
-        self._pending = dict(zip(self._tables, (self.sampler.finish(src, src_mask), self.sampler.finish(tgt, tgt_mask))))
+        src_mask, tgt_mask = attention_mask.bool(), self._target_mask(input_ids, kwargs).bool()
+        self._pending = dict(zip(self._tables, self._positions(src_mask, tgt_mask)))
         try:
             return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         finally:

@@ -2,13 +2,19 @@
 
 Shape legend: B batch, L sequence length, V vocabulary.
 
-:class:`PositionAugmentedModel` wraps a causal LM; in training it computes augmented
-``position_ids (B, L)`` from the attention mask and passes them (and always an attention mask: with
-none, transformers reads non-consecutive ``position_ids`` as packed sequences) to the model. In eval
-it calls the model untouched, so evaluation and ``generate`` see the plain positions 0..L−1 (SHAPE's
-inference k = 0, §2.3; CAPE's eval transform is a shift, which a rotary model does not see).
-:class:`PositionIdsCollator` does the same work in a data collator, for the training loader only;
-:func:`augment_model` picks the wrapper for a causal LM or a BART-style seq2seq model.
+:class:`PositionAugmentedModel` wraps a causal LM and always passes ``position_ids (B, L)`` computed
+from the attention mask (and always an attention mask: with none, transformers reads
+non-consecutive ``position_ids`` as packed sequences). In training they are augmented; in eval they
+count real tokens, as in training at zero augmentation (so left padding reads the same positions in
+both; SHAPE's inference k = 0, §2.3; CAPE's eval transform is a shift, invisible to a rotary model),
+except randomized positions, which are sampled at evaluation too, from a seeded generator, as Ruoss
+et al. (2023) evaluate them. ``generate`` calls the wrapped model (its own positions).
+
+It follows ``model.train()``/``model.eval()``, so it is the way to use posenc with the Hugging Face
+``Trainer`` (which switches modes but collates training and evaluation batches with one collator).
+:class:`PositionIdsCollator` adds training positions in a data collator, for custom loops that give
+it the training loader only. :func:`augment_model` picks the wrapper for a causal LM or a BART-style
+seq2seq model.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from torch import Tensor, nn
 
 from posenc.errors import ConfigError
 from posenc.hf.augment import PositionSampler
-from posenc.hf.families import inspect_model
+from posenc.hf.families import inspect_model, require_module
 from posenc.hf.seq2seq import PositionAugmentedSeq2Seq
 
 
@@ -32,14 +38,21 @@ class PositionAugmentedModel(nn.Module):
 
     def __init__(self, model: nn.Module, augment: str, **params: Any) -> None:
         super().__init__()
-        self.model = model
+        self.model = require_module(model, "PositionAugmentedModel")
         self.sampler = PositionSampler(augment, inspect_model(model), **params)
 
-    def forward(self, input_ids: Tensor | None = None, attention_mask: Tensor | None = None, **kwargs: Any) -> Any:
-        """Same arguments and output as the wrapped model's ``forward``; logits ``(B, L, V)``."""
-        if not self.training:
+    def forward(
+        self, input_ids: Tensor | None = None, attention_mask: Tensor | None = None, labels: Tensor | None = None, **kwargs: Any
+    ) -> Any:
+        """Same arguments and output as the wrapped model's ``forward``; logits ``(B, L, V)``.
+        ``labels`` is named so that the ``Trainer`` keeps that column. In eval, given ``position_ids``
+        or a ``past_key_values`` cache, the model runs untouched (its own positions)."""
+        if labels is not None:
+            kwargs["labels"] = labels
+        given = kwargs.get("position_ids") is not None
+        if not self.training and (given or kwargs.get("past_key_values") is not None):
             return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
-        if kwargs.get("position_ids") is not None:
+        if given:
             raise ConfigError("posenc.hf: pass no position_ids in training: the wrapper sets them")
         if attention_mask is None:
             like = input_ids if input_ids is not None else kwargs["inputs_embeds"][..., 0]
@@ -48,16 +61,20 @@ class PositionAugmentedModel(nn.Module):
         return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
 
     def generate(self, *args: Any, **kwargs: Any) -> Any:
-        """The wrapped model's ``generate`` (plain positions)."""
+        """The wrapped model's ``generate`` (its own positions)."""
         return self.model.generate(*args, **kwargs)
 
 
 class PositionIdsCollator:
-    """Wrap a collator so each batch gets augmented ``position_ids`` (training loader only)."""
+    """Wrap a collator so each batch gets augmented ``position_ids`` — for a custom loop's training
+    loader only. The Hugging Face ``Trainer`` collates evaluation batches with the training collator,
+    so there use :func:`augment_model` instead (it follows the Trainer's train/eval switch)."""
 
     def __init__(self, collate: Callable[[list[Any]], dict[str, Tensor]], model: nn.Module, augment: str, **params: Any) -> None:
+        if not callable(collate):
+            raise TypeError(f"posenc.hf: PositionIdsCollator needs a callable collator, got {type(collate).__name__}")
         self.collate = collate
-        self.sampler = PositionSampler(augment, inspect_model(model), **params).train()
+        self.sampler = PositionSampler(augment, inspect_model(require_module(model, "PositionIdsCollator")), **params).train()
 
     def __call__(self, features: list[Any]) -> dict[str, Tensor]:
         batch = dict(self.collate(features))
@@ -70,7 +87,11 @@ class PositionIdsCollator:
 
 def augment_model(model: nn.Module, augment: str, **params: Any) -> nn.Module:
     """Wrap ``model`` by how it takes positions: a ``position_ids`` argument (causal LMs) or, when it
-    has none, BART-style learned tables inside its encoder and decoder."""
+    has none, BART-style learned tables inside its encoder and decoder. One-line errors up front: a
+    TypeError for anything but a model instance, a ConfigError (a ValueError) for bad parameters."""
+    model = require_module(model)
+    if not isinstance(augment, str):
+        raise TypeError(f"posenc.hf: the augmentation is a name (str), got {type(augment).__name__}")
     if "position_ids" in inspect.signature(model.forward).parameters:
         return PositionAugmentedModel(model, augment, **params)
     return PositionAugmentedSeq2Seq(model, augment, **params)

@@ -3,7 +3,8 @@
 The positions of a length-l sequence are a sorted random subset of {0, …, N−1} (N = ``max_len`` ≥ l),
 drawn uniformly without replacement (the reference code: ``jax.random.choice(arange(N), (l,),
 replace=False)``, then ``sort``; position 0 is a candidate like any other). Each row of a
-right-padded batch gets a subset of its own length l_b (pads keep their default positions).
+padded batch gets a subset of its own length l_b, in order over its real tokens (right or left
+padding alike); pads keep their default positions.
 
 Training: a fresh draw per sequence and per step from the global RNG (source and target
 independently). Evaluation (``eval: sample``, the default, as published: the reference code samples
@@ -88,9 +89,10 @@ class RandomizedAugmentation(Augmentation):
         n, width = self.params.max_len, positions.shape[1]
         if width > n:
             raise DataError(f"sequence length {width} exceeds randomized.max_len {n}")
-        lengths = mask.bool().sum(-1)
-        drawn = sorted_subsets(lengths, width, n, None if self.training else self.generator)
-        return torch.where(mask.bool(), drawn.to(positions.dtype), positions)
+        real = mask.bool()
+        drawn = sorted_subsets(real.sum(-1), width, n, None if self.training else self.generator)
+        rank = (real.long().cumsum(-1) - 1).clamp_min(0)  # k-th real token gets the k-th drawn position
+        return torch.where(real, drawn.gather(1, rank).to(positions.dtype), positions)
 
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
         if not self.training and not self.params.sampled_in_eval:

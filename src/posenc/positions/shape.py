@@ -20,6 +20,10 @@ from posenc.positions.base import Augmentation
 from posenc.positions.registry import register
 
 
+#: Largest shift: positions stay exact integers in float32 (2^24).
+MAX_SHIFT = 2**24
+
+
 @dataclass
 class ShapeParams:
     max_shift: int = 500
@@ -27,8 +31,10 @@ class ShapeParams:
     exclusive_max: bool = False
 
     def __post_init__(self) -> None:
-        require(self.max_shift >= 0, f"shape.max_shift (K) must be >= 0, got {self.max_shift}")
-        require(self.inference_offset >= 0, f"shape.inference_offset must be >= 0, got {self.inference_offset}")
+        for name in ("max_shift", "inference_offset"):  # integers, exact as float32 positions (K < 2^24)
+            value = getattr(self, name)
+            ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SHIFT
+            require(ok, f"shape.{name} must be an integer in [0, {MAX_SHIFT}], got {value!r}")
         require(not (self.exclusive_max and self.max_shift == 0), "shape.exclusive_max needs max_shift >= 1")
 
 

@@ -302,3 +302,9 @@ def test_randomized_positions_are_sorted_distinct_integers() -> None:
     for row in range(3):
         real = pos[row][mask[row]]
         assert (real[1:] > real[:-1]).all()  # a sorted subset of {0..L_max-1}: strictly increasing
+
+
+@pytest.mark.parametrize("params", [{"max_global_shift": float("inf")}, {"max_local_shift": "0.5"}, {"max_global_scaling": float("nan")}])
+def test_bad_cape_parameters_fail_up_front_in_one_line(params: dict) -> None:
+    with pytest.raises(ValueError, match=f"cape.{next(iter(params))} must be a finite number"):
+        augment_model(llama(), "cape", **params)

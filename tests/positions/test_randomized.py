@@ -187,3 +187,9 @@ def test_translation_decoding_uses_sampled_positions_reproducibly(search) -> Non
         state = model.train().eval().init_static_state(model.encode(src, mask), mask, 6)
     table = state["decode_positions"].value
     assert first == again and table.shape == (1, 6) and not torch.equal(table, torch.arange(6.0)[None])
+
+
+@pytest.mark.parametrize("bad", [{"max_len": 10**30}, {"max_len": 2.5}, {"max_len": True}, {"eval_seed": -1}])
+def test_out_of_range_options_fail_at_construction(bad: dict) -> None:
+    with pytest.raises(ConfigError, match=f"randomized.{next(iter(bad))}"):
+        RandomizedParams(**bad)

@@ -35,6 +35,10 @@ class CapeParams:
     source_bos: bool = True  # prepend BOS to the source in translation (§5.3)
 
     def __post_init__(self) -> None:
+        for name in ("max_global_shift", "max_local_shift", "max_global_scaling", "source_scale"):
+            value = getattr(self, name)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            require(ok, f"cape.{name} must be a finite number, got {value!r}")
         require(self.max_global_shift >= 0, f"cape.max_global_shift must be >= 0, got {self.max_global_shift}")
         require(self.max_local_shift >= 0, f"cape.max_local_shift must be >= 0, got {self.max_local_shift}")
         require(self.max_global_scaling >= 1, f"cape.max_global_scaling (λmax) must be >= 1, got {self.max_global_scaling}")

@@ -31,6 +31,8 @@ from posenc.positions.base import Augmentation
 from posenc.positions.registry import register
 
 EVAL_MODES = ("sample", "sequential")
+#: Largest N: positions stay exact integers in float32 (2^24).
+MAX_LEN = 2**24
 
 
 @dataclass
@@ -40,9 +42,11 @@ class RandomizedParams:
     eval_seed: int = 0  # seed of the eval generator (reset on every .eval())
 
     def __post_init__(self) -> None:
-        require(isinstance(self.max_len, int) and self.max_len >= 1, f"randomized.max_len must be an integer >= 1, got {self.max_len}")
+        ok = isinstance(self.max_len, int) and not isinstance(self.max_len, bool) and 1 <= self.max_len <= MAX_LEN
+        require(ok, f"randomized.max_len must be an integer in [1, {MAX_LEN}], got {self.max_len!r}")
         require(self.eval in EVAL_MODES, f"randomized.eval must be one of {', '.join(EVAL_MODES)}, got {self.eval!r}")
-        require(isinstance(self.eval_seed, int) and self.eval_seed >= 0, f"randomized.eval_seed must be an integer >= 0, got {self.eval_seed}")
+        ok = isinstance(self.eval_seed, int) and not isinstance(self.eval_seed, bool) and 0 <= self.eval_seed < 2**63
+        require(ok, f"randomized.eval_seed must be an integer in [0, 2^63), got {self.eval_seed!r}")
 
     @property
     def position_reach(self) -> int:

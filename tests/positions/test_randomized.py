@@ -193,3 +193,13 @@ def test_translation_decoding_uses_sampled_positions_reproducibly(search) -> Non
 def test_out_of_range_options_fail_at_construction(bad: dict) -> None:
     with pytest.raises(ConfigError, match=f"randomized.{next(iter(bad))}"):
         RandomizedParams(**bad)
+
+
+def test_lm_eval_draws_each_padded_row_over_its_own_length() -> None:
+    """A right-padded row of one real token (lengthgen outputs vary in length) gets a uniform
+    position in {0..N−1} (mean 31.5 for N = 64), not the smallest of a width-10 draw (mean ≈ 5)."""
+    model = lm()
+    mask = torch.zeros(2000, 10, dtype=torch.bool)
+    mask[:, 0] = True
+    pos = model.positions(default_positions(mask), mask)
+    assert abs(pos[:, 0].mean().item() - 31.5) < 2.0

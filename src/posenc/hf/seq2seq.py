@@ -62,7 +62,7 @@ class PositionAugmentedSeq2Seq(nn.Module):
             table.register_forward_hook(self._replace)
 
     def _replace(self, table: nn.Module, args: tuple, output: Tensor) -> Tensor:
-        """Forward hook: the table's rows at the pending positions ``(B, L, D)`` (training only)."""
+        """Forward hook: the table's rows at the positions ``forward`` set ``(B, L, D)``; else the output."""
         positions = self._pending.get(id(table))
         if positions is None:
             return output

@@ -6,8 +6,9 @@ Built from the translation model's pieces: the token :class:`~posenc.models.tran
 the :class:`~posenc.models.transformer.Stack` (input position layer, attention-level position
 context and hooks, N layers, final LN) of encoder layers under a causal mask, with a key/value
 cache in decoding, and the augmentation (SHAPE, CAPE, ...) applied to the explicit ``(B, L)`` float positions
-only in training. In eval mode positions go through ``augment.eval_target`` (the causal,
-step-by-step transform), so the full pass and incremental decoding see the same positions.
+in training. In eval mode positions go through ``augment.eval_target`` (the causal transform;
+randomized positions: sampled from the seeded eval generator, Ruoss et al. 2023); incremental decoding
+reads ``augment.decode_positions`` of its horizon (``init_state(..., horizon=T)``).
 
 Every use of the attention stack is in :meth:`DecoderLM._layers` (one place to adapt when the
 hook API changes). The output projection is tied to the token embedding (Press & Wolf 2017).
@@ -69,7 +70,7 @@ class DecoderLM(nn.Module):
         causal model cannot know the sequence mean; SHAPE: one offset per sequence)."""
         if self.training:
             return self.augment.pair(positions, mask, positions, mask)[1]
-        return self.augment.eval_target(positions)
+        return self.augment.eval_target(positions, mask)
 
     def _layers(self, h: Tensor, q_pos: Tensor, k_pos: Tensor, allowed: Tensor, caches: list[dict[str, Tensor]] | None) -> Tensor:
         """The attention stack: hooks/context from positions, then every layer. ``h (B, Lq, D)``."""

@@ -106,7 +106,8 @@ class Augmentation(nn.Module):
 
     ``pair`` handles a source/target pair (translation); ``forward`` a single sequence
     (vision, speech). ``eval_target`` is the eval transform of causal target positions (a full
-    pass); incremental decoding reads :meth:`decode_positions` of its horizon, one step at a time.
+    pass; ``mask``, when given, marks real tokens); incremental decoding reads
+    :meth:`decode_positions` of its horizon, one step at a time.
     """
 
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
@@ -121,7 +122,7 @@ class Augmentation(nn.Module):
     #: 2023), so step-by-step decoding must read them from :meth:`decode_positions`.
     needs_decode_horizon: bool = False
 
-    def eval_target(self, tgt_pos: Tensor) -> Tensor:
+    def eval_target(self, tgt_pos: Tensor, mask: Tensor | None = None) -> Tensor:
         raise NotImplementedError
 
     def decode_positions(self, horizon: int, device: torch.device | str) -> Tensor:
@@ -141,7 +142,7 @@ class NullAugmentation(Augmentation):
     ) -> tuple[Tensor, Tensor]:
         return src_pos, tgt_pos
 
-    def eval_target(self, tgt_pos: Tensor) -> Tensor:
+    def eval_target(self, tgt_pos: Tensor, mask: Tensor | None = None) -> Tensor:
         return tgt_pos
 
 

@@ -104,5 +104,5 @@ class CapeAugmentation(Augmentation):
         src, tgt = self.augment([src, tgt_pos])  # one Δ and λ shared by the pair (§5.3)
         return src, tgt
 
-    def eval_target(self, tgt_pos: Tensor) -> Tensor:
+    def eval_target(self, tgt_pos: Tensor, mask: Tensor | None = None) -> Tensor:
         return tgt_pos

@@ -106,9 +106,10 @@ class RandomizedAugmentation(Augmentation):
     def pair(self, src_pos: Tensor, src_mask: Tensor, tgt_pos: Tensor, tgt_mask: Tensor) -> tuple[Tensor, Tensor]:
         return self.forward(src_pos, src_mask), self.forward(tgt_pos, tgt_mask)
 
-    def eval_target(self, tgt_pos: Tensor) -> Tensor:
-        """Eval positions of a whole causal target ``(B, T)`` (a full teacher-forced pass)."""
-        return self.forward(tgt_pos, torch.ones_like(tgt_pos, dtype=torch.bool))
+    def eval_target(self, tgt_pos: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Eval positions of a whole causal target ``(B, T)`` (a full teacher-forced pass): each row
+        draws as many positions as it has real tokens (``mask``; all when None)."""
+        return self.forward(tgt_pos, torch.ones_like(tgt_pos, dtype=torch.bool) if mask is None else mask)
 
     def decode_positions(self, horizon: int, device: torch.device | str) -> Tensor:
         """Eval positions of target steps 0..horizon−1 ``(1, horizon)``: one sorted draw of ``horizon``

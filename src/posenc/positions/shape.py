@@ -68,5 +68,5 @@ class ShapeAugmentation(Augmentation):
         k = self.sample_offsets(src_pos.shape[0], 2, src_pos)
         return src_pos + k[:, :1], tgt_pos + k[:, 1:]
 
-    def eval_target(self, tgt_pos: Tensor) -> Tensor:
+    def eval_target(self, tgt_pos: Tensor, mask: Tensor | None = None) -> Tensor:
         return self._eval(tgt_pos)

@@ -19,27 +19,52 @@ class LengthgenData:
     test_max_length: int = 500
     test_step: int = 10  # test lengths: test_step, 2·test_step, ..., test_max_length
     batch_size: int = 64
+    curriculum_steps: int = 0  # > 0: the longest training length grows linearly to train_max_length over these batches
     steps_per_epoch: int = 100
     eval_samples: int = 64  # examples per test length
     eval_batch_size: int = 32
-    eval_seed: int = 1_000_003  # test and validation examples use this seed, training train.seed
+    eval_seed: int = 1_000_003  # test examples use this seed, training train.seed
+    valid_seed: int = 2_000_003  # validation examples (never the test or training seed)
+    valid_lengths: int = 4  # validation lengths: spread over the training range, none a test length
 
     def __post_init__(self) -> None:
         require(self.task in TASKS, f"data.task {self.task!r} unknown (known: {', '.join(TASKS)})")
         low = max(self.train_min_length, TASKS[self.task][1])
         require(low <= self.train_max_length, f"data: train lengths [{self.train_min_length}, {self.train_max_length}] are empty for {self.task}")
         require(self.test_step >= 1 and self.test_max_length >= self.test_step, "data: need test_max_length >= test_step >= 1")
-        for name in ("batch_size", "steps_per_epoch", "eval_samples", "eval_batch_size"):
+        require(self.valid_seed != self.eval_seed, f"data.valid_seed must differ from data.eval_seed ({self.eval_seed})")
+        require(self.curriculum_steps >= 0, f"data.curriculum_steps must be >= 0, got {self.curriculum_steps}")
+        for name in ("batch_size", "steps_per_epoch", "eval_samples", "eval_batch_size", "valid_lengths"):
             require(getattr(self, name) >= 1, f"data.{name} must be >= 1, got {getattr(self, name)}")
 
     @property
     def train_lengths(self) -> tuple[int, int]:
         return max(self.train_min_length, TASKS[self.task][1]), self.train_max_length
 
+    def train_lengths_at(self, index: int) -> tuple[int, int]:
+        """Training range of global batch ``index``: with a curriculum the upper end grows
+        linearly from the shortest to the longest training length over ``curriculum_steps``."""
+        low, high = self.train_lengths
+        if self.curriculum_steps <= 0 or index >= self.curriculum_steps:
+            return low, high
+        return low, low + round((high - low) * (index + 1) / self.curriculum_steps)
+
     @property
     def test_lengths(self) -> list[int]:
         low = TASKS[self.task][1]
         return sorted({max(n, low) for n in range(self.test_step, self.test_max_length + 1, self.test_step)})
+
+    @property
+    def validation_lengths(self) -> list[int]:
+        """Up to ``valid_lengths`` training lengths, spread from the longest down, that are not
+        test lengths (so no validation example is a test example; the training range itself
+        when every training length is a test length)."""
+        low, high = self.train_lengths
+        test = set(self.test_lengths)
+        pool = [n for n in range(high, low - 1, -1) if n not in test] or list(range(high, low - 1, -1))
+        k = min(self.valid_lengths, len(pool))
+        picks = {pool[round(i * (len(pool) - 1) / max(1, k - 1))] for i in range(k)}
+        return sorted(picks)
 
 
 @dataclass
@@ -54,7 +79,8 @@ class LengthgenConfig:
 
 @dataclass
 class LengthgenExperimentConfig:
-    """methods × tasks × seeds over a ``base`` run config; ``methods`` maps label → dotted overrides."""
+    """methods × tasks × seeds over a ``base`` run config; ``methods`` maps label → dotted overrides,
+    ``task_overrides`` task → dotted overrides applied after the method's (e.g. more steps for parity)."""
 
     name: str = "lengthgen"
     task: str = "lengthgen"
@@ -62,6 +88,7 @@ class LengthgenExperimentConfig:
     description: str = ""
     base: dict[str, Any] = field(default_factory=dict)
     methods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    task_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     tasks: list[str] = field(default_factory=lambda: list(TASKS))
     seeds: list[int] = field(default_factory=lambda: [1])
 
@@ -72,6 +99,8 @@ class LengthgenExperimentConfig:
         bad = [t for t in self.tasks if t not in TASKS]
         require(not bad, f"experiment.tasks: {bad[0] if bad else ''!r} unknown (known: {', '.join(TASKS)})")
         require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds), "experiment.seeds must be distinct and non-empty")
+        unknown = [t for t in self.task_overrides if t not in TASKS]
+        require(not unknown, f"experiment.task_overrides: {unknown[0] if unknown else ''!r} is not a task (known: {', '.join(TASKS)})")
         for label in self.methods:
             require(label.replace("-", "").replace("_", "").replace("+", "").isalnum(), f"method label {label!r}: use letters, digits, -, _ or +")
 
@@ -81,8 +110,9 @@ class LengthgenExperimentConfig:
 
 
 def run_config(exp: LengthgenExperimentConfig, task: str, method: str, seed: int) -> LengthgenConfig:
-    """Base + method overrides + task + seed, with its run directory ``root/task/method/seedN``."""
+    """Base + method overrides + task overrides + task + seed, with its run directory ``root/task/method/seedN``."""
     data = apply_mapping(exp.base, exp.methods[method], LengthgenConfig)
+    data = apply_mapping(data, exp.task_overrides.get(task, {}), LengthgenConfig)
     data = apply_mapping(data, {"data.task": task, "train.seed": seed, "out_dir": str(exp.root / task / method / f"seed{seed}")}, LengthgenConfig)
     return from_dict(LengthgenConfig, data)
 

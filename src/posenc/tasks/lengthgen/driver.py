@@ -23,13 +23,30 @@ from posenc.processes import run_processes
 from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, expand
 from posenc.tasks.lengthgen.generators import VOCAB_SIZE
 from posenc.tasks.lengthgen.task import LengthgenTask
+from posenc.training import checkpoint as ck
 from posenc.training.trainer import train
 
 log = logging.getLogger("posenc")
 
 
+def restore_best(model: torch.nn.Module, out: Path, best_step: int | None, last_step: int) -> int:
+    """Load the weights of the best validation step when its checkpoint is still on disk
+    (early stopping: evaluate the best, not the last, weights); returns the evaluated step."""
+    if best_step is None or best_step == last_step:
+        return last_step
+    path = out / "checkpoints" / ck.checkpoint_name(best_step)
+    if not path.is_dir():
+        log.warning("%s: checkpoint of the best step %d is gone; evaluating step %d", out, best_step, last_step)
+        return last_step
+    ck.restore_model(model, ck.load_checkpoint(path, with_optimizer=False))
+    return best_step
+
+
 def run_one(task: LengthgenTask, cfg: LengthgenConfig, method: str) -> dict[str, Any]:
-    """Train (resumable) and evaluate one run unless its ``results.json`` exists; returns its content."""
+    """Train (resumable) and evaluate one run unless its ``results.json`` exists; returns its content.
+
+    The summary records the trainer's stop reason and convergence status
+    (:mod:`posenc.training.convergence`); the evaluated weights are those of the best validation."""
     out = Path(cfg.out_dir)
     done = out / "results.json"
     if done.is_file():
@@ -42,9 +59,12 @@ def run_one(task: LengthgenTask, cfg: LengthgenConfig, method: str) -> dict[str,
     batches = lambda epoch, rank, world: task.train_batches(cfg, epoch, rank, world)  # noqa: E731
     result = train(model, batches, cfg.train, out, valid_batches=task.valid_batches(cfg), loss_fn=task.loss,
                    d_model=cfg.model.d_model, config=sections)
+    conv = result.summary()
+    evaluated = restore_best(model, out, conv["best_step"], result.state.step)
     model.eval()
     metrics = task.evaluate(cfg, model, out)
-    summary = {"steps": result.state.step, "wall_s": round(result.state.wall_s, 2), "best_valid": result.state.best_valid}
+    summary = {"steps": result.state.step, "wall_s": round(result.state.wall_s, 2), "best_valid": result.state.best_valid,
+               "evaluated_step": evaluated, **{k: conv[k] for k in ("stopped", "warmup", "best_step", "status", "converged")}}
     res = {"task": cfg.data.task, "method": method, "seed": cfg.train.seed, "summary": summary, "metrics": metrics}
     done.write_text(json.dumps(res, indent=2), encoding="utf-8")
     return res

@@ -8,6 +8,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from posenc.training.convergence import CONVERGED, status_of
+
 
 def _by(results: list[dict[str, Any]], task: str, method: str) -> list[dict[str, Any]]:
     return [r for r in results if r["task"] == task and r["method"] == method]
@@ -23,11 +25,23 @@ def _cell(runs: list[dict[str, Any]], key: str) -> str:
     return f"{mean:.1f} ± {100 * statistics.stdev(values):.1f} (max {100 * max(values):.1f})"
 
 
+def _status_cell(runs: list[dict[str, Any]]) -> str:
+    """``converged/runs`` plus the other statuses, recomputed by the one convergence rule."""
+    if not runs:
+        return "–"
+    statuses = [status_of(r.get("summary")) for r in runs]
+    others = sorted({s for s in statuses if s != CONVERGED})
+    text = f"{statuses.count(CONVERGED)}/{len(runs)}"
+    return text + (f" ({', '.join(others)})" if others else "")
+
+
 def table(exp: Any, results: list[dict[str, Any]], key: str) -> list[str]:
+    """Rows tasks, columns methods; ``key`` a metric of eval.json, or "status" (converged runs)."""
     methods = list(exp.methods)
     lines = ["| task | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
     for task in exp.tasks:
-        lines.append(f"| {task} | " + " | ".join(_cell(_by(results, task, m), key) for m in methods) + " |")
+        cells = [_status_cell(_by(results, task, m)) if key == "status" else _cell(_by(results, task, m), key) for m in methods]
+        lines.append(f"| {task} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -69,6 +83,7 @@ def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path) -> Path
              "## Sequence accuracy, unseen lengths", "", *table(exp, results, "unseen_seq_acc"), "",
              "## Token accuracy, unseen lengths", "", *table(exp, results, "unseen_token_acc"), "",
              "## Sequence accuracy, seen lengths", "", *table(exp, results, "seen_seq_acc"), "",
+             "## Convergence (converged runs / runs; training/convergence.py)", "", *table(exp, results, "status"), "",
              "## Plots", ""]
     lines += [f"![{task}]({task}.png)" for task in exp.tasks]
     (out_dir / "README.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

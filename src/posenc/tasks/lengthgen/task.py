@@ -75,9 +75,10 @@ def accuracy(model: nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
 
 
 def training_batch(cfg: LengthgenConfig, index: int) -> Batch:
-    """The ``index``-th training batch: one length drawn uniformly from the training range."""
+    """The ``index``-th training batch: one length drawn uniformly from the training range (of
+    that batch, with a curriculum: :meth:`LengthgenData.train_lengths_at`)."""
     d = cfg.data
-    low, high = d.train_lengths
+    low, high = d.train_lengths_at(index)
     length = random.Random(f"length:{cfg.train.seed}:{index}").randint(low, high)
     start = index * d.batch_size
     return collate([example(d.task, length, cfg.train.seed, start + j) for j in range(d.batch_size)])
@@ -123,11 +124,10 @@ class LengthgenTask:
         return [training_batch(cfg, (epoch * s + i) * world + rank) for i in range(s)]
 
     def valid_batches(self, cfg: LengthgenConfig) -> list[Batch]:
-        """Four batches at training lengths, from the eval seed (never the training examples' seed)."""
+        """One batch per validation length (training lengths that are not test lengths), drawn
+        from ``data.valid_seed``: never a test example, never the training stream."""
         d = cfg.data
-        low, high = d.train_lengths
-        lengths = sorted({low, (low + high) // 2, high, max(low, high - 1)})
-        return [collate([example(d.task, n, d.eval_seed, j) for j in range(d.eval_batch_size)]) for n in lengths]
+        return [collate([example(d.task, n, d.valid_seed, j) for j in range(d.eval_batch_size)]) for n in d.validation_lengths]
 
     def loss(self, model: nn.Module, batch: Batch) -> LossOutput:
         return output_loss(model, batch)

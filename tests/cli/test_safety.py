@@ -413,3 +413,42 @@ def test_progress_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
         progress(count)
     progress.close()
     assert "5 lines" in stream.getvalue()
+
+
+SETPRIV = shutil.which("setpriv")
+
+
+@pytest.mark.skipif(SETPRIV is None or os.geteuid() != 0, reason="needs root and setpriv to drop the override")
+@pytest.mark.parametrize("command, needle", [
+    (["train", "train.max_steps=4"], ".posenc.lock: Permission denied"),
+    (["translate", "--split", "test", "--data", "{run}/data"], "translations: Permission denied"),
+    (["average", "--last", "2"], "cannot write the checkpoint (Permission denied)"),
+    (["translate", "--input", "{run}/data/test.src", "--output", "{run}/out.txt"], "out.txt: Permission denied"),
+])
+def test_really_read_only_run_dir(tmp_path: Path, prepared: Path, trained: Path, command: list[str], needle: str) -> None:
+    """The same as the monkeypatched tests above, with the kernel's checks: a run directory
+    without write permission and a root process without CAP_DAC_OVERRIDE (so chmod binds)."""
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    shutil.copytree(prepared, run / "data")
+    shutil.rmtree(run / "translations", ignore_errors=True)
+    for p in [run, *run.rglob("*")]:
+        p.chmod(p.stat().st_mode & ~0o222)
+    before = snapshot(run)
+    args = [a.format(run=run) for a in command]
+    argv = [args[0], *(run_overrides(run, None, *NEAR_INIT, "model.position.name=ape") if args[0] == "train" else ["--run", str(run)]),
+            *args[1:]]
+    drop = [SETPRIV, "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    try:
+        proc = subprocess.run([*drop, sys.executable, "-m", "posenc.cli.main", *map(str, argv)],
+                              capture_output=True, text=True, env=env, timeout=300)
+    finally:
+        for p in [run, *run.rglob("*")]:
+            p.chmod(p.stat().st_mode | 0o200)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert proc.returncode == 2 and len(errors) == 1 and needle in errors[0], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and snapshot(run) == before

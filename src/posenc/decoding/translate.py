@@ -246,8 +246,11 @@ def write_translations(
     target = Path(out_path)
     if target.is_dir():
         raise DataError(f"{target}: is a directory; give an output file name")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as err:
+        raise DataError(f"cannot write {target}: {err.strerror or err}") from None
     count = 0
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:

@@ -39,7 +39,7 @@ LOCK_NAME = ".posenc.lock"
 MARKER_NAME = ".posenc-run"
 CONFIG_NAME, FINGERPRINT_NAME = "config.yaml", "fingerprint.json"
 #: Outputs of a training session, removed when a run starts afresh (``--no-resume``).
-RUN_OUTPUTS = ("checkpoints", "train.csv", "valid.csv", "tensorboard", "summary.json", "translations",
+RUN_OUTPUTS = ("checkpoints", "train.csv", "valid.csv", "tensorboard", "summary.json", "train_summary.json", "translations",
                "results.json", CONFIG_NAME, FINGERPRINT_NAME, "spm.model")
 #: What posenc writes inside the directories of :data:`RUN_OUTPUTS` (nothing else there is removed).
 OWN_CHILDREN = {

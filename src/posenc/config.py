@@ -8,12 +8,14 @@ silently ignored key.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
 import reprlib
 import types
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -362,6 +364,18 @@ def shorten(value: Any, limit: int = 200) -> str:
     if isinstance(value, str) and len(value) > limit:
         return f"{text[:limit]}... ({len(value)} characters)"
     return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+@contextlib.contextmanager
+def naming(path: str | Path) -> Iterator[None]:
+    """Prefix a :class:`ConfigError` raised inside with ``path`` (the file its values came from),
+    unless the message already names it: ``run/config.yaml: bogus: unknown option for RunConfig``."""
+    try:
+        yield
+    except ConfigError as err:
+        if str(path) in str(err):
+            raise
+        raise ConfigError(f"{path}: {err}") from None
 
 
 def require_finite(cfg: Any, section: str) -> None:

@@ -4,11 +4,18 @@ experiment grids (``posenc experiment NAME --jobs N``) of every task."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import signal
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Callable
+from types import FrameType
+from typing import IO, Any, Callable
 
 
 def visible_gpus() -> list[str]:
@@ -36,25 +43,116 @@ def worker_env(slot: int, jobs: int, gpus: list[str], cores: int | None = None) 
     return env
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+#: Seconds a worker gets to exit after SIGTERM before it is killed.
+STOP_GRACE_S = 5.0
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    """libc's ``prctl`` on Linux (resolved in the parent: a forked child must not dlopen)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def die_with_parent() -> Callable[[], None]:
+    """A ``preexec_fn`` that makes the child receive SIGKILL when this process dies, however it
+    dies (SIGKILL included): ``prctl(PR_SET_PDEATHSIG)`` on Linux; a child whose parent is
+    already gone by then exits at once."""
+    prctl, parent = _load_prctl(), os.getpid()
+
+    def hook() -> None:
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return hook
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Send ``sig`` to the worker's process group (the worker and anything it started)."""
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_workers(procs: list[subprocess.Popen[bytes]], grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM every worker's group, wait up to ``grace_s`` seconds, then SIGKILL what is left."""
+    for proc in procs:
+        _signal_group(proc, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+@contextlib.contextmanager
+def interrupt_on_signals() -> Iterator[None]:
+    """While inside, SIGTERM (and SIGINT) raise :class:`KeyboardInterrupt` in the main thread,
+    so ``finally`` blocks run and the workers are stopped; the old handlers come back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _start(argv: list[str], log: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], IO[str]]:
+    """One worker in its own process group, killed with this process, logging to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    fh = log.open("w", encoding="utf-8")
+    try:
+        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=die_with_parent())
+    except BaseException:
+        fh.close()
+        raise
+    return proc, fh
+
+
 def run_processes(jobs: list[tuple[Any, list[str], Path]], slots: int,
                   finished: Callable[[Any, int], str], poll_s: float = 0.2) -> list[Any]:
     """Run ``(key, argv, log)`` jobs, at most ``slots`` at once, each pinned by :func:`worker_env`;
-    prints ``finished(key, returncode)`` as each ends and returns the keys of the failed ones."""
-    gpus, queue, running, failed = visible_gpus(), list(jobs), {}, []
+    prints ``finished(key, returncode)`` as each ends and returns the keys of the failed ones.
+
+    Workers die with this process (:func:`die_with_parent`, even on SIGKILL); on SIGTERM, SIGINT
+    or any error here they are stopped (:func:`stop_workers`) before the exception propagates."""
+    gpus, queue, failed = visible_gpus(), list(jobs), []
+    running: dict[subprocess.Popen[bytes], tuple[Any, int, IO[str]]] = {}
     free = list(range(slots))
-    while queue or running:
-        while queue and free:
-            (key, argv, log), slot = queue.pop(0), free.pop(0)
-            log.parent.mkdir(parents=True, exist_ok=True)
-            fh = log.open("w", encoding="utf-8")
-            proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=worker_env(slot, slots, gpus))
-            running[proc] = (key, slot, fh)
-        time.sleep(poll_s)
-        for proc in [p for p in running if p.poll() is not None]:
-            key, slot, fh = running.pop(proc)
-            fh.close()
-            free.append(slot)
-            print(finished(key, proc.returncode), flush=True)
-            if proc.returncode != 0:
-                failed.append(key)
+    with interrupt_on_signals():
+        try:
+            while queue or running:
+                while queue and free:
+                    (key, argv, log), slot = queue.pop(0), free.pop(0)
+                    proc, fh = _start(argv, log, worker_env(slot, slots, gpus))
+                    running[proc] = (key, slot, fh)
+                time.sleep(poll_s)
+                for proc in [p for p in running if p.poll() is not None]:
+                    key, slot, fh = running.pop(proc)
+                    fh.close()
+                    free.append(slot)
+                    print(finished(key, proc.returncode), flush=True)
+                    if proc.returncode != 0:
+                        failed.append(key)
+        finally:
+            stop_workers(list(running))
+            for _, _, fh in running.values():
+                fh.close()
     return failed

@@ -5,7 +5,10 @@ a traceback; each must end with exit 2, one short ``error: ...`` line and nothin
 
 from __future__ import annotations
 
+import os
 import resource
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -124,3 +127,122 @@ def test_huge_method_label_in_experiment(capsys: pytest.CaptureFixture[str], tmp
     code, _, err = cli(capsys, "experiment", path)
     message = short_error(code, err, "experiment label")
     assert "a" * 300 not in message
+
+
+# ------------------------------------------------------------------------------ config values
+
+NON_FINITE = {
+    "lr inf": (["train.lr=.inf"], ["train.lr", "finite", "inf"]),
+    "lr nan": (["train.lr=.nan"], ["train.lr", "finite", "nan"]),
+    "eps -inf": (["train.eps=-.inf"], ["train.eps", "finite"]),
+    "betas": (["train.betas=[0.9, .nan]"], ["train.betas", "finite"]),
+    "decode": (["decode.length_penalty=.inf"], ["decode.length_penalty", "finite"]),
+}
+
+
+@pytest.mark.parametrize("case", list(NON_FINITE))
+def test_non_finite_float_is_refused_up_front(capsys: pytest.CaptureFixture[str], tmp_path: Path, case: str) -> None:
+    """``train.lr=.inf`` used to fail with a FloatingPointError at step 2, after writing the run."""
+    overrides, needles = NON_FINITE[case]
+    code, out, err = cli(capsys, "train", *run_overrides(tmp_path / "run"), *overrides)
+    short_error(code, err, *needles)
+    assert out == "" and list(tmp_path.iterdir()) == []
+
+
+def test_non_finite_in_yaml_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("train: {lr: .inf}\n", encoding="utf-8")
+    code, _, err = cli(capsys, "train", "--config", config, f"out_dir={tmp_path / 'run'}")
+    short_error(code, err, "train.lr", "finite")
+    assert not (tmp_path / "run").exists()
+
+
+def test_train_config_checks_finiteness_itself() -> None:
+    """Built in code (not from YAML), the dataclass refuses non-finite floats too."""
+    from posenc.errors import ConfigError
+    from posenc.training.config import TrainConfig
+
+    for kwargs in ({"lr": float("inf")}, {"clip_norm": float("nan")}, {"betas": [0.9, float("nan")]}):
+        with pytest.raises(ConfigError, match="finite"):
+            TrainConfig(**kwargs)
+
+
+@pytest.mark.parametrize("command", ["prepare", "train"])
+@pytest.mark.parametrize("value, shown", [("1e3", "'1e3'"), ("1.0e+3", "1000.0"), ("ten", "'ten'")])
+def test_corpus_option_wrong_type(capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str,
+                                  value: str, shown: str) -> None:
+    """Corpus options are typed like every other integer field: a one-line error naming the key."""
+    code, _, err = cli(capsys, command, *run_overrides(tmp_path / "run"), f"data.options.n_train={value}")
+    short_error(code, err, "data.options.n_train", "expected an integer", shown)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_key_in_run_config_names_the_file(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                  trained: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    config = run / "config.yaml"
+    config.write_text(config.read_text(encoding="utf-8") + "bogus: 1\n", encoding="utf-8")
+    source = tmp_path / "in.txt"
+    source.write_text("ka lo mi\n", encoding="utf-8")
+    code, _, err = cli(capsys, "translate", "--run", run, "--input", source, "--output", tmp_path / "out.txt")
+    short_error(code, err, str(config), "bogus", "unknown option")
+    assert not (tmp_path / "out.txt").exists()
+
+
+# ------------------------------------------------------------------------------ workers
+
+def _children(pid: int) -> list[int]:
+    """Live (not zombie) direct children of ``pid``."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_for(cond, timeout: float) -> bool:  # noqa: ANN001 - a predicate
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return cond()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["TERM", "INT", "KILL"])
+def test_workers_die_with_the_grid(tmp_path: Path, sig: signal.Signals) -> None:
+    """``posenc experiment --jobs 2`` signalled while its two workers train: no worker survives it
+    (they used to be orphaned and keep training); on TERM/INT the grid itself stops cleanly."""
+    path = write_experiment(tmp_path, methods=("ape", "shape"),
+                            train={"max_steps": 10**6, "validate_every": 0, "log_every": 1000})
+    argv = [sys.executable, "-m", "posenc.cli.main", "experiment", str(path), "--jobs", "2"]
+    parent = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    workers: list[int] = []
+    try:
+        assert _wait_for(lambda: len(_children(parent.pid)) == 2 or parent.poll() is not None, 120)
+        workers = _children(parent.pid)
+        assert len(workers) == 2, parent.communicate()
+        time.sleep(1.0)  # the workers are importing / training
+        parent.send_signal(sig)
+        _, err = parent.communicate(timeout=20)
+        assert _wait_for(lambda: not any(_alive(w) for w in workers), 5), "a worker outlived the grid"
+        if sig != signal.SIGKILL:
+            assert parent.returncode == 130 and err.strip().splitlines()[-1] == "error: interrupted", err
+    finally:
+        for pid in [parent.pid, *workers]:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        parent.wait()

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from posenc.config import from_dict, load_yaml, to_dict
+from posenc.config import from_dict, load_yaml, naming, to_dict
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
 from posenc.decoding.translate import translate_file
@@ -86,7 +86,8 @@ def load_run(run_dir: str | Path, checkpoint: str = "auto", device: str = "cpu",
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").is_file():
         raise CheckpointError(f"{run_dir}: not a run directory (no config.yaml)")
-    cfg = located_config(load_yaml(run_dir / "config.yaml"), run_dir)
+    with naming(run_dir / "config.yaml"):
+        cfg = located_config(load_yaml(run_dir / "config.yaml"), run_dir)
     path = find_checkpoint(run_dir, checkpoint)
     saved = ck.load_checkpoint(path, with_optimizer=False)
     check_checkpoint_fingerprint(run_dir, saved.config, path)

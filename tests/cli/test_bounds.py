@@ -246,3 +246,21 @@ def test_workers_die_with_the_grid(tmp_path: Path, sig: signal.Signals) -> None:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
         parent.wait()
+
+
+def test_one_method_experiment_skips_bootstrap(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """The paired bootstrap needs two methods: a one-method grid says so before training, skips
+    that analysis with a note in the report and finishes (it used to train, then fail)."""
+    path = write_experiment(tmp_path)
+    exp = yaml.safe_load(path.read_text(encoding="utf-8"))
+    path.write_text(yaml.safe_dump({**exp, "analyses": ["bootstrap", "length_diff"]}), encoding="utf-8")
+    with caplog.at_level("INFO", logger="posenc"):
+        code, out, err = cli(capsys, "experiment", path)
+    assert code == 0, err
+    notes = [r.getMessage() for r in caplog.records if "bootstrap" in r.getMessage()]
+    assert notes and "at least 2 methods" in notes[0]
+    assert caplog.records[0].getMessage() == notes[0]  # before anything else, training included
+    report = (tmp_path / "exp" / "report" / "README.md").read_text(encoding="utf-8")
+    assert "Skipped: bootstrap compares at least 2 methods; this experiment has 1." in report
+    assert list((tmp_path / "exp" / "report" / "vanilla" / "length_diff").glob("*.csv"))

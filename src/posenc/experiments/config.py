@@ -11,6 +11,8 @@ from posenc.config import require
 
 #: Analysis names an experiment may ask for: the analysis registry's (one list, not a copy).
 TRANSLATION_ANALYSES = tuple(_ANALYSIS_REGISTRY)
+#: Analyses that compare methods with each other, and how many methods each needs.
+MIN_METHODS = {"bootstrap": 2}
 
 
 @dataclass
@@ -47,6 +49,13 @@ class ExperimentConfig:
         require(self.gpu_jobs >= 1, f"experiment.gpu_jobs must be >= 1, got {self.gpu_jobs}")
         for label in list(self.methods) + list(self.settings):
             require(label.replace("-", "").replace("_", "").replace(".", "").isalnum(), f"experiment label {label!r}: use letters, digits, -, _ or .")
+
+    def skip_reason(self, analysis: str) -> str:
+        """Why ``analysis`` cannot run on this grid (it is skipped with this note), or ""."""
+        need = MIN_METHODS.get(analysis, 1)
+        if len(self.methods) < need:
+            return f"{analysis} compares at least {need} methods; this experiment has {len(self.methods)}"
+        return ""
 
     @property
     def root(self) -> Path:

@@ -270,6 +270,8 @@ POOLED_ANALYSES = ("length_bleu", "bootstrap", "length_diff")
 def run_analysis(exp: ExperimentConfig, setting: str, name: str, out: Path) -> list[str]:
     """Run analysis ``name`` on every seed of ``setting`` into ``out``: pooled over the seeds for
     :data:`POOLED_ANALYSES`, else once per seed into ``out/seed<N>``. Returns Markdown lines."""
+    if exp.skip_reason(name):
+        return [f"Skipped: {exp.skip_reason(name)}.", ""]
     if name in POOLED_ANALYSES:
         out.mkdir(parents=True, exist_ok=True)
         with torch.inference_mode():

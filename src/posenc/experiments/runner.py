@@ -130,6 +130,9 @@ def run_translation_grid(exp: ExperimentConfig, jobs: int = 1, rerun_stale: bool
 
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
+    for name in exp.analyses:
+        if exp.skip_reason(name):
+            log.info("note: %s; it will be skipped in the report", exp.skip_reason(name))
     pending = plan(exp, rerun_stale)
     prepare_data(exp, pending)
     if jobs == 1 and backend == "local":

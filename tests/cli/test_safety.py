@@ -439,8 +439,8 @@ def test_really_read_only_run_dir(tmp_path: Path, prepared: Path, trained: Path,
         p.chmod(p.stat().st_mode & ~0o222)
     before = snapshot(run)
     args = [a.format(run=run) for a in command]
-    argv = [args[0], *(run_overrides(run, None, *NEAR_INIT, "model.position.name=ape") if args[0] == "train" else ["--run", str(run)]),
-            *args[1:]]
+    where = run_overrides(run, None, *NEAR_INIT, "model.position.name=ape") if args[0] == "train" else ["--run", str(run)]
+    argv = [args[0], *where, *args[1:]]
     drop = [SETPRIV, "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     try:

@@ -39,8 +39,8 @@ LOCK_NAME = ".posenc.lock"
 MARKER_NAME = ".posenc-run"
 CONFIG_NAME, FINGERPRINT_NAME = "config.yaml", "fingerprint.json"
 #: Outputs of a training session, removed when a run starts afresh (``--no-resume``).
-RUN_OUTPUTS = ("checkpoints", "train.csv", "valid.csv", "tensorboard", "summary.json", "train_summary.json", "translations",
-               "results.json", CONFIG_NAME, FINGERPRINT_NAME, "spm.model")
+RUN_OUTPUTS = ("checkpoints", "train.csv", "valid.csv", "tensorboard", "summary.json", "train_summary.json",
+               "translations", "results.json", CONFIG_NAME, FINGERPRINT_NAME, "spm.model")
 #: What posenc writes inside the directories of :data:`RUN_OUTPUTS` (nothing else there is removed).
 OWN_CHILDREN = {
     "checkpoints": re.compile(r"^(ckpt_\d{8}|average|\.(tmp|old)-.+)$"),
@@ -117,10 +117,12 @@ def _forbidden(directory: Path) -> str | None:
 
 
 def _foreign_entries(directory: Path, kind: str) -> list[str]:
-    """Entries of ``directory`` that posenc did not put there (for an unmarked ``kind`` dir)."""
-    allowed = lambda p: p.name in SCRATCH_NAMES or (  # noqa: E731
-        kind == "run" and p.name == "data" and dir_kind(p) == "data")
-    return sorted(p.name for p in directory.iterdir() if not allowed(p))
+    """Entries of ``directory`` that posenc did not put there (for an unmarked ``kind`` dir):
+    all but its lock, marker and SentencePiece cache, and in a run data that posenc prepared."""
+    def ours(p: Path) -> bool:
+        return p.name in SCRATCH_NAMES or (kind == "run" and dir_kind(p) == "data")
+
+    return sorted(p.name for p in directory.iterdir() if not ours(p))
 
 
 def check_target(directory: str | Path, kind: str, what: str = "out_dir") -> None:

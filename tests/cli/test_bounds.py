@@ -5,6 +5,7 @@ a traceback; each must end with exit 2, one short ``error: ...`` line and nothin
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
@@ -264,3 +265,47 @@ def test_one_method_experiment_skips_bootstrap(capsys: pytest.CaptureFixture[str
     report = (tmp_path / "exp" / "report" / "README.md").read_text(encoding="utf-8")
     assert "Skipped: bootstrap compares at least 2 methods; this experiment has 1." in report
     assert list((tmp_path / "exp" / "report" / "vanilla" / "length_diff").glob("*.csv"))
+
+
+# ------------------------------------------------------------------------------ eval input
+
+LONG_WORDS = 200_000
+
+
+def _long_line_corpus(tmp_path: Path) -> dict[str, Path]:
+    """The files corpus of test_files_corpus with a 200,000-word pair in train, valid and test."""
+    from tests.cli.test_files_corpus import write_corpus
+
+    files = write_corpus(tmp_path / "corpus")
+    words = " ".join(["alpha beta gamma delta"] * (LONG_WORDS // 4))
+    for split in ("train", "valid", "test"):
+        for side, text in (("src", words), ("tgt", words.upper())):
+            path = files[f"{split}_{side}"]
+            lines = path.read_text(encoding="utf-8").splitlines()
+            path.write_text("\n".join([*lines[:2], text, *lines[2:]]) + "\n", encoding="utf-8")
+    return files
+
+
+def test_long_validation_and_test_lines_are_bounded(tmp_path: Path) -> None:
+    """A 200,000-word line in valid/test: validation skips it with a count (it used to run for
+    minutes on it) and scoring the test split truncates it with a warning (it used to fail)."""
+    from tests.cli.test_files_corpus import files_overrides
+    from tests.helpers.tiny import TINY
+
+    files, run = _long_line_corpus(tmp_path), tmp_path / "run"
+    posenc = [sys.executable, "-m", "posenc.cli.main"]
+    train = [*posenc, "train", f"out_dir={run}", *files_overrides(files), *TINY, "train.validate_every=1",
+             "data.max_source_len=32"]
+    start = time.monotonic()
+    proc = subprocess.run(train, capture_output=True, text=True, timeout=180, preexec_fn=_limit_memory)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert time.monotonic() - start < 120
+    assert "dropped 1 training pairs longer than 400 subwords" in proc.stderr
+    assert "skipped 1 validation pairs longer than 400 subwords" in proc.stderr
+    summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    assert summary["stopping_signal"] == "all 6 validation pairs (1 longer than 400 subwords skipped)"
+    score = [*posenc, "translate", "--run", str(run), "--split", "test"]
+    proc = subprocess.run(score, capture_output=True, text=True, timeout=300, preexec_fn=_limit_memory)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "input line 3:" in proc.stderr and "exceed max_source_len=32; truncated" in proc.stderr
+    assert json.loads(proc.stdout[: proc.stdout.rindex("}") + 1])["lines"] == 6

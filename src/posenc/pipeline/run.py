@@ -152,7 +152,8 @@ def translate_split(run: LoadedRun, split: str, decode: DecodeConfig | None = No
     hyp = out / f"{split}.beam{dc.beam}.hyp"
     out.mkdir(parents=True, exist_ok=True)
     with torch.inference_mode():
-        translate_file(run.model, run.tokenizer, src, hyp, **decode_options(dc, run))
+        # a split line over data.max_source_len is truncated with a warning (scored, never fatal)
+        translate_file(run.model, run.tokenizer, src, hyp, **decode_options(dc, run), too_long="truncate")
     scores = corpus_scores(read_lines(hyp), read_lines(ref), hyp_name=str(hyp), ref_name=f"{split}.tgt")
     keep = {k: scores[k] for k in ("bleu", "chrf", "bleu_signature", "chrf_signature", "bleu_text", "lines")}
     keep.update(split=split, beam=dc.beam, hyp=_relative(hyp, root), checkpoint=_relative(run.checkpoint, root))

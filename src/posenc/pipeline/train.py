@@ -124,11 +124,17 @@ def stopping_split(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool, tr
     description for the summary. EXTRAPOLATE: only pairs inside the training length range (source
     and target <= ``data.max_len`` subwords, the filter training had; with ``data.length_split``
     also the source-length range of ``train``), since unseen lengths are the test, never the
-    stopping signal (issue 17). Other settings: every validation pair."""
-    split = EncodedSplit(tok, data_dir, "valid", bos)
+    stopping signal (issue 17). Other settings: every validation pair. Pairs longer than training
+    allows (``data.max_train_len``, ``train.max_tokens``) are skipped with a count, as in training."""
+    limit = min(cfg.data.max_train_len, cfg.train.max_tokens)
+    split = EncodedSplit(tok, data_dir, "valid", bos, max_len=limit)
+    if split.dropped:
+        log.warning("skipped %d validation pairs longer than %d subwords (data.max_train_len=%d, train.max_tokens=%d)",
+                    split.dropped, limit, cfg.data.max_train_len, cfg.train.max_tokens)
     total = len(split.src)
     if cfg.data.setting != "extrapolate":
-        return split, f"all {total} validation pairs"
+        skipped = f" ({split.dropped} longer than {limit} subwords skipped)" if split.dropped else ""
+        return split, f"all {total} validation pairs{skipped}"
     bounds = (min(map(len, train.src)), max(map(len, train.src))) if cfg.data.length_split else None
     keep = data_settings.in_range([len(s) for s in split.src], [len(t) for t in split.tgt], cfg.data.max_len, bounds)
     if not keep:

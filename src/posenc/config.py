@@ -353,16 +353,16 @@ def save_yaml(cfg: Any, path: str | Path) -> None:
     Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
 
 
-def shorten(value: Any, limit: int = 200) -> str:
+def shorten(value: Any, limit: int = 150) -> str:
     """``repr(value)`` for a message, at most about ``limit`` characters: built with
-    :mod:`reprlib` (never the whole repr of a huge value), then cut with a count of the rest."""
+    :mod:`reprlib` (never the whole repr of a huge value); a long string shows its start and length."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value)} characters)"
     r = reprlib.Repr()
     r.maxstring = r.maxother = r.maxlong = limit
     r.maxlist = r.maxtuple = r.maxdict = r.maxset = 20
     r.maxlevel = 4
     text = r.repr(value)
-    if isinstance(value, str) and len(value) > limit:
-        return f"{text[:limit]}... ({len(value)} characters)"
     return text if len(text) <= limit else f"{text[:limit]}..."
 
 

@@ -19,7 +19,7 @@ _LONG_TOKEN = re.compile(r"\S{%d,}" % (MAX_TOKEN + 1))
 
 
 def _cut(text: str, keep: int) -> str:
-    return f"{text[:keep]}...[{len(text) - keep} more characters]"
+    return f"{text[:keep]} ...[{len(text) - keep} more characters]"
 
 
 def clip_message(message: str) -> str:

@@ -409,8 +409,8 @@ def test_progress_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     stream.isatty = lambda: True  # type: ignore[method-assign]
     monkeypatch.setattr("sys.stderr", stream)
     progress = cli_translate.Progress()
-    for count in range(1, 6):
-        progress(count)
+    for lines in (2, 3):
+        progress(lines)
     progress.close()
     assert "5 lines" in stream.getvalue()
 
@@ -452,3 +452,20 @@ def test_really_read_only_run_dir(tmp_path: Path, prepared: Path, trained: Path,
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert proc.returncode == 2 and len(errors) == 1 and needle in errors[0], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and snapshot(run) == before
+
+
+def test_progress_comes_per_batch_not_per_chunk(trained: Path, prepared: Path) -> None:
+    """A long input reports progress while its first chunk (2,000 lines) is still decoding."""
+    import torch
+
+    from posenc.decoding.translate import translate_lines
+    from posenc.pipeline.run import decode_options, load_run
+
+    loaded = load_run(trained)
+    sources = read(prepared / "test.src")
+    calls: list[int] = []
+    opts = {**decode_options(loaded.cfg.decode, loaded), "batch_tokens": 8}
+    with torch.inference_mode():
+        outputs = translate_lines(loaded.model, loaded.tokenizer, sources, on_decoded=calls.append, **opts)
+        next(outputs)  # the first output line comes once its whole chunk is decoded
+    assert len([c for c in calls if c]) > 1 and sum(calls) == len(sources)

@@ -61,22 +61,23 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 class Progress:
-    """Lines translated so far: a progress bar on a terminal, else a log line every ``every`` s."""
+    """Lines translated so far: a progress bar on a terminal, else a log line every ``every`` s.
+    Called with the number of lines each decoded batch adds."""
 
     def __init__(self, every: float | None = None) -> None:
         self.every, self.start = PROGRESS_EVERY_S if every is None else every, time.monotonic()
         self.last, self.count = self.start, 0
         self.bar = tqdm(unit=" lines", file=sys.stderr, mininterval=0.5) if sys.stderr.isatty() else None
 
-    def __call__(self, count: int) -> None:
+    def __call__(self, lines: int) -> None:
+        self.count += lines
         if self.bar is not None:
-            self.bar.update(count - self.count)
-        else:
-            now = time.monotonic()
-            if now - self.last >= self.every:
-                self.last = now
-                log.info("translated %d lines (%.1f lines/s)", count, count / max(now - self.start, 1e-9))
-        self.count = count
+            self.bar.update(lines)
+            return
+        now = time.monotonic()
+        if lines and now - self.last >= self.every:
+            self.last = now
+            log.info("translated %d lines (%.1f lines/s)", self.count, self.count / max(now - self.start, 1e-9))
 
     def close(self) -> None:
         if self.bar is not None:
@@ -88,7 +89,7 @@ def _to_file(loaded: LoadedRun, args: argparse.Namespace, opts: dict[str, Any]) 
     lines = read_stdin_lines() if args.input == "-" else read_lines_lazily(args.input)
     progress = Progress()
     try:
-        n = write_translations(loaded.model, loaded.tokenizer, lines, args.output, progress=progress, **opts)
+        n = write_translations(loaded.model, loaded.tokenizer, lines, args.output, on_decoded=progress, **opts)
     finally:
         progress.close()
     print(f"translated {n} lines -> {args.output}", file=sys.stderr)

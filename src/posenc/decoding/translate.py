@@ -107,10 +107,13 @@ def _translate_chunk(
     """Translate source id lists in length-sorted batches; outputs in the order of ``seqs``."""
     outputs: list[str] = [""] * len(seqs)  # empty sources stay empty
     nonempty = [i for i, s in enumerate(seqs) if s]
+    on_decoded = opts.get("on_decoded") or (lambda n: None)
+    on_decoded(len(seqs) - len(nonempty))
     for sub in _length_batches([len(seqs[i]) for i in nonempty], batch_tokens):
         batch = [nonempty[j] for j in sub]
         for i, text in zip(batch, _decode_batch(model, tokenizer, [seqs[i] for i in batch], device, opts)):
             outputs[i] = text
+        on_decoded(len(batch))
     return outputs
 
 
@@ -145,6 +148,7 @@ def translate_lines(
     max_len_b: float = 10,
     prepend_src_bos: bool = False,
     cuda_graph: bool = False,
+    on_decoded: Callable[[int], None] | None = None,
 ) -> Iterator[str]:
     """Translate ``lines`` lazily; yields one output line per input line, in input order.
 
@@ -159,10 +163,13 @@ def translate_lines(
             ``"truncate"`` → keep the first tokens and emit a :class:`UserWarning`.
         cuda_graph: on CUDA, capture each batch's decoding step as a CUDA graph and replay it
             (``posenc.decoding.graphs``; same outputs, fewer kernel launches).
+        on_decoded: called with the number of lines of each batch as soon as it is decoded
+            (before its chunk is yielded): progress reporting on long inputs.
     """
     _check_options(beam, batch_tokens, chunk_lines, max_source_len, too_long)
     device = torch.device(device) if device is not None else _model_device(model)
-    opts = dict(beam=beam, length_penalty=length_penalty, max_len_a=max_len_a, max_len_b=max_len_b, cuda_graph=cuda_graph)
+    opts = dict(beam=beam, length_penalty=length_penalty, max_len_a=max_len_a, max_len_b=max_len_b, cuda_graph=cuda_graph,
+                on_decoded=on_decoded)
     numbered = enumerate(lines, start=1)
     was_training = model.training
     model.eval()
@@ -225,8 +232,8 @@ def translate_file(
 ) -> int:
     """Translate ``in_path`` line by line into ``out_path``; returns the number of lines.
 
-    Streams through :func:`translate_lines` (``options`` are its keyword arguments, plus
-    ``progress`` of :func:`write_translations`). The output is written atomically
+    Streams through :func:`translate_lines` (``options`` are its keyword arguments). The output
+    is written atomically
     (:func:`write_translations`), so an interrupted run never leaves a partial output file.
     """
     return write_translations(model, tokenizer, read_lines_lazily(in_path), out_path, **options)
@@ -237,12 +244,11 @@ def write_translations(
     tokenizer: Tokenizer,
     lines: Iterable[str],
     out_path: str | os.PathLike[str],
-    progress: Callable[[int], None] | None = None,
     **options: Any,
 ) -> int:
     """Translate ``lines`` into ``out_path``; returns the number of lines. The output goes to a
     temporary file next to ``out_path``, renamed over it only when every line is done (an old
-    ``out_path`` stays intact on any failure). ``progress(n)`` is called after each line."""
+    ``out_path`` stays intact on any failure). ``options`` are :func:`translate_lines`'s."""
     target = Path(out_path)
     if target.is_dir():
         raise DataError(f"{target}: is a directory; give an output file name")
@@ -257,8 +263,6 @@ def write_translations(
             for text in translate_lines(model, tokenizer, lines, **options):
                 f.write(text + "\n")
                 count += 1
-                if progress is not None:
-                    progress(count)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)

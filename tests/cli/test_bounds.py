@@ -309,3 +309,30 @@ def test_long_validation_and_test_lines_are_bounded(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "input line 3:" in proc.stderr and "exceed max_source_len=32; truncated" in proc.stderr
     assert json.loads(proc.stdout[: proc.stdout.rindex("}") + 1])["lines"] == 6
+
+
+def test_unknown_key_in_older_run_config_names_the_file(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                        trained: Path) -> None:
+    """Resuming a run without fingerprint.json reads its config.yaml: the error names that file."""
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (run / "fingerprint.json").unlink()
+    config = run / "config.yaml"
+    config.write_text(config.read_text(encoding="utf-8") + "bogus: 1\n", encoding="utf-8")
+    code, _, err = cli(capsys, "train", *run_overrides(run))
+    short_error(code, err, str(config), "bogus", "unknown option")
+
+
+def test_alias_bomb_in_checkpoint_config(tmp_path: Path, trained: Path) -> None:
+    """The config stored with a checkpoint is read with the same bounds as any config (in a process
+    capped at 3 GB of address space)."""
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    latest = sorted((run / "checkpoints").glob("ckpt_*"))[-1]
+    (latest / "config.yaml").write_text(f"model:\n  bomb:\n{alias_bomb(9, indent=4)}\n", encoding="utf-8")
+    source = tmp_path / "in.txt"
+    source.write_text("ka lo mi\n", encoding="utf-8")
+    argv = [sys.executable, "-m", "posenc.cli.main", "translate", "--run", str(run), "--checkpoint", str(latest),
+            "--input", str(source), "--output", str(tmp_path / "out.txt")]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, preexec_fn=_limit_memory)
+    short_error(proc.returncode, proc.stderr, "config.yaml", "not valid YAML")

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 
 import yaml
 
-from posenc.config import from_dict, load_yaml, to_dict
+from posenc.config import from_dict, load_yaml, naming, to_dict
 from posenc.errors import CheckpointError, ConfigError, PosencError
 from posenc.pipeline.config import ARCH_SECTIONS, RunConfig
 from posenc.pipeline.fingerprint import describe_diff, diff_keys, fingerprint
@@ -290,7 +290,8 @@ def saved_fingerprint(out_dir: str | Path) -> dict[str, Any] | None:
     if (out / FINGERPRINT_NAME).is_file():
         return read_json_dict(out / FINGERPRINT_NAME, "use --no-resume to start afresh or another out_dir")
     if (out / CONFIG_NAME).is_file() and (out / "checkpoints").is_dir():
-        return fingerprint(from_dict(RunConfig, load_yaml(out / CONFIG_NAME)))
+        with naming(out / CONFIG_NAME):
+            return fingerprint(from_dict(RunConfig, load_yaml(out / CONFIG_NAME)))
     return None
 
 

@@ -34,6 +34,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
+from posenc.config import safe_load_bounded
 from posenc.errors import CheckpointError
 
 MODEL_FILE, OPTIM_FILE, STATE_FILE, CONFIG_FILE = "model.safetensors", "optim.safetensors", "state.json", "config.yaml"
@@ -322,7 +323,7 @@ def _read_config(directory: Path) -> dict[str, Any]:
     if not path.is_file():
         raise CheckpointError(f"checkpoint {directory}: missing {CONFIG_FILE}")
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        config = safe_load_bounded(path.read_text(encoding="utf-8"))  # no alias bombs
     except (yaml.YAMLError, UnicodeDecodeError):
         raise CheckpointError(f"{directory.name}/{CONFIG_FILE}: not valid YAML") from None
     return config if isinstance(config, dict) else {}

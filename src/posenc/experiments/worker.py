@@ -14,6 +14,7 @@ from typing import Any
 from posenc.config import from_dict
 from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.runner import execute_cell
+from posenc.processes import interrupt_on_signals
 
 
 def run_cell(spec: str, setting: str, method: str, seed: int) -> dict[str, Any]:
@@ -29,9 +30,16 @@ def run_cell(spec: str, setting: str, method: str, seed: int) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    """Run one cell; SIGTERM (sent by the scheduler when the grid stops) unwinds it like Ctrl-C,
+    so temporary files and the run's lock are cleaned up before the worker exits."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     spec, setting, method, seed = argv
-    result = run_cell(spec, setting, method, int(seed))
+    try:
+        with interrupt_on_signals():
+            result = run_cell(spec, setting, method, int(seed))
+    except KeyboardInterrupt:
+        print("worker: interrupted", file=sys.stderr, flush=True)
+        return 130
     print(json.dumps({k: result[k] for k in ("setting", "method", "seed", "summary")}, default=str))
     return 0
 

@@ -336,3 +336,21 @@ def test_alias_bomb_in_checkpoint_config(tmp_path: Path, trained: Path) -> None:
             "--input", str(source), "--output", str(tmp_path / "out.txt")]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, preexec_fn=_limit_memory)
     short_error(proc.returncode, proc.stderr, "config.yaml", "not valid YAML")
+
+
+def test_sigterm_stops_a_one_job_grid_cleanly(tmp_path: Path) -> None:
+    """``--jobs 1`` trains in the parent: SIGTERM unwinds it like Ctrl-C (one line, exit 130)
+    instead of killing it in the middle of whatever it was writing."""
+    path = write_experiment(tmp_path, train={"max_steps": 10**6, "validate_every": 0, "log_every": 1000})
+    argv = [sys.executable, "-m", "posenc.cli.main", "experiment", str(path)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        run = tmp_path / "exp" / "vanilla" / "ape" / "seed1"
+        assert _wait_for(lambda: (run / "train.csv").exists() or proc.poll() is not None, 120)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 130 and err.strip().splitlines()[-1] == "error: interrupted", err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()

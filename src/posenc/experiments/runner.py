@@ -22,6 +22,7 @@ from posenc.experiments.cells import Cell, grid, run_config  # noqa: F401 - Cell
 from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.convergence import UNKNOWN, run_status
 from posenc.experiments.freshness import Verdict, judge, run_record
+from posenc.processes import interrupt_on_signals
 
 log = logging.getLogger("posenc")
 
@@ -208,7 +209,8 @@ def run_experiment(name_or_path: str, overrides: list[str] | None = None, **opti
     if gpu is not None:
         return run_experiment(gpu[0], overrides, **gpu[1])
     task = data.get("task", "translation")
-    return task_runner(task)(data, list(overrides or []), **options)
+    with interrupt_on_signals():  # SIGTERM stops the grid like Ctrl-C: cleanup runs, exit 130
+        return task_runner(task)(data, list(overrides or []), **options)
 
 
 def _gpu_variant(data: dict[str, Any], options: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -213,7 +214,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _wait_for(cond, timeout: float) -> bool:  # noqa: ANN001 - a predicate
+def _wait_for(cond: Callable[[], bool], timeout: float) -> bool:
+    """Poll ``cond`` every 0.1 s for up to ``timeout`` seconds; its last value."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():

@@ -115,6 +115,16 @@ def test_overlong_input_line(capsys: pytest.CaptureFixture[str], tmp_path: Path,
     assert not out.exists() and hidden_leftovers(out.parent) == []
 
 
+def test_overlong_input_line_truncated_on_request(capsys: pytest.CaptureFixture[str], tmp_path: Path, short_run: Path) -> None:
+    src = tmp_path / "src.txt"
+    src.write_text("ka lo\n" + " ".join(["ka lo mi"] * 10) + "\nmi\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    with pytest.warns(UserWarning, match="input line 2: .* exceed max_source_len=8; truncated"):
+        code, _, _ = cli(capsys, "translate", "--run", short_run, "--input", src, "--output", out, "--too-long", "truncate")
+    assert code == 0
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 3  # every line translated, line 2 cut
+
+
 def test_undecodable_translate_input(capsys: pytest.CaptureFixture[str], tmp_path: Path, trained: Path) -> None:
     src = tmp_path / "src.txt"
     src.write_bytes(b"ka lo\nmi \xff nu\n")

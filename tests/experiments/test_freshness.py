@@ -66,6 +66,17 @@ def test_changed_model_stops_or_reruns(capsys: pytest.CaptureFixture[str], tmp_p
     assert code == 0 and rerun["record"]["fingerprint"]["model"]["d_model"] == 48 and rerun["summary"]["steps"] == 3
 
 
+def test_rerun_stale_keeps_files_posenc_did_not_write(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = write_experiment(tmp_path)
+    assert cli(capsys, "experiment", path)[0] == 0
+    run_dir = Path(run_config(load_config(ExperimentConfig, path), "vanilla", "ape", 1).out_dir)
+    (run_dir / "notes.txt").write_text("mine\n", encoding="utf-8")
+    write_experiment(tmp_path, model={"d_model": 48, "d_ff": 64})
+    code, _, _ = cli(capsys, "experiment", path, "--rerun-stale")
+    assert code == 0 and _results(path)["record"]["fingerprint"]["model"]["d_model"] == 48
+    assert (run_dir / "notes.txt").read_text(encoding="utf-8") == "mine\n"  # issue 18: never rmtree a run dir
+
+
 def test_changed_decoding_rescores_without_training(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = write_experiment(tmp_path)
     assert cli(capsys, "experiment", path)[0] == 0

@@ -40,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", help="prepared data directory for --split (default: the run's own)")
     parser.add_argument("--beam", type=int, help="beam width (1 = greedy)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--too-long", choices=("error", "truncate"), default="error",
+                        help="a line over data.max_source_len: stop with its line number (default), or "
+                             "truncate it with a warning")
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -110,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(scores, indent=2))
         print(f"{args.split}: {scores['bleu_text']} (signature {scores['bleu_signature']})", file=sys.stderr)
         return 0
-    opts = decode_options(dc, loaded)
+    opts = {**decode_options(dc, loaded), "too_long": args.too_long}
     with torch.inference_mode():
         if args.output:
             return _to_file(loaded, args, opts)

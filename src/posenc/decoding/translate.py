@@ -53,7 +53,7 @@ def _source_ids(
     if len(ids) + specials > max_source_len:
         msg = f"input line {number}: {len(ids) + specials} source tokens exceed max_source_len={max_source_len}"
         if too_long == "error":
-            raise DataError(msg)
+            raise DataError(f"{msg} (posenc translate --too-long truncate cuts such lines)")
         warnings.warn(f"{msg}; truncated", stacklevel=3)
         ids = ids[: max_source_len - specials]
     return [tokenizer.bos_id, *ids] if prepend_src_bos else ids

@@ -11,7 +11,6 @@ import importlib
 import json
 import logging
 import pkgutil
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -99,9 +98,18 @@ def plan(exp: ExperimentConfig, rerun_stale: bool = False) -> list[tuple[str, st
         raise ConfigError(f"stale results in {run_config(exp, s, m, seed).out_dir}{more}: the config changed: "
                           f"{v.detail}; rerun with --rerun-stale, or use another out_dir")
     for cell, _ in stale:
-        shutil.rmtree(run_config(exp, *cell).out_dir, ignore_errors=True)
-        log.info("== %s / %s / seed %d: stale, removed for a fresh run", *cell)
+        _clear_stale(run_config(exp, *cell).out_dir)
+        log.info("== %s / %s / seed %d: stale, its outputs removed for a fresh run", *cell)
     return pending
+
+
+def _clear_stale(out_dir: str) -> None:
+    """Remove what posenc wrote in a stale cell's run directory (never the directory itself,
+    never files it did not write): refused in one line unless the directory is posenc's run."""
+    from posenc.pipeline.rundir import check_target, clear_run
+
+    check_target(out_dir, "run")
+    clear_run(out_dir)
 
 
 def prepare_data(exp: ExperimentConfig, cells: list[tuple[str, str, int]]) -> None:

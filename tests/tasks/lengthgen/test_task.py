@@ -84,7 +84,7 @@ def test_summary_splits_seen_and_unseen() -> None:
     assert s["seen_seq_acc"] == 0.75 and s["unseen_seq_acc"] == pytest.approx(0.1)
 
 
-@pytest.mark.parametrize("name", ["lengthgen_small", "lengthgen_gpu"])
+@pytest.mark.parametrize("name", ["lengthgen_small", "lengthgen_gpu", "lengthgen_cpu"])
 def test_shipped_configs_load_and_expand(name: str) -> None:
     exp = load_config(LengthgenExperimentConfig, CONFIGS / f"{name}.yaml")
     cells = expand(exp)
@@ -96,6 +96,12 @@ def test_shipped_configs_load_and_expand(name: str) -> None:
     if name == "lengthgen_gpu":
         assert exp.seeds == [1, 2, 3] and cells[0][3].data.train_max_length == 40 and cells[0][3].data.test_max_length == 500
         assert len(exp.tasks) == 7
+    if name == "lengthgen_cpu":  # issue 17: seen <= 20, unseen to 60, patience on seen-length validation, 1 thread per job
+        assert exp.seeds == [1, 2, 3] and set(exp.tasks) == {"copy", "reverse", "bucket_sort", "parity"} and len(exp.methods) == 9
+        for _, _, _, cfg in cells:
+            d, t = cfg.data, cfg.train
+            assert d.train_max_length <= 20 and d.test_max_length >= 60 and t.num_threads == 0
+            assert t.patience and t.validate_every > 0 and t.save_every == t.validate_every and t.keep_last > t.patience
 
 
 def test_unknown_task_is_a_config_error() -> None:

@@ -35,6 +35,33 @@ def _status_cell(runs: list[dict[str, Any]]) -> str:
     return text + (f" ({', '.join(others)})" if others else "")
 
 
+def _mean_std(runs: list[dict[str, Any]], key: str) -> str:
+    values = [r["metrics"][key] for r in runs if r["metrics"].get(key) is not None]
+    if not values:
+        return "–"
+    std = f" ± {100 * statistics.stdev(values):.1f}" if len(values) > 1 else ""
+    return f"{100 * statistics.fmean(values):.1f}{std}"
+
+
+_SHORT = {CONVERGED: "conv", "still improving": "capped", "best in warm-up": "warm-up", "unknown": "?"}
+
+
+def long_table(exp: Any, results: list[dict[str, Any]]) -> list[str]:
+    """One row per task × method: seen and unseen sequence accuracy and unseen token accuracy
+    (mean ± std over seeds) and each seed's convergence status and stopping step."""
+    lines = ["| task | method | seen seq. acc. | unseen seq. acc. | unseen token acc. | runs (seed: status @ step) |",
+             "|---|---|---|---|---|---|"]
+    for task in exp.tasks:
+        for method in exp.methods:
+            runs = sorted(_by(results, task, method), key=lambda r: r["seed"])
+            if not runs:
+                continue
+            seeds = ", ".join(f"{r['seed']}: {_SHORT.get(status_of(r.get('summary')), '?')} @ {r['summary'].get('steps')}" for r in runs)
+            lines.append(f"| {task} | {method} | {_mean_std(runs, 'seen_seq_acc')} | {_mean_std(runs, 'unseen_seq_acc')} | "
+                         f"{_mean_std(runs, 'unseen_token_acc')} | {seeds} |")
+    return lines
+
+
 def table(exp: Any, results: list[dict[str, Any]], key: str) -> list[str]:
     """Rows tasks, columns methods; ``key`` a metric of eval.json, or "status" (converged runs)."""
     methods = list(exp.methods)
@@ -84,6 +111,8 @@ def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path) -> Path
              "## Token accuracy, unseen lengths", "", *table(exp, results, "unseen_token_acc"), "",
              "## Sequence accuracy, seen lengths", "", *table(exp, results, "seen_seq_acc"), "",
              "## Convergence (converged runs / runs; training/convergence.py)", "", *table(exp, results, "status"), "",
+             "## Every cell (mean ± std over seeds; conv = stopped by patience after warm-up, capped = max_steps)", "",
+             *long_table(exp, results), "",
              "## Plots", ""]
     lines += [f"![{task}]({task}.png)" for task in exp.tasks]
     (out_dir / "README.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

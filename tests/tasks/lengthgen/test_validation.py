@@ -95,3 +95,27 @@ def test_run_summary_records_stop_reason_and_status(tmp_path: Path) -> None:
     s = res["summary"]
     assert s["stopped"] == "max_steps" and s["status"] == "still improving" and s["converged"] is False
     assert s["best_step"] in (2, 4, 6) and s["evaluated_step"] == s["best_step"]
+
+
+def test_a_changed_config_is_stale(tmp_path: Path) -> None:
+    """A finished run is reused only under the same config: another one is refused, or retrained
+    with ``rerun_stale``; an unchanged grid skips it."""
+    import yaml
+
+    from posenc.tasks.lengthgen.driver import experiment
+
+    exp = yaml.safe_load((CONFIGS / "lengthgen_cpu.yaml").read_text())
+    exp.update(out_dir=str(tmp_path / "exp"), tasks=["parity"], seeds=[1], task_overrides={})
+    exp["methods"] = {"ape": exp["methods"]["ape"]}
+    exp["base"]["model"].update(d_model=16, d_ff=32, layers=1, heads=2)
+    exp["base"]["data"].update(batch_size=4, eval_samples=4, eval_batch_size=4, curriculum_steps=0, test_max_length=30, test_step=10)
+    exp["base"]["train"].update(max_steps=2, warmup=1, validate_every=1, save_every=1)
+    experiment(exp, [])
+    done = tmp_path / "exp" / "parity" / "ape" / "seed1" / "results.json"
+    first = done.read_text()
+    experiment(exp, [])
+    assert done.read_text() == first  # skipped, not retrained
+    with pytest.raises(ConfigError, match="another config"):
+        experiment(exp, ["base.train.max_steps=3"])
+    experiment(exp, ["base.train.max_steps=3"], rerun_stale=True)
+    assert '"steps": 3' in done.read_text()

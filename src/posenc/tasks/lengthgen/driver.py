@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +43,19 @@ def restore_best(model: torch.nn.Module, out: Path, best_step: int | None, last_
     return best_step
 
 
+def check_stale(cells: list[tuple[str, str, int, LengthgenConfig]], rerun_stale: bool) -> None:
+    """A run directory whose saved config.yaml differs from the grid's config for it is stale
+    (results or checkpoints of another config): removed with ``rerun_stale``, else refused."""
+    stale = [cfg for _, _, _, cfg in cells if (Path(cfg.out_dir) / "config.yaml").is_file()
+             and from_dict(LengthgenConfig, load_yaml(Path(cfg.out_dir) / "config.yaml")) != cfg]
+    if stale and not rerun_stale:
+        raise ConfigError(f"{len(stale)} run(s) were started with another config (first: {stale[0].out_dir}); "
+                          "rerun with --rerun-stale to retrain them, or use another out_dir")
+    for cfg in stale:
+        log.warning("%s: stale (another config); removed, retraining", cfg.out_dir)
+        shutil.rmtree(cfg.out_dir)
+
+
 def run_one(task: LengthgenTask, cfg: LengthgenConfig, method: str) -> dict[str, Any]:
     """Train (resumable) and evaluate one run unless its ``results.json`` exists; returns its content.
 
@@ -70,12 +84,14 @@ def run_one(task: LengthgenTask, cfg: LengthgenConfig, method: str) -> dict[str,
     return res
 
 
-def run_grid(exp: LengthgenExperimentConfig, jobs: int = 1) -> Path:
+def run_grid(exp: LengthgenExperimentConfig, jobs: int = 1, rerun_stale: bool = False) -> Path:
     """Every cell of the grid (``jobs`` > 1: that many worker processes at once, packed on the
-    visible GPUs round robin), then the report; returns the report directory."""
+    visible GPUs round robin), then the report; returns the report directory. Finished runs are
+    reused, unfinished ones resume; stale ones (another config) are refused or retrained."""
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     task, cells = LengthgenTask(), expand(exp)
+    check_stale(cells, rerun_stale)
     if jobs > 1:
         _run_parallel(exp, cells, jobs)
     results = []
@@ -107,7 +123,7 @@ def experiment(data: dict[str, Any], overrides: list[str], jobs: int = 1, rerun_
     if backend != "local":
         raise ConfigError("lengthgen experiments run with the local backend only")
     exp = from_dict(LengthgenExperimentConfig, merge_overrides(data, overrides, LengthgenExperimentConfig))
-    return run_grid(exp, jobs)
+    return run_grid(exp, jobs, rerun_stale)
 
 
 def main(argv: list[str]) -> int:

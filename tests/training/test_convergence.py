@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from posenc.training import Seq2SeqLoss, train
 from posenc.training.convergence import (
     CONVERGED, IMPROVING, UNKNOWN, WARMUP, best_validation, convergence, status, status_of, warmup_updates,
@@ -117,11 +115,10 @@ def test_patience_at_the_cap_step_is_patience(tmp_path: Path) -> None:
     assert result.stopped == "patience" and result.summary()["status"] == CONVERGED
 
 
-@pytest.mark.parametrize("max_steps", [3])
-def test_final_validation_never_relabels_a_capped_run(tmp_path: Path, max_steps: int) -> None:
+def test_final_validation_never_relabels_a_capped_run(tmp_path: Path) -> None:
     """validate_every=2, cap 3: the end-of-run validation at step 3 exhausts patience=1, but the
     loop stopped because of the cap."""
-    result = _run(tmp_path, [2.0, 3.0], patience=1, max_steps=max_steps, validate_every=2)
+    result = _run(tmp_path, [2.0, 3.0], patience=1, max_steps=3, validate_every=2)
     assert result.stopped == "max_steps" and result.summary()["status"] == IMPROVING
 
 

@@ -23,7 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from posenc.positions.base import AttentionHook, NullHook
+from posenc.positions.base import AttentionHook, NullHook, PositionContext
+
+#: A layer's hook: any method family (its context type is the stack's business).
+Hook = AttentionHook[Any]
 
 #: Hook used when a caller passes none (cross-attention, plain encoders).
 NULL_HOOK = NullHook()
@@ -135,8 +138,8 @@ class MultiHeadAttention(nn.Module):
         query: Tensor,
         key_value: Tensor | None,
         allowed: Tensor,
-        hook: AttentionHook | None = None,
-        ctx: Any = None,
+        hook: Hook | None = None,
+        ctx: PositionContext | None = None,
         cache: dict[str, Tensor] | KVCache | None = None,
     ) -> Tensor:
         """query ``(B, Lq, D)``; ``key_value (B, Lk, D)`` (None: reuse ``cache`` as is);
@@ -162,7 +165,7 @@ class MultiHeadAttention(nn.Module):
         b, _, lq, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, lq, self.h * self.dh))
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: AttentionHook, ctx: Any) -> Tensor:
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: Hook, ctx: PositionContext | None) -> Tensor:
         p = self.dropout if self.training else 0.0
         own = hook.attend(q, k, v, allowed, ctx, p)  # a hook's fused path (Shaw: FlexAttention on CUDA)
         if own is not None:
@@ -184,7 +187,7 @@ class MultiHeadAttention(nn.Module):
         attn = F.dropout(torch.softmax(logits, dim=-1), p, self.training)
         return torch.matmul(attn, v).add_(hook.value(attn, ctx))
 
-    def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: AttentionHook, ctx: Any, p: float) -> Tensor:
+    def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: Hook, ctx: PositionContext | None, p: float) -> Tensor:
         """Textbook order of Shaw Eq. 3-5: (q·k + q·a^K)/√Dh, mask, softmax, α·v + Σ α a^V."""
         logits = torch.matmul(q, k.transpose(-1, -2))
         if hook.has_score:

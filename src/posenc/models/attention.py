@@ -8,8 +8,8 @@ Paths (chosen per call, all numerically equal to the textbook definition):
 * a hook with a value term (Shaw's a^V) → explicit softmax, since the value term needs α_ij.
   The default ("fast") explicit path scales q before the products (so the score term comes out
   scaled), adds the score term and the mask in place into the fresh logits, and adds the value term
-  in place into α·V, so only α (B, H, Lq, Lk) is kept for backward; ``explicit_path = "reference"``
-  keeps the textbook order of operations (a constructor option; used as the reference in tests/bench);
+  in place into α·V, so only α (B, H, Lq, Lk) is kept for backward (the textbook order of
+  operations, the reference in tests and benchmarks, is ``tests/helpers/reference_attention.py``);
 * a hook may supply its own attention for a call (``AttentionHook.attend``): Shaw does on CUDA,
   through FlexAttention without any (Lq, Lk) tensor kept for backward (``positions/shaw_flex.py``).
 """
@@ -106,15 +106,11 @@ class KVCache:
 
 
 class MultiHeadAttention(nn.Module):
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, explicit_path: str = "fast") -> None:
-        """``explicit_path``: "fast" or "reference" for the value-term path (same function)."""
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0) -> None:
         super().__init__()
         avoid_cudnn_attention()
         if d_model % num_heads:
             raise ValueError(f"d_model {d_model} is not divisible by heads {num_heads}")
-        if explicit_path not in ("fast", "reference"):
-            raise ValueError(f"explicit_path must be 'fast' or 'reference', got {explicit_path!r}")
-        self.explicit_path = explicit_path
         self.h, self.dh = num_heads, d_model // num_heads
         self.q_proj = nn.Linear(d_model, d_model)
         self.k_proj = nn.Linear(d_model, d_model)
@@ -177,8 +173,6 @@ class MultiHeadAttention(nn.Module):
                 bias = hook.score(q, ctx) / math.sqrt(self.dh)
                 mask = bias.masked_fill(~allowed, float("-inf"))
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
-        if self.explicit_path == "reference":
-            return self._attend_reference(q, k, v, allowed, hook, ctx, p)
         q = q * (1.0 / math.sqrt(self.dh))  # (B, H, Lq, Dh): scale once, the score term is linear in q
         logits = torch.matmul(q, k.transpose(-1, -2))  # fresh (B, H, Lq, Lk): safe to update in place
         if hook.has_score:
@@ -186,12 +180,3 @@ class MultiHeadAttention(nn.Module):
         logits.masked_fill_(~allowed, float("-inf"))
         attn = F.dropout(torch.softmax(logits, dim=-1), p, self.training)
         return torch.matmul(attn, v).add_(hook.value(attn, ctx))
-
-    def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: Hook, ctx: PositionContext | None, p: float) -> Tensor:
-        """Textbook order of Shaw Eq. 3-5: (q·k + q·a^K)/√Dh, mask, softmax, α·v + Σ α a^V."""
-        logits = torch.matmul(q, k.transpose(-1, -2))
-        if hook.has_score:
-            logits = logits + hook.score(q, ctx)
-        logits = (logits / math.sqrt(self.dh)).masked_fill(~allowed, float("-inf"))
-        attn = F.dropout(torch.softmax(logits, dim=-1), p, self.training)
-        return torch.matmul(attn, v) + hook.value(attn, ctx)

@@ -193,13 +193,10 @@ class ShawRelativePosition(AttentionPosition[RelativeContext]):
         self.k = params.k
         self.hooks = nn.ModuleList(ShawHook(d_model // num_heads, params) for _ in range(num_layers))
 
-    #: False forces the general (B, 1, Lq, Lk) index (the reference path) for every input.
-    fast_context: bool = True
-
     def context(self, q_positions: Tensor, k_positions: Tensor) -> RelativeContext:
         """Positions ``(B, Lq)``, ``(B, Lk)`` → context; Toeplitz fast path for consecutive rows."""
         # One query (a decoding step): the general index is as cheap and needs no host sync.
-        shift = toeplitz_shift(q_positions, k_positions) if self.fast_context and q_positions.shape[1] > 1 else None
+        shift = toeplitz_shift(q_positions, k_positions) if q_positions.shape[1] > 1 else None
         if shift is None:
             return RelativeContext(relative_index(q_positions, k_positions, self.k))
         b, lq, lk = q_positions.shape[0], q_positions.shape[1], k_positions.shape[1]

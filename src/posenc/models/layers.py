@@ -2,7 +2,7 @@
 
 Shape legend: B batch, L length, S source length, D model width, H heads, Dh head width.
 
-Both layers are called the same way by :meth:`posenc.models.transformer.Stack.forward`,
+Both layers are called the same way by :meth:`posenc.models.transformer.Stack.run`,
 ``layer(x, allowed, ctx, cache, cross)``; the decoder layer reads ``cross`` (the memory and its
 mask), the encoder layer has none.
 """

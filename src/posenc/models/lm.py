@@ -10,7 +10,7 @@ in training. In eval mode positions go through ``augment.eval_target`` (the caus
 randomized positions: sampled from the seeded eval generator, Ruoss et al. 2023); incremental decoding
 reads ``augment.decode_positions`` of its horizon (``init_state(..., horizon=T)``).
 
-The layers run in :meth:`~posenc.models.transformer.Stack.forward`, the loop shared with the
+The layers run in :meth:`~posenc.models.transformer.Stack.run`, the loop shared with the
 translation model. The output projection is tied to the token embedding (Press & Wolf 2017).
 """
 
@@ -91,7 +91,7 @@ class DecoderLM(nn.Module):
         """Full causal pass: tokens ``(B, L)``, mask ``(B, L)`` (right padding) → logits ``(B, L, V)``."""
         pos = self.positions(default_positions(mask), mask)
         allowed = attention_bias(mask, mask.shape[1], causal=True)
-        return self.logits(self.stack(self.embed(tokens), pos, mask, allowed))
+        return self.logits(self.stack.run(self.embed(tokens), pos, mask, allowed))
 
     def init_state(self, batch: int, device: torch.device | str = "cpu", horizon: int | None = None) -> LMState:
         """Empty incremental-decoding state. ``horizon``: the most steps to decode; it draws the eval
@@ -105,6 +105,6 @@ class DecoderLM(nn.Module):
         b = tokens.shape[0]
         q_pos, k_pos, allowed = state.steps.attend(self.augment, b, tokens.device)
         real = torch.ones(b, 1, dtype=torch.bool, device=tokens.device)
-        h = self.stack(self.embed(tokens[:, None]), q_pos, real, allowed, k_pos, state.layers, None, state.input)
+        h = self.stack.run(self.embed(tokens[:, None]), q_pos, real, allowed, k_pos, state.layers, None, state.input)
         state.steps.advance()
         return self.logits(h[:, 0])

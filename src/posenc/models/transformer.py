@@ -6,7 +6,7 @@ H heads, D model width, Dh head width, V vocabulary.
 Positions are an explicit float tensor (B, L) per side. The input-layer method maps
 embeddings → embeddings; the attention-level method builds a context once per stack and hands
 each self-attention layer its hook; the augmentation (SHAPE, CAPE) rewrites the positions tensor
-(randomly in training). :meth:`Stack.forward` is the one loop over layers that every model uses
+(randomly in training). :meth:`Stack.run` is the one loop over layers that every model uses
 (encoder, decoder, decoder-only LM; full passes and incremental steps).
 
 Incremental decoding keeps its per-step quantities in a small typed state object per model
@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -32,6 +32,9 @@ from posenc.models.config import ModelConfig, StackConfig
 from posenc.models.layers import BeamInvariant, CrossInputs, DecoderLayer, EncoderLayer
 from posenc.positions import Augmentation, build_attention, build_input
 from posenc.positions.base import PositionContext
+
+if TYPE_CHECKING:
+    from posenc.models.seq2seq import Seq2SeqState
 
 __all__ = ["BeamInvariant", "Decoder", "Embedding", "Encoder", "Fixed", "FixedSteps", "Stack", "Steps", "reorder_state"]
 
@@ -74,9 +77,9 @@ class Stack(nn.Module):
         computed once per stack and passed to every layer (``None`` for the null method)."""
         return self.attn_pos.context(q_pos, k_pos)
 
-    def forward(self, x: Tensor, q_pos: Tensor, mask: Tensor, allowed: Tensor, k_pos: Tensor | None = None,
-                caches: Sequence[Any] | None = None, cross: CrossInputs | None = None,
-                input_state: dict[str, Tensor] | None = None) -> Tensor:
+    def run(self, x: Tensor, q_pos: Tensor, mask: Tensor, allowed: Tensor, k_pos: Tensor | None = None,
+            caches: Sequence[Any] | None = None, cross: CrossInputs | None = None,
+            input_state: dict[str, Tensor] | None = None) -> Tensor:
         """The stack loop: embedded ``x (B, Lq, D)`` at positions ``q_pos (B, Lq)`` (``mask (B, Lq)``:
         real tokens) attending under ``allowed (B, 1, Lq, Lk)`` to keys at ``k_pos (B, Lk)`` (default
         ``q_pos``) → ``(B, Lq, D)``. Incremental decoding passes the layers' ``caches`` and the input
@@ -92,9 +95,9 @@ class Encoder(Stack):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg.encoder_stack())
 
-    def forward(self, x: Tensor, positions: Tensor, mask: Tensor) -> Tensor:  # type: ignore[override]
+    def forward(self, x: Tensor, positions: Tensor, mask: Tensor) -> Tensor:
         """Embedded source ``(B, S, D)``, positions ``(B, S)``, mask ``(B, S)`` → ``(B, S, D)``."""
-        return super().forward(x, positions, mask, attention_bias(mask, mask.shape[1], causal=False))
+        return self.run(x, positions, mask, attention_bias(mask, mask.shape[1], causal=False))
 
 
 class Fixed:
@@ -171,19 +174,19 @@ class Decoder(Stack):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg.decoder_stack())
 
-    def forward(self, x: Tensor, positions: Tensor, mask: Tensor, memory: Tensor, memory_mask: Tensor) -> Tensor:  # type: ignore[override]
+    def forward(self, x: Tensor, positions: Tensor, mask: Tensor, memory: Tensor, memory_mask: Tensor) -> Tensor:
         """Teacher-forced pass: embedded target ``(B, T, D)`` → ``(B, T, D)``."""
         cross = CrossInputs(memory, attention_bias(memory_mask, mask.shape[1], causal=False))
-        return super().forward(x, positions, mask, attention_bias(mask, mask.shape[1], causal=True), cross=cross)
+        return self.run(x, positions, mask, attention_bias(mask, mask.shape[1], causal=True), cross=cross)
 
-    def step(self, x: Tensor, augment: Augmentation, state: Any) -> Tensor:
+    def step(self, x: Tensor, augment: Augmentation, state: Seq2SeqState) -> Tensor:
         """One incremental step: embedded token ``(B, 1, D)`` → ``(B, 1, D)``; updates ``state``
-        (a :class:`~posenc.models.seq2seq.Seq2SeqState`)."""
+        (:class:`~posenc.models.seq2seq.Seq2SeqState`)."""
         rows = x.shape[0]
         q_pos, k_pos, allowed = state.steps.attend(augment, rows, x.device)
         real = torch.ones(rows, 1, dtype=torch.bool, device=x.device)
         cross = CrossInputs(None, state.memory_mask[:, None, None, :])
-        h = super().forward(x, q_pos, real, allowed, k_pos, state.layers, cross, state.input)
+        h = self.run(x, q_pos, real, allowed, k_pos, state.layers, cross, state.input)
         state.steps.advance()
         return h
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -25,6 +27,9 @@ from posenc.bench.core import autocast, interleaved, paired_ratio, sync
 from posenc.models.attention import MultiHeadAttention, attention_bias
 from posenc.positions.base import default_positions
 from posenc.positions.shaw import RelativeContext, ShawParams, ShawRelativePosition, relative_index
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.helpers
+from tests.helpers.reference_attention import use_reference_path  # noqa: E402  (textbook path, test-only code)
 
 CPU_PATHS = ("reference", "scatter", "band", "sdpa")
 
@@ -49,7 +54,7 @@ def runner(path: str, length: int, tokens: int, d: int, heads: int, k: int, devi
                 out = mha(x, x, allowed)
             else:
                 ctx = RelativeContext(relative_index(pos, pos, k)) if path == "reference" else rel.context(pos, pos)
-                mha.explicit_path = "reference" if path == "reference" else "fast"
+                use_reference_path(mha, path == "reference")
                 hook.value_path = "band" if path == "band" else "scatter"
                 out = mha(x, x, allowed, hook, ctx)
         out.float().sum().backward()

@@ -27,7 +27,7 @@ def test_no_eos_view_uses_the_static_cache_and_decodes_to_the_length_limit() -> 
     model = NoEos(build_model("ape", cfg).eval())
     batch = synthetic_batch(2, 5, 40, "cpu", seed=3)
     state = model.init_static_state(model.encode(batch["src"], batch["src_mask"]), batch["src_mask"], 6)
-    assert all(isinstance(layer["self"], KVCache) for layer in state["layers"])
+    assert all(isinstance(layer.self_attn, KVCache) for layer in state.layers)
     assert model.step(torch.full((2,), 2), state)[:, EOS].eq(-1e4).all()
     hyps = beam_search(model, batch["src"], batch["src_mask"], 2, EOS, beam=4, max_len_a=1.0, max_len_b=0, n_best=4)
     assert [[len(h.tokens) for h in s] for s in hyps] == [[5] * 4, [5] * 4]  # every beam runs S steps + EOS

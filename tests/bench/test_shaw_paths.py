@@ -11,6 +11,7 @@ from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions.base import default_positions
 from posenc.positions.shaw import RelativeContext, ShawHook, ShawParams, ShawRelativePosition, relative_index, toeplitz_index, toeplitz_shift
 from tests.conftest import tiny_config
+from tests.helpers.reference_attention import general_context, use_reference_path
 
 D, H = 16, 2
 VARIANTS = {
@@ -31,7 +32,7 @@ def _pair(params: ShawParams) -> tuple[MultiHeadAttention, ShawHook]:
 
 def _run(mha: MultiHeadAttention, hook: ShawHook, x: torch.Tensor, allowed: torch.Tensor, ctx: RelativeContext, path: str) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Output and gradients (input, every parameter) of one path."""
-    mha.explicit_path = path
+    use_reference_path(mha, path == "reference")
     x = x.clone().requires_grad_(True)
     out = mha(x, x, allowed, hook, ctx)
     params = [*mha.parameters(), *hook.parameters()]
@@ -110,10 +111,8 @@ def test_incremental_decoding_fast_equals_reference(variant: str, monkeypatch: p
         return forced, steps
 
     fast_forced, fast_steps = logits()
-    monkeypatch.setattr(ShawRelativePosition, "fast_context", False)
-    for module in model.modules():
-        if isinstance(module, MultiHeadAttention):
-            module.explicit_path = "reference"
+    monkeypatch.setattr(ShawRelativePosition, "context", general_context)
+    use_reference_path(model)
     ref_forced, ref_steps = logits()
     torch.testing.assert_close(fast_forced, ref_forced, atol=1e-5, rtol=0)
     torch.testing.assert_close(fast_steps, ref_steps, atol=1e-5, rtol=0)

@@ -119,9 +119,9 @@ def test_static_state_preallocates_every_self_attention_cache() -> None:
     model = _model("ape")
     src, mask = _batch([3, 2])
     state = model.init_static_state(model.encode(src, mask), mask, 7)
-    assert all(isinstance(layer["self"], KVCache) and layer["self"].max_len == 7 for layer in state["layers"])
+    assert all(isinstance(layer.self_attn, KVCache) and layer.self_attn.max_len == 7 for layer in state.layers)
     model.step(torch.full((2,), BOS), state)
-    cache = state["layers"][0]["self"]
+    cache = state.layers[0].self_attn
     assert cache.k.shape == (2, 4, 7, 16) and cache.length == 1
 
 
@@ -166,8 +166,8 @@ def test_fixed_shape_state_counts_steps_on_the_device() -> None:
     state = model.init_static_state(model.encode(src, mask), mask, 6, fixed_shapes=True)
     for _ in range(3):
         model.step(torch.full((2,), BOS), state)
-    assert state["t"].value.tolist() == [3] and state["layers"][0]["self"].k.shape == (2, 4, 6, 16)
-    assert reorder_state(state, torch.tensor([1, 0]))["t"] is state["t"]  # no batch dimension: not reordered
+    assert state.steps.counter.value.tolist() == [3] and state.layers[0].self_attn.k.shape == (2, 4, 6, 16)
+    assert reorder_state(state, torch.tensor([1, 0])).steps.counter is state.steps.counter  # no batch dimension: not reordered
 
 
 #: Methods whose step has no host synchronisation, so it must be captured (learned positions check

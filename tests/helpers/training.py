@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import shutil
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -11,6 +13,7 @@ from posenc.data.batching import Batch, collate, token_batches
 from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.training import TrainConfig
+from posenc.training.checkpoint import list_checkpoints
 
 PAD, BOS, EOS, VOCAB = 0, 2, 3, 24
 
@@ -53,3 +56,14 @@ def train_config(**overrides: Any) -> TrainConfig:
                 validate_every=0, save_every=0, keep_last=0, label_smoothing=0.1)
     base.update(overrides)
     return TrainConfig(**base)
+
+
+def prune_checkpoints(directory: str | Path, keep_last: int) -> list[Path]:
+    """Test helper (moved out of src, issue 19): delete all but the newest ``keep_last`` checkpoints (0 = keep all); return the deleted."""
+    ckpts = list_checkpoints(directory)
+    if keep_last <= 0 or len(ckpts) <= keep_last:
+        return []
+    doomed = ckpts[: len(ckpts) - keep_last]
+    for p in doomed:
+        shutil.rmtree(p)
+    return doomed

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
 import torch
 
 from posenc.models.attention import MultiHeadAttention, attention_bias
@@ -24,8 +23,3 @@ def test_null_hook_is_plain_scaled_dot_product_attention() -> None:
     assert torch.allclose(out, ref, atol=1e-6) and torch.equal(out, mha(x, x, allowed))
 
 
-def test_explicit_path_is_validated_per_instance() -> None:
-    assert MultiHeadAttention(8, 2, explicit_path="reference").explicit_path == "reference"
-    assert MultiHeadAttention(8, 2).explicit_path == "fast"
-    with pytest.raises(ValueError, match="explicit_path"):
-        MultiHeadAttention(8, 2, explicit_path="slow")

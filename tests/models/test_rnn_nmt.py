@@ -29,7 +29,7 @@ def test_step_equals_forward():
     steps = torch.stack([model.step(tgt_in[:, t], state) for t in range(4)], 1)
     assert full.shape == (2, 4, 30)
     torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-6)
-    assert state["h"].shape == (2, 2, 16) and state["c"].shape == (2, 2, 16)
+    assert state.h.shape == (2, 2, 16) and state.c.shape == (2, 2, 16)
 
 
 def test_padding_invariance():
@@ -54,7 +54,7 @@ def test_initial_state_is_final_encoder_states():
     src, mask = padded([[5, 6, 7], [8, 9]], 3)
     _, (h_n, _) = model.encoder(model.src_embed(src[1:, :2]))  # unpadded second sentence
     state = model.init_state(model.encode(src, mask), mask)
-    torch.testing.assert_close(state["h"][1, 0], torch.cat((h_n[0, 0], h_n[1, 0])), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(state.h[1, 0], torch.cat((h_n[0, 0], h_n[1, 0])), rtol=1e-5, atol=1e-6)
 
 
 def test_reorder_state_selects_beams():

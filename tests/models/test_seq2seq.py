@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
 
-from posenc.models.seq2seq import Seq2SeqTransformer
+from posenc.models.seq2seq import Seq2SeqState, Seq2SeqTransformer
 from posenc.models.transformer import reorder_state
 from tests.conftest import tiny_config
 
@@ -50,7 +48,7 @@ def batch(src_lens: list[int], tgt_lens: list[int]) -> tuple[torch.Tensor, ...]:
     return src, src_mask, tgt, tgt_mask
 
 
-def decode_steps(model: Seq2SeqTransformer, src, src_mask, tgt) -> tuple[torch.Tensor, dict[str, Any]]:
+def decode_steps(model: Seq2SeqTransformer, src, src_mask, tgt) -> tuple[torch.Tensor, Seq2SeqState]:
     state = model.init_state(model.encode(src, src_mask), src_mask)
     logits = [model.step(tgt[:, t], state) for t in range(tgt.shape[1])]
     return torch.stack(logits, 1), state
@@ -69,7 +67,7 @@ def test_shapes_and_dtypes(case: str) -> None:
     assert logits.shape == (2, 5, V) and logits.dtype == torch.float32
     assert memory.shape == (2, 6, d) and memory.dtype == torch.float32
     assert step.shape == (2, V) and step.dtype == torch.float32
-    assert state["step"] == 1 and state["positions"].shape == (2, 1)
+    assert state.steps.step == 1 and state.steps.positions.shape == (2, 1)
     assert torch.isfinite(logits).all() and torch.isfinite(step).all()
 
 
@@ -92,7 +90,7 @@ def test_incremental_decoding_equals_full_pass(case: str) -> None:
         full = model(src, src_mask, tgt, tgt_mask)
         steps, state = decode_steps(model, src, src_mask, tgt)
     torch.testing.assert_close(steps, full, atol=1e-5, rtol=0)
-    assert state["step"] == 6
+    assert state.steps.step == 6
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -105,7 +103,7 @@ def test_reorder_state_then_step_equals_stepping_selected_rows(case: str) -> Non
         for t in range(2):
             model.step(tgt[:, t], state)
         picked = reorder_state(state, index)
-        assert picked["memory_mask"].shape == (4, src.shape[1]) and picked["step"] == 2
+        assert picked.memory_mask.shape == (4, src.shape[1]) and picked.steps.step == 2
         for t in range(2, 5):
             got = model.step(tgt[index, t], picked)
             want = model.step(tgt[:, t], state)[index]

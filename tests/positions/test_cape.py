@@ -133,8 +133,6 @@ def test_data_needs_are_resolved_from_the_config_not_the_model() -> None:
     from posenc.positions.cape import CapeParams as Params
 
     assert PositionConfig(name="cape").needs_source_bos
-    assert PositionConfig(name="cape").needs_corpus_alpha
     assert not PositionConfig(name="cape", cape=Params(source_bos=False, source_scale=1.2)).needs_source_bos
-    assert not PositionConfig(name="cape", cape=Params(source_scale=1.2)).needs_corpus_alpha
     for name in ("ape", "shape", "rpe", "rope", "alibi"):  # inactive cape block is ignored
-        assert not PositionConfig(name=name).needs_source_bos and not PositionConfig(name=name).needs_corpus_alpha
+        assert not PositionConfig(name=name).needs_source_bos

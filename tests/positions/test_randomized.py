@@ -171,7 +171,7 @@ def test_lm_incremental_decoding_reads_one_draw_of_its_horizon() -> None:
         for t in range(5):
             model.step(tokens[:, t], state)
     expected = model.train().eval().augment.decode_positions(5, "cpu").expand(2, 5)
-    assert torch.equal(state["positions"], expected)
+    assert torch.equal(state.steps.positions, expected)
 
 
 @pytest.mark.parametrize("search", [greedy_search, beam_search])
@@ -185,7 +185,7 @@ def test_translation_decoding_uses_sampled_positions_reproducibly(search) -> Non
         first = search(model, src, mask, 1, 2, max_len_b=6)
         again = search(model.train().eval(), src, mask, 1, 2, max_len_b=6)
         state = model.train().eval().init_static_state(model.encode(src, mask), mask, 6)
-    table = state["decode_positions"].value
+    table = state.steps.decode_positions.value
     assert first == again and table.shape == (1, 6) and not torch.equal(table, torch.arange(6.0)[None])
 
 

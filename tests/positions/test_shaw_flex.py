@@ -19,6 +19,7 @@ from posenc.positions import shaw_flex
 from posenc.positions.base import default_positions
 from posenc.positions.shaw import RelativeContext, ShawHook, ShawParams, ShawRelativePosition, relative_index, set_backend
 from tests.conftest import tiny_config
+from tests.helpers.reference_attention import use_reference_path
 
 D, H = 32, 2  # Dh = 16: the smallest head width FlexAttention's CUDA kernels take
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA FlexAttention path: needs a CUDA device")
@@ -48,7 +49,7 @@ def _run(mha, rel, x, pos, allowed, backend: str, grads: bool = True):
     explicit backend runs the textbook reference path with the general (B, 1, L, L) index."""
     hook = rel.hook(0)
     hook.backend = backend
-    mha.explicit_path = "reference" if backend == "explicit" else "fast"
+    use_reference_path(mha, backend == "explicit")
     ctx = RelativeContext(relative_index(pos, pos, rel.k)) if backend == "explicit" else rel.context(pos, pos)
     xg = x.clone().requires_grad_(grads)
     with torch.set_grad_enabled(grads), warnings.catch_warnings():

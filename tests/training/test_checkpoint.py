@@ -7,12 +7,12 @@ from safetensors.torch import save_file
 from posenc.errors import CheckpointError
 from posenc.training import (
     average_checkpoints, checkpoint_name, latest_checkpoint, list_checkpoints, load_checkpoint,
-    prune_checkpoints, restore_model, save_average, save_checkpoint,
+    restore_model, save_average, save_checkpoint,
 )
 from posenc.training import checkpoint as ck
 from posenc.training.loss import Seq2SeqLoss
 
-from tests.helpers.training import batch_of, random_pairs, tiny_model
+from tests.helpers.training import batch_of, prune_checkpoints, random_pairs, tiny_model
 
 
 def _trained_model_and_optimizer():

@@ -2,8 +2,9 @@
 
 Shape legend: N model rows (sentences × beams), V vocabulary.
 
-Needs a fixed-shape decoding state (``model.init_static_state(..., fixed_shapes=True)``): every
-step runs the same kernels on the same buffers, the step index being a device counter. The step
+Needs a fixed-shape decoding state (``model.init_static_state(..., fixed_shapes=True)``, whose
+``steps`` is a :class:`~posenc.models.transformer.FixedSteps`): every step runs the same kernels on
+the same buffers, the step index being a device counter. The step
 is run through :meth:`GraphedStep._body`, which makes the state's addresses stable: a tensor
 entry that ``model.step`` replaces (the GRU's hidden state) is copied back into the original
 buffer, and :meth:`GraphedStep.step` copies the entries of the caller's (reordered) state into
@@ -18,6 +19,7 @@ back to eager steps with a warning.
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import contextmanager, nullcontext
 from typing import Any, Iterator
 
@@ -27,21 +29,42 @@ from torch import Tensor
 __all__ = ["GraphedStep"]
 
 
-def _slots(state: Any) -> Iterator[tuple[Any, Any]]:
-    """(container, key) of every tensor entry of a nested dict/list state."""
-    items = state.items() if isinstance(state, dict) else enumerate(state) if isinstance(state, list) else ()
-    for key, value in items:
+class _Slot:
+    """One tensor entry of a state: ``box[key]`` of a dict or list, or ``box.key`` of a dataclass."""
+
+    def __init__(self, box: Any, key: Any) -> None:
+        self.box, self.key, self.attr = box, key, dataclasses.is_dataclass(box)
+
+    def get(self) -> Tensor:
+        return getattr(self.box, self.key) if self.attr else self.box[self.key]
+
+    def set(self, value: Tensor) -> None:
+        if self.attr:
+            setattr(self.box, self.key, value)
+        else:
+            self.box[self.key] = value
+
+
+def _items(state: Any) -> Iterator[tuple[Any, Any]]:
+    if dataclasses.is_dataclass(state) and not isinstance(state, type):
+        return ((f.name, getattr(state, f.name)) for f in dataclasses.fields(state))
+    return iter(state.items() if isinstance(state, dict) else enumerate(state) if isinstance(state, list) else ())
+
+
+def _slots(state: Any) -> Iterator[_Slot]:
+    """Every tensor entry of a nested dataclass/dict/list state."""
+    for key, value in _items(state):
         if isinstance(value, Tensor):
-            yield state, key
+            yield _Slot(state, key)
         else:
             yield from _slots(value)
 
 
 def copy_into(static: Any, fresh: Any) -> None:
     """Copy every tensor entry of ``fresh`` into the same entry of ``static`` (same structure) unless it is the same object."""
-    for (s_box, s_key), (f_box, f_key) in zip(list(_slots(static)), list(_slots(fresh))):
-        if s_box[s_key] is not f_box[f_key]:
-            s_box[s_key].copy_(f_box[f_key])
+    for s_slot, f_slot in zip(list(_slots(static)), list(_slots(fresh))):
+        if s_slot.get() is not f_slot.get():
+            s_slot.get().copy_(f_slot.get())
 
 
 @contextmanager
@@ -70,20 +93,21 @@ class GraphedStep:
 
     def _body(self) -> Tensor:
         """One step on the static state; replaced tensor entries are written back into their buffers."""
-        before = [(box, key, box[key]) for box, key in _slots(self.state)]
+        before = [(slot, slot.get()) for slot in _slots(self.state)]
         logits = self.model.step(self.tokens, self.state)
-        for box, key, old in before:
-            if box[key] is not old:
-                old.copy_(box[key])
-                box[key] = old
+        for slot, old in before:
+            if slot.get() is not old:
+                old.copy_(slot.get())
+                slot.set(old)
         return logits
 
     def _capture(self, warmup: int) -> None:
         """Warm up (allocates the caches; on a side stream on CUDA), capture on CUDA, then restore
         the state as it was; entries that the warm-up created (the GRU's hidden state) start at zero,
         which is what a missing entry means to the step that creates it."""
-        saved = {(id(box), key): box[key].clone() for box, key in _slots(self.state)}
-        counter = self.state["t"].value.clone()
+        saved = {(id(slot.box), slot.key): slot.get().clone() for slot in _slots(self.state)}
+        steps = self.state.steps  # a FixedSteps
+        counter = steps.counter.value.clone()
         cuda = self.tokens.is_cuda
         side = torch.cuda.Stream() if cuda else None
         if side is not None:
@@ -99,11 +123,11 @@ class GraphedStep:
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph):
                 self.logits = self._body()
-        for box, key in _slots(self.state):
-            old = saved.get((id(box), key))
-            box[key].copy_(old) if old is not None else box[key].zero_()
-        self.state["t"].value.copy_(counter)
-        self.state["step"] = 0
+        for slot in _slots(self.state):
+            old = saved.get((id(slot.box), slot.key))
+            slot.get().copy_(old) if old is not None else slot.get().zero_()
+        steps.counter.value.copy_(counter)
+        steps.step = 0
 
     def step(self, tokens: Tensor, state: Any) -> Tensor:
         """Logits ``(N, V)`` for ``tokens (N,)`` given the caller's ``state`` (same structure as the static one)."""

@@ -6,7 +6,7 @@ S source length, T tokens generated so far, V vocabulary.
 Model protocol (``Seq2SeqTransformer``, and any other model exposing the same methods)::
 
     memory = model.encode(src (B, S), src_mask (B, S))
-    state  = model.init_state(memory, src_mask)    # nested dict/list of tensors, batch on dim 0
+    state  = model.init_state(memory, src_mask)    # a typed state (dataclass), batch on dim 0 of every tensor
     logits = model.step(tokens (B,), state)        # (B, V); updates ``state``
 
 Optionally ``state = model.init_static_state(memory, src_mask, max_len)`` preallocates the

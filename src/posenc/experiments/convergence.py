@@ -14,9 +14,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from posenc.training.convergence import CONVERGED, IMPROVING, UNKNOWN, WARMUP, caveat, status_of
+from posenc.training.convergence import CONVERGED, IMPROVING, UNKNOWN, WARMUP, status_of
 
-__all__ = ["CONVERGED", "IMPROVING", "UNKNOWN", "WARMUP", "caveat", "read_summary", "read_valid", "run_status"]
+__all__ = ["CONVERGED", "IMPROVING", "UNKNOWN", "WARMUP", "read_summary", "read_valid", "run_status"]
 
 SUMMARY_FILES = ("summary.json", "train_summary.json")  # posenc train's, then the trainer's
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from posenc.config import to_dict
-from posenc.pipeline.fingerprint import EXTENSION_KEYS, describe_diff, diff_keys, fingerprint
+from posenc.pipeline.fingerprint import EXTENSION_KEYS, describe_diff, fingerprint
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,3 @@ def judge(saved: dict[str, Any] | None, current: dict[str, Any], steps_done: int
         return Verdict("rescore", describe_diff(old_eval, current["evaluation"]))
     return Verdict("fresh")
 
-
-def differing_keys(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """Every dotted key whose value differs between two records (for tests and messages)."""
-    return diff_keys(saved, current)

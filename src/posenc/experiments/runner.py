@@ -77,11 +77,6 @@ def execute_cell(exp: ExperimentConfig, setting: str, method: str, seed: int) ->
     return result
 
 
-def run_translation(exp: ExperimentConfig, setting: str, method: str, seed: int) -> dict[str, Any]:
-    """Train and score one grid cell unless its results are fresh (stale results raise ConfigError)."""
-    return execute_cell(exp, setting, method, seed)
-
-
 def plan(exp: ExperimentConfig, rerun_stale: bool = False) -> list[tuple[str, str, int]]:
     """The cells that need work. Stale cells stop the experiment with one line naming the differing
     keys, or with ``rerun_stale`` have their run directory removed so they train from scratch."""

@@ -8,8 +8,8 @@ Paths (chosen per call, all numerically equal to the textbook definition):
 * a hook with a value term (Shaw's a^V) → explicit softmax, since the value term needs α_ij.
   The default ("fast") explicit path scales q before the products (so the score term comes out
   scaled), adds the score term and the mask in place into the fresh logits, and adds the value term
-  in place into α·V, so only α (B, H, Lq, Lk) is kept for backward; ``explicit_path = "reference"``
-  keeps the textbook order of operations (a constructor option; used as the reference in tests/bench);
+  in place into α·V, so only α (B, H, Lq, Lk) is kept for backward (the textbook order of
+  operations, the reference in tests and benchmarks, is ``tests/helpers/reference_attention.py``);
 * a hook may supply its own attention for a call (``AttentionHook.attend``): Shaw does on CUDA,
   through FlexAttention without any (Lq, Lk) tensor kept for backward (``positions/shaw_flex.py``).
 """
@@ -23,7 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from posenc.positions.base import AttentionHook, NullHook
+from posenc.positions.base import AttentionHook, NullHook, PositionContext
+
+#: A layer's hook: any method family (its context type is the stack's business).
+Hook = AttentionHook[Any]
 
 #: Hook used when a caller passes none (cross-attention, plain encoders).
 NULL_HOOK = NullHook()
@@ -103,15 +106,11 @@ class KVCache:
 
 
 class MultiHeadAttention(nn.Module):
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, explicit_path: str = "fast") -> None:
-        """``explicit_path``: "fast" or "reference" for the value-term path (same function)."""
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0) -> None:
         super().__init__()
         avoid_cudnn_attention()
         if d_model % num_heads:
             raise ValueError(f"d_model {d_model} is not divisible by heads {num_heads}")
-        if explicit_path not in ("fast", "reference"):
-            raise ValueError(f"explicit_path must be 'fast' or 'reference', got {explicit_path!r}")
-        self.explicit_path = explicit_path
         self.h, self.dh = num_heads, d_model // num_heads
         self.q_proj = nn.Linear(d_model, d_model)
         self.k_proj = nn.Linear(d_model, d_model)
@@ -135,8 +134,8 @@ class MultiHeadAttention(nn.Module):
         query: Tensor,
         key_value: Tensor | None,
         allowed: Tensor,
-        hook: AttentionHook | None = None,
-        ctx: Any = None,
+        hook: Hook | None = None,
+        ctx: PositionContext | None = None,
         cache: dict[str, Tensor] | KVCache | None = None,
     ) -> Tensor:
         """query ``(B, Lq, D)``; ``key_value (B, Lk, D)`` (None: reuse ``cache`` as is);
@@ -162,7 +161,7 @@ class MultiHeadAttention(nn.Module):
         b, _, lq, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, lq, self.h * self.dh))
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: AttentionHook, ctx: Any) -> Tensor:
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: Hook, ctx: PositionContext | None) -> Tensor:
         p = self.dropout if self.training else 0.0
         own = hook.attend(q, k, v, allowed, ctx, p)  # a hook's fused path (Shaw: FlexAttention on CUDA)
         if own is not None:
@@ -174,8 +173,6 @@ class MultiHeadAttention(nn.Module):
                 bias = hook.score(q, ctx) / math.sqrt(self.dh)
                 mask = bias.masked_fill(~allowed, float("-inf"))
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
-        if self.explicit_path == "reference":
-            return self._attend_reference(q, k, v, allowed, hook, ctx, p)
         q = q * (1.0 / math.sqrt(self.dh))  # (B, H, Lq, Dh): scale once, the score term is linear in q
         logits = torch.matmul(q, k.transpose(-1, -2))  # fresh (B, H, Lq, Lk): safe to update in place
         if hook.has_score:
@@ -183,12 +180,3 @@ class MultiHeadAttention(nn.Module):
         logits.masked_fill_(~allowed, float("-inf"))
         attn = F.dropout(torch.softmax(logits, dim=-1), p, self.training)
         return torch.matmul(attn, v).add_(hook.value(attn, ctx))
-
-    def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: AttentionHook, ctx: Any, p: float) -> Tensor:
-        """Textbook order of Shaw Eq. 3-5: (q·k + q·a^K)/√Dh, mask, softmax, α·v + Σ α a^V."""
-        logits = torch.matmul(q, k.transpose(-1, -2))
-        if hook.has_score:
-            logits = logits + hook.score(q, ctx)
-        logits = (logits / math.sqrt(self.dh)).masked_fill(~allowed, float("-inf"))
-        attn = F.dropout(torch.softmax(logits, dim=-1), p, self.training)
-        return torch.matmul(attn, v) + hook.value(attn, ctx)

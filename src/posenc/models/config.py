@@ -21,6 +21,32 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+@dataclass(frozen=True)
+class StackConfig:
+    """One Transformer stack (encoder, decoder or decoder-only LM): all that
+    :class:`~posenc.models.transformer.Stack` reads. Built by :meth:`ModelConfig.encoder_stack`,
+    :meth:`ModelConfig.decoder_stack` and :meth:`~posenc.models.lm.LMConfig.stack`; the number of
+    layers is ``num_layers`` here whatever the section calls it (``encoder_layers``, ``layers``)."""
+
+    num_layers: int
+    d_model: int
+    heads: int
+    d_ff: int
+    dropout: float
+    attention_dropout: float
+    activation: str
+    norm: str
+    position: PositionConfig
+    causal: bool = False  # masked self-attention (decoder, LM): causal forms of attention methods
+    cross_attention: bool = False  # decoder layers (self-attention, cross-attention, feed-forward)
+
+
+def stack_config(cfg: Any, num_layers: int, causal: bool = False, cross_attention: bool = False) -> StackConfig:
+    """The :class:`StackConfig` of ``num_layers`` layers with the shared layer fields of ``cfg``."""
+    return StackConfig(num_layers, cfg.d_model, cfg.heads, cfg.d_ff, cfg.dropout, cfg.attention_dropout,
+                       cfg.activation, cfg.norm, cfg.position, causal, cross_attention)
+
+
 def check_layer_dims(cfg: Any, section: str) -> None:
     """Checks shared by the Transformer configs (seq2seq ``model``, decoder-only ``lm``): width,
     heads, dropouts, norm placement, activation and vocabulary size."""
@@ -59,6 +85,12 @@ class ModelConfig:
         require(self.encoder_layers >= 0 and self.decoder_layers >= 1, "model: need >= 0 encoder and >= 1 decoder layers")
         check_layer_dims(self, "model")
         require(self.share_embeddings in ("none", "decoder", "all"), f"model.share_embeddings must be none|decoder|all, got {self.share_embeddings!r}")
+
+    def encoder_stack(self) -> StackConfig:
+        return stack_config(self, self.encoder_layers)
+
+    def decoder_stack(self) -> StackConfig:
+        return stack_config(self, self.decoder_layers, causal=True, cross_attention=True)
 
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> "ModelConfig":

@@ -1,16 +1,48 @@
 """Encoder and decoder layers, post-LN (Vaswani et al.) or pre-LN.
 
-Shape legend: B batch, L length, S source length, D model width.
+Shape legend: B batch, L length, S source length, D model width, H heads, Dh head width.
+
+Both layers are called the same way by :meth:`posenc.models.transformer.Stack.run`,
+``layer(x, allowed, ctx, cache, cross)``; the decoder layer reads ``cross`` (the memory and its
+mask), the encoder layer has none.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable, Union
 
 from torch import Tensor, nn
 
-from posenc.models.attention import MultiHeadAttention
-from posenc.positions.base import AttentionHook, NullHook
+from posenc.models.attention import Hook, KVCache, MultiHeadAttention
+from posenc.positions.base import NullHook, PositionContext
+
+#: A self-attention cache: keys/values ``(B, H, L, Dh)`` grown by concatenation (a dict, empty at
+#: first) or preallocated and written in place (:class:`KVCache`).
+SelfCache = Union[dict[str, Tensor], KVCache]
+
+
+class BeamInvariant(dict):
+    """A state entry equal on every row of a sentence's beam group (the cross-attention keys and
+    values): :func:`~posenc.models.transformer.reorder_state` with ``within_groups=True`` leaves it as it is."""
+
+
+@dataclass
+class DecoderLayerCache:
+    """One decoder layer's decoding cache: self-attention keys/values (grown each step) and the
+    cross-attention keys/values ``k``, ``v`` ``(B, H, S, Dh)`` of the memory (computed once)."""
+
+    self_attn: SelfCache
+    cross_attn: BeamInvariant
+
+
+@dataclass
+class CrossInputs:
+    """What decoder layers' cross-attention reads: ``memory (B, S, D)`` (None in incremental
+    decoding, where :class:`DecoderLayerCache` holds its keys/values) and ``allowed (B, 1, Lq, S)``."""
+
+    memory: Tensor | None
+    allowed: Tensor
 
 
 class FeedForward(nn.Module):
@@ -40,7 +72,7 @@ class Residual(nn.Module):
         return self.norm(x + self.drop(fn(x)))
 
 
-def attach_hook(layer: nn.Module, hook: AttentionHook) -> None:
+def attach_hook(layer: nn.Module, hook: Hook) -> None:
     """Give ``layer`` its self-attention hook at construction (as torchtune injects its position
     embeddings). The stack's attention method owns the hook's parameters (one table per stack for
     T5, one per layer for Shaw), so the layer keeps a plain reference, not a submodule: parameter
@@ -53,23 +85,25 @@ class EncoderLayer(nn.Module):
     the decoder-only LM's."""
 
     def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool,
-                 activation: str = "relu", hook: AttentionHook | None = None) -> None:
+                 activation: str = "relu", hook: Hook | None = None) -> None:
         super().__init__()
         attach_hook(self, hook if hook is not None else NullHook())
         self.self_attn = MultiHeadAttention(d_model, heads, attn_dropout)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.res1, self.res2 = Residual(d_model, dropout, pre_norm), Residual(d_model, dropout, pre_norm)
 
-    def forward(self, x: Tensor, allowed: Tensor, ctx: Any, cache: dict[str, Tensor] | None = None) -> Tensor:
+    def forward(self, x: Tensor, allowed: Tensor, ctx: PositionContext | None, cache: SelfCache | None = None,
+                cross: CrossInputs | None = None) -> Tensor:
         """x ``(B, Lq, D)``, allowed ``(B, 1, Lq, Lk)``, the stack's position context → ``(B, Lq, D)``;
-        ``cache`` (incremental decoding) gets the new keys/values."""
+        ``cache`` (incremental decoding) gets the new keys/values; ``cross`` must be None."""
+        assert cross is None, "an encoder layer has no cross-attention"
         x = self.res1(x, lambda h: self.self_attn(h, h, allowed, self.hook, ctx, cache))
         return self.res2(x, self.ff)
 
 
 class DecoderLayer(nn.Module):
     def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool,
-                 activation: str = "relu", hook: AttentionHook | None = None) -> None:
+                 activation: str = "relu", hook: Hook | None = None) -> None:
         super().__init__()
         attach_hook(self, hook if hook is not None else NullHook())
         self.self_attn = MultiHeadAttention(d_model, heads, attn_dropout)
@@ -77,18 +111,12 @@ class DecoderLayer(nn.Module):
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.res = nn.ModuleList(Residual(d_model, dropout, pre_norm) for _ in range(3))
 
-    def forward(
-        self,
-        x: Tensor,
-        memory: Tensor | None,
-        self_allowed: Tensor,
-        cross_allowed: Tensor,
-        ctx: Any,
-        cache: dict[str, dict[str, Tensor]] | None = None,
-    ) -> Tensor:
-        """x ``(B, L, D)``; memory ``(B, S, D)`` (None when ``cache['cross']`` holds its keys)."""
-        self_cache = cache["self"] if cache is not None else None
-        cross_cache = cache["cross"] if cache is not None else None
-        x = self.res[0](x, lambda h: self.self_attn(h, h, self_allowed, self.hook, ctx, self_cache))
-        x = self.res[1](x, lambda h: self.cross_attn(h, memory, cross_allowed, cache=cross_cache))
+    def forward(self, x: Tensor, allowed: Tensor, ctx: PositionContext | None, cache: DecoderLayerCache | None = None,
+                cross: CrossInputs | None = None) -> Tensor:
+        """x ``(B, L, D)``, self-attention ``allowed (B, 1, L, Lk)`` → ``(B, L, D)``; ``cross`` is required."""
+        assert cross is not None, "a decoder layer needs the memory (cross)"
+        self_cache = cache.self_attn if cache is not None else None
+        cross_cache = cache.cross_attn if cache is not None else None
+        x = self.res[0](x, lambda h: self.self_attn(h, h, allowed, self.hook, ctx, self_cache))
+        x = self.res[1](x, lambda h: self.cross_attn(h, cross.memory, cross.allowed, cache=cross_cache))
         return self.res[2](x, self.ff)

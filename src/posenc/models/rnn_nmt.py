@@ -28,7 +28,6 @@ Choices where the papers leave freedom (documented deviations):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -65,6 +64,20 @@ class RNNConfig:
     @property
     def embed_dim(self) -> int:
         return self.embed or self.hidden
+
+
+@dataclass
+class RNNState:
+    """Decoding state of :class:`RNNNMT`; every tensor is batch-first so ``reorder_state`` can select
+    beams: ``memory (B, S, H)``, ``memory_mask (B, S)``, LSTM ``h``/``c`` ``(B, N, H)`` (N decoder
+    layers), ``feed`` = h~_{t-1} ``(B, H)`` (input feeding, Luong §3.3), ``step`` t."""
+
+    memory: Tensor
+    memory_mask: Tensor
+    h: Tensor
+    c: Tensor
+    feed: Tensor
+    step: int = 0
 
 
 class RNNNMT(nn.Module):
@@ -108,25 +121,15 @@ class RNNNMT(nn.Module):
         memory, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
         return memory
 
-    def init_state(self, memory: Tensor, memory_mask: Tensor) -> dict[str, Any]:
-        """Decoding state; every tensor is batch-first so ``reorder_state`` can select beams.
-
-        ``h``/``c`` ``(B, N, H)``, ``feed`` (h~_{t-1}) ``(B, H)``, ``memory`` ``(B, S, H)``.
-        """
+    def init_state(self, memory: Tensor, memory_mask: Tensor) -> RNNState:
+        """Decoding state (:class:`RNNState`): h_0 from the encoder's last states, c_0 and feed zero."""
         b, _, h = memory.shape
         last = (memory_mask.sum(1) - 1).clamp(min=0)  # index of the last real token, (B,)
         fwd = memory[torch.arange(b, device=memory.device), last, : h // 2]  # (B, H/2)
         bwd = memory[:, 0, h // 2 :]  # (B, H/2)
         n = self.cfg.decoder_layers
         h0 = torch.cat((fwd, bwd), -1)[:, None, :].expand(b, n, h).contiguous()
-        return {
-            "memory": memory,
-            "memory_mask": memory_mask,
-            "h": h0,
-            "c": torch.zeros_like(h0),
-            "feed": memory.new_zeros(b, h),
-            "step": 0,
-        }
+        return RNNState(memory, memory_mask, h0, torch.zeros_like(h0), memory.new_zeros(b, h))
 
     def attend(self, query: Tensor, memory: Tensor, memory_mask: Tensor) -> Tensor:
         """Global dot attention + W_c: h_t ``(B, H)`` → h~_t ``(B, H)`` (Luong Eq. 5, 7, 8)."""
@@ -134,17 +137,17 @@ class RNNNMT(nn.Module):
         context = torch.einsum("bs,bsh->bh", torch.softmax(scores, -1), memory)
         return torch.tanh(self.combine(torch.cat((context, query), -1)))
 
-    def _advance(self, emb: Tensor, state: dict[str, Any]) -> Tensor:
+    def _advance(self, emb: Tensor, state: RNNState) -> Tensor:
         """One decoder step from embedded tokens ``(B, E)``; updates ``state``; returns h~_t."""
-        x = torch.cat((emb, state["feed"]), -1)[:, None, :]  # input feeding, (B, 1, E + H)
-        hc = (state["h"].transpose(0, 1).contiguous(), state["c"].transpose(0, 1).contiguous())
+        x = torch.cat((emb, state.feed), -1)[:, None, :]  # input feeding, (B, 1, E + H)
+        hc = (state.h.transpose(0, 1).contiguous(), state.c.transpose(0, 1).contiguous())
         out, (h, c) = self.decoder(x, hc)
-        att = self.attend(out[:, 0], state["memory"], state["memory_mask"])
-        state["h"], state["c"], state["feed"] = h.transpose(0, 1), c.transpose(0, 1), att
-        state["step"] += 1
+        att = self.attend(out[:, 0], state.memory, state.memory_mask)
+        state.h, state.c, state.feed = h.transpose(0, 1), c.transpose(0, 1), att
+        state.step += 1
         return self.drop(att)
 
-    def step(self, tokens: Tensor, state: dict[str, Any]) -> Tensor:
+    def step(self, tokens: Tensor, state: RNNState) -> Tensor:
         """Next-token logits ``(B, V)`` given the last tokens ``(B,)``; updates ``state``."""
         return self.logits(self._advance(self.drop(self.tgt_embed(tokens)), state))
 

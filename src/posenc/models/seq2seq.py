@@ -5,31 +5,30 @@ Shape legend: B batch, S source length, T target length, D model width, V vocabu
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
 from posenc.errors import ConfigError
-from posenc.models.config import ModelConfig
 from posenc.models.attention import KVCache
-from posenc.models.transformer import BeamInvariant, Decoder, Embedding, Encoder, Fixed
-from posenc.positions import Augmentation, build_augmentation, default_positions
+from posenc.models.config import ModelConfig
+from posenc.models.layers import BeamInvariant, DecoderLayerCache
+from posenc.models.transformer import Decoder, Embedding, Encoder, Fixed, FixedSteps, Steps
+from posenc.positions import build_augmentation, default_positions
 
 
-def step_positions(augment: Augmentation, state: dict[str, Any], tokens: Tensor) -> Tensor:
-    """Position ``(B, 1)`` of decoding step ``state["step"]``: read from the state's
-    ``decode_positions`` ``(1, T_max)`` when present (randomized positions are sampled for the whole
-    horizon, Ruoss et al. 2023), else the augmentation's eval transform of the step index."""
-    t, b = state["step"], tokens.shape[0]
-    table = state.get("decode_positions")
-    if table is not None:
-        table = table.value if isinstance(table, Fixed) else table
-        return table[:, t : t + 1].expand(b, 1)
-    if augment.needs_decode_horizon:
-        raise ConfigError("randomized positions sampled at eval need a decoding horizon: use init_static_state(..., max_len) "
-                          "or model.position.randomized.eval=sequential")
-    return augment.eval_target(torch.full((b, 1), float(t), device=tokens.device))
+@dataclass
+class Seq2SeqState:
+    """Incremental decoding state of :class:`Seq2SeqTransformer` (batch on dim 0 of every tensor):
+    one cache per decoder layer, the source mask ``(B, S)``, the input position method's own state
+    (the GRU's hidden state) and the step bookkeeping (:class:`Steps`, or :class:`FixedSteps` for a
+    fixed-shape state)."""
+
+    layers: list[DecoderLayerCache]
+    memory_mask: Tensor
+    steps: Steps
+    input: dict[str, Tensor] = field(default_factory=dict)
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -73,40 +72,33 @@ class Seq2SeqTransformer(nn.Module):
         h = self.decoder(tgt, tgt_pos, tgt_mask, memory, src_mask)
         return self.logits(h)
 
-    def init_state(self, memory: Tensor, memory_mask: Tensor) -> dict[str, Any]:
+    def init_state(self, memory: Tensor, memory_mask: Tensor) -> Seq2SeqState:
         """Decoding state: cross-attention keys/values computed once, empty self-attn caches."""
         layers = []
         for layer in self.decoder.layers:
             k, v = layer.cross_attn.project_kv(memory)
-            layers.append({"self": {}, "cross": BeamInvariant(k=k, v=v)})
-        b = memory.shape[0]
-        empty = memory.new_zeros(b, 0)
-        return {"step": 0, "input": {}, "layers": layers, "memory_mask": memory_mask, "positions": empty}
+            layers.append(DecoderLayerCache({}, BeamInvariant(k=k, v=v)))
+        return Seq2SeqState(layers, memory_mask, Steps(memory.new_zeros(memory.shape[0], 0)))
 
-    def init_static_state(self, memory: Tensor, memory_mask: Tensor, max_len: int, fixed_shapes: bool = False) -> dict[str, Any]:
+    def init_static_state(self, memory: Tensor, memory_mask: Tensor, max_len: int, fixed_shapes: bool = False) -> Seq2SeqState:
         """:meth:`init_state` with preallocated self-attention caches for ``max_len`` steps
         (:class:`~posenc.models.attention.KVCache`, written in place instead of concatenated).
 
         ``fixed_shapes``: every step has the same shapes and reads the step index from a device
-        counter (``state["t"]``), attending over all ``max_len`` cache slots with a mask, so one step
-        can be captured as a CUDA graph and replayed (:mod:`posenc.decoding.graphs`).
+        counter (:class:`~posenc.models.transformer.FixedSteps`), attending over all ``max_len`` cache
+        slots with a mask, so one step can be captured as a CUDA graph and replayed
+        (:mod:`posenc.decoding.graphs`).
         """
         state = self.init_state(memory, memory_mask)
         at = torch.zeros(1, dtype=torch.long, device=memory.device) if fixed_shapes else None
-        for layer in state["layers"]:
-            layer["self"] = KVCache(max_len, at)
-        pos = self.augment.decode_positions(max_len, memory.device)  # (1, T_max): eval positions of every step
-        if at is not None:
-            state["t"] = Fixed(at)
-            state["all_positions"] = Fixed(pos)
-        else:
-            state["decode_positions"] = Fixed(pos)
+        for layer in state.layers:
+            layer.self_attn = KVCache(max_len, at)
+        pos = Fixed(self.augment.decode_positions(max_len, memory.device))  # (1, T_max): eval positions of every step
+        empty = state.steps.positions
+        state.steps = Steps(empty, pos) if at is None else FixedSteps(empty, pos, counter=Fixed(at))
         return state
 
-    def step(self, tokens: Tensor, state: dict[str, Any]) -> Tensor:
+    def step(self, tokens: Tensor, state: Seq2SeqState) -> Tensor:
         """Next-token logits ``(B, V)`` given the last tokens ``(B,)``; updates ``state``."""
-        if "t" in state:  # a fixed-shape state (init_static_state(..., fixed_shapes=True))
-            return self.logits(self.decoder.step_fixed(self.tgt_embed(tokens[:, None]), state)[:, 0])
-        pos = step_positions(self.augment, state, tokens)
-        h = self.decoder.step(self.tgt_embed(tokens[:, None]), pos, state)
+        h = self.decoder.step(self.tgt_embed(tokens[:, None]), self.augment, state)
         return self.logits(h[:, 0])

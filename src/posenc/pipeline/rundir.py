@@ -444,6 +444,3 @@ def write_run_files(cfg: RunConfig) -> None:
     atomic_write_text(out / CONFIG_NAME, yaml.safe_dump(to_dict(relative_config(cfg)), sort_keys=False))
     atomic_write_text(out / FINGERPRINT_NAME, json.dumps(fingerprint(cfg), indent=1, sort_keys=True))
 
-
-def stored_config(cfg: RunConfig) -> dict[str, Any]:
-    return to_dict(relative_config(cfg))

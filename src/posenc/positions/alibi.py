@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from posenc.config import require
-from posenc.positions.base import AttentionHook, AttentionPosition
+from posenc.positions.base import AttentionHook, AttentionPosition, PositionContext
 from posenc.positions.registry import register
 
 
@@ -49,13 +49,13 @@ def alibi_slopes(num_heads: int) -> list[float]:
 
 
 @dataclass
-class AlibiContext:
+class AlibiContext(PositionContext):
     """``distance (B, 1, Lq, Lk)`` = |p_i − p_j|, shared by all layers of a stack."""
 
     distance: Tensor
 
 
-class AlibiHook(AttentionHook):
+class AlibiHook(AttentionHook[AlibiContext]):
     """Score term only: −m_h |p_i − p_j|, returned unscaled (× √Dh; the layer divides by √Dh)."""
 
     has_score, has_value = True, False
@@ -74,7 +74,7 @@ class AlibiHook(AttentionHook):
 
 
 @register("attention", "alibi", AlibiParams, augmentable_by=("randomized",))
-class AlibiPosition(AttentionPosition):
+class AlibiPosition(AttentionPosition[AlibiContext]):
     """One parameter-free hook, shared by every layer of the stack."""
 
     def __init__(self, d_model: int, params: AlibiParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:

@@ -10,7 +10,10 @@ Three families, each chosen by name from a registry (``posenc.positions.registry
   which a method keeps what it needs between steps (the GRU keeps its hidden state).
 * :class:`AttentionPosition` builds a context once per stack from query/key positions and owns
   one :class:`AttentionHook` per self-attention layer, which adds a score term and/or a value
-  term to that layer's attention.
+  term to that layer's attention. Each method family has its own typed context, a
+  :class:`PositionContext` subclass ``C`` (RoPE: angles; ALiBi: distances; T5: buckets; Shaw:
+  clipped relative indices), and its position method and hooks are ``AttentionPosition[C]`` and
+  ``AttentionHook[C]``; the layers pass it through as ``PositionContext | None`` (None: no method).
 * :class:`Augmentation` is a sampler over the positions tensor (SHAPE, CAPE, randomized). In eval
   mode it applies its inference transform: deterministic for SHAPE and CAPE; randomized positions
   are sampled at evaluation too, as published (Ruoss et al. 2023), from a seeded eval generator.
@@ -18,7 +21,7 @@ Three families, each chosen by name from a registry (``posenc.positions.registry
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -50,7 +53,16 @@ class InputPosition(nn.Module):
         with a long sequential pass may start it now (the GRU, on a side CUDA stream). No-op here."""
 
 
-class AttentionHook(nn.Module):
+class PositionContext:
+    """Base of the per-stack contexts of attention-level methods: computed once per stack call by
+    :meth:`AttentionPosition.context` from query/key positions, read by every layer's hook."""
+
+
+#: The context type of one method family.
+C = TypeVar("C", bound=PositionContext)
+
+
+class AttentionHook(nn.Module, Generic[C]):
     """Per-layer hook into scaled dot-product attention (Shaw et al. 2018, Eq. 3-5 split).
 
     ``score(q, ctx)`` returns an additive term for the *unscaled* logits ``(B, H, Lq, Lk)``
@@ -64,40 +76,40 @@ class AttentionHook(nn.Module):
     #: True when the hook rotates/transforms q and k before the products (RoPE).
     has_transform: bool = False
 
-    def transform_q(self, q: Tensor, ctx: Any) -> Tensor:
+    def transform_q(self, q: Tensor, ctx: C) -> Tensor:
         """q ``(B, H, Lq, Dh)`` → transformed q (identity unless ``has_transform``)."""
         return q
 
-    def transform_k(self, k: Tensor, ctx: Any) -> Tensor:
+    def transform_k(self, k: Tensor, ctx: C) -> Tensor:
         """New keys ``(B, H, Lnew, Dh)`` (the last Lnew key positions) → transformed keys."""
         return k
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, ctx: Any, dropout_p: float) -> Tensor | None:
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, ctx: C, dropout_p: float) -> Tensor | None:
         """The hook's own attention for this call ``(B, H, Lq, Dh)`` (e.g. Shaw through FlexAttention
         on CUDA), or None: the layer then runs its own paths with ``score``/``value``."""
         return None
 
-    def score(self, q: Tensor, ctx: Any) -> Tensor:
+    def score(self, q: Tensor, ctx: C) -> Tensor:
         raise NotImplementedError
 
-    def value(self, attn: Tensor, ctx: Any) -> Tensor:
+    def value(self, attn: Tensor, ctx: C) -> Tensor:
         raise NotImplementedError
 
 
-class NullHook(AttentionHook):
+class NullHook(AttentionHook[Any]):
     """No position term: attention runs the plain fused SDPA path (no ``None`` branches)."""
 
     has_score, has_value, has_transform = False, False, False
 
 
-class AttentionPosition(nn.Module):
+class AttentionPosition(nn.Module, Generic[C]):
     """Attention-level method for a stack of ``num_layers`` self-attention layers."""
 
-    def context(self, q_positions: Tensor, k_positions: Tensor) -> Any:
+    def context(self, q_positions: Tensor, k_positions: Tensor) -> C | None:
         """Context shared by every layer of the stack, from positions ``(B, Lq)``, ``(B, Lk)``."""
         raise NotImplementedError
 
-    def hook(self, layer: int) -> AttentionHook:
+    def hook(self, layer: int) -> AttentionHook[C]:
         raise NotImplementedError
 
 
@@ -146,7 +158,7 @@ class NullAugmentation(Augmentation):
         return tgt_pos
 
 
-class NullAttention(AttentionPosition):
+class NullAttention(AttentionPosition[Any]):
     """Attention method of stacks without one: context ``None``, every layer gets a :class:`NullHook`."""
 
     def __init__(self) -> None:

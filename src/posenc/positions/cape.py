@@ -49,11 +49,6 @@ class CapeParams:
         """Translation data must prepend BOS to the source (§5.3)."""
         return self.source_bos
 
-    @property
-    def needs_corpus_alpha(self) -> bool:
-        """α must be filled from the corpus (#target / #source tokens) before building."""
-        return self.source_scale == 0.0
-
 
 def mean_normalize(positions: Tensor, mask: Tensor) -> Tensor:
     """Subtract each row's mean over real tokens: ``(B, L)`` → ``(B, L)``."""

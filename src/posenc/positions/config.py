@@ -127,11 +127,6 @@ class _PositionConfigBase:
         """The data must prepend BOS to every source sentence (CAPE §5.3). Ask this, not the model."""
         return self._active_flag("needs_source_bos")
 
-    @property
-    def needs_corpus_alpha(self) -> bool:
-        """CAPE's α (``cape.source_scale``) is 0 = auto and must be set from the corpus."""
-        return self._active_flag("needs_corpus_alpha")
-
     @staticmethod
     def _resolve_alias(path: list[str], data: dict[str, Any]) -> list[str] | None:
         """``max_shift`` → ``shape.max_shift``: a bare option of the active methods' params."""

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from posenc.config import require
-from posenc.positions.base import AttentionHook, AttentionPosition
+from posenc.positions.base import AttentionHook, AttentionPosition, PositionContext
 from posenc.positions.registry import register
 
 
@@ -62,14 +62,14 @@ def rotate(x: Tensor, angles: Tensor) -> Tensor:
 
 
 @dataclass
-class RopeContext:
+class RopeContext(PositionContext):
     """Angles of the query ``(B, 1, Lq, P)`` and key ``(B, 1, Lk, P)`` positions."""
 
     q_angles: Tensor
     k_angles: Tensor
 
 
-class RopeHook(AttentionHook):
+class RopeHook(AttentionHook[RopeContext]):
     """q/k transform only: no score or value term."""
 
     has_score, has_value, has_transform = False, False, True
@@ -86,7 +86,7 @@ class RopeHook(AttentionHook):
 # rope+shape would be a silent no-op and is rejected like alibi/t5/shaw+shape. CAPE's jitter and
 # scaling and randomized positions change m − n.
 @register("attention", "rope", RopeParams, augmentable_by=("cape", "randomized"))
-class RotaryPosition(AttentionPosition):
+class RotaryPosition(AttentionPosition[RopeContext]):
     def __init__(self, d_model: int, params: RopeParams, num_layers: int, num_heads: int, **_: Any) -> None:
         super().__init__()
         self.params, self.pairs = params, int(params.fraction * (d_model // num_heads) / 2)

@@ -36,7 +36,7 @@ from torch import Tensor, nn
 
 from posenc.config import require
 from posenc.positions import shaw_flex
-from posenc.positions.base import AttentionHook, AttentionPosition
+from posenc.positions.base import AttentionHook, AttentionPosition, PositionContext
 from posenc.positions.registry import register
 
 
@@ -53,7 +53,7 @@ class ShawParams:
 
 
 @dataclass
-class RelativeContext:
+class RelativeContext(PositionContext):
     """Clipped relative distances ``index (B, 1, Lq, Lk)`` in [0, 2k], shared by all layers.
 
     ``shift`` is set when the index is Toeplitz (``index[b, 0, i, j] = clip(j − i − shift, k) + k``
@@ -115,7 +115,7 @@ def band_buckets(attn: Tensor, ctx: RelativeContext) -> Tensor:
     return torch.cat((low, mid, high), -1)
 
 
-class ShawHook(AttentionHook):
+class ShawHook(AttentionHook[RelativeContext]):
     """One layer's tables w^K, w^V ∈ R^{(2k+1) × Dh}."""
 
     #: Value-term path: "scatter" (scatter_add over the, possibly broadcast, index; the fastest in
@@ -149,17 +149,17 @@ class ShawHook(AttentionHook):
         """What "auto" means for a pass of ``length`` query positions on this device."""
         return "flex" if is_cuda and length >= self.flex_min_len else "explicit"
 
-    def region(self, q: Tensor, ctx: Any, dropout_p: float) -> shaw_flex.Region | None:
+    def region(self, q: Tensor, ctx: RelativeContext, dropout_p: float) -> shaw_flex.Region | None:
         """The region backend for this call, or None for the layer's paths: only full self-attention
         passes (Lq = Lk ≥ 2, Toeplitz positions with shift 0: training, teacher forcing) without
         attention dropout; single-query decoding steps keep the cached explicit path."""
         name = self.auto_backend(q.is_cuda, q.shape[-2]) if self.backend == "auto" else self.backend
-        if name not in shaw_flex.REGIONS or dropout_p > 0 or not isinstance(ctx, RelativeContext):
+        if name not in shaw_flex.REGIONS or dropout_p > 0:
             return None
         lq, lk = ctx.index.shape[-2:]
         return shaw_flex.REGIONS[name] if ctx.shift == 0 and lq == lk == q.shape[-2] and lq >= 2 else None
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, ctx: Any, dropout_p: float) -> Tensor | None:
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, ctx: RelativeContext, dropout_p: float) -> Tensor | None:
         """Shaw Eq. 3-4 through :func:`shaw_flex.shaw_attention` when :meth:`region` picks one."""
         region = self.region(q, ctx, dropout_p)
         if region is None or ctx.k is None:
@@ -185,7 +185,7 @@ class ShawHook(AttentionHook):
 
 
 @register("attention", "shaw", ShawParams, augmentable_by=("randomized",))
-class ShawRelativePosition(AttentionPosition):
+class ShawRelativePosition(AttentionPosition[RelativeContext]):
     """Per-layer Shaw tables for a stack; the distance index is computed once per stack."""
 
     def __init__(self, d_model: int, params: ShawParams, num_layers: int, num_heads: int, **_: Any) -> None:
@@ -193,13 +193,10 @@ class ShawRelativePosition(AttentionPosition):
         self.k = params.k
         self.hooks = nn.ModuleList(ShawHook(d_model // num_heads, params) for _ in range(num_layers))
 
-    #: False forces the general (B, 1, Lq, Lk) index (the reference path) for every input.
-    fast_context: bool = True
-
     def context(self, q_positions: Tensor, k_positions: Tensor) -> RelativeContext:
         """Positions ``(B, Lq)``, ``(B, Lk)`` → context; Toeplitz fast path for consecutive rows."""
         # One query (a decoding step): the general index is as cheap and needs no host sync.
-        shift = toeplitz_shift(q_positions, k_positions) if self.fast_context and q_positions.shape[1] > 1 else None
+        shift = toeplitz_shift(q_positions, k_positions) if q_positions.shape[1] > 1 else None
         if shift is None:
             return RelativeContext(relative_index(q_positions, k_positions, self.k))
         b, lq, lk = q_positions.shape[0], q_positions.shape[1], k_positions.shape[1]

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from posenc.config import require
-from posenc.positions.base import AttentionHook, AttentionPosition
+from posenc.positions.base import AttentionHook, AttentionPosition, PositionContext
 from posenc.positions.registry import register
 
 
@@ -49,13 +49,13 @@ def t5_bucket(rel: Tensor, num_buckets: int, max_distance: int, causal: bool) ->
 
 
 @dataclass
-class T5Context:
+class T5Context(PositionContext):
     """Bucket ids ``(B, 1, Lq, Lk)`` shared by all layers of a stack."""
 
     bucket: Tensor
 
 
-class T5Hook(AttentionHook):
+class T5Hook(AttentionHook[T5Context]):
     """Score term only: the per-head bias, returned × √Dh (the layer divides by √Dh)."""
 
     has_score, has_value = True, False
@@ -73,7 +73,7 @@ class T5Hook(AttentionHook):
 
 
 @register("attention", "t5", T5Params, augmentable_by=("randomized",))
-class T5RelativeBias(AttentionPosition):
+class T5RelativeBias(AttentionPosition[T5Context]):
     """One ``(R, H)`` table per stack; ``causal`` picks the bucket layout."""
 
     def __init__(self, d_model: int, params: T5Params, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:

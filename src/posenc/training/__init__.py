@@ -3,7 +3,7 @@ persistence (resume, best-N averaging) and the one training loop."""
 
 from posenc.training.checkpoint import (
     Checkpoint, average_checkpoints, checkpoint_name, latest_checkpoint, list_checkpoints, load_checkpoint,
-    prune_checkpoints, restore_model, save_average, save_checkpoint,
+    restore_model, save_average, save_checkpoint,
 )
 from posenc.training.config import TrainConfig
 from posenc.training.loss import LossOutput, Seq2SeqLoss, label_smoothed_nll
@@ -15,6 +15,6 @@ from posenc.training.trainer import Trainer, train
 __all__ = [
     "SCHEDULES", "Checkpoint", "LossOutput", "Seq2SeqLoss", "TrainConfig", "TrainResult", "TrainState", "Trainer",
     "average_checkpoints", "build_scheduler", "checkpoint_name", "convergence", "cosine_factor", "label_smoothed_nll", "latest_checkpoint", "list_checkpoints",
-    "load_checkpoint", "noam_factor", "noam_lr", "noam_scheduler", "prune_checkpoints", "restore_model",
+    "load_checkpoint", "noam_factor", "noam_lr", "noam_scheduler", "restore_model",
     "save_average", "save_checkpoint", "seed_everything", "train",
 ]

@@ -431,17 +431,6 @@ def latest_checkpoint(directory: str | Path) -> Path | None:
     return ckpts[-1] if ckpts else None
 
 
-def prune_checkpoints(directory: str | Path, keep_last: int) -> list[Path]:
-    """Delete all but the newest ``keep_last`` checkpoints (0 = keep all); return the deleted."""
-    ckpts = list_checkpoints(directory)
-    if keep_last <= 0 or len(ckpts) <= keep_last:
-        return []
-    doomed = ckpts[: len(ckpts) - keep_last]
-    for p in doomed:
-        shutil.rmtree(p)
-    return doomed
-
-
 # ----------------------------------------------------------------------------- averaging
 def average_checkpoints(paths: list[str | Path]) -> dict[str, Tensor]:
     """Element-wise mean of the model weights of ``paths`` (accumulated in float64, cast back).

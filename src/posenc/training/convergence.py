@@ -73,7 +73,3 @@ def warmup_updates(cfg: Any, total: int) -> int:
         return int(cfg.warmup_fraction * total)
     return int(cfg.warmup)
 
-
-def caveat(verdict: str) -> str:
-    """The words a table row or conclusion drawn from a run of this status must carry ('' if converged)."""
-    return "" if verdict == CONVERGED else f" ({verdict}: not converged, numbers may change with more steps)"

@@ -119,3 +119,24 @@ def test_a_changed_config_is_stale(tmp_path: Path) -> None:
         experiment(exp, ["base.train.max_steps=3"])
     experiment(exp, ["base.train.max_steps=3"], rerun_stale=True)
     assert '"steps": 3' in done.read_text()
+
+
+def test_partial_report_from_committed_results(tmp_path: Path) -> None:
+    """The report of a partial grid: finished runs' cells with each seed's status, missing ones "–"."""
+    import json
+
+    from posenc.tasks.lengthgen.report import main
+
+    rows = [{"length": n, "seq_acc": a, "token_acc": a} for n, a in ((10, 1.0), (20, 0.9), (30, 0.2))]
+    from posenc.tasks.lengthgen.task import summarize
+
+    for seed, stopped in ((1, "max_steps"), (2, "patience")):
+        run = tmp_path / "res" / "reverse" / "ape" / f"seed{seed}"
+        run.mkdir(parents=True)
+        summary = {"steps": 3000, "stopped": stopped, "best_step": 2800, "warmup": 100}
+        (run / "results.json").write_text(json.dumps({"task": "reverse", "method": "ape", "seed": seed, "summary": summary,
+                                                      "metrics": summarize(rows, 20)}))
+    assert main(["lengthgen_cpu", str(tmp_path / "res"), str(tmp_path / "rep")]) == 0
+    text = (tmp_path / "rep" / "README.md").read_text()
+    assert "| reverse | ape | 95.0 ± 0.0 | 20.0 ± 0.0 | 20.0 ± 0.0 | 1: capped @ 3000, 2: conv @ 3000 |" in text
+    assert "| copy | – |" in text and "1/2 (still improving)" in text

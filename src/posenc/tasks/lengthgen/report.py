@@ -92,7 +92,8 @@ def plot_task(exp: Any, results: list[dict[str, Any]], task: str, path: Path) ->
     if train_max:
         ax.axvline(train_max, color="grey", linestyle=":", label="max train length")
     ax.set(title=task, xlabel="input length", ylabel="sequence accuracy", ylim=(-0.02, 1.02))
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -117,3 +118,30 @@ def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path) -> Path
     lines += [f"![{task}]({task}.png)" for task in exp.tasks]
     (out_dir / "README.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out_dir
+
+
+def collect(root: Path) -> list[dict[str, Any]]:
+    """Every ``<task>/<method>/seed<N>/results.json`` under ``root`` (finished runs of a grid)."""
+    import json
+
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(Path(root).glob("*/*/seed*/results.json"))]
+
+
+def main(argv: list[str]) -> int:
+    """``python -m posenc.tasks.lengthgen.report EXPERIMENT RESULTS_ROOT OUT_DIR``: the report of
+    the finished runs under RESULTS_ROOT (a run directory tree or docs/results/<name>), partial grids
+    included (missing cells are "–")."""
+    from posenc.config import load_config
+    from posenc.experiments.runner import find_experiment
+    from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
+
+    exp = load_config(LengthgenExperimentConfig, find_experiment(argv[0]))
+    results = [r for r in collect(Path(argv[1])) if r["task"] in exp.tasks and r["method"] in exp.methods and r["seed"] in exp.seeds]
+    print(write_report(exp, results, Path(argv[2])) / "README.md")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))

@@ -66,9 +66,9 @@ def test_interpolate_joins_groups_of_one_document(tmp_path: Path) -> None:
     out = prepare(toy_data(setting="interpolate", group=3, options=options), tmp_path / "i")
     test = load_toy(**options).test
     expected = []
-    for start in (0, 10):  # 3 runs of 3 per full document; the 4th sentence is dropped
-        expected += [test[start + k: start + k + 3] for k in (0, 3, 6)]
-    expected.append(test[20:23])  # the 5-sentence document gives one run
+    for start in (0, 10):  # 3 runs of 3 per full document, then its 10th sentence alone (kept, as in the paper)
+        expected += [test[start + k: start + min(k + 3, 10)] for k in (0, 3, 6, 9)]
+    expected += [test[20:23], test[23:25]]  # the 5-sentence document: a run of 3, then the last 2
     assert read(out / "test.src") == [" <sep> ".join(p.src for p in run) for run in expected]
     assert read(out / "test.tgt") == [" <sep> ".join(p.tgt for p in run) for run in expected]
     assert read(out / "test.doc") == [f"{run[0].doc}\t{run[0].idx}" for run in expected]

@@ -21,7 +21,7 @@ def write_experiment(root: Path, methods: tuple[str, ...] = ("ape",), seeds: tup
             "data": {"corpus": "toy", "vocab_size": 40, "options": {"n_train": 60, "n_valid": 8, "n_test": 12}},
             "model": {"preset": "transformer-tiny", "d_model": 32, "d_ff": 64, **(model or {})},
             "train": {"max_steps": 3, "max_tokens": 400, "warmup": 2, "lr": 0.001, "validate_every": 1,
-                      "save_every": 0, "keep_last": 2, "average_last": 0, "log_every": 1, "device": "cpu",
+                      "save_every": 0, "keep_last": 2, "average_last": 0, "log_every": 1, "device": "cpu", "num_threads": 1,
                       **(train or {})},
             "decode": {"beam": 2, **(decode or {})},
         },

@@ -17,7 +17,7 @@ $(BIN)/posenc: pyproject.toml
 setup: $(BIN)/posenc
 
 quickstart: setup
-	$(BIN)/posenc experiment quickstart
+	$(BIN)/posenc experiment quickstart --jobs 2
 
 test: setup
 	$(BIN)/python -m pytest

@@ -12,7 +12,8 @@ import torch
 from posenc.data.batching import Batch, collate, token_batches
 from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.training import TrainConfig
+from posenc.training import Seq2SeqLoss, TrainConfig
+from posenc.training.loss import LossOutput
 from posenc.training.checkpoint import list_checkpoints
 
 PAD, BOS, EOS, VOCAB = 0, 2, 3, 24
@@ -67,3 +68,19 @@ def prune_checkpoints(directory: str | Path, keep_last: int) -> list[Path]:
     for p in doomed:
         shutil.rmtree(p)
     return doomed
+
+
+class HandValidLoss(Seq2SeqLoss):
+    """Training batches: the real loss. Validation (eval mode): the next hand-made loss per token
+    (the last one repeats once the list is used up)."""
+
+    def __init__(self, losses: list[float]) -> None:
+        super().__init__(0.1, 0)
+        self.losses, self.calls = losses, 0
+
+    def __call__(self, model: torch.nn.Module, batch: Batch) -> LossOutput:
+        if model.training:
+            return super().__call__(model, batch)
+        value = torch.tensor(self.losses[min(self.calls, len(self.losses) - 1)] * 10.0, dtype=torch.float64)
+        self.calls += 1
+        return LossOutput(value, value, torch.tensor(10))

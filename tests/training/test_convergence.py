@@ -6,34 +6,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from posenc.training import Seq2SeqLoss, train
+from posenc.training import train
 from posenc.training.convergence import (
     CONVERGED, IMPROVING, UNKNOWN, WARMUP, best_validation, convergence, status, status_of, warmup_updates,
 )
 from posenc.training.config import TrainConfig
-from posenc.training.loss import LossOutput
 
-from tests.helpers.training import batch_of, batches_fn, random_pairs, tiny_model, train_config
+from tests.helpers.training import HandValidLoss, batch_of, batches_fn, random_pairs, tiny_model, train_config
 
 TRAIN = batches_fn(random_pairs(40, seed=2), max_tokens=48)
 VALID = [batch_of(random_pairs(4, seed=9))]
 
 
-class HandValidLoss(Seq2SeqLoss):
-    """Training batches: the real loss. Validation (eval mode): the next hand-made loss per token."""
-
-    def __init__(self, losses: list[float]) -> None:
-        super().__init__(0.1, 0)
-        self.losses, self.calls = losses, 0
-
-    def __call__(self, model, batch) -> LossOutput:  # noqa: ANN001
-        if model.training:
-            return super().__call__(model, batch)
-        import torch
-
-        value = torch.tensor(self.losses[min(self.calls, len(self.losses) - 1)] * 10.0, dtype=torch.float64)
-        self.calls += 1
-        return LossOutput(value, value, torch.tensor(10))
 
 
 def _run(out: Path, losses: list[float], **cfg):  # noqa: ANN202

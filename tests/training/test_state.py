@@ -7,29 +7,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from posenc.training import Seq2SeqLoss, load_checkpoint, train
-from posenc.training.loss import LossOutput
+from posenc.training import load_checkpoint, train
 from posenc.training.state import best_steps
 
-from tests.helpers.training import batch_of, batches_fn, random_pairs, tiny_model, train_config
+from tests.helpers.training import HandValidLoss, batch_of, batches_fn, random_pairs, tiny_model, train_config
 
 TRAIN = batches_fn(random_pairs(40, seed=2), max_tokens=48)
 VALID = [batch_of(random_pairs(4, seed=9))]
 
 
-class HandValidLoss(Seq2SeqLoss):
-    """Training batches: the real loss. Validation (eval mode): the next hand-made loss per token."""
-
-    def __init__(self, losses: list[float]) -> None:
-        super().__init__(0.1, 0)
-        self.losses, self.calls = losses, 0
-
-    def __call__(self, model: torch.nn.Module, batch) -> LossOutput:
-        if model.training:
-            return super().__call__(model, batch)
-        value = torch.tensor(self.losses[self.calls] * 10.0, dtype=torch.float64)
-        self.calls += 1
-        return LossOutput(value, value, torch.tensor(10))
 
 
 def _run(out: Path, losses: list[float], **cfg) -> object:

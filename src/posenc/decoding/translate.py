@@ -17,7 +17,6 @@ from __future__ import annotations
 import gzip
 import os
 import sys
-import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
@@ -29,6 +28,7 @@ from torch import Tensor, nn
 
 from posenc.decoding.search import beam_search, greedy_search
 from posenc.errors import ConfigError, DataError
+from posenc.files import atomic_output
 
 __all__ = ["Tokenizer", "decode_lines", "read_lines_lazily", "read_stdin_lines", "translate_file", "translate_lines",
            "write_translations"]
@@ -252,22 +252,13 @@ def write_translations(
     target = Path(out_path)
     if target.is_dir():
         raise DataError(f"{target}: is a directory; give an output file name")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as err:
-        raise DataError(f"cannot write {target}: {err.strerror or err}") from None
     count = 0
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_output(target) as f:
             for text in translate_lines(model, tokenizer, lines, **options):
                 f.write(text + "\n")
                 count += 1
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except OSError as err:  # creating, writing or renaming the output (inputs were opened before)
+        raise DataError(f"cannot write {target}: {err.strerror or err}") from None
     return count

@@ -20,7 +20,6 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
@@ -30,6 +29,7 @@ import yaml
 
 from posenc.config import from_dict, load_yaml, naming, to_dict
 from posenc.errors import CheckpointError, ConfigError, PosencError
+from posenc.files import atomic_output
 from posenc.pipeline.config import ARCH_SECTIONS, RunConfig
 from posenc.pipeline.fingerprint import describe_diff, diff_keys, fingerprint
 
@@ -157,20 +157,9 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Bytes version of :func:`atomic_write_text` (OSError becomes a one-line RunDirError)."""
-    path = Path(path)
-
     def write() -> None:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_output(path, binary=True) as fh:
+            fh.write(data)
 
     _os_call(write, path)
 

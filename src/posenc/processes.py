@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import signal
 import subprocess
@@ -156,3 +157,14 @@ def run_processes(jobs: list[tuple[Any, list[str], Path]], slots: int,
             for _, _, fh in running.values():
                 fh.close()
     return failed
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (EPERM: it exists, owned by someone else)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except OSError as err:
+        return err.errno == errno.EPERM
+    return True

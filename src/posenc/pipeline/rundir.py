@@ -30,6 +30,7 @@ import yaml
 from posenc.config import from_dict, load_yaml, naming, to_dict
 from posenc.errors import CheckpointError, ConfigError, PosencError
 from posenc.files import atomic_output
+from posenc.processes import pid_alive
 from posenc.pipeline.config import ARCH_SECTIONS, RunConfig
 from posenc.pipeline.fingerprint import describe_diff, diff_keys, fingerprint
 
@@ -187,17 +188,6 @@ def os_errors(what: str = "") -> Iterator[None]:
 
 
 # ----------------------------------------------------------------------------- lock
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this machine."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except OSError as err:
-        return err.errno == errno.EPERM
-    return True
-
-
 def _holder(path: Path) -> int:
     try:
         return int(path.read_text(encoding="utf-8").strip() or 0)

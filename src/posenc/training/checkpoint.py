@@ -36,6 +36,7 @@ from torch import Tensor
 
 from posenc.config import safe_load_bounded
 from posenc.errors import CheckpointError
+from posenc.processes import pid_alive
 
 MODEL_FILE, OPTIM_FILE, STATE_FILE, CONFIG_FILE = "model.safetensors", "optim.safetensors", "state.json", "config.yaml"
 CKPT_RE = re.compile(r"^ckpt_(\d{8})$")
@@ -198,20 +199,10 @@ def atomic_directory(final: Path) -> Iterator[Path]:
 _TEMP_RE = re.compile(r"^\.(?P<kind>tmp|old)-(?P<name>.+?)(?:-(?P<pid>\d+))?-(?P<uid>[0-9a-f]+)$")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists, owned by someone else
-    return True
-
-
 def _abandoned(pid: str | None) -> bool:
     """A temporary is abandoned if its writer is this process or a dead one (names without a
     pid come from older versions and count as abandoned)."""
-    return pid is None or int(pid) == os.getpid() or not _pid_alive(int(pid))
+    return pid is None or int(pid) == os.getpid() or not pid_alive(int(pid))
 
 
 def remove_stale_temporaries(directory: Path) -> None:

@@ -51,6 +51,5 @@ def read_summary(run_dir: str | Path) -> dict[str, Any]:
 def run_status(run_dir: str | Path, summary: dict[str, Any] | None = None) -> str:
     """The status of ``summary`` when it records the stop reason, best step and warm-up, else of
     the summaries in ``run_dir``; "unknown" when nothing recorded them."""
-    if summary and status_of(summary) != UNKNOWN:
-        return status_of(summary)
-    return status_of(read_summary(run_dir))
+    verdict = status_of(summary)
+    return verdict if verdict != UNKNOWN else status_of(read_summary(run_dir))

@@ -21,6 +21,7 @@ from posenc.experiments.cells import Cell, grid, run_config  # noqa: F401 - Cell
 from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.convergence import UNKNOWN, run_status
 from posenc.experiments.freshness import Verdict, judge, run_record
+from posenc.pipeline.rundir import atomic_write_text
 from posenc.processes import interrupt_on_signals
 
 log = logging.getLogger("posenc")
@@ -71,9 +72,7 @@ def execute_cell(exp: ExperimentConfig, setting: str, method: str, seed: int) ->
     summary = dict(summary, status=run_status(cfg.out_dir, summary))
     result = {"setting": setting, "method": method, "seed": seed, "summary": summary, "scores": scores,
               "record": run_record(cfg, exp.splits)}
-    tmp = done.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2), encoding="utf-8")
-    tmp.replace(done)
+    atomic_write_text(done, json.dumps(result, indent=2))
     return result
 
 

@@ -139,11 +139,11 @@ def check_target(directory: str | Path, kind: str, what: str = "out_dir") -> Non
         return
     if not directory.is_dir():
         raise RunDirError(f"{what} {directory} is a file, not a directory")
-    if dir_kind(directory) == kind:
+    other = dir_kind(directory)
+    if other == kind:
         return
     foreign = _os_call(lambda: _foreign_entries(directory, kind), directory)
     if foreign:
-        other = dir_kind(directory)
         held = f"a posenc {KIND_WORDS[other]}" if other else f"files posenc did not write ({foreign[0]!r}"
         held += "" if other else (f" and {len(foreign) - 1} more)" if len(foreign) > 1 else ")")
         raise RunDirError(f"{what} {directory} holds {held}; posenc writes only into a new or empty directory "

@@ -9,12 +9,12 @@ from posenc.training.config import TrainConfig
 from posenc.training.loss import LossOutput, Seq2SeqLoss, label_smoothed_nll
 from posenc.training.rng import seed_everything
 from posenc.training.schedule import SCHEDULES, build_scheduler, cosine_factor, noam_factor, noam_lr, noam_scheduler
-from posenc.training.state import TrainResult, TrainState, convergence
+from posenc.training.state import TrainResult, TrainState
 from posenc.training.trainer import Trainer, train
 
 __all__ = [
     "SCHEDULES", "Checkpoint", "LossOutput", "Seq2SeqLoss", "TrainConfig", "TrainResult", "TrainState", "Trainer",
-    "average_checkpoints", "build_scheduler", "checkpoint_name", "convergence", "cosine_factor", "label_smoothed_nll", "latest_checkpoint", "list_checkpoints",
+    "average_checkpoints", "build_scheduler", "checkpoint_name", "cosine_factor", "label_smoothed_nll", "latest_checkpoint", "list_checkpoints",
     "load_checkpoint", "noam_factor", "noam_lr", "noam_scheduler", "restore_model",
     "save_average", "save_checkpoint", "seed_everything", "train",
 ]

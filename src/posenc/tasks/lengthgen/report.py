@@ -15,14 +15,16 @@ def _by(results: list[dict[str, Any]], task: str, method: str) -> list[dict[str,
     return [r for r in results if r["task"] == task and r["method"] == method]
 
 
-def _cell(runs: list[dict[str, Any]], key: str) -> str:
+def _cell(runs: list[dict[str, Any]], key: str, with_max: bool = True) -> str:
+    """Mean ± std (× 100) of ``metrics[key]`` over the runs that have it; the best run too when asked."""
     values = [r["metrics"][key] for r in runs if r["metrics"].get(key) is not None]
     if not values:
         return "–"
     mean = 100 * statistics.fmean(values)
     if len(values) == 1:
         return f"{mean:.1f}"
-    return f"{mean:.1f} ± {100 * statistics.stdev(values):.1f} (max {100 * max(values):.1f})"
+    best = f" (max {100 * max(values):.1f})" if with_max else ""
+    return f"{mean:.1f} ± {100 * statistics.stdev(values):.1f}{best}"
 
 
 def _status_cell(runs: list[dict[str, Any]]) -> str:
@@ -33,14 +35,6 @@ def _status_cell(runs: list[dict[str, Any]]) -> str:
     others = sorted({s for s in statuses if s != CONVERGED})
     text = f"{statuses.count(CONVERGED)}/{len(runs)}"
     return text + (f" ({', '.join(others)})" if others else "")
-
-
-def _mean_std(runs: list[dict[str, Any]], key: str) -> str:
-    values = [r["metrics"][key] for r in runs if r["metrics"].get(key) is not None]
-    if not values:
-        return "–"
-    std = f" ± {100 * statistics.stdev(values):.1f}" if len(values) > 1 else ""
-    return f"{100 * statistics.fmean(values):.1f}{std}"
 
 
 _SHORT = {CONVERGED: "conv", "still improving": "capped", "best in warm-up": "warm-up", "unknown": "?"}
@@ -57,8 +51,8 @@ def long_table(exp: Any, results: list[dict[str, Any]]) -> list[str]:
             if not runs:
                 continue
             seeds = ", ".join(f"{r['seed']}: {_SHORT.get(status_of(r.get('summary')), '?')} @ {r['summary'].get('steps')}" for r in runs)
-            lines.append(f"| {task} | {method} | {_mean_std(runs, 'seen_seq_acc')} | {_mean_std(runs, 'unseen_seq_acc')} | "
-                         f"{_mean_std(runs, 'unseen_token_acc')} | {seeds} |")
+            lines.append(f"| {task} | {method} | {_cell(runs, 'seen_seq_acc', with_max=False)} | {_cell(runs, 'unseen_seq_acc', with_max=False)} | "
+                         f"{_cell(runs, 'unseen_token_acc', with_max=False)} | {seeds} |")
     return lines
 
 

@@ -82,7 +82,7 @@ class PositionSampler(nn.Module):
         or, for randomized positions, sampled from the seeded eval generator (Ruoss et al. 2023)."""
         mask = attention_mask.bool()
         positions = base_positions(mask)
-        if self.training or self.augmentation.needs_decode_horizon:
+        if self.training or self.augmentation.samples_in_eval:
             positions = self.augmentation(positions, mask)
         return self.finish(positions, mask)
 

@@ -80,7 +80,7 @@ class PositionAugmentedSeq2Seq(nn.Module):
         """Source/target rows to read ``(B, S)``, ``(B, T)``: augmented in training (and randomized at eval)."""
         src, tgt = base_positions(src_mask), base_positions(tgt_mask)
         augmentation = self.sampler.augmentation
-        if self.training or augmentation.needs_decode_horizon:
+        if self.training or augmentation.samples_in_eval:
             src, tgt = augmentation.pair(src, src_mask, tgt, tgt_mask)
         return self.sampler.finish(src, src_mask), self.sampler.finish(tgt, tgt_mask)
 

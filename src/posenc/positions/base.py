@@ -133,6 +133,9 @@ class Augmentation(nn.Module):
     #: True when eval positions are drawn for a whole sequence (randomized positions, Ruoss et al.
     #: 2023), so step-by-step decoding must read them from :meth:`decode_positions`.
     needs_decode_horizon: bool = False
+    #: True when the augmentation also changes positions in eval mode (randomized positions sampled
+    #: at test time, as published); wrappers that skip augmentations in eval must still apply it.
+    samples_in_eval: bool = False
 
     def eval_target(self, tgt_pos: Tensor, mask: Tensor | None = None) -> Tensor:
         raise NotImplementedError

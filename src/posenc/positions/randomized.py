@@ -80,7 +80,7 @@ class RandomizedAugmentation(Augmentation):
         self.params = params
         self.generator = torch.Generator().manual_seed(params.eval_seed)
         #: Incremental decoding must ask :meth:`decode_positions` (eval positions depend on the horizon).
-        self.needs_decode_horizon = params.sampled_in_eval
+        self.needs_decode_horizon = self.samples_in_eval = params.sampled_in_eval
 
     def train(self, mode: bool = True) -> "RandomizedAugmentation":
         """Entering eval re-seeds the eval generator: every evaluation draws the same positions."""

@@ -15,7 +15,8 @@ from posenc.decoding import beam_search, greedy_search
 from posenc.errors import ConfigError
 from posenc.models.attention import KVCache, MultiHeadAttention, attention_bias
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.models.transformer import BeamInvariant, reorder_state
+from posenc.models.decoding_state import reorder_state
+from posenc.models.layers import BeamInvariant
 from tests.conftest import tiny_config
 from tests.decoding import reference_search as ref
 

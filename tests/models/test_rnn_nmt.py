@@ -7,7 +7,7 @@ import torch
 
 from posenc.errors import ConfigError, DataError
 from posenc.models.rnn_nmt import RNNConfig, RNNNMT
-from posenc.models.transformer import reorder_state
+from posenc.models.decoding_state import reorder_state
 
 
 def tiny_rnn(**overrides) -> RNNNMT:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from posenc.models.seq2seq import Seq2SeqState, Seq2SeqTransformer
-from posenc.models.transformer import reorder_state
+from posenc.models.decoding_state import reorder_state
 from tests.conftest import tiny_config
 
 V, PAD, BOS = 40, 0, 2

@@ -3,13 +3,13 @@
 Shape legend: N model rows (sentences × beams), V vocabulary.
 
 Needs a fixed-shape decoding state (``model.init_static_state(..., fixed_shapes=True)``, whose
-``steps`` is a :class:`~posenc.models.transformer.FixedSteps`): every step runs the same kernels on
+``steps`` is a :class:`~posenc.models.decoding_state.FixedSteps`): every step runs the same kernels on
 the same buffers, the step index being a device counter. The step
 is run through :meth:`GraphedStep._body`, which makes the state's addresses stable: a tensor
 entry that ``model.step`` replaces (the GRU's hidden state) is copied back into the original
 buffer, and :meth:`GraphedStep.step` copies the entries of the caller's (reordered) state into
 those buffers before each replay. Key/value caches (:class:`~posenc.models.attention.KVCache`)
-and :class:`~posenc.models.transformer.Fixed` entries are shared objects, updated in place.
+and :class:`~posenc.models.decoding_state.Fixed` entries are shared objects, updated in place.
 
 Off CUDA the same warm-up, restore and body run eagerly (the CPU-testable path). A step that synchronises
 with the host (e.g. learned positions' range check) cannot be captured: the warm-up runs with

@@ -12,7 +12,7 @@ Model protocol (``Seq2SeqTransformer``, and any other model exposing the same me
 Optionally ``state = model.init_static_state(memory, src_mask, max_len)`` preallocates the
 self-attention caches for ``max_len`` steps (a static KV cache written in place); the search uses it
 when the model has it. Rows of a state are selected/duplicated with
-:func:`posenc.models.transformer.reorder_state`, which is how beams are reordered.
+:func:`posenc.models.decoding_state.reorder_state`, which is how beams are reordered.
 
 Everything stays on the device (GPU-friendly): the batch keeps all ``B`` sentences (``B * K`` model
 rows) for the whole search; a finished sentence is masked out (its rows are still computed but never
@@ -51,7 +51,7 @@ from torch import Tensor
 
 from posenc.decoding.graphs import GraphedStep
 from posenc.errors import ConfigError
-from posenc.models.transformer import reorder_state
+from posenc.models.decoding_state import reorder_state
 
 __all__ = ["Hypothesis", "IncrementalModel", "beam_search", "greedy_search", "gnmt_length_penalty", "max_lengths"]
 

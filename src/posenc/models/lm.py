@@ -24,8 +24,9 @@ from posenc.config import require
 from posenc.errors import ConfigError
 from posenc.models.attention import attention_bias
 from posenc.models.config import StackConfig, check_layer_dims, stack_config
+from posenc.models.decoding_state import Fixed, LMState, Steps
 from posenc.models.layers import SelfCache
-from posenc.models.transformer import Embedding, Fixed, Stack, Steps
+from posenc.models.transformer import Embedding, Stack
 from posenc.positions import PositionConfig, build_augmentation, default_positions
 
 
@@ -52,16 +53,6 @@ class LMConfig:
     def stack(self) -> StackConfig:
         """The causal stack of ``layers`` layers (encoder layers under a causal mask)."""
         return stack_config(self, self.layers, causal=True)
-
-
-@dataclass
-class LMState:
-    """Incremental decoding state of :class:`DecoderLM` (batch on dim 0 of every tensor): one
-    self-attention cache per layer, the input position method's own state, the step bookkeeping."""
-
-    layers: list[SelfCache]
-    steps: Steps
-    input: dict[str, Tensor] = field(default_factory=dict)
 
 
 class DecoderLM(nn.Module):

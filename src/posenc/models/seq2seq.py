@@ -5,30 +5,16 @@ Shape legend: B batch, S source length, T target length, D model width, V vocabu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 from torch import Tensor, nn
 
 from posenc.errors import ConfigError
 from posenc.models.attention import KVCache
 from posenc.models.config import ModelConfig
+from posenc.models.decoding_state import Fixed, FixedSteps, Seq2SeqState, Steps
 from posenc.models.layers import BeamInvariant, DecoderLayerCache
-from posenc.models.transformer import Decoder, Embedding, Encoder, Fixed, FixedSteps, Steps
+from posenc.models.transformer import Decoder, Embedding, Encoder
 from posenc.positions import build_augmentation, default_positions
-
-
-@dataclass
-class Seq2SeqState:
-    """Incremental decoding state of :class:`Seq2SeqTransformer` (batch on dim 0 of every tensor):
-    one cache per decoder layer, the source mask ``(B, S)``, the input position method's own state
-    (the GRU's hidden state) and the step bookkeeping (:class:`Steps`, or :class:`FixedSteps` for a
-    fixed-shape state)."""
-
-    layers: list[DecoderLayerCache]
-    memory_mask: Tensor
-    steps: Steps
-    input: dict[str, Tensor] = field(default_factory=dict)
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -85,7 +71,7 @@ class Seq2SeqTransformer(nn.Module):
         (:class:`~posenc.models.attention.KVCache`, written in place instead of concatenated).
 
         ``fixed_shapes``: every step has the same shapes and reads the step index from a device
-        counter (:class:`~posenc.models.transformer.FixedSteps`), attending over all ``max_len`` cache
+        counter (:class:`~posenc.models.decoding_state.FixedSteps`), attending over all ``max_len`` cache
         slots with a mask, so one step can be captured as a CUDA graph and replayed
         (:mod:`posenc.decoding.graphs`).
         """

@@ -10,33 +10,27 @@ each self-attention layer its hook; the augmentation (SHAPE, CAPE) rewrites the 
 (encoder, decoder, decoder-only LM; full passes and incremental steps).
 
 Incremental decoding keeps its per-step quantities in a small typed state object per model
-(:class:`~posenc.models.seq2seq.Seq2SeqState`, :class:`~posenc.models.lm.LMState`) whose tensors all
-have the batch on dim 0, so beam search reorders it with :func:`reorder_state`. The step bookkeeping
-is a :class:`Steps` (positions grown by one column per step) or, for fixed shapes (CUDA graphs), a
-:class:`FixedSteps` (a device step counter and preallocated positions).
+(:mod:`posenc.models.decoding_state`: :class:`~posenc.models.decoding_state.Seq2SeqState`,
+:class:`~posenc.models.decoding_state.LMState`) whose tensors all have the batch on dim 0, so beam
+search reorders it with :func:`~posenc.models.decoding_state.reorder_state`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from posenc.errors import ConfigError
-from posenc.models.attention import KVCache, attention_bias
+from posenc.models.attention import attention_bias
 from posenc.models.config import ModelConfig, StackConfig
+from posenc.models.decoding_state import Seq2SeqState
 from posenc.models.layers import BeamInvariant, CrossInputs, DecoderLayer, EncoderLayer
 from posenc.positions import Augmentation, build_attention, build_input
 from posenc.positions.base import PositionContext
 
-if TYPE_CHECKING:
-    from posenc.models.seq2seq import Seq2SeqState
-
-__all__ = ["BeamInvariant", "Decoder", "Embedding", "Encoder", "Fixed", "FixedSteps", "Stack", "Steps", "reorder_state"]
+__all__ = ["BeamInvariant", "Decoder", "Embedding", "Encoder", "Stack"]
 
 
 class Embedding(nn.Module):
@@ -100,76 +94,6 @@ class Encoder(Stack):
         return self.run(x, positions, mask, attention_bias(mask, mask.shape[1], causal=False))
 
 
-class Fixed:
-    """A decoding-state entry without a batch dimension (a device step counter, the positions of
-    every step): :func:`reorder_state` leaves it alone; ``value`` is updated in place only."""
-
-    def __init__(self, value: Tensor) -> None:
-        self.value = value
-
-
-@dataclass
-class Steps:
-    """Step bookkeeping of incremental decoding: ``step`` t, the positions ``(B, t)`` of the steps so
-    far, and (static states, and randomized positions sampled at eval) ``decode_positions``, the eval
-    positions ``(1, T_max)`` of every step (Ruoss et al. 2023 sample them for the whole horizon)."""
-
-    positions: Tensor
-    decode_positions: Fixed | None = None
-    step: int = 0
-
-    def query(self, augment: Augmentation, rows: int, device: torch.device) -> Tensor:
-        """Position ``(B, 1)`` of this step: the stored table's column t, else the eval transform of t."""
-        t = self.step
-        if self.decode_positions is not None:
-            return self.decode_positions.value[:, t : t + 1].expand(rows, 1)
-        if augment.needs_decode_horizon:
-            raise ConfigError("randomized positions sampled at eval need a decoding horizon: use init_static_state(..., max_len) "
-                              "or model.position.randomized.eval=sequential")
-        return augment.eval_target(torch.full((rows, 1), float(t), device=device))
-
-    def attend(self, augment: Augmentation, rows: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
-        """Query positions ``(B, 1)``, key positions ``(B, t+1)`` (this step's appended) and the causal
-        mask ``(B, 1, 1, t+1)`` of this step."""
-        q_pos = self.query(augment, rows, device)
-        self.positions = torch.cat((self.positions, q_pos), 1)  # (B, t+1)
-        real = torch.ones(rows, self.step + 1, dtype=torch.bool, device=device)
-        return q_pos, self.positions, attention_bias(real, 1, causal=True, offset=self.step)
-
-    def advance(self) -> None:
-        self.step += 1
-
-
-@dataclass
-class FixedSteps(Steps):
-    """:class:`Steps` with every shape independent of the step (capturable as one CUDA graph): the
-    step index is the device counter ``counter (1,)`` and keys live in fixed
-    :class:`~posenc.models.attention.KVCache` buffers ``(N, H, T_max, Dh)``; ``decode_positions``
-    holds the positions of all T_max steps."""
-
-    counter: Fixed = field(default_factory=lambda: Fixed(torch.zeros(1, dtype=torch.long)))
-
-    def attend(self, augment: Augmentation, rows: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
-        """Query positions ``(N, 1)``, key positions ``(N, T_max)`` and the causal mask ``(N, 1, 1, T_max)``
-        of the step ``t = counter``, all computed on the device.
-
-        Key slots after ``t`` are masked; the last slot's position is replaced by the query's (it is
-        masked unless it is the query itself), so hooks that transform the newest key by the last key
-        position (RoPE) see the right one.
-        """
-        assert self.decode_positions is not None
-        t, positions = self.counter.value, self.decode_positions.value  # (1,), (1, T_max)
-        slots = torch.arange(positions.shape[1], device=t.device)
-        q_pos = positions.index_select(1, t)  # (1, 1)
-        k_pos = torch.where(slots == positions.shape[1] - 1, q_pos, positions)
-        allowed = (slots <= t)[None, None, None, :]
-        return q_pos.expand(rows, 1), k_pos.expand(rows, -1), allowed.expand(rows, 1, 1, -1)
-
-    def advance(self) -> None:
-        self.counter.value.add_(1)
-        self.step += 1
-
-
 class Decoder(Stack):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg.decoder_stack())
@@ -181,7 +105,7 @@ class Decoder(Stack):
 
     def step(self, x: Tensor, augment: Augmentation, state: Seq2SeqState) -> Tensor:
         """One incremental step: embedded token ``(B, 1, D)`` → ``(B, 1, D)``; updates ``state``
-        (:class:`~posenc.models.seq2seq.Seq2SeqState`)."""
+        (:class:`~posenc.models.decoding_state.Seq2SeqState`)."""
         rows = x.shape[0]
         q_pos, k_pos, allowed = state.steps.attend(augment, rows, x.device)
         real = torch.ones(rows, 1, dtype=torch.bool, device=x.device)
@@ -189,28 +113,3 @@ class Decoder(Stack):
         h = self.run(x, q_pos, real, allowed, k_pos, state.layers, cross, state.input)
         state.steps.advance()
         return h
-
-
-def reorder_state(state: Any, index: Tensor, within_groups: bool = False) -> Any:
-    """Select rows ``index`` (dim 0) of every tensor in a nested decoding state (dataclasses,
-    dicts, lists).
-
-    A :class:`~posenc.models.attention.KVCache` is reordered in place when ``index`` keeps the
-    number of rows (so the old state must not be used afterwards). ``within_groups=True`` promises
-    that ``index`` maps every row to a row of its own beam group (beam reordering with a fixed
-    number of sentences); :class:`BeamInvariant` entries are then not copied.
-    """
-    if isinstance(state, Tensor):
-        return state.index_select(0, index)
-    if isinstance(state, KVCache):
-        return state.reorder(index)
-    if isinstance(state, BeamInvariant):
-        return state if within_groups else BeamInvariant(reorder_state(dict(state), index))
-    if dataclasses.is_dataclass(state) and not isinstance(state, type):
-        return dataclasses.replace(state, **{f.name: reorder_state(getattr(state, f.name), index, within_groups)
-                                             for f in dataclasses.fields(state)})
-    if isinstance(state, dict):
-        return {k: reorder_state(v, index, within_groups) for k, v in state.items()}
-    if isinstance(state, list):
-        return [reorder_state(v, index, within_groups) for v in state]
-    return state

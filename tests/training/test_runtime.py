@@ -216,3 +216,19 @@ def test_cuda_defaults_compile_bf16_fused_and_resume(tmp_path: Path) -> None:
     again.fit(TRAIN)
     assert again.optimizer.param_groups[0]["fused"] is True
     assert all(s["step"].device.type == "cuda" for s in again.optimizer.state.values())
+
+
+@pytest.mark.parametrize("bf16_supported", [True, False])
+def test_auto_precision_has_one_definition(monkeypatch: pytest.MonkeyPatch, bf16_supported: bool) -> None:
+    """The fingerprint and the benchmarks resolve ``auto`` by the trainer's resolve_precision: on a
+    (simulated) GPU with and without bf16 support, and on CPU."""
+    from posenc.bench.core import BenchConfig
+    from posenc.pipeline.fingerprint import _auto_precision
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16_supported)
+    expected = resolve_precision("auto", torch.device("cuda"))
+    assert expected == ("bf16" if bf16_supported else "fp32")
+    assert _auto_precision("auto") == _auto_precision("cuda") == expected
+    assert BenchConfig(device="cuda").train_precision() == expected
+    assert _auto_precision("cpu") == BenchConfig(device="cpu").train_precision() == resolve_precision("auto", CPU) == "fp32"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import statistics
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -24,6 +23,8 @@ from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions.shaw import set_backend as set_shaw_backend
 from posenc.positions.shaw_flex import REGIONS
+from posenc.training.runtime import autocast as training_autocast
+from posenc.training.runtime import resolve_compile, resolve_precision
 
 #: Benchmark method names → position config names (``gru`` is the RNN-Transformer, ``shaw`` RPE).
 METHODS: dict[str, str] = {"ape": "ape", "shape": "shape", "cape": "cape", "gru": "rnn", "shaw": "rpe"}
@@ -83,15 +84,13 @@ class BenchConfig:
             raise ConfigError(f"bench: --precision bf16 needs a CUDA device (got --device {self.device})")
 
     def train_precision(self) -> str:
-        """The resolved training precision: fp32 or bf16."""
-        if self.precision == "auto":
-            cuda = self.device.startswith("cuda")
-            return "bf16" if cuda and torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "fp32"
-        return self.precision
+        """The resolved training precision, fp32 or bf16, as the trainer resolves it
+        (training/runtime.resolve_precision)."""
+        return resolve_precision(self.precision, torch.device(self.device))
 
     def compiled(self) -> bool:
-        """Whether the training step is compiled (``auto``: on CUDA only)."""
-        return self.device.startswith("cuda") if self.compile == "auto" else self.compile == "on"
+        """Whether the training step is compiled (``auto``: on CUDA only; training/runtime.resolve_compile)."""
+        return resolve_compile(self.compile, torch.device(self.device))
 
 
 def build_model(method: str, cfg: BenchConfig) -> Seq2SeqTransformer:
@@ -119,9 +118,9 @@ def synthetic_batch(batch: int, length: int, vocab: int, device: str, seed: int 
 
 
 def autocast(device: str, precision: str = "auto") -> Any:
-    """bf16 autocast on CUDA (``precision`` auto or bf16), nothing on CPU or for fp32."""
-    bf16 = precision == "bf16" or (precision == "auto" and device.startswith("cuda"))
-    return torch.autocast("cuda", dtype=torch.bfloat16) if bf16 and device.startswith("cuda") else nullcontext()
+    """The trainer's autocast for ``precision`` on ``device``, resolved as the trainer does
+    (``auto``: bf16 on a CUDA device with bf16 support; nothing on CPU or for fp32)."""
+    return training_autocast(resolve_precision(precision, torch.device(device)))
 
 
 def sync(device: str) -> None:

@@ -45,12 +45,14 @@ def fingerprint(cfg: Any) -> dict[str, Any]:
 
 
 def _auto_precision(device: str) -> str:
-    """``train.precision: auto`` resolved as the trainer will on this machine (bf16 on a CUDA GPU
-    with bf16 support, else fp32; training/runtime.resolve_precision)."""
+    """``train.precision: auto`` resolved as the trainer will on this machine for ``train.device``
+    (``auto``/``cuda`` train on the GPU when there is one): training/runtime.resolve_precision."""
     import torch
 
+    from posenc.training.runtime import resolve_precision  # torch: imported when a config says auto
+
     cuda = device != "cpu" and torch.cuda.is_available()
-    return "bf16" if cuda and torch.cuda.is_bf16_supported() else "fp32"
+    return resolve_precision("auto", torch.device("cuda" if cuda else "cpu"))
 
 
 #: ``data.*`` options that do not change the prepared data directory (used at training and

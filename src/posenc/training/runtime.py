@@ -35,9 +35,13 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
 
 def resolve_precision(precision: str, device: torch.device) -> str:
     """``auto`` → bf16 on a CUDA device with bf16 support, else fp32 (silently). An explicit
-    bf16/fp16 needs CUDA: on CPU it falls back to fp32 with a warning."""
+    bf16/fp16 needs CUDA: on CPU it falls back to fp32 with a warning.
+
+    The one resolution of ``precision: auto``: the trainer, the run fingerprint
+    (pipeline/fingerprint.py) and the benchmarks (bench/core.py) all call it."""
     if precision == "auto":
-        return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+        cuda = device.type == "cuda" and torch.cuda.is_available()
+        return "bf16" if cuda and torch.cuda.is_bf16_supported() else "fp32"
     if precision != "fp32" and device.type != "cuda":
         warnings.warn(f"train.precision={precision} needs CUDA; training in fp32 on {device}", stacklevel=2)
         return "fp32"

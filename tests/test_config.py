@@ -283,3 +283,18 @@ def test_round_trip(name: str, tmp_path: Path) -> None:
     assert load_config(ModelConfig, path) == cfg
     # every field survives, nested ones included
     assert dataclasses.asdict(again) == dataclasses.asdict(cfg)
+
+
+def test_config_differences_is_the_one_comparison() -> None:
+    """Sorted dotted keys with both values; an absent side, tuple = list and NaN = NaN; the
+    checkpoint check and the fingerprint diff both read it."""
+    from posenc.config import ABSENT, config_differences
+    from posenc.pipeline.fingerprint import describe_diff, diff_keys
+
+    saved = {"heads": 2, "dims": (4, 8), "drop": float("nan"), "pos": {"name": "ape", "gone": 1}}
+    current = {"heads": 4, "dims": [4, 8], "drop": float("nan"), "pos": {"name": "ape", "new": {}}}
+    assert config_differences(saved, current, "model") == [
+        ("model.heads", 2, 4), ("model.pos.gone", 1, ABSENT), ("model.pos.new", ABSENT, {})]
+    assert config_differences(saved, saved) == [] and repr(ABSENT) == "<absent>"
+    assert diff_keys(saved, current) == ["heads", "pos.gone", "pos.new"]
+    assert describe_diff(saved, current, limit=2) == "heads (2 -> 4), pos.gone (1 -> <absent>) and 1 more"

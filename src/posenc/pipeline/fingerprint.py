@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any
 
-from posenc.config import to_dict
+from posenc.config import config_differences, to_dict
 
 #: ``train.*`` options that may change between a run and its resumption: they extend training
 #: or only change what is logged/kept, never what has been trained so far.
@@ -71,25 +71,14 @@ def digest(fp: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        flat: dict[str, Any] = {}
-        for key, sub in value.items():
-            flat.update(_flatten(sub, f"{prefix}{key}."))
-        return flat or {prefix.rstrip("."): {}}
-    return {prefix.rstrip("."): value}
-
-
 def diff_keys(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Dotted keys whose values differ between two fingerprints (sorted)."""
-    a, b = _flatten(saved), _flatten(new)
-    return sorted(k for k in set(a) | set(b) if a.get(k, "<absent>") != b.get(k, "<absent>"))
+    """Dotted keys whose values differ between two fingerprints (sorted; posenc.config.config_differences)."""
+    return [key for key, _, _ in config_differences(saved, new)]
 
 
 def describe_diff(saved: dict[str, Any], new: dict[str, Any], limit: int = 4) -> str:
     """One-line description: ``model.d_model (256 -> 512), data.corpus ('bible' -> 'toy')``."""
-    a, b = _flatten(saved), _flatten(new)
-    keys = diff_keys(saved, new)
-    parts = [f"{k} ({a.get(k, '<absent>')!r} -> {b.get(k, '<absent>')!r})" for k in keys[:limit]]
-    more = f" and {len(keys) - limit} more" if len(keys) > limit else ""
+    diffs = config_differences(saved, new)
+    parts = [f"{k} ({a!r} -> {b!r})" for k, a, b in diffs[:limit]]
+    more = f" and {len(diffs) - limit} more" if len(diffs) > limit else ""
     return ", ".join(parts) + more

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 import shutil
@@ -34,7 +33,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from posenc.config import safe_load_bounded
+from posenc.config import config_differences, safe_load_bounded
 from posenc.errors import CheckpointError
 from posenc.processes import pid_alive
 
@@ -377,33 +376,17 @@ def restore_model(model: torch.nn.Module, ckpt: Checkpoint) -> None:
     model.load_state_dict(ckpt.model, strict=True)
 
 
-def config_difference(saved: Any, current: Any, prefix: str = "") -> str | None:
-    """First dotted key at which two nested config dicts differ, with both values, or None."""
-    if isinstance(saved, dict) and isinstance(current, dict):
-        for key in sorted(set(saved) | set(current), key=str):
-            diff = config_difference(saved.get(key), current.get(key), f"{prefix}.{key}" if prefix else str(key))
-            if diff is not None:
-                return diff
-        return None
-    if isinstance(saved, (list, tuple)) and isinstance(current, (list, tuple)):
-        saved, current = list(saved), list(current)
-    if saved == current or (_is_nan(saved) and _is_nan(current)):
-        return None
-    return f"{prefix} (checkpoint {saved!r}, current {current!r})"
-
-
-def _is_nan(x: Any) -> bool:
-    return isinstance(x, float) and math.isnan(x)
-
-
 def check_config(ckpt: Checkpoint, section: str, current: dict[str, Any]) -> None:
-    """Raise CheckpointError if ``ckpt.config[section]`` differs from ``current``."""
+    """Raise CheckpointError, naming the first differing key (posenc.config.config_differences),
+    if ``ckpt.config[section]`` differs from ``current``."""
     saved = ckpt.config.get(section)
     if saved is None:
         return
-    diff = config_difference(saved, current, section)
-    if diff is not None:
-        raise CheckpointError(f"{ckpt.path.name}: {section} config differs from the checkpoint at {diff}")
+    diffs = config_differences(saved, current, section)
+    if diffs:
+        key, was, now = diffs[0]
+        raise CheckpointError(f"{ckpt.path.name}: {section} config differs from the checkpoint at {key} "
+                              f"(checkpoint {was!r}, current {now!r})")
 
 
 # ----------------------------------------------------------------------------- directory management

@@ -24,7 +24,7 @@ import pytest
 from posenc.config import apply_mapping, from_dict, load_config, load_yaml, to_dict
 from posenc.data.corpora import CORPORA
 from posenc.experiments.config import ExperimentConfig
-from posenc.experiments.report import REPORT_ANALYSES
+from posenc.analysis.registry import REGISTRY
 from posenc.experiments.runner import find_experiment, grid, known_tasks, run_config
 from posenc.pipeline.config import RunConfig
 
@@ -108,7 +108,7 @@ def test_a_built_wheel_ships_every_config(tmp_path: Path) -> None:
 
 
 def _check_translation(path: Path, exp: ExperimentConfig) -> None:
-    unknown = [a for a in exp.analyses if a not in REPORT_ANALYSES]
+    unknown = [a for a in exp.analyses if a not in REGISTRY]
     assert not unknown, f"{path}: unknown analyses {unknown}"
     cells = grid(exp)
     assert len(cells) == len(exp.settings) * len(exp.methods) * len(exp.seeds)

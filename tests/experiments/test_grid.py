@@ -119,13 +119,13 @@ def test_report_has_every_analysis(experiment) -> None:
             for csv_path in out.rglob("*.csv"):
                 with open(csv_path, newline="", encoding="utf-8") as fh:
                     assert len(list(csv.DictReader(fh))) >= 1, csv_path
-    from posenc.experiments.report import POOLED_ANALYSES
+    from posenc.analysis.registry import REGISTRY
 
     n_test = len(read(Path(run_config(exp, "vanilla", "ape", 1).prepared_dir) / "test.src"))
     with open(report / "vanilla" / "length_bleu" / "length_bleu.csv", newline="", encoding="utf-8") as fh:
         ape = [r for r in csv.DictReader(fh) if r["model"] == "ape"]
     assert sum(int(r["sentences"]) for r in ape) == len(SEEDS) * n_test  # every seed's outputs, pooled
-    for name in set(exp.analyses) - set(POOLED_ANALYSES) - {"swapped"}:  # model analyses: one per seed
+    for name in {n for n in exp.analyses if not REGISTRY[n].pooled} - {"swapped"}:  # model analyses: one per seed
         assert {p.name for p in (report / "vanilla" / name).iterdir()} == {f"seed{s}" for s in SEEDS}, name
     for setting in SETTINGS:  # learning curves of every run, whatever the analyses
         assert (report / setting / "learning_curves" / "learning_curves.png").is_file()

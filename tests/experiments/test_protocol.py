@@ -76,7 +76,7 @@ def test_report_shades_by_training_lengths(capsys: pytest.CaptureFixture[str], t
     assert view.train_lengths == [len(view.tok.encode(s)) for s in read_lines(view.data_dir / "train.src")]
     an_length_bleu(view, tmp_path / "lb")
     rows = [r for r in _rows(tmp_path / "lb" / "length_bleu.csv") if r["model"] == "ape"]
-    assert [r["seen"] == "True" for r in rows] == seen_buckets(_length_buckets(view), view.train_lengths, None)
+    assert [r["seen"] == "True" for r in rows] == seen_buckets(_length_buckets(view, "length_bleu"), view.train_lengths, None)
 
 
 def test_interpolate_note_counts_the_shorter_runs_interpolate_keeps() -> None:
@@ -115,10 +115,10 @@ def test_one_registry_of_analyses() -> None:
     """Issue 9/13: the schema, the report and `posenc analyze` all use the analysis registry."""
     from posenc.analysis import ANALYSES, DESCRIPTIONS, REGISTRY
     from posenc.experiments.config import TRANSLATION_ANALYSES
-    from posenc.experiments.report import REPORT_ANALYSES
+    from posenc.experiments.report import ADAPTERS
 
     assert tuple(REGISTRY) == TRANSLATION_ANALYSES
-    assert list(REPORT_ANALYSES) == list(REGISTRY)  # one report adapter per registered analysis
+    assert list(ADAPTERS) == list(REGISTRY)  # one report adapter per registered analysis
     assert ANALYSES == {k: a.function for k, a in REGISTRY.items()} and set(DESCRIPTIONS) == set(REGISTRY)
 
 

@@ -8,17 +8,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
-from posenc.analysis import DESCRIPTIONS
+from posenc.analysis.registry import REGISTRY
 from posenc.config import load_config
 from posenc.errors import ConfigError
 from posenc.experiments.config import ExperimentConfig
-from posenc.experiments.report import REPORT_ANALYSES, run_analysis
+from posenc.experiments.report import run_analysis
 from posenc.experiments.runner import find_experiment
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    names = ", ".join(f"{k} ({DESCRIPTIONS[k]})" for k in REPORT_ANALYSES)
+    names = ", ".join(f"{k} ({a.description})" for k, a in REGISTRY.items())
     parser.add_argument("name", help=f"analysis: {names}")
     parser.add_argument("--experiment", "-e", required=True, help="experiment name or YAML (its runs must be trained)")
     parser.add_argument("--setting", help="setting label (default: every setting)")
@@ -28,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     name = args.name.replace("-", "_")
-    if name not in REPORT_ANALYSES:
-        raise ConfigError(f"unknown analysis {args.name!r} (known: {', '.join(REPORT_ANALYSES)})")
+    if name not in REGISTRY:
+        raise ConfigError(f"unknown analysis {args.name!r} (known: {', '.join(REGISTRY)})")
     exp = load_config(ExperimentConfig, find_experiment(args.experiment), args.overrides)
     settings = [args.setting] if args.setting else list(exp.settings)
     for setting in settings:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc.analysis import REGISTRY as _ANALYSIS_REGISTRY
+from posenc.analysis import check_options
 from posenc.config import require
 
 #: Analysis names an experiment may ask for: the analysis registry's (one list, not a copy).
@@ -28,7 +29,7 @@ class ExperimentConfig:
     baseline: str = ""  # method label that gains are measured against (default: the first)
     splits: list[str] = field(default_factory=lambda: ["test"])
     analyses: list[str] = field(default_factory=lambda: list(TRANSLATION_ANALYSES))
-    analysis_options: dict[str, Any] = field(default_factory=dict)
+    analysis_options: dict[str, Any] = field(default_factory=dict)  # flat; schema: analysis/registry.py
     #: Shipped experiment to run instead when a CUDA GPU is visible (the quickstart's GPU-sized
     #: comparison), with ``gpu_jobs`` runs at once unless ``--jobs`` is given.
     on_gpu: str = ""
@@ -45,6 +46,7 @@ class ExperimentConfig:
             self.task != "translation" or set(self.analyses) <= set(TRANSLATION_ANALYSES),
             f"experiment.analyses must be among {', '.join(TRANSLATION_ANALYSES)}, got {self.analyses}",
         )
+        check_options(self.analysis_options)
         require(len(self.splits) >= 1, "experiment.splits must not be empty")
         require(self.gpu_jobs >= 1, f"experiment.gpu_jobs must be >= 1, got {self.gpu_jobs}")
         for label in list(self.methods) + list(self.settings):

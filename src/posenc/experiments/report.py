@@ -14,6 +14,7 @@ import torch
 from posenc import analysis
 from posenc.analysis import learning_curves as _learning_curves  # noqa: F401 - analysis.learning_curves
 from posenc.analysis.common import Buckets
+from posenc.analysis.registry import REGISTRY
 from posenc.data import settings as data_settings
 from posenc.data.corpora import Pair
 from posenc.data.text import read_lines
@@ -135,6 +136,10 @@ class SettingView:
             out += read_lines(Path(cfg.out_dir) / "translations" / f"test.beam{cfg.decode.beam}.hyp")
         return out
 
+    def options(self, name: str) -> Any:  # noqa: ANN401 - the options dataclass of analysis ``name``
+        """Analysis ``name``'s typed options (analysis/registry.py) from ``experiment.analysis_options``."""
+        return REGISTRY[name].parse_options(self.exp.analysis_options)
+
     def models(self) -> dict[str, torch.nn.Module]:
         return {m: self.run(m).model for m in self.exp.methods}
 
@@ -164,31 +169,32 @@ class SettingView:
         return {m: self.pairs(src, tgt, m) for m in methods}
 
 
-def _length_buckets(view: SettingView) -> Buckets:
-    width = int(view.exp.analysis_options.get("bucket_width", 10))
+def _length_buckets(view: SettingView, name: str) -> Buckets:
+    """Uniform source-length buckets of analysis ``name``'s ``bucket_width`` up to the longest source."""
+    width = view.options(name).bucket_width
     longest = max(view.lengths(view.src), default=width)
     return Buckets.uniform(width, max(width, (longest // width) * width))
 
 
 def an_length_bleu(v: SettingView, out: Path) -> None:
     hyps = {m: v.hyps(m) for m in v.exp.methods}
-    analysis.ANALYSES["length_bleu"](v.lengths(v.src), v.ref, hyps, out, _length_buckets(v),
+    analysis.ANALYSES["length_bleu"](v.lengths(v.src), v.ref, hyps, out, _length_buckets(v, "length_bleu"),
                                      baseline=v.exp.baseline_label, train_lengths=v.train_lengths)
 
 
 def an_bootstrap(v: SettingView, out: Path) -> None:
-    n = int(v.exp.analysis_options.get("bootstrap_samples", 1000))
+    n = v.options("bootstrap").bootstrap_samples
     analysis.ANALYSES["bootstrap"]({m: v.hyps(m) for m in v.exp.methods}, v.ref, out, n_samples=n)
 
 
 def an_length_diff(v: SettingView, out: Path) -> None:
     hyp_lengths = {m: v.lengths(v.hyps(m)) for m in v.exp.methods}
-    analysis.ANALYSES["length_diff"](v.lengths(v.src), v.lengths(v.ref), hyp_lengths, out, _length_buckets(v),
+    analysis.ANALYSES["length_diff"](v.lengths(v.src), v.lengths(v.ref), hyp_lengths, out, _length_buckets(v, "length_diff"),
                                      train_lengths=v.train_lengths)
 
 
 def an_shift_invariance(v: SettingView, out: Path) -> None:
-    n = int(v.exp.analysis_options.get("shift_sentences", 100))
+    n = v.options("shift_invariance").shift_sentences
     models = {m: model for m, model in v.models().items() if isinstance(model, Seq2SeqTransformer)}  # not RNN-NMT
     sources = {m: [s for s, _ in p] for m, p in v.pairs_by_method(v.src[:n], v.ref[:n], list(models)).items()}
     analysis.ANALYSES["shift_invariance"](models, sources, out, pad_id=v.tok.pad_id)
@@ -213,7 +219,7 @@ def an_tokenwise(v: SettingView, out: Path) -> None:
 
 def an_position_nll(v: SettingView, out: Path) -> None:
     """CAPE Fig. 8 on test pairs stacked until the target has >= ``stack_tokens`` tokens."""
-    min_tokens = int(v.exp.analysis_options.get("stack_tokens", 300))
+    min_tokens = v.options("position_nll").stack_tokens
     pairs = [Pair(s, t) for s, t in zip(v.src, v.ref)]
     stacked = data_settings.stack(pairs, min_tokens, length_fn=lambda s: len(v.tok.encode(s)))
     if not stacked:
@@ -236,11 +242,11 @@ def training_subsample(v: SettingView, n: int, seed: int = 0) -> tuple[list[str]
 def an_swapped(v: SettingView, out: Path) -> None:
     """SHAPE Table 1 on a random 10k-pair subsample of the INTERPOLATE *training* data (as the
     paper: the model has seen these groups, so only the order of the sentences is new);
-    ``analysis_options.swapped_pairs`` sets the size (issue 13 fix 4)."""
+    ``analysis_options.swapped_pairs`` sets the size (issue 13 fix 4; default in analysis/registry.py)."""
     from posenc.decoding.translate import translate_lines
 
     sep = " <sep> "
-    src, tgt = training_subsample(v, int(v.exp.analysis_options.get("swapped_pairs", 10_000)))
+    src, tgt = training_subsample(v, v.options("swapped").swapped_pairs)
     size = v.cfgs[v.exp.baseline_label].data.group  # full groups only: SHAPE Table 1 moves X1 of X1..X10
     groups = [analysis.swapped.make_groups(s.split(sep), t.split(sep), size)[0]
               for s, t in zip(src, tgt) if s.count(sep) == t.count(sep) == size - 1]
@@ -255,32 +261,30 @@ def an_swapped(v: SettingView, out: Path) -> None:
     analysis.ANALYSES["swapped"](groups, {m: translator(m) for m in v.exp.methods}, out)
 
 
-REPORT_ANALYSES: dict[str, Callable[[SettingView, Path], None]] = {
+#: How the report feeds each registered analysis (analysis/registry.py REGISTRY, same names) from
+#: a :class:`SettingView`; not a list of analyses of its own: the names come from the registry.
+ADAPTERS: dict[str, Callable[[SettingView, Path], None]] = {
     "length_bleu": an_length_bleu, "bootstrap": an_bootstrap, "length_diff": an_length_diff,
     "shift_invariance": an_shift_invariance, "speed": an_speed, "tokenwise": an_tokenwise,
     "position_nll": an_position_nll, "swapped": an_swapped,
-}  # adapters: SettingView → each registered analysis (posenc.analysis.REGISTRY), same names
-
-
-#: Analyses of outputs only: run once on all seeds pooled. The others read model internals or
-#: run directories and run once per seed (report/SETTING/NAME/seedN).
-POOLED_ANALYSES = ("length_bleu", "bootstrap", "length_diff")
+}
 
 
 def run_analysis(exp: ExperimentConfig, setting: str, name: str, out: Path) -> list[str]:
-    """Run analysis ``name`` on every seed of ``setting`` into ``out``: pooled over the seeds for
-    :data:`POOLED_ANALYSES`, else once per seed into ``out/seed<N>``. Returns Markdown lines."""
+    """Run registered analysis ``name`` on every seed of ``setting`` into ``out``: pooled over the
+    seeds when the registry says so (outputs only), else once per seed into ``out/seed<N>``.
+    Returns Markdown lines."""
     if exp.skip_reason(name):
         return [f"Skipped: {exp.skip_reason(name)}.", ""]
-    if name in POOLED_ANALYSES:
+    if REGISTRY[name].pooled:
         out.mkdir(parents=True, exist_ok=True)
         with torch.inference_mode():
-            REPORT_ANALYSES[name](SettingView(exp, setting), out)
+            ADAPTERS[name](SettingView(exp, setting), out)
         return [f"All seeds pooled ({', '.join(map(str, exp.seeds))}): each test sentence once per seed.", ""]
     for seed in exp.seeds:
         (out / f"seed{seed}").mkdir(parents=True, exist_ok=True)
         with torch.inference_mode():
-            REPORT_ANALYSES[name](SettingView(exp, setting, [seed]), out / f"seed{seed}")
+            ADAPTERS[name](SettingView(exp, setting, [seed]), out / f"seed{seed}")
     return [f"One result per seed ({', '.join(f'seed{s}' for s in exp.seeds)}).", ""]
 
 

@@ -87,3 +87,21 @@ def test_average_best_needs_validation_at_checkpoints() -> None:
 
     with pytest.raises(ConfigError, match="average_best"):
         train_config(average_best=2, validate_every=2, save_every=3)
+
+
+def test_min_delta_abs_sees_the_plateau_of_a_loss_near_zero(tmp_path: Path) -> None:
+    # Relative gains of 90 % per validation (a solved task's loss: 1e-2 → 1e-3 → ...) never
+    # plateau under the relative rule; with min_delta_abs = 0.005 nats 0.001 is the last gain.
+    losses = [0.5, 0.01, 0.001, 0.0001, 0.00001, 0.000001]
+    relative = _run(tmp_path / "rel", losses, patience=2, save_every=0, min_delta=0.01)
+    assert relative.stopped == "max_steps"
+    absolute = _run(tmp_path / "abs", losses, patience=2, save_every=0, min_delta=0.01, min_delta_abs=0.005)
+    assert absolute.stopped == "patience" and absolute.state.step == 5
+    assert absolute.summary()["best_step"] == 5  # the lowest loss seen is still the best step
+
+
+def test_min_delta_abs_must_be_non_negative() -> None:
+    from posenc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="min_delta_abs"):
+        train_config(min_delta_abs=-1.0)

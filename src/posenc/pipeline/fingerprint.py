@@ -20,6 +20,7 @@ from posenc.config import config_differences, to_dict
 EXTENSION_KEYS = frozenset({
     "max_steps", "max_epochs", "patience", "log_every", "validate_every", "save_every", "keep_last",
     "average_last", "average_best", "bleu_every", "num_threads", "device", "min_delta",
+    "min_delta_abs",
 })
 
 #: ``train.*`` options that change how fast a run trains, not what it trains (torch.compile gives

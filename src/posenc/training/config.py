@@ -54,6 +54,10 @@ class TrainConfig:
     # fraction of it (0.001: a 0.1 % gain); > 0 so that noise-level gains never postpone the stop.
     # A run stopped this way after warm-up is "converged" (training/convergence.py).
     min_delta: float = 0.001
+    # ... and by more than this many nats: a validation loss near zero (a solved algorithmic task)
+    # keeps falling by large *relative* steps for ever (1e-3 → 1e-4 → ...), so a relative rule
+    # alone never sees its plateau. 0 = off (relative rule only).
+    min_delta_abs: float = 0.0
     log_every: int = 100
     device: str = "auto"
     num_threads: int = 0  # torch.set_num_threads; 0 = leave torch's default
@@ -90,6 +94,7 @@ class TrainConfig:
                 f"train.warmup_fraction must be in [0, 1) and train.lr_floor in [0, 1], got {self.warmup_fraction}, {self.lr_floor}")
         require(self.average_best >= 0 and 0.0 <= self.min_delta < 1.0,
                 f"train.average_best must be >= 0 and train.min_delta in [0, 1), got {self.average_best}, {self.min_delta}")
+        require(self.min_delta_abs >= 0, f"train.min_delta_abs must be >= 0, got {self.min_delta_abs}")
         require(self.average_best <= 1 or (self.validate_every > 0 and self.save_every % self.validate_every == 0),
                 "train.average_best needs validation at every checkpoint: save_every must be a multiple of validate_every (> 0)")
         require(self.device in DEVICES, f"train.device must be one of {'|'.join(DEVICES)}, got {self.device!r}")

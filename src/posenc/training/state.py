@@ -96,10 +96,11 @@ def prune(directory: Path, keep_last: int, protect: set[int]) -> list[Path]:
 def record_validation(state: TrainState, loss: float, cfg: TrainConfig) -> bool:
     """Add a validation loss to ``state`` and update the patience counter; True = stop.
 
-    An improvement lowers the best loss by more than ``train.min_delta`` (relative);
-    ``train.patience`` validations without one stop training."""
+    An improvement lowers the best loss by more than ``train.min_delta`` (relative) and by more
+    than ``train.min_delta_abs`` (nats); ``train.patience`` validations without one stop training."""
     state.valid_history.append([state.step, loss])
-    if state.best_valid is None or loss < state.best_valid * (1.0 - cfg.min_delta):
+    best = state.best_valid
+    if best is None or loss < best - max(best * cfg.min_delta, cfg.min_delta_abs):
         state.best_valid, state.bad_validations = loss, 0
     else:
         state.bad_validations += 1

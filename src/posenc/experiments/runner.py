@@ -49,7 +49,7 @@ def execute_cell(exp: ExperimentConfig, setting: str, method: str, seed: int) ->
     removed (``--rerun-stale``) or refused by :func:`plan` before this is called.
     """
     from posenc.pipeline.run import load_run, translate_split
-    from posenc.pipeline.train import train_run
+    from posenc.tasks.translation import train_run
 
     cfg = run_config(exp, setting, method, seed)
     done = Path(cfg.out_dir) / "results.json"

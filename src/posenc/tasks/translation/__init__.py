@@ -4,3 +4,13 @@
 from posenc.tasks.translation.task import TranslationTask, train_run
 
 __all__ = ["TranslationTask", "train_run"]
+
+
+def __getattr__(name: str) -> object:
+    """``TASK``: the experiment side (:mod:`posenc.tasks.translation.grid`), imported on
+    first use so ``posenc train`` does not load the report and its analyses."""
+    if name == "TASK":
+        from posenc.tasks.translation.grid import TASK
+
+        return TASK
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -141,7 +141,7 @@ def test_quickstart_runs_its_gpu_variant_only_when_cuda_is_visible(monkeypatch: 
     from posenc.experiments import runner
 
     calls: list[tuple[str, dict]] = []
-    monkeypatch.setattr(runner, "_translation", lambda data, overrides, **opts: calls.append((data["name"], opts)) or Path("."))
+    monkeypatch.setattr(runner, "run_grid_experiment", lambda task, data, overrides, **opts: calls.append((data["name"], opts)) or Path("."))
     for cuda in (False, True):
         monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
         runner.run_experiment("quickstart", jobs=1)

@@ -16,7 +16,7 @@ from posenc.errors import CheckpointError
 from posenc.pipeline.config import DecodeConfig, RunConfig
 from posenc.pipeline.prepare import load_meta
 from posenc.pipeline.run import find_checkpoint, load_run, translate_split
-from posenc.pipeline.train import train_run
+from posenc.tasks.translation import train_run
 from tests.helpers.tiny import METHODS, NEAR_INIT, N_TEST, read, run_overrides
 
 

@@ -9,7 +9,7 @@ import torch
 
 from posenc.config import from_dict, merge_overrides
 from posenc.pipeline.config import RunConfig
-from posenc.pipeline.train import train_run
+from posenc.tasks.translation import train_run
 from posenc.tasks.base import Task, run_task
 from posenc.tasks.translation import TranslationTask
 from posenc.training import load_checkpoint

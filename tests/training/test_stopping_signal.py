@@ -11,7 +11,8 @@ from posenc.config import load_config
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
 from posenc.pipeline.config import RunConfig
-from posenc.pipeline.train import EncodedSplit, stopping_split, train_run
+from posenc.pipeline.train import EncodedSplit, stopping_split
+from posenc.tasks.translation import train_run
 from tests.helpers.tiny import run_overrides
 
 MAX_LEN = 16

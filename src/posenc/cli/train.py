@@ -7,7 +7,7 @@ import json
 
 from posenc.cli.common import add_config_arguments, run_config
 from posenc.pipeline.rundir import os_errors
-from posenc.pipeline.train import train_run
+from posenc.tasks.translation.task import train_run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,84 +1,79 @@
-"""Run an experiment grid run by run (resumable), then write its report.
+"""Run an experiment grid cell by cell (resumable, ``--jobs`` worker processes), then its report.
 
-Layout under ``root``: ``data/<setting>-<hash>/`` (prepared once, shared by methods and
-seeds), ``<setting>/<method>/seed<N>/`` (a run directory with ``results.json`` once done),
-``report/`` (Markdown tables and every PNG).
+An experiment is a base run config + settings + methods + seeds; the runner knows no task. The
+task named by the YAML's ``task:`` key (:mod:`posenc.experiments.tasks`) supplies its experiment
+schema, the cells and their run configs, whether a finished cell is still fresh, how to bring a
+cell up to date and the report. Every cell is a run directory ``<root>/<setting>/<method>/seed<N>/``
+that holds ``results.json`` once done (written here, atomically), so an interrupted grid resumes
+cell by cell; ``<root>/report/`` holds the report.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-import pkgutil
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from posenc.config import from_dict, load_yaml, merge_overrides
 from posenc.errors import ConfigError
-from posenc.experiments.cells import Cell, grid, run_config  # noqa: F401 - Cell, run_config re-exported
-from posenc.experiments.config import ExperimentConfig
-from posenc.experiments.convergence import UNKNOWN, run_status
-from posenc.experiments.freshness import Verdict, judge, run_record
+from posenc.experiments.freshness import Verdict
+from posenc.experiments.tasks import Cell, ExperimentTask, known_tasks, task_module, task_of
 from posenc.pipeline.rundir import atomic_write_text
 from posenc.processes import interrupt_on_signals
 
+__all__ = ["Cell", "execute_cell", "find_experiment", "grid", "known_tasks", "plan", "run_config", "run_experiment",
+           "run_grid", "summary_line", "task_runner", "verdict"]
+
 log = logging.getLogger("posenc")
+
+
+def grid(exp: Any) -> list[Cell]:
+    """Every (setting, method, seed) of ``exp``'s grid."""
+    return task_of(exp).cells(exp)
+
+
+def run_config(exp: Any, setting: str, method: str, seed: int) -> Any:
+    """The run config of one cell (its ``out_dir`` is the cell's run directory)."""
+    return task_of(exp).cell_config(exp, (setting, method, seed))
+
+
+def _results_path(exp: Any, cell: Cell) -> Path:
+    return Path(run_config(exp, *cell).out_dir) / "results.json"
 
 
 def _load_results(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def verdict(exp: ExperimentConfig, setting: str, method: str, seed: int) -> Verdict | None:
-    """None when the cell has no results yet, else how its results relate to the current config."""
-    cfg = run_config(exp, setting, method, seed)
-    old = _load_results(Path(cfg.out_dir) / "results.json")
-    if old is None:
-        return None
-    steps = old.get("summary", {}).get("steps")
-    return judge(old.get("record"), run_record(cfg, exp.splits), steps)
+def verdict(exp: Any, setting: str, method: str, seed: int) -> Verdict | None:
+    """None when the cell has to run, else how its results relate to the current config."""
+    cell = (setting, method, seed)
+    return task_of(exp).verdict(exp, cell, _load_results(_results_path(exp, cell)))
 
 
-def execute_cell(exp: ExperimentConfig, setting: str, method: str, seed: int) -> dict[str, Any]:
-    """Bring one grid cell up to date with the current config and return its results.
-
-    fresh → the stored results; rescore → translate again with the trained model; extend or
-    missing → train (resuming from the run's last checkpoint) and score. Stale cells must have been
-    removed (``--rerun-stale``) or refused by :func:`plan` before this is called.
-    """
-    from posenc.pipeline.run import load_run, translate_split
-    from posenc.pipeline.train import train_run
-
-    cfg = run_config(exp, setting, method, seed)
-    done = Path(cfg.out_dir) / "results.json"
-    v = verdict(exp, setting, method, seed)
+def execute_cell(exp: Any, setting: str, method: str, seed: int) -> dict[str, Any]:
+    """Bring one grid cell up to date with the current config and return its results: fresh →
+    the stored results; otherwise the task runs the cell and its results are stored. Stale cells
+    must have been cleared (``--rerun-stale``) or refused by :func:`plan` before."""
+    cell = (setting, method, seed)
+    done = _results_path(exp, cell)
+    old = _load_results(done)
+    v = task_of(exp).verdict(exp, cell, old)
     if v is not None and v.kind == "fresh":
-        return _load_results(done) or {}
+        return old or {}
     if v is not None and v.kind == "stale":
-        raise ConfigError(f"{cfg.out_dir}: stale results ({v.detail}); rerun with --rerun-stale")
-    if v is not None and v.kind == "rescore":
-        summary = (_load_results(done) or {}).get("summary", {})
-        log.info("== %s / %s / seed %d: rescoring (%s)", setting, method, seed, v.detail)
-    else:
-        if v is not None:
-            log.info("== %s / %s / seed %d: extending training (%s)", setting, method, seed, v.detail)
-        log.info("== %s / %s / seed %d -> %s", setting, method, seed, cfg.out_dir)
-        summary = train_run(cfg)
-    done.unlink(missing_ok=True)  # never leave old numbers next to a changed run
-    loaded = load_run(cfg.out_dir)
-    scores = {split: translate_split(loaded, split, cfg.decode) for split in exp.splits}
-    summary = dict(summary, status=run_status(cfg.out_dir, summary))
-    result = {"setting": setting, "method": method, "seed": seed, "summary": summary, "scores": scores,
-              "record": run_record(cfg, exp.splits)}
+        raise ConfigError(f"{done.parent}: stale results ({v.detail}); rerun with --rerun-stale")
+    result = task_of(exp).run_cell(exp, cell, v, old)
     atomic_write_text(done, json.dumps(result, indent=2))
     return result
 
 
-def plan(exp: ExperimentConfig, rerun_stale: bool = False) -> list[tuple[str, str, int]]:
+def plan(exp: Any, rerun_stale: bool = False) -> list[Cell]:
     """The cells that need work. Stale cells stop the experiment with one line naming the differing
-    keys, or with ``rerun_stale`` have their run directory removed so they train from scratch."""
+    keys, or with ``rerun_stale`` have their run directory cleared so they train from scratch."""
     pending, stale = [], []
     for cell in grid(exp):
         v = verdict(exp, *cell)
@@ -106,73 +101,55 @@ def _clear_stale(out_dir: str) -> None:
     clear_run(out_dir)
 
 
-def prepare_data(exp: ExperimentConfig, cells: list[tuple[str, str, int]]) -> None:
-    """Prepare every data directory the cells need, once each, before any run starts."""
-    from posenc.pipeline.prepare import prepare
-
-    seen: set[str] = set()
-    for cell in cells:
-        cfg = run_config(exp, *cell)
-        if cfg.prepared_dir not in seen:
-            seen.add(cfg.prepared_dir)
-            prepare(cfg.data, cfg.prepared_dir)
+def prepare_data(exp: Any, cells: list[Cell]) -> None:
+    """The task's preparation of ``cells`` before any runs (e.g. data prepared once per setting)."""
+    prepare = getattr(task_of(exp), "prepare", None)
+    if prepare is not None:
+        prepare(exp, cells)
 
 
-def summary_line(result: dict[str, Any], split: str) -> str:
-    """One line per finished run: method, setting, seed, BLEU, steps, convergence status."""
-    summary = result.get("summary", {})
-    bleu = result.get("scores", {}).get(split, {}).get("bleu")
-    bleu_s = f"{bleu:.2f}" if isinstance(bleu, (int, float)) else "–"
-    return (f"done {result['method']:<10} {result['setting']:<12} seed {result['seed']:<3} "
-            f"{split} BLEU {bleu_s:>6}  steps {summary.get('steps', '–'):>6}  {summary.get('status', UNKNOWN)}")
+def summary_line(exp: Any, result: dict[str, Any]) -> str:
+    """The task's line for a finished run."""
+    return task_of(exp).summary_line(exp, result)
 
 
-def run_translation_grid(exp: ExperimentConfig, jobs: int = 1, rerun_stale: bool = False, backend: str = "local") -> Path:
-    from posenc.experiments.report import write_translation_report
+def run_grid(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = "local") -> Path:
+    """Every cell of ``exp`` brought up to date (``jobs`` > 1 or another backend: worker
+    processes, :mod:`posenc.experiments.scheduler`), then the report; returns its directory."""
     from posenc.experiments.scheduler import run_cells
 
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
-    for name in exp.analyses:
-        if exp.skip_reason(name):
-            log.info("note: %s; it will be skipped in the report", exp.skip_reason(name))
     pending = plan(exp, rerun_stale)
     prepare_data(exp, pending)
     if jobs == 1 and backend == "local":
         for cell in pending:
-            print(summary_line(execute_cell(exp, *cell), exp.splits[0]), flush=True)
+            print(summary_line(exp, execute_cell(exp, *cell)), flush=True)
     else:
         run_cells(exp, pending, jobs, execute_cell, summary_line, backend)
     results = [execute_cell(exp, *cell) for cell in grid(exp)]  # all fresh now: read back
-    return write_translation_report(exp, results)
+    return task_of(exp).report(exp, results)
 
 
-def _translation(data: dict[str, Any], overrides: list[str], **options: Any) -> Path:
-    exp = from_dict(ExperimentConfig, merge_overrides(data, overrides, ExperimentConfig))
-    return run_translation_grid(exp, **options)
+def run_grid_experiment(task: ExperimentTask, data: dict[str, Any], overrides: list[str], **options: Any) -> Path:
+    """``posenc experiment`` of a grid task: the raw mapping plus dotted overrides, validated by
+    the task's experiment schema, then :func:`run_grid`."""
+    schema = task.experiment_config
+    exp = from_dict(schema, merge_overrides(data, overrides, schema))
+    return run_grid(exp, **options)
 
 
 def task_runner(task: str) -> Callable[..., Path]:
-    """The ``posenc experiment`` entry of ``task``: translation grids run here; every other task is
-    a package ``posenc.tasks.<task>`` exporting ``experiment(data, overrides, **options)``, found
-    by name (a new task is one package; nothing here changes)."""
-    if task == "translation":
-        return _translation
-    module = None
-    if task.isidentifier() and task in known_tasks():
-        module = importlib.import_module(f"posenc.tasks.{task}")
+    """The ``posenc experiment`` entry of ``task`` (:mod:`posenc.experiments.tasks`): the module's
+    own ``experiment(data, overrides, **options)`` when it has one, else the grid runner of its ``TASK``."""
+    module = task_module(task)
     entry = getattr(module, "experiment", None)
-    if entry is None:
-        raise ConfigError(f"experiment task must be one of {', '.join(known_tasks())}, got {task!r}")
-    return entry
-
-
-def known_tasks() -> list[str]:
-    """``translation`` and every ``posenc.tasks`` package (those with an ``experiment`` entry run)."""
-    import posenc.tasks
-
-    found = sorted(m.name for m in pkgutil.iter_modules(posenc.tasks.__path__) if m.ispkg and m.name != "translation")
-    return ["translation", *found]
+    if callable(entry):
+        return entry
+    grid_task = getattr(module, "TASK", None)
+    if grid_task is None:
+        raise ConfigError(f"experiment task {task!r}: its module defines neither TASK nor experiment()")
+    return partial(run_grid_experiment, grid_task)
 
 
 def shipped_configs() -> Path:

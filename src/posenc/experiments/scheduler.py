@@ -21,40 +21,41 @@ from typing import Any, Callable
 
 from posenc.config import to_dict
 from posenc.errors import ConfigError
-from posenc.experiments.cells import Cell, run_config
-from posenc.experiments.config import ExperimentConfig
+from posenc.experiments.tasks import Cell, task_of
 from posenc.processes import run_processes
 
 BACKENDS = ("local", "submitit")
 
 
-def write_spec(exp: ExperimentConfig) -> Path:
-    """The resolved experiment as JSON, read by every worker (one source of truth per grid)."""
-    spec = exp.root / "logs" / "experiment.json"
+def write_spec(exp: Any) -> Path:
+    """The resolved experiment as JSON (with its ``task``), read by every worker (one source of
+    truth per grid)."""
+    spec = exp.root / "experiment.json"
     spec.parent.mkdir(parents=True, exist_ok=True)
     spec.write_text(json.dumps(to_dict(exp), indent=2, default=str), encoding="utf-8")
     return spec
 
 
-def log_path(exp: ExperimentConfig, cell: Cell) -> Path:
+def log_path(exp: Any, cell: Cell) -> Path:
     setting, method, seed = cell
     return exp.root / "logs" / f"{setting}-{method}-seed{seed}.log"
 
 
-#: ``summarize(result, split)``: the line printed as a run finishes (runner.summary_line).
-Summarize = Callable[[dict[str, Any], str], str]
+#: ``summarize(exp, result)``: the line printed as a run finishes (runner.summary_line).
+Summarize = Callable[[Any, dict[str, Any]], str]
 #: ``execute(exp, setting, method, seed)``: bring one cell up to date (runner.execute_cell).
-Execute = Callable[[ExperimentConfig, str, str, int], dict[str, Any]]
+Execute = Callable[[Any, str, str, int], dict[str, Any]]
 
 
-def _finished(exp: ExperimentConfig, cell: Cell, rc: int, summarize: Summarize) -> str:
+def _finished(exp: Any, cell: Cell, rc: int, summarize: Summarize) -> str:
     if rc != 0:
         return f"FAILED {cell[1]} {cell[0]} seed {cell[2]} (exit {rc}); see {log_path(exp, cell)}"
-    result = json.loads((Path(run_config(exp, *cell).out_dir) / "results.json").read_text(encoding="utf-8"))
-    return summarize(result, exp.splits[0])
+    out_dir = task_of(exp).cell_config(exp, cell).out_dir
+    result = json.loads((Path(out_dir) / "results.json").read_text(encoding="utf-8"))
+    return summarize(exp, result)
 
 
-def run_local(exp: ExperimentConfig, cells: list[Cell], jobs: int, summarize: Summarize, poll_s: float = 0.2) -> list[Cell]:
+def run_local(exp: Any, cells: list[Cell], jobs: int, summarize: Summarize, poll_s: float = 0.2) -> list[Cell]:
     """Run ``cells`` with at most ``jobs`` worker processes (``python -m posenc.experiments.worker``);
     returns the cells that failed."""
     spec = write_spec(exp)
@@ -63,7 +64,7 @@ def run_local(exp: ExperimentConfig, cells: list[Cell], jobs: int, summarize: Su
     return run_processes(work, jobs, lambda cell, rc: _finished(exp, cell, rc, summarize), poll_s)
 
 
-def run_submitit(exp: ExperimentConfig, cells: list[Cell], jobs: int, execute: Execute, summarize: Summarize,
+def run_submitit(exp: Any, cells: list[Cell], jobs: int, execute: Execute, summarize: Summarize,
                  cluster: str | None = None, parameters: dict[str, Any] | None = None) -> list[Cell]:
     """Hand ``cells`` to submitit (SLURM when available; ``cluster='local'``/``'debug'`` otherwise)."""
     try:
@@ -84,7 +85,7 @@ def run_submitit(exp: ExperimentConfig, cells: list[Cell], jobs: int, execute: E
     return failed
 
 
-def run_cells(exp: ExperimentConfig, cells: list[Cell], jobs: int, execute: Execute, summarize: Summarize,
+def run_cells(exp: Any, cells: list[Cell], jobs: int, execute: Execute, summarize: Summarize,
               backend: str = "local") -> None:
     """Bring ``cells`` up to date with ``jobs`` at once; one line per finished run; failures raise."""
     if backend not in BACKENDS:

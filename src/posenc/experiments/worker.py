@@ -12,8 +12,8 @@ import sys
 from typing import Any
 
 from posenc.config import from_dict
-from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.runner import execute_cell
+from posenc.experiments.tasks import find_task
 from posenc.processes import interrupt_on_signals
 
 
@@ -25,7 +25,8 @@ def run_cell(spec: str, setting: str, method: str, seed: int) -> dict[str, Any]:
 
         torch.set_num_threads(threads)
     with open(spec, encoding="utf-8") as fh:
-        exp = from_dict(ExperimentConfig, json.load(fh))
+        data = json.load(fh)
+    exp = from_dict(find_task(data["task"]).experiment_config, data)  # the task's own schema
     return execute_cell(exp, setting, method, int(seed))
 
 
@@ -40,7 +41,7 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("worker: interrupted", file=sys.stderr, flush=True)
         return 130
-    print(json.dumps({k: result[k] for k in ("setting", "method", "seed", "summary")}, default=str))
+    print(json.dumps({k: result[k] for k in ("setting", "task", "method", "seed", "summary") if k in result}, default=str))
     return 0
 
 

@@ -41,7 +41,7 @@ MARKER_NAME = ".posenc-run"
 CONFIG_NAME, FINGERPRINT_NAME = "config.yaml", "fingerprint.json"
 #: Outputs of a training session, removed when a run starts afresh (``--no-resume``).
 RUN_OUTPUTS = ("checkpoints", "train.csv", "valid.csv", "tensorboard", "summary.json", "train_summary.json",
-               "translations", "results.json", CONFIG_NAME, FINGERPRINT_NAME, "spm.model")
+               "translations", "results.json", "eval.json", CONFIG_NAME, FINGERPRINT_NAME, "spm.model")
 #: What posenc writes inside the directories of :data:`RUN_OUTPUTS` (nothing else there is removed).
 OWN_CHILDREN = {
     "checkpoints": re.compile(r"^(ckpt_\d{8}|average|\.(tmp|old)-.+)$"),
@@ -75,9 +75,12 @@ def read_marker(directory: str | Path) -> str | None:
 
 def _legacy_kind(directory: Path) -> str | None:
     """What a directory written by an older posenc (no marker) is, judged by its files."""
-    has_run_files = (directory / FINGERPRINT_NAME).is_file() or any((directory / "checkpoints").glob("ckpt_*"))
+    checkpoints = any((directory / "checkpoints").glob("ckpt_*"))
+    has_run_files = (directory / FINGERPRINT_NAME).is_file() or checkpoints
     if has_run_files and _is_run_config(directory / CONFIG_NAME):
         return "run"
+    if checkpoints and (directory / "train.csv").is_file():
+        return "run"  # a run of another task that the Trainer wrote (checkpoints and its log)
     if (directory / "meta.json").is_file() and (directory / "spm.model").is_file():
         return "data"
     return None
@@ -263,14 +266,15 @@ def _cleanup_dir(directory: Path, created: bool) -> None:
 
 
 # ----------------------------------------------------------------------------- fingerprint check
-def saved_fingerprint(out_dir: str | Path) -> dict[str, Any] | None:
-    """The fingerprint stored in a run directory (from config.yaml for older runs), or None."""
+def saved_fingerprint(out_dir: str | Path, config_type: type = RunConfig) -> dict[str, Any] | None:
+    """The fingerprint stored in a run directory (from config.yaml, a ``config_type``, for older
+    runs), or None."""
     out = Path(out_dir)
     if (out / FINGERPRINT_NAME).is_file():
         return read_json_dict(out / FINGERPRINT_NAME, "use --no-resume to start afresh or another out_dir")
     if (out / CONFIG_NAME).is_file() and (out / "checkpoints").is_dir():
         with naming(out / CONFIG_NAME):
-            return fingerprint(from_dict(RunConfig, load_yaml(out / CONFIG_NAME)))
+            return fingerprint(from_dict(config_type, load_yaml(out / CONFIG_NAME)))
     return None
 
 
@@ -299,8 +303,8 @@ def _fill_derived(saved: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return new
 
 
-def check_resumable(cfg: RunConfig, resume: bool) -> bool:
-    """Whether ``cfg.out_dir`` holds an earlier run that this one continues.
+def check_resumable(cfg: Any, resume: bool, out_dir: str | Path | None = None) -> bool:
+    """Whether ``out_dir`` (default ``cfg.out_dir``) holds an earlier run that this one continues.
 
     Raises a one-line :class:`ConfigError` naming the differing keys when it holds a run of
     another data or model config and ``resume`` is set; with ``resume`` False the old run will
@@ -308,13 +312,14 @@ def check_resumable(cfg: RunConfig, resume: bool) -> bool:
     """
     if not resume:
         return False
-    saved = saved_fingerprint(cfg.out_dir)
+    out = cfg.out_dir if out_dir is None else out_dir
+    saved = saved_fingerprint(out, type(cfg))
     if saved is None:
         return False
     new = _fill_derived(saved, fingerprint(cfg))
     if diff_keys(saved, new):
         raise ConfigError(
-            f"{cfg.out_dir} holds a run with another config: {describe_diff(saved, new)}; "
+            f"{out} holds a run with another config: {describe_diff(saved, new)}; "
             "use --no-resume to start afresh or another out_dir"
         )
     return True
@@ -416,10 +421,12 @@ def located_config(data: dict[str, Any], run_dir: Path) -> RunConfig:
     return replace(cfg, out_dir=str(run_dir), data_dir=data_dir)
 
 
-def write_run_files(cfg: RunConfig) -> None:
-    """config.yaml (run-relative paths) and fingerprint.json, written once the run is valid."""
-    out = Path(cfg.out_dir)
+def write_run_files(cfg: Any, out_dir: str | Path | None = None, stored: dict[str, Any] | None = None) -> None:
+    """The marker, config.yaml (``stored``, default: ``cfg`` with run-relative paths) and
+    fingerprint.json in ``out_dir`` (default ``cfg.out_dir``), written once the run is valid."""
+    out = Path(cfg.out_dir if out_dir is None else out_dir)
     write_marker(out, "run")
-    atomic_write_text(out / CONFIG_NAME, yaml.safe_dump(to_dict(relative_config(cfg)), sort_keys=False))
+    stored = to_dict(relative_config(cfg)) if stored is None else stored
+    atomic_write_text(out / CONFIG_NAME, yaml.safe_dump(stored, sort_keys=False))
     atomic_write_text(out / FINGERPRINT_NAME, json.dumps(fingerprint(cfg), indent=1, sort_keys=True))
 

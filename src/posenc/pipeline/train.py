@@ -1,27 +1,24 @@
-"""``posenc train``: prepared data → token batches → Seq2SeqTransformer → Trainer.
+"""The translation pipeline's training pieces: prepared data → token batches, the model
+architectures (Seq2SeqTransformer, RNN-NMT), the stopping split and validation BLEU.
 
-Run directory layout (``cfg.out_dir``): ``config.yaml`` (the resolved RunConfig, paths relative
-to the run directory), ``fingerprint.json`` (what determines its data and model),
-``spm.model``, ``checkpoints/ckpt_XXXXXXXX/`` (+ ``average/``), ``train.csv``, ``valid.csv``,
-``tensorboard/``, ``summary.json``; ``data/`` unless ``data_dir`` points elsewhere. Rank 0
-holds ``.posenc.lock`` while it trains. Everything is validated (config fingerprint, data
-fingerprint, device, model build, checkpoint load) before the first byte is written. The same
+``posenc train`` runs them as :func:`posenc.tasks.translation.train_run` (the translation task
+through :func:`posenc.tasks.base.run_task`, which owns the run directory). Run directory layout
+(``cfg.out_dir``): ``config.yaml`` (the resolved RunConfig, paths relative to the run
+directory), ``fingerprint.json`` (what determines its data and model), ``spm.model``,
+``checkpoints/ckpt_XXXXXXXX/`` (+ ``average/``), ``train.csv``, ``valid.csv``,
+``tensorboard/``, ``summary.json``; ``data/`` unless ``data_dir`` points elsewhere. The same
 command works under ``torchrun``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
 from torch import nn
 
-from posenc.config import to_dict
 from posenc.data import settings as data_settings
 from posenc.data.batching import Batch, collate, token_batches
 from posenc.data.spm import Tokenizer
@@ -32,12 +29,6 @@ from posenc.evaluation.metrics import corpus_scores
 from posenc.models.rnn_nmt import RNNNMT
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.config import RunConfig
-from posenc.pipeline.prepare import load_meta, prepare
-from posenc.pipeline.rundir import (atomic_write_bytes, atomic_write_text, check_resumable, check_target, clear_run,
-                                    exclusive, write_run_files)
-from posenc.training import checkpoint as ck
-from posenc.training.distributed import env_int
-from posenc.training.trainer import resolve_device, train
 
 log = logging.getLogger("posenc")
 
@@ -160,74 +151,3 @@ def validation_bleu(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool) -
         return float(corpus_scores(list(hyps), refs)["bleu"])
 
     return bleu
-
-
-def _prepare_checked(cfg: RunConfig, resume: bool) -> tuple[RunConfig, Path, bool]:
-    """Validate the run against its directory (no writes), then prepare its data."""
-    resolve_device(cfg.train.device, env_int("LOCAL_RANK", 0))  # train.device=cuda without CUDA: fail now
-    resumed = check_resumable(cfg, resume)
-    owned = not cfg.data_dir or Path(cfg.data_dir).resolve() == (Path(cfg.out_dir) / "data").resolve()
-    if not resumed and owned and not resume:
-        data_dir = prepare(cfg.data, cfg.prepared_dir, replace=True)
-    else:
-        data_dir = prepare(cfg.data, cfg.prepared_dir)
-    return resolve_model_config(cfg, load_meta(data_dir)), data_dir, resumed
-
-
-def _check_checkpoint(cfg: RunConfig, model: nn.Module) -> None:
-    """Resuming: the latest checkpoint must load into the model built from ``cfg``."""
-    latest = ck.latest_checkpoint(Path(cfg.out_dir) / "checkpoints")
-    if latest is not None:
-        ck.restore_model(model, ck.load_checkpoint(latest, with_optimizer=False))
-
-
-def train_run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
-    """Prepare data if needed, train, and return a summary (also written to summary.json).
-
-    Everything is validated before the run directory is written (held under an exclusive lock):
-    a run of another data/model config in ``out_dir`` is an error unless ``resume`` is False,
-    which replaces it.
-    """
-    is_main = env_int("RANK", 0) == 0
-    if is_main:
-        check_target(cfg.out_dir, "run")  # new, empty or posenc's own: never someone else's files
-    with exclusive(cfg.out_dir) if is_main else nullcontext():
-        return _train_locked(cfg, resume, is_main)
-
-
-def _train_locked(cfg: RunConfig, resume: bool, is_main: bool) -> dict[str, Any]:
-    cfg, data_dir, resumed = _prepare_checked(cfg, resume)
-    out = Path(cfg.out_dir)
-    tok = Tokenizer.from_file(data_dir / "spm.model")
-    torch.manual_seed(cfg.train.seed)  # initial weights follow train.seed
-    model = build_model(cfg, tok.pad_id)
-    bos = source_bos(cfg)
-    split = train_split(cfg, tok, data_dir, bos)
-    valid_split, stopping_signal = stopping_split(cfg, tok, data_dir, bos, split)
-    valid = valid_split.batches(cfg.train.max_tokens, False, 0, 0)
-    bleu_fn = validation_bleu(cfg, tok, data_dir, bos)
-    if resumed:
-        _check_checkpoint(cfg, build_model(cfg, tok.pad_id))
-    if is_main:
-        if not resumed:
-            clear_run(out)
-        write_run_files(cfg)
-        atomic_write_bytes(out / "spm.model", (data_dir / "spm.model").read_bytes())
-    tc = cfg.train
-    batches_fn = lambda epoch, rank, world: split.batches(tc.max_tokens, True, tc.seed, epoch, rank, world)  # noqa: E731
-    arch = ARCHS[cfg.arch]
-    sections = {"arch": cfg.arch, "data": to_dict(cfg.data), "model": to_dict(arch.section(cfg))}
-    result = train(model, batches_fn, tc, out, valid_batches=valid or None, bleu_fn=bleu_fn, resume=resumed,
-                   config=sections, d_model=arch.width(arch.section(cfg)))
-    n_params = sum(p.numel() for p in model.parameters())
-    summary = {
-        "steps": result.state.step, "epochs": result.state.epoch, "tokens": result.state.tokens,
-        "wall_s": round(result.state.wall_s, 2), "params": n_params,
-        **result.summary(),  # stopped, warmup, best_step, best_valid, last_valid, status, converged
-        "stopping_signal": stopping_signal,
-        "checkpoint": str(Path(result.average or result.last_checkpoint).resolve().relative_to(out.resolve())),
-        "dropped_train_pairs": split.dropped,
-    }
-    if is_main:
-        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
-    return summary

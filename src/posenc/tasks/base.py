@@ -1,7 +1,8 @@
 """The task interface: what a task provides so the one Trainer and ``posenc experiment`` run it.
 
 A task turns its typed run config into a model, training/validation batches and a loss; after
-training it evaluates the model and contributes to the experiment report. The Trainer never
+training it evaluates the model. (Its experiment grid, i.e. cells, freshness and report, is the
+task's experiment side: :mod:`posenc.experiments.runner`.) The Trainer never
 knows which task it trains (it only calls ``loss_fn(model, batch)``).
 
 :func:`run_task` is the one way a task trains: seed, ``build_model``, the Trainer with
@@ -9,24 +10,51 @@ knows which task it trains (it only calls ``loss_fn(model, batch)``).
 DDP, logging, best-N averaging), then ``evaluate``. A task's run config has a ``train`` section
 that is a :class:`~posenc.training.config.TrainConfig` (tasks subclass it to change defaults) and
 may have ``model``/``data`` dataclass sections (stored with every checkpoint). Tasks hold their
-loaded data between calls (so ``train_batches`` does not reload it every epoch). A task may also
-define ``width(cfg) -> int`` for the Noam schedule when its model has no ``cfg.d_model``.
+loaded data between calls (so ``train_batches`` does not reload it every epoch).
+
+:func:`run_task` owns the run directory, for every task: it refuses a directory posenc did not
+write (:func:`~posenc.pipeline.rundir.check_target`), holds its lock, checks the stored
+fingerprint before resuming, and writes the ownership marker, ``config.yaml``,
+``fingerprint.json`` and ``summary.json``. Optional hooks (looked up with ``getattr``):
+
+``check(cfg)``
+    first of all: what the run reads is there (a one-line error, nothing written);
+``setup(cfg, restart) -> cfg``
+    after the fingerprint check, before the model: prepare data, fill data-dependent values;
+``width(cfg) -> int``
+    d_model of the Noam schedule when the model has no ``cfg.d_model``;
+``checkpoint_sections(cfg) -> dict``
+    config sections stored with every checkpoint (default: the ``model``/``data`` dataclasses);
+``stored_config(cfg) -> dict``
+    the run's ``config.yaml`` (default: ``cfg`` with run-relative paths when it has them);
+``write_files(cfg, out_dir)``
+    the task's own files of the run directory (e.g. the vocabulary);
+``validation_metric(cfg) -> Callable[[nn.Module], float] | None``
+    a metric during training every ``train.bleu_every`` updates (translation: greedy BLEU);
+``summary(cfg) -> dict``
+    extra entries of ``summary.json`` (after training).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import torch
 from torch import nn
 
 from posenc.config import to_dict
 from posenc.errors import ConfigError
+from posenc.pipeline.rundir import atomic_write_text, check_resumable, check_target, clear_run, exclusive, write_run_files
+from posenc.training import checkpoint as ck
+from posenc.training.distributed import env_int
 from posenc.training.loss import LossOutput
+from posenc.training.runtime import resolve_device
 from posenc.training.state import TrainResult
 from posenc.training.trainer import Trainer
 
@@ -58,10 +86,6 @@ class Task(Protocol):
         """Task metrics of a trained model (BLEU, accuracy by resolution, WER by duration, ...)."""
         ...
 
-    def report(self, exp: Any, results: list[dict[str, Any]], out_dir: Path) -> Path:
-        """Write the experiment report (Markdown + plots) under ``out_dir``; return its path."""
-        ...
-
 
 def single_process_only(task: str, options: dict[str, Any]) -> None:
     """Reject grid options (``--jobs``, ``--rerun-stale``, ``--backend``) a task does not support."""
@@ -72,27 +96,92 @@ def single_process_only(task: str, options: dict[str, Any]) -> None:
 
 @dataclass
 class TaskRun:
-    """One trained run of a task: the model (eval mode), the Trainer's result, the task metrics."""
+    """One trained run of a task: the model (eval mode), the Trainer's result, the task metrics
+    and the run summary (``summary.json``)."""
 
     model: nn.Module
     result: TrainResult
     metrics: dict[str, Any]
+    summary: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def run_task(task: Task, cfg: Any, out_dir: str | Path, resume: bool = True) -> TaskRun:
+def run_task(task: Task, cfg: Any, out_dir: str | Path | None = None, resume: bool = True) -> TaskRun:
     """Build, train (the one :class:`~posenc.training.trainer.Trainer`, with the task's loss and
-    batches) and evaluate one run. ``cfg.train`` is a :class:`~posenc.training.config.TrainConfig`;
-    ``cfg.train.seed`` seeds the initial weights. A finished run in ``out_dir`` is resumed at its
-    last checkpoint (no further updates) and only evaluated."""
-    out = Path(out_dir)
-    torch.manual_seed(cfg.train.seed)
+    batches) and evaluate one run in ``out_dir`` (default ``cfg.out_dir``).
+
+    The directory must be new, empty or posenc's own run; rank 0 holds its lock throughout.
+    Everything is validated (device, fingerprint, model build, checkpoint load) before the first
+    byte is written. An earlier run of the same config is resumed (a finished one only evaluated);
+    one of another config is an error unless ``resume`` is False, which replaces its outputs."""
+    out = Path(cfg.out_dir if out_dir is None else out_dir)
+    is_main = env_int("RANK", 0) == 0
+    if is_main:
+        check_target(out, "run")  # new, empty or posenc's own: never someone else's files
+    with exclusive(out) if is_main else nullcontext():
+        return _run_locked(task, cfg, out, resume, is_main)
+
+
+def _run_locked(task: Task, cfg: Any, out: Path, resume: bool, is_main: bool) -> TaskRun:
+    resolve_device(cfg.train.device, env_int("LOCAL_RANK", 0))  # train.device=cuda without CUDA: fail now
+    _hook(task, "check", cfg)
+    resumed = check_resumable(cfg, resume, out)
+    setup = getattr(task, "setup", None)
+    cfg = setup(cfg, not resume) if setup else cfg
+    torch.manual_seed(cfg.train.seed)  # initial weights follow train.seed
     model = task.build_model(cfg)
+    valid = task.valid_batches(cfg)
+    metric = _hook(task, "validation_metric", cfg)
+    if resumed:
+        _check_checkpoint(out, model)
+    if is_main:
+        _write_run_dir(task, cfg, out, resumed)
     width = getattr(task, "width", None)  # optional: d_model of the Noam schedule
-    trainer = Trainer(model, cfg.train, out, loss_fn=task.loss, config=_sections(cfg), d_model=width(cfg) if width else None)
-    batches = partial(task.train_batches, cfg)
-    result = trainer.fit(batches, task.valid_batches(cfg), resume=resume)
+    sections = _hook(task, "checkpoint_sections", cfg) or _sections(cfg)
+    trainer = Trainer(model, cfg.train, out, loss_fn=task.loss, config=sections, d_model=width(cfg) if width else None)
+    result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=resumed)
+    summary = {**_summary(model, result, out), **(_hook(task, "summary", cfg) or {})}
+    if is_main:
+        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     model.eval()
-    return TaskRun(model, result, task.evaluate(cfg, model, out))
+    return TaskRun(model, result, task.evaluate(cfg, model, out), summary)
+
+
+def _hook(task: Task, name: str, *args: Any) -> Any:
+    """The optional hook ``name`` of ``task`` called with ``args``, or None when it has none."""
+    fn: Callable[..., Any] | None = getattr(task, name, None)
+    return fn(*args) if fn is not None else None
+
+
+def _check_checkpoint(out: Path, model: nn.Module) -> None:
+    """Resuming: the latest checkpoint must load into the model built from the config."""
+    latest = ck.latest_checkpoint(out / "checkpoints")
+    if latest is not None:
+        ck.restore_model(model, ck.load_checkpoint(latest, with_optimizer=False))
+
+
+def _write_run_dir(task: Task, cfg: Any, out: Path, resumed: bool) -> None:
+    """A fresh run first removes an earlier session's outputs (posenc's files only); then the
+    marker, config.yaml, fingerprint.json and the task's own files."""
+    if not resumed:
+        clear_run(out)
+    stored = _hook(task, "stored_config", cfg)
+    write_run_files(cfg, out, stored if stored is not None else _default_stored(cfg))
+    _hook(task, "write_files", cfg, out)
+
+
+def _default_stored(cfg: Any) -> dict[str, Any] | None:
+    """``cfg`` as config.yaml stores it: run-relative paths for a config that has a data
+    directory (None: write_run_files' default), else the whole config."""
+    return None if hasattr(cfg, "prepared_dir") else to_dict(cfg)
+
+
+def _summary(model: nn.Module, result: TrainResult, out: Path) -> dict[str, Any]:
+    """Steps, epochs, tokens, wall clock, parameters, convergence and the final checkpoint."""
+    s = result.state
+    last = result.average or result.last_checkpoint
+    checkpoint = str(Path(last).resolve().relative_to(out.resolve())) if last else ""
+    return {"steps": s.step, "epochs": s.epoch, "tokens": s.tokens, "wall_s": round(s.wall_s, 2),
+            "params": sum(p.numel() for p in model.parameters()), **result.summary(), "checkpoint": checkpoint}
 
 
 def _sections(cfg: Any) -> dict[str, Any]:

@@ -1,142 +1,100 @@
-"""The experiment driver: methods × tasks × seeds, each trained through the one Trainer
-(:func:`posenc.training.trainer.train`), evaluated by test length, then the report.
+"""The experiment side of the length-generalization task: methods × tasks × seeds, each cell a run
+of :class:`~posenc.tasks.lengthgen.task.LengthgenTask` through :func:`posenc.tasks.base.run_task`
+(one way to train; the run directory is owned, locked and fingerprinted like every run), run by
+the shared grid runner (:mod:`posenc.experiments.runner`: ``--jobs``, ``--rerun-stale``, the
+submitit backend), then the report.
 
 Layout under ``exp.root``: ``<task>/<method>/seed<N>/`` (a run directory: checkpoints, logs,
-``eval.json`` and ``results.json`` once done; a done run is not retrained), ``report/``.
+``eval.json`` and ``results.json`` once done; a done run is not retrained), ``report/``. The
+grid's settings are the algorithmic tasks (``exp.tasks``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from posenc.config import from_dict, load_yaml, merge_overrides, save_yaml, to_dict
-from posenc.errors import ConfigError
-from posenc.processes import run_processes
-from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, expand
-from posenc.tasks.lengthgen.generators import VOCAB_SIZE
+from posenc.config import from_dict, load_yaml
+from posenc.experiments.freshness import Verdict
+from posenc.pipeline.rundir import atomic_write_text
+from posenc.tasks.base import run_task
+from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, run_config
 from posenc.tasks.lengthgen.task import LengthgenTask
-from posenc.training import checkpoint as ck
-from posenc.training.trainer import train
 
 log = logging.getLogger("posenc")
 
-
-def restore_best(model: torch.nn.Module, out: Path, best_step: int | None, last_step: int) -> int:
-    """Load the weights of the best validation step when its checkpoint is still on disk
-    (early stopping: evaluate the best, not the last, weights); returns the evaluated step."""
-    if best_step is None or best_step == last_step:
-        return last_step
-    path = out / "checkpoints" / ck.checkpoint_name(best_step)
-    if not path.is_dir():
-        log.warning("%s: checkpoint of the best step %d is gone; evaluating step %d", out, best_step, last_step)
-        return last_step
-    ck.restore_model(model, ck.load_checkpoint(path, with_optimizer=False))
-    return best_step
+Cell = tuple[str, str, int]  # (task, method, seed)
 
 
-def check_stale(cells: list[tuple[str, str, int, LengthgenConfig]], rerun_stale: bool) -> None:
-    """A run directory whose saved config.yaml differs from the grid's config for it is stale
-    (results or checkpoints of another config): removed with ``rerun_stale``, else refused."""
-    stale = [cfg for _, _, _, cfg in cells if (Path(cfg.out_dir) / "config.yaml").is_file()
-             and from_dict(LengthgenConfig, load_yaml(Path(cfg.out_dir) / "config.yaml")) != cfg]
-    if stale and not rerun_stale:
-        raise ConfigError(f"{len(stale)} run(s) were started with another config (first: {stale[0].out_dir}); "
-                          "rerun with --rerun-stale to retrain them, or use another out_dir")
-    for cfg in stale:
-        log.warning("%s: stale (another config); removed, retraining", cfg.out_dir)
-        shutil.rmtree(cfg.out_dir)
-
-
-def run_one(task: LengthgenTask, cfg: LengthgenConfig, method: str) -> dict[str, Any]:
-    """Train (resumable) and evaluate one run unless its ``results.json`` exists; returns its content.
+def cell_result(task: LengthgenTask, cfg: LengthgenConfig, method: str) -> dict[str, Any]:
+    """Train (resumable) and evaluate one run; its results (what ``results.json`` stores).
 
     The summary records the trainer's stop reason and convergence status
     (:mod:`posenc.training.convergence`); the evaluated weights are those of the best validation."""
-    out = Path(cfg.out_dir)
-    done = out / "results.json"
+    run = run_task(task, cfg)
+    conv = run.result.summary()
+    metrics = dict(run.metrics)
+    evaluated = metrics.pop("evaluated_step", run.result.state.step)
+    summary = {"steps": run.result.state.step, "wall_s": round(run.result.state.wall_s, 2),
+               "best_valid": run.result.state.best_valid, "evaluated_step": evaluated,
+               **{k: conv[k] for k in ("stopped", "warmup", "best_step", "status", "converged")}}
+    return {"task": cfg.data.task, "method": method, "seed": cfg.train.seed, "summary": summary, "metrics": metrics}
+
+
+def run_one(task: LengthgenTask, cfg: LengthgenConfig, method: str) -> dict[str, Any]:
+    """:func:`cell_result` unless the run's ``results.json`` exists (then its content); stored."""
+    done = Path(cfg.out_dir) / "results.json"
     if done.is_file():
         return json.loads(done.read_text(encoding="utf-8"))
-    out.mkdir(parents=True, exist_ok=True)
-    save_yaml(cfg, out / "config.yaml")
-    torch.manual_seed(cfg.train.seed)  # initial weights follow train.seed
-    model = task.build_model(cfg)
-    sections = {"model": to_dict(replace(cfg.model, vocab_size=VOCAB_SIZE)), "data": to_dict(cfg.data)}
-    batches = lambda epoch, rank, world: task.train_batches(cfg, epoch, rank, world)  # noqa: E731
-    result = train(model, batches, cfg.train, out, valid_batches=task.valid_batches(cfg), loss_fn=task.loss,
-                   d_model=cfg.model.d_model, config=sections)
-    conv = result.summary()
-    evaluated = restore_best(model, out, conv["best_step"], result.state.step)
-    model.eval()
-    metrics = task.evaluate(cfg, model, out)
-    summary = {"steps": result.state.step, "wall_s": round(result.state.wall_s, 2), "best_valid": result.state.best_valid,
-               "evaluated_step": evaluated, **{k: conv[k] for k in ("stopped", "warmup", "best_step", "status", "converged")}}
-    res = {"task": cfg.data.task, "method": method, "seed": cfg.train.seed, "summary": summary, "metrics": metrics}
-    done.write_text(json.dumps(res, indent=2), encoding="utf-8")
+    res = cell_result(task, cfg, method)
+    atomic_write_text(done, json.dumps(res, indent=2))
     return res
 
 
-def run_grid(exp: LengthgenExperimentConfig, jobs: int = 1, rerun_stale: bool = False) -> Path:
-    """Every cell of the grid (``jobs`` > 1: that many worker processes at once, packed on the
-    visible GPUs round robin), then the report; returns the report directory. Finished runs are
-    reused, unfinished ones resume; stale ones (another config) are refused or retrained."""
-    if jobs < 1:
-        raise ConfigError(f"--jobs must be >= 1, got {jobs}")
-    task, cells = LengthgenTask(), expand(exp)
-    check_stale(cells, rerun_stale)
-    if jobs > 1:
-        _run_parallel(exp, cells, jobs)
-    results = []
-    for name, method, seed, cfg in cells:
-        log.info("== %s / %s / seed %d -> %s", name, method, seed, cfg.out_dir)
-        results.append(run_one(task, cfg, method))  # after a parallel run: read back results.json
-    return task.report(exp, results, exp.root / "report")
+class LengthgenExperiment:
+    """:class:`posenc.experiments.tasks.ExperimentTask` of the length-generalization suite."""
+
+    experiment_config = LengthgenExperimentConfig
+
+    def cells(self, exp: LengthgenExperimentConfig) -> list[Cell]:
+        return [(task, method, seed) for task in exp.tasks for method in exp.methods for seed in exp.seeds]
+
+    def cell_config(self, exp: LengthgenExperimentConfig, cell: Cell) -> LengthgenConfig:
+        return run_config(exp, *cell)
+
+    def verdict(self, exp: LengthgenExperimentConfig, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
+        """stale when the run's saved config.yaml is another config (wherever the run directory
+        now lies); else fresh once ``results.json`` exists (committed results carry no config)."""
+        cfg = run_config(exp, *cell)
+        saved = Path(cfg.out_dir) / "config.yaml"
+        if saved.is_file() and replace(from_dict(LengthgenConfig, load_yaml(saved)), out_dir=cfg.out_dir) != cfg:
+            return Verdict("stale", f"the run in {cfg.out_dir} was started with another config")
+        return Verdict("fresh") if results is not None else None
+
+    def run_cell(self, exp: LengthgenExperimentConfig, cell: Cell, verdict: Verdict | None,
+                 old: dict[str, Any] | None) -> dict[str, Any]:
+        log.info("== %s / %s / seed %d -> %s", *cell, run_config(exp, *cell).out_dir)
+        return cell_result(LengthgenTask(), run_config(exp, *cell), cell[1])
+
+    def summary_line(self, exp: LengthgenExperimentConfig, result: dict[str, Any]) -> str:
+        s, m = result.get("summary", {}), result.get("metrics", {})
+        unseen = m.get("unseen_seq_acc")
+        acc = f"{unseen:.3f}" if isinstance(unseen, (int, float)) else "–"
+        return (f"done {result['method']:<16} {result['task']:<12} seed {result['seed']:<3} unseen seq acc {acc:>6}  "
+                f"steps {s.get('steps', '–'):>6}  {s.get('status', '–')}")
+
+    def report(self, exp: LengthgenExperimentConfig, results: list[dict[str, Any]]) -> Path:
+        return LengthgenTask().report(exp, results, exp.root / "report")
 
 
-def _run_parallel(exp: LengthgenExperimentConfig, cells: list[tuple[str, str, int, LengthgenConfig]], jobs: int) -> None:
-    """Each unfinished cell in ``python -m posenc.tasks.lengthgen.driver RUN_CONFIG METHOD``."""
-    work = []
-    for name, method, seed, cfg in cells:
-        out = Path(cfg.out_dir)
-        if (out / "results.json").is_file():
-            continue
-        out.mkdir(parents=True, exist_ok=True)
-        save_yaml(cfg, out / "config.yaml")
-        argv = [sys.executable, "-m", "posenc.tasks.lengthgen.driver", str(out / "config.yaml"), method]
-        work.append(((name, method, seed), argv, exp.root / "logs" / f"{name}-{method}-seed{seed}.log"))
-    failed = run_processes(work, jobs, lambda key, rc: f"{'done' if rc == 0 else f'FAILED (exit {rc})'}: {'/'.join(map(str, key))}")
-    if failed:
-        raise ConfigError(f"{len(failed)} run(s) failed: {', '.join('/'.join(map(str, k)) for k in failed)} (logs under {exp.root / 'logs'})")
+TASK = LengthgenExperiment()
 
 
-def experiment(data: dict[str, Any], overrides: list[str], jobs: int = 1, rerun_stale: bool = False,
-               backend: str = "local") -> Path:
-    """``posenc experiment`` entry for ``task: lengthgen``: the raw mapping plus dotted overrides."""
-    if backend != "local":
-        raise ConfigError("lengthgen experiments run with the local backend only")
-    exp = from_dict(LengthgenExperimentConfig, merge_overrides(data, overrides, LengthgenExperimentConfig))
-    return run_grid(exp, jobs, rerun_stale)
+def experiment(data: dict[str, Any], overrides: list[str], **options: Any) -> Path:
+    """``posenc experiment`` entry for ``task: lengthgen``: the shared grid runner."""
+    from posenc.experiments.runner import run_grid_experiment
 
-
-def main(argv: list[str]) -> int:
-    """Worker entry: train and evaluate the run whose resolved config is ``argv[0]``."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    threads = int(os.environ.get("POSENC_NUM_THREADS", "0"))
-    if threads > 0:
-        torch.set_num_threads(threads)
-    cfg = from_dict(LengthgenConfig, load_yaml(Path(argv[0])))
-    res = run_one(LengthgenTask(), cfg, argv[1])
-    print(json.dumps({"method": res["method"], "task": res["task"], "summary": res["summary"]}))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    return run_grid_experiment(TASK, data, overrides, **options)

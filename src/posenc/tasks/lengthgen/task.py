@@ -13,6 +13,7 @@ right output tokens per sequence (averaged over sequences).
 from __future__ import annotations
 
 import json
+import logging
 import random
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,10 +23,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from posenc.config import to_dict
 from posenc.models.lm import DecoderLM
 from posenc.tasks.lengthgen.config import LengthgenConfig
 from posenc.tasks.lengthgen.generators import PAD, SEP, VOCAB_SIZE, Example, example
+from posenc.training import checkpoint as ck
 from posenc.training.loss import LossOutput
+
+log = logging.getLogger("posenc")
 
 
 @dataclass
@@ -110,6 +115,23 @@ def summarize(rows: list[dict[str, Any]], train_max: int) -> dict[str, Any]:
     return out
 
 
+def restore_best(model: nn.Module, out: Path) -> int:
+    """Load the weights of the best validation step (the trainer's ``train_summary.json``) when
+    its checkpoint is still on disk (early stopping: evaluate the best, not the last, weights);
+    returns the evaluated step."""
+    path = out / "train_summary.json"
+    summary = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    best, last = summary.get("best_step"), int(summary.get("step", 0))
+    if best is None or best == last:
+        return last
+    ckpt = out / "checkpoints" / ck.checkpoint_name(best)
+    if not ckpt.is_dir():
+        log.warning("%s: checkpoint of the best step %d is gone; evaluating step %d", out, best, last)
+        return last
+    ck.restore_model(model, ck.load_checkpoint(ckpt, with_optimizer=False))
+    return best
+
+
 class LengthgenTask:
     """:class:`posenc.tasks.base.Task` for the length-generalization suite."""
 
@@ -132,9 +154,14 @@ class LengthgenTask:
     def loss(self, model: nn.Module, batch: Batch) -> LossOutput:
         return output_loss(model, batch)
 
+    def checkpoint_sections(self, cfg: LengthgenConfig) -> dict[str, Any]:
+        return {"model": to_dict(replace(cfg.model, vocab_size=VOCAB_SIZE)), "data": to_dict(cfg.data)}
+
     def evaluate(self, cfg: LengthgenConfig, model: nn.Module, out_dir: Path) -> dict[str, Any]:
+        """Accuracy by test length of the best validation's weights (``evaluated_step``)."""
+        evaluated = restore_best(model, Path(out_dir))
         device = next(model.parameters()).device
-        metrics = evaluate_lengths(cfg, model, device)
+        metrics = {**evaluate_lengths(cfg, model, device), "evaluated_step": evaluated}
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "eval.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
         return metrics

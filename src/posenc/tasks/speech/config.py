@@ -86,6 +86,11 @@ class SpeechConfig:
             require(shift is None or shift <= half + 1e-12,
                     f"model.position.{augment}.max_local_shift {shift} s exceeds half the output frame spacing ({half:g} s) and could reorder frames")
 
+    @property
+    def inactive_sections(self) -> tuple[str, ...]:
+        """Sections of the experiment, not of one run: outside each run's fingerprint."""
+        return ("methods",)
+
 
 def with_method(cfg: SpeechConfig, method: str) -> SpeechConfig:
     """A copy of ``cfg`` whose model uses position method ``method`` (same params blocks)."""

@@ -65,6 +65,10 @@ class SpeechTask:
             self._data = sd.load_fsdd(cfg.data.path, cfg.data.sample_rate, cfg.data.limit)
         return self._data
 
+    def check(self, cfg: SpeechConfig) -> None:
+        """The recordings are there (a one-line DataError before the run directory is touched)."""
+        self.data(cfg)
+
     def build_model(self, cfg: SpeechConfig) -> nn.Module:
         return build_model(cfg)
 

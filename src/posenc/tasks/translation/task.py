@@ -2,24 +2,28 @@
 BLEU/chrF scoring behind the :class:`~posenc.tasks.base.Task` interface.
 
 It wraps :mod:`posenc.pipeline` (data preparation, model building, batching, decoding) instead of
-re-implementing it; ``posenc train`` (pipeline/train.py) and :func:`posenc.tasks.base.run_task`
-train the same model on the same batches through the same Trainer.
+re-implementing it. ``posenc train`` is :func:`train_run`: :func:`posenc.tasks.base.run_task` of
+this task without test splits, so a run trained alone and one of an experiment grid are the same.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
+from posenc.config import to_dict
 from posenc.data.batching import Batch
 from posenc.data.spm import Tokenizer
 from posenc.pipeline.config import RunConfig
 from posenc.pipeline.prepare import load_meta, prepare
-from posenc.pipeline.train import ARCHS, EncodedSplit, build_model, resolve_model_config, source_bos
+from posenc.pipeline.rundir import atomic_write_bytes
+from posenc.pipeline.train import (ARCHS, EncodedSplit, build_model, resolve_model_config, source_bos, stopping_split,
+                                   train_split, validation_bleu)
+from posenc.tasks.base import run_task
 from posenc.training import checkpoint as ck
 from posenc.training.loss import LossOutput, Seq2SeqLoss
 
@@ -31,17 +35,34 @@ class _Prepared:
     data_dir: Path
 
 
+@dataclass
+class _Splits:
+    train: EncodedSplit  # without pairs longer than data.max_train_len / train.max_tokens
+    valid: EncodedSplit  # the pairs whose loss drives patience (pipeline.train.stopping_split)
+    signal: str  # which validation pairs those are, for the summary
+
+
 class TranslationTask:
-    """:class:`~posenc.tasks.base.Task` for sentence-level translation scored by BLEU/chrF."""
+    """:class:`~posenc.tasks.base.Task` for sentence-level translation scored by BLEU/chrF.
+    ``posenc train`` is ``run_task(TranslationTask(splits=()), cfg)``."""
 
     name = "translation"
 
     def __init__(self, splits: tuple[str, ...] = ("test",)) -> None:
         self.splits = splits
         self._prepared: dict[str, _Prepared] = {}
-        self._encoded: dict[tuple[str, str, bool], EncodedSplit] = {}
+        self._encoded: dict[tuple[str, bool], _Splits] = {}
         self._loss: Seq2SeqLoss | None = None
         self._bos: bool | None = None  # the built model's source-BOS flag (set by build_model)
+
+    def setup(self, cfg: RunConfig, restart: bool) -> RunConfig:
+        """Prepare the data (rebuilt when a restarted run owns its data directory) and resolve
+        the model config from it (vocabulary size, CAPE's α)."""
+        owned = not cfg.data_dir or Path(cfg.data_dir).resolve() == (Path(cfg.out_dir) / "data").resolve()
+        data_dir = prepare(cfg.data, cfg.prepared_dir, replace=restart and owned)
+        tok = Tokenizer.from_file(data_dir / "spm.model")
+        self._prepared[str(cfg.prepared_dir)] = _Prepared(resolve_model_config(cfg, load_meta(data_dir)), tok, data_dir)
+        return self._prepared[str(cfg.prepared_dir)].cfg
 
     def prepared(self, cfg: RunConfig) -> _Prepared:
         """Prepare the data once (pipeline/prepare.py) and resolve the model config from it."""
@@ -57,7 +78,7 @@ class TranslationTask:
 
     def build_model(self, cfg: RunConfig) -> nn.Module:
         p = self.prepared(cfg)
-        torch.manual_seed(cfg.train.seed)  # as pipeline/train.py: initial weights follow train.seed
+        torch.manual_seed(cfg.train.seed)  # initial weights follow train.seed
         model = build_model(p.cfg, p.tokenizer.pad_id)
         self._loss = Seq2SeqLoss(cfg.train.label_smoothing, p.tokenizer.pad_id)
         self._bos = source_bos(p.cfg)
@@ -68,21 +89,41 @@ class TranslationTask:
         arch = ARCHS[cfg.arch]
         return arch.width(arch.section(self.resolved(cfg)))
 
-    def _split(self, cfg: RunConfig, name: str) -> EncodedSplit:
+    def checkpoint_sections(self, cfg: RunConfig) -> dict[str, Any]:
+        """``arch``, ``data`` and the active model section: what ``load_run`` rebuilds from."""
+        c = self.resolved(cfg)
+        return {"arch": c.arch, "data": to_dict(c.data), "model": to_dict(ARCHS[c.arch].section(c))}
+
+    def write_files(self, cfg: RunConfig, out_dir: Path) -> None:
+        """The run's vocabulary (``spm.model``), so a moved run directory translates on its own."""
+        atomic_write_bytes(Path(out_dir) / "spm.model", (self.prepared(cfg).data_dir / "spm.model").read_bytes())
+
+    def _splits(self, cfg: RunConfig) -> _Splits:
         p = self.prepared(cfg)
         if self._bos is None:
             raise RuntimeError("TranslationTask: build_model first (batches depend on the model's source BOS)")
-        key = (str(p.data_dir), name, self._bos)
+        key = (str(p.data_dir), self._bos)
         if key not in self._encoded:
-            self._encoded[key] = EncodedSplit(p.tokenizer, p.data_dir, name, self._bos)
+            train = train_split(p.cfg, p.tokenizer, p.data_dir, self._bos)
+            valid, signal = stopping_split(p.cfg, p.tokenizer, p.data_dir, self._bos, train)
+            self._encoded[key] = _Splits(train, valid, signal)
         return self._encoded[key]
 
     def train_batches(self, cfg: RunConfig, epoch: int, rank: int, world: int) -> list[Batch]:
         tc = cfg.train
-        return self._split(cfg, "train").batches(tc.max_tokens, True, tc.seed, epoch, rank, world)
+        return self._splits(cfg).train.batches(tc.max_tokens, True, tc.seed, epoch, rank, world)
 
     def valid_batches(self, cfg: RunConfig) -> list[Batch] | None:
-        return self._split(cfg, "valid").batches(cfg.train.max_tokens, False, 0, 0) or None
+        return self._splits(cfg).valid.batches(cfg.train.max_tokens, False, 0, 0) or None
+
+    def validation_metric(self, cfg: RunConfig) -> Callable[[nn.Module], float] | None:
+        """Greedy validation BLEU every ``train.bleu_every`` updates (None when off)."""
+        p = self.prepared(cfg)
+        return validation_bleu(p.cfg, p.tokenizer, p.data_dir, bool(self._bos))
+
+    def summary(self, cfg: RunConfig) -> dict[str, Any]:
+        s = self._splits(cfg)
+        return {"stopping_signal": s.signal, "dropped_train_pairs": s.train.dropped}
 
     def loss(self, model: nn.Module, batch: Batch) -> LossOutput:
         if self._loss is None:
@@ -91,21 +132,21 @@ class TranslationTask:
 
     def evaluate(self, cfg: RunConfig, model: nn.Module, out_dir: Path) -> dict[str, Any]:
         """BLEU/chrF of ``model`` on ``self.splits`` (pipeline/run.py's decoding and scoring)."""
+        if not self.splits:
+            return {}
         from posenc.pipeline.run import LoadedRun, translate_split
 
         p = self.prepared(cfg)
-        run_cfg = p.cfg if Path(p.cfg.out_dir) == Path(out_dir) else _with_out_dir(p.cfg, out_dir)
+        run_cfg = p.cfg if Path(p.cfg.out_dir) == Path(out_dir) else replace(p.cfg, out_dir=str(out_dir))
         latest = ck.latest_checkpoint(Path(out_dir) / "checkpoints") or Path(out_dir)
         loaded = LoadedRun(run_cfg, model.eval(), p.tokenizer, latest)
         return {split: translate_split(loaded, split) for split in self.splits}
 
-    def report(self, exp: Any, results: list[dict[str, Any]], out_dir: Path) -> Path:
-        from posenc.experiments.report import write_translation_report
 
-        return write_translation_report(exp, results)
+def train_run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
+    """``posenc train``: prepare data if needed, train, and return the summary (``summary.json``).
 
-
-def _with_out_dir(cfg: RunConfig, out_dir: Path) -> RunConfig:
-    from dataclasses import replace
-
-    return replace(cfg, out_dir=str(out_dir))
+    Everything is validated before the run directory is written (held under an exclusive lock):
+    a run of another data/model config in ``out_dir`` is an error unless ``resume`` is False,
+    which replaces it."""
+    return run_task(TranslationTask(splits=()), cfg, resume=resume).summary

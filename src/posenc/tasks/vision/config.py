@@ -98,3 +98,8 @@ class VisionConfig:
                 replace(self.model, position=replace(self.model.position, name=name))
             except ConfigError as err:
                 raise ConfigError(f"experiment method {name!r}: {err}") from None
+
+    @property
+    def inactive_sections(self) -> tuple[str, ...]:
+        """Sections of the experiment, not of one run: outside each run's fingerprint."""
+        return ("experiment",)

@@ -1,0 +1,92 @@
+"""Which task runs an experiment: the ``task:`` key of its YAML, looked up by module, never by a
+list of names here (a new task is one package; nothing in posenc changes).
+
+``task: NAME`` is the package ``posenc.tasks.NAME``; a dotted ``task: pkg.module`` (e.g.
+``tests.dummy_task``) is that module. The module's ``TASK`` is its experiment side, an
+:class:`ExperimentTask`: the experiment schema, the grid's cells and each cell's run config,
+whether a finished cell is still fresh, how to bring a cell up to date, its summary line and the
+report. A module without ``TASK`` may export ``experiment(data, overrides, **options)`` instead
+(a task that runs its own loop).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol
+
+from posenc.errors import ConfigError
+from posenc.experiments.freshness import Verdict
+
+Cell = tuple[str, str, int]  # (setting, method, seed)
+_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+class ExperimentTask(Protocol):
+    """The experiment side of a task: what :mod:`posenc.experiments.runner` asks of it."""
+
+    #: The experiment schema (a dataclass with ``task``, ``root``, methods and seeds).
+    experiment_config: type
+
+    def cells(self, exp: Any) -> list[Cell]:
+        """Every (setting, method, seed) of the grid, in report order."""
+        ...
+
+    def cell_config(self, exp: Any, cell: Cell) -> Any:
+        """The validated run config of ``cell``; its ``out_dir`` is the cell's run directory."""
+        ...
+
+    def verdict(self, exp: Any, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
+        """How the cell's stored ``results`` (None: none yet) relate to the current config;
+        None when the cell has to run (no results, nothing stale)."""
+        ...
+
+    def run_cell(self, exp: Any, cell: Cell, verdict: Verdict | None, old: dict[str, Any] | None) -> dict[str, Any]:
+        """Train (resuming) and/or evaluate the cell; its results (the runner stores them)."""
+        ...
+
+    def summary_line(self, exp: Any, result: dict[str, Any]) -> str:
+        """One line printed as a run finishes."""
+        ...
+
+    def report(self, exp: Any, results: list[dict[str, Any]]) -> Path:
+        """Write the report of the whole grid; return its directory."""
+        ...
+
+
+def task_module(ref: str) -> ModuleType:
+    """The module of ``task: ref`` (``posenc.tasks.<ref>`` for a bare name), else a one-line error."""
+    name = f"posenc.tasks.{ref}" if ref.isidentifier() else ref
+    if not _MODULE.match(ref) or (ref.isidentifier() and ref not in known_tasks()):
+        raise ConfigError(f"experiment task must be one of {', '.join(known_tasks())} or a module path, got {ref!r}")
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name and name.startswith(err.name):
+            raise ConfigError(f"experiment task must be one of {', '.join(known_tasks())} or a module path, "
+                              f"got {ref!r}") from None
+        raise
+
+
+def find_task(ref: str) -> ExperimentTask | None:
+    """The ``TASK`` of ``task: ref`` (None for a task that exports only ``experiment``)."""
+    return getattr(task_module(ref), "TASK", None)
+
+
+def task_of(exp: Any) -> ExperimentTask:
+    """The experiment side of the task of the experiment config ``exp``."""
+    task = find_task(exp.task)
+    if task is None:
+        raise ConfigError(f"experiment task {exp.task!r} runs its own loop, not grid cells")
+    return task
+
+
+def known_tasks() -> list[str]:
+    """``translation`` and every other ``posenc.tasks`` package."""
+    import posenc.tasks
+
+    found = sorted(m.name for m in pkgutil.iter_modules(posenc.tasks.__path__) if m.ispkg and m.name != "translation")
+    return ["translation", *found]

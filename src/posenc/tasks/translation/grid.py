@@ -1,0 +1,94 @@
+"""The experiment side of the translation task (:class:`posenc.experiments.tasks.ExperimentTask`):
+settings × methods × seeds over a base :class:`~posenc.pipeline.config.RunConfig`
+(:class:`~posenc.experiments.config.ExperimentConfig`), each cell's freshness from the record in
+its ``results.json`` (:mod:`posenc.experiments.freshness`), BLEU on ``exp.splits`` and the
+translation report with its analyses (:mod:`posenc.experiments.report`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from posenc.experiments.cells import Cell, grid, run_config
+from posenc.experiments.config import ExperimentConfig
+from posenc.experiments.convergence import UNKNOWN, run_status
+from posenc.experiments.freshness import Verdict, judge, run_record
+from posenc.pipeline.config import RunConfig
+from posenc.tasks.translation.task import train_run
+
+log = logging.getLogger("posenc")
+
+
+class TranslationExperiment:
+    """Translation grids: data prepared once per setting, BLEU per split, the analyses' report."""
+
+    experiment_config = ExperimentConfig
+
+    def cells(self, exp: ExperimentConfig) -> list[Cell]:
+        return grid(exp)
+
+    def cell_config(self, exp: ExperimentConfig, cell: Cell) -> RunConfig:
+        return run_config(exp, *cell)
+
+    def verdict(self, exp: ExperimentConfig, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
+        """fresh / rescore / extend / stale from the stored record (None: no results yet)."""
+        if results is None:
+            return None
+        steps = results.get("summary", {}).get("steps")
+        return judge(results.get("record"), run_record(run_config(exp, *cell), exp.splits), steps)
+
+    def prepare(self, exp: ExperimentConfig, cells: list[Cell]) -> None:
+        """Note the analyses the report will skip; prepare every data directory the cells need,
+        once each, before any run starts."""
+        from posenc.pipeline.prepare import prepare
+
+        for name in exp.analyses:
+            if exp.skip_reason(name):
+                log.info("note: %s; it will be skipped in the report", exp.skip_reason(name))
+        seen: set[str] = set()
+        for cell in cells:
+            cfg = run_config(exp, *cell)
+            if cfg.prepared_dir not in seen:
+                seen.add(cfg.prepared_dir)
+                prepare(cfg.data, cfg.prepared_dir)
+
+    def run_cell(self, exp: ExperimentConfig, cell: Cell, verdict: Verdict | None, old: dict[str, Any] | None) -> dict[str, Any]:
+        """rescore → translate again with the trained model; extend or missing → train (resuming
+        from the run's last checkpoint) and score, with the run's averaged/latest checkpoint."""
+        from posenc.pipeline.run import load_run, translate_split
+
+        cfg = run_config(exp, *cell)
+        setting, method, seed = cell
+        if verdict is not None and verdict.kind == "rescore":
+            summary = (old or {}).get("summary", {})
+            log.info("== %s / %s / seed %d: rescoring (%s)", setting, method, seed, verdict.detail)
+        else:
+            if verdict is not None:
+                log.info("== %s / %s / seed %d: extending training (%s)", setting, method, seed, verdict.detail)
+            log.info("== %s / %s / seed %d -> %s", setting, method, seed, cfg.out_dir)
+            summary = train_run(cfg)
+        (Path(cfg.out_dir) / "results.json").unlink(missing_ok=True)  # never old numbers next to a changed run
+        loaded = load_run(cfg.out_dir)
+        scores = {split: translate_split(loaded, split, cfg.decode) for split in exp.splits}
+        summary = dict(summary, status=run_status(cfg.out_dir, summary))
+        return {"setting": setting, "method": method, "seed": seed, "summary": summary, "scores": scores,
+                "record": run_record(cfg, exp.splits)}
+
+    def summary_line(self, exp: ExperimentConfig, result: dict[str, Any]) -> str:
+        """Method, setting, seed, BLEU of the first split, steps, convergence status."""
+        split = exp.splits[0]
+        summary = result.get("summary", {})
+        bleu = result.get("scores", {}).get(split, {}).get("bleu")
+        bleu_s = f"{bleu:.2f}" if isinstance(bleu, (int, float)) else "–"
+        return (f"done {result['method']:<10} {result['setting']:<12} seed {result['seed']:<3} "
+                f"{split} BLEU {bleu_s:>6}  steps {summary.get('steps', '–'):>6}  {summary.get('status', UNKNOWN)}")
+
+    def report(self, exp: ExperimentConfig, results: list[dict[str, Any]]) -> Path:
+        from posenc.experiments.report import write_translation_report
+
+        return write_translation_report(exp, results)
+
+
+TASK = TranslationExperiment()

@@ -1,0 +1,93 @@
+"""The dummy task's run config, model, batches and loss (shapes: B batch, D features)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from posenc.training.config import TrainConfig
+from posenc.training.loss import LossOutput
+
+
+@dataclass
+class DummyModelConfig:
+    dim: int = 4  # D
+    bias: bool = False
+
+
+@dataclass
+class DummyData:
+    size: int = 64  # training examples
+    batch_size: int = 16
+    noise: float = 0.0
+    data_seed: int = 0  # the true weights and inputs
+
+
+@dataclass
+class DummyTrain(TrainConfig):
+    """The shared TrainConfig with defaults for a few quick steps on a CPU."""
+
+    max_steps: int = 4
+    schedule: str = "cosine"
+    lr: float = 0.05
+    warmup: int = 1
+    validate_every: int = 2
+    save_every: int = 2
+    log_every: int = 1
+    device: str = "cpu"
+    precision: str = "fp32"
+    label_smoothing: float = 0.0
+
+
+@dataclass
+class DummyConfig:
+    model: DummyModelConfig = field(default_factory=DummyModelConfig)
+    data: DummyData = field(default_factory=DummyData)
+    train: DummyTrain = field(default_factory=DummyTrain)
+    out_dir: str = "runs/dummy"
+
+
+def examples(cfg: DummyConfig, offset: int, count: int) -> tuple[Tensor, Tensor]:
+    """Inputs ``(count, D)`` and targets ``(count,)`` from the data seed (a pure function)."""
+    g = torch.Generator().manual_seed(cfg.data.data_seed)
+    w = torch.randn(cfg.model.dim, generator=g)
+    x = torch.randn(offset + count, cfg.model.dim, generator=g)[offset:]
+    return x, x @ w + cfg.data.noise * torch.randn(count, generator=g)
+
+
+class DummyTask:
+    """:class:`posenc.tasks.base.Task` of the dummy regression."""
+
+    name = "tests.dummy_task"
+
+    def build_model(self, cfg: DummyConfig) -> nn.Module:
+        return nn.Linear(cfg.model.dim, 1, bias=cfg.model.bias)
+
+    def width(self, cfg: DummyConfig) -> int:
+        return cfg.model.dim
+
+    def train_batches(self, cfg: DummyConfig, epoch: int, rank: int, world: int) -> list[tuple[Tensor, Tensor]]:
+        x, y = examples(cfg, 0, cfg.data.size)
+        order = torch.randperm(cfg.data.size, generator=torch.Generator().manual_seed(cfg.train.seed * 1000 + epoch))
+        b = cfg.data.batch_size
+        return [(x[order[i:i + b]], y[order[i:i + b]]) for i in range(rank * b, cfg.data.size, b * world)]
+
+    def valid_batches(self, cfg: DummyConfig) -> list[tuple[Tensor, Tensor]]:
+        return [examples(cfg, cfg.data.size, 32)]
+
+    def loss(self, model: nn.Module, batch: tuple[Tensor, Tensor]) -> LossOutput:
+        x, y = batch
+        err = ((model(x).squeeze(-1) - y) ** 2).sum()
+        return LossOutput(err, err.detach(), torch.tensor(x.shape[0]))
+
+    def evaluate(self, cfg: DummyConfig, model: nn.Module, out_dir: Path) -> dict[str, Any]:
+        x, y = examples(cfg, cfg.data.size + 32, 64)
+        with torch.no_grad():
+            mse = float(((model(x).squeeze(-1) - y) ** 2).mean())
+        (Path(out_dir) / "eval.json").write_text(json.dumps({"mse": mse}), encoding="utf-8")
+        return {"mse": mse}

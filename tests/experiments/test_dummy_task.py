@@ -1,0 +1,73 @@
+"""Issue 19: a new task is one package. ``tests/dummy_task`` (its own config, model, loss and
+experiment side) runs through ``posenc experiment`` end to end: found by its module path, trained
+through run_task (an owned run directory), reused when fresh, refused or retrained when stale."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers.tiny import assert_one_line_error, cli
+
+
+def _write(tmp_path: Path, **extra: object) -> Path:
+    exp = {"name": "dummy", "task": "tests.dummy_task", "out_dir": str(tmp_path / "exp"),
+           "base": {"model": {"dim": 3}, "train": {"max_steps": 4}},
+           "settings": {"plain": {}, "noisy": {"data.noise": 0.1}},
+           "methods": {"nobias": {}, "bias": {"model.bias": True}}, "seeds": [1], **extra}
+    path = tmp_path / "dummy.yaml"
+    path.write_text(yaml.safe_dump(exp), encoding="utf-8")
+    return path
+
+
+def test_dummy_task_runs_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = _write(tmp_path)
+    code, out, _ = cli(capsys, "experiment", str(path))
+    assert code == 0 and "| noisy | bias | 1 |" in out
+    run = tmp_path / "exp" / "noisy" / "bias" / "seed1"
+    for name in (".posenc-run", "config.yaml", "fingerprint.json", "summary.json", "results.json", "eval.json"):
+        assert (run / name).is_file(), name  # run_task owned the run directory
+    first = (run / "results.json").read_text()
+    assert json.loads(first)["summary"]["steps"] == 4
+    assert cli(capsys, "experiment", str(path))[0] == 0
+    assert (run / "results.json").read_text() == first  # fresh: reused, not retrained
+    code, _, err = cli(capsys, "experiment", str(path), "base.model.dim=2")
+    assert_one_line_error(code, err, "--rerun-stale")
+    assert cli(capsys, "experiment", str(path), "base.model.dim=2", "--rerun-stale")[0] == 0
+    assert (run / "results.json").read_text() != first
+
+
+def test_dummy_task_jobs_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Worker processes find the task from the experiment spec's ``task`` alone."""
+    path = _write(tmp_path, settings={"plain": {}})
+    code, out, _ = cli(capsys, "experiment", str(path), "--jobs", "2")
+    assert code == 0 and out.count("done ") == 2
+    assert sorted(p.name for p in (tmp_path / "exp" / "logs").glob("*.log")) == ["plain-bias-seed1.log", "plain-nobias-seed1.log"]
+
+
+def test_lengthgen_run_dir_is_owned(tmp_path: Path) -> None:
+    """A lengthgen run goes through run_task: marker + fingerprint; a foreign directory is refused."""
+    from dataclasses import replace
+
+    from posenc.config import load_config
+    from posenc.pipeline.rundir import RunDirError
+    from posenc.tasks.lengthgen import LengthgenExperimentConfig, LengthgenTask, expand
+    from posenc.tasks.lengthgen.driver import run_one
+    from tests.tasks.lengthgen.test_task import CONFIGS
+
+    cfg = expand(load_config(LengthgenExperimentConfig, CONFIGS / "lengthgen_cpu.yaml"))[0][3]
+    cfg = replace(cfg, model=replace(cfg.model, d_model=16, d_ff=32, layers=1, heads=2),
+                  data=replace(cfg.data, batch_size=4, eval_samples=4, eval_batch_size=4, test_max_length=20, test_step=10),
+                  train=replace(cfg.train, max_steps=2, warmup=1, validate_every=1, save_every=1))
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("mine")
+    with pytest.raises(RunDirError, match="files posenc did not write"):
+        run_one(LengthgenTask(), replace(cfg, out_dir=str(foreign)), "ape")
+    assert sorted(p.name for p in foreign.iterdir()) == ["thesis.tex"]
+    run = tmp_path / "run"
+    run_one(LengthgenTask(), replace(cfg, out_dir=str(run)), "ape")
+    assert (run / ".posenc-run").is_file() and (run / "fingerprint.json").is_file() and (run / "results.json").is_file()

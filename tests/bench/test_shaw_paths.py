@@ -146,9 +146,10 @@ def test_fast_path_never_builds_an_l_by_l_by_dh_tensor(variant: str) -> None:
     with _Shapes() as rec:
         mha(x, x, allowed, hook, ctx).sum().backward()
     biggest = max(torch.Size(s).numel() for s in rec.shapes)
-    assert biggest <= b * H * length * length < b * H * length * length * 2
+    slack = 2 * (k - 1)  # the banded CPU path's (B·H·L·L + 2(k−1),) buffers (strided band views)
+    assert biggest <= b * H * length * length + slack < b * H * length * length * 2
     assert not any(s.count(length) >= 2 and len(s) >= 3 and s[-1] == D // H for s in rec.shapes)
-    assert any(s == (b, H, length, length) for s in rec.shapes)  # the recorder did see the attention
+    assert any(s in ((b, H, length, length), (b * H, length, length)) for s in rec.shapes)  # the recorder did see the attention
 
 
 def test_bench_memory_ratio_to_ape_by_hand() -> None:

@@ -46,3 +46,20 @@ def use_reference_path(module: nn.Module, on: bool = True) -> None:
 def general_context(position: ShawRelativePosition, q_positions: Tensor, k_positions: Tensor) -> RelativeContext:
     """Shaw's general ``(B, 1, Lq, Lk)`` index for any positions (no Toeplitz fast path)."""
     return RelativeContext(relative_index(q_positions, k_positions, position.k))
+
+
+def explicit_shaw(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, key_table: Tensor | None, value_table: Tensor | None,
+                  index: Tensor) -> Tensor:
+    """Shaw Eq. 3-4 with the ``(B, Lq, Lk, Dh)`` tensors a^K_ij = w^K_{r(i,j)}, a^V_ij = w^V_{r(i,j)}
+    materialised (Eq. 6; ``index (B, 1, Lq, Lk)`` holds r(i, j)): e_ij = q_i·(k_j + a^K_ij)/√Dh,
+    masked, softmax, z_i = Σ_j α_ij (v_j + a^V_ij). q, k, v ``(B, H, L, Dh)`` → ``(B, H, Lq, Dh)``;
+    differentiable, the textbook reference of the fast paths (memory O(L²·Dh))."""
+    logits = torch.matmul(q, k.transpose(-1, -2))
+    if key_table is not None:
+        logits = logits + torch.einsum("bhid,bijd->bhij", q, key_table[index[:, 0]])
+    logits = (logits / math.sqrt(q.shape[-1])).masked_fill(~allowed, float("-inf"))
+    attn = torch.softmax(logits, -1)
+    out = torch.matmul(attn, v)
+    if value_table is not None:
+        out = out + torch.einsum("bhij,bijd->bhid", attn, value_table[index[:, 0]])
+    return out

@@ -147,13 +147,13 @@ def test_nothing_of_size_l_by_l_kept_for_backward_outside_the_regions() -> None:
 
 
 def test_backend_selection() -> None:
-    """auto: explicit paths on CPU; a region backend only for full Toeplitz self-attention passes."""
+    """auto: the banded path on CPU; a region backend only for full Toeplitz self-attention passes."""
     rel = ShawRelativePosition(D, ShawParams(k=2), 1, H)
     hook = rel.hook(0)
     q = torch.randn(1, H, 6, D // H)
     pos = torch.arange(6.0)[None]
     assert hook.backend == "auto" and hook.region(q, rel.context(pos, pos), 0.0) is None  # CPU
-    assert [hook.auto_backend(cuda, n) for cuda, n in ((True, 511), (True, 512), (False, 4096))] == ["explicit", "flex", "explicit"]
+    assert [hook.auto_backend(cuda, n) for cuda, n in ((True, 511), (True, 512), (False, 4096))] == ["explicit", "flex", "banded"]
     hook.backend = "dense"
     assert hook.region(q, rel.context(pos, pos), 0.0) is shaw_flex.dense_region
     assert hook.region(q, rel.context(pos, pos), 0.1) is None  # attention dropout

@@ -18,6 +18,12 @@ masked row sums; on CPU it measured slower than scatter_add over the broadcast i
 L² passes), so scatter stays the default. Any other positions (CAPE's scaled positions, arbitrary
 inputs) use the general ``(B, 1, Lq, Lk)`` index.
 
+On CPU, full self-attention passes with Toeplitz positions (shift 0) and no attention dropout take
+the *banded* path (``ShawHook.backend`` "auto"/"banded", :class:`ToeplitzShaw`): dense ops only,
+no index tensor read per element (gather/scatter_add were the CPU cost), a per-row shift instead of
+the left clipped bucket, the 2k−1 band as a strided view, an additive mask; equal to the paths above
+up to float rounding (not bitwise: see ``docs/perf/shaw_cpu.md``).
+
 On CUDA, full self-attention passes go through FlexAttention instead (``ShawHook.backend``,
 ``positions/shaw_flex.py``): left/right regions of constant a^K, a^V as plain block-sparse attention,
 the 2k−1 band computed directly, merged by log-sum-exp; nothing (L, L) is kept for backward.
@@ -28,6 +34,7 @@ drops a^V (the paper's ablation, Table 3); ``keys=False`` drops a^K.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,6 +122,170 @@ def band_buckets(attn: Tensor, ctx: RelativeContext) -> Tensor:
     return torch.cat((low, mid, high), -1)
 
 
+@dataclass
+class BandMasks:
+    """What :class:`ToeplitzShaw` needs of one self-attention mask: built once per stack (kept in the
+    context) for Toeplitz positions with shift 0 and Lq = Lk = L.
+
+    ``right (L, L)`` is 1.0 where j − i ≥ k (the right clipped bucket), or None when every such key
+    is masked (causal attention); ``valid (L, 2k−1)`` marks the band entries i + d, |d| < k, inside
+    0 … L−1; ``bias (B|1, 1, L, L)`` is 0 where attention is allowed and −inf elsewhere (None when
+    everything is allowed)."""
+
+    k: int
+    right: Tensor | None
+    valid: Tensor
+    bias: Tensor | None
+
+
+_GEOMETRY: dict[tuple[int, int, torch.dtype, torch.device], tuple[Tensor, Tensor]] = {}
+
+
+def _geometry(length: int, k: int, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
+    """``(right (L, L) 0/1 float, valid (L, 2k−1) bool)``, kept for the last few shapes (a training
+    run sees one per batch length; cheaper than two L² passes per stack call)."""
+    key = (length, k, dtype, device)
+    if key not in _GEOMETRY:
+        if len(_GEOMETRY) >= 8:
+            _GEOMETRY.pop(next(iter(_GEOMETRY)))
+        i = torch.arange(length, device=device)
+        cols = i[:, None] + torch.arange(1 - k, k, device=device)[None, :]
+        _GEOMETRY[key] = ((i[None, :] - i[:, None] >= k).to(dtype), (cols >= 0) & (cols < length))
+    return _GEOMETRY[key]
+
+
+def band_masks(allowed: Tensor, length: int, k: int, dtype: torch.dtype) -> BandMasks:
+    """:class:`BandMasks` of ``allowed (B, 1, L, L)`` (broadcastable) for clipping distance ``k``."""
+    right, valid = _geometry(length, k, dtype, allowed.device)
+    full = allowed.expand(allowed.shape[0], 1, length, length)
+    bias = None
+    if not bool(full.all()):
+        if allowed.shape[0] > 1 and bool((full == full[:1]).all()):  # one mask for every row: no batch copy
+            full = full[:1]
+        bias = torch.zeros(full.shape, dtype=dtype, device=allowed.device).masked_fill_(~full, float("-inf"))
+    return BandMasks(k, right if bool((full & right.bool()).any()) else None, valid, bias)
+
+
+def _slack_empty(n: int, length: int, slack: int, like: Tensor) -> tuple[Tensor, Tensor]:
+    """A flat buffer of ``n·L·L + 2·slack`` elements and its contiguous ``(n, L, L)`` middle; the
+    slack lets :func:`_band_views` address x[i, i + d] for |d| ≤ slack without leaving the buffer."""
+    buf = like.new_empty(n * length * length + 2 * slack)
+    return buf, buf[slack : slack + n * length * length].view(n, length, length)
+
+
+def _band_views(buf: Tensor, n: int, length: int, k: int) -> tuple[Tensor, Tensor]:
+    """Views ``(n, L−1, 2k−1)`` (rows 0 … L−2) and ``(n, 1, 2k−1)`` (row L−1) of x[i, i + d],
+    d = −(k−1) … k−1, of the matrices in ``buf`` (:func:`_slack_empty` with slack k−1): the band is
+    the strided view with row stride L + 1. Entries with i + d outside 0 … L−1 alias other elements
+    (or the slack): readers mask them, writers add 0. Two views because row L−1 of one matrix and
+    row 0 of the next share such elements; within a view none are shared when L ≥ 2k − 2."""
+    w, base = 2 * k - 1, buf.storage_offset()
+    head = buf.as_strided((n, length - 1, w), (length * length, length + 1, 1), base)
+    tail = buf.as_strided((n, 1, w), (length * length, length + 1, 1), base + (length - 1) * (length + 1))
+    return head, tail
+
+
+def _band_read(buf: Tensor, n: int, length: int, masks: BandMasks) -> Tensor:
+    """x[i, i + d] ``(n, L, 2k−1)`` of the matrices in ``buf``, 0 outside them."""
+    head, tail = _band_views(buf, n, length, masks.k)
+    return torch.where(masks.valid, torch.cat((head, tail), 1), 0.0)
+
+
+def _band_add(buf: Tensor, n: int, length: int, masks: BandMasks, band: Tensor) -> None:
+    """x[i, i + d] += band[i, d] in place, ``band (n, L, 2k−1)`` (entries outside the matrices ignored)."""
+    head, tail = _band_views(buf, n, length, masks.k)
+    band = torch.where(masks.valid, band, 0.0)  # aliased elements get + 0
+    head.add_(band[:, :-1])
+    tail.add_(band[:, -1:])
+
+
+def _add_relative(x: Tensor, buf: Tensor, masks: BandMasks, per_bucket: Tensor) -> None:
+    """x_ij += per_bucket[i, clip(j − i, k) + k] − per_bucket[i, 0] in place, ``per_bucket (n, L, 2k+1)``.
+
+    Shifting row i by −per_bucket[i, 0] leaves the left run (j − i ≤ −k) untouched; it is free where
+    x feeds a softmax (logits) or a softmax backward (∂α: a per-row constant c adds c·α_i(1 − Σ_j α_ij)
+    = 0 to ∂logits). The right run is skipped where it is masked everywhere (``masks.right`` None)."""
+    n, length, _ = x.shape
+    base = per_bucket[..., :1]
+    if masks.right is not None:
+        x.addcmul_(per_bucket[..., -1:] - base, masks.right)
+    _band_add(buf, n, length, masks, per_bucket[..., 1:-1] - base)
+
+
+def _bucket_sums(x: Tensor, buf: Tensor, masks: BandMasks, row_sum: float) -> Tensor:
+    """Σ_j x_ij per clipped distance ``(n, L, 2k+1)`` for x whose rows sum to ``row_sum`` (α: 1;
+    ∂logits: 0): the band read off its view, the right run as one masked row sum (0 when masked
+    everywhere), the left run as what remains of the row."""
+    n, length, _ = x.shape
+    band = _band_read(buf, n, length, masks)
+    right = (x * masks.right).sum(-1, keepdim=True) if masks.right is not None else x.new_zeros(n, length, 1)
+    left = row_sum - band.sum(-1, keepdim=True) - right
+    return torch.cat((left, band, right), -1)
+
+
+class ToeplitzShaw(torch.autograd.Function):
+    """Shaw Eq. 3-4 self-attention for Toeplitz positions (shift 0) without attention dropout, on
+    dense ops only (the CPU path). The general path's bucket gather and scatter_add (index-driven,
+    several times slower per element than a dense pass on CPU) become a strided O(L·k) view for the
+    2k−1 band buckets, one masked pass for the right clipped bucket (none in causal attention), and
+    nothing for the left one (a softmax is invariant to a per-row shift, and the left bucket sum of
+    α is 1 minus the others); the mask is an additive −inf bias instead of a masked_fill. Backward
+    is written out: it keeps α ``(B, H, L, L)`` only, as the general path, and no autograd graph of
+    L² intermediates (no masked_fill backward, no second ∂α accumulation).
+
+    q ``(B, H, L, Dh)`` already scaled by 1/√Dh, k, v ``(B, H, L, Dh)``, tables ``(2k+1, Dh)``
+    (``key_table`` may be None) → ``(B, H, L, Dh)``. Equal to the general path up to float rounding
+    (the per-row shift and the bucket sums change the order of additions)."""
+
+    @staticmethod
+    def forward(ctx: Any, q: Tensor, k: Tensor, v: Tensor, key_table: Tensor | None, value_table: Tensor,
+                masks: BandMasks) -> Tensor:
+        b, h, length, dh = q.shape
+        n, slack = b * h, masks.k - 1
+        q3 = q.reshape(n, length, dh)
+        k3t = k.transpose(-1, -2).reshape(n, dh, length)
+        v3 = v.reshape(n, length, dh)
+        lbuf, logits = _slack_empty(n, length, slack, q)
+        torch.bmm(q3, k3t, out=logits)
+        if key_table is not None:
+            _add_relative(logits, lbuf, masks, torch.matmul(q3, key_table.t()))
+        if masks.bias is not None:
+            logits.view(b, h, length, length).add_(masks.bias)
+        abuf, attn = _slack_empty(n, length, slack, q)
+        torch.ops.aten._softmax.out(logits, -1, False, out=attn)
+        del lbuf, logits
+        buckets = _bucket_sums(attn, abuf, masks, 1.0)  # (B·H, L, 2k+1)
+        out = torch.bmm(attn, v3).add_(torch.matmul(buckets, value_table))
+        ctx.masks = masks
+        ctx.save_for_backward(q3, k3t, v3, key_table, value_table, abuf, attn, buckets)
+        return out.view(b, h, length, dh)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        q3, k3t, v3, key_table, value_table, abuf, attn, buckets = ctx.saved_tensors
+        masks: BandMasks = ctx.masks
+        shape = grad.shape
+        n, length, dh = q3.shape
+        slack, r = masks.k - 1, value_table.shape[0]
+        g = grad.reshape(n, length, dh)
+        dv = torch.bmm(attn.transpose(1, 2), g)
+        d_value_table = buckets.reshape(-1, r).t().mm(g.reshape(-1, dh))
+        dbuf, dattn = _slack_empty(n, length, slack, g)
+        torch.bmm(g, v3.transpose(1, 2), out=dattn)
+        _add_relative(dattn, dbuf, masks, torch.matmul(g, value_table.t()))
+        lbuf, dlogits = _slack_empty(n, length, slack, g)
+        torch.ops.aten._softmax_backward_data.out(dattn, attn, -1, attn.dtype, grad_input=dlogits)
+        del dbuf, dattn
+        dq = torch.bmm(dlogits, k3t.transpose(1, 2))
+        d_key_table = None
+        if key_table is not None:
+            dp = _bucket_sums(dlogits, lbuf, masks, 0.0)  # ∂/∂(q·w^K_r) per bucket
+            dq.add_(torch.matmul(dp, key_table))
+            d_key_table = dp.reshape(-1, r).t().mm(q3.reshape(-1, dh))
+        dk = torch.bmm(dlogits.transpose(1, 2), q3)
+        return dq.view(shape), dk.view(shape), dv.view(shape), d_key_table, d_value_table, None
+
+
 class ShawHook(AttentionHook[RelativeContext]):
     """One layer's tables w^K, w^V ∈ R^{(2k+1) × Dh}."""
 
@@ -137,8 +308,9 @@ class ShawHook(AttentionHook[RelativeContext]):
                 nn.init.xavier_uniform_(p)
 
     #: Full-pass self-attention backend: "auto" (FlexAttention on CUDA from ``flex_min_len`` query
-    #: positions on, the layer's explicit paths elsewhere), "explicit" (always the layer's paths), or
-    #: a region backend of ``shaw_flex.REGIONS`` on any device ("flex"; "dense", the reference).
+    #: positions on, the layer's explicit paths below; "banded" on CPU), "explicit" (always the
+    #: layer's paths), "banded" (:class:`ToeplitzShaw` on CPU where it applies, else the layer's
+    #: paths), or a region backend of ``shaw_flex.REGIONS`` on any device ("flex"; "dense", the reference).
     backend: str = "auto"
     #: Shortest sequence "auto" sends to FlexAttention on CUDA. Measured on an H100 (transformer-base,
     #: bf16, docs/performance.md): flex 0.41x APE at 128 tokens where the explicit path gave 0.60x,
@@ -147,7 +319,24 @@ class ShawHook(AttentionHook[RelativeContext]):
 
     def auto_backend(self, is_cuda: bool, length: int) -> str:
         """What "auto" means for a pass of ``length`` query positions on this device."""
-        return "flex" if is_cuda and length >= self.flex_min_len else "explicit"
+        if not is_cuda:
+            return "banded"
+        return "flex" if length >= self.flex_min_len else "explicit"
+
+    def banded(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, ctx: RelativeContext, dropout_p: float) -> Tensor | None:
+        """:class:`ToeplitzShaw` for full self-attention passes on CPU (Lq = Lk = L ≥ 2k − 2,
+        Toeplitz positions with shift 0, fp32 without autocast, no attention dropout, a value
+        table); None (the layer's paths) for anything else. The masks are built once per stack."""
+        length, c = q.shape[-2], ctx.k
+        if (c is None or ctx.shift != 0 or self.value_table is None or dropout_p > 0 or q.device.type != "cpu"
+                or length < max(2, 2 * c - 2) or ctx.index.shape[-2:] != (length, length) or k.shape[-2] != length
+                or torch.is_autocast_enabled("cpu") or not (q.dtype == k.dtype == v.dtype == self.value_table.dtype)):
+            return None
+        key = f"banded-{length}-{q.dtype}"
+        if key not in ctx.cache or ctx.cache[key][0] is not allowed:
+            ctx.cache[key] = (allowed, band_masks(allowed, length, c, q.dtype))
+        q = q * (1.0 / math.sqrt(q.shape[-1]))  # scaled as the layer's explicit path scales it
+        return ToeplitzShaw.apply(q, k, v, self.key_table, self.value_table, ctx.cache[key][1])
 
     def region(self, q: Tensor, ctx: RelativeContext, dropout_p: float) -> shaw_flex.Region | None:
         """The region backend for this call, or None for the layer's paths: only full self-attention
@@ -160,7 +349,10 @@ class ShawHook(AttentionHook[RelativeContext]):
         return shaw_flex.REGIONS[name] if ctx.shift == 0 and lq == lk == q.shape[-2] and lq >= 2 else None
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, ctx: RelativeContext, dropout_p: float) -> Tensor | None:
-        """Shaw Eq. 3-4 through :func:`shaw_flex.shaw_attention` when :meth:`region` picks one."""
+        """Shaw Eq. 3-4 through :meth:`banded` (CPU) or :func:`shaw_flex.shaw_attention` when
+        :meth:`region` picks one."""
+        if (self.auto_backend(q.is_cuda, q.shape[-2]) if self.backend == "auto" else self.backend) == "banded":
+            return self.banded(q, k, v, allowed, ctx, dropout_p)
         region = self.region(q, ctx, dropout_p)
         if region is None or ctx.k is None:
             return None
@@ -208,7 +400,8 @@ class ShawRelativePosition(AttentionPosition[RelativeContext]):
 
 def set_backend(module: nn.Module, name: str) -> int:
     """Set :attr:`ShawHook.backend` of every Shaw hook inside ``module``; returns how many."""
-    require(name in ("auto", "explicit", *shaw_flex.REGIONS), f"shaw backend must be auto, explicit or one of {sorted(shaw_flex.REGIONS)}, got {name!r}")
+    require(name in ("auto", "explicit", "banded", *shaw_flex.REGIONS),
+            f"shaw backend must be auto, explicit, banded or one of {sorted(shaw_flex.REGIONS)}, got {name!r}")
     hooks = [m for m in module.modules() if isinstance(m, ShawHook)]
     for hook in hooks:
         hook.backend = name

@@ -2,14 +2,21 @@
 """Shaw attention paths, one self-attention layer forward+backward, interleaved and paired.
 
 Paths: ``reference`` (general (B, 1, L, L) index, textbook order, scatter value term), ``scatter``
-(Toeplitz context + in-place explicit path + scatter value term, the CPU default), ``band`` (Toeplitz
-+ in-place + band value term), ``flex`` (FlexAttention left/right regions + O(L·k) band merge,
-``positions/shaw_flex.py``; the CUDA default; CUDA only) and ``sdpa`` (APE's fused attention, for
-scale). Prints the median milliseconds, the paired speed ratio to ``reference`` and ``sdpa``, and on
-CUDA the peak memory of one forward+backward over that of ``sdpa``. On CUDA the layer runs under
+(Toeplitz context + in-place explicit path + scatter value term, the CPU default before issue 20),
+``band`` (Toeplitz + in-place + band value term), ``banded`` (``ToeplitzShaw``: dense ops, strided
+band view, the CPU default since issue 20), ``flex`` (FlexAttention left/right regions + O(L·k) band
+merge, ``positions/shaw_flex.py``; the CUDA default; CUDA only) and ``sdpa`` (APE's fused attention,
+for scale). Prints the median milliseconds, the paired speed ratio to ``reference`` and ``sdpa``, and
+on CUDA the peak memory of one forward+backward over that of ``sdpa``. On CUDA the layer runs under
 bf16 autocast, as the bench trains.
 
-Usage: ``python benchmarks/shaw_paths.py [--device cuda] [--lengths 128,512,1024] [--tokens 2048] [--reps 7] [--causal]``
+``--model``: whole training steps instead (``posenc.bench``'s step: transformer-small, Adam) of APE
+and of Shaw with each CPU backend (``--backends``, default explicit,banded), interleaved rounds in
+one process, ratio to APE as the paired median. ``--clock thread`` times with the thread's CPU time
+(one torch thread): on a shared machine it is far less noisy than wall time (``--clock wall``).
+
+Usage: ``python benchmarks/shaw_paths.py [--device cuda] [--lengths 128,512,1024] [--tokens 2048] [--reps 7] [--causal] [--clock thread]``
+       ``python benchmarks/shaw_paths.py --model --lengths 32,128 --tokens 512 --reps 9 [--clock thread]``
 """
 
 from __future__ import annotations
@@ -31,16 +38,18 @@ from posenc.positions.shaw import RelativeContext, ShawParams, ShawRelativePosit
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.helpers
 from tests.helpers.reference_attention import use_reference_path  # noqa: E402  (textbook path, test-only code)
 
-CPU_PATHS = ("reference", "scatter", "band", "sdpa")
+CPU_PATHS = ("reference", "scatter", "band", "banded", "sdpa")
+CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
 
 
-def runner(path: str, length: int, tokens: int, d: int, heads: int, k: int, device: str = "cpu", causal: bool = False) -> Callable[[], float]:
+def runner(path: str, length: int, tokens: int, d: int, heads: int, k: int, device: str = "cpu", causal: bool = False,
+           clock: Callable[[], float] = time.perf_counter) -> Callable[[], float]:
     b = max(1, tokens // length)
     torch.manual_seed(0)
     mha = MultiHeadAttention(d, heads).to(device)
     rel = ShawRelativePosition(d, ShawParams(k=k), 1, heads).to(device)
     hook = rel.hook(0)
-    hook.backend = "flex" if path == "flex" else "explicit"
+    hook.backend = path if path in ("flex", "banded") else "explicit"
     mask = torch.ones(b, length, dtype=torch.bool, device=device)
     pos = default_positions(mask)
     allowed = attention_bias(mask, length, causal=causal)
@@ -48,7 +57,7 @@ def runner(path: str, length: int, tokens: int, d: int, heads: int, k: int, devi
 
     def run() -> float:
         sync(device)
-        start = time.perf_counter()
+        start = clock()
         with autocast(device):
             if path == "sdpa":
                 out = mha(x, x, allowed)
@@ -59,9 +68,39 @@ def runner(path: str, length: int, tokens: int, d: int, heads: int, k: int, devi
                 out = mha(x, x, allowed, hook, ctx)
         out.float().sum().backward()
         sync(device)
-        return time.perf_counter() - start
+        return clock() - start
 
     return run
+
+
+def model_rounds(lengths: list[int], tokens: int, reps: int, backends: list[str], clock: Callable[[], float]) -> None:
+    """Whole training steps of APE and Shaw per backend (``--model``), interleaved in one process."""
+    from posenc.bench.core import BenchConfig, TrainStep, batch_size, build_model, make_step, synthetic_batch
+    from posenc.positions.shaw import set_backend
+
+    cfg = BenchConfig(methods=["shaw"])
+
+    def timed(step: TrainStep) -> Callable[[], float]:
+        def run() -> float:
+            start = clock()
+            step.forward_backward()
+            step.opt.step()
+            step.opt.zero_grad(set_to_none=True)
+            return clock() - start
+        return run
+
+    print("| L | batch | method | ms (median) | × APE (paired median) |\n|---|---|---|---|---|")
+    for length in lengths:
+        batch = synthetic_batch(batch_size(length, tokens), length, cfg.vocab, "cpu", cfg.seed)
+        runs = {"ape": timed(make_step(build_model("ape", cfg), batch, cfg))}
+        for backend in backends:
+            model = build_model("shaw", cfg)
+            set_backend(model, backend)
+            runs[f"shaw ({backend})"] = timed(make_step(model, batch, cfg))
+        times = interleaved(runs, reps, 2)
+        for name in runs:
+            print(f"| {length} | {batch['src'].shape[0]} | {name} | {1e3 * statistics.median(times[name]):.1f} | "
+                  f"{paired_ratio(times, name):.3f} |", flush=True)
 
 
 def peak_mb(run: Callable[[], float], device: str) -> float | None:
@@ -85,12 +124,18 @@ def main() -> None:
     p.add_argument("--causal", action="store_true", help="decoder self-attention mask")
     p.add_argument("--d", type=int, default=256)
     p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall", help="wall time or the thread's CPU time (CPU, one thread)")
+    p.add_argument("--model", action="store_true", help="whole training steps of APE and Shaw per CPU backend")
+    p.add_argument("--backends", default="explicit,banded", help="Shaw CPU backends for --model")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    if args.model:
+        model_rounds([int(t) for t in args.lengths.split(",")], args.tokens, args.reps, args.backends.split(","), CLOCKS[args.clock])
+        return
     paths = (*CPU_PATHS, "flex") if args.device.startswith("cuda") else CPU_PATHS
     print("| L | path | ms (median) | speed / reference | speed / sdpa | peak MB / sdpa |\n|---|---|---|---|---|---|")
     for length in (int(t) for t in args.lengths.split(",")):
-        runs = {n: runner(n, length, args.tokens, args.d, args.heads, 16, args.device, args.causal) for n in paths}
+        runs = {n: runner(n, length, args.tokens, args.d, args.heads, 16, args.device, args.causal, CLOCKS[args.clock]) for n in paths}
         times = interleaved(runs, args.reps, 1)
         peaks = {n: peak_mb(runs[n], args.device) for n in paths}
         for name in runs:

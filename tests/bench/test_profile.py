@@ -45,8 +45,9 @@ def test_ranges_wrap_the_position_code_and_are_removed_afterwards() -> None:
         got = model(src, mask, src, mask)
     torch.testing.assert_close(got, expected, atol=0, rtol=0)  # same computation inside the ranges
     keys = {e.key for e in prof.key_averages()}
-    assert {PREFIX + n for n in ("positions", "encoder.input_pos", "decoder.input_pos")} <= keys
+    assert {PREFIX + n for n in ("positions", "encoder.input_pos", "decoder.input_pos", "encoder.self_attn", "decoder.self_attn")} <= keys
     assert "forward" not in vars(model.encoder.input_pos) and "positions" not in vars(model)
+    assert not any("forward" in vars(m) for m in model.modules())  # the per-layer self-attention ranges too
 
 
 def test_profile_run_without_trace_returns_the_paths(tmp_path: Path) -> None:

@@ -10,13 +10,15 @@ timed benchmark) run under ``torch.profiler``; written under ``DIR``:
   and self CPU ms per step, and the ms per step inside each ``posenc::`` range.
 
 The ``posenc::`` ranges wrap the position code of the forward pass (``posenc::positions``: default
-positions + augmentation; ``posenc::{encoder,decoder}.input_pos``; ``posenc::*.attn_context``), so
+positions + augmentation; ``posenc::{encoder,decoder}.input_pos``; ``posenc::*.attn_context``; the
+self-attention layers' forward, ``posenc::{encoder,decoder}.self_attn``), so
 the forward cost of a position method is read off directly; backward ops keep their names
 (e.g. ``CudnnRnnBackward0`` for the GRU).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -39,6 +41,10 @@ RANGED: dict[str, tuple[str, str]] = {
     "decoder.attn_context": ("decoder.attn_pos", "context"),
 }
 PREFIX = "posenc::"
+#: Per-layer sub-modules ranged under one name per stack: ``{stack}.layers.<i>.self_attn`` →
+#: ``posenc::{stack}.self_attn`` (the forward of every self-attention layer of the stack, summed;
+#: an attention hook's per-layer cost, e.g. Shaw's, shows there, not in ``attn_context``).
+LAYER_RANGES = re.compile(r"(encoder|decoder)\.layers\.\d+\.self_attn")
 
 
 def _ranged(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -56,7 +62,8 @@ def module_ranges(model: nn.Module, ranged: dict[str, tuple[str, str]] = RANGED)
     """
     modules = dict(model.named_modules())
     patched = []
-    for name, (path, method) in ranged.items():
+    layers = [(f"{m.group(1)}.self_attn", (path, "forward")) for path in modules if (m := LAYER_RANGES.fullmatch(path))]
+    for name, (path, method) in [*ranged.items(), *layers]:
         module = modules.get(path)
         if module is not None and hasattr(module, method) and method not in vars(module):
             setattr(module, method, _ranged(name, getattr(module, method)))

@@ -130,12 +130,24 @@ class BandMasks:
     ``right (L, L)`` is 1.0 where j − i ≥ k (the right clipped bucket), or None when every such key
     is masked (causal attention); ``valid (L, 2k−1)`` marks the band entries i + d, |d| < k, inside
     0 … L−1; ``bias (B|1, 1, L, L)`` is 0 where attention is allowed and −inf elsewhere (None when
-    everything is allowed)."""
+    everything is allowed). ``scratch`` holds two L² buffers that every layer of the stack reuses,
+    forward and backward, for its transient logits, ∂α, ∂logits and products: fresh multi-MB
+    buffers per layer cost page faults (several ms per layer at L = 1024 on CPU); kept alive with
+    the autograd graph, like the masks."""
 
     k: int
     right: Tensor | None
     valid: Tensor
     bias: Tensor | None
+    scratch: dict[int, Tensor] = field(default_factory=dict, repr=False)
+
+    def buffer(self, slot: int, n: int, length: int, like: Tensor) -> tuple[Tensor, Tensor]:
+        """Scratch ``slot`` (0 or 1) as :func:`_slack_empty` gives it (same size, dtype and device)."""
+        size = n * length * length + 2 * (self.k - 1)
+        buf = self.scratch.get(slot)
+        if buf is None or buf.numel() != size or buf.dtype != like.dtype or buf.device != like.device:
+            buf = self.scratch[slot] = like.new_empty(size)
+        return buf, buf[self.k - 1 : self.k - 1 + n * length * length].view(n, length, length)
 
 
 _GEOMETRY: dict[tuple[int, int, torch.dtype, torch.device], tuple[Tensor, Tensor]] = {}
@@ -212,13 +224,17 @@ def _add_relative(x: Tensor, buf: Tensor, masks: BandMasks, per_bucket: Tensor) 
     _band_add(buf, n, length, masks, per_bucket[..., 1:-1] - base)
 
 
-def _bucket_sums(x: Tensor, buf: Tensor, masks: BandMasks, row_sum: float) -> Tensor:
+def _bucket_sums(x: Tensor, buf: Tensor, masks: BandMasks, row_sum: float, product: Tensor) -> Tensor:
     """Σ_j x_ij per clipped distance ``(n, L, 2k+1)`` for x whose rows sum to ``row_sum`` (α: 1;
     ∂logits: 0): the band read off its view, the right run as one masked row sum (0 when masked
-    everywhere), the left run as what remains of the row."""
+    everywhere; the product goes to ``product``, a free ``(n, L, L)`` buffer), the left run as what
+    remains of the row."""
     n, length, _ = x.shape
     band = _band_read(buf, n, length, masks)
-    right = (x * masks.right).sum(-1, keepdim=True) if masks.right is not None else x.new_zeros(n, length, 1)
+    if masks.right is not None:
+        right = torch.mul(x, masks.right, out=product).sum(-1, keepdim=True)
+    else:
+        right = x.new_zeros(n, length, 1)
     left = row_sum - band.sum(-1, keepdim=True) - right
     return torch.cat((left, band, right), -1)
 
@@ -233,7 +249,7 @@ class ToeplitzShaw(torch.autograd.Function):
     is written out: it keeps α ``(B, H, L, L)`` only, as the general path, and no autograd graph of
     L² intermediates (no masked_fill backward, no second ∂α accumulation).
 
-    q ``(B, H, L, Dh)`` already scaled by 1/√Dh, k, v ``(B, H, L, Dh)``, tables ``(2k+1, Dh)``
+    q, k, v ``(B, H, L, Dh)`` (q is scaled by 1/√Dh here, on its way into the head-major copy), tables ``(2k+1, Dh)``
     (``key_table`` may be None) → ``(B, H, L, Dh)``. Equal to the general path up to float rounding
     (the per-row shift and the bucket sums change the order of additions)."""
 
@@ -242,10 +258,10 @@ class ToeplitzShaw(torch.autograd.Function):
                 masks: BandMasks) -> Tensor:
         b, h, length, dh = q.shape
         n, slack = b * h, masks.k - 1
-        q3 = q.reshape(n, length, dh)
+        q3 = torch.mul(q, 1.0 / math.sqrt(dh), out=q.new_empty(b, h, length, dh)).view(n, length, dh)
         k3t = k.transpose(-1, -2).reshape(n, dh, length)
         v3 = v.reshape(n, length, dh)
-        lbuf, logits = _slack_empty(n, length, slack, q)
+        lbuf, logits = masks.buffer(0, n, length, q)
         torch.bmm(q3, k3t, out=logits)
         if key_table is not None:
             _add_relative(logits, lbuf, masks, torch.matmul(q3, key_table.t()))
@@ -253,8 +269,8 @@ class ToeplitzShaw(torch.autograd.Function):
             logits.view(b, h, length, length).add_(masks.bias)
         abuf, attn = _slack_empty(n, length, slack, q)
         torch.ops.aten._softmax.out(logits, -1, False, out=attn)
+        buckets = _bucket_sums(attn, abuf, masks, 1.0, logits)  # (B·H, L, 2k+1); the logits are free
         del lbuf, logits
-        buckets = _bucket_sums(attn, abuf, masks, 1.0)  # (B·H, L, 2k+1)
         out = torch.bmm(attn, v3).add_(torch.matmul(buckets, value_table))
         ctx.masks = masks
         ctx.save_for_backward(q3, k3t, v3, key_table, value_table, abuf, attn, buckets)
@@ -270,19 +286,19 @@ class ToeplitzShaw(torch.autograd.Function):
         g = grad.reshape(n, length, dh)
         dv = torch.bmm(attn.transpose(1, 2), g)
         d_value_table = buckets.reshape(-1, r).t().mm(g.reshape(-1, dh))
-        dbuf, dattn = _slack_empty(n, length, slack, g)
+        dbuf, dattn = masks.buffer(0, n, length, g)
         torch.bmm(g, v3.transpose(1, 2), out=dattn)
         _add_relative(dattn, dbuf, masks, torch.matmul(g, value_table.t()))
-        lbuf, dlogits = _slack_empty(n, length, slack, g)
+        lbuf, dlogits = masks.buffer(1, n, length, g)
         torch.ops.aten._softmax_backward_data.out(dattn, attn, -1, attn.dtype, grad_input=dlogits)
-        del dbuf, dattn
         dq = torch.bmm(dlogits, k3t.transpose(1, 2))
         d_key_table = None
         if key_table is not None:
-            dp = _bucket_sums(dlogits, lbuf, masks, 0.0)  # ∂/∂(q·w^K_r) per bucket
+            dp = _bucket_sums(dlogits, lbuf, masks, 0.0, dattn)  # ∂/∂(q·w^K_r) per bucket; ∂α is free
             dq.add_(torch.matmul(dp, key_table))
             d_key_table = dp.reshape(-1, r).t().mm(q3.reshape(-1, dh))
         dk = torch.bmm(dlogits.transpose(1, 2), q3)
+        dq.mul_(1.0 / math.sqrt(dh))  # q was scaled on the way in
         return dq.view(shape), dk.view(shape), dv.view(shape), d_key_table, d_value_table, None
 
 
@@ -335,7 +351,6 @@ class ShawHook(AttentionHook[RelativeContext]):
         key = f"banded-{length}-{q.dtype}"
         if key not in ctx.cache or ctx.cache[key][0] is not allowed:
             ctx.cache[key] = (allowed, band_masks(allowed, length, c, q.dtype))
-        q = q * (1.0 / math.sqrt(q.shape[-1]))  # scaled as the layer's explicit path scales it
         return ToeplitzShaw.apply(q, k, v, self.key_table, self.value_table, ctx.cache[key][1])
 
     def region(self, q: Tensor, ctx: RelativeContext, dropout_p: float) -> shaw_flex.Region | None:

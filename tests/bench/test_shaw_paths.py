@@ -135,10 +135,12 @@ class _Shapes(TorchDispatchMode):
 
 
 @pytest.mark.parametrize("variant", ["keys+values", "values", "keys"])
-def test_fast_path_never_builds_an_l_by_l_by_dh_tensor(variant: str) -> None:
+@pytest.mark.parametrize("backend", ["explicit", "banded"])
+def test_fast_path_never_builds_an_l_by_l_by_dh_tensor(variant: str, backend: str) -> None:
     """Shaw's memory claim (§3.3): the largest intermediate is (B, H, L, L), never (…, L, L, Dh)."""
     b, length, k = 2, 24, 3
     mha, hook = _pair(VARIANTS[variant])
+    hook.backend = backend
     pos = default_positions(torch.ones(b, length, dtype=torch.bool))
     ctx = ShawRelativePosition(D, VARIANTS[variant], 1, H).context(pos, pos)
     allowed = attention_bias(torch.ones(b, length, dtype=torch.bool), length, causal=True)

@@ -24,7 +24,6 @@ from posenc.decoding.search import beam_search, greedy_search
 from posenc.models.lm import DecoderLM, LMConfig
 from posenc.models.rnn_nmt import RNNConfig, RNNNMT
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.positions.shaw import set_backend as set_shaw_backend
 from tests.conftest import tiny_config
 
 DATA = Path(__file__).parent / "data" / "bit_identical.safetensors"
@@ -65,18 +64,10 @@ def _translate(model: torch.nn.Module) -> dict[str, Tensor]:
     return out
 
 
-#: Shaw's CPU default is the banded path (issue 20), equal to the general explicit path up to float
-#: rounding (logits of seq2seq/rpe, seq2seq/rr, lm/rpe within 1.5e-6; tokens equal), not bitwise; the
-#: references were written by the explicit path, which these tests pin (until they are regenerated).
-SHAW_BACKEND = "explicit"
-
-
 def seq2seq_outputs(name: str) -> dict[str, Tensor]:
     torch.manual_seed(0)
     cfg = tiny_config(name, vocab=V, position_params=SEQ2SEQ[name], norm="pre" if name == "rope" else "post")
-    model = Seq2SeqTransformer(cfg, pad_id=PAD).eval()
-    set_shaw_backend(model, SHAW_BACKEND)
-    return _translate(model)
+    return _translate(Seq2SeqTransformer(cfg, pad_id=PAD).eval())
 
 
 def rnn_nmt_outputs() -> dict[str, Tensor]:
@@ -90,7 +81,6 @@ def lm_outputs(name: str) -> dict[str, Tensor]:
     cfg = from_dict(LMConfig, {"layers": 2, "d_model": 32, "heads": 4, "d_ff": 64, "vocab_size": V,
                                "position": {"name": name, **LM[name]}})
     model = DecoderLM(cfg, pad_id=PAD).eval()
-    set_shaw_backend(model, SHAW_BACKEND)
     _, _, tokens, mask = _inputs()
     with torch.no_grad():
         full = model(tokens, mask)

@@ -61,7 +61,7 @@ def test_banded_equals_explicit_l_l_dh_reference(variant: str, causal: bool, len
 
 def test_banded_applies_only_where_it_is_exact() -> None:
     """None (the layer's general paths) for dropout, decoding steps, non-Toeplitz positions,
-    L < 2k − 2, and a keys-only hook; used by the CPU "auto" backend otherwise."""
+    L < 2k − 2, and a keys-only hook; used by the CPU "auto" backend from ``banded_min_len`` on."""
     rel = ShawRelativePosition(H * DH, ShawParams(k=3), 1, H)
     hook = rel.hook(0)
     q, k, v, pos, allowed = _inputs([6, 6], 6, causal=False)
@@ -74,9 +74,13 @@ def test_banded_applies_only_where_it_is_exact() -> None:
     assert hook.banded(*short[:3], short[4], rel.context(short[3], short[3]), 0.0) is None
     keys_only = ShawRelativePosition(H * DH, ShawParams(k=3, values=False), 1, H).hook(0)
     assert keys_only.banded(q, k, v, allowed, ctx, 0.0) is None
-    assert hook.backend == "auto" and torch.equal(hook.attend(q, k, v, allowed, ctx, 0.0), hook.banded(q, k, v, allowed, ctx, 0.0))
+    assert hook.backend == "auto" and hook.attend(q, k, v, allowed, ctx, 0.0) is None  # L = 6 < banded_min_len
+    hook.banded_min_len = 6
+    assert torch.equal(hook.attend(q, k, v, allowed, ctx, 0.0), hook.banded(q, k, v, allowed, ctx, 0.0))
     hook.backend = "explicit"
     assert hook.attend(q, k, v, allowed, ctx, 0.0) is None
+    hook.backend = "banded"  # forced: from 2k − 2 on, whatever banded_min_len says
+    assert hook.attend(q, k, v, allowed, ctx, 0.0) is not None
 
 
 def test_band_masks_by_hand() -> None:
@@ -94,8 +98,7 @@ def test_band_masks_by_hand() -> None:
 @pytest.mark.parametrize("name", ["rpe", "rr"])
 def test_model_banded_equals_explicit(name: str) -> None:
     """Seq2seq teacher forcing (padding, both stacks), banded CPU default vs the general explicit
-    path: logits within 1e-5 (the bit-identical references pin the explicit path, see
-    tests/models/test_bit_identical.py)."""
+    path: logits within 1e-5 (the bit-identical references, L ≤ 6, are below ``banded_min_len``)."""
     torch.manual_seed(0)
     cfg = tiny_config(name, vocab=20, position_params={"shaw": {"k": 2}})
     model = Seq2SeqTransformer(cfg, pad_id=0)

@@ -18,8 +18,9 @@ masked row sums; on CPU it measured slower than scatter_add over the broadcast i
 L² passes), so scatter stays the default. Any other positions (CAPE's scaled positions, arbitrary
 inputs) use the general ``(B, 1, Lq, Lk)`` index.
 
-On CPU, full self-attention passes with Toeplitz positions (shift 0) and no attention dropout take
-the *banded* path (``ShawHook.backend`` "auto"/"banded", :class:`ToeplitzShaw`): dense ops only,
+On CPU, full self-attention passes of ``ShawHook.banded_min_len`` (128) positions or more with
+Toeplitz positions (shift 0) and no attention dropout take the *banded* path (``ShawHook.backend``
+"auto"/"banded", :class:`ToeplitzShaw`): dense ops only,
 no index tensor read per element (gather/scatter_add were the CPU cost), a per-row shift instead of
 the left clipped bucket, the 2k−1 band as a strided view, an additive mask; equal to the paths above
 up to float rounding (not bitwise: see ``docs/perf/shaw_cpu.md``).
@@ -324,7 +325,7 @@ class ShawHook(AttentionHook[RelativeContext]):
                 nn.init.xavier_uniform_(p)
 
     #: Full-pass self-attention backend: "auto" (FlexAttention on CUDA from ``flex_min_len`` query
-    #: positions on, the layer's explicit paths below; "banded" on CPU), "explicit" (always the
+    #: positions on, "banded" on CPU from ``banded_min_len`` on, the layer's explicit paths below), "explicit" (always the
     #: layer's paths), "banded" (:class:`ToeplitzShaw` on CPU where it applies, else the layer's
     #: paths), or a region backend of ``shaw_flex.REGIONS`` on any device ("flex"; "dense", the reference).
     backend: str = "auto"
@@ -333,10 +334,16 @@ class ShawHook(AttentionHook[RelativeContext]):
     #: and 0.65x at 2,048 where the explicit path gave 0.041x; 512 lies between (not measured).
     flex_min_len: int = 512
 
+    #: Shortest sequence "auto" sends to the banded path on CPU. Whole training steps (transformer-small,
+    #: thread CPU time, docs/perf/shaw_cpu.md): banded vs explicit × APE 0.954 vs 0.962 at 32 tokens,
+    #: a tie at 128 (0.92–0.96 both, run to run), 0.937 vs 0.884 at 256, 0.91–0.96 vs 0.82–0.85 at 512,
+    #: 0.87–0.90 vs 0.65–0.66 at 1024. Below it the explicit path is as fast and bit-identical to before.
+    banded_min_len: int = 128
+
     def auto_backend(self, is_cuda: bool, length: int) -> str:
         """What "auto" means for a pass of ``length`` query positions on this device."""
         if not is_cuda:
-            return "banded"
+            return "banded" if length >= self.banded_min_len else "explicit"
         return "flex" if length >= self.flex_min_len else "explicit"
 
     def banded(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, ctx: RelativeContext, dropout_p: float) -> Tensor | None:

@@ -115,7 +115,7 @@ def test_a_changed_config_is_stale(tmp_path: Path) -> None:
     first = done.read_text()
     experiment(exp, [])
     assert done.read_text() == first  # skipped, not retrained
-    with pytest.raises(ConfigError, match="another config"):
+    with pytest.raises(ConfigError, match=r"the config changed: train.max_steps \(2 -> 3\)"):
         experiment(exp, ["base.train.max_steps=3"])
     experiment(exp, ["base.train.max_steps=3"], rerun_stale=True)
     assert '"steps": 3' in done.read_text()

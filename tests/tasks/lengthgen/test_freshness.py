@@ -1,0 +1,63 @@
+"""A lengthgen results.json judges its own freshness: it records the run config it was trained
+with, so results copied or committed elsewhere (docs/results/lengthgen_cpu) are reused only while
+the grid's config for that cell is unchanged (issue 17: a changed config once silently reused
+results trained with another)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from posenc.config import load_config
+from posenc.tasks.lengthgen.config import LengthgenExperimentConfig, run_config
+from posenc.tasks.lengthgen.driver import TASK, config_record
+
+ROOT = Path(__file__).resolve().parents[3]
+SHIPPED = ROOT / "src" / "posenc" / "configs" / "experiments" / "lengthgen_cpu.yaml"
+COMMITTED = ROOT / "docs" / "results" / "lengthgen_cpu"
+
+
+def _exp(out_dir: Path) -> LengthgenExperimentConfig:
+    return replace(load_config(LengthgenExperimentConfig, SHIPPED), out_dir=str(out_dir))
+
+
+def _results(cfg) -> dict:
+    return {"task": cfg.data.task, "method": "ape", "seed": cfg.train.seed, "config": config_record(cfg), "summary": {}, "metrics": {}}
+
+
+def test_results_of_the_same_config_are_fresh_wherever_they_lie(tmp_path: Path) -> None:
+    exp = _exp(tmp_path / "a")
+    cfg = run_config(exp, "parity", "ape", 1)
+    moved = _exp(tmp_path / "elsewhere")  # the record has no out_dir
+    assert TASK.verdict(moved, ("parity", "ape", 1), _results(cfg)).kind == "fresh"
+
+
+def test_results_of_another_config_are_stale_and_name_the_key(tmp_path: Path) -> None:
+    exp = _exp(tmp_path)
+    cfg = run_config(exp, "parity", "ape", 1)
+    other = replace(cfg, model=replace(cfg.model, layers=cfg.model.layers + 1))
+    v = TASK.verdict(exp, ("parity", "ape", 1), _results(other))
+    assert v.kind == "stale" and "model.layers" in v.detail
+
+
+def test_results_without_a_config_are_stale(tmp_path: Path) -> None:
+    exp = _exp(tmp_path)
+    results = {"task": "parity", "method": "ape", "seed": 1, "summary": {}, "metrics": {}}
+    v = TASK.verdict(exp, ("parity", "ape", 1), results)
+    assert v.kind == "stale" and "records no config" in v.detail
+
+
+def test_committed_results_match_the_shipped_config_or_are_stale(tmp_path: Path) -> None:
+    """Every committed run's recorded config is the shipped grid's config for its cell, unless the
+    cell's config changed since (then stale, so `posenc experiment` retrains it, never reuses it)."""
+    exp = _exp(COMMITTED)
+    kinds = {}
+    for path in sorted(COMMITTED.glob("*/*/seed*/results.json")):
+        res = json.loads(path.read_text(encoding="utf-8"))
+        cell = (res["task"], res["method"], res["seed"])
+        kinds[cell] = TASK.verdict(exp, cell, res).kind
+        same = res["config"] == config_record(run_config(exp, *cell))
+        assert kinds[cell] == ("fresh" if same else "stale"), cell
+    assert kinds, "no committed lengthgen results found"
+    assert all(k == "fresh" for (task, _, _), k in kinds.items() if task in ("bucket_sort", "parity", "copy"))

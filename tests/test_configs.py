@@ -4,8 +4,9 @@ describes can be built. Parametrised by file, so a newly added config is covered
 * Experiment files (``configs/experiments/*.yaml``, or any file whose keys are ExperimentConfig's):
   translation grids expand cell by cell through ``runner.grid`` + ``runner.run_config``; vision /
   speech experiments build the task's config class from ``base`` + each setting and method.
-* Task files (``configs/<task>/*.yaml``): loaded with the task module's config class, then every
-  run the module derives from it (methods, UniViT variants) is re-validated.
+* Task files (``configs/<task>/*.yaml``, or a ``task:`` with its own experiment schema): loaded
+  with the task module's experiment config class, then the run config of every cell of its grid
+  (``TASK.cells`` / ``TASK.cell_config``) is built and re-validated.
 """
 
 from __future__ import annotations
@@ -34,24 +35,16 @@ CONFIGS = shipped_configs()  # package data (src/posenc/configs; README `configs
 FILES = sorted(p for p in CONFIGS.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
-def _vision_runs(module: ModuleType, cfg: Any) -> list[Any]:
-    return [run for _, run in module.run_configs(cfg)]
+def _grid_runs(module: ModuleType, exp: Any) -> list[Any]:
+    """The run config of every cell of the grid (the module's ``TASK`` builds and validates each)."""
+    return [module.TASK.cell_config(exp, cell) for cell in module.TASK.cells(exp)]
 
 
-def _speech_runs(module: ModuleType, cfg: Any) -> list[Any]:
-    return [module.with_method(cfg, m) for m in cfg.methods or [cfg.model.position.name]]
-
-
-def _lengthgen_runs(module: ModuleType, cfg: Any) -> list[Any]:
-    """``expand`` builds (validates) every run config; the experiment config is re-validated."""
-    return [cfg] if module.expand(cfg) else []
-
-
-#: task → (module, config class, runs the module derives from one config)
+#: task → (module, experiment config class, runs the module derives from one config)
 TASK_CONFIGS: dict[str, tuple[str, str, Callable[[ModuleType, Any], list[Any]]]] = {
-    "vision": ("posenc.tasks.vision", "VisionConfig", _vision_runs),
-    "speech": ("posenc.tasks.speech", "SpeechConfig", _speech_runs),
-    "lengthgen": ("posenc.tasks.lengthgen", "LengthgenExperimentConfig", _lengthgen_runs),
+    "vision": ("posenc.tasks.vision", "VisionExperimentConfig", _grid_runs),
+    "speech": ("posenc.tasks.speech", "SpeechExperimentConfig", _grid_runs),
+    "lengthgen": ("posenc.tasks.lengthgen", "LengthgenExperimentConfig", _grid_runs),
 }
 EXPERIMENT_KEYS = {f.name for f in dataclasses.fields(ExperimentConfig)}
 
@@ -155,7 +148,7 @@ def test_config_loads_and_expands(path: Path) -> None:
     derived = runs(module, cfg)
     assert derived, f"{path}: describes no run"
     for run in derived:
-        _revalidate(cls, run)
+        assert _revalidate(type(run), run) == run
 
 
 @pytest.mark.parametrize("name", ["shape_gpu", "neishi_gpu", "cape_mt_gpu"])

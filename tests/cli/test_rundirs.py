@@ -120,7 +120,7 @@ def test_failing_train_leaves_the_run_dir_as_it_was(capsys: pytest.CaptureFixtur
     latest = sorted((run / "checkpoints").glob("ckpt_*"))[-1] / "model.safetensors"
     latest.write_bytes(latest.read_bytes()[:100])  # a corrupt latest checkpoint: resuming fails
     before = snapshot(run)
-    for extra in (["model.d_model=64"], ["train.max_steps=5"], ["train.bleu_every=1", "data.options.n_valid=0"]):
+    for extra in (["model.d_model=64"], ["train.max_steps=5"], ["train.metric_every=1", "data.options.n_valid=0"]):
         code, _, err = cli(capsys, "train", *run_overrides(run, None, *NEAR_INIT, *extra))
         assert code == 2 and err.count("\n") == 1, err
         assert snapshot(run) == before, extra
@@ -321,11 +321,11 @@ def test_unknown_method_names_the_documented_ones(capsys: pytest.CaptureFixture[
     assert not (tmp_path / "run").exists()
 
 
-def test_bleu_every_reports_validation_bleu(capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
-                                            tmp_path: Path, prepared: Path) -> None:
+def test_metric_every_reports_validation_bleu(capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
+                                              tmp_path: Path, prepared: Path) -> None:
     run = tmp_path / "run"
     with caplog.at_level(logging.INFO, logger="posenc"):
-        code, _, err = cli(capsys, "train", *run_overrides(run, prepared, *NEAR_INIT, "train.bleu_every=3",
+        code, _, err = cli(capsys, "train", *run_overrides(run, prepared, *NEAR_INIT, "train.bleu_every=3",  # the old name of train.metric_every
                                                            "train.validate_every=3"))
     assert code == 0, err
     rows = [r.split(",") for r in read(run / "valid.csv")[1:]]
@@ -335,7 +335,7 @@ def test_bleu_every_reports_validation_bleu(capsys: pytest.CaptureFixture[str], 
     assert code == 0
     # the BLEU logged during training is greedy sacreBLEU of the step-3 model on the valid split
     assert float(rows[0][3]) == pytest.approx(json.loads(out)["bleu"], abs=1e-6)
-    assert any(f"bleu={rows[0][3]}" in r.getMessage() for r in caplog.records)
+    assert any(f"metric={rows[0][3]}" in r.getMessage() for r in caplog.records)
 
 
 def test_progress_line_without_a_terminal(capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,

@@ -160,5 +160,9 @@ def test_tasks_are_found_by_package_and_unknown_ones_are_one_line_errors() -> No
     for bad in ("poetry", "../x", "translation2"):
         with pytest.raises(ConfigError, match="experiment task must be one of translation, lengthgen, speech, vision"):
             runner.task_runner(bad)
-    with pytest.raises(ConfigError, match="'vision' does not support jobs"):
-        runner.task_runner("vision")({}, [], jobs=4)
+    import posenc.tasks.speech
+    import posenc.tasks.vision
+
+    for name, module in (("vision", posenc.tasks.vision), ("speech", posenc.tasks.speech)):
+        entry = runner.task_runner(name)  # the shared grid runner (--jobs, freshness, --rerun-stale)
+        assert entry.func is runner.run_grid_experiment and entry.args == (module.TASK,)

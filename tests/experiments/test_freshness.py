@@ -99,3 +99,12 @@ def test_results_without_a_fingerprint_are_stale(capsys: pytest.CaptureFixture[s
     done.write_text(json.dumps(legacy))
     code, _, err = cli(capsys, "experiment", path)
     assert_one_line_error(code, err, "no config fingerprint")
+
+
+def test_a_record_with_the_old_bleu_every_key_stays_fresh() -> None:
+    """results.json written before train.bleu_every became train.metric_every: still fresh."""
+    from posenc.experiments.freshness import judge
+
+    current = {"fingerprint": {"a": 1}, "extension": {"max_steps": 5, "metric_every": 0}, "evaluation": {}}
+    saved = {"fingerprint": {"a": 1}, "extension": {"max_steps": 5, "bleu_every": 0}, "evaluation": {}}
+    assert judge(saved, current).kind == "fresh"

@@ -12,7 +12,9 @@ import torch
 from posenc.data.batching import Batch, collate, token_batches
 from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.training import Seq2SeqLoss, TrainConfig
+from posenc.models.seq2seq import Seq2SeqLoss
+from posenc.training import TrainConfig, TrainResult, Trainer
+from posenc.training import train as train_loop
 from posenc.training.loss import LossOutput
 from posenc.training.checkpoint import list_checkpoints
 
@@ -50,6 +52,26 @@ def batches_fn(pairs: list[tuple[list[int], list[int]]], max_tokens: int, seed: 
         return [batch_of([pairs[i] for i in g], g) for g in groups]
 
     return make
+
+
+def seq2seq_hooks(model: torch.nn.Module, cfg: TrainConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` plus the Trainer's explicit hooks for the tiny translation model, unless given:
+    its loss (label smoothing from ``cfg``) and width (d_model of the Noam schedule)."""
+    kwargs.setdefault("loss_fn", Seq2SeqLoss(cfg.label_smoothing, model.pad_id))
+    kwargs.setdefault("d_model", model.cfg.d_model)
+    return kwargs
+
+
+def train(model: torch.nn.Module, batches: Callable[[int, int, int], Any], cfg: TrainConfig, out: str | Path,
+          **kwargs: Any) -> TrainResult:
+    """:func:`posenc.training.train` of the tiny translation model (see :func:`seq2seq_hooks`)."""
+    return train_loop(model, batches, cfg, out, **seq2seq_hooks(model, cfg, kwargs))
+
+
+def make_trainer(model: torch.nn.Module, cfg: TrainConfig, out: str | Path, cls: type[Trainer] = Trainer,
+                 **kwargs: Any) -> Trainer:
+    """A :class:`~posenc.training.Trainer` (or subclass ``cls``) of the tiny translation model."""
+    return cls(model, cfg, out, **seq2seq_hooks(model, cfg, kwargs))
 
 
 def train_config(**overrides: Any) -> TrainConfig:

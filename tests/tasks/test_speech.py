@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
+import yaml
 
 from posenc.config import from_dict, load_config
 from posenc.data import speech as sd
@@ -17,8 +18,10 @@ from posenc.errors import ConfigError, DataError
 from posenc.models.ctc import ctc_loss
 from posenc.tasks.base import Task, run_task
 from posenc.tasks.speech import (
-    SpeechConfig, SpeechTask, build_model, cer, ctc_sums, eval_sets, evaluate_by_duration, run_experiment, training_utterance, wer,
+    TASK, SpeechConfig, SpeechExperimentConfig, SpeechTask, build_model, cer, ctc_sums, eval_sets, evaluate_by_duration,
+    training_utterance, wer,
 )
+from posenc.experiments.runner import run_experiment
 
 SR = 8000
 POS = {"sinusoidal": {"scale": 30.0}, "learned": {"max_positions": 16}, "shaw": {"k": 4},
@@ -61,10 +64,17 @@ def test_wer_cer_on_hand_made_strings() -> None:
 def test_config_validation() -> None:
     with pytest.raises(ConfigError, match="max_local_shift 0.05 s exceeds half the output frame spacing"):
         from_dict(SpeechConfig, {"model": {"position": {"name": "cape", "cape": {"max_local_shift": 0.05}}}})
-    with pytest.raises(ConfigError, match="cape.max_local_shift"):  # also when cape is only in methods
-        from_dict(SpeechConfig, {"methods": ["nopos", "cape"], "model": {"position": {"name": "nopos", "cape": {"max_local_shift": 0.05}}}})
+    exp = from_dict(SpeechExperimentConfig, {
+        "base": {"model": {"position": {"name": "nopos", "cape": {"max_local_shift": 0.05}}}},
+        "methods": {"nopos": {}, "cape": {"model.position.name": "cape"}, "wavelet": {"model.position.name": "wavelet"}}})
+    cells = TASK.cells(exp)
+    TASK.cell_config(exp, cells[0])
+    with pytest.raises(ConfigError, match="cape.max_local_shift"):  # also when cape is only in a method
+        TASK.cell_config(exp, cells[1])
     with pytest.raises(ConfigError, match="unknown position method"):
-        from_dict(SpeechConfig, {"methods": ["sinusoidal", "wavelet"]})
+        TASK.cell_config(exp, cells[2])
+    with pytest.raises(ConfigError, match="methods: no longer supported|no longer supported; the run config now goes under"):
+        from_dict(SpeechExperimentConfig, {"methods": ["cape"], "model": {"d_model": 16}})
     with pytest.raises(ConfigError, match="hop_ms"):
         from_dict(SpeechConfig, {"data": {"hop_ms": 30.0}})
 
@@ -132,23 +142,27 @@ def test_experiment_writes_csv_and_plot(tmp_path: Path) -> None:
     for d in range(10):
         for i in range(7):
             sf.write(str(rec / f"{d}_synth_{i}.wav"), tone(d, 0.35, rng), SR, subtype="PCM_16")
-    over = {"out_dir": str(tmp_path / "out"), "methods": ["cape", "learned"],
-            "data": {"path": str(tmp_path / "fsdd"), "eval_durations": [1.0], "eval_count": 2, "batch_size": 4},
+    base = {"data": {"path": str(tmp_path / "fsdd"), "eval_durations": [1.0], "eval_count": 2, "batch_size": 4},
             "train": {"max_steps": 2},
-            "model": {"d_model": 16, "heads": 2, "layers": 1, "conv_channels": 8}}
-    cfg = from_dict(SpeechConfig, over)
-    run_experiment(cfg, echo=lambda _: None)
-    with (tmp_path / "out" / "results.csv").open() as f:
+            "model": {"d_model": 16, "heads": 2, "layers": 1, "conv_channels": 8,
+                      "position": {**POS, "learned": {"max_positions": 40, "wrap": True}}}}
+    spec = {"task": "speech", "name": "tiny", "out_dir": str(tmp_path / "out"), "base": base,
+            "methods": {"cape": {"model.position.name": "cape"}, "learned": {"model.position.name": "learned"}}}
+    (tmp_path / "speech.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    report = run_experiment(str(tmp_path / "speech.yaml"), jobs=1)  # the shared grid runner
+    with (report / "results.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [(r["method"], r["bucket"], r["utterances"]) for r in rows] == [
         ("cape", "clips", "50"), ("cape", "1s", "2"), ("learned", "clips", "50"), ("learned", "1s", "2")]
-    assert (tmp_path / "out" / "wer_by_duration.png").stat().st_size > 1000
-    assert (tmp_path / "out" / "runs" / "cape" / "checkpoints" / "ckpt_00000002").is_dir()
+    assert (report / "wer_by_duration.png").stat().st_size > 1000
+    assert (tmp_path / "out" / "cape" / "seed0" / "checkpoints" / "ckpt_00000002").is_dir()
     with pytest.raises(DataError, match="FSDD recordings not found"):
-        run_experiment(from_dict(SpeechConfig, {**over, "data": {"path": str(tmp_path / "missing")}}), echo=lambda _: None)
+        run_experiment(str(tmp_path / "speech.yaml"), ["out_dir=" + str(tmp_path / "other"),
+                                                       "base.data.path=" + str(tmp_path / "missing")])
 
 
 def test_shipped_config_loads() -> None:
-    cfg = load_config(SpeechConfig, Path(__file__).resolve().parents[2] / "src" / "posenc" / "configs" / "speech" / "fsdd_small.yaml")
+    exp = load_config(SpeechExperimentConfig, Path(__file__).resolve().parents[2] / "src" / "posenc" / "configs" / "speech" / "fsdd_small.yaml")
+    cfg = TASK.cell_config(exp, TASK.cells(exp)[0])
     assert (cfg.train.schedule, cfg.train.lr_floor, cfg.train.clip_norm, cfg.data.batch_size) == ("cosine", 0.05, 1.0, 16)
     assert cfg.model.position.learned.wrap  # E(t mod 40): test utterances are 10× the table

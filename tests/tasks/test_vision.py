@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 import posenc.tasks.vision.task as vision_task
 from posenc.config import from_dict, load_config, to_dict
@@ -15,7 +16,8 @@ from posenc.data.images import ImageSet
 from posenc.errors import ConfigError, DataError
 from posenc.models.vit import ViT
 from posenc.tasks.base import Task, run_task
-from posenc.tasks.vision import VisionConfig, VisionTask, evaluate_resolutions, evaluate_tta, run_configs, run_experiment
+from posenc.experiments.runner import run_experiment
+from posenc.tasks.vision import TASK, VisionConfig, VisionExperimentConfig, VisionTask, evaluate_resolutions, evaluate_tta
 from tests.vision.test_images import make_split
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,23 +54,36 @@ def test_task_protocol_and_vit_recipe_defaults():
 
 
 def test_config_validation_and_shipped_config():
-    cfg = load_config(VisionConfig, REPO / "src" / "posenc" / "configs" / "vision" / "fashion_mnist_small.yaml")
+    exp = load_config(VisionExperimentConfig, REPO / "src" / "posenc" / "configs" / "vision" / "fashion_mnist_small.yaml")
+    cfg = from_dict(VisionConfig, exp.base)
     assert cfg.model.image_size % cfg.model.patch == 0
     assert all(r % cfg.model.patch == 0 for r in cfg.eval.resolutions + cfg.univit.resolutions)
     with pytest.raises(ConfigError, match="eval.resolutions: 30 is not a positive multiple of model.patch 4"):
         from_dict(VisionConfig, {"eval": {"resolutions": [28, 30]}})
-    with pytest.raises(ConfigError, match="experiment method .rpe.: model.position .rpe. is not a 2-D method"):
-        from_dict(VisionConfig, {"experiment": {"methods": ["rpe"]}})
+    bad = from_dict(VisionExperimentConfig, {"methods": {"rpe": {"model.position.name": "rpe"}}})
+    with pytest.raises(ConfigError, match="model.position .rpe. is not a 2-D method"):
+        TASK.cell_config(bad, TASK.cells(bad)[0])
 
 
-def test_run_configs_names_and_univit_scaling():
-    cfg = from_dict(VisionConfig, {"experiment": {"methods": ["none", "cape-2d"], "univit_methods": ["cape-2d"]}})
-    runs = run_configs(cfg)
-    assert [name for name, _ in runs] == ["none", "cape-2d", "univit/cape-2d"]
-    assert [r.univit.enabled for _, r in runs] == [False, False, True]
-    assert runs[1][1].model.position.cape2d.max_global_scaling == 1.4
-    assert runs[2][1].model.position.cape2d.max_global_scaling == 1.0
-    assert cfg.model.position.name == "cape-2d" and not cfg.univit.enabled  # the base config is untouched
+def test_the_old_experiment_form_is_refused_in_one_line():
+    for old in ({"experiment": {"methods": ["none"], "univit_methods": ["cape-2d"]}}, {"model": {"patch": 4}}):
+        with pytest.raises(ConfigError, match="no longer supported; the run config now goes under `base:`") as err:
+            from_dict(VisionExperimentConfig, old)
+        assert "\n" not in str(err.value)
+
+
+def test_cells_configs_and_univit_scaling(tmp_path: Path):
+    exp = from_dict(VisionExperimentConfig, {"out_dir": str(tmp_path), "seeds": [0, 1], "methods": {
+        "none": {"model.position.name": "none"}, "cape-2d": {"model.position.name": "cape-2d"},
+        "univit-cape-2d": {"model.position.name": "cape-2d", "univit.enabled": True,
+                           "model.position.cape2d.max_global_scaling": 1.0}}})
+    cells = TASK.cells(exp)
+    assert [c[1:] for c in cells] == [(m, s) for m in ("none", "cape-2d", "univit-cape-2d") for s in (0, 1)]
+    runs = [TASK.cell_config(exp, c) for c in cells]
+    assert [r.univit.enabled for r in runs[::2]] == [False, False, True]
+    assert runs[2].model.position.cape2d.max_global_scaling == 1.4
+    assert runs[4].model.position.cape2d.max_global_scaling == 1.0
+    assert [r.train.seed for r in runs[:2]] == [0, 1] and Path(runs[5].out_dir) == tmp_path / "univit-cape-2d" / "seed1"
 
 
 def test_batches_are_a_pure_function_of_the_epoch():
@@ -146,22 +161,29 @@ def test_experiment_writes_csv_and_plot_and_resumes(tmp_path: Path):
     root.mkdir()
     make_split(root, 64, "train")
     make_split(root, 20, "t10k")
-    cfg = to_dict(tiny_cfg("none", max_epochs=1))
-    cfg["model"]["num_classes"] = 10
-    cfg = from_dict(VisionConfig, {**cfg, "data": {"root": str(root), "batch_size": 32},
-                                   "experiment": {"methods": ["none", "learned-2d"], "univit_methods": ["cape-2d"]}})  # fmt: skip
-    rows = run_experiment(cfg, tmp_path / "out", echo=lambda _: None)
-    assert len(rows) == 3 * (3 + 1)
-    with open(tmp_path / "out" / "results.csv", newline="") as fh:
+    base = to_dict(tiny_cfg("none", max_epochs=1))
+    base["model"]["num_classes"] = 10
+    base["data"] = {"root": str(root), "batch_size": 32}
+    methods = {"none": {"model.position.name": "none"}, "learned-2d": {"model.position.name": "learned-2d"},
+               "univit-cape-2d": {"model.position.name": "cape-2d", "univit.enabled": True}}
+    spec = tmp_path / "vision.yaml"
+    spec.write_text(yaml.safe_dump({"task": "vision", "name": "tiny", "out_dir": str(tmp_path / "out"),
+                                    "base": base, "methods": methods, "seeds": [0]}, sort_keys=False))
+    report = run_experiment(str(spec))  # the shared grid runner
+    assert report == tmp_path / "out" / "report"
+    with open(report / "results.csv", newline="") as fh:
         table = list(csv.DictReader(fh))
-    assert [r["run"] for r in table] == [r["run"] for r in rows]
+    assert len(table) == 3 * (3 + 1) and list(dict.fromkeys(r["run"] for r in table)) == list(methods)
     assert {r["eval"] for r in table} == {"single", "tta:12/16/20"}
+    assert [r["resolution"] for r in table[:3]] == ["8", "16", "24"]
     assert all(0.0 <= float(r["accuracy"]) <= 1.0 for r in table)
-    png = (tmp_path / "out" / "accuracy.png").read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (tmp_path / "out" / "config.yaml").is_file()
-    again = run_experiment(cfg, tmp_path / "out", echo=lambda _: None)  # finished runs resume without training
-    assert again == rows
+    assert (report / "accuracy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert all((tmp_path / "out" / m / "seed0" / "results.json").is_file() for m in methods)
+    before = {m: (tmp_path / "out" / m / "seed0" / "results.json").stat().st_mtime_ns for m in methods}
+    assert run_experiment(str(spec)) == report  # fresh cells are not run again
+    assert before == {m: (tmp_path / "out" / m / "seed0" / "results.json").stat().st_mtime_ns for m in methods}
+    with pytest.raises(ConfigError, match="stale results .* rerun with --rerun-stale"):
+        run_experiment(str(spec), ["base.train.lr=0.01"])
 
 
 def test_validation_split_feeds_best_n_averaging(tmp_path: Path):

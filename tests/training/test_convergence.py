@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from posenc.training import train
 from posenc.training.convergence import (
     CONVERGED, IMPROVING, UNKNOWN, WARMUP, best_validation, convergence, status, status_of, warmup_updates,
 )
 from posenc.training.config import TrainConfig
 
-from tests.helpers.training import HandValidLoss, batch_of, batches_fn, random_pairs, tiny_model, train_config
+from tests.helpers.training import HandValidLoss, train, batch_of, batches_fn, random_pairs, tiny_model, train_config
 
 TRAIN = batches_fn(random_pairs(40, seed=2), max_tokens=48)
 VALID = [batch_of(random_pairs(4, seed=9))]

@@ -13,9 +13,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from safetensors.torch import load_file, save_file
 
-from posenc.training import Trainer
 
-from tests.helpers.training import batch_of, random_pairs, tiny_model, train_config
+from tests.helpers.training import make_trainer, batch_of, random_pairs, tiny_model, train_config
 
 WORLD = 2
 PAIRS = random_pairs(12, seed=4)
@@ -37,7 +36,7 @@ def _worker(rank: int, port: int, out: str) -> None:
         assert (r, world) == (rank, WORLD)
         return [batch_of(g[r::world]) for g in GLOBAL]
 
-    trainer = Trainer(model, _cfg(), Path(out) / "run")
+    trainer = make_trainer(model, _cfg(), Path(out) / "run")
     assert trainer.dist.world_size == WORLD and trainer.dist.rank == rank
     result = trainer.fit(shard, resume=False)
     assert not dist.is_initialized()  # the trainer destroyed the group it created
@@ -58,7 +57,7 @@ def test_two_gloo_ranks_equal_one_process(tmp_path: Path) -> None:
     mp.spawn(_worker, args=(_free_port(), str(tmp_path)), nprocs=WORLD, join=True)
 
     model = tiny_model()
-    single = Trainer(model, _cfg(), tmp_path / "single")
+    single = make_trainer(model, _cfg(), tmp_path / "single")
     assert single.dist.world_size == 1
     result = single.fit(lambda e, r, w: [batch_of(g) for g in GLOBAL], resume=False)
     ranks = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in range(WORLD)]

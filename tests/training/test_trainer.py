@@ -5,9 +5,11 @@ import pytest
 import torch
 
 from posenc.errors import CheckpointError, ConfigError
-from posenc.training import Seq2SeqLoss, Trainer, load_checkpoint, train
+from posenc.models.seq2seq import Seq2SeqLoss
+from posenc.config import from_dict
+from posenc.training import TrainConfig, Trainer, load_checkpoint
 
-from tests.helpers.training import batch_of, batches_fn, random_pairs, tiny_model, train_config
+from tests.helpers.training import make_trainer, train, batch_of, batches_fn, random_pairs, tiny_model, train_config
 
 PAIRS = random_pairs(40, seed=2)
 TRAIN = batches_fn(PAIRS, max_tokens=48)
@@ -82,9 +84,9 @@ def test_accumulating_two_halves_equals_one_full_batch(tmp_path: Path) -> None:
     pairs = random_pairs(8, seed=5)
     full, half1, half2 = batch_of(pairs), batch_of(pairs[:4]), batch_of(pairs[4:])
     one, two = tiny_model(), tiny_model()
-    t1 = Trainer(one, train_config(max_steps=1, update_freq=1), tmp_path / "one")
+    t1 = make_trainer(one, train_config(max_steps=1, update_freq=1), tmp_path / "one")
     t1.fit(lambda e, r, w: [full], resume=False)
-    t2 = Trainer(two, train_config(max_steps=1, update_freq=2), tmp_path / "two")
+    t2 = make_trainer(two, train_config(max_steps=1, update_freq=2), tmp_path / "two")
     r2 = t2.fit(lambda e, r, w: [half1, half2], resume=False)
     for (name, p), q in zip(one.named_parameters(), two.parameters()):
         torch.testing.assert_close(q.grad, p.grad, atol=1e-6, rtol=0, msg=name)
@@ -114,8 +116,8 @@ def test_logs_checkpoints_and_average(tmp_path: Path) -> None:
         assert float(r["loss"]) > float(r["nll"]) > 0  # label smoothing adds to the nll
     assert int(rows[-1]["tokens"]) == result.state.tokens
     valid = list(csv.DictReader(open(tmp_path / "valid.csv")))
-    assert list(valid[0]) == ["step", "loss", "ppl", "bleu", "wall_s"] and [int(v["step"]) for v in valid] == [3, 6]
-    assert valid[0]["bleu"] == ""
+    assert list(valid[0]) == ["step", "loss", "ppl", "metric", "wall_s"] and [int(v["step"]) for v in valid] == [3, 6]
+    assert valid[0]["metric"] == ""
     wall = [float(r["wall_s"]) for r in rows]
     assert all(0 < a <= b for a, b in zip(wall, wall[1:])) and 0 < float(valid[0]["wall_s"]) <= wall[-1]
     assert any((tmp_path / "tensorboard").iterdir())
@@ -136,24 +138,37 @@ def test_validation_loss_matches_direct_evaluation(tmp_path: Path) -> None:
     assert result.valid[-1]["ppl"] == pytest.approx(float(torch.exp(out.nll / out.ntokens)), rel=1e-6)
 
 
-def test_bleu_callback_and_patience(tmp_path: Path) -> None:
+def test_metric_callback_and_patience(tmp_path: Path) -> None:
     def bleu(model):
         return 12.5
 
-    cfg = train_config(max_steps=50, validate_every=1, bleu_every=2, patience=1, lr=50.0, warmup=1)
-    result = train(tiny_model(), TRAIN, cfg, tmp_path, valid_batches=VALID, bleu_fn=bleu)
+    cfg = train_config(max_steps=50, validate_every=1, metric_every=2, patience=1, lr=50.0, warmup=1)
+    result = train(tiny_model(), TRAIN, cfg, tmp_path, valid_batches=VALID, metric_fn=bleu)
     # with a huge learning rate validation loss soon stops improving → early stop
     assert result.stopped == "patience" and result.state.step < 50
     assert [r["step"] for r in result.valid] == list(range(1, result.state.step + 1))
-    assert all((r["bleu"] == 12.5) == (r["step"] % 2 == 0) for r in result.valid)
-    assert all(r["bleu"] is None for r in result.valid if r["step"] % 2)
-    with pytest.raises(ConfigError, match="bleu_fn"):
-        train(tiny_model(), TRAIN, train_config(bleu_every=1), tmp_path / "x")
+    assert all((r["metric"] == 12.5) == (r["step"] % 2 == 0) for r in result.valid)
+    assert all(r["metric"] is None for r in result.valid if r["step"] % 2)
+    with pytest.raises(ConfigError, match="metric_fn"):
+        train(tiny_model(), TRAIN, train_config(metric_every=1), tmp_path / "x")
+
+
+def test_the_trainer_knows_no_task(tmp_path: Path) -> None:
+    """No default loss, no width guessed from ``model.cfg``: the Noam schedule needs ``d_model``
+    given; ``bleu_every`` (stored run configs) still reads as ``metric_every``."""
+    with pytest.raises(TypeError):
+        Trainer(tiny_model(), train_config(), tmp_path / "a")  # type: ignore[call-arg]
+    bare = Trainer(tiny_model(), train_config(max_steps=1), tmp_path / "b", Seq2SeqLoss(0.1))
+    with pytest.raises(ConfigError, match="needs d_model"):
+        bare.fit(TRAIN, resume=False)
+    assert from_dict(TrainConfig, {"bleu_every": 3}).metric_every == 3
+    with pytest.raises(ConfigError, match="bleu_every and metric_every both given"):
+        from_dict(TrainConfig, {"bleu_every": 3, "metric_every": 2})
 
 
 def test_fp16_on_cpu_falls_back_with_warning(tmp_path: Path) -> None:
     with pytest.warns(UserWarning, match="fp32"):
-        trainer = Trainer(tiny_model(), train_config(precision="bf16"), tmp_path)
+        trainer = make_trainer(tiny_model(), train_config(precision="bf16"), tmp_path)
     assert trainer.precision == "fp32" and trainer.device.type == "cpu"
 
 

@@ -57,10 +57,15 @@ def run_paths(run: RunFiles) -> tuple[Path, Path]:
     return Path(run) / "train.csv", Path(run) / "valid.csv"
 
 
+def metric_column(valid: dict[str, list[float | None]]) -> list[float | None]:
+    """valid.csv's metric column (translation: BLEU; ``bleu`` in runs logged before the rename)."""
+    return valid.get("metric") or valid.get("bleu") or []
+
+
 def summarize(train: dict[str, list[float | None]], valid: dict[str, list[float | None]]) -> dict[str, Any]:
     tps = [v for v in train["tokens_per_s"] if v is not None]
     steps, wall = train["step"][-1], train["wall_s"][-1]
-    scored = [(b, s) for b, s in zip(valid.get("bleu", []), valid["step"]) if b is not None]
+    scored = [(b, s) for b, s in zip(metric_column(valid), valid["step"]) if b is not None]
     best = max(scored, key=lambda x: (x[0], -x[1])) if scored else (None, None)
     return {
         "steps": int(steps), "train_time_s": wall, "s_per_step": wall / steps if steps else None,
@@ -113,8 +118,8 @@ def plot_curves(logs: Mapping[str, tuple[dict, dict]], out: Path) -> None:
             if axis == "wall":
                 x = np.interp(x, np.asarray(train["step"], dtype=float), np.asarray(train["wall_s"], dtype=float))
             ppl[name] = (x, [math.exp(v) if v is not None else None for v in valid["loss"]])
-            if any(b is not None for b in valid.get("bleu", [])):
-                bleu[name] = (x, valid["bleu"])
+            if any(b is not None for b in metric_column(valid)):
+                bleu[name] = (x, metric_column(valid))
         xlabel = "gradient steps" if axis == "step" else "wall clock (s)"
         plots.lines(ax1, ppl, xlabel, "validation perplexity", "Validation perplexity")
         plots.lines(ax2, bleu, xlabel, "validation BLEU", "Validation BLEU")

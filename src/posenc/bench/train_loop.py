@@ -25,7 +25,7 @@ from posenc.bench import flops
 from posenc.bench.core import BenchConfig
 from posenc.data.batching import Batch, collate, token_batches
 from posenc.models.config import ModelConfig
-from posenc.models.seq2seq import Seq2SeqTransformer
+from posenc.models.seq2seq import Seq2SeqLoss, Seq2SeqTransformer
 from posenc.training import TrainConfig, Trainer
 
 PAD, BOS, EOS = 0, 2, 3
@@ -52,7 +52,8 @@ def _timed_fit(model: Seq2SeqTransformer, batches: list[Batch], cfg: BenchConfig
                        validate_every=0, save_every=0, keep_last=1, device="cuda" if cfg.device.startswith("cuda") else "cpu",
                        precision=precision, compile=compile_, seed=cfg.seed)
     with tempfile.TemporaryDirectory(prefix="posenc-bench-") as out:
-        result = Trainer(model, tcfg, out).fit(lambda epoch, rank, world: batches, resume=False)
+        trainer = Trainer(model, tcfg, out, Seq2SeqLoss(tcfg.label_smoothing, model.pad_id), d_model=model.cfg.d_model)
+        result = trainer.fit(lambda epoch, rank, world: batches, resume=False)
     first, last = result.train[0], result.train[-1]
     seconds, timed = last["wall_s"] - first["wall_s"], last["step"] - first["step"]
     used = [batches[i % len(batches)] for i in range(first["step"], last["step"])]

@@ -31,6 +31,7 @@ from typing import Any
 
 from posenc.config import to_dict
 from posenc.pipeline.fingerprint import EXTENSION_KEYS, describe_diff, fingerprint
+from posenc.training.config import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,9 @@ def judge(saved: dict[str, Any] | None, current: dict[str, Any], steps_done: int
         return Verdict("stale", "results.json has no config fingerprint (written before fingerprints were stored)")
     if saved["fingerprint"] != current["fingerprint"]:
         return Verdict("stale", describe_diff(saved["fingerprint"], current["fingerprint"]))
-    old_ext, new_ext = saved.get("extension", {}), current["extension"]
+    renamed = TrainConfig._renamed  # records written before a key's rename (bleu_every) stay fresh
+    old_ext = {renamed.get(k, k): v for k, v in saved.get("extension", {}).items()}
+    new_ext = current["extension"]
     if old_ext != new_ext:
         detail = describe_diff({"train": old_ext}, {"train": new_ext})
         cap = int(new_ext.get("max_steps") or 0)

@@ -12,6 +12,7 @@ report. A module without ``TASK`` may export ``experiment(data, overrides, **opt
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 import re
 from pathlib import Path
@@ -85,8 +86,9 @@ def task_of(exp: Any) -> ExperimentTask:
 
 
 def known_tasks() -> list[str]:
-    """``translation`` and every other ``posenc.tasks`` package."""
-    import posenc.tasks
-
-    found = sorted(m.name for m in pkgutil.iter_modules(posenc.tasks.__path__) if m.ispkg and m.name != "translation")
+    """``translation`` and every other ``posenc.tasks`` package, found by name like the task
+    itself (:func:`task_module`): the runner sits below the tasks and imports none of them."""
+    spec = importlib.util.find_spec("posenc.tasks")
+    where = list(spec.submodule_search_locations or []) if spec is not None else []
+    found = sorted(m.name for m in pkgutil.iter_modules(where) if m.ispkg and m.name != "translation")
     return ["translation", *found]

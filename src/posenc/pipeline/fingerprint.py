@@ -19,7 +19,7 @@ from posenc.config import config_differences, to_dict
 #: or only change what is logged/kept, never what has been trained so far.
 EXTENSION_KEYS = frozenset({
     "max_steps", "max_epochs", "patience", "log_every", "validate_every", "save_every", "keep_last",
-    "average_last", "average_best", "bleu_every", "num_threads", "device", "min_delta",
+    "average_last", "average_best", "metric_every", "num_threads", "device", "min_delta",
     "min_delta_abs",
 })
 

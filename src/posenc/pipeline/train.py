@@ -136,12 +136,12 @@ def stopping_split(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool, tr
 
 
 def validation_bleu(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool) -> Callable[[nn.Module], float] | None:
-    """``train.bleu_every``'s callback: greedy sacreBLEU of the validation split (None if off)."""
-    if cfg.train.bleu_every <= 0:
+    """``train.metric_every``'s metric of translation: greedy sacreBLEU of the validation split (None if off)."""
+    if cfg.train.metric_every <= 0:
         return None
     sources, refs = read_lines(data_dir / "valid.src"), read_lines(data_dir / "valid.tgt")
     if not sources:
-        raise ConfigError("train.bleu_every > 0 needs a validation split, but it is empty")
+        raise ConfigError("train.metric_every > 0 needs a validation split, but it is empty")
     dc = cfg.decode
 
     def bleu(model: nn.Module) -> float:

@@ -3,7 +3,7 @@
 A task turns its typed run config into a model, training/validation batches and a loss; after
 training it evaluates the model. (Its experiment grid, i.e. cells, freshness and report, is the
 task's experiment side: :mod:`posenc.experiments.runner`.) The Trainer never
-knows which task it trains (it only calls ``loss_fn(model, batch)``).
+knows which task it trains: it gets the task's ``loss`` and ``width`` (and metric) explicitly.
 
 :func:`run_task` is the one way a task trains: seed, ``build_model``, the Trainer with
 ``loss_fn=task.loss`` over ``train_batches``/``valid_batches`` (AMP, checkpoints, exact resume,
@@ -21,8 +21,6 @@ fingerprint before resuming, and writes the ownership marker, ``config.yaml``,
     first of all: what the run reads is there (a one-line error, nothing written);
 ``setup(cfg, restart) -> cfg``
     after the fingerprint check, before the model: prepare data, fill data-dependent values;
-``width(cfg) -> int``
-    d_model of the Noam schedule when the model has no ``cfg.d_model``;
 ``checkpoint_sections(cfg) -> dict``
     config sections stored with every checkpoint (default: the ``model``/``data`` dataclasses);
 ``stored_config(cfg) -> dict``
@@ -30,7 +28,7 @@ fingerprint before resuming, and writes the ownership marker, ``config.yaml``,
 ``write_files(cfg, out_dir)``
     the task's own files of the run directory (e.g. the vocabulary);
 ``validation_metric(cfg) -> Callable[[nn.Module], float] | None``
-    a metric during training every ``train.bleu_every`` updates (translation: greedy BLEU);
+    a metric during training every ``train.metric_every`` updates (translation: greedy BLEU);
 ``summary(cfg) -> dict``
     extra entries of ``summary.json`` (after training).
 """
@@ -49,7 +47,6 @@ import torch
 from torch import nn
 
 from posenc.config import to_dict
-from posenc.errors import ConfigError
 from posenc.pipeline.rundir import atomic_write_text, check_resumable, check_target, clear_run, exclusive, write_run_files
 from posenc.training import checkpoint as ck
 from posenc.training.distributed import env_int
@@ -82,16 +79,13 @@ class Task(Protocol):
         """Summed loss, summed NLL and token/item count of one batch."""
         ...
 
+    def width(self, cfg: Any) -> int:
+        """The model width: ``d_model`` of the Noam schedule (the Trainer never guesses it)."""
+        ...
+
     def evaluate(self, cfg: Any, model: nn.Module, out_dir: Path) -> dict[str, Any]:
         """Task metrics of a trained model (BLEU, accuracy by resolution, WER by duration, ...)."""
         ...
-
-
-def single_process_only(task: str, options: dict[str, Any]) -> None:
-    """Reject grid options (``--jobs``, ``--rerun-stale``, ``--backend``) a task does not support."""
-    changed = {k: v for k, v in options.items() if v not in (None, False, 1, "local")}
-    if changed:
-        raise ConfigError(f"experiment task {task!r} does not support {', '.join(sorted(changed))}")
 
 
 @dataclass
@@ -135,9 +129,8 @@ def _run_locked(task: Task, cfg: Any, out: Path, resume: bool, is_main: bool) ->
         _check_checkpoint(out, model)
     if is_main:
         _write_run_dir(task, cfg, out, resumed)
-    width = getattr(task, "width", None)  # optional: d_model of the Noam schedule
     sections = _hook(task, "checkpoint_sections", cfg) or _sections(cfg)
-    trainer = Trainer(model, cfg.train, out, loss_fn=task.loss, config=sections, d_model=width(cfg) if width else None)
+    trainer = Trainer(model, cfg.train, out, task.loss, d_model=task.width(cfg), config=sections)
     result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=resumed)
     summary = {**_summary(model, result, out), **(_hook(task, "summary", cfg) or {})}
     if is_main:

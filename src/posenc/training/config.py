@@ -14,6 +14,7 @@ in Shaw et al. (2018, §4.1) and Vaswani et al. (2017).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from posenc.config import require, require_finite
 
@@ -61,7 +62,10 @@ class TrainConfig:
     log_every: int = 100
     device: str = "auto"
     num_threads: int = 0  # torch.set_num_threads; 0 = leave torch's default
-    bleu_every: int = 0  # steps; 0 = validation BLEU off (needs a BLEU callback)
+    metric_every: int = 0  # steps; 0 = off. The task's validation metric (translation: greedy BLEU)
+
+    #: Old names still read (stored run configs, YAMLs): ``bleu_every`` is ``metric_every``.
+    _renamed: ClassVar[dict[str, str]] = {"bleu_every": "metric_every"}
 
     def __post_init__(self) -> None:
         require_finite(self, "train")
@@ -84,7 +88,7 @@ class TrainConfig:
             self.compile = "on" if self.compile else "off"
         require(self.compile in COMPILE_MODES, f"train.compile must be one of {'|'.join(COMPILE_MODES)}, got {self.compile!r}")
         require(self.precision in PRECISIONS, f"train.precision must be one of {'|'.join(PRECISIONS)}, got {self.precision!r}")
-        for name in ("validate_every", "save_every", "keep_last", "average_last", "num_threads", "bleu_every"):
+        for name in ("validate_every", "save_every", "keep_last", "average_last", "num_threads", "metric_every"):
             require(getattr(self, name) >= 0, f"train.{name} must be >= 0, got {getattr(self, name)}")
         require(self.log_every >= 1, f"train.log_every must be >= 1, got {self.log_every}")
         require(self.patience is None or self.patience >= 1, f"train.patience must be >= 1 or null, got {self.patience}")

@@ -2,8 +2,9 @@
 
 ``train.csv``: step, epoch, loss, nll, ppl, lr, tokens, wall_s, tokens_per_s — loss/nll in nats
 per target token over the rows' logging interval, ``tokens`` cumulative target tokens (all
-ranks), ``tokens_per_s`` the interval's throughput. ``valid.csv``: step, loss, ppl, bleu (empty
-when not computed), wall_s. ``wall_s`` is training time (validation and checkpointing excluded),
+ranks), ``tokens_per_s`` the interval's throughput. ``valid.csv``: step, loss, ppl, metric (the
+task's ``train.metric_every`` metric, e.g. BLEU; empty when not computed; runs before the rename
+call it ``bleu``), wall_s. ``wall_s`` is training time (validation and checkpointing excluded),
 so validation perplexity/BLEU against steps and against wall clock (SHAPE Fig. 8/9) can be
 plotted from valid.csv alone.
 """
@@ -22,7 +23,7 @@ from tqdm import tqdm
 log = logging.getLogger("posenc.training")
 
 TRAIN_COLUMNS = ("step", "epoch", "loss", "nll", "ppl", "lr", "tokens", "wall_s", "tokens_per_s")
-VALID_COLUMNS = ("step", "loss", "ppl", "bleu", "wall_s")
+VALID_COLUMNS = ("step", "loss", "ppl", "metric", "wall_s")
 
 
 def _fmt(value: Any) -> str:
@@ -89,7 +90,7 @@ class RunLogger:
         if not self.enabled:
             return
         self.valid_csv.write(row)
-        for key in ("loss", "ppl", "bleu"):
+        for key in ("loss", "ppl", "metric"):
             if row.get(key) is not None:
                 self.writer.add_scalar(f"valid/{key}", row[key], row["step"])
         fields = [f"{k}={_fmt(row[k])}" for k in VALID_COLUMNS[1:4] if row.get(k) is not None]

@@ -1,5 +1,5 @@
-"""Label-smoothed cross entropy (Szegedy et al. 2016; SHAPE App. Table 4, ε_ls = 0.1) and the
-loss hooks the trainer calls.
+"""Label-smoothed cross entropy (Szegedy et al. 2016; SHAPE App. Table 4, ε_ls = 0.1) and what a
+loss hook returns (the translation hook is :class:`posenc.models.seq2seq.Seq2SeqLoss`).
 
 Shape legend: B batch, T target length, V vocabulary, N flattened tokens.
 
@@ -10,11 +10,11 @@ gradient by the global token count, so hooks for other tasks (ViT, CTC) only nee
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 
 class LossOutput(NamedTuple):
@@ -42,15 +42,3 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, ignore_in
     nll_sum = nll.sum()
     loss = (1.0 - epsilon) * nll_sum + epsilon * smooth.sum()
     return LossOutput(loss, nll_sum, keep.sum())
-
-
-class Seq2SeqLoss:
-    """Loss hook for :class:`posenc.models.seq2seq.Seq2SeqTransformer` on a data ``Batch``:
-    teacher forcing ``model(src, src_mask, tgt_in, tgt_mask)`` scored against ``tgt_out``."""
-
-    def __init__(self, epsilon: float, pad_id: int = 0) -> None:
-        self.epsilon, self.pad_id = epsilon, pad_id
-
-    def __call__(self, model: nn.Module, batch: Any) -> LossOutput:
-        logits = model(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask)  # (B, T, V)
-        return label_smoothed_nll(logits, batch.tgt_out, self.epsilon, self.pad_id)

@@ -2,9 +2,11 @@
 precision, validation with patience, and DistributedDataParallel under ``torchrun``. Checkpoints,
 exact resume and averaging live in :mod:`posenc.training.state`.
 
-Works with any ``nn.Module``: the model is only touched through a loss hook
-``loss_fn(model, batch) -> LossOutput`` (summed loss, summed nll, token count); the default hook
-trains :class:`~posenc.models.seq2seq.Seq2SeqTransformer` on data ``Batch`` objects.
+Works with any ``nn.Module`` and knows no task: the model is only touched through the loss hook
+``loss_fn(model, batch) -> LossOutput`` (summed loss, summed nll, token count), which the caller
+always passes (a task's ``loss``), as it passes the width ``d_model`` of the Noam schedule (a
+task's ``width``) and an optional metric ``metric_fn(model) -> float`` every
+``train.metric_every`` updates (translation: greedy BLEU).
 
 Batches come from ``train_batches(epoch, rank, world_size) -> Sequence[batch]``, which must be a
 pure function of its arguments (e.g. ``token_batches(..., seed=cfg.seed, epoch=epoch, rank=rank,
@@ -30,7 +32,6 @@ from posenc.training import checkpoint as ck
 from posenc.training.config import TrainConfig
 from posenc.training.distributed import DistInfo, all_reduce_min, all_reduce_sum, broadcast_floats, cleanup, init_distributed
 from posenc.training.logging import RunLogger, log, progress_bar
-from posenc.training.loss import Seq2SeqLoss
 from posenc.training.rng import isolated_rng, seed_everything
 from posenc.training.runtime import (
     LossFn, ValidSource, WallClock, build_optimizer, forward_loss, move_to, resolve_compile, resolve_device,
@@ -41,7 +42,7 @@ from posenc.training.schedule import build_scheduler, total_updates
 from posenc.training.state import StateStore, TrainResult, TrainState, config_sections, record_validation, write_summary
 
 BatchesFn = Callable[[int, int, int], Sequence[Any]]
-BleuFn = Callable[[nn.Module], float]
+MetricFn = Callable[[nn.Module], float]
 
 
 class Trainer:
@@ -49,7 +50,8 @@ class Trainer:
 
     ``config`` holds extra sections for each checkpoint's config.yaml (e.g. ``{"model": ...,
     "data": ...}``); the ``model`` section (taken from ``model.cfg`` when absent) must match on
-    resume. ``d_model`` for the Noam schedule defaults to ``model.cfg.d_model``.
+    resume. ``loss_fn`` is the task's loss hook; ``d_model`` the model width of the Noam schedule
+    (None: a schedule that needs none, e.g. cosine; ``noam`` then stops with one line).
     """
 
     def __init__(
@@ -57,7 +59,7 @@ class Trainer:
         model: nn.Module,
         cfg: TrainConfig,
         out_dir: str | Path,
-        loss_fn: LossFn | None = None,
+        loss_fn: LossFn,
         d_model: int | None = None,
         config: dict[str, Any] | None = None,
         find_unused_parameters: bool = False,
@@ -73,11 +75,11 @@ class Trainer:
         self.compiled = resolve_compile(cfg.compile, self.device)
         self.model = unwrap_compiled(model).to(self.device)  # checkpoints hold its plain state_dict
         self.net = wrap_ddp(self.model, self.dist, self.device, find_unused_parameters)
-        self.loss_fn = loss_fn or Seq2SeqLoss(cfg.label_smoothing, getattr(model, "pad_id", 0))
+        self.loss_fn = loss_fn
         self.forward_loss = forward_loss(self.loss_fn, self.net, self.precision, self.compiled, cfg.compile == "auto")
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = build_optimizer(self.params, cfg, self.device)
-        self.d_model = d_model if d_model is not None else getattr(getattr(model, "cfg", None), "d_model", None)
+        self.d_model = d_model
         self.scheduler: Any = None  # built by fit() once the number of updates is known
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.config = config_sections(model, cfg, config)
@@ -110,7 +112,7 @@ class Trainer:
         self,
         train_batches: BatchesFn,
         valid_batches: ValidSource | None = None,
-        bleu_fn: BleuFn | None = None,
+        metric_fn: MetricFn | None = None,
         resume: bool | str | Path = True,
     ) -> TrainResult:
         """Train until ``max_steps``/``max_epochs`` (or patience) and return a summary.
@@ -122,8 +124,8 @@ class Trainer:
         ``train_summary.json`` (stop reason, best step, convergence status) and the process group (if this trainer
         created it) is destroyed.
         """
-        if self.cfg.bleu_every > 0 and bleu_fn is None:
-            raise ConfigError("train.bleu_every > 0 needs a BLEU callback (bleu_fn)")
+        if self.cfg.metric_every > 0 and metric_fn is None:
+            raise ConfigError("train.metric_every > 0 needs a validation metric (metric_fn); this task has none")
         result = TrainResult(self.state, "")
         try:
             first_epoch = lambda: all_reduce_min(len(train_batches(0, self.dist.rank, self.dist.world_size)), self.dist)  # noqa: E731
@@ -131,8 +133,8 @@ class Trainer:
             self.scheduler = build_scheduler(self.optimizer, self.cfg, self.d_model, total)
             result.warmup = warmup_updates(self.cfg, total)
             self._start(resume)
-            self._loop(train_batches, valid_batches, bleu_fn, result)
-            self._finish(valid_batches, bleu_fn, result)
+            self._loop(train_batches, valid_batches, metric_fn, result)
+            self._finish(valid_batches, metric_fn, result)
         finally:
             if self.logger is not None:
                 self.logger.close()
@@ -176,7 +178,7 @@ class Trainer:
             return "max_epochs"
         return ""
 
-    def _loop(self, train_batches: BatchesFn, valid: ValidSource | None, bleu_fn: BleuFn | None, result: TrainResult) -> None:
+    def _loop(self, train_batches: BatchesFn, valid: ValidSource | None, metric_fn: MetricFn | None, result: TrainResult) -> None:
         bar = progress_bar(self.cfg.max_steps or None, self.state.step, self.is_main)
         try:
             while not self._limit_reached():
@@ -192,7 +194,7 @@ class Trainer:
                     bar.update(1)
                     if row is not None:
                         bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}")
-                    self._after_update(valid, bleu_fn, result)
+                    self._after_update(valid, metric_fn, result)
                 if self.state.batch_index >= count:
                     self.state.epoch += 1
                     self.state.batch_index = 0
@@ -280,15 +282,15 @@ class Trainer:
         self.history.append(row)
         return row
 
-    def _after_update(self, valid: ValidSource | None, bleu_fn: BleuFn | None, result: TrainResult) -> None:
+    def _after_update(self, valid: ValidSource | None, metric_fn: MetricFn | None, result: TrainResult) -> None:
         cfg, step = self.cfg, self.state.step
         do_valid = valid is not None and cfg.validate_every > 0 and step % cfg.validate_every == 0
-        do_bleu = bleu_fn is not None and cfg.bleu_every > 0 and step % cfg.bleu_every == 0
-        if do_valid or do_bleu:
+        do_metric = metric_fn is not None and cfg.metric_every > 0 and step % cfg.metric_every == 0
+        if do_valid or do_metric:
             self._sync()  # never validate (or checkpoint) weights after a non-finite step
         with self.clock.paused():
-            if do_valid or do_bleu:
-                self.validate(valid if do_valid else None, bleu_fn if do_bleu else None, result)
+            if do_valid or do_metric:
+                self.validate(valid if do_valid else None, metric_fn if do_metric else None, result)
             if cfg.save_every > 0 and step % cfg.save_every == 0:
                 result.last_checkpoint = self.save()
 
@@ -297,7 +299,7 @@ class Trainer:
         """Loss and perplexity per target token on ``batches`` (eval mode, no grad)."""
         return validation_loss(self.model, self.loss_fn, batches, self.device, self.precision)
 
-    def validate(self, valid: ValidSource | None, bleu_fn: BleuFn | None, result: TrainResult) -> dict[str, Any]:
+    def validate(self, valid: ValidSource | None, metric_fn: MetricFn | None, result: TrainResult) -> dict[str, Any]:
         """Validation on rank 0 (RNG-isolated, so it never changes training randomness);
         updates the patience counter on every rank."""
         values = [math.nan, math.nan, math.nan]
@@ -306,15 +308,15 @@ class Trainer:
                 if valid is not None:
                     metrics = self.evaluate(valid)
                     values[:2] = [metrics["loss"], metrics["ppl"]]
-                if bleu_fn is not None:
+                if metric_fn is not None:
                     self.model.eval()
                     try:
-                        values[2] = float(bleu_fn(self.model))
+                        values[2] = float(metric_fn(self.model))
                     finally:
                         self.model.train()
-        loss, ppl, bleu = broadcast_floats(values, self.dist)
+        loss, ppl, metric = broadcast_floats(values, self.dist)
         row = {"step": self.state.step, "loss": None if math.isnan(loss) else loss,
-               "ppl": None if math.isnan(ppl) else ppl, "bleu": None if math.isnan(bleu) else bleu,
+               "ppl": None if math.isnan(ppl) else ppl, "metric": None if math.isnan(metric) else metric,
                "wall_s": self.wall_s()}
         self.logger.valid(row)
         result.valid.append(row)
@@ -334,16 +336,16 @@ class Trainer:
         return path
 
     # ------------------------------------------------------------------ end of training
-    def _finish(self, valid: ValidSource | None, bleu_fn: BleuFn | None, result: TrainResult) -> None:
+    def _finish(self, valid: ValidSource | None, metric_fn: MetricFn | None, result: TrainResult) -> None:
         if self.state.step == 0:
             return
         self._sync()
         if float(self._interval[2]) > 0:
             self._log_row()
-        bleu_fn = bleu_fn if self.cfg.bleu_every > 0 else None
+        metric_fn = metric_fn if self.cfg.metric_every > 0 else None
         with self.clock.paused():
-            if (valid is not None or bleu_fn is not None) and self._last_valid_step != self.state.step:
-                self.validate(valid, bleu_fn, result)
+            if (valid is not None or metric_fn is not None) and self._last_valid_step != self.state.step:
+                self.validate(valid, metric_fn, result)
             if self._last_save_step != self.state.step:
                 result.last_checkpoint = self.save()
             else:
@@ -356,12 +358,12 @@ def train(
     train_batches: BatchesFn,
     cfg: TrainConfig,
     out_dir: str | Path,
+    loss_fn: LossFn,
     valid_batches: ValidSource | None = None,
-    loss_fn: LossFn | None = None,
-    bleu_fn: BleuFn | None = None,
+    metric_fn: MetricFn | None = None,
     resume: bool | str | Path = True,
     **trainer_kwargs: Any,
 ) -> TrainResult:
     """Functional wrapper: ``Trainer(model, cfg, out_dir, loss_fn, ...).fit(...)``."""
     trainer = Trainer(model, cfg, out_dir, loss_fn=loss_fn, **trainer_kwargs)
-    return trainer.fit(train_batches, valid_batches, bleu_fn, resume=resume)
+    return trainer.fit(train_batches, valid_batches, metric_fn, resume=resume)

@@ -151,6 +151,9 @@ class LengthgenTask:
         d = cfg.data
         return [collate([example(d.task, n, d.valid_seed, j) for j in range(d.eval_batch_size)]) for n in d.validation_lengths]
 
+    def width(self, cfg: LengthgenConfig) -> int:
+        return cfg.model.d_model
+
     def loss(self, model: nn.Module, batch: Batch) -> LossOutput:
         return output_loss(model, batch)
 

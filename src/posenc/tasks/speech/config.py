@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from posenc.config import require
 from posenc.data import speech as sd
 from posenc.models.ctc import CTCModelConfig
+from posenc.tasks.grid import MethodsExperimentConfig
 from posenc.training.config import AdamWCosineConfig
 
 @dataclass
@@ -71,25 +72,28 @@ class SpeechConfig:
     data: SpeechDataConfig = field(default_factory=SpeechDataConfig)
     model: CTCModelConfig = field(default_factory=CTCModelConfig)
     train: SpeechTrainConfig = field(default_factory=SpeechTrainConfig)
-    methods: list[str] = field(default_factory=list)  # run_experiment: one model per name
     out_dir: str = "runs/speech"
-    task: str = "speech"  # lets `posenc experiment` pick this schema
 
     def __post_init__(self) -> None:
-        require(self.task == "speech", f"task must be 'speech' for a SpeechConfig, got {self.task!r}")
         p = self.model.position
         half = self.data.hop_ms / 1000 * self.model.downsample / 2
-        for name in [p.name, *self.methods]:
-            augment = replace(p, name=name).methods.augment  # validates the name, too
-            shift = getattr(p.params(augment), "max_local_shift", None) if augment else None
-            # CAPE §5.2: a local shift (in seconds) at most half the frame spacing keeps the frame order.
-            require(shift is None or shift <= half + 1e-12,
-                    f"model.position.{augment}.max_local_shift {shift} s exceeds half the output frame spacing ({half:g} s) and could reorder frames")
+        augment = p.methods.augment
+        shift = getattr(p.params(augment), "max_local_shift", None) if augment else None
+        # CAPE §5.2: a local shift (in seconds) at most half the frame spacing keeps the frame order.
+        require(shift is None or shift <= half + 1e-12,
+                f"model.position.{augment}.max_local_shift {shift} s exceeds half the output frame spacing ({half:g} s) and could reorder frames")
 
-    @property
-    def inactive_sections(self) -> tuple[str, ...]:
-        """Sections of the experiment, not of one run: outside each run's fingerprint."""
-        return ("methods",)
+
+@dataclass
+class SpeechExperimentConfig(MethodsExperimentConfig):
+    """``posenc experiment`` of ``task: speech``: methods × seeds over a ``base`` SpeechConfig."""
+
+    name: str = "speech"
+    task: str = "speech"
+
+    def __post_init__(self) -> None:
+        require(self.task == "speech", f"task must be 'speech' for this schema, got {self.task!r}")
+        super().__post_init__()
 
 
 def with_method(cfg: SpeechConfig, method: str) -> SpeechConfig:

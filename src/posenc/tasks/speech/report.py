@@ -7,12 +7,12 @@ import csv
 from pathlib import Path
 from typing import Any, Sequence
 
-from posenc.tasks.speech.config import SpeechConfig
 
 
-def write_report(cfg: SpeechConfig, rows: Sequence[dict[str, Any]], out: Path) -> None:
+def write_report(rows: Sequence[dict[str, Any]], out: Path, longest_training: float | None = None) -> None:
+    """results.csv and wer_by_duration.png (a line at ``longest_training`` seconds) under ``out``."""
     write_csv(rows, out / "results.csv")
-    plot_wer(rows, out / "wer_by_duration.png", cfg.data.max_train_duration)
+    plot_wer(rows, out / "wer_by_duration.png", longest_training)
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:

@@ -23,7 +23,6 @@ from posenc.data import speech as sd
 from posenc.models.ctc import CTCModel, CTCOutput
 from posenc.tasks.speech.config import SpeechConfig, SpeechDataConfig
 from posenc.tasks.speech.evaluate import eval_sets, evaluate_by_duration
-from posenc.tasks.speech.report import write_report
 from posenc.training.loss import LossOutput
 
 
@@ -84,6 +83,9 @@ class SpeechTask:
     def valid_batches(self, cfg: SpeechConfig) -> None:
         return None  # scored after training by duration bucket
 
+    def width(self, cfg: SpeechConfig) -> int:
+        return cfg.model.d_model
+
     def loss(self, model: nn.Module, batch: sd.SpeechBatch) -> LossOutput:
         loss = ctc_sums(model(batch.features, batch.times, batch.mask), batch.targets, batch.target_lengths)
         return LossOutput(loss, loss.detach(), torch.tensor(batch.targets.shape[0]))
@@ -91,8 +93,3 @@ class SpeechTask:
     def evaluate(self, cfg: SpeechConfig, model: nn.Module, out_dir: Path) -> dict[str, Any]:
         """``{"rows": [...]}``: WER/CER per duration bucket (see :func:`evaluate_by_duration`)."""
         return {"rows": evaluate_by_duration(model, cfg, eval_sets(cfg, self.data(cfg)))}
-
-    def report(self, exp: SpeechConfig, results: list[dict[str, Any]], out_dir: Path) -> Path:
-
-        write_report(exp, [row for r in results for row in r["rows"]], out_dir)
-        return out_dir / "results.csv"

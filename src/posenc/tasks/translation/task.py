@@ -25,7 +25,8 @@ from posenc.pipeline.train import (ARCHS, EncodedSplit, build_model, resolve_mod
                                    train_split, validation_bleu)
 from posenc.tasks.base import run_task
 from posenc.training import checkpoint as ck
-from posenc.training.loss import LossOutput, Seq2SeqLoss
+from posenc.models.seq2seq import Seq2SeqLoss
+from posenc.training.loss import LossOutput
 
 
 @dataclass
@@ -117,7 +118,7 @@ class TranslationTask:
         return self._splits(cfg).valid.batches(cfg.train.max_tokens, False, 0, 0) or None
 
     def validation_metric(self, cfg: RunConfig) -> Callable[[nn.Module], float] | None:
-        """Greedy validation BLEU every ``train.bleu_every`` updates (None when off)."""
+        """Greedy validation BLEU every ``train.metric_every`` updates (None when off)."""
         p = self.prepared(cfg)
         return validation_bleu(p.cfg, p.tokenizer, p.data_dir, bool(self._bos))
 

@@ -7,11 +7,11 @@ updates then cosine decay to 0, no label smoothing, epochs as the limit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from posenc.config import require
-from posenc.errors import ConfigError
 from posenc.models.vit import ViTConfig
+from posenc.tasks.grid import MethodsExperimentConfig
 from posenc.training.config import AdamWCosineConfig
 
 #: Default test resolutions: all divisible by the default patch size 4 (7×7 grid at 28 px).
@@ -69,37 +69,29 @@ class VisionEvalConfig:
 
 
 @dataclass
-class VisionExperimentConfig:
-    methods: list[str] = field(default_factory=lambda: ["learned-2d", "sinusoidal-2d", "cape-2d", "none"])
-    univit_methods: list[str] = field(default_factory=list)
-    # CAPE §5.1.2 trains UniViT with CAPE without global scaling (λ = 1).
-    univit_max_global_scaling: float = 1.0
-
-
-@dataclass
 class VisionConfig:
     model: ViTConfig = field(default_factory=ViTConfig)
     data: VisionDataConfig = field(default_factory=VisionDataConfig)
     train: VisionTrainConfig = field(default_factory=VisionTrainConfig)
     univit: UniViTConfig = field(default_factory=UniViTConfig)
     eval: VisionEvalConfig = field(default_factory=VisionEvalConfig)
-    experiment: VisionExperimentConfig = field(default_factory=VisionExperimentConfig)
-    task: str = "vision"  # lets `posenc experiment` pick this schema
     out_dir: str = "runs/vision"
 
     def __post_init__(self) -> None:
-        require(self.task == "vision", f"task must be 'vision' for a VisionConfig, got {self.task!r}")
         p = self.model.patch
         for where, sizes in (("univit.resolutions", self.univit.resolutions), ("eval.resolutions", self.eval.resolutions)):
             bad = [r for r in sizes if r < p or r % p]
             require(not bad, f"{where}: {bad[0] if bad else ''} is not a positive multiple of model.patch {p}")
-        for name in self.experiment.methods + self.experiment.univit_methods:
-            try:  # the ViT's own validation: a 2-D method of the registry
-                replace(self.model, position=replace(self.model.position, name=name))
-            except ConfigError as err:
-                raise ConfigError(f"experiment method {name!r}: {err}") from None
 
-    @property
-    def inactive_sections(self) -> tuple[str, ...]:
-        """Sections of the experiment, not of one run: outside each run's fingerprint."""
-        return ("experiment",)
+
+@dataclass
+class VisionExperimentConfig(MethodsExperimentConfig):
+    """``posenc experiment`` of ``task: vision``: methods × seeds over a ``base`` VisionConfig
+    (a UniViT variant is a method with ``univit.enabled: true``)."""
+
+    name: str = "vision"
+    task: str = "vision"
+
+    def __post_init__(self) -> None:
+        require(self.task == "vision", f"task must be 'vision' for this schema, got {self.task!r}")
+        super().__post_init__()

@@ -7,19 +7,19 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from posenc.tasks.vision.config import VisionConfig
 
 def result_rows(name: str, metrics: dict[str, Any], train_resolution: int) -> list[dict[str, Any]]:
-    """CSV rows of one run: one per test resolution, plus the TTA row."""
-    rows = [{"run": name, "eval": "single", "resolution": r, "accuracy": a} for r, a in metrics["accuracy"].items()]
+    """CSV rows of one run: one per test resolution (JSON keys: text), plus the TTA row."""
+    rows = [{"run": name, "eval": "single", "resolution": int(r), "accuracy": a} for r, a in metrics["accuracy"].items()]
     tta = "tta:" + "/".join(map(str, metrics["tta_resolutions"]))
     return rows + [{"run": name, "eval": tta, "resolution": train_resolution, "accuracy": metrics["tta"]}]
 
 
-def write_report(cfg: VisionConfig, results: list[dict[str, Any]], out_dir: Path) -> list[dict[str, Any]]:
-    rows = [row for r in results for row in result_rows(r["run"], r["metrics"], cfg.model.image_size)]
+def write_report(results: list[dict[str, Any]], out_dir: Path, train_resolution: int) -> list[dict[str, Any]]:
+    """results.csv and accuracy.png of ``results`` (each with ``run`` and ``metrics``); the rows."""
+    rows = [row for r in results for row in result_rows(r["run"], r["metrics"], train_resolution)]
     write_csv(rows, out_dir / "results.csv")
-    plot_accuracy(rows, out_dir / "accuracy.png", train_resolution=cfg.model.image_size)
+    plot_accuracy(rows, out_dir / "accuracy.png", train_resolution=train_resolution)
     return rows
 
 

@@ -24,7 +24,6 @@ from posenc.errors import DataError
 from posenc.models.vit import ViT
 from posenc.tasks.vision.config import VisionConfig
 from posenc.tasks.vision.evaluate import evaluate_resolutions, evaluate_tta, predict_logits, tta_resolutions
-from posenc.tasks.vision.report import write_report
 from posenc.training.loss import LossOutput
 
 
@@ -93,6 +92,9 @@ class VisionTask:
         return [ImageBatch(data.images[idx], data.labels[idx], cfg.model.image_size)
                 for idx in torch.arange(len(data)).split(cfg.eval.batch_size)]
 
+    def width(self, cfg: VisionConfig) -> int:
+        return cfg.model.d_model
+
     def loss(self, model: nn.Module, batch: ImageBatch) -> LossOutput:
         logits = model(to_model_input(batch.images, batch.resolution))  # (B, V)
         loss = F.cross_entropy(logits.float(), batch.labels, reduction="sum")
@@ -105,8 +107,3 @@ class VisionTask:
         acc = evaluate_resolutions(model, test, cfg.eval.resolutions, bs, cache=logits)
         tta_res = tta_resolutions(cfg)
         return {"accuracy": acc, "tta": evaluate_tta(model, test, tta_res, bs, cache=logits), "tta_resolutions": tta_res}
-
-    def report(self, exp: VisionConfig, results: list[dict[str, Any]], out_dir: Path) -> Path:
-
-        write_report(exp, results, out_dir)
-        return out_dir / "results.csv"

@@ -1,0 +1,119 @@
+"""The experiment side shared by tasks whose grid is methods × seeds over one base run config
+(vision, speech): the experiment schema and an :class:`~posenc.experiments.tasks.ExperimentTask`
+whose cells are runs of the task through :func:`posenc.tasks.base.run_task`, run by the shared
+grid runner (:mod:`posenc.experiments.runner`: ``--jobs``, freshness, ``--rerun-stale``).
+
+An experiment YAML::
+
+    task: vision
+    name: fashion_mnist_small
+    base: {model: ..., data: ..., train: ...}      # one run config of the task
+    methods:                                       # label -> dotted overrides of base
+      cape-2d: {model.position.name: cape-2d}
+    seeds: [0]
+
+Layout under ``exp.root`` (``out_dir``, default ``runs/NAME``): ``<method>/seed<N>/`` (a run
+directory; ``results.json`` once done) and ``report/``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from posenc.config import apply_mapping, from_dict, load_yaml, require
+from posenc.experiments.freshness import Verdict
+from posenc.tasks.base import Task, TaskRun, run_task
+
+log = logging.getLogger("posenc")
+
+Cell = tuple[str, str, int]  # (task, method, seed)
+
+#: How an old single-config experiment YAML is told the new form (one line).
+NEW_FORM = ("the run config now goes under `base:` and `methods:` maps label -> dotted overrides, "
+            "e.g. `methods: {cape: {model.position.name: cape}}` (docs/architecture.md, 'A task')")
+
+
+@dataclass
+class MethodsExperimentConfig:
+    """methods × seeds over a ``base`` run config; ``methods`` maps label → dotted overrides."""
+
+    name: str = "experiment"
+    task: str = ""
+    out_dir: str = ""  # default runs/NAME
+    description: str = ""
+    base: dict[str, Any] = field(default_factory=dict)
+    methods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seeds: list[int] = field(default_factory=lambda: [0])
+
+    #: Keys of the old form (a run config with an ``experiment``/``methods`` list), refused in one line.
+    _retired: ClassVar[dict[str, str]] = {k: NEW_FORM for k in
+                                          ("experiment", "model", "data", "train", "univit", "eval")}
+
+    def __post_init__(self) -> None:
+        require(len(self.methods) >= 1, f"experiment {self.name}: give at least one method ({NEW_FORM})")
+        require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds), "experiment.seeds must be distinct and non-empty")
+        for label, over in self.methods.items():
+            require(label.replace("-", "").replace("_", "").replace("+", "").isalnum(),
+                    f"method label {label!r}: use letters, digits, -, _ or +")
+            require(isinstance(over, dict), f"methods.{label}: a mapping of dotted overrides, got {over!r}")
+
+    @property
+    def root(self) -> Path:
+        return Path(self.out_dir or f"runs/{self.name}")
+
+
+class MethodsGrid:
+    """:class:`~posenc.experiments.tasks.ExperimentTask` of a methods × seeds grid. A task sets
+    ``experiment_config`` and ``run_config`` (its schemas) and defines :meth:`new_task`,
+    :meth:`summary_line` and :meth:`report`; :meth:`results` may add to a cell's results."""
+
+    experiment_config: type[MethodsExperimentConfig] = MethodsExperimentConfig
+    run_config: type = object
+
+    def new_task(self) -> Task:
+        """A fresh task object (one per cell)."""
+        raise NotImplementedError
+
+    def cells(self, exp: MethodsExperimentConfig) -> list[Cell]:
+        return [(exp.task, method, seed) for method in exp.methods for seed in exp.seeds]
+
+    def cell_config(self, exp: MethodsExperimentConfig, cell: Cell) -> Any:
+        """Base + the method's overrides + seed, with its run directory ``root/method/seedN``."""
+        _, method, seed = cell
+        data = apply_mapping(exp.base, exp.methods[method], self.run_config)
+        where = {"train.seed": seed, "out_dir": str(exp.root / method / f"seed{seed}")}
+        return from_dict(self.run_config, apply_mapping(data, where, self.run_config))
+
+    def verdict(self, exp: MethodsExperimentConfig, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
+        """stale when the run's saved config.yaml is another config; else fresh once
+        ``results.json`` exists."""
+        cfg = self.cell_config(exp, cell)
+        saved = Path(cfg.out_dir) / "config.yaml"
+        if saved.is_file() and replace(from_dict(self.run_config, load_yaml(saved)), out_dir=cfg.out_dir) != cfg:
+            return Verdict("stale", f"the run in {cfg.out_dir} was started with another config")
+        return Verdict("fresh") if results is not None else None
+
+    def run_cell(self, exp: MethodsExperimentConfig, cell: Cell, verdict: Verdict | None,
+                 old: dict[str, Any] | None) -> dict[str, Any]:
+        """Train (resuming) and evaluate the cell's run; its results (JSON-safe)."""
+        cfg = self.cell_config(exp, cell)
+        log.info("== %s / seed %d -> %s", cell[1], cell[2], cfg.out_dir)
+        run = run_task(self.new_task(), cfg)
+        s, conv = run.result.state, run.result.summary()
+        summary = {"steps": s.step, "wall_s": round(s.wall_s, 2), "params": run.summary.get("params"),
+                   **{k: conv[k] for k in ("stopped", "status", "converged") if k in conv}}
+        done = {"task": exp.task, "method": cell[1], "seed": cell[2], "summary": summary, "metrics": run.metrics}
+        return self.results(done, run)
+
+    def results(self, done: dict[str, Any], run: TaskRun) -> dict[str, Any]:
+        """A cell's results; a task may add to them (default: unchanged)."""
+        return done
+
+    def summary_line(self, exp: MethodsExperimentConfig, result: dict[str, Any]) -> str:
+        raise NotImplementedError
+
+    def report(self, exp: MethodsExperimentConfig, results: list[dict[str, Any]]) -> Path:
+        raise NotImplementedError

@@ -283,7 +283,7 @@ class ToeplitzShaw(torch.autograd.Function):
         masks: BandMasks = ctx.masks
         shape = grad.shape
         n, length, dh = q3.shape
-        slack, r = masks.k - 1, value_table.shape[0]
+        r = value_table.shape[0]
         g = grad.reshape(n, length, dh)
         dv = torch.bmm(attn.transpose(1, 2), g)
         d_value_table = buckets.reshape(-1, r).t().mm(g.reshape(-1, dh))

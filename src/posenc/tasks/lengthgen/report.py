@@ -42,9 +42,10 @@ _SHORT = {CONVERGED: "conv", "still improving": "capped", "best in warm-up": "wa
 
 def long_table(exp: Any, results: list[dict[str, Any]]) -> list[str]:
     """One row per task × method: seen and unseen sequence accuracy and unseen token accuracy
-    (mean ± std over seeds) and each seed's convergence status and stopping step."""
-    lines = ["| task | method | seen seq. acc. | unseen seq. acc. | unseen token acc. | runs (seed: status @ step) |",
-             "|---|---|---|---|---|---|"]
+    (mean ± std over seeds), each seed's convergence status and stopping step, and the mean
+    training wall clock per run (``summary.wall_s``, minutes; the machine's load is not recorded)."""
+    lines = ["| task | method | seen seq. acc. | unseen seq. acc. | unseen token acc. | runs (seed: status @ step) | train min/run |",
+             "|---|---|---|---|---|---|---|"]
     for task in exp.tasks:
         for method in exp.methods:
             runs = sorted(_by(results, task, method), key=lambda r: r["seed"])
@@ -52,8 +53,14 @@ def long_table(exp: Any, results: list[dict[str, Any]]) -> list[str]:
                 continue
             seeds = ", ".join(f"{r['seed']}: {_SHORT.get(status_of(r.get('summary')), '?')} @ {r['summary'].get('steps')}" for r in runs)
             lines.append(f"| {task} | {method} | {_cell(runs, 'seen_seq_acc', with_max=False)} | {_cell(runs, 'unseen_seq_acc', with_max=False)} | "
-                         f"{_cell(runs, 'unseen_token_acc', with_max=False)} | {seeds} |")
+                         f"{_cell(runs, 'unseen_token_acc', with_max=False)} | {seeds} | {_minutes(runs)} |")
     return lines
+
+
+def _minutes(runs: list[dict[str, Any]]) -> str:
+    """Mean training wall clock of ``runs`` in minutes ("–" when no run recorded it)."""
+    walls = [float(r["summary"]["wall_s"]) for r in runs if isinstance(r.get("summary", {}).get("wall_s"), (int, float))]
+    return f"{sum(walls) / len(walls) / 60:.1f}" if walls else "–"
 
 
 def table(exp: Any, results: list[dict[str, Any]], key: str) -> list[str]:

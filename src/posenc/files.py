@@ -13,18 +13,19 @@ from typing import IO
 
 
 @contextmanager
-def atomic_output(path: str | os.PathLike[str], binary: bool = False) -> Iterator[IO]:
+def atomic_output(path: str | os.PathLike[str], binary: bool = False, mode: int = 0o644) -> Iterator[IO]:
     """Yield a file object for ``path``'s replacement; on a clean exit it is flushed, fsynced and
-    renamed over ``path`` (mode 0644), on any exception removed. OSError from creating it propagates."""
+    renamed over ``path`` (permission bits ``mode``), on any exception removed. OSError from
+    creating it propagates."""
     target = Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
-        mode = {"mode": "wb"} if binary else {"mode": "w", "encoding": "utf-8", "newline": "\n"}
-        with os.fdopen(fd, **mode) as fh:
+        opening = {"mode": "wb"} if binary else {"mode": "w", "encoding": "utf-8", "newline": "\n"}
+        with os.fdopen(fd, **opening) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

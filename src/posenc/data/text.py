@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import gzip
 import os
-import tempfile
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
 from posenc.errors import DataError
+from posenc.files import atomic_output
 
 __all__ = ["read_lines", "read_parallel", "write_lines_atomic"]
 
@@ -139,16 +139,6 @@ def write_lines_atomic(path: PathLike, lines: Iterable[str]) -> None:
     """
     target = Path(path)
     data = _encode_lines(target, lines)
-    directory = target.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp_name, _target_mode(target))
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output(target, binary=True, mode=_target_mode(target)) as f:
+        f.write(data)

@@ -68,3 +68,12 @@ def test_shape_is_random_in_training_only() -> None:
 def test_missing_vocabulary_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="vocab_size"):
         DecoderLM(LMConfig())
+
+
+def test_init_state_without_horizon_is_refused_for_sampled_randomized_positions() -> None:
+    model = lm("sinusoidal+randomized")  # eval: sample (the default, Ruoss et al. 2023)
+    with pytest.raises(ConfigError, match="horizon=N"):
+        model.init_state(2)
+    state = model.init_state(2, horizon=3)
+    assert model.step(torch.tensor([4, 5]), state).shape == (2, V)
+    assert lm("sinusoidal+randomized", randomized={"eval": "sequential"}).init_state(2).steps.step == 0

@@ -87,6 +87,9 @@ class DecoderLM(nn.Module):
     def init_state(self, batch: int, device: torch.device | str = "cpu", horizon: int | None = None) -> LMState:
         """Empty incremental-decoding state. ``horizon``: the most steps to decode; it draws the eval
         positions of all of them at once (needed by randomized positions sampled at eval, Ruoss et al. 2023)."""
+        if horizon is None and self.augment.needs_decode_horizon:  # fail here, not at the first step
+            raise ConfigError("randomized positions sampled at eval need a decoding horizon: "
+                              "init_state(batch, device, horizon=N), or model.position.randomized.eval=sequential")
         table = Fixed(self.augment.decode_positions(horizon, device)) if horizon is not None else None
         layers: list[SelfCache] = [{} for _ in self.stack.layers]
         return LMState(layers, Steps(torch.zeros(batch, 0, device=device), table))

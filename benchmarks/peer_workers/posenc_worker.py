@@ -12,6 +12,8 @@ from posenc.config import from_dict
 from posenc.decoding import beam_search
 from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
+from posenc.training import TrainConfig
+from posenc.training.runtime import build_optimizer
 
 
 def setup(cfg: dict[str, Any]) -> dict[str, Callable[[], int]]:
@@ -20,7 +22,8 @@ def setup(cfg: dict[str, Any]) -> dict[str, Callable[[], int]]:
                                        d_ff=cfg["d_ff"], dropout=cfg["dropout"], vocab_size=cfg["vocab"], position=pos))
     model = Seq2SeqTransformer(mcfg, pad_id=0)
     cfg["_params"] = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    # the optimizer posenc's Trainer builds (fused Adam where torch has it), same hyper-parameters as the peers
+    opt = build_optimizer(list(model.parameters()), TrainConfig(lr=1e-4, betas=[0.9, 0.98], eps=1e-9), torch.device("cpu"))
     src, tgt = synthetic(cfg, cfg["batch"], cfg["length"], 0)
     mask = torch.ones_like(src, dtype=torch.bool)
     dsrc, _ = synthetic(cfg, cfg["decode_batch"], cfg["decode_len"], 1)

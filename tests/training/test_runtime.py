@@ -15,7 +15,7 @@ import torch
 from posenc.models.seq2seq import Seq2SeqLoss
 from posenc.training import Trainer, TrainConfig, load_checkpoint
 from posenc.training.runtime import (
-    build_optimizer, forward_loss, load_optimizer_state, resolve_compile, resolve_precision, unwrap_compiled,
+    _CPU_FUSED_ADAM, build_optimizer, forward_loss, load_optimizer_state, resolve_compile, resolve_precision, unwrap_compiled,
 )
 
 from tests.helpers.training import make_trainer, train, batch_of, batches_fn, random_pairs, tiny_model, train_config
@@ -38,24 +38,48 @@ def test_auto_precision_and_compile_resolve_per_device() -> None:
         assert resolve_compile("auto", cuda) and not resolve_compile("off", cuda)
 
 
-def test_optimizer_is_foreach_on_cpu_and_keeps_its_implementation_on_load() -> None:
+def test_optimizer_is_fused_on_cpu_and_keeps_its_implementation_on_load() -> None:
     cfg = TrainConfig(max_steps=1, optimizer="adamw", weight_decay=0.1)
     model = torch.nn.Linear(3, 2)
     opt = build_optimizer(list(model.parameters()), cfg, CPU)
-    assert isinstance(opt, torch.optim.AdamW) and opt.param_groups[0]["foreach"] is True
-    assert not opt.param_groups[0]["fused"]
-    # a state saved by a fused optimizer (as on CUDA; torch's fused Adam also runs on CPU)
-    fused = torch.optim.AdamW(model.parameters(), lr=0.1, fused=True)
+    mine = "fused" if _CPU_FUSED_ADAM else "foreach"
+    other = "foreach" if _CPU_FUSED_ADAM else "fused"
+    assert isinstance(opt, torch.optim.AdamW) and opt.param_groups[0][mine] is True
+    assert not opt.param_groups[0][other]
+    # a state saved by the other implementation (torch's fused Adam also runs on CPU)
+    saved = torch.optim.AdamW(model.parameters(), lr=0.1, **{other: True})
     model(torch.ones(4, 3)).sum().backward()
-    fused.step()
-    load_optimizer_state(opt, fused.state_dict())
-    assert opt.param_groups[0]["foreach"] is True and not opt.param_groups[0]["fused"]
+    saved.step()
+    load_optimizer_state(opt, saved.state_dict())
+    assert opt.param_groups[0][mine] is True and not opt.param_groups[0][other]
     assert opt.param_groups[0]["lr"] == 0.1  # hyper-parameters do come from the state
     for p in model.parameters():
         step = opt.state[p]["step"]
         assert step.device.type == "cpu" and step.dtype == torch.float32 and float(step) == 1.0
-        torch.testing.assert_close(opt.state[p]["exp_avg"], fused.state[p]["exp_avg"], rtol=0, atol=0)
-    opt.step()  # the loaded state is usable by the foreach implementation
+        torch.testing.assert_close(opt.state[p]["exp_avg"], saved.state[p]["exp_avg"], rtol=0, atol=0)
+    opt.step()  # the loaded state is usable by this implementation
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "adamw"])
+def test_cpu_optimizer_matches_the_for_loop_adam(optimizer: str) -> None:
+    """The builder's CPU implementation computes the textbook update: 20 steps agree with torch's
+    single-tensor for-loop to float32 rounding (the fused kernel rounds in its own order)."""
+    cfg = TrainConfig(max_steps=1, optimizer=optimizer, lr=1e-3, weight_decay=0.01)
+    gen = torch.Generator().manual_seed(0)
+    start = [torch.randn(64, 32, generator=gen), torch.randn(32, generator=gen)]
+    grads = [[torch.randn(t.shape, generator=gen) for t in start] for _ in range(20)]
+    a = [t.clone().requires_grad_() for t in start]
+    b = [t.clone().requires_grad_() for t in start]
+    kind = torch.optim.AdamW if optimizer == "adamw" else torch.optim.Adam
+    ref = kind(b, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, foreach=False)
+    opt = build_optimizer(a, cfg, CPU)
+    for g in grads:
+        for p, q, gi in zip(a, b, g):
+            p.grad, q.grad = gi.clone(), gi.clone()
+        opt.step()
+        ref.step()
+    for p, q in zip(a, b):
+        torch.testing.assert_close(p, q, rtol=0, atol=1e-6)
 
 
 def test_forward_loss_eager_equals_the_hook() -> None:

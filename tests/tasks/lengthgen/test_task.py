@@ -45,7 +45,7 @@ def test_training_batches_are_pure_and_in_range() -> None:
     assert all(torch.equal(x.tokens, y.tokens) for x, y in zip(a, b))
     assert not torch.equal(a[0].tokens, task.train_batches(cfg, 3, 0, 1)[0].tokens)
     # rank r of world w gets global batch (epoch·S + i)·w + r
-    assert torch.equal(task.train_batches(cfg, 0, 1, 2)[0].tokens, training_batch(cfg, 1).tokens)
+    assert torch.equal(task.train_batches(cfg, 0, 1, 2)[0].tokens, training_batch(cfg, 1, world=2).tokens)
     lengths = {int(x.tokens.shape[1]) - 2 for x in a}  # input + SEP + one parity bit
     assert min(lengths) >= 1 and max(lengths) <= cfg.data.train_max_length and len(lengths) > 3
 
@@ -156,3 +156,15 @@ def test_jobs_2_equals_jobs_1(tmp_path: Path) -> None:
             r[m]["summary"].pop("wall_s")
         assert results[1][m] == results[2][m]
     assert sorted(p.name for p in (tmp_path / "jobs2" / "logs").iterdir()) == ["parity-ape-seed1.log", "parity-rpe-seed1.log"]
+
+
+def test_the_curriculum_spans_the_same_updates_on_any_number_of_ranks() -> None:
+    """Under torchrun each update consumes ``world`` global batches; the curriculum follows the
+    update, so with 4 ranks it does not end 4 times sooner."""
+    cfg = small_cfg("reverse", curriculum_steps=100, train_max_length=20)
+    task = LengthgenTask()
+    update = 10  # curriculum range at update 10: lengths up to 1 + round(19 * 11 / 100) = 3
+    for world in (1, 4):
+        for rank in range(world):
+            batch = task.train_batches(cfg, 0, rank, world)[update]
+            assert batch.tokens.shape[1] - 1 <= 2 * 3  # input ≤ 3, SEP, output ≤ 3 (reverse)

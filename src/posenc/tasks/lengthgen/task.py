@@ -79,11 +79,12 @@ def accuracy(model: nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
     return right.all(1), frac
 
 
-def training_batch(cfg: LengthgenConfig, index: int) -> Batch:
-    """The ``index``-th training batch: one length drawn uniformly from the training range (of
-    that batch, with a curriculum: :meth:`LengthgenData.train_lengths_at`)."""
+def training_batch(cfg: LengthgenConfig, index: int, world: int = 1) -> Batch:
+    """The ``index``-th global training batch: one length drawn uniformly from the training range
+    of its update ``index // world`` (with a curriculum: :meth:`LengthgenData.train_lengths_at`, so
+    the curriculum spans the same number of updates whatever the number of ranks ``world``)."""
     d = cfg.data
-    low, high = d.train_lengths_at(index)
+    low, high = d.train_lengths_at(index // world)
     length = random.Random(f"length:{cfg.train.seed}:{index}").randint(low, high)
     start = index * d.batch_size
     return collate([example(d.task, length, cfg.train.seed, start + j) for j in range(d.batch_size)])
@@ -141,9 +142,10 @@ class LengthgenTask:
         return DecoderLM(replace(cfg.model, vocab_size=VOCAB_SIZE), pad_id=PAD)
 
     def train_batches(self, cfg: LengthgenConfig, epoch: int, rank: int, world: int) -> list[Batch]:
-        """``steps_per_epoch`` batches; batch i of rank r is global batch ``(epoch·S + i)·world + r``."""
+        """``steps_per_epoch`` batches; batch i of rank r is global batch ``(epoch·S + i)·world + r``
+        (its update: ``epoch·S + i``, which sets the curriculum's range)."""
         s = cfg.data.steps_per_epoch
-        return [training_batch(cfg, (epoch * s + i) * world + rank) for i in range(s)]
+        return [training_batch(cfg, (epoch * s + i) * world + rank, world) for i in range(s)]
 
     def valid_batches(self, cfg: LengthgenConfig) -> list[Batch]:
         """One batch per validation length (training lengths that are not test lengths), drawn

@@ -60,6 +60,8 @@ class SinusoidalPosition(InputPosition):
 
     def forward(self, x: Tensor, positions: Tensor, mask: Tensor, state: dict | None = None) -> Tensor:
         # float64 angles: positions up to ~1e4 keep full float32 precision in sin/cos.
+        if positions.dim() > 1 and positions.shape[0] > 1 and positions.stride(0) == 0:
+            positions = positions[:1]  # one row broadcast to all (default_positions): its PE once, broadcast in the sum
         angles = positions.to(torch.float64).unsqueeze(-1) * self.omega
         pe = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
         return x + pe.to(x.dtype)

@@ -449,6 +449,14 @@ def config_differences(saved: Any, current: Any, prefix: str = "") -> list[tuple
     return [(k, x, y) for k, x, y in diffs if not _same(x, y)]
 
 
+def describe_differences(diffs: list[tuple[str, Any, Any]], limit: int = 4) -> str:
+    """One line for :func:`config_differences`' result: ``model.d_model (256 -> 512), data.corpus
+    ('bible' -> 'toy')``, the first ``limit`` of them and how many more."""
+    parts = [f"{k} ({a!r} -> {b!r})" for k, a, b in diffs[:limit]]
+    more = f" and {len(diffs) - limit} more" if len(diffs) > limit else ""
+    return ", ".join(parts) + more
+
+
 def require(cond: bool, message: str) -> None:
     """Raise ConfigError(message) unless ``cond``; used by ``__post_init__`` validators."""
     if not cond:

@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any
 
-from posenc.config import config_differences, to_dict
+from posenc.config import config_differences, describe_differences, to_dict
 
 #: ``train.*`` options that may change between a run and its resumption: they extend training
 #: or only change what is logged/kept, never what has been trained so far.
@@ -34,14 +34,18 @@ IGNORED_SECTIONS = frozenset({"out_dir", "data_dir", "decode"})
 def fingerprint(cfg: Any) -> dict[str, Any]:
     """The parts of a resolved run config (a dataclass) that determine its data and its model:
     every section except paths, decoding and the model sections of other architectures
-    (``cfg.inactive_sections``), with ``train`` minus :data:`EXTENSION_KEYS`."""
+    (``cfg.inactive_sections``), with ``train`` minus :data:`EXTENSION_KEYS` and its
+    ``precision: auto`` resolved as the trainer will on this machine."""
+    train = getattr(cfg, "train", None)
+    auto = getattr(train, "precision", None) == "auto"
+    precision = _auto_precision(str(getattr(train, "device", "auto"))) if auto else None
     data = to_dict(cfg)
     ignored = IGNORED_SECTIONS | set(getattr(cfg, "inactive_sections", ()))
     out = {k: v for k, v in data.items() if k not in ignored}
     if isinstance(out.get("train"), dict):
         out["train"] = {k: v for k, v in out["train"].items() if k not in EXTENSION_KEYS | RUNTIME_KEYS}
         if out["train"].get("precision") == "auto":  # what it means here: runs of fp32 days stay fresh on CPU
-            out["train"]["precision"] = _auto_precision(str(data["train"].get("device", "auto")))
+            out["train"]["precision"] = precision
     return json.loads(json.dumps(out, sort_keys=True, default=str))
 
 
@@ -79,7 +83,4 @@ def diff_keys(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def describe_diff(saved: dict[str, Any], new: dict[str, Any], limit: int = 4) -> str:
     """One-line description: ``model.d_model (256 -> 512), data.corpus ('bible' -> 'toy')``."""
-    diffs = config_differences(saved, new)
-    parts = [f"{k} ({a!r} -> {b!r})" for k, a, b in diffs[:limit]]
-    more = f" and {len(diffs) - limit} more" if len(diffs) > limit else ""
-    return ", ".join(parts) + more
+    return describe_differences(config_differences(saved, new), limit)

@@ -2,8 +2,9 @@
 
 A run directory holds ``config.yaml`` (the resolved config, with paths relative to the run
 directory) and ``fingerprint.json`` (:func:`posenc.pipeline.fingerprint.fingerprint` of it).
-Both are written only once a command has validated everything (:func:`write_run_files`); a
-command that fails before leaves the directory as it found it.
+Both are written only once a command has validated everything: a run is validated by
+:func:`open_run` (device, fingerprint) and written by :func:`commit_run` (after its checkpoint
+check); a command that fails before leaves the directory as it found it.
 
 Ownership: posenc writes only into a directory that is new, empty, or its own, and deletes only
 files it wrote. Its own directories carry a marker file, ``.posenc-run`` (JSON ``{"kind": "run"}``
@@ -22,17 +23,20 @@ import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 from contextlib import contextmanager
 
 import yaml
 
-from posenc.config import from_dict, load_yaml, naming, to_dict
+from posenc.config import ABSENT, config_differences, describe_differences, from_dict, load_yaml, naming, to_dict
 from posenc.errors import CheckpointError, ConfigError, PosencError
 from posenc.files import atomic_output
 from posenc.processes import pid_alive
 from posenc.pipeline.config import ARCH_SECTIONS, RunConfig
 from posenc.pipeline.fingerprint import describe_diff, diff_keys, fingerprint
+from posenc.training import checkpoint as ck
+from posenc.training.distributed import env_int
+from posenc.training.runtime import resolve_device
 
 log = logging.getLogger("posenc")
 
@@ -290,25 +294,13 @@ def read_json_dict(path: Path, hint: str) -> dict[str, Any]:
     return data
 
 
-def _fill_derived(saved: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    new = json.loads(json.dumps(new))
-    for key in DERIVED_KEYS:
-        parts = key.split(".")
-        a, b = saved, new
-        for part in parts[:-1]:
-            a = a.get(part) if isinstance(a, dict) else None
-            b = b.get(part) if isinstance(b, dict) else None
-        if isinstance(a, dict) and isinstance(b, dict) and not b.get(parts[-1]) and parts[-1] in a:
-            b[parts[-1]] = a[parts[-1]]
-    return new
-
-
 def check_resumable(cfg: Any, resume: bool, out_dir: str | Path | None = None) -> bool:
     """Whether ``out_dir`` (default ``cfg.out_dir``) holds an earlier run that this one continues.
 
     Raises a one-line :class:`ConfigError` naming the differing keys when it holds a run of
     another data or model config and ``resume`` is set; with ``resume`` False the old run will
-    be replaced (returns False). Changes that only extend training pass.
+    be replaced (returns False). Changes that only extend training pass, and so does a
+    :data:`DERIVED_KEYS` value that the new config leaves unset (0: "take it from the data").
     """
     if not resume:
         return False
@@ -316,13 +308,39 @@ def check_resumable(cfg: Any, resume: bool, out_dir: str | Path | None = None) -
     saved = saved_fingerprint(out, type(cfg))
     if saved is None:
         return False
-    new = _fill_derived(saved, fingerprint(cfg))
-    if diff_keys(saved, new):
-        raise ConfigError(
-            f"{out} holds a run with another config: {describe_diff(saved, new)}; "
-            "use --no-resume to start afresh or another out_dir"
-        )
+    diffs = [(k, was, now) for k, was, now in config_differences(saved, fingerprint(cfg))
+             if not (k in DERIVED_KEYS and was is not ABSENT and (now is ABSENT or not now))]
+    if diffs:
+        raise ConfigError(f"{out} holds a run with another config: {describe_differences(diffs)}; "
+                          "use --no-resume to start afresh or another out_dir")
     return True
+
+
+def open_run(cfg: Any, out: Path, resume: bool) -> bool:
+    """Validate a run before anything of it is written, and say whether it resumes: its
+    ``train.device`` is usable on this machine (a one-line error for ``cuda`` without CUDA)
+    and an earlier run in ``out`` is one that this config continues (:func:`check_resumable`)."""
+    resolve_device(cfg.train.device, env_int("LOCAL_RANK", 0))
+    return check_resumable(cfg, resume, out)
+
+
+def commit_run(cfg: Any, out: Path, resumed: bool, model: Any, write: bool = True,
+               own_files: Callable[[Any, Path], None] | None = None) -> None:
+    """Write a validated run's directory (when ``write``: rank 0): resuming, the latest checkpoint
+    must first load into ``model`` (the one built from ``cfg``; checked on every rank); a fresh
+    run removes an earlier session's outputs (posenc's files only); then the marker, config.yaml
+    (:func:`write_run_files`), fingerprint.json and the task's own files (``own_files(cfg, out)``,
+    e.g. the vocabulary)."""
+    latest = ck.latest_checkpoint(out / "checkpoints") if resumed else None
+    if latest is not None:
+        ck.restore_model(model, ck.load_checkpoint(latest, with_optimizer=False))
+    if not write:
+        return
+    if not resumed:
+        clear_run(out)
+    write_run_files(cfg, out)
+    if own_files is not None:
+        own_files(cfg, out)
 
 
 def clear_run(out_dir: str | Path) -> None:
@@ -421,12 +439,13 @@ def located_config(data: dict[str, Any], run_dir: Path) -> RunConfig:
     return replace(cfg, out_dir=str(run_dir), data_dir=data_dir)
 
 
-def write_run_files(cfg: Any, out_dir: str | Path | None = None, stored: dict[str, Any] | None = None) -> None:
-    """The marker, config.yaml (``stored``, default: ``cfg`` with run-relative paths) and
-    fingerprint.json in ``out_dir`` (default ``cfg.out_dir``), written once the run is valid."""
+def write_run_files(cfg: Any, out_dir: str | Path | None = None) -> None:
+    """The marker, config.yaml and fingerprint.json in ``out_dir`` (default ``cfg.out_dir``),
+    written once the run is valid. config.yaml holds the config with run-relative paths
+    (:func:`relative_config`) when it has a data directory (a :class:`RunConfig`), else whole;
+    the fingerprint ignores paths, so it is that stored config's."""
     out = Path(cfg.out_dir if out_dir is None else out_dir)
     write_marker(out, "run")
-    stored = to_dict(relative_config(cfg)) if stored is None else stored
-    atomic_write_text(out / CONFIG_NAME, yaml.safe_dump(stored, sort_keys=False))
-    atomic_write_text(out / FINGERPRINT_NAME, json.dumps(fingerprint(cfg), indent=1, sort_keys=True))
-
+    stored = relative_config(cfg) if hasattr(cfg, "prepared_dir") else cfg
+    atomic_write_text(out / CONFIG_NAME, yaml.safe_dump(to_dict(stored), sort_keys=False))
+    atomic_write_text(out / FINGERPRINT_NAME, json.dumps(fingerprint(stored), indent=1, sort_keys=True))

@@ -14,8 +14,9 @@ loaded data between calls (so ``train_batches`` does not reload it every epoch).
 
 :func:`run_task` owns the run directory, for every task: it refuses a directory posenc did not
 write (:func:`~posenc.pipeline.rundir.check_target`), holds its lock, checks the stored
-fingerprint before resuming, and writes the ownership marker, ``config.yaml``,
-``fingerprint.json`` and ``summary.json``. Optional hooks (looked up with ``getattr``):
+fingerprint before resuming (:func:`~posenc.pipeline.rundir.open_run`), and writes the ownership
+marker, ``config.yaml``, ``fingerprint.json`` (:func:`~posenc.pipeline.rundir.commit_run`) and
+``summary.json``. Optional hooks (looked up with ``getattr``):
 
 ``check(cfg)``
     first of all: what the run reads is there (a one-line error, nothing written);
@@ -23,8 +24,6 @@ fingerprint before resuming, and writes the ownership marker, ``config.yaml``,
     after the fingerprint check, before the model: prepare data, fill data-dependent values;
 ``checkpoint_sections(cfg) -> dict``
     config sections stored with every checkpoint (default: the ``model``/``data`` dataclasses);
-``stored_config(cfg) -> dict``
-    the run's ``config.yaml`` (default: ``cfg`` with run-relative paths when it has them);
 ``write_files(cfg, out_dir)``
     the task's own files of the run directory (e.g. the vocabulary);
 ``validation_metric(cfg) -> Callable[[nn.Module], float] | None``
@@ -46,12 +45,9 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 import torch
 from torch import nn
 
-from posenc.config import to_dict
-from posenc.pipeline.rundir import atomic_write_text, check_resumable, check_target, clear_run, exclusive, write_run_files
-from posenc.training import checkpoint as ck
+from posenc.pipeline.rundir import atomic_write_text, check_target, commit_run, exclusive, open_run
 from posenc.training.distributed import env_int
 from posenc.training.loss import LossOutput
-from posenc.training.runtime import resolve_device
 from posenc.training.state import TrainResult
 from posenc.training.trainer import Trainer
 
@@ -116,23 +112,20 @@ def run_task(task: Task, cfg: Any, out_dir: str | Path | None = None, resume: bo
 
 
 def _run_locked(task: Task, cfg: Any, out: Path, resume: bool, is_main: bool) -> TaskRun:
-    resolve_device(cfg.train.device, env_int("LOCAL_RANK", 0))  # train.device=cuda without CUDA: fail now
     _hook(task, "check", cfg)
-    resumed = check_resumable(cfg, resume, out)
+    resumed = open_run(cfg, out, resume)  # device and fingerprint: nothing written yet
     setup = getattr(task, "setup", None)
     cfg = setup(cfg, not resume) if setup else cfg
     torch.manual_seed(cfg.train.seed)  # initial weights follow train.seed
     model = task.build_model(cfg)
     valid = task.valid_batches(cfg)
     metric = _hook(task, "validation_metric", cfg)
-    if resumed:
-        _check_checkpoint(out, model)
-    if is_main:
-        _write_run_dir(task, cfg, out, resumed)
     sections = _hook(task, "checkpoint_sections", cfg) or _sections(cfg)
+    commit_run(cfg, out, resumed, model, write=is_main, own_files=getattr(task, "write_files", None))
     trainer = Trainer(model, cfg.train, out, task.loss, d_model=task.width(cfg), config=sections)
     result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=resumed)
-    summary = {**_summary(model, result, out), **(_hook(task, "summary", cfg) or {})}
+    extra = _hook(task, "summary", cfg) or {}
+    summary = {**_summary(model, result, out), **extra}
     if is_main:
         atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     model.eval()
@@ -145,29 +138,6 @@ def _hook(task: Task, name: str, *args: Any) -> Any:
     return fn(*args) if fn is not None else None
 
 
-def _check_checkpoint(out: Path, model: nn.Module) -> None:
-    """Resuming: the latest checkpoint must load into the model built from the config."""
-    latest = ck.latest_checkpoint(out / "checkpoints")
-    if latest is not None:
-        ck.restore_model(model, ck.load_checkpoint(latest, with_optimizer=False))
-
-
-def _write_run_dir(task: Task, cfg: Any, out: Path, resumed: bool) -> None:
-    """A fresh run first removes an earlier session's outputs (posenc's files only); then the
-    marker, config.yaml, fingerprint.json and the task's own files."""
-    if not resumed:
-        clear_run(out)
-    stored = _hook(task, "stored_config", cfg)
-    write_run_files(cfg, out, stored if stored is not None else _default_stored(cfg))
-    _hook(task, "write_files", cfg, out)
-
-
-def _default_stored(cfg: Any) -> dict[str, Any] | None:
-    """``cfg`` as config.yaml stores it: run-relative paths for a config that has a data
-    directory (None: write_run_files' default), else the whole config."""
-    return None if hasattr(cfg, "prepared_dir") else to_dict(cfg)
-
-
 def _summary(model: nn.Module, result: TrainResult, out: Path) -> dict[str, Any]:
     """Steps, epochs, tokens, wall clock, parameters, convergence and the final checkpoint."""
     s = result.state
@@ -178,5 +148,6 @@ def _summary(model: nn.Module, result: TrainResult, out: Path) -> dict[str, Any]
 
 
 def _sections(cfg: Any) -> dict[str, Any]:
-    """Config sections stored with every checkpoint (the ``model`` one must match on resume)."""
-    return {name: to_dict(getattr(cfg, name)) for name in ("model", "data") if dataclasses.is_dataclass(getattr(cfg, name, None))}
+    """Config sections stored with every checkpoint (the ``model`` one must match on resume);
+    the Trainer stores them as plain types (:func:`~posenc.training.state.config_sections`)."""
+    return {name: getattr(cfg, name) for name in ("model", "data") if dataclasses.is_dataclass(getattr(cfg, name, None))}

@@ -108,9 +108,9 @@ def record_validation(state: TrainState, loss: float, cfg: TrainConfig) -> bool:
 
 
 def config_sections(model: nn.Module, cfg: TrainConfig, config: dict[str, Any] | None) -> dict[str, Any]:
-    """Config sections stored with every checkpoint: ``config`` plus ``model`` (from
-    ``model.cfg`` when absent) and ``train``, as plain YAML-safe types."""
-    sections = dict(config or {})
+    """Config sections stored with every checkpoint: ``config`` (a dataclass section becomes a
+    dict) plus ``model`` (from ``model.cfg`` when absent) and ``train``, as plain YAML-safe types."""
+    sections = {k: to_dict(v) if dataclasses.is_dataclass(v) else v for k, v in (config or {}).items()}
     model_cfg = getattr(model, "cfg", None)
     if "model" not in sections and dataclasses.is_dataclass(model_cfg):
         sections["model"] = to_dict(model_cfg)

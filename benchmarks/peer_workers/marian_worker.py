@@ -13,7 +13,8 @@ def setup(cfg: dict[str, Any]) -> dict[str, Callable[[], int]]:
     conf = MarianConfig(
         vocab_size=cfg["vocab"], d_model=cfg["d_model"], encoder_layers=cfg["layers"], decoder_layers=cfg["layers"],
         encoder_attention_heads=cfg["heads"], decoder_attention_heads=cfg["heads"], encoder_ffn_dim=cfg["d_ff"],
-        decoder_ffn_dim=cfg["d_ff"], dropout=cfg["dropout"], attention_dropout=0.0, activation_dropout=0.0,
+        decoder_ffn_dim=cfg["d_ff"], dropout=cfg["dropout"], attention_dropout=0.0,
+        activation_dropout=cfg["dropout"],  # as posenc and OpenNMT-py: dropout after the FFN activation too
         activation_function="relu", max_position_embeddings=max(1024, cfg["length"] + 2), scale_embedding=True,
         pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=BOS, forced_eos_token_id=None,
         share_encoder_decoder_embeddings=True, tie_word_embeddings=True,

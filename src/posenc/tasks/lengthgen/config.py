@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from posenc.config import apply_mapping, from_dict, require
 from posenc.models.lm import LMConfig
+from posenc.tasks.grid import MethodsExperimentConfig
 from posenc.tasks.lengthgen.generators import TASKS
 from posenc.training.config import TrainConfig
 
@@ -78,35 +78,25 @@ class LengthgenConfig:
 
 
 @dataclass
-class LengthgenExperimentConfig:
-    """methods × tasks × seeds over a ``base`` run config; ``methods`` maps label → dotted overrides,
-    ``task_overrides`` task → dotted overrides applied after the method's (e.g. more steps for parity)."""
+class LengthgenExperimentConfig(MethodsExperimentConfig):
+    """The shared methods × seeds schema (:class:`~posenc.tasks.grid.MethodsExperimentConfig`) with
+    the algorithmic ``tasks`` as the grid's settings; ``task_overrides`` maps task → dotted overrides
+    applied after the method's (e.g. more steps for parity)."""
 
     name: str = "lengthgen"
     task: str = "lengthgen"
-    out_dir: str = ""  # default runs/NAME
-    description: str = ""
-    base: dict[str, Any] = field(default_factory=dict)
-    methods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seeds: list[int] = field(default_factory=lambda: [1])
     task_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     tasks: list[str] = field(default_factory=lambda: list(TASKS))
-    seeds: list[int] = field(default_factory=lambda: [1])
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         require(self.task == "lengthgen", f"task must be 'lengthgen' for this schema, got {self.task!r}")
-        require(len(self.methods) >= 1, f"experiment {self.name}: give at least one method")
         require(len(self.tasks) >= 1 and len(set(self.tasks)) == len(self.tasks), "experiment.tasks must be distinct and non-empty")
         bad = [t for t in self.tasks if t not in TASKS]
         require(not bad, f"experiment.tasks: {bad[0] if bad else ''!r} unknown (known: {', '.join(TASKS)})")
-        require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds), "experiment.seeds must be distinct and non-empty")
         unknown = [t for t in self.task_overrides if t not in TASKS]
         require(not unknown, f"experiment.task_overrides: {unknown[0] if unknown else ''!r} is not a task (known: {', '.join(TASKS)})")
-        for label in self.methods:
-            require(label.replace("-", "").replace("_", "").replace("+", "").isalnum(), f"method label {label!r}: use letters, digits, -, _ or +")
-
-    @property
-    def root(self) -> Path:
-        return Path(self.out_dir or f"runs/{self.name}")
 
 
 def run_config(exp: LengthgenExperimentConfig, task: str, method: str, seed: int) -> LengthgenConfig:

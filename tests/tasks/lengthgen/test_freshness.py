@@ -62,3 +62,12 @@ def test_committed_results_match_the_shipped_config_or_are_stale(tmp_path: Path)
         assert kinds[cell] == ("fresh" if same else "stale"), cell
     assert kinds, "no committed lengthgen results found"
     assert all(k == "fresh" for (task, _, _), k in kinds.items() if task in ("bucket_sort", "parity", "copy"))
+
+
+def test_committed_run_dirs_are_marked_as_posenc_runs() -> None:
+    """A stale committed cell is retrained in place after `cp -r docs/results/lengthgen_cpu runs/`
+    only if posenc recognises the directory as its own run (never-destroy rule)."""
+    from posenc.pipeline.rundir import dir_kind
+
+    dirs = [p.parent for p in COMMITTED.glob("*/*/seed*/results.json")]
+    assert dirs and all(dir_kind(d) == "run" for d in dirs)

@@ -23,8 +23,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from posenc.config import apply_mapping, from_dict, load_yaml, require
+from posenc.config import apply_mapping, from_dict, load_yaml, require, to_dict
+from posenc.errors import ConfigError
 from posenc.experiments.freshness import Verdict
+from posenc.pipeline.fingerprint import describe_diff
 from posenc.tasks.base import Task, TaskRun, run_task
 
 log = logging.getLogger("posenc")
@@ -34,6 +36,38 @@ Cell = tuple[str, str, int]  # (task, method, seed)
 #: How an old single-config experiment YAML is told the new form (one line).
 NEW_FORM = ("the run config now goes under `base:` and `methods:` maps label -> dotted overrides, "
             "e.g. `methods: {cape: {model.position.name: cape}}` (docs/architecture.md, 'A task')")
+
+
+def config_record(cfg: Any) -> dict[str, Any]:
+    """A run config as ``results.json`` records it: everything but where the run lies, so a
+    results file judges its own freshness wherever it is copied or committed."""
+    record = to_dict(cfg)
+    record.pop("out_dir", None)
+    return record
+
+
+def config_change(results: dict[str, Any], cfg: Any) -> str | None:
+    """None when ``results`` were trained with ``cfg`` (their recorded config, read with today's
+    names and defaults, equals ``cfg`` but for ``out_dir``), else what differs (one line)."""
+    if not isinstance(results.get("config"), dict):
+        return "results.json records no config (written before results carried one)"
+    try:
+        saved = from_dict(type(cfg), {**results["config"], "out_dir": cfg.out_dir})
+    except ConfigError as err:
+        return f"its recorded config no longer loads ({err})"
+    return None if saved == cfg else describe_diff(config_record(saved), config_record(cfg))
+
+
+def recorded_verdict(cfg: Any, results: dict[str, Any] | None) -> Verdict | None:
+    """A cell's freshness: by the config its results record; without results, stale when the run's
+    saved config.yaml is another config (a run started, not finished); None when it has to run."""
+    if results is not None:
+        change = config_change(results, cfg)
+        return Verdict("fresh") if change is None else Verdict("stale", change)
+    saved = Path(cfg.out_dir) / "config.yaml"
+    if saved.is_file() and replace(from_dict(type(cfg), load_yaml(saved)), out_dir=cfg.out_dir) != cfg:
+        return Verdict("stale", f"the run in {cfg.out_dir} was started with another config")
+    return None
 
 
 @dataclass
@@ -88,13 +122,8 @@ class MethodsGrid:
         return from_dict(self.run_config, apply_mapping(data, where, self.run_config))
 
     def verdict(self, exp: MethodsExperimentConfig, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
-        """stale when the run's saved config.yaml is another config; else fresh once
-        ``results.json`` exists."""
-        cfg = self.cell_config(exp, cell)
-        saved = Path(cfg.out_dir) / "config.yaml"
-        if saved.is_file() and replace(from_dict(self.run_config, load_yaml(saved)), out_dir=cfg.out_dir) != cfg:
-            return Verdict("stale", f"the run in {cfg.out_dir} was started with another config")
-        return Verdict("fresh") if results is not None else None
+        """:func:`recorded_verdict` of the cell's run config."""
+        return recorded_verdict(self.cell_config(exp, cell), results)
 
     def run_cell(self, exp: MethodsExperimentConfig, cell: Cell, verdict: Verdict | None,
                  old: dict[str, Any] | None) -> dict[str, Any]:
@@ -105,7 +134,8 @@ class MethodsGrid:
         s, conv = run.result.state, run.result.summary()
         summary = {"steps": s.step, "wall_s": round(s.wall_s, 2), "params": run.summary.get("params"),
                    **{k: conv[k] for k in ("stopped", "status", "converged") if k in conv}}
-        done = {"task": exp.task, "method": cell[1], "seed": cell[2], "summary": summary, "metrics": run.metrics}
+        done = {"task": exp.task, "method": cell[1], "seed": cell[2], "config": config_record(cfg),
+                "summary": summary, "metrics": run.metrics}
         return self.results(done, run)
 
     def results(self, done: dict[str, Any], run: TaskRun) -> dict[str, Any]:

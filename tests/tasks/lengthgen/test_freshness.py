@@ -11,7 +11,8 @@ from pathlib import Path
 
 from posenc.config import from_dict, load_config
 from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, run_config
-from posenc.tasks.lengthgen.driver import TASK, config_record
+from posenc.tasks.grid import config_record
+from posenc.tasks.lengthgen.driver import TASK
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = ROOT / "src" / "posenc" / "configs" / "experiments" / "lengthgen_cpu.yaml"

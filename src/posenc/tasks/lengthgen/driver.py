@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from posenc.config import from_dict, load_yaml, to_dict
-from posenc.errors import ConfigError
 from posenc.experiments.freshness import Verdict
-from posenc.pipeline.fingerprint import describe_diff
 from posenc.pipeline.rundir import atomic_write_text
 from posenc.tasks.base import run_task
+from posenc.tasks.grid import config_record, recorded_verdict
 from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, run_config
 from posenc.tasks.lengthgen.task import LengthgenTask
 
@@ -47,28 +44,6 @@ def cell_result(task: LengthgenTask, cfg: LengthgenConfig, method: str) -> dict[
             "summary": summary, "metrics": metrics}
 
 
-def config_record(cfg: LengthgenConfig) -> dict[str, Any]:
-    """The run config as ``results.json`` records it: everything but where the run lies, so a
-    results file judges its own freshness wherever it is copied or committed."""
-    record = to_dict(cfg)
-    record.pop("out_dir", None)
-    return record
-
-
-def config_change(results: dict[str, Any], cfg: LengthgenConfig) -> str | None:
-    """None when ``results`` were trained with ``cfg`` (its recorded config, read with today's
-    defaults for keys added since, equals ``cfg`` but for ``out_dir``), else what differs."""
-    if not isinstance(results.get("config"), dict):
-        return "results.json records no config (written before results carried one)"
-    try:
-        saved = from_dict(LengthgenConfig, {**results["config"], "out_dir": cfg.out_dir})
-    except ConfigError as err:
-        return f"its recorded config no longer loads ({err})"
-    if saved == cfg:
-        return None
-    return describe_diff(config_record(saved), config_record(cfg))
-
-
 def run_one(task: LengthgenTask, cfg: LengthgenConfig, method: str) -> dict[str, Any]:
     """:func:`cell_result` unless the run's ``results.json`` exists (then its content); stored."""
     done = Path(cfg.out_dir) / "results.json"
@@ -91,17 +66,8 @@ class LengthgenExperiment:
         return run_config(exp, *cell)
 
     def verdict(self, exp: LengthgenExperimentConfig, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
-        """stale when the results' recorded config (or, without results, the run's saved
-        config.yaml) is another config than the cell's, wherever the run directory now lies;
-        fresh when the results were trained with it; None when the cell has to run."""
-        cfg = run_config(exp, *cell)
-        if results is not None:
-            change = config_change(results, cfg)
-            return Verdict("fresh") if change is None else Verdict("stale", change)
-        saved = Path(cfg.out_dir) / "config.yaml"
-        if saved.is_file() and replace(from_dict(LengthgenConfig, load_yaml(saved)), out_dir=cfg.out_dir) != cfg:
-            return Verdict("stale", f"the run in {cfg.out_dir} was started with another config")
-        return None
+        """:func:`~posenc.tasks.grid.recorded_verdict` of the cell's run config."""
+        return recorded_verdict(run_config(exp, *cell), results)
 
     def run_cell(self, exp: LengthgenExperimentConfig, cell: Cell, verdict: Verdict | None,
                  old: dict[str, Any] | None) -> dict[str, Any]:

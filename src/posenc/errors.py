@@ -49,3 +49,7 @@ class DataError(PosencError, ValueError):
 
 class CheckpointError(PosencError, ValueError):
     """Missing, corrupt or incompatible checkpoint."""
+
+
+class RunDirError(PosencError):
+    """A directory posenc may not write into, or a file it could not write (one line)."""

@@ -1,4 +1,4 @@
-"""Atomic file output: write through a temporary file next to the target and rename it over the
+"""Atomic file output and one-line errors for failed writes: write through a temporary file next to the target and rename it over the
 target only when everything was written, so a failure (disk full, Ctrl-C, a bad input line)
 leaves the old file intact and no partial file behind (issue 18)."""
 
@@ -9,7 +9,9 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+
+from posenc.errors import RunDirError
 
 
 @contextmanager
@@ -30,3 +32,40 @@ def atomic_output(path: str | os.PathLike[str], binary: bool = False, mode: int 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``path`` through a temporary file renamed over it: a failure leaves the old file."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Bytes version of :func:`atomic_write_text` (OSError becomes a one-line RunDirError)."""
+    def write() -> None:
+        with atomic_output(path, binary=True) as fh:
+            fh.write(data)
+
+    os_call(write, path)
+
+
+def os_error_message(err: OSError, fallback: str | Path) -> str:
+    """``FILE: reason`` for an OSError (permission denied, disk full, file too large, ...)."""
+    reason = err.strerror or str(err) or type(err).__name__
+    return f"{err.filename or fallback}: {reason}"
+
+
+def os_call(fn: Any, where: str | Path) -> Any:
+    """``fn()``, its OSError as a one-line RunDirError ``cannot write FILE: reason``."""
+    try:
+        return fn()
+    except OSError as err:
+        raise RunDirError(f"cannot write {os_error_message(err, where)}") from None
+
+
+@contextmanager
+def os_errors(what: str = "") -> Iterator[None]:
+    """Turn an OSError raised inside (permission denied, read-only or full disk) into one line."""
+    try:
+        yield
+    except OSError as err:
+        raise RunDirError(f"{what}{os_error_message(err, '?')}") from None

@@ -53,9 +53,9 @@ def test_lengthgen_run_dir_is_owned(tmp_path: Path) -> None:
     from dataclasses import replace
 
     from posenc.config import load_config
-    from posenc.pipeline.rundir import RunDirError
-    from posenc.tasks.lengthgen import LengthgenExperimentConfig, LengthgenTask, expand
-    from posenc.tasks.lengthgen.driver import run_one
+    from posenc.errors import RunDirError
+    from posenc.tasks.lengthgen import LengthgenExperimentConfig, expand
+    from posenc.tasks.lengthgen.driver import TASK
     from tests.tasks.lengthgen.test_task import CONFIGS
 
     cfg = expand(load_config(LengthgenExperimentConfig, CONFIGS / "lengthgen_cpu.yaml"))[0][3]
@@ -66,8 +66,8 @@ def test_lengthgen_run_dir_is_owned(tmp_path: Path) -> None:
     foreign.mkdir()
     (foreign / "thesis.tex").write_text("mine")
     with pytest.raises(RunDirError, match="files posenc did not write"):
-        run_one(LengthgenTask(), replace(cfg, out_dir=str(foreign)), "ape")
+        TASK.train_cell(replace(cfg, out_dir=str(foreign)), ("bucket_sort", "ape", 1))
     assert sorted(p.name for p in foreign.iterdir()) == ["thesis.tex"]
     run = tmp_path / "run"
-    run_one(LengthgenTask(), replace(cfg, out_dir=str(run)), "ape")
-    assert (run / ".posenc-run").is_file() and (run / "fingerprint.json").is_file() and (run / "results.json").is_file()
+    TASK.train_cell(replace(cfg, out_dir=str(run)), ("bucket_sort", "ape", 1))
+    assert (run / ".posenc-run").is_file() and (run / "fingerprint.json").is_file() and (run / "eval.json").is_file()

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from posenc.cli.common import add_config_arguments, run_config
 from posenc.pipeline.prepare import load_meta, prepare
-from posenc.pipeline.rundir import LOCK_NAME, check_target, exclusive, os_errors
+from posenc.files import os_errors
+from posenc.pipeline.rundir import LOCK_NAME, check_target, exclusive
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

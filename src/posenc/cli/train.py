@@ -6,7 +6,7 @@ import argparse
 import json
 
 from posenc.cli.common import add_config_arguments, run_config
-from posenc.pipeline.rundir import os_errors
+from posenc.files import os_errors
 from posenc.tasks.translation.task import train_run
 
 

@@ -24,7 +24,7 @@ from posenc.cli.common import check_device
 from posenc.decoding.translate import read_lines_lazily, read_stdin_lines, translate_lines, write_translations
 from posenc.errors import ConfigError
 from posenc.pipeline.run import SPLITS, LoadedRun, decode_options, load_run, translate_split
-from posenc.pipeline.rundir import os_errors
+from posenc.files import os_errors
 
 log = logging.getLogger("posenc")
 #: Seconds between progress lines when stderr is not a terminal.

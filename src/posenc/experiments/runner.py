@@ -21,7 +21,7 @@ from posenc.config import from_dict, load_yaml, merge_overrides
 from posenc.errors import ConfigError
 from posenc.experiments.freshness import Verdict
 from posenc.experiments.tasks import Cell, ExperimentTask, known_tasks, task_module, task_of
-from posenc.pipeline.rundir import atomic_write_text
+from posenc.files import atomic_write_text
 from posenc.processes import interrupt_on_signals
 
 __all__ = ["Cell", "execute_cell", "find_experiment", "grid", "known_tasks", "plan", "run_config", "run_experiment",

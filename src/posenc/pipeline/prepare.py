@@ -26,7 +26,8 @@ from posenc.data.text import write_lines_atomic
 from posenc.errors import DataError
 from posenc.pipeline.config import DataConfig
 from posenc.pipeline.fingerprint import data_fingerprint, describe_diff, diff_keys
-from posenc.pipeline.rundir import MARKER_NAME, RunDirError, check_target, read_json_dict, write_marker
+from posenc.errors import RunDirError
+from posenc.pipeline.rundir import MARKER_NAME, check_target, read_json_dict, write_marker
 
 FINGERPRINT_NAME = "fingerprint.json"
 

@@ -27,7 +27,8 @@ from posenc.evaluation.metrics import corpus_scores
 from posenc.models.config import ModelConfig
 from posenc.models.rnn_nmt import RNNConfig
 from posenc.pipeline.config import DataConfig, DecodeConfig, RunConfig
-from posenc.pipeline.rundir import atomic_write_text, check_checkpoint_fingerprint, located_config
+from posenc.files import atomic_write_text
+from posenc.pipeline.rundir import check_checkpoint_fingerprint, located_config
 from posenc.pipeline.train import build_model, source_bos
 from posenc.training import checkpoint as ck
 

@@ -3,8 +3,8 @@
 A run directory holds ``config.yaml`` (the resolved config, with paths relative to the run
 directory) and ``fingerprint.json`` (:func:`posenc.pipeline.fingerprint.fingerprint` of it).
 Both are written only once a command has validated everything: a run is validated by
-:func:`open_run` (device, fingerprint) and written by :func:`commit_run` (after its checkpoint
-check); a command that fails before leaves the directory as it found it.
+:func:`open_run` (fingerprint, device) and written by :func:`commit_run` (after the Trainer
+restored and checked the checkpoint it resumes from); a command that fails before leaves the directory as it found it.
 
 Ownership: posenc writes only into a directory that is new, empty, or its own, and deletes only
 files it wrote. Its own directories carry a marker file, ``.posenc-run`` (JSON ``{"kind": "run"}``
@@ -29,12 +29,11 @@ from contextlib import contextmanager
 import yaml
 
 from posenc.config import ABSENT, config_differences, describe_differences, from_dict, load_yaml, naming, to_dict
-from posenc.errors import CheckpointError, ConfigError, PosencError
-from posenc.files import atomic_output
+from posenc.errors import CheckpointError, ConfigError, PosencError, RunDirError
+from posenc.files import atomic_write_text, os_call, os_error_message
 from posenc.processes import pid_alive
 from posenc.pipeline.config import ARCH_SECTIONS, RunConfig
 from posenc.pipeline.fingerprint import describe_diff, diff_keys, fingerprint
-from posenc.training import checkpoint as ck
 from posenc.training.distributed import env_int
 from posenc.training.runtime import resolve_device
 
@@ -58,10 +57,6 @@ KIND_WORDS = {"run": "run directory", "data": "prepared data directory"}
 #: Keys filled in from the prepared data (vocabulary size, CAPE's α): an unresolved 0 in a new
 #: config means "take it from the data", so it is not a difference.
 DERIVED_KEYS = ("model.vocab_size", "rnn.vocab_size", "model.position.cape.source_scale")
-
-
-class RunDirError(PosencError):
-    """A directory posenc may not write into, or a file it could not write (one line)."""
 
 
 # ----------------------------------------------------------------------------- ownership
@@ -149,7 +144,7 @@ def check_target(directory: str | Path, kind: str, what: str = "out_dir") -> Non
     other = dir_kind(directory)
     if other == kind:
         return
-    foreign = _os_call(lambda: _foreign_entries(directory, kind), directory)
+    foreign = os_call(lambda: _foreign_entries(directory, kind), directory)
     if foreign:
         held = f"a posenc {KIND_WORDS[other]}" if other else f"files posenc did not write ({foreign[0]!r}"
         held += "" if other else (f" and {len(foreign) - 1} more)" if len(foreign) > 1 else ")")
@@ -158,40 +153,7 @@ def check_target(directory: str | Path, kind: str, what: str = "out_dir") -> Non
 
 
 # ----------------------------------------------------------------------------- safe writes
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``path`` through a temporary file renamed over it: a failure leaves the old file."""
-    atomic_write_bytes(path, text.encode("utf-8"))
 
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Bytes version of :func:`atomic_write_text` (OSError becomes a one-line RunDirError)."""
-    def write() -> None:
-        with atomic_output(path, binary=True) as fh:
-            fh.write(data)
-
-    _os_call(write, path)
-
-
-def os_error_message(err: OSError, fallback: str | Path) -> str:
-    """``FILE: reason`` for an OSError (permission denied, disk full, file too large, ...)."""
-    reason = err.strerror or str(err) or type(err).__name__
-    return f"{err.filename or fallback}: {reason}"
-
-
-def _os_call(fn: Any, where: str | Path) -> Any:
-    try:
-        return fn()
-    except OSError as err:
-        raise RunDirError(f"cannot write {os_error_message(err, where)}") from None
-
-
-@contextmanager
-def os_errors(what: str = "") -> Iterator[None]:
-    """Turn an OSError raised inside (permission denied, read-only or full disk) into one line."""
-    try:
-        yield
-    except OSError as err:
-        raise RunDirError(f"{what}{os_error_message(err, '?')}") from None
 
 
 # ----------------------------------------------------------------------------- lock
@@ -215,7 +177,7 @@ def exclusive(directory: str | Path, lock_name: str = LOCK_NAME) -> Iterator[Pat
 
     directory = Path(directory)
     created = not directory.exists()
-    _os_call(lambda: directory.mkdir(parents=True, exist_ok=True), directory)
+    os_call(lambda: directory.mkdir(parents=True, exist_ok=True), directory)
     path = directory / lock_name
     while True:
         stale = _holder(path) if path.is_file() and not path.is_symlink() else 0
@@ -320,22 +282,17 @@ def open_run(cfg: Any, out: Path, resume: bool) -> bool:
     """Validate a run before anything of it is written, and say whether it resumes: its
     ``train.device`` is usable on this machine (a one-line error for ``cuda`` without CUDA)
     and an earlier run in ``out`` is one that this config continues (:func:`check_resumable`)."""
+    resumes = check_resumable(cfg, resume, out)
     resolve_device(cfg.train.device, env_int("LOCAL_RANK", 0))
-    return check_resumable(cfg, resume, out)
+    return resumes
 
 
-def commit_run(cfg: Any, out: Path, resumed: bool, model: Any, write: bool = True,
-               own_files: Callable[[Any, Path], None] | None = None) -> None:
-    """Write a validated run's directory (when ``write``: rank 0): resuming, the latest checkpoint
-    must first load into ``model`` (the one built from ``cfg``; checked on every rank); a fresh
-    run removes an earlier session's outputs (posenc's files only); then the marker, config.yaml
-    (:func:`write_run_files`), fingerprint.json and the task's own files (``own_files(cfg, out)``,
-    e.g. the vocabulary)."""
-    latest = ck.latest_checkpoint(out / "checkpoints") if resumed else None
-    if latest is not None:
-        ck.restore_model(model, ck.load_checkpoint(latest, with_optimizer=False))
-    if not write:
-        return
+def commit_run(cfg: Any, out: Path, resumed: bool, own_files: Callable[[Any, Path], None] | None = None) -> None:
+    """Write a validated run's directory (rank 0 only), once the Trainer has restored and checked
+    the checkpoint it resumes from (``Trainer.fit(on_start=...)``), so a checkpoint that does not
+    load leaves the directory untouched: a fresh run first removes an earlier session's outputs
+    (posenc's files only); then the marker, config.yaml (:func:`write_run_files`),
+    fingerprint.json and the task's own files (``own_files(cfg, out)``, e.g. the vocabulary)."""
     if not resumed:
         clear_run(out)
     write_run_files(cfg, out)

@@ -15,8 +15,8 @@ loaded data between calls (so ``train_batches`` does not reload it every epoch).
 :func:`run_task` owns the run directory, for every task: it refuses a directory posenc did not
 write (:func:`~posenc.pipeline.rundir.check_target`), holds its lock, checks the stored
 fingerprint before resuming (:func:`~posenc.pipeline.rundir.open_run`), and writes the ownership
-marker, ``config.yaml``, ``fingerprint.json`` (:func:`~posenc.pipeline.rundir.commit_run`) and
-``summary.json``. Optional hooks (looked up with ``getattr``):
+marker, ``config.yaml``, ``fingerprint.json`` (:func:`~posenc.pipeline.rundir.commit_run`, called
+by the Trainer once it has restored the checkpoint it resumes from) and ``summary.json``. Optional hooks (looked up with ``getattr``):
 
 ``check(cfg)``
     first of all: what the run reads is there (a one-line error, nothing written);
@@ -45,7 +45,8 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 import torch
 from torch import nn
 
-from posenc.pipeline.rundir import atomic_write_text, check_target, commit_run, exclusive, open_run
+from posenc.files import atomic_write_text
+from posenc.pipeline.rundir import check_target, commit_run, exclusive, open_run
 from posenc.training.distributed import env_int
 from posenc.training.loss import LossOutput
 from posenc.training.state import TrainResult
@@ -121,9 +122,9 @@ def _run_locked(task: Task, cfg: Any, out: Path, resume: bool, is_main: bool) ->
     valid = task.valid_batches(cfg)
     metric = _hook(task, "validation_metric", cfg)
     sections = _hook(task, "checkpoint_sections", cfg) or _sections(cfg)
-    commit_run(cfg, out, resumed, model, write=is_main, own_files=getattr(task, "write_files", None))
     trainer = Trainer(model, cfg.train, out, task.loss, d_model=task.width(cfg), config=sections)
-    result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=resumed)
+    write = partial(commit_run, cfg, out, resumed, getattr(task, "write_files", None)) if is_main else None
+    result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=resumed, on_start=write)
     extra = _hook(task, "summary", cfg) or {}
     summary = {**_summary(model, result, out), **extra}
     if is_main:

@@ -129,12 +129,18 @@ class MethodsGrid:
                  old: dict[str, Any] | None) -> dict[str, Any]:
         """Train (resuming) and evaluate the cell's run; its results (JSON-safe)."""
         cfg = self.cell_config(exp, cell)
-        log.info("== %s / seed %d -> %s", cell[1], cell[2], cfg.out_dir)
+        log.info("== %s -> %s", " / ".join(map(str, cell)), cfg.out_dir)
+        return self.train_cell(cfg, cell)
+
+    def train_cell(self, cfg: Any, cell: Cell) -> dict[str, Any]:
+        """Train (resuming) and evaluate the run ``cfg`` of ``cell``; what ``results.json`` stores:
+        the cell, the run config (:func:`config_record`), a summary with the trainer's stop reason
+        and convergence status (:mod:`posenc.training.convergence`) and the task's metrics."""
         run = run_task(self.new_task(), cfg)
         s, conv = run.result.state, run.result.summary()
         summary = {"steps": s.step, "wall_s": round(s.wall_s, 2), "params": run.summary.get("params"),
                    **{k: conv[k] for k in ("stopped", "status", "converged") if k in conv}}
-        done = {"task": exp.task, "method": cell[1], "seed": cell[2], "config": config_record(cfg),
+        done = {"task": cell[0], "method": cell[1], "seed": cell[2], "config": config_record(cfg),
                 "summary": summary, "metrics": run.metrics}
         return self.results(done, run)
 

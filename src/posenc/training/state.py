@@ -22,7 +22,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from posenc.config import to_dict
 from posenc.errors import CheckpointError
 from posenc.training import checkpoint as ck
 from posenc.training.config import TrainConfig
@@ -110,11 +109,12 @@ def record_validation(state: TrainState, loss: float, cfg: TrainConfig) -> bool:
 def config_sections(model: nn.Module, cfg: TrainConfig, config: dict[str, Any] | None) -> dict[str, Any]:
     """Config sections stored with every checkpoint: ``config`` (a dataclass section becomes a
     dict) plus ``model`` (from ``model.cfg`` when absent) and ``train``, as plain YAML-safe types."""
-    sections = {k: to_dict(v) if dataclasses.is_dataclass(v) else v for k, v in (config or {}).items()}
+    plain = lambda v: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v  # noqa: E731
+    sections = {k: plain(v) for k, v in (config or {}).items()}
     model_cfg = getattr(model, "cfg", None)
     if "model" not in sections and dataclasses.is_dataclass(model_cfg):
-        sections["model"] = to_dict(model_cfg)
-    sections["train"] = to_dict(cfg)
+        sections["model"] = plain(model_cfg)
+    sections["train"] = plain(cfg)
     return json.loads(json.dumps(sections))
 
 

@@ -114,6 +114,7 @@ class Trainer:
         valid_batches: ValidSource | None = None,
         metric_fn: MetricFn | None = None,
         resume: bool | str | Path = True,
+        on_start: Callable[[], None] | None = None,
     ) -> TrainResult:
         """Train until ``max_steps``/``max_epochs`` (or patience) and return a summary.
 
@@ -122,7 +123,9 @@ class Trainer:
         validated and checkpointed, the best ``average_best`` checkpoints by validation loss (else
         the last ``average_last``) are averaged into ``checkpoints/average``, rank 0 writes
         ``train_summary.json`` (stop reason, best step, convergence status) and the process group (if this trainer
-        created it) is destroyed.
+        created it) is destroyed. ``on_start`` is called (on every rank) once the checkpoint resumed
+        from is validated and restored, before the Trainer writes anything: the caller writes its
+        run files there, so a checkpoint that does not load leaves the run directory untouched.
         """
         if self.cfg.metric_every > 0 and metric_fn is None:
             raise ConfigError("train.metric_every > 0 needs a validation metric (metric_fn); this task has none")
@@ -132,7 +135,7 @@ class Trainer:
             total = total_updates(self.cfg, first_epoch)
             self.scheduler = build_scheduler(self.optimizer, self.cfg, self.d_model, total)
             result.warmup = warmup_updates(self.cfg, total)
-            self._start(resume)
+            self._start(resume, on_start)
             self._loop(train_batches, valid_batches, metric_fn, result)
             self._finish(valid_batches, metric_fn, result)
         finally:
@@ -144,8 +147,10 @@ class Trainer:
             write_summary(result, self.out_dir)
         return result
 
-    def _start(self, resume: bool | str | Path) -> None:
+    def _start(self, resume: bool | str | Path, on_start: Callable[[], None] | None) -> None:
         restored = self.store.resume(resume, self.model, self.optimizer, self.scheduler, self.scaler)
+        if on_start is not None:
+            on_start()
         if restored is None:
             seed_everything(self.cfg.seed + self.dist.rank)
         else:

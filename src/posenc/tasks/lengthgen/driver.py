@@ -2,62 +2,34 @@
 of :class:`~posenc.tasks.lengthgen.task.LengthgenTask` through :func:`posenc.tasks.base.run_task`
 (one way to train; the run directory is owned, locked and fingerprinted like every run), run by
 the shared grid runner (:mod:`posenc.experiments.runner`: ``--jobs``, ``--rerun-stale``, the
-submitit backend), then the report.
+submitit backend), then the report. It is the shared methods grid
+(:class:`~posenc.tasks.grid.MethodsGrid`) with one more dimension: the algorithmic task, whose
+``task_overrides`` apply on top of the method's.
 
 Layout under ``exp.root``: ``<task>/<method>/seed<N>/`` (a run directory: checkpoints, logs,
-``eval.json`` and ``results.json`` once done; a done run is not retrained), ``report/``. The
-grid's settings are the algorithmic tasks (``exp.tasks``).
+``eval.json`` and ``results.json`` once done; a done run is not retrained), ``report/``.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 from pathlib import Path
 from typing import Any
 
-from posenc.experiments.freshness import Verdict
-from posenc.pipeline.rundir import atomic_write_text
-from posenc.tasks.base import run_task
-from posenc.tasks.grid import config_record, recorded_verdict
+from posenc.tasks.base import TaskRun
+from posenc.tasks.grid import Cell, MethodsGrid
 from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, run_config
 from posenc.tasks.lengthgen.task import LengthgenTask
 
-log = logging.getLogger("posenc")
 
-Cell = tuple[str, str, int]  # (task, method, seed)
-
-
-def cell_result(task: LengthgenTask, cfg: LengthgenConfig, method: str) -> dict[str, Any]:
-    """Train (resumable) and evaluate one run; its results (what ``results.json`` stores).
-
-    The summary records the trainer's stop reason and convergence status
-    (:mod:`posenc.training.convergence`); the evaluated weights are those of the best validation."""
-    run = run_task(task, cfg)
-    conv = run.result.summary()
-    metrics = dict(run.metrics)
-    evaluated = metrics.pop("evaluated_step", run.result.state.step)
-    summary = {"steps": run.result.state.step, "wall_s": round(run.result.state.wall_s, 2),
-               "best_valid": run.result.state.best_valid, "evaluated_step": evaluated,
-               **{k: conv[k] for k in ("stopped", "warmup", "best_step", "status", "converged")}}
-    return {"task": cfg.data.task, "method": method, "seed": cfg.train.seed, "config": config_record(cfg),
-            "summary": summary, "metrics": metrics}
-
-
-def run_one(task: LengthgenTask, cfg: LengthgenConfig, method: str) -> dict[str, Any]:
-    """:func:`cell_result` unless the run's ``results.json`` exists (then its content); stored."""
-    done = Path(cfg.out_dir) / "results.json"
-    if done.is_file():
-        return json.loads(done.read_text(encoding="utf-8"))
-    res = cell_result(task, cfg, method)
-    atomic_write_text(done, json.dumps(res, indent=2))
-    return res
-
-
-class LengthgenExperiment:
-    """:class:`posenc.experiments.tasks.ExperimentTask` of the length-generalization suite."""
+class LengthgenExperiment(MethodsGrid):
+    """:class:`posenc.experiments.tasks.ExperimentTask` of the length-generalization suite: cells
+    ``(task, method, seed)``; freshness, training and results as every methods grid."""
 
     experiment_config = LengthgenExperimentConfig
+    run_config = LengthgenConfig
+
+    def new_task(self) -> LengthgenTask:
+        return LengthgenTask()
 
     def cells(self, exp: LengthgenExperimentConfig) -> list[Cell]:
         return [(task, method, seed) for task in exp.tasks for method in exp.methods for seed in exp.seeds]
@@ -65,14 +37,15 @@ class LengthgenExperiment:
     def cell_config(self, exp: LengthgenExperimentConfig, cell: Cell) -> LengthgenConfig:
         return run_config(exp, *cell)
 
-    def verdict(self, exp: LengthgenExperimentConfig, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
-        """:func:`~posenc.tasks.grid.recorded_verdict` of the cell's run config."""
-        return recorded_verdict(run_config(exp, *cell), results)
-
-    def run_cell(self, exp: LengthgenExperimentConfig, cell: Cell, verdict: Verdict | None,
-                 old: dict[str, Any] | None) -> dict[str, Any]:
-        log.info("== %s / %s / seed %d -> %s", *cell, run_config(exp, *cell).out_dir)
-        return cell_result(LengthgenTask(), run_config(exp, *cell), cell[1])
+    def results(self, done: dict[str, Any], run: TaskRun) -> dict[str, Any]:
+        """Adds the best validation loss, the warm-up, the best step and the step whose weights
+        were evaluated (the best validation's, :func:`~posenc.tasks.lengthgen.task.restore_best`)."""
+        metrics = dict(run.metrics)
+        conv = run.result.summary()
+        done["summary"].update(best_valid=run.result.state.best_valid,
+                               evaluated_step=metrics.pop("evaluated_step", run.result.state.step),
+                               warmup=conv.get("warmup"), best_step=conv.get("best_step"))
+        return {**done, "metrics": metrics}
 
     def summary_line(self, exp: LengthgenExperimentConfig, result: dict[str, Any]) -> str:
         s, m = result.get("summary", {}), result.get("metrics", {})

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc.config import to_dict
+from posenc.files import atomic_write_text
 from posenc.models.lm import DecoderLM
 from posenc.tasks.lengthgen.config import LengthgenConfig
 from posenc.tasks.lengthgen.generators import PAD, SEP, VOCAB_SIZE, Example, example
@@ -167,8 +168,7 @@ class LengthgenTask:
         evaluated = restore_best(model, Path(out_dir))
         device = next(model.parameters()).device
         metrics = {**evaluate_lengths(cfg, model, device), "evaluated_step": evaluated}
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "eval.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
+        atomic_write_text(Path(out_dir) / "eval.json", json.dumps(metrics, indent=2))
         return metrics
 
     def report(self, exp: Any, results: list[dict[str, Any]], out_dir: Path) -> Path:

@@ -20,7 +20,7 @@ from posenc.data.batching import Batch
 from posenc.data.spm import Tokenizer
 from posenc.pipeline.config import RunConfig
 from posenc.pipeline.prepare import load_meta, prepare
-from posenc.pipeline.rundir import atomic_write_bytes
+from posenc.files import atomic_write_bytes
 from posenc.pipeline.train import (ARCHS, EncodedSplit, build_model, resolve_model_config, source_bos, stopping_split,
                                    train_split, validation_bleu)
 from posenc.tasks.base import run_task

@@ -1,6 +1,8 @@
-"""Atomic file output and one-line errors for failed writes: write through a temporary file next to the target and rename it over the
-target only when everything was written, so a failure (disk full, Ctrl-C, a bad input line)
-leaves the old file intact and no partial file behind (issue 18)."""
+"""Atomic file output and one-line errors for failed writes.
+
+Write through a temporary file next to the target and rename it over the target only when
+everything was written, so a failure (disk full, Ctrl-C, a bad input line) leaves the old file
+intact and no partial file behind (issue 18); an OSError becomes a one-line RunDirError."""
 
 from __future__ import annotations
 

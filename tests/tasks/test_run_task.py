@@ -30,10 +30,10 @@ def test_a_checkpoint_that_does_not_restore_leaves_the_run_directory_untouched(t
     state = json.loads(state_path.read_text())
     del state["train"]  # the training state of the checkpoint resumed from is unusable
     state_path.write_text(json.dumps(state))
-    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    before = {p: p.is_dir() or p.read_bytes() for p in out.rglob("*")}
     with pytest.raises(CheckpointError, match="optimizer/training state does not fit"):
         run_task(DummyTask(), _config(out, 6))  # a raised cap: would rewrite config.yaml
-    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    after = {p: p.is_dir() or p.read_bytes() for p in out.rglob("*")}
     assert after == before  # config.yaml still says 4 steps, nothing added or removed
 
 
@@ -43,3 +43,16 @@ def test_resuming_continues_and_updates_the_run_files(tmp_path: Path) -> None:
     resumed = run_task(DummyTask(), _config(out, 6))
     assert (first.result.state.step, resumed.result.state.step) == (4, 6)
     assert "max_steps: 6" in (out / "config.yaml").read_text()
+
+
+def test_a_restart_refused_by_the_trainer_leaves_the_old_run(tmp_path: Path) -> None:
+    """--no-resume (resume=False) clears the old outputs only once the Trainer has started: a
+    config the Trainer refuses (a metric every N updates, but the task has no metric) keeps them."""
+    out = tmp_path / "run"
+    run_task(DummyTask(), _config(out, 4))
+    before = {p: p.is_dir() or p.read_bytes() for p in out.rglob("*")}
+    cfg = _config(out, 4)
+    cfg = replace(cfg, train=replace(cfg.train, metric_every=2))
+    with pytest.raises(Exception, match="metric"):
+        run_task(DummyTask(), cfg, resume=False)
+    assert {p: p.is_dir() or p.read_bytes() for p in out.rglob("*")} == before

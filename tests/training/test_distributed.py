@@ -89,3 +89,43 @@ def test_environment_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORLD_SIZE", "1")
     info = init_distributed(use_cuda=False)
     assert (info.rank, info.world_size, info.enabled, info.is_main) == (0, 1, False, True)
+
+
+def _failing_worker(rank: int, port: int, out: str, where: str) -> None:
+    """Rank 1's restore fails (``where == "restore"``) or rank 0's ``on_start`` does: every rank
+    must stop with an error (none waits in the loop's first collective), and in the first case
+    rank 0 must not have called ``on_start`` (nothing written)."""
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank))
+    trainer = make_trainer(tiny_model(), _cfg(), Path(out) / "run")
+    called = []
+    if where == "restore" and rank == 1:
+        trainer.store.resume = lambda *a: (_ for _ in ()).throw(ValueError("rank 1 cannot read it"))  # type: ignore[method-assign]
+
+    def on_start() -> None:
+        called.append(rank)
+        if where == "on_start":
+            raise OSError("disk full")
+    try:
+        trainer.fit(lambda e, r, w: [batch_of(g[r::w]) for g in GLOBAL], resume=False,
+                    on_start=on_start if rank == 0 else None)
+        outcome = "trained"
+    except Exception as err:  # noqa: BLE001 - the outcome is what the test reads
+        outcome = f"{type(err).__name__}: {err}"
+    Path(out, f"rank{rank}.txt").write_text(json.dumps({"outcome": outcome, "called": called}))
+
+
+@pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="torch.distributed/gloo not available")
+@pytest.mark.parametrize("where", ["restore", "on_start"])
+def test_a_failure_on_one_rank_before_training_stops_every_rank(tmp_path: Path, where: str) -> None:
+    mp.spawn(_failing_worker, args=(_free_port(), str(tmp_path), where), nprocs=WORLD, join=True)
+    got = [json.loads((tmp_path / f"rank{r}.txt").read_text()) for r in range(WORLD)]
+    if where == "restore":
+        assert got[1]["outcome"] == "ValueError: rank 1 cannot read it"
+        assert got[0]["outcome"].startswith("CheckpointError: another rank could not restore")
+        assert got[0]["called"] == []  # rank 0 wrote nothing
+    else:
+        assert got[0]["outcome"] == "OSError: disk full" and got[0]["called"] == [0]
+        assert got[1]["outcome"].startswith("CheckpointError: another rank could not write the run directory")
+    assert not (tmp_path / "run" / "checkpoints").exists()

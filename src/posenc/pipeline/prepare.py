@@ -23,10 +23,9 @@ from posenc.data import settings
 from posenc.data.corpora import Corpus, Pair, load_corpus
 from posenc.data.spm import Tokenizer, train_spm
 from posenc.data.text import write_lines_atomic
-from posenc.errors import DataError
+from posenc.errors import DataError, RunDirError
 from posenc.pipeline.config import DataConfig
 from posenc.pipeline.fingerprint import data_fingerprint, describe_diff, diff_keys
-from posenc.errors import RunDirError
 from posenc.pipeline.rundir import MARKER_NAME, check_target, read_json_dict, write_marker
 
 FINGERPRINT_NAME = "fingerprint.json"

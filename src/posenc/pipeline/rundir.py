@@ -152,10 +152,6 @@ def check_target(directory: str | Path, kind: str, what: str = "out_dir") -> Non
                           f"or a {KIND_WORDS[kind]} it created (use another {what})")
 
 
-# ----------------------------------------------------------------------------- safe writes
-
-
-
 # ----------------------------------------------------------------------------- lock
 def _holder(path: Path) -> int:
     try:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from posenc.errors import ConfigError, DataError
+from posenc.errors import CheckpointError, ConfigError, DataError
 from posenc.training import checkpoint as ck
 from posenc.training.config import TrainConfig
 from posenc.training.distributed import DistInfo, all_reduce_min, all_reduce_sum, broadcast_floats, cleanup, init_distributed
@@ -123,9 +123,10 @@ class Trainer:
         validated and checkpointed, the best ``average_best`` checkpoints by validation loss (else
         the last ``average_last``) are averaged into ``checkpoints/average``, rank 0 writes
         ``train_summary.json`` (stop reason, best step, convergence status) and the process group (if this trainer
-        created it) is destroyed. ``on_start`` is called (on every rank) once the checkpoint resumed
-        from is validated and restored, before the Trainer writes anything: the caller writes its
-        run files there, so a checkpoint that does not load leaves the run directory untouched.
+        created it) is destroyed. ``on_start`` (where given: ``run_task`` gives it on rank 0 only) is
+        called once every rank has restored the checkpoint it resumes from, before the Trainer
+        writes anything: the caller writes its run files there, so a checkpoint that does not load
+        leaves the run directory untouched; a failure on any rank, in either, stops every rank.
         """
         if self.cfg.metric_every > 0 and metric_fn is None:
             raise ConfigError("train.metric_every > 0 needs a validation metric (metric_fn); this task has none")
@@ -148,9 +149,10 @@ class Trainer:
         return result
 
     def _start(self, resume: bool | str | Path, on_start: Callable[[], None] | None) -> None:
-        restored = self.store.resume(resume, self.model, self.optimizer, self.scheduler, self.scaler)
-        if on_start is not None:
-            on_start()
+        restored = self._agreed(lambda: self.store.resume(resume, self.model, self.optimizer, self.scheduler, self.scaler),
+                                "could not restore the checkpoint it resumes from")
+        with isolated_rng(self.device):  # the caller's writes never move the restored generators
+            self._agreed(on_start or (lambda: None), "could not write the run directory")
         if restored is None:
             seed_everything(self.cfg.seed + self.dist.rank)
         else:
@@ -164,6 +166,20 @@ class Trainer:
         self.logger = RunLogger(self.out_dir, self.is_main, resume_step=self.state.step)
         self.clock = WallClock(self.state.wall_s)
         self._last_log = (self.state.wall_s, self.state.tokens)
+
+    def _agreed(self, fn: Callable[[], Any], what: str) -> Any:
+        """``fn()`` on this rank, then every rank learns whether it failed anywhere: a rank whose
+        own ``fn`` raised re-raises it, the others stop with one line naming the failed rank's
+        step (so no rank waits forever in the first collective of the loop)."""
+        try:
+            value, failed = fn(), None
+        except Exception as err:  # noqa: BLE001 - re-raised below, after the ranks agree
+            value, failed = None, err
+        if all_reduce_min(0 if failed else 1, self.dist) == 1:
+            return value
+        if failed is not None:
+            raise failed
+        raise CheckpointError(f"another rank {what}; see its error")
 
     def close(self) -> None:
         """Destroy the process group if this trainer created it (``fit`` does this at the end)."""

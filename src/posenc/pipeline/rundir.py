@@ -335,19 +335,9 @@ def check_checkpoint_fingerprint(run_dir: str | Path, config: dict[str, Any], wh
     section = ARCH_SECTIONS.get(arch, "model")
     run = {"arch": saved.get("arch", "transformer"), "data": saved.get("data"), "model": saved.get(section)}
     ckpt = json.loads(json.dumps({"arch": arch, "data": config.get("data"), "model": config.get("model")}, default=str))
-    keys = [k for k in diff_keys(run, ckpt) if not _both_nan(run, ckpt, k)]
-    if keys:
+    if diff_keys(run, ckpt):  # NaN equals NaN there (posenc.config.config_differences)
         raise CheckpointError(f"{where}: a checkpoint of another model or data than the run {run_dir} "
                               f"({describe_diff(run, ckpt)}); remove it or pass the run it belongs to")
-
-
-def _both_nan(a: dict[str, Any], b: dict[str, Any], key: str) -> bool:
-    def get(d: Any) -> Any:
-        for part in key.split("."):
-            d = d.get(part) if isinstance(d, dict) else None
-        return d
-    x, y = get(a), get(b)
-    return isinstance(x, float) and isinstance(y, float) and x != x and y != y
 
 
 def check_average_output(out: str | Path) -> None:

@@ -122,21 +122,28 @@ def test_a_changed_config_is_stale(tmp_path: Path) -> None:
 
 
 def test_partial_report_from_committed_results(tmp_path: Path) -> None:
-    """The report of a partial grid: finished runs' cells with each seed's status, missing ones "–"."""
+    """The report of a partial grid: finished runs' cells with each seed's status, missing ones "–";
+    a result of another config (stale) is listed with what differs, never in the tables."""
     import json
 
+    from posenc.tasks.grid import config_record
+    from posenc.tasks.lengthgen.config import run_config
     from posenc.tasks.lengthgen.report import main
-
-    rows = [{"length": n, "seq_acc": a, "token_acc": a} for n, a in ((10, 1.0), (20, 0.9), (30, 0.2))]
     from posenc.tasks.lengthgen.task import summarize
 
-    for seed, stopped in ((1, "max_steps"), (2, "patience")):
+    exp = load_config(LengthgenExperimentConfig, CONFIGS / "lengthgen_cpu.yaml")
+    rows = [{"length": n, "seq_acc": a, "token_acc": a} for n, a in ((10, 1.0), (20, 0.9), (30, 0.2))]
+    for seed, stopped in ((1, "max_steps"), (2, "patience"), (3, "patience")):
         run = tmp_path / "res" / "reverse" / "ape" / f"seed{seed}"
         run.mkdir(parents=True)
+        config = config_record(run_config(exp, "reverse", "ape", seed))
+        if seed == 3:
+            config["train"]["max_steps"] = 123  # trained with another budget
         summary = {"steps": 3000, "stopped": stopped, "best_step": 2800, "warmup": 100}
         (run / "results.json").write_text(json.dumps({"task": "reverse", "method": "ape", "seed": seed, "summary": summary,
-                                                      "metrics": summarize(rows, 20)}))
+                                                      "config": config, "metrics": summarize(rows, 20)}))
     assert main(["lengthgen_cpu", str(tmp_path / "res"), str(tmp_path / "rep")]) == 0
     text = (tmp_path / "rep" / "README.md").read_text()
     assert "| reverse | ape | 95.0 ± 0.0 | 20.0 ± 0.0 | 20.0 ± 0.0 | 1: capped @ 3000, 2: conv @ 3000 |" in text
     assert "| copy | – |" in text and "1/2 (still improving)" in text
+    assert "- reverse / ape / seed 3: train.max_steps (123 -> 6000)" in text

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from posenc.training.convergence import CONVERGED, status_of
 
@@ -100,8 +100,10 @@ def plot_task(exp: Any, results: list[dict[str, Any]], task: str, path: Path) ->
     plt.close(fig)
 
 
-def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path) -> Path:
-    """``README.md`` + ``<task>.png`` under ``out_dir``; returns ``out_dir``."""
+def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path, stale: Sequence[tuple[dict[str, Any], str]] = ()) -> Path:
+    """``README.md`` + ``<task>.png`` under ``out_dir``; returns ``out_dir``. ``stale``: results
+    trained with another config than the grid's for their cell, with what differs; listed, never
+    in the tables."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for task in exp.tasks:
         plot_task(exp, results, task, out_dir / f"{task}.png")
@@ -117,6 +119,9 @@ def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path) -> Path
              *long_table(exp, results), "",
              "## Plots", ""]
     lines += [f"![{task}]({task}.png)" for task in exp.tasks]
+    if stale:
+        lines += ["", "## Not in the tables: results of another config (stale)", "",
+                  *(f"- {r['task']} / {r['method']} / seed {r['seed']}: {why}" for r, why in stale)]
     (out_dir / "README.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out_dir
 
@@ -131,14 +136,20 @@ def collect(root: Path) -> list[dict[str, Any]]:
 def main(argv: list[str]) -> int:
     """``python -m posenc.tasks.lengthgen.report EXPERIMENT RESULTS_ROOT OUT_DIR``: the report of
     the finished runs under RESULTS_ROOT (a run directory tree or docs/results/<name>), partial grids
-    included (missing cells are "–")."""
+    included (missing cells are "–"); results of another config than the grid's for their cell
+    (stale) are listed, not tabulated."""
     from posenc.config import load_config
     from posenc.experiments.runner import find_experiment
     from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
 
+    from posenc.tasks.lengthgen.driver import TASK
+
     exp = load_config(LengthgenExperimentConfig, find_experiment(argv[0]))
     results = [r for r in collect(Path(argv[1])) if r["task"] in exp.tasks and r["method"] in exp.methods and r["seed"] in exp.seeds]
-    print(write_report(exp, results, Path(argv[2])) / "README.md")
+    verdicts = [TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r) for r in results]
+    current = [r for r, v in zip(results, verdicts) if v is not None and v.kind == "fresh"]
+    stale = [(r, v.detail if v is not None else "") for r, v in zip(results, verdicts) if v is None or v.kind != "fresh"]
+    print(write_report(exp, current, Path(argv[2]), stale) / "README.md")
     return 0
 
 

@@ -62,14 +62,11 @@ def test_committed_results_match_the_shipped_config_or_are_stale(tmp_path: Path)
         same = from_dict(LengthgenConfig, {**res["config"], "out_dir": cfg.out_dir}) == cfg
         assert kinds[cell] == ("fresh" if same else "stale"), cell
     assert kinds, "no committed lengthgen results found"
-    # the cells re-run with today's config (bucket sort never changed; reverse, copy and parity got
-    # larger budgets in the second tuning pass: docs/lengthgen.md)
-    rerun = {("reverse", m, 1) for m in ("ape", "rpe", "rope", "alibi", "t5", "nope", "ape+randomized",
-                                         "rope+randomized", "alibi+randomized")}
-    rerun |= {("copy", "ape", 1), ("copy", "rpe", 1), ("parity", "ape", 1)}
-    assert all(kinds[cell] == "fresh" for cell in rerun)
-    assert all(k == "fresh" for (task, _, _), k in kinds.items() if task == "bucket_sort")
-    assert kinds[("parity", "rpe", 1)] == "stale"  # trained with 4,000 updates, the config now says 10,000
+    # bucket sort never changed; reverse and copy were re-run with today's config (second and third
+    # tuning passes, docs/lengthgen.md); parity cells trained with the first pass's 4,000 updates
+    # are stale until re-run (the first loop above checks that they are judged so)
+    assert all(k == "fresh" for (task, _, _), k in kinds.items() if task in ("bucket_sort", "reverse", "copy"))
+    assert kinds[("parity", "ape", 1)] == kinds[("parity", "rpe", 1)] == "fresh"
 
 
 def test_committed_run_dirs_are_marked_as_posenc_runs() -> None:

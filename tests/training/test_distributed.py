@@ -127,5 +127,5 @@ def test_a_failure_on_one_rank_before_training_stops_every_rank(tmp_path: Path, 
         assert got[0]["called"] == []  # rank 0 wrote nothing
     else:
         assert got[0]["outcome"] == "OSError: disk full" and got[0]["called"] == [0]
-        assert got[1]["outcome"].startswith("CheckpointError: another rank could not write the run directory")
+        assert got[1]["outcome"].startswith("RunDirError: another rank could not write the run directory")
     assert not (tmp_path / "run" / "checkpoints").exists()

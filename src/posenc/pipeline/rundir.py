@@ -4,7 +4,8 @@ A run directory holds ``config.yaml`` (the resolved config, with paths relative 
 directory) and ``fingerprint.json`` (:func:`posenc.pipeline.fingerprint.fingerprint` of it).
 Both are written only once a command has validated everything: a run is validated by
 :func:`open_run` (fingerprint, device) and written by :func:`commit_run` (after the Trainer
-restored and checked the checkpoint it resumes from); a command that fails before leaves the directory as it found it.
+restored and checked the checkpoint it resumes from); a command that fails before leaves the
+directory as it found it.
 
 Ownership: posenc writes only into a directory that is new, empty, or its own, and deletes only
 files it wrote. Its own directories carry a marker file, ``.posenc-run`` (JSON ``{"kind": "run"}``

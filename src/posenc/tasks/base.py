@@ -16,7 +16,8 @@ loaded data between calls (so ``train_batches`` does not reload it every epoch).
 write (:func:`~posenc.pipeline.rundir.check_target`), holds its lock, checks the stored
 fingerprint before resuming (:func:`~posenc.pipeline.rundir.open_run`), and writes the ownership
 marker, ``config.yaml``, ``fingerprint.json`` (:func:`~posenc.pipeline.rundir.commit_run`, called
-by the Trainer once it has restored the checkpoint it resumes from) and ``summary.json``. Optional hooks (looked up with ``getattr``):
+by the Trainer once it has restored the checkpoint it resumes from) and ``summary.json``.
+Optional hooks (looked up with ``getattr``):
 
 ``check(cfg)``
     first of all: what the run reads is there (a one-line error, nothing written);

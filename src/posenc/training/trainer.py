@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from posenc.errors import CheckpointError, ConfigError, DataError
+from posenc.errors import CheckpointError, ConfigError, DataError, RunDirError
 from posenc.training import checkpoint as ck
 from posenc.training.config import TrainConfig
 from posenc.training.distributed import DistInfo, all_reduce_min, all_reduce_sum, broadcast_floats, cleanup, init_distributed
@@ -150,9 +150,9 @@ class Trainer:
 
     def _start(self, resume: bool | str | Path, on_start: Callable[[], None] | None) -> None:
         restored = self._agreed(lambda: self.store.resume(resume, self.model, self.optimizer, self.scheduler, self.scaler),
-                                "could not restore the checkpoint it resumes from")
+                                CheckpointError("another rank could not restore the checkpoint it resumes from; see its error"))
         with isolated_rng(self.device):  # the caller's writes never move the restored generators
-            self._agreed(on_start or (lambda: None), "could not write the run directory")
+            self._agreed(on_start or (lambda: None), RunDirError("another rank could not write the run directory; see its error"))
         if restored is None:
             seed_everything(self.cfg.seed + self.dist.rank)
         else:
@@ -167,19 +167,17 @@ class Trainer:
         self.clock = WallClock(self.state.wall_s)
         self._last_log = (self.state.wall_s, self.state.tokens)
 
-    def _agreed(self, fn: Callable[[], Any], what: str) -> Any:
+    def _agreed(self, fn: Callable[[], Any], elsewhere: Exception) -> Any:
         """``fn()`` on this rank, then every rank learns whether it failed anywhere: a rank whose
-        own ``fn`` raised re-raises it, the others stop with one line naming the failed rank's
-        step (so no rank waits forever in the first collective of the loop)."""
+        own ``fn`` raised re-raises that, the others raise ``elsewhere`` (so no rank waits forever
+        in the first collective of the loop)."""
         try:
             value, failed = fn(), None
         except Exception as err:  # noqa: BLE001 - re-raised below, after the ranks agree
             value, failed = None, err
         if all_reduce_min(0 if failed else 1, self.dist) == 1:
             return value
-        if failed is not None:
-            raise failed
-        raise CheckpointError(f"another rank {what}; see its error")
+        raise failed if failed is not None else elsewhere
 
     def close(self) -> None:
         """Destroy the process group if this trainer created it (``fit`` does this at the end)."""

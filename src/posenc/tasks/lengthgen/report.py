@@ -141,14 +141,19 @@ def main(argv: list[str]) -> int:
     from posenc.config import load_config
     from posenc.experiments.runner import find_experiment
     from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
-
     from posenc.tasks.lengthgen.driver import TASK
 
     exp = load_config(LengthgenExperimentConfig, find_experiment(argv[0]))
-    results = [r for r in collect(Path(argv[1])) if r["task"] in exp.tasks and r["method"] in exp.methods and r["seed"] in exp.seeds]
-    verdicts = [TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r) for r in results]
-    current = [r for r, v in zip(results, verdicts) if v is not None and v.kind == "fresh"]
-    stale = [(r, v.detail if v is not None else "") for r, v in zip(results, verdicts) if v is None or v.kind != "fresh"]
+    current: list[dict[str, Any]] = []
+    stale: list[tuple[dict[str, Any], str]] = []
+    for r in collect(Path(argv[1])):
+        if r["task"] not in exp.tasks or r["method"] not in exp.methods or r["seed"] not in exp.seeds:
+            continue
+        verdict = TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r)  # results given: never None
+        if verdict.kind == "fresh":
+            current.append(r)
+        else:
+            stale.append((r, verdict.detail))
     print(write_report(exp, current, Path(argv[2]), stale) / "README.md")
     return 0
 

@@ -108,3 +108,15 @@ def test_a_record_with_the_old_bleu_every_key_stays_fresh() -> None:
     current = {"fingerprint": {"a": 1}, "extension": {"max_steps": 5, "metric_every": 0}, "evaluation": {}}
     saved = {"fingerprint": {"a": 1}, "extension": {"max_steps": 5, "bleu_every": 0}, "evaluation": {}}
     assert judge(saved, current).kind == "fresh"
+
+
+def test_where_a_run_trained_never_makes_it_stale() -> None:
+    """device and num_threads are recorded but do not change the verdict; a longer cap still does."""
+    from posenc.experiments.freshness import judge
+
+    current = {"fingerprint": {"a": 1}, "extension": {"max_steps": 5, "device": "cpu", "num_threads": 1},
+               "evaluation": {}}
+    gpu = {"fingerprint": {"a": 1}, "extension": {"max_steps": 5, "device": "cuda", "num_threads": 0},
+           "evaluation": {}}
+    assert judge(gpu, current).kind == "fresh"
+    assert judge({**gpu, "extension": {**gpu["extension"], "max_steps": 4}}, current).kind == "extend"

@@ -40,6 +40,12 @@ class Verdict:
     detail: str = ""  # describe_diff of what differs ('' when fresh)
 
 
+#: Extension keys that say where a run trained (device, threads), not how long or on what: kept in
+#: the record, never a reason to call finished results anything but fresh (a converged run trained
+#: on a lent GPU in fp32 answers the same config as one trained on the CPU).
+PLACEMENT_KEYS = frozenset({"device", "num_threads"})
+
+
 def run_record(cfg: Any, splits: list[str]) -> dict[str, Any]:
     """What results.json stores about the config that produced it."""
     train = to_dict(cfg.train)
@@ -57,8 +63,8 @@ def judge(saved: dict[str, Any] | None, current: dict[str, Any], steps_done: int
     if saved["fingerprint"] != current["fingerprint"]:
         return Verdict("stale", describe_diff(saved["fingerprint"], current["fingerprint"]))
     renamed = TrainConfig._renamed  # records written before a key's rename (bleu_every) stay fresh
-    old_ext = {renamed.get(k, k): v for k, v in saved.get("extension", {}).items()}
-    new_ext = current["extension"]
+    old_ext = {renamed.get(k, k): v for k, v in saved.get("extension", {}).items() if k not in PLACEMENT_KEYS}
+    new_ext = {k: v for k, v in current["extension"].items() if k not in PLACEMENT_KEYS}
     if old_ext != new_ext:
         detail = describe_diff({"train": old_ext}, {"train": new_ext})
         cap = int(new_ext.get("max_steps") or 0)

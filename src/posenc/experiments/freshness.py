@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from posenc.config import to_dict
-from posenc.pipeline.fingerprint import EXTENSION_KEYS, describe_diff, fingerprint
+from posenc.pipeline.fingerprint import EXTENSION_KEYS, PLACEMENT_KEYS, describe_diff, fingerprint
 from posenc.training.config import TrainConfig
 
 
@@ -38,12 +38,6 @@ from posenc.training.config import TrainConfig
 class Verdict:
     kind: str  # fresh | rescore | extend | stale
     detail: str = ""  # describe_diff of what differs ('' when fresh)
-
-
-#: Extension keys that say where a run trained (device, threads), not how long or on what: kept in
-#: the record, never a reason to call finished results anything but fresh (a converged run trained
-#: on a lent GPU in fp32 answers the same config as one trained on the CPU).
-PLACEMENT_KEYS = frozenset({"device", "num_threads"})
 
 
 def run_record(cfg: Any, splits: list[str]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from typing import Any
 
 from posenc.config import config_differences, describe_differences, to_dict
@@ -22,6 +23,11 @@ EXTENSION_KEYS = frozenset({
     "average_last", "average_best", "metric_every", "num_threads", "device", "min_delta",
     "min_delta_abs",
 })
+
+#: Extension keys that say where a run trained, not how long or on what: a finished run's results
+#: stay fresh when only these differ (a converged run trained on a lent GPU in fp32 answers the same
+#: config as one trained on the CPU); the results still record them.
+PLACEMENT_KEYS = frozenset({"device", "num_threads"})
 
 #: ``train.*`` options that change how fast a run trains, not what it trains (torch.compile gives
 #: the eager result up to float rounding): neither in the fingerprint nor an extension.
@@ -84,3 +90,13 @@ def diff_keys(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
 def describe_diff(saved: dict[str, Any], new: dict[str, Any], limit: int = 4) -> str:
     """One-line description: ``model.d_model (256 -> 512), data.corpus ('bible' -> 'toy')``."""
     return describe_differences(config_differences(saved, new), limit)
+
+
+def placed_as(saved: Any, current: Any) -> Any:
+    """``saved`` (a run config dataclass) with ``current``'s :data:`PLACEMENT_KEYS`, so comparing
+    the two ignores where each run trained."""
+    train, now = getattr(saved, "train", None), getattr(current, "train", None)
+    if train is None or now is None:
+        return saved
+    moved = {k: getattr(now, k) for k in PLACEMENT_KEYS if hasattr(train, k) and hasattr(now, k)}
+    return replace(saved, train=replace(train, **moved))

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from posenc.config import apply_mapping, from_dict, load_yaml, require, to_dict
 from posenc.errors import ConfigError
 from posenc.experiments.freshness import Verdict
-from posenc.pipeline.fingerprint import describe_diff
+from posenc.pipeline.fingerprint import describe_diff, placed_as
 from posenc.tasks.base import Task, TaskRun, run_task
 
 log = logging.getLogger("posenc")
@@ -48,11 +48,12 @@ def config_record(cfg: Any) -> dict[str, Any]:
 
 def config_change(results: dict[str, Any], cfg: Any) -> str | None:
     """None when ``results`` were trained with ``cfg`` (their recorded config, read with today's
-    names and defaults, equals ``cfg`` but for ``out_dir``), else what differs (one line)."""
+    names and defaults, equals ``cfg`` but for ``out_dir`` and where it trained:
+    :data:`~posenc.pipeline.fingerprint.PLACEMENT_KEYS`), else what differs (one line)."""
     if not isinstance(results.get("config"), dict):
         return "results.json records no config (written before results carried one)"
     try:
-        saved = from_dict(type(cfg), {**results["config"], "out_dir": cfg.out_dir})
+        saved = placed_as(from_dict(type(cfg), {**results["config"], "out_dir": cfg.out_dir}), cfg)
     except ConfigError as err:
         return f"its recorded config no longer loads ({err})"
     return None if saved == cfg else describe_diff(config_record(saved), config_record(cfg))
@@ -65,7 +66,7 @@ def recorded_verdict(cfg: Any, results: dict[str, Any] | None) -> Verdict | None
         change = config_change(results, cfg)
         return Verdict("fresh") if change is None else Verdict("stale", change)
     saved = Path(cfg.out_dir) / "config.yaml"
-    if saved.is_file() and replace(from_dict(type(cfg), load_yaml(saved)), out_dir=cfg.out_dir) != cfg:
+    if saved.is_file() and placed_as(replace(from_dict(type(cfg), load_yaml(saved)), out_dir=cfg.out_dir), cfg) != cfg:
         return Verdict("stale", f"the run in {cfg.out_dir} was started with another config")
     return None
 

@@ -29,3 +29,12 @@ def test_long_table_rows_on_hand_made_results() -> None:
 def test_time_column_without_wall_clock() -> None:
     exp = SimpleNamespace(tasks=["reverse"], methods={"ape": {}})
     assert long_table(exp, [_run(1, 1.0, None, "patience")])[2].rstrip().endswith("| – |")
+
+
+def test_runs_trained_on_a_gpu_are_marked_and_timed_apart() -> None:
+    exp = SimpleNamespace(tasks=["reverse"], methods={"ape": {}})
+    gpu = {**_run(2, 1.0, 30.0, "patience"), "config": {"train": {"device": "cuda"}}}
+    cpu = {**_run(1, 1.0, 240.0, "patience"), "config": {"train": {"device": "cpu"}}}
+    cells = [c.strip() for c in long_table(exp, [gpu, cpu])[2].strip("|").split("|")]
+    assert cells[5] == "1: conv @ 400, 2: conv @ 400 GPU"
+    assert cells[6] == "4.0 CPU / 0.5 GPU"

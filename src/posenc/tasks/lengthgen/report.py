@@ -40,10 +40,16 @@ def _status_cell(runs: list[dict[str, Any]]) -> str:
 _SHORT = {CONVERGED: "conv", "still improving": "capped", "best in warm-up": "warm-up", "unknown": "?"}
 
 
+def _device(run: dict[str, Any]) -> str:
+    """``GPU`` for a run whose recorded config trained on CUDA, else ``CPU`` (``train.device``)."""
+    return "GPU" if "cuda" in str(run.get("config", {}).get("train", {}).get("device", "cpu")) else "CPU"
+
+
 def long_table(exp: Any, results: list[dict[str, Any]]) -> list[str]:
     """One row per task × method: seen and unseen sequence accuracy and unseen token accuracy
-    (mean ± std over seeds), each seed's convergence status and stopping step, and the mean
-    training wall clock per run (``summary.wall_s``, minutes; the machine's load is not recorded)."""
+    (mean ± std over seeds), each seed's convergence status and stopping step (``GPU`` marks a run
+    trained on a GPU), and the mean training wall clock per run and device (``summary.wall_s``,
+    minutes; the machine's load is not recorded)."""
     lines = ["| task | method | seen seq. acc. | unseen seq. acc. | unseen token acc. | runs (seed: status @ step) | train min/run |",
              "|---|---|---|---|---|---|---|"]
     for task in exp.tasks:
@@ -51,16 +57,24 @@ def long_table(exp: Any, results: list[dict[str, Any]]) -> list[str]:
             runs = sorted(_by(results, task, method), key=lambda r: r["seed"])
             if not runs:
                 continue
-            seeds = ", ".join(f"{r['seed']}: {_SHORT.get(status_of(r.get('summary')), '?')} @ {r['summary'].get('steps')}" for r in runs)
+            seeds = ", ".join(f"{r['seed']}: {_SHORT.get(status_of(r.get('summary')), '?')} @ {r['summary'].get('steps')}"
+                              + (" GPU" if _device(r) == "GPU" else "") for r in runs)
             lines.append(f"| {task} | {method} | {_cell(runs, 'seen_seq_acc', with_max=False)} | {_cell(runs, 'unseen_seq_acc', with_max=False)} | "
                          f"{_cell(runs, 'unseen_token_acc', with_max=False)} | {seeds} | {_minutes(runs)} |")
     return lines
 
 
 def _minutes(runs: list[dict[str, Any]]) -> str:
-    """Mean training wall clock of ``runs`` in minutes ("–" when no run recorded it)."""
-    walls = [float(r["summary"]["wall_s"]) for r in runs if isinstance(r.get("summary", {}).get("wall_s"), (int, float))]
-    return f"{sum(walls) / len(walls) / 60:.1f}" if walls else "–"
+    """Mean training wall clock of ``runs`` in minutes ("–" when no run recorded it), per device
+    when the runs trained on both ("6.2 CPU / 1.1 GPU")."""
+    walls: dict[str, list[float]] = {}
+    for r in runs:
+        if isinstance(r.get("summary", {}).get("wall_s"), (int, float)):
+            walls.setdefault(_device(r), []).append(float(r["summary"]["wall_s"]))
+    if len(walls) == 1:
+        ((_, values),) = walls.items()
+        return f"{sum(values) / len(values) / 60:.1f}"
+    return " / ".join(f"{sum(v) / len(v) / 60:.1f} {device}" for device, v in sorted(walls.items())) or "–"
 
 
 def table(exp: Any, results: list[dict[str, Any]], key: str) -> list[str]:

@@ -20,7 +20,7 @@ from tests.helpers.tiny import assert_one_line_error, cli
 
 #: The defaults experiments/report.py read with ``analysis_options.get(key, default)`` before the registry.
 PREVIOUS_DEFAULTS = {"bucket_width": 10, "bootstrap_samples": 1000, "shift_sentences": 100,
-                     "stack_tokens": 300, "swapped_pairs": 10_000}
+                     "stack_tokens": 300, "swapped_pairs": 10_000, "shift_offsets": [0, 100, 250, 500]}
 
 
 def test_defaults_equal_the_previous_defaults() -> None:
@@ -45,6 +45,10 @@ def test_each_analysis_reads_its_own_options() -> None:
     ({"bucket_width": 0}, "experiment.analysis_options.bucket_width must be >= 1, got 0"),
     ({"stack_tokens": "many"}, "experiment.analysis_options.stack_tokens: expected an integer"),
     ({"shift_sentences": True}, "experiment.analysis_options.shift_sentences: expected an integer"),
+    ({"shift_offsets": [0, -40]}, "experiment.analysis_options.shift_offsets must be integers >= 0, got -40"),
+    ({"shift_offsets": [0]}, "experiment.analysis_options.shift_offsets needs at least two offsets"),
+    ({"shift_offsets": [0, 10, 10]}, "experiment.analysis_options.shift_offsets has a repeated offset"),
+    ({"shift_offsets": 40}, "experiment.analysis_options.shift_offsets: expected a list"),
     ([1, 2], "experiment.analysis_options: expected a mapping"),
 ])
 def test_a_bad_option_is_a_one_line_error(values: object, message: str) -> None:

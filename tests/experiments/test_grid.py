@@ -37,7 +37,7 @@ def tiny_experiment(root: Path) -> Path:
     exp["methods"] = {m: exp["methods"][m] for m in METHODS}
     exp["settings"] = {"vanilla": {}, "interpolate": {"data.setting": "interpolate", "data.group": 3}}
     exp["seeds"] = list(SEEDS)
-    exp["analysis_options"].update(shift_sentences=5, bootstrap_samples=20, bucket_width=5)
+    exp["analysis_options"].update(shift_sentences=5, bootstrap_samples=20, bucket_width=5, shift_offsets=[0, 3, 7])
     path = root / "tiny.yaml"
     path.write_text(yaml.safe_dump(exp, sort_keys=False), encoding="utf-8")
     return path
@@ -125,6 +125,8 @@ def test_report_has_every_analysis(experiment) -> None:
     with open(report / "vanilla" / "length_bleu" / "length_bleu.csv", newline="", encoding="utf-8") as fh:
         ape = [r for r in csv.DictReader(fh) if r["model"] == "ape"]
     assert sum(int(r["sentences"]) for r in ape) == len(SEEDS) * n_test  # every seed's outputs, pooled
+    with open(report / "vanilla" / "shift_invariance" / "seed1" / "shift_invariance.csv", newline="", encoding="utf-8") as fh:
+        assert {int(r["k1"]) for r in csv.DictReader(fh)} == {0, 3, 7}  # analysis_options.shift_offsets
     for name in {n for n in exp.analyses if not REGISTRY[n].pooled} - {"swapped"}:  # model analyses: one per seed
         assert {p.name for p in (report / "vanilla" / name).iterdir()} == {f"seed{s}" for s in SEEDS}, name
     for setting in SETTINGS:  # learning curves of every run, whatever the analyses

@@ -13,7 +13,7 @@ serves both length analyses); each analysis reads its own fields through its opt
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from posenc.analysis import length_bleu as _length_bleu
@@ -33,13 +33,15 @@ WHERE = "experiment.analysis_options"
 
 @dataclass(frozen=True)
 class AnalysisOptions:
-    """Base of the options dataclasses: every field is a count (an integer >= 1), checked on
-    construction, so a bad value is a one-line ConfigError however the options were made."""
+    """Base of the options dataclasses: every ``int`` field is a count (an integer >= 1), checked
+    on construction, so a bad value is a one-line ConfigError however the options were made; a
+    subclass checks its other fields in ``__post_init__`` after calling this one."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            value = check_value(getattr(self, f.name), int, f"{WHERE}.{f.name}")
-            require(value >= 1, f"{WHERE}.{f.name} must be >= 1, got {value}")
+            if f.type in (int, "int"):
+                value = check_value(getattr(self, f.name), int, f"{WHERE}.{f.name}")
+                require(value >= 1, f"{WHERE}.{f.name} must be >= 1, got {value}")
 
 
 @dataclass(frozen=True)
@@ -63,9 +65,21 @@ class BootstrapOptions(AnalysisOptions):
 
 @dataclass(frozen=True)
 class ShiftOptions(AnalysisOptions):
-    """shift_invariance: test sentences encoded under each position offset."""
+    """shift_invariance: test sentences encoded under each position offset, and the offsets
+    (default SHAPE Fig. 2's 0/100/250/500; add offsets inside a SHAPE model's trained shifts, e.g.
+    0/10/20/40 for K = 40, to separate shift invariance from unseen positions)."""
 
     shift_sentences: int = 100
+    shift_offsets: list[int] = field(default_factory=lambda: list(_shift_invariance.OFFSETS))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        where = f"{WHERE}.shift_offsets"
+        offsets = check_value(self.shift_offsets, list, where)
+        require(len(offsets) >= 2, f"{where} needs at least two offsets, got {offsets}")
+        for k in offsets:
+            require(check_value(k, int, where) >= 0, f"{where} must be integers >= 0, got {k}")
+        require(len(set(offsets)) == len(offsets), f"{where} has a repeated offset: {offsets}")
 
 
 @dataclass(frozen=True)
@@ -107,7 +121,7 @@ REGISTRY: dict[str, Analysis] = {
     "length_bleu": Analysis(_length_bleu.length_bleu, "BLEU and gain over a baseline by source-length bucket, unseen lengths shaded (SHAPE Fig. 3, Neishi Fig. 3)", LengthOptions, pooled=True),
     "bootstrap": Analysis(_significance.bootstrap_table, "pairwise paired-bootstrap significance table between models (Neishi Table 4)", BootstrapOptions, pooled=True),
     "length_diff": Analysis(_length_diff.length_diff, "mean output − reference length by source length, output-length histograms (Neishi Fig. 4, 5, 7)", LengthOptions, pooled=True),
-    "shift_invariance": Analysis(_shift_invariance.shift_invariance, "cosine similarity of encoder states under position offsets 0/100/250/500 (SHAPE Fig. 2)", ShiftOptions),
+    "shift_invariance": Analysis(_shift_invariance.shift_invariance, "cosine similarity of encoder states under position offsets (default 0/100/250/500, SHAPE Fig. 2)", ShiftOptions),
     "speed": Analysis(_speed.speed, "relative training speed, training time, parameters and learning curves (SHAPE Tables 2/6, Fig. 8-9)"),
     "tokenwise": Analysis(_tokenwise.tokenwise, "gold-token log-prob difference by decoder position × token frequency (SHAPE Fig. 4)"),
     "position_nll": Analysis(_position_nll.position_nll, "mean NLL per target position on stacked test sets (CAPE Fig. 8)", PositionNllOptions),

@@ -194,10 +194,11 @@ def an_length_diff(v: SettingView, out: Path) -> None:
 
 
 def an_shift_invariance(v: SettingView, out: Path) -> None:
-    n = v.options("shift_invariance").shift_sentences
+    options = v.options("shift_invariance")
+    n = options.shift_sentences
     models = {m: model for m, model in v.models().items() if isinstance(model, Seq2SeqTransformer)}  # not RNN-NMT
     sources = {m: [s for s, _ in p] for m, p in v.pairs_by_method(v.src[:n], v.ref[:n], list(models)).items()}
-    analysis.ANALYSES["shift_invariance"](models, sources, out, pad_id=v.tok.pad_id)
+    analysis.ANALYSES["shift_invariance"](models, sources, out, offsets=options.shift_offsets, pad_id=v.tok.pad_id)
 
 
 def an_speed(v: SettingView, out: Path) -> None:

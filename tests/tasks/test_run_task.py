@@ -56,3 +56,42 @@ def test_a_restart_refused_by_the_trainer_leaves_the_old_run(tmp_path: Path) -> 
     with pytest.raises(Exception, match="metric"):
         run_task(DummyTask(), cfg, resume=False)
     assert {p: p.is_dir() or p.read_bytes() for p in out.rglob("*")} == before
+
+
+class _CountingTask(DummyTask):
+    """The dummy task, noting which rank evaluated."""
+
+    def evaluate(self, cfg: DummyConfig, model, out_dir: Path) -> dict:
+        import os
+
+        Path(out_dir, f"evaluated_by_rank{os.environ['RANK']}").touch()
+        return super().evaluate(cfg, model, out_dir)
+
+
+def _ddp_worker(rank: int, port: int, out: str) -> None:
+    import os
+
+    import torch
+
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank))
+    run = run_task(_CountingTask(), _config(Path(out) / "run", 2))
+    Path(out, f"metrics{rank}.json").write_text(json.dumps(run.metrics))
+
+
+def test_under_ddp_only_rank_0_evaluates(tmp_path: Path) -> None:
+    """Rank 0 evaluates and writes eval.json; rank 1 trains with it but writes nothing of its own."""
+    import socket
+
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed/gloo not available")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_ddp_worker, args=(port, str(tmp_path)), nprocs=2, join=True)
+    assert sorted(p.name for p in (tmp_path / "run").glob("evaluated_by_rank*")) == ["evaluated_by_rank0"]
+    assert set(json.loads((tmp_path / "metrics0.json").read_text())) == {"mse"}
+    assert json.loads((tmp_path / "metrics1.json").read_text()) == {}

@@ -104,7 +104,8 @@ def run_task(task: Task, cfg: Any, out_dir: str | Path | None = None, resume: bo
     The directory must be new, empty or posenc's own run; rank 0 holds its lock throughout.
     Everything is validated (device, fingerprint, model build, checkpoint load) before the first
     byte is written. An earlier run of the same config is resumed (a finished one only evaluated);
-    one of another config is an error unless ``resume`` is False, which replaces its outputs."""
+    one of another config is an error unless ``resume`` is False, which replaces its outputs.
+    Under DDP (torchrun) only rank 0 evaluates; the other ranks' :class:`TaskRun` has no metrics."""
     out = Path(cfg.out_dir if out_dir is None else out_dir)
     is_main = env_int("RANK", 0) == 0
     if is_main:
@@ -131,7 +132,8 @@ def _run_locked(task: Task, cfg: Any, out: Path, resume: bool, is_main: bool) ->
     if is_main:
         atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     model.eval()
-    return TaskRun(model, result, task.evaluate(cfg, model, out), summary)
+    metrics = task.evaluate(cfg, model, out) if is_main else {}  # rank 0 evaluates (and writes); under DDP the others do not
+    return TaskRun(model, result, metrics, summary)
 
 
 def _hook(task: Task, name: str, *args: Any) -> Any:

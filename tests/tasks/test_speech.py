@@ -166,3 +166,16 @@ def test_shipped_config_loads() -> None:
     cfg = TASK.cell_config(exp, TASK.cells(exp)[0])
     assert (cfg.train.schedule, cfg.train.lr_floor, cfg.train.clip_norm, cfg.data.batch_size) == ("cosine", 0.05, 1.0, 16)
     assert cfg.model.position.learned.wrap  # E(t mod 40): test utterances are 10× the table
+
+
+def test_wer_curves_average_seeds_per_duration() -> None:
+    """Two seeds of one method give one curve: the mean WER per duration with the seeds' range,
+    sorted by duration, the natural-length clips bucket left out."""
+    from posenc.tasks.speech.report import wer_curves
+
+    rows = [{"method": "cape", "bucket": b, "duration_s": d, "wer": w}
+            for b, d, w in [("4s", 4.0, 30.0), ("1s", 1.0, 10.0), ("clips", 0.5, 5.0)]]
+    rows += [{"method": "cape", "bucket": "1s", "duration_s": 1.0, "wer": 20.0},
+             {"method": "cape", "bucket": "4s", "duration_s": 4.0, "wer": 50.0},
+             {"method": "ape", "bucket": "1s", "duration_s": 1.0, "wer": 7.0}]
+    assert wer_curves(rows) == {"cape": [(1.0, 15.0, 10.0, 20.0), (4.0, 40.0, 30.0, 50.0)], "ape": [(1.0, 7.0, 7.0, 7.0)]}

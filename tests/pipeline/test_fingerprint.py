@@ -28,3 +28,16 @@ def test_auto_precision_is_fingerprinted_as_what_it_resolves_to() -> None:
     assert _fp(precision="auto", device="auto")["train"]["precision"] == ("bf16" if bf16 else "fp32")
     assert _fp(precision="bf16")["train"]["precision"] == "bf16"  # explicit values are kept
     assert diff_keys(_fp(precision="fp32"), _fp(precision="bf16")) == ["train.precision"]
+
+
+def test_a_cosine_schedule_keeps_its_horizon_in_the_fingerprint() -> None:
+    """Cosine decays over max_steps/max_epochs: another cap is another training (every update's
+    lr moves), so it is a model change; under Noam the caps only extend the run."""
+    def fp(schedule: str, **train: object) -> dict:
+        cfg = make_dataclass("RunCfg", [("train", TrainConfig), ("out_dir", str)])(TrainConfig(schedule=schedule, **train), "x")
+        return fingerprint(cfg)
+
+    assert diff_keys(fp("cosine", max_steps=10), fp("cosine", max_steps=20)) == ["train.max_steps"]
+    assert diff_keys(fp("cosine", max_epochs=2), fp("cosine", max_epochs=3)) == ["train.max_epochs"]
+    assert not diff_keys(fp("noam", max_steps=10), fp("noam", max_steps=20))
+    assert not diff_keys(fp("cosine", max_steps=10, patience=3), fp("cosine", max_steps=10, patience=9))

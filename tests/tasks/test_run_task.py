@@ -9,14 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from posenc.errors import CheckpointError
+from posenc.errors import CheckpointError, ConfigError
 from posenc.tasks.base import run_task
 from tests.dummy_task import DummyConfig, DummyTask
 
 
 def _config(out: Path, max_steps: int) -> DummyConfig:
+    """Noam: its learning rates do not depend on max_steps, so a raised cap extends the run (under
+    the dummy's cosine schedule a new cap is another run: pipeline/fingerprint.HORIZON_KEYS)."""
     cfg = DummyConfig(out_dir=str(out))
-    return replace(cfg, train=replace(cfg.train, max_steps=max_steps))
+    return replace(cfg, train=replace(cfg.train, max_steps=max_steps, schedule="noam"))
 
 
 def _latest(out: Path) -> Path:
@@ -95,3 +97,15 @@ def test_under_ddp_only_rank_0_evaluates(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "run").glob("evaluated_by_rank*")) == ["evaluated_by_rank0"]
     assert set(json.loads((tmp_path / "metrics0.json").read_text())) == {"mse"}
     assert json.loads((tmp_path / "metrics1.json").read_text()) == {}
+
+
+def test_a_cosine_run_is_not_resumed_under_another_cap(tmp_path: Path) -> None:
+    """Cosine decays over max_steps: resuming a 4-step cosine run with a 6-step cap would train
+    neither, so it is refused with one line naming the cap, and nothing is written."""
+    out = tmp_path / "run"
+    cfg = DummyConfig(out_dir=str(out))
+    run_task(DummyTask(), replace(cfg, train=replace(cfg.train, max_steps=4)))
+    before = {p: p.is_dir() or p.read_bytes() for p in out.rglob("*")}
+    with pytest.raises(ConfigError, match=r"train.max_steps \(4 -> 6\)"):
+        run_task(DummyTask(), replace(cfg, train=replace(cfg.train, max_steps=6)))
+    assert {p: p.is_dir() or p.read_bytes() for p in out.rglob("*")} == before

@@ -33,6 +33,11 @@ PLACEMENT_KEYS = frozenset({"device", "num_threads"})
 #: the eager result up to float rounding): neither in the fingerprint nor an extension.
 RUNTIME_KEYS = frozenset({"compile"})
 
+#: Extension keys that are the schedule's horizon under a :data:`~posenc.training.config.HORIZON_SCHEDULES`
+#: schedule (cosine decays over all updates): there they change every update's learning rate, so they
+#: stay in the fingerprint and a run cannot be resumed under another cap.
+HORIZON_KEYS = frozenset({"max_steps", "max_epochs"})
+
 #: Top-level sections of a run config that never enter the fingerprint (where, not what).
 IGNORED_SECTIONS = frozenset({"out_dir", "data_dir", "decode"})
 
@@ -40,8 +45,9 @@ IGNORED_SECTIONS = frozenset({"out_dir", "data_dir", "decode"})
 def fingerprint(cfg: Any) -> dict[str, Any]:
     """The parts of a resolved run config (a dataclass) that determine its data and its model:
     every section except paths, decoding and the model sections of other architectures
-    (``cfg.inactive_sections``), with ``train`` minus :data:`EXTENSION_KEYS` and its
-    ``precision: auto`` resolved as the trainer will on this machine."""
+    (``cfg.inactive_sections``), with ``train`` minus :data:`EXTENSION_KEYS` (but for a cosine
+    schedule its horizon, :data:`HORIZON_KEYS`) and its ``precision: auto`` resolved as the
+    trainer will on this machine."""
     train = getattr(cfg, "train", None)
     auto = getattr(train, "precision", None) == "auto"
     precision = _auto_precision(str(getattr(train, "device", "auto"))) if auto else None
@@ -49,10 +55,18 @@ def fingerprint(cfg: Any) -> dict[str, Any]:
     ignored = IGNORED_SECTIONS | set(getattr(cfg, "inactive_sections", ()))
     out = {k: v for k, v in data.items() if k not in ignored}
     if isinstance(out.get("train"), dict):
-        out["train"] = {k: v for k, v in out["train"].items() if k not in EXTENSION_KEYS | RUNTIME_KEYS}
+        left_out = (EXTENSION_KEYS | RUNTIME_KEYS) - (HORIZON_KEYS if _horizon_schedule(out["train"]) else frozenset())
+        out["train"] = {k: v for k, v in out["train"].items() if k not in left_out}
         if out["train"].get("precision") == "auto":  # what it means here: runs of fp32 days stay fresh on CPU
             out["train"]["precision"] = precision
     return json.loads(json.dumps(out, sort_keys=True, default=str))
+
+
+def _horizon_schedule(train: dict[str, Any]) -> bool:
+    """Does ``train``'s schedule decay over the run's total updates (cosine)?"""
+    from posenc.training.config import HORIZON_SCHEDULES
+
+    return train.get("schedule") in HORIZON_SCHEDULES
 
 
 def _auto_precision(device: str) -> str:

@@ -22,6 +22,9 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # auto: bf16 on CUDA with bf16 su
 COMPILE_MODES = ("auto", "on", "off")  # auto: torch.compile on CUDA, eager on CPU
 DEVICES = ("auto", "cpu", "cuda")
 SCHEDULE_NAMES = ("noam", "cosine")  # builders in training/schedule.py
+#: Schedules whose learning rate at every update depends on the run's total updates (cosine decays
+#: over ``max_steps``/``max_epochs``): for them those caps are part of what is trained.
+HORIZON_SCHEDULES = ("cosine",)
 OPTIMIZERS = ("adam", "adamw")
 
 

@@ -38,3 +38,26 @@ def test_runs_trained_on_a_gpu_are_marked_and_timed_apart() -> None:
     cells = [c.strip() for c in long_table(exp, [gpu, cpu])[2].strip("|").split("|")]
     assert cells[5] == "1: conv @ 400, 2: conv @ 400 GPU"
     assert cells[6] == "4.0 CPU / 0.5 GPU"
+
+
+def test_report_cli_never_writes_over_a_users_files(tmp_path, capsys) -> None:
+    """OUT_DIR holding a user's file: one-line refusal, exit 2, the file intact; a new directory is
+    written and marked, and posenc's own report directory is rewritten."""
+    from pathlib import Path
+
+    from posenc.pipeline.rundir import dir_kind
+    from posenc.tasks.lengthgen.report import main
+
+    root = Path(__file__).resolve().parents[3] / "docs" / "results" / "lengthgen_cpu"
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "README.md").write_text("my notes")
+    assert main(["lengthgen_cpu", str(root), str(theirs)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: OUT_DIR") and "README.md" in err and err.count("\n") == 1
+    assert [p.name for p in theirs.iterdir()] == ["README.md"] and (theirs / "README.md").read_text() == "my notes"
+    ours = tmp_path / "ours"
+    assert main(["lengthgen_cpu", str(root), str(ours)]) == 0 and dir_kind(ours) == "report"
+    assert main(["lengthgen_cpu", str(root), str(ours)]) == 0
+    assert "| parity | ape |" in (ours / "README.md").read_text()
+    assert main(["lengthgen_cpu"]) == 2

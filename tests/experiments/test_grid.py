@@ -154,6 +154,14 @@ def test_analyze_after_the_experiment(capsys: pytest.CaptureFixture[str], tmp_pa
     for setting in SETTINGS:
         assert (tmp_path / setting / "length_bleu.png").is_file()
         assert read(tmp_path / setting / "length_bleu.csv") == read(report / setting / "length_bleu" / "length_bleu.csv")
+    code, out, _ = cli(capsys, "analyze", "length_bleu", "--experiment", path, "--out", tmp_path)
+    assert code == 0  # its own --out directories again: rewritten
+    theirs = tmp_path / "theirs" / "vanilla"
+    theirs.mkdir(parents=True)
+    (theirs / "length_bleu.csv").write_text("my numbers")
+    code, _, err = cli(capsys, "analyze", "length_bleu", "--experiment", path, "--setting", "vanilla", "--out", theirs.parent)
+    assert_one_line_error(code, err, "--out")
+    assert (theirs / "length_bleu.csv").read_text() == "my numbers"
     code, out, _ = cli(capsys, "analyze", "length-bleu", "--experiment", path, "--setting", "interpolate")
     assert code == 0 and out == f"length_bleu (interpolate) -> {report / 'interpolate' / 'length_bleu'}\n"
     code, _, err = cli(capsys, "analyze", "length_bleu", "--experiment", path, "--setting", "extrapolate")

@@ -14,6 +14,7 @@ from posenc.errors import ConfigError
 from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.report import run_analysis
 from posenc.experiments.runner import find_experiment
+from posenc.pipeline.rundir import check_target, write_marker
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
         if setting not in exp.settings:
             raise ConfigError(f"unknown setting {setting!r} (known: {', '.join(exp.settings)})")
         out = Path(args.out) / setting if args.out else exp.root / "report" / setting / name
+        if args.out:  # a directory the user named: new, empty or one posenc wrote, never a user's files
+            check_target(out, "report", "--out")
         run_analysis(exp, setting, name, out)  # every seed: pooled, or one out/seedN per seed
+        if args.out:
+            write_marker(out, "report")
         print(f"{name} ({setting}) -> {out}")
     return 0

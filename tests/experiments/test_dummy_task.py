@@ -71,3 +71,21 @@ def test_lengthgen_run_dir_is_owned(tmp_path: Path) -> None:
     run = tmp_path / "run"
     TASK.train_cell(replace(cfg, out_dir=str(run)), ("bucket_sort", "ape", 1))
     assert (run / ".posenc-run").is_file() and (run / "fingerprint.json").is_file() and (run / "eval.json").is_file()
+
+
+def test_a_users_report_directory_is_refused_before_training(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """ROOT/report holding a user's README.md: one line, exit 2, nothing trained or written; an
+    older posenc report (no marker, README headed with the experiment's name) is claimed."""
+    from posenc.pipeline.rundir import dir_kind
+
+    path = _write(tmp_path, settings={"plain": {}})
+    report = tmp_path / "exp" / "report"
+    report.mkdir(parents=True)
+    (report / "README.md").write_text("# my notes\n")
+    code, _, err = cli(capsys, "experiment", str(path))
+    assert_one_line_error(code, err, "report directory")
+    assert (report / "README.md").read_text() == "# my notes\n"
+    assert sorted(p.name for p in (tmp_path / "exp").iterdir()) == ["report"]  # no cell trained
+    (report / "README.md").write_text("# dummy\n\nan older report\n")  # what posenc wrote before markers
+    assert cli(capsys, "experiment", str(path))[0] == 0
+    assert dir_kind(report) == "report" and "an older report" not in (report / "README.md").read_text()

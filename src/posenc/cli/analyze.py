@@ -13,7 +13,7 @@ from posenc.config import load_config
 from posenc.errors import ConfigError
 from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.report import run_analysis
-from posenc.experiments.runner import find_experiment
+from posenc.experiments.runner import check_report_dir, find_experiment
 from posenc.pipeline.rundir import check_target, write_marker
 
 
@@ -35,11 +35,14 @@ def run(args: argparse.Namespace) -> int:
     for setting in settings:
         if setting not in exp.settings:
             raise ConfigError(f"unknown setting {setting!r} (known: {', '.join(exp.settings)})")
-        out = Path(args.out) / setting if args.out else exp.root / "report" / setting / name
-        if args.out:  # a directory the user named: new, empty or one posenc wrote, never a user's files
-            check_target(out, "report", "--out")
-        run_analysis(exp, setting, name, out)  # every seed: pooled, or one out/seedN per seed
+        # the directory posenc writes: new, empty or one it wrote (a report), never a user's files
+        owned = Path(args.out) / setting if args.out else exp.root / "report"
+        out = owned if args.out else owned / setting / name
         if args.out:
-            write_marker(out, "report")
+            check_target(owned, "report", "--out")
+        else:
+            check_report_dir(exp)
+        run_analysis(exp, setting, name, out)  # every seed: pooled, or one out/seedN per seed
+        write_marker(owned, "report")
         print(f"{name} ({setting}) -> {out}")
     return 0

@@ -113,13 +113,38 @@ def summary_line(exp: Any, result: dict[str, Any]) -> str:
     return task_of(exp).summary_line(exp, result)
 
 
+def check_report_dir(exp: Any) -> None:
+    """``<root>/report`` must be new, empty or posenc's report (one-line RunDirError otherwise). A
+    report written before reports were marked (README.md headed ``# <experiment name>``, only
+    Markdown/PNG/CSV files and folders) is claimed as posenc's."""
+    from posenc.pipeline.rundir import check_target, read_marker, write_marker
+
+    report = exp.root / "report"
+    if report.is_dir() and read_marker(report) is None and _older_report(report, exp.name):
+        write_marker(report, "report")
+    check_target(report, "report", "report directory")
+
+
+def _older_report(report: Path, name: str) -> bool:
+    readme = report / "README.md"
+    try:
+        head = readme.read_text(encoding="utf-8").split("\n", 1)[0] if readme.is_file() else ""
+    except (OSError, UnicodeDecodeError):
+        return False
+    ours = all(p.is_dir() or p.suffix in (".md", ".png", ".csv") for p in report.iterdir())
+    return ours and (head == f"# {name}" or head.startswith(f"# {name}:"))
+
+
 def run_grid(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = "local") -> Path:
     """Every cell of ``exp`` brought up to date (``jobs`` > 1 or another backend: worker
     processes, :mod:`posenc.experiments.scheduler`), then the report; returns its directory."""
     from posenc.experiments.scheduler import run_cells
 
+    from posenc.pipeline.rundir import write_marker
+
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
+    check_report_dir(exp)  # before any training: never a user's files
     pending = plan(exp, rerun_stale)
     prepare_data(exp, pending)
     if jobs == 1 and backend == "local":
@@ -128,7 +153,9 @@ def run_grid(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = 
     else:
         run_cells(exp, pending, jobs, execute_cell, summary_line, backend)
     results = [execute_cell(exp, *cell) for cell in grid(exp)]  # all fresh now: read back
-    return task_of(exp).report(exp, results)
+    report = task_of(exp).report(exp, results)
+    write_marker(report, "report")
+    return report
 
 
 def run_grid_experiment(task: ExperimentTask, data: dict[str, Any], overrides: list[str], **options: Any) -> Path:

@@ -89,3 +89,19 @@ def test_a_users_report_directory_is_refused_before_training(capsys: pytest.Capt
     (report / "README.md").write_text("# dummy\n\nan older report\n")  # what posenc wrote before markers
     assert cli(capsys, "experiment", str(path))[0] == 0
     assert dir_kind(report) == "report" and "an older report" not in (report / "README.md").read_text()
+
+
+def test_jobs_never_write_over_a_users_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--jobs 2 keeps its spec and logs in ROOT/logs: a user's ROOT/experiment.json is not touched,
+    and a ROOT/logs holding a user's file is refused in one line before any run."""
+    path = _write(tmp_path, settings={"plain": {}})
+    root = tmp_path / "exp"
+    (root / "logs").mkdir(parents=True)
+    (root / "logs" / "notes.txt").write_text("mine")
+    code, _, err = cli(capsys, "experiment", str(path), "--jobs", "2")
+    assert_one_line_error(code, err, "log directory")
+    assert sorted(p.name for p in root.iterdir()) == ["logs"] and (root / "logs" / "notes.txt").read_text() == "mine"
+    (root / "logs" / "notes.txt").unlink()
+    (root / "experiment.json").write_text("my spec")
+    assert cli(capsys, "experiment", str(path), "--jobs", "2")[0] == 0
+    assert (root / "experiment.json").read_text() == "my spec" and (root / "logs" / "experiment.json").is_file()

@@ -138,13 +138,15 @@ def _older_report(report: Path, name: str) -> bool:
 def run_grid(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = "local") -> Path:
     """Every cell of ``exp`` brought up to date (``jobs`` > 1 or another backend: worker
     processes, :mod:`posenc.experiments.scheduler`), then the report; returns its directory."""
-    from posenc.experiments.scheduler import run_cells
+    from posenc.experiments.scheduler import check_logs_dir, run_cells
 
     from posenc.pipeline.rundir import write_marker
 
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     check_report_dir(exp)  # before any training: never a user's files
+    if jobs > 1 or backend != "local":
+        check_logs_dir(exp)
     pending = plan(exp, rerun_stale)
     prepare_data(exp, pending)
     if jobs == 1 and backend == "local":

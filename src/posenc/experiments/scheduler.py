@@ -5,7 +5,8 @@ cell, so a crash or an out-of-memory error stays in its run. Slot ``k`` (0..N-1)
 ``visible[k % n_gpus]`` through ``CUDA_VISIBLE_DEVICES`` (``visible`` = the parent's
 ``CUDA_VISIBLE_DEVICES`` or every device), so N > n_gpus packs several small runs on each GPU and
 every visible GPU is used. On a CPU the cores are split: each worker gets ``cores // N`` threads.
-Each run logs to ``ROOT/logs/<setting>-<method>-seed<N>.log``; a summary line is printed as each
+Each run logs to ``ROOT/logs/<setting>-<method>-seed<N>.log`` (the experiment spec is
+``ROOT/logs/experiment.json``; ``logs/`` must be new, empty or posenc's); a summary line is printed as each
 finishes. Finished cells write ``results.json`` atomically, so an interrupted grid resumes run by run.
 
 ``submitit`` backend (optional ``pip install submitit``): the same cells handed to SLURM (or to
@@ -21,18 +22,35 @@ from typing import Any, Callable
 
 from posenc.config import to_dict
 from posenc.errors import ConfigError
+from posenc.files import atomic_write_text
 from posenc.experiments.tasks import Cell, task_of
 from posenc.processes import run_processes
 
 BACKENDS = ("local", "submitit")
 
 
+def check_logs_dir(exp: Any) -> Path:
+    """``<root>/logs`` (worker logs, the experiment spec, submitit's folder) must be new, empty or
+    posenc's log directory: one-line RunDirError otherwise, before any run starts. An older unmarked
+    one holding only what posenc writes there (``*.log``, ``experiment.json``, ``submitit/``) is
+    claimed."""
+    from posenc.pipeline.rundir import check_target, read_marker, write_marker
+
+    logs = exp.root / "logs"
+    if logs.is_dir() and read_marker(logs) is None and all(
+            p.suffix == ".log" or p.name in ("experiment.json", "submitit") for p in logs.iterdir()):
+        write_marker(logs, "logs")
+    check_target(logs, "logs", "log directory")
+    logs.mkdir(parents=True, exist_ok=True)
+    write_marker(logs, "logs")
+    return logs
+
+
 def write_spec(exp: Any) -> Path:
-    """The resolved experiment as JSON (with its ``task``), read by every worker (one source of
-    truth per grid)."""
-    spec = exp.root / "experiment.json"
-    spec.parent.mkdir(parents=True, exist_ok=True)
-    spec.write_text(json.dumps(to_dict(exp), indent=2, default=str), encoding="utf-8")
+    """The resolved experiment as JSON (with its ``task``) in the log directory, read by every
+    worker (one source of truth per grid)."""
+    spec = check_logs_dir(exp) / "experiment.json"
+    atomic_write_text(spec, json.dumps(to_dict(exp), indent=2, default=str))
     return spec
 
 
@@ -71,7 +89,7 @@ def run_submitit(exp: Any, cells: list[Cell], jobs: int, execute: Execute, summa
         import submitit
     except ImportError as exc:
         raise ConfigError("--backend submitit needs the submitit package (pip install submitit)") from exc
-    executor = submitit.AutoExecutor(folder=exp.root / "logs" / "submitit", cluster=cluster)
+    executor = submitit.AutoExecutor(folder=check_logs_dir(exp) / "submitit", cluster=cluster)
     executor.update_parameters(**(parameters or {"timeout_min": 60, "slurm_array_parallelism": jobs}))
     submitted = [(cell, executor.submit(execute, exp, *cell)) for cell in cells]
     failed = []

@@ -22,7 +22,7 @@ def test_profile_flag_writes_tables_traces_and_summary(tmp_path: Path) -> None:
     assert main([*TINY, "--methods", "gru,cape", "--profile", str(out)]) == 0
     names = {p.name for p in out.iterdir()}
     stems = [f"train_{m}_L8" for m in ("ape", "gru", "cape")]
-    assert names == {"summary.txt", *(s + ext for s in stems for ext in (".txt", ".json.gz"))}
+    assert names == {".posenc-run", "summary.txt", *(s + ext for s in stems for ext in (".txt", ".json.gz"))}
     gru_table = (out / "train_gru_L8.txt").read_text()
     assert "top ops by self CPU time" in gru_table and "aten::" in gru_table
     assert PREFIX + "decoder.input_pos" in gru_table  # the GRU's forward is a named range
@@ -78,3 +78,13 @@ def test_gru_variants_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert build("gru-autocast", cfg).decoder.input_pos.params.autocast
     assert not build("gru", cfg).decoder.input_pos.params.autocast
     assert "prefetch" in vars(build("gru-noprefetch", cfg).decoder.input_pos)
+
+
+def test_profile_never_writes_into_a_users_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "summary.txt").write_text("mine")
+    assert main([*TINY, "--profile", str(theirs)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --profile") and err.count("\n") == 1
+    assert [p.name for p in theirs.iterdir()] == ["summary.txt"] and (theirs / "summary.txt").read_text() == "mine"

@@ -16,6 +16,7 @@ import torch
 
 from posenc.bench.core import METHODS, SHAW_BACKENDS, BenchConfig
 from posenc.bench.profile import profile_run
+from posenc.pipeline.rundir import check_target, write_marker
 from posenc.bench.report import markdown_table, plot, write_json
 from posenc.bench.runner import run
 from posenc.bench.train_loop import loop_table
@@ -89,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         cfg = build_config(args)
+        if args.profile:  # a directory of several files: new, empty or posenc's, checked before measuring
+            check_target(args.profile, "report", "--profile")
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
@@ -98,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         records = run(cfg, decode=not args.no_decode, log=log)
         if args.profile:
             profile_run(cfg, args.profile, log=log)
+            write_marker(args.profile, "report")
     except PosencError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

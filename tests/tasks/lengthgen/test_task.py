@@ -155,7 +155,8 @@ def test_jobs_2_equals_jobs_1(tmp_path: Path) -> None:
         for r in results.values():
             r[m]["summary"].pop("wall_s")
         assert results[1][m] == results[2][m]
-    assert sorted(p.name for p in (tmp_path / "jobs2" / "logs").iterdir()) == ["parity-ape-seed1.log", "parity-rpe-seed1.log"]
+    assert sorted(p.name for p in (tmp_path / "jobs2" / "logs").iterdir()) == [
+        ".posenc-run", "experiment.json", "parity-ape-seed1.log", "parity-rpe-seed1.log"]  # posenc's log directory
 
 
 def test_the_curriculum_spans_the_same_updates_on_any_number_of_ranks() -> None:

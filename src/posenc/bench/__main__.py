@@ -16,11 +16,11 @@ import torch
 
 from posenc.bench.core import METHODS, SHAW_BACKENDS, BenchConfig
 from posenc.bench.profile import profile_run
-from posenc.pipeline.rundir import check_target, write_marker
 from posenc.bench.report import markdown_table, plot, write_json
 from posenc.bench.runner import run
 from posenc.bench.train_loop import loop_table
 from posenc.errors import ConfigError, PosencError
+from posenc.pipeline.rundir import check_target, write_marker
 
 QUICK: dict[str, Any] = dict(lengths=[32, 128, 512], reps=2, batch_tokens=512, decode_batch=4, decode_len=16, decode_reps=2)
 

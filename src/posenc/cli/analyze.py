@@ -35,13 +35,13 @@ def run(args: argparse.Namespace) -> int:
     for setting in settings:
         if setting not in exp.settings:
             raise ConfigError(f"unknown setting {setting!r} (known: {', '.join(exp.settings)})")
-        # the directory posenc writes: new, empty or one it wrote (a report), never a user's files
+        # what posenc writes into is new, empty or a report it wrote: never a user's files
         owned = Path(args.out) / setting if args.out else exp.root / "report"
-        out = owned if args.out else owned / setting / name
         if args.out:
             check_target(owned, "report", "--out")
         else:
             check_report_dir(exp)
+        out = owned if args.out else owned / setting / name
         run_analysis(exp, setting, name, out)  # every seed: pooled, or one out/seedN per seed
         write_marker(owned, "report")
         print(f"{name} ({setting}) -> {out}")

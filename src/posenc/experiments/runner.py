@@ -117,12 +117,9 @@ def check_report_dir(exp: Any) -> None:
     """``<root>/report`` must be new, empty or posenc's report (one-line RunDirError otherwise). A
     report written before reports were marked (README.md headed ``# <experiment name>``, only
     Markdown/PNG/CSV files and folders) is claimed as posenc's."""
-    from posenc.pipeline.rundir import check_target, read_marker, write_marker
+    from posenc.pipeline.rundir import claim_and_check
 
-    report = exp.root / "report"
-    if report.is_dir() and read_marker(report) is None and _older_report(report, exp.name):
-        write_marker(report, "report")
-    check_target(report, "report", "report directory")
+    claim_and_check(exp.root / "report", "report", "report directory", partial(_older_report, name=exp.name))
 
 
 def _older_report(report: Path, name: str) -> bool:
@@ -139,7 +136,6 @@ def run_grid(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = 
     """Every cell of ``exp`` brought up to date (``jobs`` > 1 or another backend: worker
     processes, :mod:`posenc.experiments.scheduler`), then the report; returns its directory."""
     from posenc.experiments.scheduler import check_logs_dir, run_cells
-
     from posenc.pipeline.rundir import write_marker
 
     if jobs < 1:

@@ -33,17 +33,18 @@ def check_logs_dir(exp: Any) -> Path:
     """``<root>/logs`` (worker logs, the experiment spec, submitit's folder) must be new, empty or
     posenc's log directory: one-line RunDirError otherwise, before any run starts. An older unmarked
     one holding only what posenc writes there (``*.log``, ``experiment.json``, ``submitit/``) is
-    claimed."""
-    from posenc.pipeline.rundir import check_target, read_marker, write_marker
+    claimed. Returns the directory, created and marked."""
+    from posenc.pipeline.rundir import claim_and_check, write_marker
 
     logs = exp.root / "logs"
-    if logs.is_dir() and read_marker(logs) is None and all(
-            p.suffix == ".log" or p.name in ("experiment.json", "submitit") for p in logs.iterdir()):
-        write_marker(logs, "logs")
-    check_target(logs, "logs", "log directory")
+    claim_and_check(logs, "logs", "log directory", _older_logs)
     logs.mkdir(parents=True, exist_ok=True)
     write_marker(logs, "logs")
     return logs
+
+
+def _older_logs(logs: Path) -> bool:
+    return all(p.suffix == ".log" or p.name in ("experiment.json", "submitit") for p in logs.iterdir())
 
 
 def write_spec(exp: Any) -> Path:

@@ -154,6 +154,15 @@ def check_target(directory: str | Path, kind: str, what: str = "out_dir") -> Non
                           f"or a {KIND_WORDS[kind]} it created (use another {what})")
 
 
+def claim_and_check(directory: str | Path, kind: str, what: str, older: Callable[[Path], bool]) -> None:
+    """:func:`check_target` for a ``kind`` directory that older posenc versions wrote unmarked:
+    an unmarked directory that ``older`` recognises as such is marked (claimed) first."""
+    directory = Path(directory)
+    if directory.is_dir() and not directory.is_symlink() and read_marker(directory) is None and older(directory):
+        write_marker(directory, kind)
+    check_target(directory, kind, what)
+
+
 # ----------------------------------------------------------------------------- lock
 def _holder(path: Path) -> int:
     try:

@@ -89,18 +89,21 @@ def test_memory_probe_sees_the_step_even_under_a_large_parent() -> None:
     del ballast
 
 
-def test_precision_and_compile_options(capsys: pytest.CaptureFixture[str]) -> None:
+def test_precision_and_compile_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    from posenc.training import runtime
+
+    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: False)
     cpu = BenchConfig()
     assert (cpu.precision, cpu.compile, cpu.train_precision(), cpu.compiled()) == ("auto", "off", "fp32", False)
     assert BenchConfig(compile="on").compiled() and not BenchConfig(device="cuda", compile="off").compiled()
     assert BenchConfig(device="cuda", compile="auto").compiled() and not BenchConfig(device="cuda").compiled()
     assert BenchConfig(device="cuda", precision="fp32").train_precision() == "fp32"
-    with pytest.raises(ConfigError, match="bf16 needs a CUDA device"):
-        BenchConfig(precision="bf16")
+    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: True)  # auto on a CPU: by the model's width
+    assert (BenchConfig().width(), BenchConfig().train_precision()) == (256, "bf16")
+    assert BenchConfig(model={"d_model": 128}).train_precision() == "fp32"
+    assert BenchConfig(precision="bf16", model={"d_model": 64}).fp32_reference() and not BenchConfig().fp32_reference()
     with pytest.raises(ConfigError, match="compile one of auto|on|off"):
         BenchConfig(compile="yes")
-    assert main([*TINY, "--precision", "bf16", "--no-memory", "--no-decode"]) == 2
-    assert "bf16 needs a CUDA device" in capsys.readouterr().err
     from posenc.bench.__main__ import parse_args
 
     assert parse_args(["--compile"]).compile == "on" and parse_args([]).compile == "off"
@@ -122,6 +125,35 @@ def test_cpu_step_stays_eager_fp32_with_default_adam() -> None:
     ref = torch.nn.functional.cross_entropy(model(b["src"], b["src_mask"], b["tgt_in"], b["tgt_mask"]).flatten(0, 1), b["tgt_out"].flatten())
     loss = step.loss()
     assert loss.dtype == torch.float32 and torch.equal(loss, ref) and step.tokens == 24
+
+
+def test_bf16_on_cpu_reports_its_ratio_to_fp32_from_one_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--device cpu --precision bf16``: every method's bf16 step is timed beside an fp32 step of
+    the same model (same seed) in the same rounds; the records and the table carry the ratio."""
+    from posenc.training import runtime
+
+    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: True)
+    out = tmp_path / "bench.json"
+    assert main([*TINY, "--device", "cpu", "--precision", "bf16", "--methods", "ape,shaw", "--no-memory", "--no-decode",
+                 "--out", str(out)]) == 0
+    train = json.loads(out.read_text())
+    assert [(r["method"], r["precision"]) for r in train] == [("ape", "bf16"), ("shaw", "bf16")]
+    assert all(r["ratio_to_fp32"] > 0 and r["ratio_to_ape_fp32"] > 0 for r in train)
+    assert train[0]["ratio_to_ape_fp32"] == 1.0
+
+
+def test_the_bench_bf16_step_autocasts_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from posenc.bench.core import TrainStep, synthetic_batch
+    from posenc.training import runtime
+
+    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: True)
+    cfg = BenchConfig(preset="transformer-tiny", vocab=50, model={"dropout": 0.0})
+    step = TrainStep(build_model("ape", cfg), synthetic_batch(2, 6, 50, "cpu"), "cpu", "bf16")
+    dtypes: list[torch.dtype] = []
+    lin = next(m for m in step.model.modules() if isinstance(m, torch.nn.Linear))
+    lin.register_forward_hook(lambda m, i, o: dtypes.append(o.dtype))
+    assert step.precision == "bf16" and step() > 0 and dtypes == [torch.bfloat16]
+    assert all(p.dtype == torch.float32 for p in step.model.parameters())
 
 
 @pytest.mark.slow

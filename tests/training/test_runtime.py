@@ -14,6 +14,7 @@ import torch
 
 from posenc.models.seq2seq import Seq2SeqLoss
 from posenc.training import Trainer, TrainConfig, load_checkpoint
+from posenc.training import runtime
 from posenc.training.runtime import (
     _CPU_FUSED_ADAM, build_optimizer, forward_loss, load_optimizer_state, resolve_compile, resolve_precision, unwrap_compiled,
 )
@@ -30,7 +31,7 @@ def test_auto_precision_and_compile_resolve_per_device() -> None:
         assert resolve_precision("auto", CPU) == "fp32"
     assert resolve_precision("fp32", CPU) == "fp32"
     with pytest.warns(UserWarning, match="fp32"):
-        assert resolve_precision("bf16", CPU) == "fp32"
+        assert resolve_precision("fp16", CPU) == "fp32"  # bf16 on a CPU: tests/training/test_cpu_bf16.py
     assert (resolve_compile("auto", CPU), resolve_compile("on", CPU), resolve_compile("off", CPU)) == (False, True, False)
     if torch.cuda.is_available():
         cuda = torch.device("cuda")
@@ -252,6 +253,7 @@ def test_auto_precision_has_one_definition(monkeypatch: pytest.MonkeyPatch, bf16
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16_supported)
+    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: False)  # a native-bf16 CPU: test_cpu_bf16.py
     expected = resolve_precision("auto", torch.device("cuda"))
     assert expected == ("bf16" if bf16_supported else "fp32")
     assert _auto_precision("auto") == _auto_precision("cuda") == expected

@@ -168,7 +168,7 @@ def test_the_trainer_knows_no_task(tmp_path: Path) -> None:
 
 def test_fp16_on_cpu_falls_back_with_warning(tmp_path: Path) -> None:
     with pytest.warns(UserWarning, match="fp32"):
-        trainer = make_trainer(tiny_model(), train_config(precision="bf16"), tmp_path)
+        trainer = make_trainer(tiny_model(), train_config(precision="fp16"), tmp_path)
     assert trainer.precision == "fp32" and trainer.device.type == "cpu"
 
 

@@ -53,7 +53,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--shaw-backend", default="auto", choices=SHAW_BACKENDS, help="Shaw attention: auto (FlexAttention "
                    "regions on CUDA, explicit softmax on CPU), explicit, flex, or dense (reference)")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
-                   help="training autocast (default auto: bf16 on CUDA with bf16 support, fp32 on CPU)")
+                   help="training autocast (default auto: bf16 on CUDA with bf16 support; on a CPU bf16 only with native "
+                   "bf16 and d_model >= 256, else fp32); bf16 also times fp32 steps in the same rounds (column ×fp32)")
     p.add_argument("--compile", nargs="?", const="on", default="off", choices=["auto", "on", "off"],
                    help="torch.compile the training step (default off; auto: on for CUDA only; bare --compile = on)")
     p.add_argument("--loop-steps", type=int, help="also time this many steps of the real Trainer (transformer-small "

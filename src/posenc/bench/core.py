@@ -33,7 +33,7 @@ ALIASES: dict[str, str] = {"rnn": "gru", "rpe": "shaw"}
 BOS, EOS = 2, 3
 #: Shaw attention backends the bench can force (``--shaw-backend``; see ``ShawHook.backend``).
 SHAW_BACKENDS = ("auto", "explicit", *REGIONS)
-PRECISIONS = ("auto", "fp32", "bf16")  # auto: bf16 on CUDA with bf16 support, fp32 on CPU
+PRECISIONS = ("auto", "fp32", "bf16")  # auto: training/runtime.resolve_precision (fp32 on CPU below d_model 256)
 COMPILE_MODES = ("auto", "on", "off")  # auto: torch.compile on CUDA, eager on CPU
 
 
@@ -80,13 +80,19 @@ class BenchConfig:
         if self.precision not in PRECISIONS or self.compile not in COMPILE_MODES:
             raise ConfigError(f"bench: precision must be one of {'|'.join(PRECISIONS)} and compile one of "
                               f"{'|'.join(COMPILE_MODES)}, got {self.precision!r}, {self.compile!r}")
-        if self.precision == "bf16" and not self.device.startswith("cuda"):
-            raise ConfigError(f"bench: --precision bf16 needs a CUDA device (got --device {self.device})")
+
+    def width(self) -> int:
+        """d_model of the benchmark model (the preset with the ``model`` overrides)."""
+        return ModelConfig.from_preset(self.preset, vocab_size=self.vocab, **self.model).d_model
 
     def train_precision(self) -> str:
-        """The resolved training precision, fp32 or bf16, as the trainer resolves it
-        (training/runtime.resolve_precision)."""
-        return resolve_precision(self.precision, torch.device(self.device))
+        """The resolved training precision, fp32 or bf16, as the trainer resolves it for this
+        model's width (training/runtime.resolve_precision)."""
+        return resolve_precision(self.precision, torch.device(self.device), self.width())
+
+    def fp32_reference(self) -> bool:
+        """Time fp32 steps in the same rounds (the ``×fp32`` ratio)? With an explicit ``bf16``."""
+        return self.precision == "bf16" and self.train_precision() == "bf16"
 
     def compiled(self) -> bool:
         """Whether the training step is compiled (``auto``: on CUDA only; training/runtime.resolve_compile)."""
@@ -117,10 +123,12 @@ def synthetic_batch(batch: int, length: int, vocab: int, device: str, seed: int 
     return {k: v.to(device) for k, v in out.items()}
 
 
-def autocast(device: str, precision: str = "auto") -> Any:
+def autocast(device: str, precision: str = "auto", width: int | None = None) -> Any:
     """The trainer's autocast for ``precision`` on ``device``, resolved as the trainer does
-    (``auto``: bf16 on a CUDA device with bf16 support; nothing on CPU or for fp32)."""
-    return training_autocast(resolve_precision(precision, torch.device(device)))
+    (``auto``: bf16 on a CUDA device with bf16 support, on a CPU by native bf16 and ``width``;
+    nothing for fp32)."""
+    dev = torch.device(device)
+    return training_autocast(resolve_precision(precision, dev, width), dev.type)
 
 
 def sync(device: str) -> None:
@@ -132,14 +140,16 @@ class TrainStep:
     """One Adam step (forward, cross-entropy, backward, update) of a model on a fixed batch.
 
     On CUDA: Adam's fused kernel, and ``precision``/``compiled`` as given (``make_step`` takes
-    them from the BenchConfig). On CPU with ``compiled`` off: eager fp32 with torch's default
-    Adam, exactly the step the CPU tables were measured with. The compiled step traces the
+    them from the BenchConfig). On CPU: torch's default Adam, eager unless ``compiled``, fp32
+    (the step the CPU tables were measured with) unless ``precision`` resolves to bf16 (CPU
+    autocast, fp32 master weights and Adam state). The compiled step traces the
     forward and the loss once per fixed batch shape (``dynamic=False``: every call has the same
     shapes); its backward is compiled by AOTAutograd."""
 
     def __init__(self, model: Seq2SeqTransformer, batch: dict[str, Tensor], device: str,
                  precision: str = "auto", compiled: bool = False) -> None:
-        self.model, self.batch, self.device, self.precision = model.train(), batch, device, precision
+        self.model, self.batch, self.device = model.train(), batch, device
+        self.precision = resolve_precision(precision, torch.device(device), model.cfg.d_model)  # resolved once
         fused = {"fused": True} if device.startswith("cuda") else {}
         self.opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **fused)
         self.tokens = int(batch["src_mask"].sum() + batch["tgt_mask"].sum())
@@ -147,7 +157,7 @@ class TrainStep:
 
     def _loss(self) -> Tensor:
         b = self.batch
-        with autocast(self.device, self.precision):
+        with training_autocast(self.precision, torch.device(self.device).type):
             logits = self.model(b["src"], b["src_mask"], b["tgt_in"], b["tgt_mask"])
             return nn.functional.cross_entropy(logits.flatten(0, 1).float(), b["tgt_out"].flatten())
 

@@ -28,6 +28,7 @@ from posenc.bench.core import (
     build_model,
     fresh_compile_cache,
     interleaved,
+    TrainStep,
     make_step,
     paired_ratio,
     sync,
@@ -37,6 +38,8 @@ from posenc.bench.memory import measure_in_subprocess, step_peak_mb
 from posenc.bench.train_loop import loop_records
 
 Log = Callable[[str], None]
+#: Suffix of the fp32 reference steps timed beside bf16 ones (``--precision bf16``).
+FP32 = "@fp32"
 
 
 def _quiet(_: str) -> None:
@@ -49,6 +52,8 @@ def train_records(cfg: BenchConfig, length: int, log: Log = _quiet) -> list[dict
     fresh_compile_cache(cfg)  # at most len(METHODS) = 5 compiled steps live at once
     batch = synthetic_batch(b, length, cfg.vocab, cfg.device, cfg.seed)
     steps = {m: make_step(build_model(m, cfg), batch, cfg) for m in cfg.methods}
+    if cfg.fp32_reference():  # the same models (same seed) in fp32, timed in the same rounds
+        steps.update({f"{m}{FP32}": TrainStep(build_model(m, cfg), batch, cfg.device, "fp32", cfg.compiled()) for m in cfg.methods})
     # Compiled: 2+ untimed rounds, so every method runs once after all have compiled (a method
     # whose graph breaks adds frames to the shared caches that another's next call may recompile).
     times = interleaved(steps, cfg.reps, max(cfg.warmup, 2) if cfg.compiled() else cfg.warmup)
@@ -63,8 +68,12 @@ def train_records(cfg: BenchConfig, length: int, log: Log = _quiet) -> list[dict
         }
         if cfg.device.startswith("cuda"):
             rec["mfu"] = flops.mfu(flops.train_flops(steps[m].model, b, length, length), sec, peak)
+        if cfg.fp32_reference():
+            rec["precision"], rec["ratio_to_fp32"] = "bf16", paired_ratio(times, m, f"{m}{FP32}")
+            rec["ratio_to_ape_fp32"] = paired_ratio(times, f"{m}{FP32}", f"ape{FP32}")
         records.append(rec)
-        log(f"train {m:6s} L={length:5d} B={b:4d} {rec['tokens_per_s']:10.0f} tok/s  ×APE {rec['ratio_to_ape']:.3f}")
+        vs = f"  ×fp32 {rec['ratio_to_fp32']:.3f}" if "ratio_to_fp32" in rec else ""
+        log(f"train {m:6s} L={length:5d} B={b:4d} {rec['tokens_per_s']:10.0f} tok/s  ×APE {rec['ratio_to_ape']:.3f}{vs}")
     del steps
     return records
 

@@ -50,7 +50,7 @@ def fingerprint(cfg: Any) -> dict[str, Any]:
     trainer will on this machine."""
     train = getattr(cfg, "train", None)
     auto = getattr(train, "precision", None) == "auto"
-    precision = _auto_precision(str(getattr(train, "device", "auto"))) if auto else None
+    precision = _auto_precision(str(getattr(train, "device", "auto")), _model_width(cfg)) if auto else None
     data = to_dict(cfg)
     ignored = IGNORED_SECTIONS | set(getattr(cfg, "inactive_sections", ()))
     out = {k: v for k, v in data.items() if k not in ignored}
@@ -69,15 +69,24 @@ def _horizon_schedule(train: dict[str, Any]) -> bool:
     return train.get("schedule") in HORIZON_SCHEDULES
 
 
-def _auto_precision(device: str) -> str:
+def _auto_precision(device: str, width: int | None = None) -> str:
     """``train.precision: auto`` resolved as the trainer will on this machine for ``train.device``
-    (``auto``/``cuda`` train on the GPU when there is one): training/runtime.resolve_precision."""
+    (``auto``/``cuda`` train on the GPU when there is one) and the model ``width`` (on a CPU, bf16
+    only from a measured width on): training/runtime.resolve_precision."""
     import torch
 
     from posenc.training.runtime import resolve_precision  # torch: imported when a config says auto
 
     cuda = device != "cpu" and torch.cuda.is_available()
-    return resolve_precision("auto", torch.device("cuda" if cuda else "cpu"))
+    return resolve_precision("auto", torch.device("cuda" if cuda else "cpu"), width)
+
+
+def _model_width(cfg: Any) -> int | None:
+    """The width the trainer is given (a task's ``width``): ``d_model`` of the active model
+    section (``cfg.model_section`` where the config has several, e.g. ``rnn``: its ``hidden``)."""
+    section = getattr(cfg, str(getattr(cfg, "model_section", "model")), None)
+    width = getattr(section, "d_model", getattr(section, "hidden", None))
+    return int(width) if isinstance(width, int) else None
 
 
 #: ``data.*`` options that do not change the prepared data directory (used at training and

@@ -6,10 +6,12 @@ loss. Kept apart from the loop (trainer.py) and the state persistence (state.py)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 import warnings
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Iterator, Sequence
 
 import torch
@@ -33,16 +35,58 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     return torch.device("cpu")
 
 
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """``auto`` → bf16 on a CUDA device with bf16 support, else fp32 (silently). An explicit
-    bf16/fp16 needs CUDA: on CPU it falls back to fp32 with a warning.
+#: ``/proc/cpuinfo`` flags of a CPU that computes bf16 products natively (x86: AVX512-BF16, AMX).
+CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
-    The one resolution of ``precision: auto``: the trainer, the run fingerprint
+#: ``precision: auto`` on a CPU with native bf16 trains in bf16 autocast only from this model width
+#: (d_model) on. Measured on a 2-core AMD EPYC (Zen 4, avx512_bf16; issue 29): forward + backward +
+#: Adam of posenc's translation model, 4,096-token batches, interleaved rounds: bf16 1.32-1.55× fp32
+#: at d_model 256 (transformer-small), 0.90-1.09× at 128 and 0.75-1.03× at 64. Below the crossover
+#: bf16 is no faster, so ``auto`` keeps fp32 there (every shipped CPU config has d_model <= 128).
+CPU_BF16_MIN_WIDTH = 256
+
+
+def cpu_bf16_flags(cpuinfo: str) -> bool:
+    """Does a ``/proc/cpuinfo`` text list a native bf16 flag (:data:`CPU_BF16_FLAGS`) on its
+    ``flags`` lines?"""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags" and CPU_BF16_FLAGS & set(value.split()):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_has_native_bf16() -> bool:
+    """Whether this machine's CPU has native bf16 (read from ``/proc/cpuinfo``, never guessed:
+    False where that file is absent, e.g. not Linux)."""
+    try:
+        return cpu_bf16_flags(Path("/proc/cpuinfo").read_text(errors="replace"))
+    except OSError:
+        return False
+
+
+def resolve_precision(precision: str, device: torch.device, width: int | None = None) -> str:
+    """The precision a run trains in, ``fp32``, ``bf16`` or ``fp16``.
+
+    ``auto`` → bf16 on a CUDA device with bf16 support; on a CPU, bf16 where it is measured
+    faster: a native-bf16 CPU (:func:`cpu_has_native_bf16`) and a model ``width`` (d_model) of at
+    least :data:`CPU_BF16_MIN_WIDTH` (None: unknown, fp32); else fp32, silently. An explicit
+    ``bf16`` trains in bf16 autocast on the CPU too (warning where the CPU emulates it); ``fp16``
+    needs CUDA (its loss scaler): on a CPU it falls back to fp32 with a warning.
+
+    The one resolution of ``precision``: the trainer, the run fingerprint
     (pipeline/fingerprint.py) and the benchmarks (bench/core.py) all call it."""
+    cuda = device.type == "cuda"
     if precision == "auto":
-        cuda = device.type == "cuda" and torch.cuda.is_available()
-        return "bf16" if cuda and torch.cuda.is_bf16_supported() else "fp32"
-    if precision != "fp32" and device.type != "cuda":
+        if cuda:
+            return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "fp32"
+        wide = width is not None and width >= CPU_BF16_MIN_WIDTH
+        return "bf16" if device.type == "cpu" and wide and cpu_has_native_bf16() else "fp32"
+    if precision == "bf16" and device.type == "cpu" and not cpu_has_native_bf16():
+        warnings.warn("train.precision=bf16 on a CPU without native bf16 (no avx512_bf16/amx_bf16 flag): "
+                      "emulated, expect it slower than fp32", stacklevel=2)
+    if precision == "fp16" and not cuda:
         warnings.warn(f"train.precision={precision} needs CUDA; training in fp32 on {device}", stacklevel=2)
         return "fp32"
     return precision
@@ -150,15 +194,21 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]
                 entry["step"] = entry["step"].to(device=p.device if on_device else "cpu", dtype=torch.float32)
 
 
-def autocast(precision: str) -> ContextManager[Any]:
-    """CUDA autocast for bf16/fp16, a no-op for fp32."""
+def autocast(precision: str, device_type: str = "cuda") -> ContextManager[Any]:
+    """Autocast on ``device_type`` (``cuda`` or ``cpu``) for bf16/fp16, a no-op for fp32.
+
+    Parameters, gradients and the optimizer's state stay float32 (master weights); the matrix
+    products run in the low precision and the losses cast their logits to float32
+    (training/loss.py)."""
     if precision == "fp32":
         return nullcontext()
-    return torch.autocast("cuda", dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+    return torch.autocast(device_type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
 
-def forward_loss(loss_fn: LossFn, net: nn.Module, precision: str, compiled: bool, fallback: bool = False) -> Callable[[Any], LossOutput]:
-    """``batch -> loss_fn(net, batch)`` under autocast, through ``torch.compile`` when ``compiled``.
+def forward_loss(loss_fn: LossFn, net: nn.Module, precision: str, compiled: bool, fallback: bool = False,
+                 device_type: str = "cuda") -> Callable[[Any], LossOutput]:
+    """``batch -> loss_fn(net, batch)`` under autocast on ``device_type``, through ``torch.compile``
+    when ``compiled``.
 
     Dynamic shapes: token batches vary in B and L, so dims 0 and 1 of every batch tensor are
     marked dynamic (``maybe_mark_dynamic``) before each call; the first compile is then already
@@ -172,7 +222,7 @@ def forward_loss(loss_fn: LossFn, net: nn.Module, precision: str, compiled: bool
     With ``fallback`` (``train.compile: auto``) a failure of torch.compile itself warns and
     trains eagerly from then on; otherwise (``on``) it is raised."""
     def run(batch: Any) -> LossOutput:
-        with autocast(precision):
+        with autocast(precision, device_type):
             return loss_fn(net, batch)
 
     if not compiled:
@@ -240,7 +290,7 @@ def validation_loss(model: nn.Module, loss_fn: LossFn, batches: ValidSource, dev
     sums = torch.zeros(3, dtype=torch.float64, device=device)
     model.eval()
     try:
-        with torch.no_grad(), autocast(precision):
+        with torch.no_grad(), autocast(precision, device.type):
             for batch in source:
                 out = loss_fn(model, move_to(batch, device))
                 ntok = torch.as_tensor(out.ntokens, device=device).double()

@@ -71,12 +71,13 @@ class Trainer:
         wants_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
         self.dist: DistInfo = init_distributed(wants_cuda)
         self.device = resolve_device(cfg.device, self.dist.local_rank)
-        self.precision = resolve_precision(cfg.precision, self.device)
+        self.precision = resolve_precision(cfg.precision, self.device, d_model)  # auto on a CPU: by width
         self.compiled = resolve_compile(cfg.compile, self.device)
         self.model = unwrap_compiled(model).to(self.device)  # checkpoints hold its plain state_dict
         self.net = wrap_ddp(self.model, self.dist, self.device, find_unused_parameters)
         self.loss_fn = loss_fn
-        self.forward_loss = forward_loss(self.loss_fn, self.net, self.precision, self.compiled, cfg.compile == "auto")
+        self.forward_loss = forward_loss(self.loss_fn, self.net, self.precision, self.compiled, cfg.compile == "auto",
+                                         self.device.type)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = build_optimizer(self.params, cfg, self.device)
         self.d_model = d_model

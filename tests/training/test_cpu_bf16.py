@@ -1,0 +1,122 @@
+"""bf16 autocast training on the CPU (issue 29): detection of native bf16, the width rule of
+``precision: auto``, autocast actually active in the trainer's step, fp32 master weights and
+optimizer state, a bf16 step close to the fp32 one, and one resolution shared by the trainer, the
+run fingerprint and the benchmark."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from posenc.models.config import ModelConfig
+from posenc.pipeline.fingerprint import _auto_precision, fingerprint
+from posenc.pipeline.config import RunConfig
+from posenc.training import runtime
+from posenc.training.runtime import CPU_BF16_MIN_WIDTH, cpu_bf16_flags, forward_loss, resolve_precision
+
+from tests.helpers.training import PAD, batch_of, make_trainer, random_pairs, tiny_model, train_config
+
+CPU = torch.device("cpu")
+ZEN4 = "processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 avx512_vnni\n\nprocessor\t: 1\n"
+SPR = "flags\t\t: fpu avx512f amx_bf16 amx_tile amx_int8\n"
+OLDER = "flags\t\t: fpu sse avx2 avx512f avx512_vnni\nbugs\t\t: avx512_bf16\n"  # only on the flags line
+
+
+@pytest.fixture
+def native(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CPU with native bf16 (the detector monkeypatched)."""
+    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: True)
+
+
+@pytest.fixture
+def emulated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CPU without native bf16."""
+    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: False)
+
+
+def test_native_bf16_is_read_from_the_flags_line() -> None:
+    assert cpu_bf16_flags(ZEN4) and cpu_bf16_flags(SPR)
+    assert not cpu_bf16_flags(OLDER) and not cpu_bf16_flags("")
+
+
+def test_auto_picks_bf16_on_a_cpu_only_with_native_bf16_from_the_measured_width(native: None) -> None:
+    assert CPU_BF16_MIN_WIDTH == 256
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # auto is silent
+        assert [resolve_precision("auto", CPU, w) for w in (None, 64, 128, 255, 256, 512)] == \
+            ["fp32", "fp32", "fp32", "fp32", "bf16", "bf16"]
+        assert resolve_precision("bf16", CPU, 64) == "bf16"  # an explicit bf16 is kept, without a warning
+    with pytest.warns(UserWarning, match="needs CUDA"):
+        assert resolve_precision("fp16", CPU, 512) == "fp32"
+
+
+def test_auto_keeps_fp32_without_native_bf16_and_explicit_bf16_warns(emulated: None) -> None:
+    assert resolve_precision("auto", CPU, 1024) == "fp32"
+    with pytest.warns(UserWarning, match="without native bf16"):
+        assert resolve_precision("bf16", CPU, 64) == "bf16"
+
+
+@pytest.mark.parametrize("has_bf16", [True, False])
+def test_shipped_cpu_widths_and_the_fingerprint_resolve_alike(monkeypatch: pytest.MonkeyPatch, has_bf16: bool) -> None:
+    """The fingerprint resolves ``auto`` by the model's width as the trainer does: at d_model 128
+    (multi30k_cpu) and 64 (quickstart) fp32 on any CPU, so committed fp32 runs stay the same run;
+    at 256 bf16 only on a native-bf16 CPU. The RNN-NMT's width is its hidden size."""
+    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: has_bf16)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for width in (64, 128, 256):
+        cfg = RunConfig(model=ModelConfig.from_preset("transformer-tiny", d_model=width, heads=4))
+        want = "bf16" if has_bf16 and width >= 256 else "fp32"
+        assert fingerprint(cfg)["train"]["precision"] == want == _auto_precision("cpu", width)
+        trainer_view = resolve_precision("auto", CPU, width)
+        assert trainer_view == want
+    rnn = RunConfig(arch="rnn-nmt")
+    assert fingerprint(rnn)["train"]["precision"] == resolve_precision("auto", CPU, rnn.rnn.hidden)
+
+
+def test_bf16_step_on_cpu_autocasts_and_keeps_fp32_master_weights(tmp_path: Path, emulated: None) -> None:
+    """The trainer's step runs the Linear layers in bf16 (autocast on the CPU), while the
+    parameters, their gradients and Adam's moments stay float32."""
+    model = tiny_model()
+    seen: list[torch.dtype] = []
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    hooks = [lin.register_forward_hook(lambda m, i, out: seen.append(out.dtype)) for lin in linears]
+    with pytest.warns(UserWarning, match="without native bf16"):
+        trainer = make_trainer(model, train_config(max_steps=2, precision="bf16"), tmp_path)
+    assert trainer.precision == "bf16"
+    result = trainer.fit(lambda e, r, w: [batch_of(random_pairs(6, seed=4))], resume=False)
+    for h in hooks:
+        h.remove()
+    assert result.state.step == 2 and seen and set(seen) == {torch.bfloat16}
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert all(p.grad is None or p.grad.dtype == torch.float32 for p in model.parameters())
+    moments = [v for s in trainer.optimizer.state.values() for k, v in s.items() if k in ("exp_avg", "exp_avg_sq")]
+    assert moments and all(m.dtype == torch.float32 for m in moments)
+    assert all(torch.isfinite(torch.tensor(row["loss"])) for row in result.train)
+
+
+def test_a_bf16_step_is_close_to_the_fp32_step_on_a_fixed_batch() -> None:
+    """Same weights, same batch: the bf16 loss is within 1 % of fp32's (computed in float32 from
+    bf16 logits) and the gradient points the same way (cosine > 0.99, relative norm within 5 %)."""
+    torch.manual_seed(0)
+    cfg = ModelConfig.from_preset("transformer-tiny", vocab_size=40, d_model=64, heads=4, d_ff=128, dropout=0.0)
+    from posenc.models.seq2seq import Seq2SeqLoss, Seq2SeqTransformer
+
+    fp32_model = Seq2SeqTransformer(cfg, pad_id=PAD)
+    bf16_model = copy.deepcopy(fp32_model)
+    pairs = [([4 + (3 * i + j) % 36 for j in range(9)], [4 + (5 * i + 2 * j) % 36 for j in range(8)]) for i in range(8)]
+    batch = batch_of(pairs)
+    loss_fn = Seq2SeqLoss(0.1, PAD)
+    losses, grads = [], []
+    for model, precision in ((fp32_model, "fp32"), (bf16_model, "bf16")):
+        out = forward_loss(loss_fn, model, precision, compiled=False, device_type="cpu")(batch)
+        assert out.loss.dtype == torch.float32  # the loss is accumulated in float32 either way
+        (out.loss / out.ntokens).backward()
+        losses.append(out.loss.item())
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert losses[1] == pytest.approx(losses[0], rel=1e-2)
+    cosine = torch.nn.functional.cosine_similarity(grads[0], grads[1], dim=0)
+    assert cosine > 0.99 and grads[1].norm() == pytest.approx(grads[0].norm().item(), rel=5e-2)

@@ -35,6 +35,7 @@ from posenc.files import atomic_write_text, os_call, os_error_message
 from posenc.processes import pid_alive
 from posenc.pipeline.config import ARCH_SECTIONS, RunConfig
 from posenc.pipeline.fingerprint import describe_diff, diff_keys, fingerprint
+from posenc.training.checkpoint import foreign_files, remove_checkpoint
 from posenc.training.distributed import env_int
 from posenc.training.runtime import resolve_device
 
@@ -290,8 +291,25 @@ def open_run(cfg: Any, out: Path, resume: bool) -> bool:
     ``train.device`` is usable on this machine (a one-line error for ``cuda`` without CUDA)
     and an earlier run in ``out`` is one that this config continues (:func:`check_resumable`)."""
     resumes = check_resumable(cfg, resume, out)
+    if not resumes:
+        check_clearable(out)
     resolve_device(cfg.train.device, env_int("LOCAL_RANK", 0))
     return resumes
+
+
+def check_clearable(out_dir: str | Path) -> None:
+    """Before a fresh start replaces an earlier session (:func:`clear_run`): no checkpoint in
+    ``out_dir/checkpoints`` may hold a file posenc did not write (a one-line RunDirError naming
+    it), since the new run may write a checkpoint of the same name over it."""
+    ckpts = Path(out_dir) / "checkpoints"
+    if not ckpts.is_dir() or ckpts.is_symlink():
+        return
+    for child in sorted(ckpts.iterdir()):
+        if CHECKPOINT_DIR.match(child.name) and child.is_dir() and not child.is_symlink():
+            foreign = os_call(lambda: foreign_files(child), child)
+            if foreign:
+                raise RunDirError(f"{child} holds files posenc did not write ({foreign[0]!r}); a fresh start would "
+                                  "replace that checkpoint: move them away or use another out_dir")
 
 
 def commit_run(cfg: Any, out: Path, resumed: bool, own_files: Callable[[Any, Path], None] | None = None) -> None:
@@ -305,6 +323,10 @@ def commit_run(cfg: Any, out: Path, resumed: bool, own_files: Callable[[Any, Pat
     write_run_files(cfg, out)
     if own_files is not None:
         own_files(cfg, out)
+
+
+#: Checkpoint directories inside ``checkpoints/``: only their checkpoint files are posenc's.
+CHECKPOINT_DIR = re.compile(r"^(ckpt_\d{8}|average)$")
 
 
 def clear_run(out_dir: str | Path) -> None:
@@ -321,11 +343,15 @@ def clear_run(out_dir: str | Path) -> None:
 
 
 def _clear_own_children(directory: Path, pattern: re.Pattern[str] | None) -> None:
+    """Remove what posenc wrote in ``directory``: the children ``pattern`` names; inside a
+    checkpoint (``ckpt_*``, ``average``) only its files (:func:`remove_checkpoint`)."""
     for child in directory.iterdir():
         if pattern is None or not pattern.match(child.name):
             continue
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
+        if child.is_dir() and not child.is_symlink() and CHECKPOINT_DIR.match(child.name):
+            remove_checkpoint(child)
+        elif child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)  # posenc's own temporaries (.tmp-*, .old-*)
         else:
             child.unlink()
     try:
@@ -353,7 +379,9 @@ def check_checkpoint_fingerprint(run_dir: str | Path, config: dict[str, Any], wh
 
 def check_average_output(out: str | Path) -> None:
     """``posenc average --output``: a new or empty directory, or an earlier average (its
-    ``state.json`` says ``"kind": "average"``); anything else is a one-line RunDirError."""
+    ``state.json`` says ``"kind": "average"``) holding only the files of a checkpoint
+    (``training.checkpoint.CHECKPOINT_FILES``, which the new average replaces); anything else is a one-line
+    RunDirError."""
     out = Path(out)
     if _forbidden(out) is not None or (out.exists() and not out.is_dir()) or out.is_symlink():
         raise RunDirError(f"--output {out} exists and is not a directory of averaged weights; "
@@ -367,6 +395,11 @@ def check_average_output(out: str | Path) -> None:
     if kind != "average":
         raise RunDirError(f"--output {out} is not empty and not an earlier average's output; posenc would "
                           "replace it: give a new directory (or an earlier average's output)")
+    foreign = os_call(lambda: foreign_files(out), out)
+    if foreign:
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise RunDirError(f"--output {out} is an earlier average but also holds files posenc did not write "
+                          f"({foreign[0]!r}{more}); move them away or give a new directory")
 
 
 # ----------------------------------------------------------------------------- run-relative paths

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -251,6 +252,9 @@ def save_checkpoint(
         json.dumps(full_state)
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{path}: training state is not JSON-serialisable ({err})") from None
+    if path.is_dir() and not path.is_symlink() and foreign_files(path):
+        raise CheckpointError(f"{path}: holds files posenc did not write ({foreign_files(path)[0]!r}); "
+                              "a checkpoint never replaces them: move them away")
     try:
         with atomic_directory(path) as tmp:
             meta = {"format": "pt", _ALIASES_KEY: json.dumps(aliases)}
@@ -403,6 +407,33 @@ def latest_checkpoint(directory: str | Path) -> Path | None:
     """The checkpoint with the highest step, or None."""
     ckpts = list_checkpoints(directory)
     return ckpts[-1] if ckpts else None
+
+
+#: Every file posenc writes into a checkpoint directory (nothing else there is ever deleted).
+CHECKPOINT_FILES = frozenset({MODEL_FILE, OPTIM_FILE, STATE_FILE, CONFIG_FILE})
+
+
+def foreign_files(directory: str | Path) -> list[str]:
+    """Names in the checkpoint directory ``directory`` that posenc did not write, sorted."""
+    d = Path(directory)
+    return sorted(p.name for p in d.iterdir() if p.name not in CHECKPOINT_FILES or not p.is_file() or p.is_symlink())
+
+
+def remove_checkpoint(directory: str | Path) -> bool:
+    """Delete the files posenc wrote in the checkpoint ``directory`` (:data:`CHECKPOINT_FILES`),
+    then the directory if nothing else is left; True when it is gone. A user's file in it stays
+    (and so does the directory, logged)."""
+    d = Path(directory)
+    for name in CHECKPOINT_FILES:
+        f = d / name
+        if f.is_file() or f.is_symlink():
+            f.unlink()
+    try:
+        d.rmdir()
+    except OSError:
+        logging.getLogger("posenc").info("kept %s: it holds files posenc did not write", d)
+        return False
+    return True
 
 
 # ----------------------------------------------------------------------------- averaging

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,7 +87,7 @@ def prune(directory: Path, keep_last: int, protect: set[int]) -> list[Path]:
         return []
     doomed = [p for p in ckpts[: len(ckpts) - keep_last] if checkpoint_step(p) not in protect]
     for p in doomed:
-        shutil.rmtree(p)
+        ck.remove_checkpoint(p)  # its checkpoint files only: a user's file there stays
     return doomed
 
 

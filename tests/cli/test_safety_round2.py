@@ -1,0 +1,108 @@
+"""Issue 28 ("never destroy, second round"): the paths through which a new user still lost data,
+each refused in one line (exit 2) with the user's files byte for byte unchanged.
+
+Finding → tests: 1 ``average --output`` into an earlier average holding user files →
+``test_average_into_an_earlier_average_*``; 2 ``translate --output`` the input or a run's file →
+``test_translate_output_*``; 3 ``--output`` under a missing directory →
+``test_translate_output_parent_must_exist``; 4 ``prepare --out SYMLINK`` →
+``test_prepare_*symlink*``, ``test_prepared_data_follows_the_umask``; 5 ``--no-resume`` and a
+user file in a checkpoint → ``test_no_resume_*``; crashes and surprises → the tests after them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.tiny import NEAR_INIT, TINY, TOY, assert_one_line_error, cli, run_overrides
+
+
+def md5s(directory: Path) -> dict[str, str | None]:
+    """md5 of every file (a symlink: its target; a directory: None) under ``directory``."""
+    out: dict[str, str | None] = {}
+    for p in sorted(directory.rglob("*")):
+        key = str(p.relative_to(directory))
+        if p.is_symlink():
+            out[key] = "-> " + os.readlink(p)
+        else:
+            out[key] = hashlib.md5(p.read_bytes()).hexdigest() if p.is_file() else None
+    return out
+
+
+@pytest.fixture
+def run_copy(tmp_path: Path, trained: Path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    return run
+
+
+# ------------------------------------------------------------------------------ 1: average into an average
+
+@pytest.mark.parametrize("where", ["mynote.txt", "sub/f"])
+def test_average_into_an_earlier_average_with_user_files_is_refused(capsys: pytest.CaptureFixture[str],
+                                                                   tmp_path: Path, run_copy: Path, where: str) -> None:
+    out = tmp_path / "av_100"
+    assert cli(capsys, "average", "--run", run_copy, "--last", "2", "--output", out)[0] == 0
+    (out / where).parent.mkdir(exist_ok=True)
+    (out / where).write_text("precious\n")
+    before = md5s(tmp_path)
+    code, _, err = cli(capsys, "average", "--run", run_copy, "--last", "3", "--output", out)
+    assert_one_line_error(code, err, str(out), where.split("/")[0], "posenc did not write")
+    assert md5s(tmp_path) == before
+
+
+def test_average_into_the_default_average_with_a_user_file_is_refused(capsys: pytest.CaptureFixture[str],
+                                                                     run_copy: Path) -> None:
+    assert cli(capsys, "average", "--run", run_copy, "--last", "2")[0] == 0
+    (run_copy / "checkpoints" / "average" / "readme.md").write_text("mine\n")
+    before = md5s(run_copy)
+    code, _, err = cli(capsys, "average", "--run", run_copy, "--last", "3")
+    assert_one_line_error(code, err, "readme.md")
+    assert md5s(run_copy) == before
+
+
+def test_average_replaces_its_own_earlier_average(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                  run_copy: Path) -> None:
+    out = tmp_path / "avg"
+    assert cli(capsys, "average", "--run", run_copy, "--last", "2", "--output", out)[0] == 0
+    assert cli(capsys, "average", "--run", run_copy, "--last", "3", "--output", out)[0] == 0
+    assert json.loads((out / "state.json").read_text())["averaged_from"] == [f"ckpt_0000000{i}" for i in (1, 2, 3)]
+
+
+# ------------------------------------------------------------------------------ 5: --no-resume and checkpoints
+
+def test_no_resume_never_deletes_a_user_file_inside_a_checkpoint(capsys: pytest.CaptureFixture[str], run_copy: Path,
+                                                                 prepared: Path) -> None:
+    (run_copy / "checkpoints" / "ckpt_00000002" / "mine.txt").write_text("precious\n")
+    before = md5s(run_copy)
+    extra = [*NEAR_INIT, "train.save_every=1", "train.keep_last=0", "model.position.name=ape"]
+    code, _, err = cli(capsys, "train", "--no-resume", *run_overrides(run_copy, prepared, *extra))
+    assert_one_line_error(code, err, "ckpt_00000002", "mine.txt")
+    assert md5s(run_copy) == before
+
+
+def test_pruning_and_clearing_remove_only_checkpoint_files(tmp_path: Path) -> None:
+    from posenc.pipeline.rundir import clear_run
+    from posenc.training import checkpoint as ck
+    from posenc.training.state import prune
+
+    import torch
+
+    ckpts = tmp_path / "checkpoints"
+    for step in (1, 2, 3):
+        ck.save_checkpoint(ckpts / ck.checkpoint_name(step), {"w": torch.ones(2)}, state={"step": step})
+    (ckpts / "ckpt_00000001" / "mine.txt").write_text("precious\n")
+    assert [p.name for p in prune(ckpts, 1, set())] == ["ckpt_00000001", "ckpt_00000002"]
+    assert sorted(p.name for p in ckpts.iterdir()) == ["ckpt_00000001", "ckpt_00000003"]
+    assert [p.name for p in (ckpts / "ckpt_00000001").iterdir()] == ["mine.txt"]
+    clear_run(tmp_path)
+    assert [str(p.relative_to(tmp_path)) for p in sorted(tmp_path.rglob("*"))] == [
+        "checkpoints", "checkpoints/ckpt_00000001", "checkpoints/ckpt_00000001/mine.txt"]
+    with pytest.raises(Exception, match="posenc did not write"):  # never replaced by a new checkpoint either
+        ck.save_checkpoint(ckpts / "ckpt_00000001", {"w": torch.ones(2)})
+    assert (ckpts / "ckpt_00000001" / "mine.txt").read_text() == "precious\n"

@@ -71,3 +71,23 @@ def os_errors(what: str = "") -> Iterator[None]:
         yield
     except OSError as err:
         raise RunDirError(f"{what}{os_error_message(err, '?')}") from None
+
+
+def check_output_file(path: str | Path, what: str, inputs: tuple[str | Path, ...] = ()) -> None:
+    """Refuse (one-line RunDirError) an output file name that is a directory, whose directory
+    does not exist (no directories are created for it, as ``cp`` creates none), or that is one of
+    ``inputs`` (the same file by inode, through links: it would be overwritten while read)."""
+    p = Path(path)
+    if p.is_dir():
+        raise RunDirError(f"{what} {p} is a directory; give an output file name")
+    parent = p.parent
+    if not parent.is_dir():
+        raise RunDirError(f"{what} {p}: directory {parent} does not exist (posenc creates no directory for an "
+                          "output file: create it first)")
+    for source in inputs:
+        try:
+            same = p.exists() and Path(source).exists() and os.path.samefile(p, source)
+        except OSError:
+            same = False
+        if same:
+            raise RunDirError(f"{what} {p} is the input file {source}; write the output to another file")

@@ -106,3 +106,56 @@ def test_pruning_and_clearing_remove_only_checkpoint_files(tmp_path: Path) -> No
     with pytest.raises(Exception, match="posenc did not write"):  # never replaced by a new checkpoint either
         ck.save_checkpoint(ckpts / "ckpt_00000001", {"w": torch.ones(2)})
     assert (ckpts / "ckpt_00000001" / "mine.txt").read_text() == "precious\n"
+
+
+# ------------------------------------------------------------------------------ 2, 3: translate --output
+
+@pytest.mark.parametrize("how", ["same path", "symlink", "hard link"])
+def test_translate_output_is_never_the_input(capsys: pytest.CaptureFixture[str], tmp_path: Path, trained: Path,
+                                             how: str) -> None:
+    src = tmp_path / "f.txt"
+    src.write_text("a b c\n")
+    out = {"same path": src, "symlink": tmp_path / "link.txt", "hard link": tmp_path / "hard.txt"}[how]
+    if how == "symlink":
+        out.symlink_to(src)
+    elif how == "hard link":
+        os.link(src, out)
+    before = md5s(tmp_path)
+    code, _, err = cli(capsys, "translate", "--run", trained, "--input", src, "--output", out)
+    assert_one_line_error(code, err, "--output", "input file")
+    assert md5s(tmp_path) == before
+
+
+@pytest.mark.parametrize("target", ["spm.model", "config.yaml", "checkpoints/ckpt_00000003/model.safetensors",
+                                    "new.txt", "data/train.src"])
+def test_translate_output_inside_a_run_or_its_data_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                             run_copy: Path, prepared: Path, target: str) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(prepared, data)
+    out = data / "train.src" if target == "data/train.src" else run_copy / target
+    src = tmp_path / "in.txt"
+    src.write_text("a b c\n")
+    before = md5s(tmp_path)
+    code, _, err = cli(capsys, "translate", "--run", run_copy, "--input", src, "--output", out)
+    assert_one_line_error(code, err, "--output", "lies inside the posenc")
+    assert md5s(tmp_path) == before
+
+
+def test_translate_output_parent_must_exist(capsys: pytest.CaptureFixture[str], tmp_path: Path, trained: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("a b c\n")
+    out = tmp_path / "nonexistent" / "dir" / "x.txt"
+    code, _, err = cli(capsys, "translate", "--run", trained, "--input", src, "--output", out)
+    assert_one_line_error(code, err, "--output", "does not exist")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+    (tmp_path / "nonexistent" / "dir").mkdir(parents=True)
+    code, _, err = cli(capsys, "translate", "--run", trained, "--input", src, "--output", out)
+    assert code == 0 and len(out.read_text().splitlines()) == 1, err
+
+
+def test_translate_beam_is_bounded(capsys: pytest.CaptureFixture[str], tmp_path: Path, trained: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("a b c\n")
+    code, out, err = cli(capsys, "translate", "--run", trained, "--input", src, "--beam", "100000")
+    assert_one_line_error(code, err, "--beam 100000", "limit of 256")
+    assert out == ""

@@ -81,6 +81,10 @@ def test_translate_file_writes_all_lines(model: CopyModel, tok: WordTokenizer, t
     lines = sentences(12)
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "sub" / "out.txt"
+    with pytest.raises(DataError, match="cannot write"):  # its directory must exist: none is created
+        translate_file(model, tok, src, out, beam=2, chunk_lines=5)
+    assert not out.parent.exists()
+    out.parent.mkdir()
     assert translate_file(model, tok, src, out, beam=2, chunk_lines=5) == 12
     assert out.read_text(encoding="utf-8").splitlines() == [" ".join(line.split()) for line in lines]
 
@@ -122,3 +126,30 @@ def test_transformer_translation_equals_per_line_beam_search(tok: WordTokenizer)
         best = beam_search(model, src, torch.ones_like(src, dtype=torch.bool), tok.bos_id, tok.eos_id, beam=2, **kw)
         expected.append(tok.decode(best[0][0].tokens))
     assert out == expected
+
+
+def test_beam_over_the_limit_is_refused(model: CopyModel, tok: WordTokenizer) -> None:
+    from posenc.decoding.translate import MAX_BEAM
+    from posenc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"limit of {MAX_BEAM}"):
+        list(translate_lines(model, tok, ["the cat"], beam=MAX_BEAM + 1))
+
+
+def test_batches_keep_decoder_rows_and_tokens_under_the_bounds(model: CopyModel, tok: WordTokenizer,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import posenc.decoding.translate as tr
+
+    lines = sentences(40)
+    expected = list(translate_lines(model, tok, lines, beam=4, batch_tokens=400))
+    sizes: list[int] = []
+    monkeypatch.setattr(tr, "DECODER_ROWS", 12)  # B * K <= 12 at K = 4: batches of <= 3 sentences
+    assert list(translate_lines(model, tok, lines, beam=4, batch_tokens=400, on_decoded=sizes.append)) == expected
+    assert max(sizes) == 3 and sum(sizes) == len(lines)
+    sizes.clear()
+    monkeypatch.setattr(tr, "DECODER_ROWS", 1 << 14)
+    monkeypatch.setattr(tr, "DECODER_TOKENS", 4 * 13)  # B * S <= 13 at K = 4
+    assert list(translate_lines(model, tok, lines, beam=4, batch_tokens=400, on_decoded=sizes.append)) == expected
+    lengths = {len(tok.encode(line)) for line in lines}
+    assert max(sizes) <= 13 // min(lengths) and sum(sizes) == len(lines)
+    assert tr._length_batches([3, 3, 3, 3, 3], 100, max_sentences=2) == [[0, 1], [2, 3], [4]]

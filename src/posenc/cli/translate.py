@@ -3,7 +3,9 @@
 The model is rebuilt from the config saved with the checkpoint; the run directory is treated as
 untrusted: ``--split`` reads only the run's own data (inside the run directory, or ``--data``)
 and writes only into its ``translations/``. ``--output FILE`` (also with ``--input -``) is
-written atomically and shows progress: a bar on a terminal, else a log line every 5 seconds.
+written atomically and shows progress: a bar on a terminal, else a log line every 5 seconds;
+it must not be the input file, lie inside a posenc run or prepared-data directory, or need a
+directory created (all refused in one line before the model loads).
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ import torch
 from tqdm import tqdm
 
 from posenc.cli.common import check_device
-from posenc.decoding.translate import read_lines_lazily, read_stdin_lines, translate_lines, write_translations
+from posenc.decoding.translate import MAX_BEAM, read_lines_lazily, read_stdin_lines, translate_lines, write_translations
 from posenc.errors import ConfigError
 from posenc.pipeline.run import SPLITS, LoadedRun, decode_options, load_run, translate_split
-from posenc.files import os_errors
+from posenc.files import check_output_file, os_errors
+from posenc.pipeline.rundir import check_outside_posenc_dirs
 
 log = logging.getLogger("posenc")
 #: Seconds between progress lines when stderr is not a terminal.
@@ -59,8 +62,13 @@ def _check_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"decode.beam (--beam) must be >= 1, got {args.beam}")
     if args.input and args.input != "-" and Path(args.input).is_dir():
         raise ConfigError(f"--input {args.input} is a directory, not a file")
-    if args.output and Path(args.output).is_dir():
-        raise ConfigError(f"--output {args.output} is a directory; give an output file name")
+    if args.beam is not None and args.beam > MAX_BEAM:
+        raise ConfigError(f"--beam {args.beam} is over the limit of {MAX_BEAM} (decoding memory grows with "
+                          "batch x beam); give a smaller beam")
+    if args.output:  # before the model loads: never the input, a run's own file or a new directory tree
+        inputs = (args.input,) if args.input and args.input != "-" else ()
+        check_output_file(args.output, "--output", inputs)
+        check_outside_posenc_dirs(args.output, "--output")
 
 
 class Progress:

@@ -4,8 +4,10 @@ Shape legend: B sentences in a batch, S longest source in the batch.
 
 The input is consumed lazily, ``chunk_lines`` lines at a time. Each chunk is sorted by source
 length and cut into batches of at most ``batch_tokens`` padded source tokens (``B * S``; beam
-search multiplies the decoder rows by the beam size), decoded, put back into input order and
-yielded, so memory does not grow with the input size and outputs appear chunk by chunk.
+search multiplies the decoder rows by the beam size K, so a batch also keeps ``B * K <=``
+:data:`DECODER_ROWS` and ``B * K * S <=`` :data:`DECODER_TOKENS`, and K <= :data:`MAX_BEAM`),
+decoded, put back into input order and yielded, so memory does not grow with the input size and
+outputs appear chunk by chunk.
 
 Source format (must match how the model was trained, ``data.batching.collate``): the
 tokenizer's ids as they are, optionally preceded by BOS (``prepend_src_bos``); no EOS. A line
@@ -34,6 +36,17 @@ __all__ = ["Tokenizer", "decode_lines", "read_lines_lazily", "read_stdin_lines",
            "write_translations"]
 
 
+#: Largest beam: beam search keeps ``B * K`` decoder rows, each with a ``(V,)`` score row and a
+#: cache per layer, so the beam bounds decoding memory (``--beam 100000`` asked for 38 GB).
+MAX_BEAM = 256
+#: Decoder rows ``B * K`` per batch: with ``MAX_BEAM`` at least 64 sentences; the defaults
+#: (4,000 padded source tokens, beam 4: at most 16,000 rows) never reach it.
+DECODER_ROWS = 1 << 14
+#: Decoder tokens ``B * K * S`` per batch (the batch's token budget shrinks to this over ``K``);
+#: the defaults (4,096 tokens at beam <= 16) never reach it.
+DECODER_TOKENS = 1 << 16
+
+
 class Tokenizer(Protocol):
     pad_id: int
     bos_id: int
@@ -59,15 +72,18 @@ def _source_ids(
     return [tokenizer.bos_id, *ids] if prepend_src_bos else ids
 
 
-def _length_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
-    """Group indices, longest first, so each batch has ``len(batch) * max_len <= batch_tokens``.
+def _length_batches(lengths: list[int], batch_tokens: int, max_sentences: int | None = None) -> list[list[int]]:
+    """Group indices, longest first, so each batch has ``len(batch) * max_len <= batch_tokens``
+    and at most ``max_sentences`` sentences.
 
     A single sentence longer than ``batch_tokens`` forms a batch of its own.
     """
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    limit = max_sentences or len(lengths)
     batches: list[list[int]] = []
     for i in order:
-        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= batch_tokens:
+        fits = batches and len(batches[-1]) < limit
+        if fits and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= batch_tokens:
             batches[-1].append(i)
         else:
             batches.append([i])
@@ -109,7 +125,8 @@ def _translate_chunk(
     nonempty = [i for i, s in enumerate(seqs) if s]
     on_decoded = opts.get("on_decoded") or (lambda n: None)
     on_decoded(len(seqs) - len(nonempty))
-    for sub in _length_batches([len(seqs[i]) for i in nonempty], batch_tokens):
+    budget = min(batch_tokens, DECODER_TOKENS // opts["beam"])
+    for sub in _length_batches([len(seqs[i]) for i in nonempty], budget, DECODER_ROWS // opts["beam"]):
         batch = [nonempty[j] for j in sub]
         for i, text in zip(batch, _decode_batch(model, tokenizer, [seqs[i] for i in batch], device, opts)):
             outputs[i] = text
@@ -120,6 +137,8 @@ def _translate_chunk(
 def _check_options(beam: int, batch_tokens: int, chunk_lines: int, max_source_len: int, too_long: str) -> None:
     if beam < 1 or batch_tokens < 1 or chunk_lines < 1:
         raise ConfigError(f"beam, batch_tokens and chunk_lines must be >= 1, got {beam}, {batch_tokens}, {chunk_lines}")
+    if beam > MAX_BEAM:
+        raise ConfigError(f"beam {beam} is over the limit of {MAX_BEAM} (decoding memory grows with batch x beam)")
     if max_source_len < 2:
         raise ConfigError(f"max_source_len must be >= 2, got {max_source_len}")  # room for BOS + 1
     if too_long not in ("error", "truncate"):
@@ -248,14 +267,14 @@ def write_translations(
 ) -> int:
     """Translate ``lines`` into ``out_path``; returns the number of lines. The output goes to a
     temporary file next to ``out_path``, renamed over it only when every line is done (an old
-    ``out_path`` stays intact on any failure). ``options`` are :func:`translate_lines`'s."""
+    ``out_path`` stays intact on any failure; its directory must exist). ``options`` are
+    :func:`translate_lines`'s."""
     target = Path(out_path)
     if target.is_dir():
         raise DataError(f"{target}: is a directory; give an output file name")
     count = 0
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_output(target) as f:
+        with atomic_output(target) as f:  # its directory must exist: none is created
             for text in translate_lines(model, tokenizer, lines, **options):
                 f.write(text + "\n")
                 count += 1

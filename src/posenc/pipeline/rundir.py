@@ -164,6 +164,18 @@ def claim_and_check(directory: str | Path, kind: str, what: str, older: Callable
     check_target(directory, kind, what)
 
 
+def check_outside_posenc_dirs(path: str | Path, what: str) -> None:
+    """Refuse (one-line RunDirError) an output file ``path`` that lies, symlinks resolved, inside
+    a posenc run or prepared-data directory: it would overwrite that run's own files (its
+    vocabulary, config, a checkpoint) or be mistaken for them."""
+    real = Path(path).resolve()
+    for directory in real.parents:
+        kind = dir_kind(directory)
+        if kind in ("run", "data"):
+            raise RunDirError(f"{what} {path} lies inside the posenc {KIND_WORDS[kind]} {directory}; "
+                              "write it outside (posenc's directories hold only what posenc writes)")
+
+
 # ----------------------------------------------------------------------------- lock
 def _holder(path: Path) -> int:
     try:

@@ -19,7 +19,7 @@ from posenc.data import settings as data_settings
 from posenc.data.corpora import Pair
 from posenc.data.text import read_lines
 from posenc.experiments.config import ExperimentConfig
-from posenc.experiments.convergence import CONVERGED, read_valid
+from posenc.experiments.convergence import CONVERGED, judge_run, read_valid
 from posenc.experiments.cells import grid, run_config
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.prepare import load_meta
@@ -35,10 +35,30 @@ def mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
+def _cap(r: dict[str, Any]) -> int | None:
+    """The run's ``max_steps`` as its results.json records it (the freshness record's extension keys)."""
+    cap = r.get("record", {}).get("extension", {}).get("max_steps")
+    return int(cap) if cap is not None else None
+
+
+def judged(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``results`` with ``judged``: each run's status and end slope read now from its run directory
+    (summary, cap, valid.csv; :func:`posenc.experiments.convergence.judge_run`), never from the
+    stored ``status`` (results.json files are not rewritten)."""
+    out = []
+    for r in results:
+        run_dir = run_config(exp, r["setting"], r["method"], r["seed"]).out_dir
+        out.append(dict(r, judged=judge_run(run_dir, r.get("summary"), _cap(r))))
+    return out
+
+
 def _status(r: dict[str, Any]) -> str:
-    """The run's status by the one rule (training/convergence.py), recomputed from its recorded
-    stop reason, best step and warm-up: a stored ``status`` from an older rule is not trusted."""
-    return status_of(r.get("summary"))
+    """The run's status by the one rule (training/convergence.py): the report's reading
+    (:func:`judged`), else recomputed from the recorded stop reason, best step, warm-up and cap; a
+    stored ``status`` from an older rule is not trusted."""
+    if "judged" in r:
+        return r["judged"]["status"]
+    return status_of(r.get("summary"), _cap(r))
 
 
 def row_status(runs: list[dict[str, Any]]) -> str:
@@ -326,8 +346,10 @@ def stopping_lines(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list
                           for r in results if r["setting"] == setting})
         lines.append(f"- stopping signal ({setting}): {'; '.join(signals) or 'no runs'} (patience and best-checkpoint selection)")
     lines.append("- converged = stopped by patience (`train.patience` validations without a relative gain > "
-                 "`train.min_delta`) with the best validation after warm-up; a run stopped by `max_steps`/`max_epochs` "
-                 "is \"still improving\", whatever its curve")
+                 "`train.min_delta`) before the step cap, with the best validation after warm-up and a flat end of the "
+                 "validation curve (least-squares slope of the last 8 validations not significantly below zero: "
+                 "learning-curve tables, \"end slope\"); a run that reached `max_steps`/`max_epochs` is \"still "
+                 "improving\", whatever its curve, and one stopped on a falling curve \"not flat\"")
     return lines
 
 
@@ -357,6 +379,7 @@ def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]
     """``report/README.md`` with the results table and, per setting, every requested analysis."""
     report = exp.root / "report"
     report.mkdir(parents=True, exist_ok=True)
+    results = judged(exp, results)
     md = [f"# {exp.name}", "", exp.description, "", f"## {exp.splits[0].capitalize()} BLEU (sacreBLEU, seeds {exp.seeds})", "",
           results_table(exp, results), ""]
     md += evaluation_protocol(exp, results)

@@ -62,6 +62,12 @@ class TrainConfig:
     # keeps falling by large *relative* steps for ever (1e-3 → 1e-4 → ...), so a relative rule
     # alone never sees its plateau. 0 = off (relative rule only).
     min_delta_abs: float = 0.0
+    # Stopping that does not fire on noise (issue 26): patience compares the moving average of the
+    # last ``smooth_window`` validation losses (1 = the raw loss, the rule before), and with
+    # ``require_flat`` it stops only once the last 8 validations no longer fall significantly
+    # (training/convergence.is_flat; False = stop as soon as patience runs out, the rule before).
+    smooth_window: int = 1
+    require_flat: bool = False
     log_every: int = 100
     device: str = "auto"
     num_threads: int = 0  # torch.set_num_threads; 0 = leave torch's default
@@ -102,6 +108,7 @@ class TrainConfig:
         require(self.average_best >= 0 and 0.0 <= self.min_delta < 1.0,
                 f"train.average_best must be >= 0 and train.min_delta in [0, 1), got {self.average_best}, {self.min_delta}")
         require(self.min_delta_abs >= 0, f"train.min_delta_abs must be >= 0, got {self.min_delta_abs}")
+        require(self.smooth_window >= 1, f"train.smooth_window must be >= 1, got {self.smooth_window}")
         require(self.average_best <= 1 or (self.validate_every > 0 and self.save_every % self.validate_every == 0),
                 "train.average_best needs validation at every checkpoint: save_every must be a multiple of validate_every (> 0)")
         require(self.device in DEVICES, f"train.device must be one of {'|'.join(DEVICES)}, got {self.device!r}")

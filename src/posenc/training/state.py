@@ -24,7 +24,7 @@ from torch import nn
 from posenc.errors import CheckpointError
 from posenc.training import checkpoint as ck
 from posenc.training.config import TrainConfig
-from posenc.training.convergence import convergence
+from posenc.training.convergence import convergence, is_flat
 from posenc.training.distributed import DistInfo, barrier, gather_bytes
 from posenc.training.logging import log
 from posenc.training.rng import host_state, seed_everything, set_host_state, set_torch_states, torch_states
@@ -59,12 +59,13 @@ class TrainResult:
     valid: list[dict[str, Any]] = field(default_factory=list)  # valid.csv rows of this session
     averaged_from: list[str] = field(default_factory=list)  # checkpoint names in the average
     warmup: int | None = None  # learning-rate warm-up updates (for "best in warm-up")
+    max_steps: int | None = None  # the step cap (a run that reaches it is never converged)
 
     def summary(self) -> dict[str, Any]:
-        """Stop reason, step, best step/loss and convergence status
+        """Stop reason, step, best step/loss, end slope and convergence status
         (:func:`posenc.training.convergence.convergence`) and the averaged checkpoints."""
-        return {**convergence(self.state.valid_history, self.stopped, self.warmup), "step": self.state.step,
-                "averaged_from": self.averaged_from}
+        conv = convergence(self.state.valid_history, self.stopped, self.warmup, self.state.step, self.max_steps)
+        return {**conv, "step": self.state.step, "averaged_from": self.averaged_from}
 
 
 def best_steps(history: list[list[float]], saved: list[int], n: int) -> list[int]:
@@ -91,18 +92,37 @@ def prune(directory: Path, keep_last: int, protect: set[int]) -> list[Path]:
     return doomed
 
 
+def smoothed(history: list[list[float]], window: int) -> float:
+    """The mean of the last ``window`` validation losses of ``history`` (1: the last loss)."""
+    last = [float(v) for _, v in history[-window:]]
+    return sum(last) / len(last)
+
+
 def record_validation(state: TrainState, loss: float, cfg: TrainConfig) -> bool:
     """Add a validation loss to ``state`` and update the patience counter; True = stop.
 
     An improvement lowers the best loss by more than ``train.min_delta`` (relative) and by more
-    than ``train.min_delta_abs`` (nats); ``train.patience`` validations without one stop training."""
+    than ``train.min_delta_abs`` (nats); ``train.patience`` validations without one stop training.
+    With ``train.smooth_window`` W > 1 the loss compared is the moving average of the last W
+    validations (``state.best_valid`` is then the best moving average), and with
+    ``train.require_flat`` patience only stops once the last validations no longer fall
+    significantly (:func:`posenc.training.convergence.is_flat`). Defaults (1, False): the raw rule."""
     state.valid_history.append([state.step, loss])
+    value = smoothed(state.valid_history, cfg.smooth_window)
     best = state.best_valid
-    if best is None or loss < best - max(best * cfg.min_delta, cfg.min_delta_abs):
-        state.best_valid, state.bad_validations = loss, 0
+    if best is None or value < best - max(best * cfg.min_delta, cfg.min_delta_abs):
+        state.best_valid, state.bad_validations = value, 0
     else:
         state.bad_validations += 1
-    return cfg.patience is not None and state.bad_validations >= cfg.patience
+    return patience_ran_out(state, cfg)
+
+
+def patience_ran_out(state: TrainState, cfg: TrainConfig) -> bool:
+    """``train.patience`` validations without an improvement (and, with ``train.require_flat``, a
+    validation curve that no longer falls significantly): the run stops, or stays stopped on resume."""
+    if cfg.patience is None or state.bad_validations < cfg.patience:
+        return False
+    return not cfg.require_flat or bool(is_flat(state.valid_history))
 
 
 def config_sections(model: nn.Module, cfg: TrainConfig, config: dict[str, Any] | None) -> dict[str, Any]:

@@ -39,7 +39,8 @@ from posenc.training.runtime import (
 )
 from posenc.training.convergence import warmup_updates
 from posenc.training.schedule import build_scheduler, total_updates
-from posenc.training.state import StateStore, TrainResult, TrainState, config_sections, record_validation, write_summary
+from posenc.training.state import (StateStore, TrainResult, TrainState, config_sections, patience_ran_out,
+                                   record_validation, write_summary)
 
 BatchesFn = Callable[[int, int, int], Sequence[Any]]
 MetricFn = Callable[[nn.Module], float]
@@ -136,7 +137,7 @@ class Trainer:
             first_epoch = lambda: all_reduce_min(len(train_batches(0, self.dist.rank, self.dist.world_size)), self.dist)  # noqa: E731
             total = total_updates(self.cfg, first_epoch)
             self.scheduler = build_scheduler(self.optimizer, self.cfg, self.d_model, total)
-            result.warmup = warmup_updates(self.cfg, total)
+            result.warmup, result.max_steps = warmup_updates(self.cfg, total), self.cfg.max_steps
             self._start(resume, on_start)
             self._loop(train_batches, valid_batches, metric_fn, result)
             self._finish(valid_batches, metric_fn, result)
@@ -160,7 +161,7 @@ class Trainer:
             self.state, self._last_save_step = restored, restored.step
             if restored.valid_loss_at(restored.step) is not None:  # validated before that save
                 self._last_valid_step = restored.step
-            if self.cfg.patience is not None and restored.bad_validations >= self.cfg.patience:
+            if patience_ran_out(restored, self.cfg):
                 self._stop = "patience"  # it had stopped on its plateau: resuming (e.g. a raised cap) keeps it stopped
         if self.is_main:
             ck.remove_stale_temporaries(self.ckpt_dir)
@@ -187,16 +188,14 @@ class Trainer:
 
     # ------------------------------------------------------------------ loop
     def _limit_reached(self) -> str:
-        """The stop reason: "patience" (set by :meth:`validate`) wins over a cap reached at the
-        same step, since the run did plateau there."""
+        """The stop reason: a cap reached wins over "patience" (set by :meth:`validate`) at the
+        same step: a run that used its whole budget is capped, never converged (issue 26)."""
         cfg, s = self.cfg, self.state
-        if self._stop:
-            return self._stop
         if cfg.max_steps and s.step >= cfg.max_steps:
             return "max_steps"
         if cfg.max_epochs and s.epoch >= cfg.max_epochs:
             return "max_epochs"
-        return ""
+        return self._stop
 
     def _loop(self, train_batches: BatchesFn, valid: ValidSource | None, metric_fn: MetricFn | None, result: TrainResult) -> None:
         bar = progress_bar(self.cfg.max_steps or None, self.state.step, self.is_main)

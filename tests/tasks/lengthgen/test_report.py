@@ -61,3 +61,22 @@ def test_report_cli_never_writes_over_a_users_files(tmp_path, capsys) -> None:
     assert main(["lengthgen_cpu", str(root), str(ours)]) == 0
     assert "| parity | ape |" in (ours / "README.md").read_text()
     assert main(["lengthgen_cpu"]) == 2
+
+
+def test_committed_runs_that_reached_the_cap_read_capped() -> None:
+    """Issue 26: two committed lengthgen_cpu runs were recorded "patience" at their cap step (the
+    older trainer let patience win there); read with the cap from their config they are capped."""
+    import json
+    from pathlib import Path
+
+    from posenc.tasks.lengthgen.report import run_status
+
+    root = Path(__file__).resolve().parents[3] / "docs" / "results" / "lengthgen_cpu"
+    runs = {p.parent.relative_to(root).as_posix(): json.loads(p.read_text(encoding="utf-8"))
+            for p in root.glob("*/*/seed*/results.json")}
+    at_cap = sorted(k for k, r in runs.items() if r["summary"]["stopped"] == "patience"
+                    and r["summary"]["steps"] >= r["config"]["train"]["max_steps"])
+    assert at_cap == ["parity/ape/seed1", "reverse/ape+randomized/seed2"]
+    assert all(runs[k]["summary"]["status"] == "converged" and run_status(runs[k]) == "still improving" for k in at_cap)
+    assert sum(run_status(r) == "converged" for r in runs.values()) == sum(
+        r["summary"]["status"] == "converged" for r in runs.values()) - 2

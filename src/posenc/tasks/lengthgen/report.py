@@ -28,17 +28,25 @@ def _cell(runs: list[dict[str, Any]], key: str, with_max: bool = True) -> str:
     return f"{mean:.1f} ± {100 * statistics.stdev(values):.1f}{best}"
 
 
+def run_status(run: dict[str, Any]) -> str:
+    """The run's status by the one rule, with its ``max_steps`` from the recorded config (a run that
+    reached the cap is capped even where patience was recorded at that step; results.json holds
+    no validation history, so no flatness test)."""
+    cap = run.get("config", {}).get("train", {}).get("max_steps")
+    return status_of(run.get("summary"), int(cap) if cap is not None else None)
+
+
 def _status_cell(runs: list[dict[str, Any]]) -> str:
     """``converged/runs`` plus the other statuses, recomputed by the one convergence rule."""
     if not runs:
         return "–"
-    statuses = [status_of(r.get("summary")) for r in runs]
+    statuses = [run_status(r) for r in runs]
     others = sorted({s for s in statuses if s != CONVERGED})
     text = f"{statuses.count(CONVERGED)}/{len(runs)}"
     return text + (f" ({', '.join(others)})" if others else "")
 
 
-_SHORT = {CONVERGED: "conv", "still improving": "capped", "best in warm-up": "warm-up", "unknown": "?"}
+_SHORT = {CONVERGED: "conv", "still improving": "capped", "best in warm-up": "warm-up", "not flat": "not flat", "unknown": "?"}
 
 
 def _device(run: dict[str, Any]) -> str:
@@ -58,7 +66,7 @@ def long_table(exp: Any, results: list[dict[str, Any]]) -> list[str]:
             runs = sorted(_by(results, task, method), key=lambda r: r["seed"])
             if not runs:
                 continue
-            seeds = ", ".join(f"{r['seed']}: {_SHORT.get(status_of(r.get('summary')), '?')} @ {r['summary'].get('steps')}"
+            seeds = ", ".join(f"{r['seed']}: {_SHORT.get(run_status(r), '?')} @ {r['summary'].get('steps')}"
                               + (" GPU" if _device(r) == "GPU" else "") for r in runs)
             lines.append(f"| {task} | {method} | {_cell(runs, 'seen_seq_acc', with_max=False)} | {_cell(runs, 'unseen_seq_acc', with_max=False)} | "
                          f"{_cell(runs, 'unseen_token_acc', with_max=False)} | {seeds} | {_minutes(runs)} |")

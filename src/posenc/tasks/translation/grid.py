@@ -72,7 +72,7 @@ class TranslationExperiment:
         (Path(cfg.out_dir) / "results.json").unlink(missing_ok=True)  # never old numbers next to a changed run
         loaded = load_run(cfg.out_dir)
         scores = {split: translate_split(loaded, split, cfg.decode) for split in exp.splits}
-        summary = dict(summary, status=run_status(cfg.out_dir, summary))
+        summary = dict(summary, status=run_status(cfg.out_dir, summary, cfg.train.max_steps))
         return {"setting": setting, "method": method, "seed": seed, "summary": summary, "scores": scores,
                 "record": run_record(cfg, exp.splits)}
 

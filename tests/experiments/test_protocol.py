@@ -109,6 +109,7 @@ def test_swapped_uses_a_training_subsample_and_protocol_is_named(capsys: pytest.
     text = (view.exp.root / "report" / "README.md").read_text(encoding="utf-8")
     assert "## Evaluation protocol" in text and "beam search (beam 2, GNMT length penalty α = 0.6)" in text
     assert "- checkpoint: the last checkpoint" in text and "sacreBLEU on detokenized text (`nrefs:1" in text
+    assert "- training: a fixed budget of 3 updates without early stopping" in text  # tiny.yaml: no patience
 
 
 def test_one_registry_of_analyses() -> None:

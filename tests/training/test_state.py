@@ -105,3 +105,21 @@ def test_min_delta_abs_must_be_non_negative() -> None:
 
     with pytest.raises(ConfigError, match="min_delta_abs"):
         train_config(min_delta_abs=-1.0)
+
+
+def test_fixed_budget_with_last_n_averaging_is_the_papers_protocol(tmp_path: Path) -> None:
+    """SHAPE App. B: a fixed number of updates, no early stop, the last N checkpoints (one per
+    checkpoint interval) averaged whatever the validation says: patience null + average_last."""
+    losses = [1.0, 5.0, 6.0, 7.0]  # best at the first validation; patience would have stopped at step 4
+    result = _run(tmp_path, [9.0] * 8, max_steps=8, validate_every=2, save_every=2, keep_last=3, average_last=3,
+                  patience=None)
+    assert result.stopped == "max_steps" and result.state.step == 8
+    assert result.averaged_from == ["ckpt_00000004", "ckpt_00000006", "ckpt_00000008"]
+    again = _run(tmp_path / "b", losses * 2, max_steps=8, validate_every=2, save_every=2, keep_last=3, average_last=3,
+                 patience=None)
+    assert again.averaged_from == ["ckpt_00000004", "ckpt_00000006", "ckpt_00000008"]  # not the best (step 2)
+    avg = load_checkpoint(again.average).model
+    parts = [load_checkpoint(tmp_path / "b" / "checkpoints" / n).model for n in again.averaged_from]
+    for key in avg:
+        torch.testing.assert_close(avg[key].double(), sum(p[key].double() for p in parts) / 3, rtol=1e-6, atol=1e-7)
+    assert json.loads((tmp_path / "b" / "train_summary.json").read_text())["status"] == "still improving"  # a budget is a cap

@@ -366,8 +366,12 @@ def evaluation_protocol(exp: ExperimentConfig, results: list[dict[str, Any]]) ->
     else:
         ckpt = "the last checkpoint"
     sig = next((r["scores"][s].get("bleu_signature") for r in results for s in r.get("scores", {})), None)
+    budget = (f"a fixed budget of {tc.max_steps:,} updates without early stopping (`train.patience: null`; SHAPE "
+              "App. B's protocol, whose runs are capped by design)" if tc.patience is None else
+              f"patience {tc.patience} validations × {tc.validate_every} updates, cap {tc.max_steps:,} updates")
     return ["## Evaluation protocol", "",
             f"- decoding: {search} (`decode.beam`, `decode.length_penalty`)",
+            f"- training: {budget}",
             f"- checkpoint: {ckpt}",
             *stopping_lines(exp, results),
             f"- BLEU: sacreBLEU on detokenized text{f' (`{sig}`)' if sig else ''}; a paper's BLEU on tokenized "

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "translate": ("posenc.cli.translate", "translate a file with a trained run (beam search, streaming)"),
     "evaluate": ("posenc.cli.evaluate", "detokenized sacreBLEU and chrF of a hypothesis file"),
     "average": ("posenc.cli.average", "average the last N checkpoints of a run"),
+    "export": ("posenc.cli.export", "write a trained run for another inference engine (CTranslate2)"),
     "experiment": ("posenc.cli.experiment", "run a grid of methods x settings x seeds and write a report"),
     "analyze": ("posenc.cli.analyze", "run one of the papers' analyses on trained runs"),
 }

@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", help="prepared data directory for --split (default: the run's own)")
     parser.add_argument("--beam", type=int, help="beam width (1 = greedy)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--engine", choices=("posenc", "ctranslate2"), default="posenc",
+                        help="posenc (PyTorch, default) or ctranslate2: --run is then a directory written by "
+                             "posenc export --format ctranslate2 (--input/--output only)")
     parser.add_argument("--too-long", choices=("error", "truncate"), default="error",
                         help="a line over data.max_source_len: stop with its line number (default), or "
                              "truncate it with a warning")
@@ -113,7 +116,27 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
 
 
+def _run_ctranslate2(args: argparse.Namespace) -> int:
+    """``--engine ctranslate2``: translate ``--input`` with an export (serving/ctranslate2.py)."""
+    from posenc.serving import ctranslate2 as ct2
+
+    if args.split:
+        raise ConfigError("--engine ctranslate2 translates --input FILE (score the output with posenc evaluate), not --split")
+    model = ct2.load_export(args.run, device=args.device.split(":")[0])
+    opts = {**ct2.decode_options(model, args.beam), "too_long": args.too_long}
+    lines = read_stdin_lines() if args.input == "-" else read_lines_lazily(args.input)
+    if args.output:
+        n = ct2.write_translations(model, lines, args.output, **opts)
+        print(f"translated {n} lines -> {args.output}", file=sys.stderr)
+        return 0
+    for out in ct2.translate_lines(model, lines, **opts):
+        print(out)
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.engine == "ctranslate2":
+        return _run_ctranslate2(args)
     loaded = load_run(args.run, args.checkpoint, args.device, confine=True)
     dc = loaded.cfg.decode if args.beam is None else replace(loaded.cfg.decode, beam=args.beam)
     if args.split:

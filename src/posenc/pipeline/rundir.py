@@ -56,7 +56,7 @@ OWN_CHILDREN = {
 #: Names posenc may leave in a directory besides its marked contents (lock, SentencePiece cache).
 SCRATCH_NAMES = frozenset({LOCK_NAME, MARKER_NAME, ".spm-cache"})
 KIND_WORDS = {"run": "run directory", "data": "prepared data directory", "report": "report directory",
-              "logs": "log directory"}
+              "logs": "log directory", "export": "CTranslate2 export directory"}
 #: Keys filled in from the prepared data (vocabulary size, CAPE's α): an unresolved 0 in a new
 #: config means "take it from the data", so it is not a difference.
 DERIVED_KEYS = ("model.vocab_size", "rnn.vocab_size", "model.position.cape.source_scale")

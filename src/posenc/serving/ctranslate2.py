@@ -1,0 +1,392 @@
+"""A trained posenc translation run as a CTranslate2 model, and translation with it.
+
+Shape legend: D model width, Dh head width, V vocabulary, T rows of a position table, R = 2k+1
+Shaw distance buckets.
+
+:func:`export_run` writes the run's Transformer into CTranslate2's ``TransformerSpec`` through its
+Python spec API (no converter of another toolkit): encoder and decoder layers, post- or pre-norm
+as trained, embeddings scaled by √D (Vaswani et al. §3.4), shared embeddings and the tied output
+projection, absolute positions as tables (posenc's own interleaved sinusoid, ``PE(p, 2j) = sin``,
+``PE(p, 2j+1) = cos``, or the learned table) and Shaw's relative positions (Shaw et al. 2018,
+Eq. 3-4: a^K, a^V per layer, clipped at k) as CTranslate2's ``relative_position_keys/values``.
+An augmentation exports when its inference positions are a constant integer shift of 0, 1, …
+(SHAPE's ``inference_offset``: the table starts at that row); everything else (the GRU encoder,
+CAPE's scaled positions, randomized eval positions, RoPE, T5, ALiBi) is refused in one line naming
+the method. :func:`translate_lines` decodes with ``ctranslate2.Translator``.
+
+Engine constants (docs/performance.md): CTranslate2's length penalty divides by ``|y|^α``, not
+GNMT's ``((5+|y|)/6)^α``, so beam outputs equal posenc's at α = 0 only; its maximum decoding
+length cuts a hypothesis without scoring EOS where posenc forces EOS at its limit (the limit is
+posenc's per-sentence ``floor(a·|x| + b)``: sentences are decoded in groups of equal limit).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from itertools import groupby, islice
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from posenc.data.spm import Tokenizer
+from posenc.decoding.translate import _source_ids
+from posenc.errors import ConfigError, DataError
+from posenc.files import atomic_output, atomic_write_text
+from posenc.models.attention import MultiHeadAttention
+from posenc.models.seq2seq import Seq2SeqTransformer
+from posenc.pipeline.rundir import check_target, write_marker
+from posenc.pipeline.run import LoadedRun
+
+#: ``posenc export --quantization`` → CTranslate2's weight type (``bf16`` is an alias).
+QUANTIZATIONS = {"float32": "float32", "int8": "int8", "bfloat16": "bfloat16", "bf16": "bfloat16"}
+#: The marker kind of an export directory (pipeline/rundir.write_marker) and its description file.
+EXPORT_KIND, EXPORT_INFO = "export", "posenc_export.json"
+#: Input position methods → their table rows ``(T, D)`` for positions ``offset … offset+T−1``.
+TableFn = Callable[[nn.Module, int, int, int], Tensor]
+#: Attention position methods → fill a layer's self-attention spec from the layer's hook.
+AttentionFn = Callable[[Any, Any], None]
+#: Why the other methods do not export (CTranslate2 has no exact form for them).
+REFUSED = {
+    "gru": "an RNN over the embeddings",
+    "rope": "rotary embeddings on posenc's positions, not checked against CTranslate2's rotary_dim",
+    "t5": "T5 bucketed bias, not checked against CTranslate2's relative_attention_bias",
+    "alibi": "ALiBi bias, CTranslate2 has it for decoder-only models",
+}
+
+
+def require_ctranslate2() -> ModuleType:
+    """The ``ctranslate2`` module, or a one-line ConfigError naming the extra that installs it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise ConfigError("the ctranslate2 engine needs the ctranslate2 package: pip install 'posenc[serve]'") from None
+    return ctranslate2
+
+
+# --------------------------------------------------------------------------- positions
+def _sinusoidal_table(stack: nn.Module, rows: int, offset: int, width: int) -> Tensor:
+    """posenc's interleaved sinusoid (positions/sinusoidal.py) at ``offset … offset+rows−1``."""
+    from posenc.positions.sinusoidal import sinusoidal_embedding
+
+    p = stack.input_pos.params
+    return sinusoidal_embedding(torch.arange(offset, offset + rows, dtype=torch.float64), width, p.base, p.scale)
+
+
+def _learned_table(stack: nn.Module, rows: int, offset: int, width: int) -> Tensor:
+    """Rows ``offset …`` of the learned table (as many as it has, at most ``rows``)."""
+    table = stack.input_pos.table.weight.detach()
+    if offset >= table.shape[0]:
+        raise ConfigError(f"learned position table has {table.shape[0]} rows, inference starts at {offset}")
+    return table[offset : offset + rows].float()
+
+
+def _no_table(stack: nn.Module, rows: int, offset: int, width: int) -> Tensor:
+    """No input positions: an all-zero table (CTranslate2 adds a sinusoid when none is given)."""
+    return torch.zeros(rows, width)
+
+
+INPUT_TABLES: dict[str, TableFn] = {"sinusoidal": _sinusoidal_table, "learned": _learned_table, "none": _no_table}
+
+
+def _shaw_tables(attn_spec: Any, hook: Any) -> None:
+    """Shaw a^K, a^V ``(R, Dh)`` of one layer (Eq. 3-4; a dropped term is an all-zero table)."""
+    tables = [hook.key_table, hook.value_table]
+    present = next(t for t in tables if t is not None)
+    keys, values = (np.zeros_like(_np(present)) if t is None else _np(t) for t in tables)
+    attn_spec.relative_position_keys, attn_spec.relative_position_values = keys, values
+
+
+ATTENTION: dict[str, AttentionFn] = {"shaw": _shaw_tables}
+
+
+def eval_offsets(model: Seq2SeqTransformer) -> tuple[int, int]:
+    """Integer ``(c_src, c_tgt)`` with inference positions ``c + (0, 1, …)`` on each side, checked
+    on sentences of different lengths; a ConfigError naming the augmentation when they are not
+    (CAPE's scaled or mean-normalised positions, randomized eval positions)."""
+    mask = torch.arange(9)[None, :] < torch.tensor([[4], [9]])  # (2, 9): lengths 4 and 9
+    was = model.training
+    model.eval()
+    try:
+        src, tgt = model.positions(mask, mask)
+        steps = model.augment.decode_positions(9, mask.device)  # (1, 9) positions of decoding steps
+    finally:
+        model.train(was)
+    base = torch.arange(9, dtype=src.dtype)
+    shifts = [src - base, tgt - base, steps.to(src.dtype) - base]
+    offsets = [s[mask if s.shape[0] == 2 else mask[1:]] for s in shifts]
+    if not all(torch.equal(o, o[:1].expand_as(o)) and float(o[0]).is_integer() for o in offsets):
+        name = model.cfg.position.methods.augment
+        raise ConfigError(f"posenc export: position augmentation {name!r} changes inference positions beyond a constant "
+                          "shift (no CTranslate2 position table expresses it)")
+    if float(offsets[1][0]) != float(offsets[2][0]):
+        raise ConfigError("posenc export: target positions of teacher forcing and decoding differ")
+    return int(offsets[0][0]), int(offsets[1][0])
+
+
+def check_exportable(run: LoadedRun) -> None:
+    """One-line ConfigError for a run whose model has no exact CTranslate2 form."""
+    model = run.model
+    if not isinstance(model, Seq2SeqTransformer):
+        raise ConfigError(f"posenc export: arch {run.cfg.arch!r} is not a Transformer; CTranslate2's TransformerSpec cannot hold it")
+    methods = model.cfg.position.methods
+    for name in (methods.input, methods.attention):
+        if name in REFUSED or (name is not None and name not in INPUT_TABLES and name not in ATTENTION):
+            why = REFUSED.get(name, "no exact CTranslate2 form")
+            raise ConfigError(f"posenc export: position method {name!r} ({why}) does not export to CTranslate2; "
+                              f"exported: input {', '.join(INPUT_TABLES)}, attention {', '.join(ATTENTION)}")
+    if model.cfg.encoder_layers < 1:
+        raise ConfigError("posenc export: a model without encoder layers has no CTranslate2 TransformerSpec")
+
+
+# --------------------------------------------------------------------------- spec
+def _np(t: Tensor) -> np.ndarray:
+    return t.detach().float().cpu().contiguous().numpy()
+
+
+def _linear(spec: Any, *layers: nn.Linear) -> None:
+    """``spec.weight (ΣD_out, D_in)`` and ``bias`` from one or several (fused, in order) Linear layers."""
+    spec.weight = _np(torch.cat([lin.weight for lin in layers]))
+    spec.bias = _np(torch.cat([lin.bias for lin in layers]))
+
+
+def _norm(spec: Any, norm: nn.LayerNorm) -> None:
+    spec.gamma, spec.beta = _np(norm.weight), _np(norm.bias)
+
+
+def _self_attention(spec: Any, attn: MultiHeadAttention, norm: nn.LayerNorm, hook: Any, method: str | None) -> None:
+    """Fused q/k/v, output projection, the sub-layer's LayerNorm and the method's relative tables."""
+    _linear(spec.linear[0], attn.q_proj, attn.k_proj, attn.v_proj)
+    _linear(spec.linear[1], attn.out_proj)
+    _norm(spec.layer_norm, norm)
+    if method is not None:
+        ATTENTION[method](spec, hook)
+
+
+def _ffn(spec: Any, layer: nn.Module, norm: nn.LayerNorm) -> None:
+    _norm(spec.layer_norm, norm)
+    _linear(spec.linear_0, layer.ff.fc1)
+    _linear(spec.linear_1, layer.ff.fc2)
+
+
+def _encoder(spec: Any, model: Seq2SeqTransformer, method: str | None) -> None:
+    for ls, layer in zip(spec.layer, model.encoder.layers):
+        _self_attention(ls.self_attention, layer.self_attn, layer.res1.norm, layer.hook, method)
+        _ffn(ls.ffn, layer, layer.res2.norm)
+
+
+def _decoder(spec: Any, model: Seq2SeqTransformer, method: str | None) -> None:
+    for ls, layer in zip(spec.layer, model.decoder.layers):
+        _self_attention(ls.self_attention, layer.self_attn, layer.res[0].norm, layer.hook, method)
+        cross = layer.cross_attn  # query, fused key/value (of the memory), output
+        _linear(ls.attention.linear[0], cross.q_proj)
+        _linear(ls.attention.linear[1], cross.k_proj, cross.v_proj)
+        _linear(ls.attention.linear[2], cross.out_proj)
+        _norm(ls.attention.layer_norm, layer.res[1].norm)
+        _ffn(ls.ffn, layer, layer.res[2].norm)
+
+
+def _stack_common(spec: Any, stack: nn.Module, table: Tensor | None) -> None:
+    """Position table (absolute methods) and the final LayerNorm of a pre-norm stack."""
+    if table is not None:
+        spec.position_encodings.encodings = _np(table)
+    if isinstance(stack.final_norm, nn.LayerNorm):
+        _norm(spec.layer_norm, stack.final_norm)
+
+
+def position_rows(run: LoadedRun) -> int:
+    """Rows of the exported position tables: the longest source and the longest output."""
+    dc, longest = run.cfg.decode, run.cfg.data.max_source_len
+    return max(longest, math.floor(dc.max_len_a * longest + dc.max_len_b) + 1) + 1
+
+
+def build_spec(run: LoadedRun, ct2: ModuleType) -> Any:
+    """The run's model as a filled ``ctranslate2.specs.TransformerSpec`` (vocabularies registered)."""
+    check_exportable(run)
+    model, specs = run.model, ct2.specs
+    cfg, methods = model.cfg, model.cfg.position.methods
+    relative = methods.attention is not None
+    act = specs.Activation.GELU if cfg.activation == "gelu" else specs.Activation.RELU
+    pre = cfg.norm == "pre"
+    encoder = specs.TransformerEncoderSpec(cfg.encoder_layers, cfg.heads, pre_norm=pre, activation=act, relative_position=relative)
+    decoder = specs.TransformerDecoderSpec(cfg.decoder_layers, cfg.heads, pre_norm=pre, activation=act, relative_position=relative)
+    spec = specs.TransformerSpec(encoder, decoder)
+    src_offset, tgt_offset = eval_offsets(model)
+    rows, table = position_rows(run), INPUT_TABLES[methods.input]
+    for side, stack, offset in ((encoder, model.encoder, src_offset), (decoder, model.decoder, tgt_offset)):
+        _stack_common(side, stack, None if relative else table(stack, rows, offset, cfg.d_model))
+    _encoder(encoder, model, methods.attention)
+    _decoder(decoder, model, methods.attention)
+    encoder.embeddings[0].weight = _np(model.src_embed.weight)
+    decoder.embeddings.weight = _np(model.tgt_embed.weight)
+    decoder.projection.weight = _np(model.output.weight if model.output is not None else model.tgt_embed.weight)
+    encoder.scale_embeddings = decoder.scale_embeddings = True  # × √D (Vaswani et al. §3.4)
+    _vocabularies(spec, run.tokenizer)
+    return spec
+
+
+def _vocabularies(spec: Any, tok: Tokenizer) -> None:
+    """The SentencePiece pieces as both vocabularies; special tokens by posenc's fixed ids."""
+    pieces = tok.pieces
+    spec.register_source_vocabulary(pieces)
+    spec.register_target_vocabulary(pieces)
+    spec.config.unk_token, spec.config.bos_token = pieces[tok.unk_id], pieces[tok.bos_id]
+    spec.config.eos_token = pieces[tok.eos_id]
+    spec.config.decoder_start_token = pieces[tok.bos_id]
+    spec.config.layer_norm_epsilon = 1e-5  # torch.nn.LayerNorm's
+
+
+# --------------------------------------------------------------------------- export
+def export_run(run: LoadedRun, out: str | Path, quantization: str = "float32") -> dict[str, Any]:
+    """Write ``run`` as a CTranslate2 model into ``out`` (new, empty or an earlier export):
+    ``model.bin``, ``config.json``, the vocabulary, ``spm.model`` and ``posenc_export.json``.
+    Everything is built and saved in a temporary directory next to ``out`` first, so a refused or
+    failing export leaves ``out`` as it was. Returns the description written."""
+    if quantization not in QUANTIZATIONS:
+        raise ConfigError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
+    ct2, out = require_ctranslate2(), Path(out)
+    check_target(out, EXPORT_KIND, "--out")
+    spec = build_spec(run, ct2)
+    spec.validate()
+    spec.optimize(quantization=QUANTIZATIONS[quantization])
+    info = _describe(run, ct2, QUANTIZATIONS[quantization])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        spec.save(str(tmp))
+        shutil.copyfile(run.root / "spm.model", tmp / "spm.model")
+        atomic_write_text(tmp / EXPORT_INFO, json.dumps(info, indent=1) + "\n")
+        write_marker(tmp, EXPORT_KIND)
+        _move_into(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return info
+
+
+def _move_into(tmp: Path, out: Path) -> None:
+    """``tmp``'s files into ``out``: a rename when ``out`` is new, else marker first, file by file."""
+    if not out.exists():
+        os.rename(tmp, out)
+        return
+    write_marker(out, EXPORT_KIND)
+    for f in sorted(tmp.iterdir()):
+        os.replace(f, out / f.name)
+
+
+def _describe(run: LoadedRun, ct2: ModuleType, quantization: str) -> dict[str, Any]:
+    """What ``posenc translate --engine ctranslate2`` needs besides the model (the run's decoding
+    options and source format), and where it came from."""
+    dc = run.cfg.decode
+    src_offset, tgt_offset = eval_offsets(run.model)
+    return {
+        "format": "ctranslate2", "ctranslate2_version": ct2.__version__, "quantization": quantization,
+        "run": str(run.root.resolve()), "checkpoint": str(run.checkpoint), "position": run.model.cfg.position.name,
+        "position_offsets": [src_offset, tgt_offset], "position_rows": position_rows(run),
+        "max_source_len": run.cfg.data.max_source_len, "prepend_src_bos": run.prepend_src_bos,
+        "decode": {"beam": dc.beam, "length_penalty": dc.length_penalty, "max_len_a": dc.max_len_a,
+                   "max_len_b": dc.max_len_b, "batch_tokens": dc.batch_tokens},
+    }
+
+
+# --------------------------------------------------------------------------- translate
+@dataclass
+class Exported:
+    """A loaded export: the CTranslate2 translator, posenc's tokenizer and the description."""
+
+    translator: Any
+    tokenizer: Tokenizer
+    info: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        self.vocab = self.tokenizer.pieces  # id → piece
+        self.index = {p: i for i, p in enumerate(self.vocab)}
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        return [self.vocab[i] for i in ids]
+
+    def ids(self, pieces: list[str]) -> list[int]:
+        return [self.index.get(p, self.tokenizer.unk_id) for p in pieces]
+
+
+def load_export(directory: str | Path, device: str = "cpu", threads: int = 0, compute_type: str = "default") -> Exported:
+    """Open an export written by :func:`export_run` (a one-line ConfigError for anything else)."""
+    ct2, directory = require_ctranslate2(), Path(directory)
+    info_path = directory / EXPORT_INFO
+    if not info_path.is_file():
+        raise ConfigError(f"{directory} is not a posenc CTranslate2 export (no {EXPORT_INFO}; "
+                          "write one with posenc export --run R --format ctranslate2 --out DIR)")
+    info = json.loads(info_path.read_text(encoding="utf-8"))
+    translator = ct2.Translator(str(directory), device=device, compute_type=compute_type, intra_threads=threads)
+    return Exported(translator, Tokenizer.from_file(directory / "spm.model"), info)
+
+
+def _limit(length: int, a: float, b: float) -> int:
+    """posenc's output length limit ``floor(a·|x| + b)`` (decoding/search.max_lengths)."""
+    return math.floor(a * length + b)
+
+
+def _decode_chunk(model: Exported, seqs: list[list[int]], opts: dict[str, Any]) -> list[str]:
+    """Best hypotheses of ``seqs`` as text, in order; sentences of one output limit per call."""
+    out = [""] * len(seqs)
+    limit = lambda i: _limit(len(seqs[i]), opts["max_len_a"], opts["max_len_b"])  # noqa: E731
+    todo = sorted((i for i, s in enumerate(seqs) if s), key=limit)
+    for cap, group in groupby(todo, key=limit):
+        rows = list(group)
+        results = model.translator.translate_batch(
+            [model.pieces(seqs[i]) for i in rows], beam_size=opts["beam"], length_penalty=opts["length_penalty"],
+            max_decoding_length=max(cap, 1), min_decoding_length=0, max_input_length=0,
+            max_batch_size=opts["batch_tokens"], batch_type="tokens", num_hypotheses=1)
+        for i, res in zip(rows, results):
+            text = model.tokenizer.decode(model.ids(res.hypotheses[0]))
+            out[i] = text.replace("\r", " ").replace("\n", " ")
+    return out
+
+
+def translate_lines(model: Exported, lines: Iterable[str], *, beam: int = 4, length_penalty: float = 0.0,
+                    max_len_a: float = 1.2, max_len_b: float = 10, batch_tokens: int = 4096, chunk_lines: int = 2000,
+                    too_long: str = "error", on_decoded: Callable[[int], None] | None = None) -> Iterator[str]:
+    """Translate ``lines`` lazily with CTranslate2; one output line per input line, in order.
+    The source format (BOS, ``max_source_len``, ``too_long``) is posenc's
+    (decoding/translate.py); ``length_penalty`` is CTranslate2's α (score / |y|^α)."""
+    if beam < 1 or batch_tokens < 1 or chunk_lines < 1:
+        raise ConfigError(f"beam, batch_tokens and chunk_lines must be >= 1, got {beam}, {batch_tokens}, {chunk_lines}")
+    opts = dict(beam=beam, length_penalty=length_penalty, max_len_a=max_len_a, max_len_b=max_len_b, batch_tokens=batch_tokens)
+    bos, longest = bool(model.info["prepend_src_bos"]), int(model.info["max_source_len"])
+    numbered = enumerate(lines, start=1)
+    while chunk := list(islice(numbered, chunk_lines)):
+        seqs = [_source_ids(model.tokenizer, line, n, longest, too_long, bos) for n, line in chunk]
+        yield from _decode_chunk(model, seqs, opts)
+        if on_decoded is not None:
+            on_decoded(len(seqs))
+
+
+def write_translations(model: Exported, lines: Iterable[str], out_path: str | Path, **options: Any) -> int:
+    """:func:`translate_lines` into ``out_path``, written atomically (an old file stays intact on
+    any failure); returns the number of lines."""
+    target = Path(out_path)
+    if target.is_dir():
+        raise DataError(f"{target}: is a directory; give an output file name")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with atomic_output(target) as f:
+        for text in translate_lines(model, lines, **options):
+            f.write(text + "\n")
+            count += 1
+    return count
+
+
+def decode_options(model: Exported, beam: int | None = None) -> dict[str, Any]:
+    """The run's decoding options stored with the export (``beam`` overridden when given); its
+    GNMT α is used as CTranslate2's α (``|y|^α``: equal outputs at α = 0 only)."""
+    dc = dict(model.info["decode"])
+    return dict(beam=beam or dc["beam"], length_penalty=dc["length_penalty"], max_len_a=dc["max_len_a"],
+                max_len_b=dc["max_len_b"], batch_tokens=dc["batch_tokens"])

@@ -159,3 +159,48 @@ def test_translate_beam_is_bounded(capsys: pytest.CaptureFixture[str], tmp_path:
     code, out, err = cli(capsys, "translate", "--run", trained, "--input", src, "--beam", "100000")
     assert_one_line_error(code, err, "--beam 100000", "limit of 256")
     assert out == ""
+
+
+# ------------------------------------------------------------------------------ 4: prepare --out SYMLINK, umask
+
+def test_prepare_into_a_symlink_to_an_empty_directory_writes_into_its_target(capsys: pytest.CaptureFixture[str],
+                                                                              tmp_path: Path) -> None:
+    target, link = tmp_path / "bigdisk" / "data", tmp_path / "L"
+    target.mkdir(parents=True)
+    link.symlink_to(target)
+    inode = target.stat().st_ino
+    code, out, err = cli(capsys, "prepare", "--out", link, f"out_dir={tmp_path / 'run'}", *TOY, *TINY)
+    assert code == 0, err
+    assert link.is_symlink() and os.readlink(link) == str(target)  # the user's link stays as it was
+    assert target.stat().st_ino == inode  # the user's directory too: filled in place, never renamed
+    assert (target / "meta.json").is_file() and (target / "train.src").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".") and p.name != ".spm-cache") == []
+    again = cli(capsys, "prepare", "--out", link, f"out_dir={tmp_path / 'run'}", *TOY, *TINY)
+    assert again[0] == 0, again[2]  # its own data now: prepared already
+
+
+def test_prepare_into_a_symlink_to_a_user_directory_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target, link = tmp_path / "mine", tmp_path / "L"
+    target.mkdir()
+    (target / "notes.txt").write_text("precious\n")
+    link.symlink_to(target)
+    before = md5s(tmp_path)
+    code, _, err = cli(capsys, "prepare", "--out", link, f"out_dir={tmp_path / 'run'}", *TOY, *TINY)
+    assert_one_line_error(code, err, "notes.txt")
+    assert md5s(tmp_path) == before
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_prepared_data_follows_the_umask(capsys: pytest.CaptureFixture[str], tmp_path: Path, existing: bool) -> None:
+    out = tmp_path / "data"
+    if existing:
+        out.mkdir(mode=0o755)
+    old = os.umask(0o022)
+    try:
+        code, _, err = cli(capsys, "prepare", "--out", out, f"out_dir={tmp_path / 'run'}", *TOY, *TINY)
+    finally:
+        os.umask(old)
+    assert code == 0, err
+    assert out.stat().st_mode & 0o777 == 0o755
+    assert {f.name: f.stat().st_mode & 0o777 for f in out.iterdir() if f.name != ".posenc-run"} == {
+        f.name: 0o644 for f in out.iterdir() if f.name != ".posenc-run"}

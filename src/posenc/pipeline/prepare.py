@@ -3,8 +3,9 @@
 A prepared directory holds ``{train,valid,test}.{src,tgt}`` (raw text, one pair per line),
 ``{split}.doc`` (document id and index of each pair, for analyses that need neighbours),
 ``spm.model`` and ``meta.json`` (sizes, token counts and CAPE's α = target/source tokens).
-Everything is written to a temporary directory first and renamed into place, so an
-interrupted or failed prepare leaves nothing half written. The directory is marked as posenc's
+Everything is written to a temporary directory first and renamed into place (a new directory)
+or moved into an existing empty one (which stays: a symlink's target, a mount point), so an
+interrupted or failed prepare leaves nothing that reads as prepared. The directory is marked as posenc's
 (``.posenc-run``, kind ``data``); an existing directory that is neither empty nor posenc's
 prepared data is never written into or replaced (:func:`posenc.pipeline.rundir.check_target`).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -26,7 +28,8 @@ from posenc.data.text import write_lines_atomic
 from posenc.errors import DataError, RunDirError
 from posenc.pipeline.config import DataConfig
 from posenc.pipeline.fingerprint import data_fingerprint, describe_diff, diff_keys
-from posenc.pipeline.rundir import MARKER_NAME, check_target, read_json_dict, write_marker
+from posenc.pipeline.rundir import MARKER_NAME, check_target, read_json_dict, read_marker, write_marker
+from posenc.processes import pid_alive
 
 FINGERPRINT_NAME = "fingerprint.json"
 
@@ -34,6 +37,8 @@ SPLITS = ("train", "valid", "test")
 #: Every file posenc writes into a prepared directory: nothing else there is ever replaced.
 DATA_FILES = frozenset({f"{s}.{e}" for s in SPLITS for e in ("src", "tgt", "doc")}
                        | {"spm.model", "meta.json", FINGERPRINT_NAME, MARKER_NAME})
+#: The build directory of a prepare into an existing directory (inside it, named with the pid).
+_TMP_RE = re.compile(r"^\.prepare-(\d+)-[\w]+$")
 
 
 def apply_setting(corpus: Corpus, cfg: DataConfig, tok: Tokenizer) -> Corpus:
@@ -73,15 +78,34 @@ def _token_stats(tok: Tokenizer, pairs: list[Pair]) -> dict[str, int]:
             "max_src_len": max(src, default=0), "max_tgt_len": max(tgt, default=0)}
 
 
-def _swap_out(out: Path) -> None:
-    """Move the old ``out`` aside and delete it; only if every entry in it is posenc's."""
-    foreign = sorted(p.name for p in out.iterdir() if p.name not in DATA_FILES)
+def _fill(tmp: Path, out: Path) -> None:
+    """Move the files built in ``tmp`` (inside ``out``) into the existing directory ``out``, which
+    stays where it is (a user's empty directory, a link's target, a mount point): only if every
+    entry of ``out`` is posenc's. ``meta.json`` goes first and comes back last, so an interrupted
+    fill reads as unprepared and is rebuilt."""
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in DATA_FILES and not _TMP_RE.match(p.name))
     if foreign:
         raise RunDirError(f"{out} holds files posenc did not write ({foreign[0]!r}); "
                           "move them away before rebuilding it, or use another directory")
-    old = out.parent / f".old-{out.name}-{os.getpid()}"
-    os.replace(out, old)
-    shutil.rmtree(old, ignore_errors=True)
+    for name in ("meta.json", FINGERPRINT_NAME):
+        (out / name).unlink(missing_ok=True)
+    for f in sorted(tmp.iterdir(), key=lambda f: f.name == "meta.json"):
+        os.replace(f, out / f.name)
+    tmp.rmdir()
+
+
+def _remove_stale_builds(out: Path) -> None:
+    """Delete the ``.prepare-PID-*`` build directories that dead processes left in ``out``."""
+    for p in out.iterdir():
+        m = _TMP_RE.match(p.name)
+        if m and p.is_dir() and not p.is_symlink() and not pid_alive(int(m.group(1))):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _publish(tmp: Path, out: Path) -> None:
@@ -124,43 +148,77 @@ def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = Non
     """Build the prepared directory ``out`` for ``cfg``; returns its path. Idempotent.
 
     An existing ``out`` prepared for another data config is an error, or with ``replace`` is
-    rebuilt (swapped in only once the new data is complete).
+    rebuilt. A symlink to a directory is followed (the data go to its target; the link stays).
+    A new directory is built aside and renamed into place; an existing (empty or posenc's) one is
+    claimed with the marker and filled in place (:func:`_fill`). Permissions follow the umask.
     """
-    out = Path(out)
+    given = Path(out)
+    out = given.resolve() if given.is_symlink() and given.is_dir() else given
     check_target(out, "data", "prepared data directory")
     if not replace and check_prepared(cfg, out):
-        return out
+        return given
     if replace and (out / "meta.json").is_file() and not diff_keys(stored_data_fingerprint(out), data_fingerprint(cfg)):
-        return out
+        return given
     corpus = load_corpus(cfg.corpus, **cfg.options)
     if not corpus.train:
         raise DataError(f"corpus {cfg.corpus!r} has no training pairs")
+    cache = Path(cache_dir) if cache_dir else given.parent / ".spm-cache"
+    if out.is_dir():
+        _prepare_in_place(cfg, corpus, out, cache)
+    else:
+        _prepare_new(cfg, corpus, out, cache)
+    return given
+
+
+def _prepare_new(cfg: DataConfig, corpus: Corpus, out: Path, cache: Path) -> None:
+    """Build a new ``out`` in a hidden sibling and rename it into place (mode: the umask's)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        texts = [p.src for p in corpus.train] + [p.tgt for p in corpus.train]
-        cache = Path(cache_dir) if cache_dir else out.parent / ".spm-cache"
-        spm_path = train_spm(texts, cache, cfg.vocab_size, model_type=cfg.spm_type)
-        shutil.copyfile(spm_path, tmp / "spm.model")
-        tok = Tokenizer.from_file(tmp / "spm.model")
-        corpus = _truncate(apply_setting(corpus, cfg, tok), cfg)
-        meta: dict[str, Any] = {"data": to_dict(cfg), "corpus_meta": corpus.meta, "vocab_size": tok.vocab_size}
-        for split in SPLITS:
-            pairs = getattr(corpus, split)
-            _write_split(tmp, split, pairs)
-            meta[split] = _token_stats(tok, pairs)
-        train = meta["train"]
-        meta["alpha"] = train["tgt_tokens"] / max(train["src_tokens"], 1)  # CAPE §5.3
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
-        (tmp / FINGERPRINT_NAME).write_text(json.dumps(data_fingerprint(cfg), indent=1), encoding="utf-8")
-        write_marker(tmp, "data")
-        if out.exists() and (replace or not (out / "meta.json").is_file()):
-            _swap_out(out)  # the data of another config (replace), or an empty placeholder
+        _build(cfg, corpus, tmp, cache)
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp made it 0700
         _publish(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out
+
+
+def _prepare_in_place(cfg: DataConfig, corpus: Corpus, out: Path, cache: Path) -> None:
+    """Fill the existing directory ``out`` (empty, or posenc's data): marked first, built in a
+    ``.prepare-PID-*`` directory inside it, moved in by :func:`_fill`; a failure removes what
+    this call added."""
+    claimed = read_marker(out) != "data"
+    _remove_stale_builds(out)
+    write_marker(out, "data")
+    tmp = Path(tempfile.mkdtemp(prefix=f".prepare-{os.getpid()}-", dir=out))
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())
+        _build(cfg, corpus, tmp, cache)
+        _fill(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if claimed and not (out / "meta.json").is_file():
+            (out / MARKER_NAME).unlink(missing_ok=True)
+        raise
+
+
+def _build(cfg: DataConfig, corpus: Corpus, tmp: Path, cache: Path) -> None:
+    """Every file of a prepared directory for ``cfg`` written into ``tmp``."""
+    texts = [p.src for p in corpus.train] + [p.tgt for p in corpus.train]
+    spm_path = train_spm(texts, cache, cfg.vocab_size, model_type=cfg.spm_type)
+    shutil.copyfile(spm_path, tmp / "spm.model")
+    tok = Tokenizer.from_file(tmp / "spm.model")
+    corpus = _truncate(apply_setting(corpus, cfg, tok), cfg)
+    meta: dict[str, Any] = {"data": to_dict(cfg), "corpus_meta": corpus.meta, "vocab_size": tok.vocab_size}
+    for split in SPLITS:
+        pairs = getattr(corpus, split)
+        _write_split(tmp, split, pairs)
+        meta[split] = _token_stats(tok, pairs)
+    train = meta["train"]
+    meta["alpha"] = train["tgt_tokens"] / max(train["src_tokens"], 1)  # CAPE §5.3
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+    (tmp / FINGERPRINT_NAME).write_text(json.dumps(data_fingerprint(cfg), indent=1), encoding="utf-8")
+    write_marker(tmp, "data")
 
 
 def load_meta(data_dir: str | Path) -> dict[str, Any]:

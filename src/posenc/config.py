@@ -449,6 +449,14 @@ def config_differences(saved: Any, current: Any, prefix: str = "") -> list[tuple
     return [(k, x, y) for k, x, y in diffs if not _same(x, y)]
 
 
+def shared_differences(saved: Any, current: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """:func:`config_differences` at the keys both sides have. For a checkpoint's stored sections
+    against the current ones: a key only one side has is an option or a position block added or
+    dropped since the checkpoint was written (the run-level rule, pipeline/same_run, judged those
+    through today's defaults); a checkpoint of another model differs at keys both have."""
+    return [(k, a, b) for k, a, b in config_differences(saved, current, prefix) if a is not ABSENT and b is not ABSENT]
+
+
 def describe_differences(diffs: list[tuple[str, Any, Any]], limit: int = 4) -> str:
     """One line for :func:`config_differences`' result: ``model.d_model (256 -> 512), data.corpus
     ('bible' -> 'toy')``, the first ``limit`` of them and how many more."""

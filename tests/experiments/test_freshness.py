@@ -11,7 +11,7 @@ import pytest
 
 from posenc.config import load_config
 from posenc.experiments.config import ExperimentConfig
-from posenc.experiments.freshness import judge, run_record
+from posenc.pipeline.same_run import Stored, evaluation_record, run_record, same_run
 from posenc.experiments.runner import run_config
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import assert_one_line_error, cli
@@ -22,23 +22,30 @@ def _results(path: Path) -> dict:
     return json.loads((Path(run_config(exp, "vanilla", "ape", 1).out_dir) / "results.json").read_text())
 
 
-def _record(tmp_path: Path, **kw) -> dict:
+def _cfg(tmp_path: Path, **kw):
     exp = load_config(ExperimentConfig, write_experiment(tmp_path, **kw))
-    return run_record(run_config(exp, "vanilla", "ape", 1), exp.splits)
+    return run_config(exp, "vanilla", "ape", 1), exp.splits
+
+
+def _judge(saved: tuple, current: tuple, steps: int | None = None):
+    """same_run of a translation cell's record (written for ``saved``) against ``current``."""
+    cfg, splits = current
+    return same_run(Stored.of_record(run_record(*saved), steps), cfg, evaluation_record(cfg, splits))
 
 
 def test_judge_verdicts(tmp_path: Path) -> None:
-    base = _record(tmp_path)
-    assert judge(base, base).kind == "fresh"
-    longer = _record(tmp_path, train={"max_steps": 5})
-    v = judge(base, longer, steps_done=3)
-    assert (v.kind, v.detail) == ("extend", "train.max_steps (3 -> 5)")
-    assert judge(longer, base, steps_done=5).kind == "stale"  # 5 steps trained cannot answer a 3-step budget
-    wider = _record(tmp_path, model={"d_model": 48})
-    v = judge(base, wider)
-    assert v.kind == "stale" and v.detail.startswith("model.d_model (32 -> 48)")
-    assert judge(base, _record(tmp_path, decode={"beam": 3})).kind == "rescore"
-    assert judge(None, base).kind == "stale" and "no config fingerprint" in judge(None, base).detail
+    base = _cfg(tmp_path)
+    assert _judge(base, base).kind == "fresh"
+    longer = _cfg(tmp_path, train={"max_steps": 5})
+    v = _judge(base, longer, steps=3)
+    assert (v.kind, v.detail, v.keys) == ("extend", "train.max_steps (3 -> 5)", ("train.max_steps",))
+    assert _judge(longer, base, steps=5).kind == "stale"  # 5 steps trained cannot answer a 3-step budget
+    wider = _cfg(tmp_path, model={"d_model": 48})
+    v = _judge(base, wider)
+    assert v.kind == "stale" and v.detail.startswith("model.d_model (32 -> 48)") and "model.d_model" in v.keys
+    assert _judge(base, _cfg(tmp_path, decode={"beam": 3})).kind == "rescore"
+    none = same_run(Stored.of_record(None), base[0], evaluation_record(*base))
+    assert none.kind == "stale" and "records no config" in none.detail
 
 
 def test_longer_budget_is_not_answered_from_old_results(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -98,25 +105,21 @@ def test_results_without_a_fingerprint_are_stale(capsys: pytest.CaptureFixture[s
     del legacy["record"]
     done.write_text(json.dumps(legacy))
     code, _, err = cli(capsys, "experiment", path)
-    assert_one_line_error(code, err, "no config fingerprint")
+    assert_one_line_error(code, err, "records no config")
 
 
-def test_a_record_with_the_old_bleu_every_key_stays_fresh() -> None:
+def test_a_record_with_the_old_bleu_every_key_stays_fresh(tmp_path: Path) -> None:
     """results.json written before train.bleu_every became train.metric_every: still fresh."""
-    from posenc.experiments.freshness import judge
+    cfg, splits = _cfg(tmp_path)
+    record = run_record(cfg, splits)
+    record["extension"]["bleu_every"] = record["extension"].pop("metric_every")
+    assert same_run(Stored.of_record(record), cfg, evaluation_record(cfg, splits)).kind == "fresh"
 
-    current = {"fingerprint": {"a": 1}, "extension": {"max_steps": 5, "metric_every": 0}, "evaluation": {}}
-    saved = {"fingerprint": {"a": 1}, "extension": {"max_steps": 5, "bleu_every": 0}, "evaluation": {}}
-    assert judge(saved, current).kind == "fresh"
 
-
-def test_where_a_run_trained_never_makes_it_stale() -> None:
+def test_where_a_run_trained_never_makes_it_stale(tmp_path: Path) -> None:
     """device and num_threads are recorded but do not change the verdict; a longer cap still does."""
-    from posenc.experiments.freshness import judge
-
-    current = {"fingerprint": {"a": 1}, "extension": {"max_steps": 5, "device": "cpu", "num_threads": 1},
-               "evaluation": {}}
-    gpu = {"fingerprint": {"a": 1}, "extension": {"max_steps": 5, "device": "cuda", "num_threads": 0},
-           "evaluation": {}}
-    assert judge(gpu, current).kind == "fresh"
-    assert judge({**gpu, "extension": {**gpu["extension"], "max_steps": 4}}, current).kind == "extend"
+    cfg, splits = _cfg(tmp_path, train={"device": "cpu", "num_threads": 1})
+    gpu = run_record(*_cfg(tmp_path, train={"device": "cuda", "num_threads": 0}))
+    assert same_run(Stored.of_record(gpu), cfg, evaluation_record(cfg, splits)).kind == "fresh"
+    gpu["extension"]["max_steps"] = 2
+    assert same_run(Stored.of_record(gpu), cfg, evaluation_record(cfg, splits)).kind == "extend"

@@ -19,7 +19,7 @@ from typing import Any
 
 from posenc.config import from_dict, load_yaml, merge_overrides
 from posenc.errors import ConfigError
-from posenc.experiments.freshness import Verdict
+from posenc.pipeline.same_run import Verdict
 from posenc.experiments.tasks import Cell, ExperimentTask, known_tasks, task_module, task_of
 from posenc.files import atomic_write_text
 from posenc.processes import interrupt_on_signals

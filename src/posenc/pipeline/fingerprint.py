@@ -1,16 +1,21 @@
 """Run fingerprints: what determines a run's data and model, so a run directory never lies.
 
 A run directory stores ``fingerprint.json`` = :func:`fingerprint` of the resolved config it was
-trained with. Resuming (``posenc train``) or reusing a run (``posenc experiment``) compares the
-stored fingerprint with the new config's and stops with one line naming the differing keys
-(:func:`diff_keys`), unless every difference only extends or observes training
-(:data:`EXTENSION_KEYS`: step/epoch caps, patience, logging, checkpoint bookkeeping, device).
+trained with. Whether a stored record and today's config are the same run is decided in one place,
+:func:`posenc.pipeline.same_run.same_run` (``posenc train``, ``posenc experiment`` and the methods
+grids all ask it): differences that only extend or observe training (:data:`EXTENSION_KEYS`:
+step/epoch caps, patience, logging, checkpoint bookkeeping, device) never make a run stale.
+
+The fingerprint holds what determines the training, and only that: of ``model.position`` the name
+and the option blocks of the *active* methods (:func:`determining_dict`), so registering a new
+method never changes an existing run's fingerprint.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import dataclasses
 from dataclasses import replace
 from typing import Any
 
@@ -45,13 +50,14 @@ IGNORED_SECTIONS = frozenset({"out_dir", "data_dir", "decode"})
 def fingerprint(cfg: Any) -> dict[str, Any]:
     """The parts of a resolved run config (a dataclass) that determine its data and its model:
     every section except paths, decoding and the model sections of other architectures
-    (``cfg.inactive_sections``), with ``train`` minus :data:`EXTENSION_KEYS` (but for a cosine
+    (``cfg.inactive_sections``), the position blocks of active methods only (:func:`determining_dict`),
+    with ``train`` minus :data:`EXTENSION_KEYS` (but for a cosine
     schedule its horizon, :data:`HORIZON_KEYS`) and its ``precision: auto`` resolved as the
     trainer will on this machine."""
     train = getattr(cfg, "train", None)
     auto = getattr(train, "precision", None) == "auto"
     precision = _auto_precision(str(getattr(train, "device", "auto")), _model_width(cfg)) if auto else None
-    data = to_dict(cfg)
+    data = determining_dict(cfg)
     ignored = IGNORED_SECTIONS | set(getattr(cfg, "inactive_sections", ()))
     out = {k: v for k, v in data.items() if k not in ignored}
     if isinstance(out.get("train"), dict):
@@ -60,6 +66,22 @@ def fingerprint(cfg: Any) -> dict[str, Any]:
         if out["train"].get("precision") == "auto":  # what it means here: runs of fp32 days stay fresh on CPU
             out["train"]["precision"] = precision
     return json.loads(json.dumps(out, sort_keys=True, default=str))
+
+
+def determining_dict(cfg: Any) -> Any:
+    """:func:`posenc.config.to_dict` of ``cfg``, but a section that can say what of it determines a
+    run (a ``determining_dict()`` method: ``PositionConfig`` keeps ``name`` and its active methods'
+    blocks) gives only that."""
+    own = getattr(cfg, "determining_dict", None)
+    if callable(own) and dataclasses.is_dataclass(cfg):
+        return own()
+    if dataclasses.is_dataclass(cfg):
+        return {f.name: determining_dict(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.init}
+    if isinstance(cfg, (list, tuple)):
+        return [determining_dict(v) for v in cfg]
+    if isinstance(cfg, dict):
+        return {k: determining_dict(v) for k, v in cfg.items()}
+    return cfg
 
 
 def _horizon_schedule(train: dict[str, Any]) -> bool:

@@ -29,12 +29,13 @@ from contextlib import contextmanager
 
 import yaml
 
-from posenc.config import ABSENT, config_differences, describe_differences, from_dict, load_yaml, naming, to_dict
+from posenc.config import describe_differences, from_dict, load_yaml, naming, shared_differences, to_dict
 from posenc.errors import CheckpointError, ConfigError, PosencError, RunDirError
 from posenc.files import atomic_write_text, os_call, os_error_message
 from posenc.processes import pid_alive
 from posenc.pipeline.config import ARCH_SECTIONS, RunConfig
-from posenc.pipeline.fingerprint import describe_diff, diff_keys, fingerprint
+from posenc.pipeline.fingerprint import fingerprint
+from posenc.pipeline.same_run import Stored, same_run
 from posenc.training.checkpoint import foreign_files, remove_checkpoint
 from posenc.training.distributed import env_int
 from posenc.training.runtime import resolve_device
@@ -57,9 +58,6 @@ OWN_CHILDREN = {
 SCRATCH_NAMES = frozenset({LOCK_NAME, MARKER_NAME, ".spm-cache"})
 KIND_WORDS = {"run": "run directory", "data": "prepared data directory", "report": "report directory",
               "logs": "log directory", "export": "CTranslate2 export directory"}
-#: Keys filled in from the prepared data (vocabulary size, CAPE's α): an unresolved 0 in a new
-#: config means "take it from the data", so it is not a difference.
-DERIVED_KEYS = ("model.vocab_size", "rnn.vocab_size", "model.position.cape.source_scale")
 
 
 # ----------------------------------------------------------------------------- ownership
@@ -279,10 +277,10 @@ def read_json_dict(path: Path, hint: str) -> dict[str, Any]:
 def check_resumable(cfg: Any, resume: bool, out_dir: str | Path | None = None) -> bool:
     """Whether ``out_dir`` (default ``cfg.out_dir``) holds an earlier run that this one continues.
 
-    Raises a one-line :class:`ConfigError` naming the differing keys when it holds a run of
-    another data or model config and ``resume`` is set; with ``resume`` False the old run will
-    be replaced (returns False). Changes that only extend training pass, and so does a
-    :data:`DERIVED_KEYS` value that the new config leaves unset (0: "take it from the data").
+    Asks the one rule (:func:`posenc.pipeline.same_run.same_run`) of the stored fingerprint: a
+    stale verdict raises a one-line :class:`ConfigError` naming the differing keys when ``resume``
+    is set; with ``resume`` False the old run will be replaced (returns False). Changes that only
+    extend training pass, and so do options and methods added since the run was written.
     """
     if not resume:
         return False
@@ -290,10 +288,9 @@ def check_resumable(cfg: Any, resume: bool, out_dir: str | Path | None = None) -
     saved = saved_fingerprint(out, type(cfg))
     if saved is None:
         return False
-    diffs = [(k, was, now) for k, was, now in config_differences(saved, fingerprint(cfg))
-             if not (k in DERIVED_KEYS and was is not ABSENT and (now is ABSENT or not now))]
-    if diffs:
-        raise ConfigError(f"{out} holds a run with another config: {describe_differences(diffs)}; "
+    verdict = same_run(Stored.of_fingerprint(saved), cfg)
+    if verdict.kind == "stale":
+        raise ConfigError(f"{out} holds a run with another config: {verdict.detail}; "
                           "use --no-resume to start afresh or another out_dir")
     return True
 
@@ -384,9 +381,10 @@ def check_checkpoint_fingerprint(run_dir: str | Path, config: dict[str, Any], wh
     section = ARCH_SECTIONS.get(arch, "model")
     run = {"arch": saved.get("arch", "transformer"), "data": saved.get("data"), "model": saved.get(section)}
     ckpt = json.loads(json.dumps({"arch": arch, "data": config.get("data"), "model": config.get("model")}, default=str))
-    if diff_keys(run, ckpt):  # NaN equals NaN there (posenc.config.config_differences)
+    diffs = shared_differences(run, ckpt)  # the run-level rule read both through today's defaults
+    if diffs:
         raise CheckpointError(f"{where}: a checkpoint of another model or data than the run {run_dir} "
-                              f"({describe_diff(run, ckpt)}); remove it or pass the run it belongs to")
+                              f"({describe_differences(diffs)}); remove it or pass the run it belongs to")
 
 
 def check_average_output(out: str | Path) -> None:

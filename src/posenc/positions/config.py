@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
-from posenc.config import require
+from posenc.config import require, to_dict
 from posenc.errors import ConfigError
 from posenc.positions import registry
 
@@ -114,13 +114,35 @@ class _PositionConfigBase:
     def methods(self) -> Methods:
         return resolve(self.name)
 
+    @property
+    def active(self) -> list[str]:
+        """The methods ``name`` uses (input, attention, augmentation), in that order."""
+        m = self.methods
+        return [n for n in (m.input, m.attention, m.augment) if n]
+
+    def determining_dict(self) -> dict[str, Any]:
+        """What of this section determines a model: ``name`` and the active methods' blocks. The
+        other methods' blocks are never read, so a newly registered method (a new block) changes
+        no run's fingerprint (pipeline/fingerprint.determining_dict)."""
+        return {"name": self.name, **{m: to_dict(self.params(m)) for m in self.active}}
+
+    @classmethod
+    def stored_blocks(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """A stored position section (a fingerprint or config written by any posenc version) with
+        only ``name`` and the blocks of the methods it names: blocks of other methods, including
+        methods no longer registered, never determined that run. Unparsable names stay as stored."""
+        try:
+            active = set(cls(name=str(data.get("name", "ape"))).active)
+        except ConfigError:
+            return data
+        return {k: v for k, v in data.items() if k == "name" or k in active}
+
     def params(self, method: str) -> Any:
         return getattr(self, method)
 
     def _active_flag(self, flag: str) -> bool:
         """True when an active method's params declare ``flag`` (a property) as true."""
-        m = self.methods
-        return any(bool(getattr(self.params(n), flag, False)) for n in (m.input, m.attention, m.augment) if n)
+        return any(bool(getattr(self.params(n), flag, False)) for n in self.active)
 
     @property
     def needs_source_bos(self) -> bool:

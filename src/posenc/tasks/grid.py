@@ -19,14 +19,13 @@ directory; ``results.json`` once done) and ``report/``.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from posenc.config import apply_mapping, from_dict, load_yaml, require, to_dict
 from posenc.errors import ConfigError
-from posenc.experiments.freshness import Verdict
-from posenc.pipeline.fingerprint import describe_diff, placed_as
+from posenc.pipeline.same_run import Stored, Verdict, same_run
 from posenc.tasks.base import Task, TaskRun, run_task
 
 log = logging.getLogger("posenc")
@@ -46,28 +45,18 @@ def config_record(cfg: Any) -> dict[str, Any]:
     return record
 
 
-def config_change(results: dict[str, Any], cfg: Any) -> str | None:
-    """None when ``results`` were trained with ``cfg`` (their recorded config, read with today's
-    names and defaults, equals ``cfg`` but for ``out_dir`` and where it trained:
-    :data:`~posenc.pipeline.fingerprint.PLACEMENT_KEYS`), else what differs (one line)."""
-    if not isinstance(results.get("config"), dict):
-        return "results.json records no config (written before results carried one)"
-    try:
-        saved = placed_as(from_dict(type(cfg), {**results["config"], "out_dir": cfg.out_dir}), cfg)
-    except ConfigError as err:
-        return f"its recorded config no longer loads ({err})"
-    return None if saved == cfg else describe_diff(config_record(saved), config_record(cfg))
-
-
 def recorded_verdict(cfg: Any, results: dict[str, Any] | None) -> Verdict | None:
-    """A cell's freshness: by the config its results record; without results, stale when the run's
-    saved config.yaml is another config (a run started, not finished); None when it has to run."""
+    """A cell's freshness by the one rule (:func:`posenc.pipeline.same_run.same_run`) on the config
+    its results record; without results, stale when the run's saved config.yaml is another run
+    (a run started, not finished); None when it has to run."""
     if results is not None:
-        change = config_change(results, cfg)
-        return Verdict("fresh") if change is None else Verdict("stale", change)
+        steps = results.get("summary", {}).get("steps") if isinstance(results.get("summary"), dict) else None
+        return same_run(Stored.of_config(results.get("config"), steps), cfg)
     saved = Path(cfg.out_dir) / "config.yaml"
-    if saved.is_file() and placed_as(replace(from_dict(type(cfg), load_yaml(saved)), out_dir=cfg.out_dir), cfg) != cfg:
-        return Verdict("stale", f"the run in {cfg.out_dir} was started with another config")
+    if saved.is_file():
+        verdict = same_run(Stored.of_config(load_yaml(saved)), cfg)
+        if verdict.kind == "stale":
+            return Verdict("stale", f"the run in {cfg.out_dir} was started with another config ({verdict.detail})")
     return None
 
 

@@ -34,7 +34,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from posenc.config import config_differences, safe_load_bounded
+from posenc.config import safe_load_bounded, shared_differences
 from posenc.errors import CheckpointError
 from posenc.processes import pid_alive
 
@@ -381,12 +381,13 @@ def restore_model(model: torch.nn.Module, ckpt: Checkpoint) -> None:
 
 
 def check_config(ckpt: Checkpoint, section: str, current: dict[str, Any]) -> None:
-    """Raise CheckpointError, naming the first differing key (posenc.config.config_differences),
-    if ``ckpt.config[section]`` differs from ``current``."""
+    """Raise CheckpointError, naming the first differing key, if ``ckpt.config[section]`` differs
+    from ``current`` at a key both have (posenc.config.shared_differences: options and position
+    blocks added since the checkpoint was written are no difference)."""
     saved = ckpt.config.get(section)
     if saved is None:
         return
-    diffs = config_differences(saved, current, section)
+    diffs = shared_differences(saved, current, section)
     if diffs:
         key, was, now = diffs[0]
         raise CheckpointError(f"{ckpt.path.name}: {section} config differs from the checkpoint at {key} "

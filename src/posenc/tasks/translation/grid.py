@@ -1,7 +1,7 @@
 """The experiment side of the translation task (:class:`posenc.experiments.tasks.ExperimentTask`):
 settings × methods × seeds over a base :class:`~posenc.pipeline.config.RunConfig`
 (:class:`~posenc.experiments.config.ExperimentConfig`), each cell's freshness from the record in
-its ``results.json`` (:mod:`posenc.experiments.freshness`), BLEU on ``exp.splits`` and the
+its ``results.json`` (the one rule, :mod:`posenc.pipeline.same_run`), BLEU on ``exp.splits`` and the
 translation report with its analyses (:mod:`posenc.experiments.report`).
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 from posenc.experiments.cells import Cell, grid, run_config
 from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.convergence import UNKNOWN, run_status
-from posenc.experiments.freshness import Verdict, judge, run_record
 from posenc.pipeline.config import RunConfig
+from posenc.pipeline.same_run import Stored, Verdict, evaluation_record, run_record, same_run
 from posenc.tasks.translation.task import train_run
 
 log = logging.getLogger("posenc")
@@ -36,8 +36,8 @@ class TranslationExperiment:
         """fresh / rescore / extend / stale from the stored record (None: no results yet)."""
         if results is None:
             return None
-        steps = results.get("summary", {}).get("steps")
-        return judge(results.get("record"), run_record(run_config(exp, *cell), exp.splits), steps)
+        cfg, steps = run_config(exp, *cell), results.get("summary", {}).get("steps")
+        return same_run(Stored.of_record(results.get("record"), steps), cfg, evaluation_record(cfg, exp.splits))
 
     def prepare(self, exp: ExperimentConfig, cells: list[Cell]) -> None:
         """Note the analyses the report will skip; prepare every data directory the cells need,

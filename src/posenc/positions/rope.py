@@ -12,7 +12,15 @@ with it (SHAPE's global shift cancels in m − n: ``rope+shape`` is rejected). O
 * ``interpolation``: position interpolation (Chen et al. 2023), p ← p / interpolation
   (interpolation = target_len / train_len ≥ 1);
 * ``ntk``: NTK-aware base scaling for inference beyond the training length,
-  base' = base · ntk^(2P/(2P − 2)).
+  base' = base · ntk^(2P/(2P − 2));
+* ``scaling``: per-frequency context extension, θ_j and an attention factor a (both rotated q and k
+  are multiplied by a, so the logits by a²), as Hugging Face's ``modeling_rope_utils`` computes them:
+  ``yarn`` (Peng et al. 2023, YaRN: NTK-by-parts ramp between β_fast and β_slow rotations over the
+  original length, a = 0.1·ln s + 1), ``longrope`` (Ding et al. 2024: static per-frequency factors,
+  θ_j = base^(−j/P)/λ_j with λ the long factors when ``target_length`` exceeds the original length,
+  else the short ones; a = sqrt(1 + ln s / ln L)), ``llama3`` (Meta 2024: wavelengths above
+  L/low_freq_factor divided by s, below L/high_freq_factor kept, smooth interpolation between).
+  ``none`` (the default) is the plain RoPE above.
 
 No parameters; the rotated q, k go to the fused SDPA path. Keys are rotated before they enter the
 KV cache, each with its own position.
@@ -20,8 +28,9 @@ KV cache, each with its own position.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Union
 
 import torch
 from torch import Tensor
@@ -30,6 +39,8 @@ from posenc.config import require
 from posenc.positions.base import AttentionHook, AttentionPosition, PositionContext
 from posenc.positions.registry import register
 
+Device = Union[torch.device, str]
+
 
 @dataclass
 class RopeParams:
@@ -37,36 +48,116 @@ class RopeParams:
     fraction: float = 1.0
     interpolation: float = 1.0
     ntk: float = 1.0
+    scaling: str = "none"  # none | yarn | longrope | llama3 (SCALINGS)
+    factor: float = 1.0  # s: target length / original length (yarn, llama3; longrope's attention factor)
+    original_max_position: int = 0  # L: the training length (yarn, longrope, llama3)
+    attention_factor: float = 0.0  # a; 0: the scaling's own (yarn 0.1 ln s + 1, longrope sqrt(1 + ln s / ln L), llama3 1)
+    beta_fast: float = 32.0  # yarn: rotations over L below which a frequency is interpolated fully
+    beta_slow: float = 1.0  # yarn: rotations over L above which a frequency is kept
+    yarn_truncate: bool = True  # yarn: round the ramp's ends outward (floor/ceil), as HF's default
+    low_freq_factor: float = 1.0  # llama3
+    high_freq_factor: float = 4.0  # llama3
+    short_factor: list[float] = field(default_factory=list)  # longrope: λ_j within L, one per rotated pair
+    long_factor: list[float] = field(default_factory=list)  # longrope: λ_j beyond L
+    target_length: int = 0  # longrope: the length the model runs at; long factors when > L
 
     def __post_init__(self) -> None:
         require(self.base > 1, f"rope.base must be > 1, got {self.base}")
         require(0 < self.fraction <= 1, f"rope.fraction must be in (0, 1], got {self.fraction}")
         require(self.interpolation >= 1 and self.ntk >= 1, "rope.interpolation and rope.ntk must be >= 1")
+        require(self.scaling in SCALINGS, f"rope.scaling {self.scaling!r} unknown (known: {', '.join(SCALINGS)})")
+        if self.scaling == "none":
+            return
+        require(self.interpolation == 1 and self.ntk == 1, f"rope.scaling={self.scaling} replaces rope.interpolation and rope.ntk (leave them 1)")
+        require(self.original_max_position >= 1, f"rope.scaling={self.scaling} needs rope.original_max_position (the training length) >= 1")
+        require(self.factor >= 1 and self.attention_factor >= 0, "rope.factor must be >= 1 and rope.attention_factor >= 0")
+        require(self.high_freq_factor > self.low_freq_factor > 0, "rope.high_freq_factor must exceed rope.low_freq_factor > 0")
+        require(self.scaling != "longrope" or (bool(self.short_factor) and bool(self.long_factor)),
+                "rope.scaling=longrope needs rope.short_factor and rope.long_factor (one factor per rotated pair)")
+
+
+def _plain(pairs: int, p: RopeParams, device: Device = "cpu") -> tuple[Tensor, float]:
+    """θ_j = base'^(−j/P), base' = base · ntk^(2P/(2P − 2)) (RoFormer Eq. 15; NTK-aware base)."""
+    base = p.base * p.ntk ** (2 * pairs / max(2 * pairs - 2, 1))
+    return base ** (-torch.arange(pairs, dtype=torch.float64, device=device) / pairs), 1.0
+
+
+def _yarn(pairs: int, p: RopeParams, device: Device = "cpu") -> tuple[Tensor, float]:
+    """YaRN (Peng et al. 2023, Eq. 18-20 "NTK-by-parts" and §3.4): frequency j is interpolated
+    (θ_j/s) when it turns fewer than β_slow times over L, kept when more than β_fast, linear between."""
+    theta, dim = _plain(pairs, p, device)[0], 2 * pairs
+
+    def dim_of(rotations: float) -> float:  # the pair index that turns `rotations` times over L
+        return dim * math.log(p.original_max_position / (rotations * 2 * math.pi)) / (2 * math.log(p.base))
+
+    low, high = dim_of(p.beta_fast), dim_of(p.beta_slow)
+    if p.yarn_truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    ramp = ((torch.arange(pairs, dtype=torch.float64, device=device) - low) / ((high - low) or 0.001)).clamp(0, 1)
+    factor = p.attention_factor or (0.1 * math.log(p.factor) + 1.0 if p.factor > 1 else 1.0)
+    return theta / p.factor * ramp + theta * (1 - ramp), factor
+
+
+def _longrope(pairs: int, p: RopeParams, device: Device = "cpu") -> tuple[Tensor, float]:
+    """LongRoPE (Ding et al. 2024), static: θ_j = base^(−j/P) / λ_j with the long factors beyond L."""
+    factors = p.long_factor if p.target_length > p.original_max_position else p.short_factor
+    require(len(factors) == pairs, f"rope.short_factor/long_factor need {pairs} factors (one per rotated pair), got {len(factors)}")
+    scale = math.sqrt(1 + math.log(p.factor) / math.log(p.original_max_position)) if p.factor > 1 else 1.0
+    return _plain(pairs, p, device)[0] / torch.tensor(factors, dtype=torch.float64, device=device), p.attention_factor or scale
+
+
+def _llama3(pairs: int, p: RopeParams, device: Device = "cpu") -> tuple[Tensor, float]:
+    """Llama 3.1 (Meta 2024): wavelength λ_j = 2π/θ_j; λ > L/low → θ/s, λ < L/high → θ, else
+    (1 − γ)·θ/s + γ·θ with γ = (L/λ − low)/(high − low)."""
+    theta = _plain(pairs, p, device)[0]
+    wavelength = 2 * math.pi / theta
+    gamma = (p.original_max_position / wavelength - p.low_freq_factor) / (p.high_freq_factor - p.low_freq_factor)
+    smooth = (1 - gamma) * theta / p.factor + gamma * theta
+    out = torch.where(wavelength > p.original_max_position / p.low_freq_factor, theta / p.factor, theta)
+    medium = (wavelength >= p.original_max_position / p.high_freq_factor) & (wavelength <= p.original_max_position / p.low_freq_factor)
+    return torch.where(medium, smooth, out), p.attention_factor or 1.0
+
+
+#: ``rope.scaling`` name → (pairs, params, device) → (θ ``(P,)`` float64, attention factor).
+SCALINGS: dict[str, Callable[[int, RopeParams, Device], tuple[Tensor, float]]] = {
+    "none": _plain, "yarn": _yarn, "longrope": _longrope, "llama3": _llama3,
+}
+
+
+def inverse_frequencies(pairs: int, params: RopeParams, device: Device = "cpu") -> tuple[Tensor, float]:
+    """θ_j ``(P,)`` float64 on ``device`` and the attention factor of ``params`` (its ``scaling``)."""
+    return SCALINGS[params.scaling](pairs, params, device)
 
 
 def rope_angles(positions: Tensor, pairs: int, params: RopeParams) -> Tensor:
-    """Positions ``(B, L)`` → angles p·θ_j ``(B, 1, L, P)`` in float64."""
-    base = params.base * params.ntk ** (2 * pairs / max(2 * pairs - 2, 1))
-    theta = base ** (-torch.arange(pairs, dtype=torch.float64, device=positions.device) / pairs)
+    """Positions ``(B, L)`` → angles p·θ_j ``(B, 1, L, P)`` in float64 (θ computed on their device)."""
+    theta = inverse_frequencies(pairs, params, positions.device)[0]
     return (positions.double() / params.interpolation)[:, None, :, None] * theta
 
 
-def rotate(x: Tensor, angles: Tensor) -> Tensor:
-    """Rotate pairs (2j, 2j+1) of ``x (B, H, L, Dh)`` by ``angles (B, 1, L, P)``; other dims kept."""
+def rotate(x: Tensor, angles: Tensor, scale: float | Tensor = 1.0) -> Tensor:
+    """Rotate pairs (2j, 2j+1) of ``x (B, H, L, Dh)`` by ``angles (B, 1, L, P)`` and multiply them by
+    ``scale`` (a float, or per pair and position, broadcastable to the angles); other dims kept."""
     pairs = angles.shape[-1]
     rot, rest = x[..., : 2 * pairs], x[..., 2 * pairs :]
     even, odd = rot[..., 0::2], rot[..., 1::2]
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    cos, sin = angles.cos(), angles.sin()
+    if not (isinstance(scale, float) and scale == 1.0):  # the attention factor (YaRN, LongRoPE), xPos
+        cos, sin = cos * scale, sin * scale
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     turned = torch.stack((even * cos - odd * sin, even * sin + odd * cos), -1).flatten(-2)
     return torch.cat((turned, rest), -1)
 
 
 @dataclass
 class RopeContext(PositionContext):
-    """Angles of the query ``(B, 1, Lq, P)`` and key ``(B, 1, Lk, P)`` positions."""
+    """Angles of the query ``(B, 1, Lq, P)`` and key ``(B, 1, Lk, P)`` positions, and the attention
+    factor that multiplies the rotated q and k (1 without scaling)."""
 
     q_angles: Tensor
     k_angles: Tensor
+    scale: float = 1.0
 
 
 class RopeHook(AttentionHook[RopeContext]):
@@ -75,11 +166,11 @@ class RopeHook(AttentionHook[RopeContext]):
     has_score, has_value, has_transform = False, False, True
 
     def transform_q(self, q: Tensor, ctx: RopeContext) -> Tensor:
-        return rotate(q, ctx.q_angles)
+        return rotate(q, ctx.q_angles, ctx.scale)
 
     def transform_k(self, k: Tensor, ctx: RopeContext) -> Tensor:
         """New keys ``(B, H, Lnew, Dh)`` are the last Lnew key positions (KV cache)."""
-        return rotate(k, ctx.k_angles[:, :, -k.shape[2] :])
+        return rotate(k, ctx.k_angles[:, :, -k.shape[2] :], ctx.scale)
 
 
 # Not SHAPE: a shift of every position cancels in q_m·k_n (Eq. 16 depends on m − n only), so
@@ -91,10 +182,12 @@ class RotaryPosition(AttentionPosition[RopeContext]):
         super().__init__()
         self.params, self.pairs = params, int(params.fraction * (d_model // num_heads) / 2)
         require(self.pairs >= 1, "rope.fraction rotates no dimension pair")
+        self.scale = inverse_frequencies(self.pairs, params)[1]  # also checks the factors' count, here
         self.shared = RopeHook()
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> RopeContext:
-        return RopeContext(rope_angles(q_positions, self.pairs, self.params), rope_angles(k_positions, self.pairs, self.params))
+        q, k = (rope_angles(p, self.pairs, self.params) for p in (q_positions, k_positions))
+        return RopeContext(q, k, self.scale)
 
     def hook(self, layer: int) -> RopeHook:
         return self.shared

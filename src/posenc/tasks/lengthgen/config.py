@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from posenc.config import apply_mapping, from_dict, require
+from posenc.config import apply_mapping, from_dict, require, to_dict
 from posenc.models.lm import LMConfig
+from posenc.positions import PositionConfig
 from posenc.tasks.grid import MethodsExperimentConfig
 from posenc.tasks.lengthgen.generators import TASKS
 from posenc.training.config import TrainConfig
@@ -26,6 +27,9 @@ class LengthgenData:
     eval_seed: int = 1_000_003  # test examples use this seed, training train.seed
     valid_seed: int = 2_000_003  # validation examples (never the test or training seed)
     valid_lengths: int = 4  # validation lengths: spread over the training range, none a test length
+    #: model.position options applied at test time only, e.g. {rope.scaling: yarn, rope.factor: 4,
+    #: rope.original_max_position: 41}: train plain, evaluate with RoPE scaling (empty: as trained)
+    eval_position: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         require(self.task in TASKS, f"data.task {self.task!r} unknown (known: {', '.join(TASKS)})")
@@ -75,6 +79,27 @@ class LengthgenConfig:
     data: LengthgenData = field(default_factory=LengthgenData)
     train: TrainConfig = field(default_factory=TrainConfig)
     out_dir: str = "runs/lengthgen"
+
+    def __post_init__(self) -> None:
+        self.eval_model()  # a bad data.eval_position is a one-line ConfigError now, not after training
+
+    def eval_model(self) -> LMConfig:
+        """The model config of the test-length evaluation: ``model`` with ``data.eval_position`` applied."""
+        if not self.data.eval_position:
+            return self.model
+        position = apply_mapping(to_dict(self.model.position), _dotted(self.data.eval_position), PositionConfig)
+        return replace(self.model, position=from_dict(PositionConfig, position, "data.eval_position"))
+
+
+def _dotted(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{rope: {factor: 4}}`` or ``{rope.factor: 4}`` → ``{"rope.factor": 4}``."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if isinstance(value, dict):
+            out.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 @dataclass

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc.config import to_dict
+from posenc.errors import ConfigError
 from posenc.files import atomic_write_text
 from posenc.models.lm import DecoderLM
 from posenc.tasks.lengthgen.config import LengthgenConfig
@@ -134,6 +135,21 @@ def restore_best(model: nn.Module, out: Path) -> int:
     return best
 
 
+def evaluation_model(cfg: LengthgenConfig, model: nn.Module) -> nn.Module:
+    """``model`` itself, or with ``data.eval_position`` the same weights in the test-time position
+    config (e.g. RoPE scaling); an override that adds or drops parameters is a one-line ConfigError."""
+    if not cfg.data.eval_position:
+        return model
+    device = next(model.parameters()).device
+    scaled = DecoderLM(replace(cfg.eval_model(), vocab_size=VOCAB_SIZE), pad_id=PAD).to(device).eval()
+    trained, wanted = model.state_dict(), scaled.state_dict()
+    odd = sorted(k for k in trained.keys() | wanted.keys() if k not in trained or k not in wanted or trained[k].shape != wanted[k].shape)
+    if odd:
+        raise ConfigError(f"data.eval_position changes the model's parameters ({odd[0]}); only parameter-free options can change at test time")
+    scaled.load_state_dict(trained)
+    return scaled
+
+
 class LengthgenTask:
     """:class:`posenc.tasks.base.Task` for the length-generalization suite."""
 
@@ -167,11 +183,8 @@ class LengthgenTask:
         """Accuracy by test length of the best validation's weights (``evaluated_step``)."""
         evaluated = restore_best(model, Path(out_dir))
         device = next(model.parameters()).device
-        metrics = {**evaluate_lengths(cfg, model, device), "evaluated_step": evaluated}
+        metrics = {**evaluate_lengths(cfg, evaluation_model(cfg, model), device), "evaluated_step": evaluated}
+        if cfg.data.eval_position:
+            metrics["eval_position"] = cfg.data.eval_position
         atomic_write_text(Path(out_dir) / "eval.json", json.dumps(metrics, indent=2))
         return metrics
-
-    def report(self, exp: Any, results: list[dict[str, Any]], out_dir: Path) -> Path:
-        from posenc.tasks.lengthgen.report import write_report
-
-        return write_report(exp, results, out_dir)

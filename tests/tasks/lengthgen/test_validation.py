@@ -128,7 +128,7 @@ def test_partial_report_from_committed_results(tmp_path: Path) -> None:
 
     from posenc.tasks.grid import config_record
     from posenc.tasks.lengthgen.config import run_config
-    from posenc.tasks.lengthgen.report import main
+    from posenc.tasks.lengthgen.driver import main
     from posenc.tasks.lengthgen.task import summarize
 
     exp = load_config(LengthgenExperimentConfig, CONFIGS / "lengthgen_cpu.yaml")

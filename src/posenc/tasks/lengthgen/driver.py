@@ -12,12 +12,15 @@ Layout under ``exp.root``: ``<task>/<method>/seed<N>/`` (a run directory: checkp
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from posenc.tasks.base import TaskRun
 from posenc.tasks.grid import Cell, MethodsGrid
 from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, run_config
+from posenc.tasks.lengthgen.report import write_report
 from posenc.tasks.lengthgen.task import LengthgenTask
 
 
@@ -55,7 +58,7 @@ class LengthgenExperiment(MethodsGrid):
                 f"steps {s.get('steps', '–'):>6}  {s.get('status', '–')}")
 
     def report(self, exp: LengthgenExperimentConfig, results: list[dict[str, Any]]) -> Path:
-        return LengthgenTask().report(exp, results, exp.root / "report")
+        return write_report(exp, results, exp.root / "report")
 
 
 TASK = LengthgenExperiment()
@@ -66,3 +69,54 @@ def experiment(data: dict[str, Any], overrides: list[str], **options: Any) -> Pa
     from posenc.experiments.runner import run_grid_experiment
 
     return run_grid_experiment(TASK, data, overrides, **options)
+
+
+def collect(root: Path) -> list[dict[str, Any]]:
+    """Every ``<task>/<method>/seed<N>/results.json`` under ``root`` (finished runs of a grid)."""
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(Path(root).glob("*/*/seed*/results.json"))]
+
+
+def main(argv: list[str]) -> int:
+    """``python -m posenc.tasks.lengthgen.driver EXPERIMENT RESULTS_ROOT OUT_DIR``: the report of
+    the finished runs under RESULTS_ROOT (a run directory tree or docs/results/<name>), partial grids
+    included (missing cells are "–"); results of another config than the grid's for their cell
+    (stale) are listed, not tabulated. OUT_DIR must be new, empty or a report directory posenc
+    wrote (never-destroy); a bad argument or target is one line on stderr and exit status 2."""
+    from posenc.errors import PosencError
+
+    if len(argv) != 3:
+        print("usage: python -m posenc.tasks.lengthgen.driver EXPERIMENT RESULTS_ROOT OUT_DIR", file=sys.stderr)
+        return 2
+    try:
+        return _report(argv[0], Path(argv[1]), Path(argv[2]))
+    except PosencError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _report(name: str, root: Path, out_dir: Path) -> int:
+    from posenc.config import load_config
+    from posenc.experiments.runner import find_experiment
+    from posenc.pipeline.rundir import check_target, write_marker
+    from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
+
+    exp = load_config(LengthgenExperimentConfig, find_experiment(name))
+    check_target(out_dir, "report", "OUT_DIR")  # before reading anything: nothing of a user's is overwritten
+    current: list[dict[str, Any]] = []
+    stale: list[tuple[dict[str, Any], str]] = []
+    for r in collect(root):
+        if r["task"] not in exp.tasks or r["method"] not in exp.methods or r["seed"] not in exp.seeds:
+            continue
+        verdict = TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r)  # results given: never None
+        if verdict.kind == "fresh":
+            current.append(r)
+        else:
+            stale.append((r, verdict.detail))
+    write_report(exp, current, out_dir, stale)
+    write_marker(out_dir, "report")
+    print(out_dir / "README.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

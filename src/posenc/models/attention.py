@@ -3,9 +3,11 @@
 Shape legend: B batch, Lq/Lk query/key length, H heads, D model width, Dh = D/H.
 
 Paths (chosen per call, all numerically equal to the textbook definition):
-* no hook, or a hook with a score term only → fused ``scaled_dot_product_attention``; the
-  score term (Shaw's a^K, Eq. 5 first split) enters as an additive float bias;
-* a hook with a value term (Shaw's a^V) → explicit softmax, since the value term needs α_ij.
+* no hook, or a hook with a score term and/or a bias only → fused ``scaled_dot_product_attention``;
+  the score term (Shaw's a^K, Eq. 5 first split, divided by √Dh) and the bias (ALiBi, T5, FIRE: a
+  term of the scaled logits) enter as an additive float mask;
+* a hook with a value term (Shaw's a^V) or a logits hook (CoPE: it reads q, k and the logits) →
+  explicit softmax, since the value term needs α_ij and the logits hook the logits.
   The default ("fast") explicit path scales q before the products (so the score term comes out
   scaled), adds the score term and the mask in place into the fresh logits, and adds the value term
   in place into α·V, so only α (B, H, Lq, Lk) is kept for backward (the textbook order of
@@ -105,10 +107,24 @@ class KVCache:
         return out
 
 
+class HookSlot:
+    """A non-owning reference from an attention module to its position hook. The stack's attention
+    method owns the hook's parameters (one T5 table per stack, one Shaw table per layer), so the
+    module must not register the hook as a submodule: parameter names and checkpoints stay as they were."""
+
+    __slots__ = ("hook",)
+
+    def __init__(self, hook: Hook) -> None:
+        self.hook = hook
+
+
 class MultiHeadAttention(nn.Module):
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, hook: Hook | None = None) -> None:
+        """``hook``: the layer's position hook, given once at construction (as torchtune passes
+        ``pos_embeddings``); None: no position term (cross-attention, plain encoders)."""
         super().__init__()
         avoid_cudnn_attention()
+        self.slot = HookSlot(NULL_HOOK if hook is None else hook)
         if d_model % num_heads:
             raise ValueError(f"d_model {d_model} is not divisible by heads {num_heads}")
         self.h, self.dh = num_heads, d_model // num_heads
@@ -139,9 +155,12 @@ class MultiHeadAttention(nn.Module):
         cache: dict[str, Tensor] | KVCache | None = None,
     ) -> Tensor:
         """query ``(B, Lq, D)``; ``key_value (B, Lk, D)`` (None: reuse ``cache`` as is);
-        ``allowed (B, 1, Lq, Lk)`` bool. With ``cache`` and new ``key_value``, the new keys and
-        values are appended to it (decoder self-attention; a :class:`KVCache` is written in place). Returns ``(B, Lq, D)``."""
-        hook = NULL_HOOK if hook is None else hook
+        ``allowed (B, 1, Lq, Lk)`` bool; ``ctx`` the stack's position context. With ``cache`` and new
+        ``key_value``, the new keys and values are appended to it (decoder self-attention; a
+        :class:`KVCache` is written in place). ``hook`` overrides the module's own hook for this call
+        (unit tests and benchmarks that probe one module with several hooks; the layers never pass
+        it). Returns ``(B, Lq, D)``."""
+        hook = self.hook if hook is None else hook
         q = self._split(self.q_proj(query))
         if hook.has_transform:
             q = hook.transform_q(q, ctx)
@@ -161,22 +180,39 @@ class MultiHeadAttention(nn.Module):
         b, _, lq, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, lq, self.h * self.dh))
 
+    @property
+    def hook(self) -> Hook:
+        """The position hook given at construction (:class:`NullHook` when none)."""
+        return self.slot.hook
+
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: Hook, ctx: PositionContext | None) -> Tensor:
         p = self.dropout if self.training else 0.0
         own = hook.attend(q, k, v, allowed, ctx, p)  # a hook's fused path (Shaw: FlexAttention on CUDA)
         if own is not None:
             return own
-        if not hook.has_value:
-            if not hook.has_score:
-                mask: Tensor = allowed
-            else:  # Shaw a^K as an additive bias, scaled like the logits (Eq. 5).
-                bias = hook.score(q, ctx) / math.sqrt(self.dh)
-                mask = bias.masked_fill(~allowed, float("-inf"))
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
-        q = q * (1.0 / math.sqrt(self.dh))  # (B, H, Lq, Dh): scale once, the score term is linear in q
-        logits = torch.matmul(q, k.transpose(-1, -2))  # fresh (B, H, Lq, Lk): safe to update in place
+        if hook.has_value or hook.has_logits:
+            return self._explicit(q, k, v, allowed, hook, ctx, p)
+        mask: Tensor = allowed
+        if hook.has_score or hook.has_bias:  # one additive float mask for the fused kernel
+            extra = hook.score(q, ctx) / math.sqrt(self.dh) if hook.has_score else None  # Shaw a^K (Eq. 5)
+            if hook.has_bias:  # ALiBi, T5, FIRE: a bias for the scaled logits
+                bias = hook.bias(ctx).to(q.dtype)
+                extra = bias if extra is None else extra + bias
+            mask = extra.masked_fill(~allowed, float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+
+    def _explicit(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: Hook, ctx: PositionContext | None,
+                  p: float) -> Tensor:
+        """Explicit softmax (a value term needs α_ij; a logits hook rewrites the logits) ``(B, H, Lq, Dh)``."""
+        qs = q * (1.0 / math.sqrt(self.dh))  # (B, H, Lq, Dh): scale once, the score term is linear in q
+        logits = torch.matmul(qs, k.transpose(-1, -2))  # fresh (B, H, Lq, Lk): safe to update in place
         if hook.has_score:
-            logits.add_(hook.score(q, ctx))
+            logits.add_(hook.score(qs, ctx))
+        if hook.has_bias:
+            logits.add_(hook.bias(ctx).to(logits.dtype))
         logits.masked_fill_(~allowed, float("-inf"))
+        if hook.has_logits:  # CoPE: sees q (unscaled), k and the scaled, masked logits
+            logits = hook.logits(q, k, logits, ctx)
         attn = F.dropout(torch.softmax(logits, dim=-1), p, self.training)
-        return torch.matmul(attn, v).add_(hook.value(attn, ctx))
+        out = torch.matmul(attn, v)
+        return out.add_(hook.value(attn, ctx)) if hook.has_value else out

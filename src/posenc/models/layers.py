@@ -15,7 +15,7 @@ from typing import Callable, Union
 from torch import Tensor, nn
 
 from posenc.models.attention import Hook, KVCache, MultiHeadAttention
-from posenc.positions.base import NullHook, PositionContext
+from posenc.positions.base import PositionContext
 
 #: A self-attention cache: keys/values ``(B, H, L, Dh)`` grown by concatenation (a dict, empty at
 #: first) or preallocated and written in place (:class:`KVCache`).
@@ -72,14 +72,6 @@ class Residual(nn.Module):
         return self.norm(x + self.drop(fn(x)))
 
 
-def attach_hook(layer: nn.Module, hook: Hook) -> None:
-    """Give ``layer`` its self-attention hook at construction (as torchtune injects its position
-    embeddings). The stack's attention method owns the hook's parameters (one table per stack for
-    T5, one per layer for Shaw), so the layer keeps a plain reference, not a submodule: parameter
-    names and checkpoints stay as they were."""
-    object.__setattr__(layer, "hook", hook)
-
-
 class EncoderLayer(nn.Module):
     """Self-attention + feed-forward: the encoder's layer, and (causal mask, optional KV cache)
     the decoder-only LM's."""
@@ -87,17 +79,21 @@ class EncoderLayer(nn.Module):
     def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool,
                  activation: str = "relu", hook: Hook | None = None) -> None:
         super().__init__()
-        attach_hook(self, hook if hook is not None else NullHook())
-        self.self_attn = MultiHeadAttention(d_model, heads, attn_dropout)
+        self.self_attn = MultiHeadAttention(d_model, heads, attn_dropout, hook)  # its hook, once
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.res1, self.res2 = Residual(d_model, dropout, pre_norm), Residual(d_model, dropout, pre_norm)
+
+    @property
+    def hook(self) -> Hook:
+        """The self-attention's position hook (given at construction)."""
+        return self.self_attn.hook
 
     def forward(self, x: Tensor, allowed: Tensor, ctx: PositionContext | None, cache: SelfCache | None = None,
                 cross: CrossInputs | None = None) -> Tensor:
         """x ``(B, Lq, D)``, allowed ``(B, 1, Lq, Lk)``, the stack's position context → ``(B, Lq, D)``;
         ``cache`` (incremental decoding) gets the new keys/values; ``cross`` must be None."""
         assert cross is None, "an encoder layer has no cross-attention"
-        x = self.res1(x, lambda h: self.self_attn(h, h, allowed, self.hook, ctx, cache))
+        x = self.res1(x, lambda h: self.self_attn(h, h, allowed, ctx=ctx, cache=cache))
         return self.res2(x, self.ff)
 
 
@@ -105,11 +101,15 @@ class DecoderLayer(nn.Module):
     def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, pre_norm: bool,
                  activation: str = "relu", hook: Hook | None = None) -> None:
         super().__init__()
-        attach_hook(self, hook if hook is not None else NullHook())
-        self.self_attn = MultiHeadAttention(d_model, heads, attn_dropout)
+        self.self_attn = MultiHeadAttention(d_model, heads, attn_dropout, hook)  # its hook, once
         self.cross_attn = MultiHeadAttention(d_model, heads, attn_dropout)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.res = nn.ModuleList(Residual(d_model, dropout, pre_norm) for _ in range(3))
+
+    @property
+    def hook(self) -> Hook:
+        """The self-attention's position hook (given at construction)."""
+        return self.self_attn.hook
 
     def forward(self, x: Tensor, allowed: Tensor, ctx: PositionContext | None, cache: DecoderLayerCache | None = None,
                 cross: CrossInputs | None = None) -> Tensor:
@@ -117,6 +117,6 @@ class DecoderLayer(nn.Module):
         assert cross is not None, "a decoder layer needs the memory (cross)"
         self_cache = cache.self_attn if cache is not None else None
         cross_cache = cache.cross_attn if cache is not None else None
-        x = self.res[0](x, lambda h: self.self_attn(h, h, allowed, self.hook, ctx, self_cache))
+        x = self.res[0](x, lambda h: self.self_attn(h, h, allowed, ctx=ctx, cache=self_cache))
         x = self.res[1](x, lambda h: self.cross_attn(h, cross.memory, cross.allowed, cache=cross_cache))
         return self.res[2](x, self.ff)

@@ -56,22 +56,17 @@ class AlibiContext(PositionContext):
 
 
 class AlibiHook(AttentionHook[AlibiContext]):
-    """Score term only: −m_h |p_i − p_j|, returned unscaled (× √Dh; the layer divides by √Dh)."""
+    """Bias only: −m_h |p_i − p_j| for the scaled logits (the attention interface's bias hook)."""
 
-    has_score, has_value = True, False
+    has_score, has_value, has_bias = False, False, True
 
-    def __init__(self, slopes: Tensor, head_dim: int) -> None:
+    def __init__(self, slopes: Tensor) -> None:
         super().__init__()
         self.register_buffer("slopes", slopes, persistent=False)
-        self.root = math.sqrt(head_dim)
 
     def bias(self, ctx: AlibiContext) -> Tensor:
         """→ ``(B, H, Lq, Lk)`` bias added to the *scaled* logits."""
         return -self.slopes[None, :, None, None] * ctx.distance
-
-    def score(self, q: Tensor, ctx: AlibiContext) -> Tensor:
-        return (self.bias(ctx) * self.root).to(q.dtype).expand(q.shape[0], -1, q.shape[2], -1)
-
 
 @register("attention", "alibi", AlibiParams, augmentable_by=("randomized",))
 class AlibiPosition(AttentionPosition[AlibiContext]):
@@ -79,7 +74,7 @@ class AlibiPosition(AttentionPosition[AlibiContext]):
 
     def __init__(self, d_model: int, params: AlibiParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
         super().__init__()
-        self.shared = AlibiHook(torch.tensor(alibi_slopes(num_heads)), d_model // num_heads)
+        self.shared = AlibiHook(torch.tensor(alibi_slopes(num_heads)))
         self.left_offset = 0.5 if params.asymmetric and not causal else 0.0  # causal: the paper's form
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> AlibiContext:

@@ -63,18 +63,41 @@ C = TypeVar("C", bound=PositionContext)
 
 
 class AttentionHook(nn.Module, Generic[C]):
-    """Per-layer hook into scaled dot-product attention (Shaw et al. 2018, Eq. 3-5 split).
+    """Per-layer hook into scaled dot-product attention, given to the layer's attention module once,
+    at construction (its parameters stay with the method).
 
-    ``score(q, ctx)`` returns an additive term for the *unscaled* logits ``(B, H, Lq, Lk)``
-    (the layer divides the sum by sqrt(Dh)); ``value(attn, ctx)`` returns an additive term for
-    the attention output ``(B, H, Lq, Dh)``. A hook with ``has_value = False`` lets the layer
-    use fused attention with the score term passed as a bias.
+    Five optional parts, each declared by a flag:
+
+    * ``score(q, ctx)``: an additive term for the *unscaled* logits ``(B, H, Lq, Lk)``, linear in q
+      (Shaw et al. 2018, Eq. 5 split; the layer divides it by sqrt(Dh) with the logits);
+    * ``bias(ctx)``: an additive term ``(B|1, H, Lq, Lk)`` for the *scaled* logits that does not read
+      q or k (ALiBi, T5, FIRE);
+    * ``value(attn, ctx)``: an additive term for the attention output ``(B, H, Lq, Dh)`` (Shaw a^V);
+    * ``transform_q``/``transform_k``: q and k transformed before the products (RoPE, xPos);
+    * ``logits(q, k, logits, ctx)``: rewrites the scaled, masked logits with q and k in hand (CoPE).
+
+    Without a value term or a logits hook the layer uses fused attention, the score term and the bias
+    passed as an additive float mask.
     """
 
     has_score: bool = True
     has_value: bool = True
     #: True when the hook rotates/transforms q and k before the products (RoPE).
     has_transform: bool = False
+    #: True when the hook adds :meth:`bias` to the scaled logits.
+    has_bias: bool = False
+    #: True when the hook rewrites the logits (:meth:`logits`); the layer then runs an explicit softmax.
+    has_logits: bool = False
+
+    def bias(self, ctx: C) -> Tensor:
+        """``(B|1, H, Lq, Lk)`` added to the scaled logits q·k/sqrt(Dh) (before the mask)."""
+        raise NotImplementedError
+
+    def logits(self, q: Tensor, k: Tensor, logits: Tensor, ctx: C) -> Tensor:
+        """q ``(B, H, Lq, Dh)`` (unscaled, after any transform), k ``(B, H, Lk, Dh)`` (every key this
+        call attends to, the KV cache included) and the scaled logits ``(B, H, Lq, Lk)`` with −inf
+        where attention is not allowed → the logits the softmax reads (same shape; may be in place)."""
+        raise NotImplementedError
 
     def transform_q(self, q: Tensor, ctx: C) -> Tensor:
         """q ``(B, H, Lq, Dh)`` → transformed q (identity unless ``has_transform``)."""
@@ -99,7 +122,7 @@ class AttentionHook(nn.Module, Generic[C]):
 class NullHook(AttentionHook[Any]):
     """No position term: attention runs the plain fused SDPA path (no ``None`` branches)."""
 
-    has_score, has_value, has_transform = False, False, False
+    has_score, has_value, has_transform, has_bias, has_logits = False, False, False, False, False
 
 
 class AttentionPosition(nn.Module, Generic[C]):

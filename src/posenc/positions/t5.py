@@ -56,21 +56,17 @@ class T5Context(PositionContext):
 
 
 class T5Hook(AttentionHook[T5Context]):
-    """Score term only: the per-head bias, returned × √Dh (the layer divides by √Dh)."""
+    """Bias only: the per-head b_h[bucket] for the scaled logits (the attention interface's bias hook)."""
 
-    has_score, has_value = True, False
+    has_score, has_value, has_bias = False, False, True
 
-    def __init__(self, table: nn.Embedding, head_dim: int) -> None:
+    def __init__(self, table: nn.Embedding) -> None:
         super().__init__()
-        self.table, self.root = table, math.sqrt(head_dim)
+        self.table = table
 
     def bias(self, ctx: T5Context) -> Tensor:
         """→ ``(B, H, Lq, Lk)`` bias added to the scaled logits."""
         return self.table(ctx.bucket[:, 0]).permute(0, 3, 1, 2)
-
-    def score(self, q: Tensor, ctx: T5Context) -> Tensor:
-        return (self.bias(ctx) * self.root).to(q.dtype).expand(q.shape[0], -1, q.shape[2], -1)
-
 
 @register("attention", "t5", T5Params, augmentable_by=("randomized",))
 class T5RelativeBias(AttentionPosition[T5Context]):
@@ -81,7 +77,7 @@ class T5RelativeBias(AttentionPosition[T5Context]):
         self.params, self.causal = params, causal
         table = nn.Embedding(params.num_buckets, num_heads)
         nn.init.normal_(table.weight, std=0.02)
-        self.shared = T5Hook(table, d_model // num_heads)
+        self.shared = T5Hook(table)
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> T5Context:
         """Positions ``(B, Lq)``, ``(B, Lk)`` → buckets of round(p_j − p_i)."""

@@ -34,6 +34,10 @@ class ExperimentConfig:
     #: comparison), with ``gpu_jobs`` runs at once unless ``--jobs`` is given.
     on_gpu: str = ""
     gpu_jobs: int = 4
+    #: GNMT length penalties α tried on the validation split of every trained run; the run's
+    #: splits are then decoded with the α of the highest validation BLEU (issue 26; empty = off:
+    #: every run decodes with its ``decode.length_penalty``, as before).
+    tune_length_penalty: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         require(bool(self.name), "experiment.name must not be empty")
@@ -49,6 +53,9 @@ class ExperimentConfig:
         check_options(self.analysis_options)
         require(len(self.splits) >= 1, "experiment.splits must not be empty")
         require(self.gpu_jobs >= 1, f"experiment.gpu_jobs must be >= 1, got {self.gpu_jobs}")
+        self.tune_length_penalty = [float(a) for a in self.tune_length_penalty]
+        require(all(a >= 0 for a in self.tune_length_penalty) and len(set(self.tune_length_penalty)) == len(self.tune_length_penalty),
+                f"experiment.tune_length_penalty must be distinct values >= 0, got {self.tune_length_penalty}")
         for label in list(self.methods) + list(self.settings):
             require(label.replace("-", "").replace("_", "").replace(".", "").isalnum(), f"experiment label {label!r}: use letters, digits, -, _ or .")
 

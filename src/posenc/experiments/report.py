@@ -353,11 +353,33 @@ def stopping_lines(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list
     return lines
 
 
+def length_penalty_section(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[str]:
+    """The validation sweep of the GNMT length penalty per run (``experiment.tune_length_penalty``):
+    validation BLEU for each α and the α its splits were decoded with; [] when tuning is off."""
+    if not exp.tune_length_penalty:
+        return []
+    keys = [f"{a:g}" for a in exp.tune_length_penalty]
+    lines = ["## Length penalty chosen on validation", "",
+             "Validation BLEU (beam search on the validation split) for each GNMT α; the test BLEU above uses "
+             "the chosen α of each run (the highest validation BLEU, ties: the first listed). The test split is "
+             "not decoded until α is chosen.", "",
+             "| run | " + " | ".join(f"α = {k}" for k in keys) + " | chosen α |", "|---|" + "---|" * (len(keys) + 1)]
+    for r in results:
+        tuning = r.get("length_penalty") or {}
+        sweep = tuning.get("sweep", {})
+        cells = [f"{sweep[k]:.2f}" if k in sweep else "–" for k in keys]
+        chosen = f"{tuning['chosen']:g}" if "chosen" in tuning else "–"
+        lines.append(f"| {r['setting']}/{r['method']}/seed{r['seed']} | {' | '.join(cells)} | {chosen} |")
+    return lines + [""]
+
+
 def evaluation_protocol(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[str]:
     """The evaluation settings that may differ from a paper's, named (issue 13 fix 6)."""
     cfg = run_config(exp, *next(iter(grid(exp))))
     dc, tc = cfg.decode, cfg.train
-    search = "greedy search" if dc.beam == 1 else f"beam search (beam {dc.beam}, GNMT length penalty α = {dc.length_penalty})"
+    alpha = (f"chosen per run on validation BLEU from {{{', '.join(f'{a:g}' for a in exp.tune_length_penalty)}}}"
+             if exp.tune_length_penalty else f"= {dc.length_penalty}")
+    search = "greedy search" if dc.beam == 1 else f"beam search (beam {dc.beam}, GNMT length penalty α {alpha})"
     best = getattr(tc, "average_best", 0)
     if best and best > 1:
         ckpt = f"average of the best {best} checkpoints by validation loss (`train.average_best`)"
@@ -386,6 +408,7 @@ def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]
     results = judged(exp, results)
     md = [f"# {exp.name}", "", exp.description, "", f"## {exp.splits[0].capitalize()} BLEU (sacreBLEU, seeds {exp.seeds})", "",
           results_table(exp, results), ""]
+    md += length_penalty_section(exp, results)
     md += evaluation_protocol(exp, results)
     md += learning_curves_section(exp, results, report)
     for setting in exp.settings:

@@ -141,16 +141,17 @@ def split_files(run: LoadedRun, split: str, data_dir: str | Path | None = None) 
 
 
 def translate_split(run: LoadedRun, split: str, decode: DecodeConfig | None = None,
-                    data_dir: str | Path | None = None) -> dict[str, Any]:
+                    data_dir: str | Path | None = None, stem: str | None = None) -> dict[str, Any]:
     """Translate ``split`` of the run's prepared data; write hypotheses and scores into the run
-    directory's ``translations/``; return scores (paths relative to the run directory)."""
+    directory's ``translations/`` (as ``<stem>.beam<K>.hyp``/``.json``, ``stem`` defaulting to the
+    split's name); return scores (paths relative to the run directory)."""
     src, ref = split_files(run, split, data_dir)
     dc = decode or run.cfg.decode
     root = run.root
     out = root / "translations"
     if run.confine and out.exists():
         _inside(out, root, "translations directory")
-    hyp = out / f"{split}.beam{dc.beam}.hyp"
+    hyp = out / f"{stem or split}.beam{dc.beam}.hyp"
     out.mkdir(parents=True, exist_ok=True)
     with torch.inference_mode():
         # a split line over data.max_source_len is truncated with a warning (scored, never fatal)
@@ -158,7 +159,7 @@ def translate_split(run: LoadedRun, split: str, decode: DecodeConfig | None = No
     scores = corpus_scores(read_lines(hyp), read_lines(ref), hyp_name=str(hyp), ref_name=f"{split}.tgt")
     keep = {k: scores[k] for k in ("bleu", "chrf", "bleu_signature", "chrf_signature", "bleu_text", "lines")}
     keep.update(split=split, beam=dc.beam, hyp=_relative(hyp, root), checkpoint=_relative(run.checkpoint, root))
-    atomic_write_text(out / f"{split}.beam{dc.beam}.json", json.dumps(keep, indent=2))
+    atomic_write_text(out / f"{stem or split}.beam{dc.beam}.json", json.dumps(keep, indent=2))
     return keep
 
 

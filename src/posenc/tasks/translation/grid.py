@@ -8,6 +8,7 @@ translation report with its analyses (:mod:`posenc.experiments.report`).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,19 @@ from posenc.experiments.convergence import UNKNOWN, run_status
 from posenc.pipeline.config import RunConfig
 from posenc.pipeline.same_run import Stored, Verdict, evaluation_record, run_record, same_run
 from posenc.tasks.translation.task import train_run
+from posenc.tasks.translation.tuning import alpha_key, tune_length_penalty
 
 log = logging.getLogger("posenc")
+
+
+def with_tuning(exp: ExperimentConfig, results: dict[str, Any], verdict: Any) -> Any:
+    """``verdict``, or "rescore" when a fresh cell's length-penalty sweep (``results["length_penalty"]``)
+    is not the one ``experiment.tune_length_penalty`` asks for (the trained model is reused)."""
+    wanted = [alpha_key(a) for a in exp.tune_length_penalty]
+    stored = list(results.get("length_penalty", {}).get("sweep", {}))
+    if verdict is None or verdict.kind != "fresh" or stored == wanted:
+        return verdict
+    return replace(verdict, kind="rescore", detail=f"experiment.tune_length_penalty: {stored or 'off'} -> {wanted or 'off'}")
 
 
 class TranslationExperiment:
@@ -37,7 +49,8 @@ class TranslationExperiment:
         if results is None:
             return None
         cfg, steps = run_config(exp, *cell), results.get("summary", {}).get("steps")
-        return same_run(Stored.of_record(results.get("record"), steps), cfg, evaluation_record(cfg, exp.splits))
+        return with_tuning(exp, results, same_run(Stored.of_record(results.get("record"), steps), cfg,
+                                                  evaluation_record(cfg, exp.splits)))
 
     def prepare(self, exp: ExperimentConfig, cells: list[Cell]) -> None:
         """Note the analyses the report will skip; prepare every data directory the cells need,
@@ -71,10 +84,15 @@ class TranslationExperiment:
             summary = train_run(cfg)
         (Path(cfg.out_dir) / "results.json").unlink(missing_ok=True)  # never old numbers next to a changed run
         loaded = load_run(cfg.out_dir)
-        scores = {split: translate_split(loaded, split, cfg.decode) for split in exp.splits}
+        decode, tuning = cfg.decode, None
+        if exp.tune_length_penalty:  # α chosen on validation BLEU; the splits decoded with it
+            tuning = tune_length_penalty(loaded, exp.tune_length_penalty, cfg.decode)
+            decode = replace(cfg.decode, length_penalty=tuning["chosen"])
+        scores = {split: translate_split(loaded, split, decode) for split in exp.splits}
         summary = dict(summary, status=run_status(cfg.out_dir, summary, cfg.train.max_steps))
-        return {"setting": setting, "method": method, "seed": seed, "summary": summary, "scores": scores,
-                "record": run_record(cfg, exp.splits)}
+        result = {"setting": setting, "method": method, "seed": seed, "summary": summary, "scores": scores,
+                  "record": run_record(cfg, exp.splits)}
+        return dict(result, length_penalty=tuning) if tuning else result
 
     def summary_line(self, exp: ExperimentConfig, result: dict[str, Any]) -> str:
         """Method, setting, seed, BLEU of the first split, steps, convergence status."""

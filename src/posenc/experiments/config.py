@@ -9,6 +9,7 @@ from typing import Any
 from posenc.analysis import REGISTRY as _ANALYSIS_REGISTRY
 from posenc.analysis import check_options
 from posenc.config import require
+from posenc.experiments.selection import SelectionConfig
 
 #: Analysis names an experiment may ask for: the analysis registry's (one list, not a copy).
 TRANSLATION_ANALYSES = tuple(_ANALYSIS_REGISTRY)
@@ -38,6 +39,8 @@ class ExperimentConfig:
     #: splits are then decoded with the α of the highest validation BLEU (issue 26; empty = off:
     #: every run decodes with its ``decode.length_penalty``, as before).
     tune_length_penalty: list[float] = field(default_factory=list)
+    #: A selection stage before the grid (experiments/selection.py; empty key = none).
+    selection: SelectionConfig = field(default_factory=SelectionConfig)
 
     def __post_init__(self) -> None:
         require(bool(self.name), "experiment.name must not be empty")
@@ -51,6 +54,11 @@ class ExperimentConfig:
             f"experiment.analyses must be among {', '.join(TRANSLATION_ANALYSES)}, got {self.analyses}",
         )
         check_options(self.analysis_options)
+        if self.selection.enabled:
+            sel = self.selection
+            require(sel.method in self.methods, f"selection.method {sel.method!r} is not a method label")
+            require(not sel.setting or sel.setting in self.settings, f"selection.setting {sel.setting!r} is not a setting")
+            require(sel.metric == "bleu", f"selection.metric for translation is bleu (validation BLEU), got {sel.metric!r}")
         require(len(self.splits) >= 1, "experiment.splits must not be empty")
         require(self.gpu_jobs >= 1, f"experiment.gpu_jobs must be >= 1, got {self.gpu_jobs}")
         self.tune_length_penalty = [float(a) for a in self.tune_length_penalty]

@@ -21,6 +21,7 @@ from posenc.data.text import read_lines
 from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.convergence import CONVERGED, judge_run, read_valid
 from posenc.experiments.cells import grid, run_config
+from posenc.experiments.selection import selection_lines
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.prepare import load_meta
 from posenc.pipeline.run import LoadedRun, decode_options, load_run
@@ -408,6 +409,7 @@ def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]
     results = judged(exp, results)
     md = [f"# {exp.name}", "", exp.description, "", f"## {exp.splits[0].capitalize()} BLEU (sacreBLEU, seeds {exp.seeds})", "",
           results_table(exp, results), ""]
+    md += selection_lines(exp)
     md += length_penalty_section(exp, results)
     md += evaluation_protocol(exp, results)
     md += learning_curves_section(exp, results, report)

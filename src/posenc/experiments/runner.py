@@ -134,13 +134,27 @@ def _older_report(report: Path, name: str) -> bool:
 
 def run_grid(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = "local") -> Path:
     """Every cell of ``exp`` brought up to date (``jobs`` > 1 or another backend: worker
-    processes, :mod:`posenc.experiments.scheduler`), then the report; returns its directory."""
-    from posenc.experiments.scheduler import check_logs_dir, run_cells
+    processes, :mod:`posenc.experiments.scheduler`), then the report; returns its directory.
+    An experiment with a ``selection`` block first runs its validation sweep the same way
+    (:mod:`posenc.experiments.selection`) and the grid then uses the chosen value."""
+    from posenc.experiments.selection import run_selection
     from posenc.pipeline.rundir import write_marker
 
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     check_report_dir(exp)  # before any training: never a user's files
+    up_to_date = partial(bring_up_to_date, jobs=jobs, rerun_stale=rerun_stale, backend=backend)
+    exp = run_selection(exp, task_of(exp), up_to_date)  # a selection stage first, if the YAML has one
+    report = task_of(exp).report(exp, up_to_date(exp))
+    write_marker(report, "report")
+    return report
+
+
+def bring_up_to_date(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = "local") -> list[dict[str, Any]]:
+    """Train/score every cell of ``exp`` that is not fresh (``jobs`` at once) and return the
+    results of all its cells, in grid order."""
+    from posenc.experiments.scheduler import check_logs_dir, run_cells
+
     if jobs > 1 or backend != "local":
         check_logs_dir(exp)
     pending = plan(exp, rerun_stale)
@@ -150,10 +164,7 @@ def run_grid(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = 
             print(summary_line(exp, execute_cell(exp, *cell)), flush=True)
     else:
         run_cells(exp, pending, jobs, execute_cell, summary_line, backend)
-    results = [execute_cell(exp, *cell) for cell in grid(exp)]  # all fresh now: read back
-    report = task_of(exp).report(exp, results)
-    write_marker(report, "report")
-    return report
+    return [execute_cell(exp, *cell) for cell in grid(exp)]  # all fresh now: read back
 
 
 def run_grid_experiment(task: ExperimentTask, data: dict[str, Any], overrides: list[str], **options: Any) -> Path:

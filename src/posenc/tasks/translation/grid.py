@@ -15,6 +15,7 @@ from typing import Any
 from posenc.experiments.cells import Cell, grid, run_config
 from posenc.experiments.config import ExperimentConfig
 from posenc.experiments.convergence import UNKNOWN, run_status
+from posenc.experiments.selection import SelectionConfig
 from posenc.pipeline.config import RunConfig
 from posenc.pipeline.same_run import Stored, Verdict, evaluation_record, run_record, same_run
 from posenc.tasks.translation.task import train_run
@@ -102,6 +103,25 @@ class TranslationExperiment:
         bleu_s = f"{bleu:.2f}" if isinstance(bleu, (int, float)) else "–"
         return (f"done {result['method']:<10} {result['setting']:<12} seed {result['seed']:<3} "
                 f"{split} BLEU {bleu_s:>6}  steps {summary.get('steps', '–'):>6}  {summary.get('status', UNKNOWN)}")
+
+    # ------------------------------------------------------------------ selection stage hooks
+    def selection_experiment(self, exp: ExperimentConfig, sel: SelectionConfig) -> ExperimentConfig:
+        """The validation sweep of ``sel`` (experiments/selection.py): one method per value (the
+        selected method's overrides plus ``key: value``) on ``sel.setting`` and ``sel.seeds``, scored
+        on the validation split only (``splits: [valid]``, no analyses, no selection of its own). Its
+        runs live beside the grid's (``<root>/<setting>/<method>-<key><value>/``), sharing its data."""
+        methods = {sel.label(v): {**exp.methods[sel.method], sel.key: v} for v in sel.values}
+        return replace(exp, methods=methods, settings={sel.setting: exp.settings[sel.setting]}, seeds=list(sel.seeds),
+                       splits=["valid"], analyses=[], baseline="", selection=SelectionConfig())
+
+    def selection_score(self, result: dict[str, Any], metric: str) -> float:
+        """A sweep cell's validation ``metric`` (``bleu``: sacreBLEU of the validation split)."""
+        return float(result["scores"]["valid"][metric])
+
+    def with_selection(self, exp: ExperimentConfig, value: Any) -> ExperimentConfig:
+        """The test grid: the selected method with ``selection.key: value``."""
+        sel = exp.selection
+        return replace(exp, methods={**exp.methods, sel.method: {**exp.methods[sel.method], sel.key: value}})
 
     def report(self, exp: ExperimentConfig, results: list[dict[str, Any]]) -> Path:
         from posenc.experiments.report import write_translation_report

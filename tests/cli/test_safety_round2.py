@@ -204,3 +204,26 @@ def test_prepared_data_follows_the_umask(capsys: pytest.CaptureFixture[str], tmp
     assert out.stat().st_mode & 0o777 == 0o755
     assert {f.name: f.stat().st_mode & 0o777 for f in out.iterdir() if f.name != ".posenc-run"} == {
         f.name: 0o644 for f in out.iterdir() if f.name != ".posenc-run"}
+
+
+# ------------------------------------------------------------------------------ bench outputs, checked first
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--out", "{tmp}/U"], "is a directory"),
+    (["--plot", "{tmp}/F.txt"], "--plot"),
+    (["--out", "{tmp}/nonexistent2/x.json"], "does not exist"),
+    (["--plot", "{tmp}/nonexistent2/x.png"], "does not exist"),
+])
+def test_bench_outputs_are_checked_before_measuring(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch, flags: list[str], needle: str) -> None:
+    import posenc.bench.__main__ as bench
+
+    (tmp_path / "U").mkdir()
+    (tmp_path / "U" / "mine.txt").write_text("precious\n")
+    measured: list[int] = []
+    monkeypatch.setattr(bench, "run", lambda *a, **k: measured.append(1) or [])
+    before = md5s(tmp_path)
+    code = bench.main(["--quick", "--methods", "ape", *[f.format(tmp=tmp_path) for f in flags]])
+    _, err = capsys.readouterr()
+    assert_one_line_error(code, err, needle)
+    assert measured == [] and md5s(tmp_path) == before

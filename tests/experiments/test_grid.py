@@ -168,6 +168,25 @@ def test_analyze_after_the_experiment(capsys: pytest.CaptureFixture[str], tmp_pa
     assert_one_line_error(code, err, "unknown setting 'extrapolate'")
 
 
+@pytest.mark.parametrize("name", ["speed", "length_bleu"])
+def test_analyze_out_is_a_directory_posenc_may_write(capsys: pytest.CaptureFixture[str], tmp_path: Path, experiment,
+                                                     name: str) -> None:
+    """Issue 28: ``--out F.txt`` (a file) and ``--out U`` holding a user's files are one-line
+    errors before any analysis runs; nothing is written (``U/vanilla`` was)."""
+    path, _, _ = experiment
+    f, user = tmp_path / "F.txt", tmp_path / "U"
+    f.write_text("mine\n")
+    user.mkdir()
+    (user / "notes.txt").write_text("mine\n")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    code, out, err = cli(capsys, "analyze", name, "--experiment", path, "--out", f)
+    assert_one_line_error(code, err, str(f), "is a file")
+    code, out, err = cli(capsys, "analyze", name, "--experiment", path, "--out", user)
+    assert_one_line_error(code, err, str(user), "notes.txt")
+    assert out == "" and sorted(str(p) for p in tmp_path.rglob("*")) == before
+    assert f.read_text() == (user / "notes.txt").read_text() == "mine\n"
+
+
 def test_mean_std() -> None:
     assert mean_std([10.0, 14.0]) == "12.00 ± 2.83"  # sample std: sqrt(((10-12)² + (14-12)²) / 1)
     assert mean_std([7.125]) == "7.12"

@@ -130,11 +130,3 @@ def test_inference_offsets_are_the_augmentation_shift() -> None:
     for position, want in (({"name": "ape"}, (0, 0)), ({"name": "shape", "shape": {"inference_offset": 5}}, (5, 5))):
         cfg = ModelConfig.from_preset("transformer-tiny", vocab_size=40, position=position)
         assert eval_offsets(Seq2SeqTransformer(cfg)) == want
-
-
-def test_an_int8_export_leaves_the_model_untouched(runs: dict[str, Path], tmp_path: Path) -> None:
-    """CTranslate2 quantizes the spec's arrays in place: they must be copies, not views of the weights."""
-    run = load_run(runs["rpe"])
-    before = {k: v.clone() for k, v in run.model.state_dict().items()}
-    export_run(run, tmp_path / "int8", "int8")
-    assert all(torch.equal(before[k], v) for k, v in run.model.state_dict().items())

@@ -10,16 +10,18 @@ import argparse
 import json
 import platform
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from posenc.bench.core import METHODS, SHAW_BACKENDS, BenchConfig
 from posenc.bench.profile import profile_run
-from posenc.bench.report import markdown_table, plot, write_json
+from posenc.bench.report import markdown_table, plot, plot_formats, write_json
 from posenc.bench.runner import run
 from posenc.bench.train_loop import loop_table
 from posenc.errors import ConfigError, PosencError
+from posenc.files import check_output_file, os_call
 from posenc.pipeline.rundir import check_target, write_marker
 
 QUICK: dict[str, Any] = dict(lengths=[32, 128, 512], reps=2, batch_tokens=512, decode_batch=4, decode_len=16, decode_reps=2)
@@ -87,12 +89,26 @@ def build_config(args: argparse.Namespace) -> BenchConfig:
     return BenchConfig(**values)
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """``--out`` and ``--plot``: files in an existing directory (``--plot`` in a format matplotlib
+    writes); ``--profile``: a new, empty or posenc report directory. One-line error otherwise."""
+    if args.out:
+        check_output_file(args.out, "--out")
+    if args.plot:
+        check_output_file(args.plot, "--plot")
+        formats = plot_formats()
+        if Path(args.plot).suffix.lstrip(".").lower() not in formats:
+            raise ConfigError(f"--plot {args.plot}: give a file name ending in one of "
+                              f"{', '.join('.' + f for f in sorted(formats))} (e.g. bench.png)")
+    if args.profile:  # a directory of several files: new, empty or posenc's
+        check_target(args.profile, "report", "--profile")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         cfg = build_config(args)
-        if args.profile:  # a directory of several files: new, empty or posenc's, checked before measuring
-            check_target(args.profile, "report", "--profile")
+        check_outputs(args)  # every output path before measuring: the results are never lost at the end
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
@@ -106,10 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     except PosencError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if args.out:
-        write_json(records, args.out)
-    if args.plot:
-        plot(records, args.plot)
+    try:
+        if args.out:
+            write_json(records, args.out)
+        if args.plot:
+            os_call(lambda: plot(records, args.plot), args.plot)
+    except PosencError as err:  # e.g. the disk filled up while measuring
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(markdown_table(records, "train"))
     for kind in dict.fromkeys(r["kind"] for r in records if r["kind"] not in ("train", "train_loop")):
         print(f"\n{kind}:\n" + markdown_table(records, kind))

@@ -6,12 +6,29 @@ import json
 from pathlib import Path
 from typing import Any
 
+from posenc.files import atomic_output, atomic_write_text
+
 #: Keys every record has (the ``--out`` schema); records may carry more (see ``runner``).
 REQUIRED_KEYS = ("method", "length", "tokens_per_s", "ratio_to_ape", "peak_mem_mb")
 
 
 def write_json(records: list[dict[str, Any]], path: str | Path) -> None:
-    Path(path).write_text(json.dumps(records, indent=1) + "\n")
+    """The records as a JSON list, written atomically (a failure leaves the old file)."""
+    atomic_write_text(path, json.dumps(records, indent=1) + "\n")
+
+
+def plot_formats() -> set[str]:
+    """File suffixes (without the dot) that matplotlib can write."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure()
+    try:
+        return set(fig.canvas.get_supported_filetypes())
+    finally:
+        plt.close(fig)
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -58,5 +75,8 @@ def plot(records: list[dict[str, Any]], path: str | Path) -> None:
     ax2.axhline(1.0, color="gray", lw=0.8)
     ax2.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with atomic_output(path, binary=True) as fh:  # a failure leaves the old file
+            fig.savefig(fh, dpi=110, format=Path(path).suffix.lstrip(".").lower() or "png")
+    finally:
+        plt.close(fig)

@@ -35,14 +35,19 @@ def run(args: argparse.Namespace) -> int:
     for setting in settings:
         if setting not in exp.settings:
             raise ConfigError(f"unknown setting {setting!r} (known: {', '.join(exp.settings)})")
-        # what posenc writes into is new, empty or a report it wrote: never a user's files
-        owned = Path(args.out) / setting if args.out else exp.root / "report"
-        if args.out:
-            check_target(owned, "report", "--out")
-        else:
-            check_report_dir(exp)
-        out = owned if args.out else owned / setting / name
+    # what posenc writes into is new, empty or a report it wrote: never a user's files (--out
+    # itself and each --out/SETTING, all checked before any analysis runs)
+    top = Path(args.out) if args.out else exp.root / "report"
+    if args.out:
+        for where in (top, *(top / s for s in settings)):
+            check_target(where, "report", "--out")
+    else:
+        check_report_dir(exp)
+    for setting in settings:
+        out = top / setting if args.out else top / setting / name
         run_analysis(exp, setting, name, out)  # every seed: pooled, or one out/seedN per seed
-        write_marker(owned, "report")
+        if args.out:
+            write_marker(out, "report")
+        write_marker(top, "report")
         print(f"{name} ({setting}) -> {out}")
     return 0

@@ -150,9 +150,7 @@ def check_exportable(run: LoadedRun) -> None:
 
 # --------------------------------------------------------------------------- spec
 def _np(t: Tensor) -> np.ndarray:
-    """A float32 copy (never a view: CTranslate2's quantization rewrites its arrays in place, and a
-    view would rewrite the live model's weights)."""
-    return t.detach().to("cpu", torch.float32).numpy().copy()
+    return t.detach().float().cpu().contiguous().numpy()
 
 
 def _linear(spec: Any, *layers: nn.Linear) -> None:

@@ -18,16 +18,17 @@ from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.models.decoding_state import reorder_state
 from posenc.models.layers import BeamInvariant
 from tests.conftest import tiny_config
+from tests.helpers.methods import params_for, sequence_methods, uses
 from tests.decoding import reference_search as ref
 
-#: Every position method (by config name) whose model decodes incrementally.
-INCREMENTAL = ["ape", "shape", "cape", "rpe", "ape+shaw", "rnn", "rr", "alibi", "t5", "rope", "learned", "nopos"]
+#: Every position method of the registry that a seq2seq model takes (all decode incrementally).
+INCREMENTAL = sequence_methods(causal=False)
 BOS, EOS = 2, 3
 
 
 def _model(position: str, seed: int = 0) -> Seq2SeqTransformer:
     torch.manual_seed(seed)
-    model = Seq2SeqTransformer(tiny_config(position, vocab=24)).eval()
+    model = Seq2SeqTransformer(tiny_config(position, vocab=24, position_params=params_for(position))).eval()
     with torch.no_grad():  # make EOS likely enough that sentences finish at different steps
         model.tgt_embed.weight[EOS] *= 2
     return model
@@ -173,7 +174,7 @@ def test_fixed_shape_state_counts_steps_on_the_device() -> None:
 
 #: Methods whose step has no host synchronisation, so it must be captured (learned positions check
 #: their range on the host; the GRU's capture depends on cuDNN: both may fall back to eager steps).
-CAPTURABLE = ["ape", "shape", "cape", "rpe", "ape+shaw", "alibi", "t5", "rope", "nopos"]
+CAPTURABLE = [n for n in INCREMENTAL if not any(uses(n, m) for m in ("learned", "gru", "randomized"))]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only: captures and replays a CUDA graph")

@@ -9,6 +9,7 @@ import torch
 from posenc.config import from_dict
 from posenc.errors import ConfigError
 from posenc.models.lm import DecoderLM, LMConfig
+from tests.helpers.methods import params_for, sequence_methods
 
 V, PAD = 30, 0
 
@@ -19,10 +20,8 @@ def lm(position: str, **params) -> DecoderLM:
     return DecoderLM(cfg, pad_id=PAD).eval()
 
 
-METHODS = [("ape", {}), ("shape", {"shape": {"max_shift": 20}}), ("rpe", {"shaw": {"k": 3}}),
-           ("nopos", {}), ("rnn", {}), ("learned", {}), ("cape", {"cape": {"mean_normalize": False}}),
-           ("alibi", {}), ("t5", {}), ("rope", {}), ("rope+cape", {"cape": {"mean_normalize": False}}),
-           ("sinusoidal+randomized", {"randomized": {"eval": "sequential"}}), ("nope", {})]
+#: Every 1-D method and augmentation pair of the registry (tests/helpers/methods.py).
+METHODS = [(name, params_for(name)) for name in sequence_methods(causal=True)]
 
 
 @pytest.mark.parametrize("name,params", METHODS, ids=[m for m, _ in METHODS])
@@ -37,10 +36,10 @@ def test_incremental_equals_full_pass(name: str, params: dict) -> None:
     torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["ape", "rpe", "rnn", "nopos", "alibi", "t5", "rope"])
-def test_causal_and_padding_invariant(name: str) -> None:
+@pytest.mark.parametrize("name,params", METHODS, ids=[m for m, _ in METHODS])
+def test_causal_and_padding_invariant(name: str, params: dict) -> None:
     """Logits at t depend only on tokens ≤ t; right padding changes nothing at real tokens."""
-    model = lm(name)
+    model = lm(name, **params)
     tokens = torch.randint(1, V, (2, 8))
     other = tokens.clone()
     other[:, 5:] = torch.randint(1, V, (2, 3))

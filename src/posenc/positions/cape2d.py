@@ -43,7 +43,7 @@ def _uniform(shape: tuple[int, ...], bound: Tensor, like: Tensor) -> Tensor:
     return u * bound.to(like.device, like.dtype)
 
 
-@register("augment", "cape2d", Cape2dParams)
+@register("augment", "cape2d", Cape2dParams, layout="grid")
 class CapeAugmentation2d(Augmentation):
     position_dims = 2
 

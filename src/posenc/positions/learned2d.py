@@ -24,7 +24,7 @@ class Learned2dParams:
         require(len(self.grid) == 2 and min(self.grid) >= 1, f"learned2d.grid must be two sizes >= 1, got {self.grid}")
 
 
-@register("input", "learned2d", Learned2dParams)
+@register("input", "learned2d", Learned2dParams, layout="grid")
 class LearnedPosition2d(Input2d):
     """x + table resized to the grid of ``positions (B, N, 2)``."""
 

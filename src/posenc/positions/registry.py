@@ -21,6 +21,11 @@ class Entry:
     builder: Callable[..., Any]
     #: Augmentations that may rewrite the positions this method reads (``shape``, ``cape``, ...).
     augmentable_by: frozenset[str] = field(default_factory=frozenset)
+    #: What the positions index: ``sequence`` (1-D, text and audio) or ``grid`` (2-D, images).
+    layout: str = "sequence"
+    #: Only defined for causal (decoder-only or decoder) self-attention (CoPE, xPos): refused in a
+    #: bidirectional encoder.
+    causal_only: bool = False
 
 
 INPUT: dict[str, Entry] = {}
@@ -32,16 +37,21 @@ _FAMILIES = {"input": INPUT, "attention": ATTENTION, "augment": AUGMENT}
 _INFRASTRUCTURE = frozenset({"base", "registry", "config", "factory"})
 
 
-def register(family: str, name: str, params: type, augmentable_by: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def register(family: str, name: str, params: type, augmentable_by: tuple[str, ...] = (), *,
+             layout: str = "sequence", causal_only: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: ``@register("input", "sinusoidal", SinusoidalParams, augmentable_by=("shape",))``
     on a class/factory. ``augmentable_by``: the augmentations that compose with this method (it
-    reads the positions they rewrite); every other combination is rejected by ``resolve``."""
+    reads the positions they rewrite); every other combination is rejected by ``resolve``.
+    ``layout``: ``sequence`` or ``grid`` (2-D image positions); ``causal_only``: the method is
+    defined for causal self-attention only. Docs and tests enumerate methods by these."""
     table = _FAMILIES[family]
+    if layout not in ("sequence", "grid"):
+        raise ValueError(f"position method {name!r}: layout must be 'sequence' or 'grid', got {layout!r}")
 
     def deco(builder: Callable[..., Any]) -> Callable[..., Any]:
         if name in table:
             raise ValueError(f"position method {name!r} registered twice")
-        table[name] = Entry(name, params, builder, frozenset(augmentable_by))
+        table[name] = Entry(name, params, builder, frozenset(augmentable_by), layout, causal_only)
         return builder
 
     return deco

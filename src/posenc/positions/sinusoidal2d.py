@@ -17,7 +17,7 @@ class Sinusoidal2dParams:
     pass
 
 
-@register("input", "sinusoidal2d", Sinusoidal2dParams, augmentable_by=("cape2d",))
+@register("input", "sinusoidal2d", Sinusoidal2dParams, augmentable_by=("cape2d",), layout="grid")
 class SinusoidalPosition2d(Input2d):
     """x + sinpos(positions), positions ``(B, N, 2)``."""
 

@@ -227,3 +227,28 @@ def test_bench_outputs_are_checked_before_measuring(capsys: pytest.CaptureFixtur
     _, err = capsys.readouterr()
     assert_one_line_error(code, err, needle)
     assert measured == [] and md5s(tmp_path) == before
+
+
+# ------------------------------------------------------------------------------ train: in use; budgets first
+
+def test_a_second_train_into_a_directory_being_prepared_says_in_use(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path, prepared: Path) -> None:
+    from posenc.pipeline.rundir import exclusive
+
+    run = tmp_path / "run"
+    with exclusive(run):  # the first `posenc train`, still preparing its data (its .data.* build directory)
+        (run / ".data.szg6i4yn").mkdir()
+        code, _, err = cli(capsys, "train", *run_overrides(run, None))
+        assert_one_line_error(code, err, "in use by another posenc process", f"pid {os.getpid()}")
+        code, _, err = cli(capsys, "prepare", f"out_dir={run}", *TOY, *TINY)
+        assert_one_line_error(code, err, "in use by another posenc process")
+        assert sorted(p.name for p in run.iterdir()) == [".data.szg6i4yn", ".posenc.lock"]
+
+
+@pytest.mark.parametrize("key", ["train.max_tokens", "data.max_train_len"])
+def test_a_budget_no_pair_can_meet_is_refused_before_writing(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                             key: str) -> None:
+    run = tmp_path / "run"
+    code, _, err = cli(capsys, "train", *run_overrides(run, None), f"{key}=1")
+    assert_one_line_error(code, err, key, ">= 2")
+    assert list(tmp_path.iterdir()) == []  # no run directory, no data/, no .spm-cache

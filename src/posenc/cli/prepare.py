@@ -8,7 +8,7 @@ from pathlib import Path
 from posenc.cli.common import add_config_arguments, run_config
 from posenc.pipeline.prepare import load_meta, prepare
 from posenc.files import os_errors
-from posenc.pipeline.rundir import LOCK_NAME, check_target, exclusive
+from posenc.pipeline.rundir import LOCK_NAME, check_free_target, exclusive
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = run_config(args)
     out = Path(args.out) if args.out else Path(cfg.out_dir) / "data"
     if not args.out:
-        check_target(cfg.out_dir, "run")
+        check_free_target(cfg.out_dir, "run")
     lock = (out.parent, f".{out.name}.lock") if args.out else (Path(cfg.out_dir), LOCK_NAME)
     with os_errors(), exclusive(*lock):
         out = prepare(cfg.data, out, replace=args.no_resume)

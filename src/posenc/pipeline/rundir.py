@@ -225,6 +225,37 @@ def exclusive(directory: str | Path, lock_name: str = LOCK_NAME) -> Iterator[Pat
         _cleanup_dir(directory, created)
 
 
+def in_use(directory: str | Path, lock_name: str = LOCK_NAME) -> int | None:
+    """The pid (0 if unreadable) of the live posenc process holding ``directory``'s lock, or None."""
+    import fcntl
+
+    path = Path(directory) / lock_name
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return _holder(path)
+    finally:
+        os.close(fd)  # also releases a shared lock we got
+    return None
+
+
+def check_free_target(directory: str | Path, kind: str, what: str = "out_dir") -> None:
+    """:func:`check_target`, except that a directory another posenc process holds (its lock) is
+    reported as in use: what it is writing there (``.data.*``) is not a user's file."""
+    try:
+        check_target(directory, kind, what)
+    except RunDirError:
+        pid = in_use(directory)
+        if pid is not None:
+            raise ConfigError(f"{directory} is in use by another posenc process (pid {pid or '?'}); "
+                              "wait for it to finish or use another out_dir") from None
+        raise
+
+
 def _open_lock(path: Path, directory: Path, created: bool) -> int:
     """Open (create) the lock file, never through a symlink and never a directory."""
     if path.is_symlink() or (path.exists() and not path.is_file()):

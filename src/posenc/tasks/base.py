@@ -13,7 +13,7 @@ may have ``model``/``data`` dataclass sections (stored with every checkpoint). T
 loaded data between calls (so ``train_batches`` does not reload it every epoch).
 
 :func:`run_task` owns the run directory, for every task: it refuses a directory posenc did not
-write (:func:`~posenc.pipeline.rundir.check_target`), holds its lock, checks the stored
+write (:func:`~posenc.pipeline.rundir.check_free_target`), holds its lock, checks the stored
 fingerprint before resuming (:func:`~posenc.pipeline.rundir.open_run`), and writes the ownership
 marker, ``config.yaml``, ``fingerprint.json`` (:func:`~posenc.pipeline.rundir.commit_run`, called
 by the Trainer once it has restored the checkpoint it resumes from) and ``summary.json``.
@@ -47,7 +47,7 @@ import torch
 from torch import nn
 
 from posenc.files import atomic_write_text
-from posenc.pipeline.rundir import check_target, commit_run, exclusive, open_run
+from posenc.pipeline.rundir import check_free_target, commit_run, exclusive, open_run
 from posenc.training.distributed import env_int
 from posenc.training.loss import LossOutput
 from posenc.training.state import TrainResult
@@ -109,7 +109,7 @@ def run_task(task: Task, cfg: Any, out_dir: str | Path | None = None, resume: bo
     out = Path(cfg.out_dir if out_dir is None else out_dir)
     is_main = env_int("RANK", 0) == 0
     if is_main:
-        check_target(out, "run")  # new, empty or posenc's own: never someone else's files
+        check_free_target(out, "run")  # new, empty or posenc's own (or in use): never someone else's files
     with exclusive(out) if is_main else nullcontext():
         return _run_locked(task, cfg, out, resume, is_main)
 

@@ -18,6 +18,7 @@ from torch import nn
 from posenc.config import to_dict
 from posenc.data.batching import Batch
 from posenc.data.spm import Tokenizer
+from posenc.errors import ConfigError
 from posenc.pipeline.config import RunConfig
 from posenc.pipeline.prepare import load_meta, prepare
 from posenc.files import atomic_write_bytes
@@ -27,6 +28,10 @@ from posenc.tasks.base import run_task
 from posenc.training import checkpoint as ck
 from posenc.models.seq2seq import Seq2SeqLoss
 from posenc.training.loss import LossOutput
+
+
+#: Tokens of the shortest pair worth training on: one target subword and EOS.
+MIN_PAIR_TOKENS = 2
 
 
 @dataclass
@@ -55,6 +60,13 @@ class TranslationTask:
         self._encoded: dict[tuple[str, bool], _Splits] = {}
         self._loss: Seq2SeqLoss | None = None
         self._bos: bool | None = None  # the built model's source-BOS flag (set by build_model)
+
+    def check(self, cfg: RunConfig) -> None:
+        """Budgets no training pair can meet, refused before the data are prepared (nothing is
+        written): the shortest pair takes 2 tokens (one target subword and EOS)."""
+        for key, value in (("train.max_tokens", cfg.train.max_tokens), ("data.max_train_len", cfg.data.max_train_len)):
+            if value < MIN_PAIR_TOKENS:
+                raise ConfigError(f"{key} must be >= {MIN_PAIR_TOKENS} (one target subword and EOS), got {value}")
 
     def setup(self, cfg: RunConfig, restart: bool) -> RunConfig:
         """Prepare the data (rebuilt when a restarted run owns its data directory) and resolve

@@ -58,3 +58,34 @@ def test_docs_table_is_the_committed_bleu() -> None:
             bleu = [results[(setting, method, s)]["scores"]["test"]["bleu"] for s in (1, 2, 3)]
             quoted = f"**{statistics.fmean(bleu):.2f} ± {statistics.stdev(bleu):.2f}**"
             assert quoted in docs, (setting, method, quoted)
+
+
+def _replay(history: list[tuple[int, float]], **options) -> int | None:  # noqa: ANN003
+    """The step at which patience 4 (min_delta 0.001) stops ``history`` under ``options``; None: never."""
+    from posenc.training.config import TrainConfig
+    from posenc.training.state import TrainState, record_validation
+
+    state, cfg = TrainState(), TrainConfig(patience=4, min_delta=0.001, **options)
+    for step, loss in history:
+        state.step = step
+        if record_validation(state, loss, cfg):
+            return step
+    return None
+
+
+def test_stopping_options_replayed_on_the_committed_curves() -> None:
+    """docs/experiments.md: the defaults reproduce every recorded stop; require_flat keeps exactly
+    the three runs that stopped on a falling curve training; smooth_window 4 would move 13 of 18."""
+    import csv
+
+    stops: dict[str, tuple[int | None, ...]] = {}
+    for (setting, method, seed), r in _results().items():
+        with (COMMITTED / setting / method / f"seed{seed}" / "valid.csv").open(encoding="utf-8") as fh:
+            history = [(int(float(row["step"])), float(row["loss"])) for row in csv.DictReader(fh)]
+        recorded = r["summary"]["steps"] if r["summary"]["stopped"] == "patience" else None
+        stops[f"{setting}/{method}/{seed}"] = (recorded, _replay(history), _replay(history, require_flat=True),
+                                               _replay(history, smooth_window=4))
+    assert all(rec == raw for rec, raw, _, _ in stops.values())
+    assert sorted(k for k, (rec, _, flat, _) in stops.items() if flat != rec) == [
+        "vanilla/rpe/3", "vanilla/shape/1", "vanilla/shape/2"]
+    assert sum(smooth != rec for rec, _, _, smooth in stops.values()) == 13

@@ -298,3 +298,15 @@ def test_config_differences_is_the_one_comparison() -> None:
     assert config_differences(saved, saved) == [] and repr(ABSENT) == "<absent>"
     assert diff_keys(saved, current) == ["heads", "pos.gone", "pos.new"]
     assert describe_diff(saved, current, limit=2) == "heads (2 -> 4), pos.gone (1 -> <absent>) and 1 more"
+
+
+@pytest.mark.parametrize("order", [["train.max_steps=5", "train={lr: 1}"], ["train={lr: 1}", "train.max_steps=5"]])
+def test_a_section_override_and_a_key_inside_it_are_refused_in_one_line(order: list[str]) -> None:
+    """Issue 28: ``train.max_steps=5 'train={lr: 1}'`` silently replaced the whole train section
+    (max_steps back to its default, 100,000)."""
+    with pytest.raises(ConfigError, match=r"replaces the whole train section; give its keys one by one") as err:
+        load_config(RunConfig, None, order)
+    assert "\n" not in str(err.value)
+    both = load_config(RunConfig, None, ["train={lr: 1, max_steps: 5}"])
+    keys = load_config(RunConfig, None, ["train.max_steps=5", "train.lr=1"])
+    assert (both.train.max_steps, both.train.lr) == (keys.train.max_steps, keys.train.lr) == (5, 1.0)

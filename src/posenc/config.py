@@ -209,8 +209,22 @@ def apply_overrides(data: dict[str, Any] | None, items: list[tuple[list[str], An
 
 
 def merge_overrides(data: dict[str, Any], overrides: list[str], cls: type | None = None) -> dict[str, Any]:
-    """Apply ``["a.b=value", ...]`` command-line overrides (see :func:`apply_overrides`)."""
-    return apply_overrides(data, [parse_override(text) for text in overrides], cls)
+    """Apply ``["a.b=value", ...]`` command-line overrides (see :func:`apply_overrides`). A whole
+    section and a key inside it (``train.max_steps=5 'train={lr: 1}'``) are refused in one line:
+    the section would silently replace the key (or the key fail on the text of the section)."""
+    items = [parse_override(text) for text in overrides]
+    _check_nested(items, overrides)
+    return apply_overrides(data, items, cls)
+
+
+def _check_nested(items: list[tuple[list[str], Any]], texts: list[str]) -> None:
+    """One-line ConfigError when one override's key is a section holding another's."""
+    for (outer, _), outer_text in zip(items, texts):
+        for (inner, _), inner_text in zip(items, texts):
+            if len(outer) < len(inner) and inner[: len(outer)] == outer:
+                raise ConfigError(f"overrides {shorten(outer_text, 60)!s} and {shorten(inner_text, 60)!s}: the first "
+                                  f"replaces the whole {'.'.join(outer)} section; give its keys one by one "
+                                  f"({'.'.join(outer)}.KEY=VALUE)")
 
 
 def apply_mapping(data: dict[str, Any], mapping: dict[str, Any], cls: type | None = None) -> dict[str, Any]:

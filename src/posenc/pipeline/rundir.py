@@ -281,15 +281,15 @@ def _cleanup_dir(directory: Path, created: bool) -> None:
 
 
 # ----------------------------------------------------------------------------- fingerprint check
-def saved_fingerprint(out_dir: str | Path, config_type: type = RunConfig) -> dict[str, Any] | None:
-    """The fingerprint stored in a run directory (from config.yaml, a ``config_type``, for older
-    runs), or None."""
+def stored_run(out_dir: str | Path) -> Stored | None:
+    """What a run directory recorded about its config: its ``fingerprint.json``, or for runs older
+    than fingerprints the ``config.yaml`` beside their checkpoints; None when it holds no run."""
     out = Path(out_dir)
     if (out / FINGERPRINT_NAME).is_file():
-        return read_json_dict(out / FINGERPRINT_NAME, "use --no-resume to start afresh or another out_dir")
+        return Stored.of_fingerprint(read_json_dict(out / FINGERPRINT_NAME, "use --no-resume to start afresh or another out_dir"))
     if (out / CONFIG_NAME).is_file() and (out / "checkpoints").is_dir():
         with naming(out / CONFIG_NAME):
-            return fingerprint(from_dict(config_type, load_yaml(out / CONFIG_NAME)))
+            return Stored.of_fingerprint(load_yaml(out / CONFIG_NAME))
     return None
 
 
@@ -316,10 +316,10 @@ def check_resumable(cfg: Any, resume: bool, out_dir: str | Path | None = None) -
     if not resume:
         return False
     out = cfg.out_dir if out_dir is None else out_dir
-    saved = saved_fingerprint(out, type(cfg))
-    if saved is None:
+    stored = stored_run(out)
+    if stored is None:
         return False
-    verdict = same_run(Stored.of_fingerprint(saved), cfg)
+    verdict = same_run(stored, cfg)
     if verdict.kind == "stale":
         raise ConfigError(f"{out} holds a run with another config: {verdict.detail}; "
                           "use --no-resume to start afresh or another out_dir")

@@ -3,7 +3,7 @@
 
 Paths: ``reference`` (general (B, 1, L, L) index, textbook order, scatter value term), ``scatter``
 (Toeplitz context + in-place explicit path + scatter value term, the CPU default before issue 20),
-``band`` (Toeplitz + in-place + band value term), ``banded`` (``ToeplitzShaw``: dense ops, strided
+``banded`` (``ToeplitzShaw``: dense ops, strided
 band view, the CPU default since issue 20), ``flex`` (FlexAttention left/right regions + O(L·k) band
 merge, ``positions/shaw_flex.py``; the CUDA default; CUDA only) and ``sdpa`` (APE's fused attention,
 for scale). Prints the median milliseconds, the paired speed ratio to ``reference`` and ``sdpa``, and
@@ -38,7 +38,7 @@ from posenc.positions.shaw import RelativeContext, ShawParams, ShawRelativePosit
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.helpers
 from tests.helpers.reference_attention import use_reference_path  # noqa: E402  (textbook path, test-only code)
 
-CPU_PATHS = ("reference", "scatter", "band", "banded", "sdpa")
+CPU_PATHS = ("reference", "scatter", "banded", "sdpa")
 CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
 
 
@@ -64,7 +64,6 @@ def runner(path: str, length: int, tokens: int, d: int, heads: int, k: int, devi
             else:
                 ctx = RelativeContext(relative_index(pos, pos, k)) if path == "reference" else rel.context(pos, pos)
                 use_reference_path(mha, path == "reference")
-                hook.value_path = "band" if path == "band" else "scatter"
                 out = mha(x, x, allowed, hook, ctx)
         out.float().sum().backward()
         sync(device)

@@ -6,8 +6,9 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+import yaml
 
-from posenc.config import apply_mapping, from_dict, load_config, merge_overrides, parse_override, parse_text, save_yaml, to_dict
+from posenc.config import apply_mapping, from_dict, load_config, merge_overrides, parse_override, parse_text, to_dict
 from posenc.pipeline.config import RunConfig
 from posenc.errors import ConfigError, PosencError
 from posenc.models.config import PRESETS, ModelConfig
@@ -279,7 +280,7 @@ def test_round_trip(name: str, tmp_path: Path) -> None:
     again = from_dict(ModelConfig, data)
     assert again == cfg and to_dict(again) == data
     path = tmp_path / "cfg.yaml"
-    save_yaml(cfg, path)
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     assert load_config(ModelConfig, path) == cfg
     # every field survives, nested ones included
     assert dataclasses.asdict(again) == dataclasses.asdict(cfg)

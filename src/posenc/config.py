@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 import yaml
 
 from posenc.errors import ConfigError
-from posenc.files import atomic_output
 
 T = TypeVar("T")
 
@@ -380,12 +379,6 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
     data = load_yaml(path) if path is not None else {}
     data = merge_overrides(data, overrides or [], cls)
     return from_dict(cls, data)
-
-
-def save_yaml(cfg: Any, path: str | Path) -> None:
-    """``cfg`` as YAML at ``path``, written atomically (the old file stays whole on a failure)."""
-    with atomic_output(path) as fh:
-        fh.write(yaml.safe_dump(to_dict(cfg), sort_keys=False))
 
 
 def shorten(value: Any, limit: int = 150) -> str:

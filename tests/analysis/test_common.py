@@ -8,7 +8,7 @@ import sacrebleu
 import torch
 
 from posenc.analysis import ANALYSES, DESCRIPTIONS, plots
-from posenc.analysis.common import Buckets, corpus_bleu, gold_logprobs, pad, word_lengths
+from posenc.analysis.common import Buckets, corpus_bleu, gold_logprobs, pad
 from posenc.errors import DataError
 from posenc.models.seq2seq import Seq2SeqTransformer
 from tests.conftest import tiny_config
@@ -39,7 +39,6 @@ def test_corpus_bleu_is_sacrebleu():
     hyps, refs = ["the cat sat on the mat", "a dog"], ["the cat sat on a mat", "a dog barked"]
     assert corpus_bleu(hyps, refs) == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
     assert corpus_bleu([], []) is None
-    assert word_lengths(["a b c", " x  y "]) == [3, 2]
 
 
 def test_pad():

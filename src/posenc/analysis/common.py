@@ -93,11 +93,6 @@ def check_same_length(what: str, items: Sequence[Any], expected: int, of: str) -
         raise DataError(f"{what}: {len(items)} items but {expected} {of}")
 
 
-def word_lengths(texts: Iterable[str]) -> list[int]:
-    """Whitespace-token lengths (use subword ids' lengths for subword-level analyses)."""
-    return [len(t.split()) for t in texts]
-
-
 def pad(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[Tensor, Tensor]:
     """Right-pad id lists → tokens ``(B, L)`` long and mask ``(B, L)`` bool (True = real)."""
     length = max((len(s) for s in seqs), default=0)

@@ -176,10 +176,6 @@ class Tokenizer:
         """Text -> piece ids, without BOS/EOS (those are added by batching)."""
         return self._sp.encode(text, out_type=int)
 
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        """Encode many texts at once (multithreaded inside SentencePiece)."""
-        return self._sp.encode(list(texts), out_type=int)
-
     def tokenize(self, text: str) -> list[str]:
         """Text -> pieces (strings), e.g. for length counting or inspection."""
         return self._sp.encode(text, out_type=str)

@@ -11,12 +11,8 @@ multiplied by the table. No (Lq, Lk, Dh) tensor is ever built.
 Fast paths (numerically equal to the reference, see ``docs/performance.md``): when every row of the
 positions tensors is consecutive (the default positions, or SHAPE's per-row shift), the index is
 Toeplitz, ``index[i, j] = clip(j − i − shift, k) + k``; the context then builds it once as
-``(1, 1, Lq, Lk)`` (expanded, not copied, to the batch) and records ``shift``. That enables an
-optional *band* value path (``ShawHook.value_path = "band"``): the 2k−1 middle buckets are one
-diagonal band of α gathered with an ``(Lq, 2k−1)`` index (O(L·k)) and the two clipped buckets are
-masked row sums; on CPU it measured slower than scatter_add over the broadcast index (two extra
-L² passes), so scatter stays the default. Any other positions (CAPE's scaled positions, arbitrary
-inputs) use the general ``(B, 1, Lq, Lk)`` index.
+``(1, 1, Lq, Lk)`` (expanded, not copied, to the batch) and records ``shift``. Any other positions
+(CAPE's scaled positions, arbitrary inputs) use the general ``(B, 1, Lq, Lk)`` index.
 
 On CPU, full self-attention passes of ``ShawHook.banded_min_len`` (128) positions or more with
 Toeplitz positions (shift 0) and no attention dropout take the *banded* path (``ShawHook.backend``
@@ -97,30 +93,6 @@ def toeplitz_index(batch: int, lq: int, lk: int, shift: int, k: int, device: tor
     """``clip(j − i − shift, k) + k`` as one ``(1, 1, Lq, Lk)`` matrix expanded (no copy) to ``(B, 1, Lq, Lk)``."""
     rel = torch.arange(lk, device=device)[None, :] - torch.arange(lq, device=device)[:, None] - shift
     return (rel.clamp(-k, k) + k)[None, None].expand(batch, 1, lq, lk)
-
-
-def band_buckets(attn: Tensor, ctx: RelativeContext) -> Tensor:
-    """Per-bucket sums of ``attn (B, H, Lq, Lk)`` → ``(B, H, Lq, 2k+1)`` for a Toeplitz context.
-
-    Bucket r ∈ [1, 2k−1] holds the single key j = i + shift + r − k (a band of α, gathered with an
-    ``(Lq, 2k−1)`` index); bucket 0 sums keys with j − i − shift ≤ −k and bucket 2k those ≥ k.
-    """
-    assert ctx.shift is not None and ctx.k is not None
-    k, (lq, lk) = ctx.k, attn.shape[-2:]
-    key = f"band{lq}x{lk}"
-    if key not in ctx.cache:
-        dev = attn.device
-        i = torch.arange(lq, device=dev)[:, None]
-        col = i + ctx.shift + torch.arange(1 - k, k, device=dev)[None, :]  # (Lq, 2k−1)
-        rel = torch.arange(lk, device=dev)[None, :] - i - ctx.shift  # (Lq, Lk)
-        ctx.cache[key] = col.clamp(0, lk - 1)
-        ctx.cache[key + "valid"] = (col >= 0) & (col < lk)
-        ctx.cache[key + "low"], ctx.cache[key + "high"] = rel <= -k, rel >= k
-    col, valid = ctx.cache[key], ctx.cache[key + "valid"]
-    mid = torch.gather(attn, -1, col.expand(*attn.shape[:-1], col.shape[-1])) * valid.to(attn.dtype)
-    low = (attn * ctx.cache[key + "low"].to(attn.dtype)).sum(-1, keepdim=True)
-    high = (attn * ctx.cache[key + "high"].to(attn.dtype)).sum(-1, keepdim=True)
-    return torch.cat((low, mid, high), -1)
 
 
 @dataclass
@@ -306,11 +278,6 @@ class ToeplitzShaw(torch.autograd.Function):
 class ShawHook(AttentionHook[RelativeContext]):
     """One layer's tables w^K, w^V ∈ R^{(2k+1) × Dh}."""
 
-    #: Value-term path: "scatter" (scatter_add over the, possibly broadcast, index; the fastest in
-    #: benchmarks/shaw_paths.py on CPU, see docs/performance.md) or "band" (Toeplitz contexts only:
-    #: O(L·k) gather for the 2k−1 middle buckets + two masked row sums; else falls back to scatter).
-    value_path: str = "scatter"
-
     def __init__(self, head_dim: int, params: ShawParams) -> None:
         super().__init__()
         r = 2 * params.k + 1
@@ -329,15 +296,11 @@ class ShawHook(AttentionHook[RelativeContext]):
     #: layer's paths), "banded" (:class:`ToeplitzShaw` on CPU where it applies, else the layer's
     #: paths), or a region backend of ``shaw_flex.REGIONS`` on any device ("flex"; "dense", the reference).
     backend: str = "auto"
-    #: Shortest sequence "auto" sends to FlexAttention on CUDA. Measured on an H100 (transformer-base,
-    #: bf16, docs/performance.md): flex 0.41x APE at 128 tokens where the explicit path gave 0.60x,
-    #: and 0.65x at 2,048 where the explicit path gave 0.041x; 512 lies between (not measured).
+    #: Shortest sequence "auto" sends to FlexAttention on CUDA (the crossover measured in docs/performance.md).
     flex_min_len: int = 512
 
-    #: Shortest sequence "auto" sends to the banded path on CPU. Whole training steps (transformer-small,
-    #: thread CPU time, docs/perf/shaw_cpu.md): banded vs explicit × APE 0.954 vs 0.962 at 32 tokens,
-    #: a tie at 128 (0.92–0.96 both, run to run), 0.937 vs 0.884 at 256, 0.91–0.96 vs 0.82–0.85 at 512,
-    #: 0.87–0.90 vs 0.65–0.66 at 1024. Below it the explicit path is as fast and bit-identical to before.
+    #: Shortest sequence "auto" sends to the banded path on CPU (the crossover measured in
+    #: docs/perf/shaw_cpu.md); below it the explicit path is as fast and bit-identical to before.
     banded_min_len: int = 128
 
     def auto_backend(self, is_cuda: bool, length: int) -> str:
@@ -389,12 +352,9 @@ class ShawHook(AttentionHook[RelativeContext]):
 
     def value(self, attn: Tensor, ctx: RelativeContext) -> Tensor:
         """attn ``(B, H, Lq, Lk)`` → Σ_j α_ij a^V_ij ``(B, H, Lq, Dh)`` via per-bucket sums."""
-        if self.value_path == "band" and ctx.shift is not None and ctx.k is not None:
-            buckets = band_buckets(attn, ctx)
-        else:
-            r = self.value_table.shape[0]
-            index = ctx.index.expand_as(attn)
-            buckets = attn.new_zeros(*attn.shape[:-1], r).scatter_add_(-1, index, attn)
+        r = self.value_table.shape[0]
+        index = ctx.index.expand_as(attn)
+        buckets = attn.new_zeros(*attn.shape[:-1], r).scatter_add_(-1, index, attn)
         return torch.matmul(buckets, self.value_table.to(attn.dtype))
 
 

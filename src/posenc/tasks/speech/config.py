@@ -7,7 +7,7 @@ warm-up over ``warmup`` updates then cosine decay to 5 % of ``lr`` at ``max_step
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from posenc.config import require
 from posenc.data import speech as sd
@@ -95,7 +95,3 @@ class SpeechExperimentConfig(MethodsExperimentConfig):
         require(self.task == "speech", f"task must be 'speech' for this schema, got {self.task!r}")
         super().__post_init__()
 
-
-def with_method(cfg: SpeechConfig, method: str) -> SpeechConfig:
-    """A copy of ``cfg`` whose model uses position method ``method`` (same params blocks)."""
-    return replace(cfg, model=replace(cfg.model, position=replace(cfg.model.position, name=method)))

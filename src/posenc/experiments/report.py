@@ -96,10 +96,12 @@ def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: s
                      f"{first.get('wall_s', '–')} | {steps_s} | {row_status(runs)} |")
     if any(_status(r) != CONVERGED for r in results):
         lines.append("")
-        lines.append("\\* from at least one run that had not converged: stopped by the step cap (\"still improving\"), "
-                     "best validation inside warm-up, or no stop reason recorded (\"unknown\"). Converged means "
-                     "stopped by patience with the best validation after warm-up (training/convergence.py); a longer "
-                     "run may change a starred number and any comparison drawn from it.")
+        lines.append("\\* from at least one run that had not converged: stopped by the step cap or reached it (\"still "
+                     "improving\"), stopped by patience while its validation curve still fell (\"not flat\"), best "
+                     "validation inside warm-up, or no stop reason recorded (\"unknown\"). Converged means stopped by "
+                     "patience before the cap, with the best validation after warm-up and a flat end of the validation "
+                     "curve (training/convergence.py); a longer run may change a starred number and any comparison drawn "
+                     "from it.")
     return "\n".join(lines)
 
 

@@ -95,8 +95,22 @@ def stop_workers(procs: list[subprocess.Popen[bytes]], grace_s: float = STOP_GRA
             proc.wait()
 
 
+class Interrupted(KeyboardInterrupt):
+    """The :class:`KeyboardInterrupt` a signal raises inside :func:`interrupt_on_signals`."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+def interrupt_exit_code(err: KeyboardInterrupt) -> int:
+    """The shell's exit status for a process stopped by a signal: 128 + its number (SIGINT 130,
+    SIGTERM 143); a plain Ctrl-C (Python's own KeyboardInterrupt) is SIGINT's."""
+    return 128 + int(getattr(err, "signum", signal.SIGINT))
+
+
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+    raise Interrupted(signum)
 
 
 @contextlib.contextmanager
@@ -117,8 +131,10 @@ def interrupt_on_signals() -> Iterator[None]:
 def _start(argv: list[str], log: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], IO[str]]:
     """One worker in its own process group, killed with this process, logging to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    fh = log.open("w", encoding="utf-8")
+    fh = log.open("a", encoding="utf-8")  # appended: an earlier attempt's log stays readable
     try:
+        fh.write(f"==== posenc worker started {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(argv[-3:])}\n")
+        fh.flush()
         proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
                                 start_new_session=True, preexec_fn=die_with_parent())
     except BaseException:

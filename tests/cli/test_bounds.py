@@ -243,7 +243,7 @@ def test_workers_die_with_the_grid(tmp_path: Path, sig: signal.Signals) -> None:
         _, err = parent.communicate(timeout=20)
         assert _wait_for(lambda: not any(_alive(w) for w in workers), 5), "a worker outlived the grid"
         if sig != signal.SIGKILL:
-            assert parent.returncode == 130 and err.strip().splitlines()[-1] == "error: interrupted", err
+            assert parent.returncode == 128 + sig and err.strip().splitlines()[-1] == "error: interrupted", err
     finally:
         for pid in [parent.pid, *workers]:
             if _alive(pid):
@@ -341,7 +341,7 @@ def test_alias_bomb_in_checkpoint_config(tmp_path: Path, trained: Path) -> None:
 
 
 def test_sigterm_stops_a_one_job_grid_cleanly(tmp_path: Path) -> None:
-    """``--jobs 1`` trains in the parent: SIGTERM unwinds it like Ctrl-C (one line, exit 130)
+    """``--jobs 1`` trains in the parent: SIGTERM unwinds it like Ctrl-C (one line, exit 143)
     instead of killing it in the middle of whatever it was writing."""
     path = write_experiment(tmp_path, train={"max_steps": 10**6, "validate_every": 0, "log_every": 1000})
     argv = [sys.executable, "-m", "posenc.cli.main", "experiment", str(path)]
@@ -351,7 +351,7 @@ def test_sigterm_stops_a_one_job_grid_cleanly(tmp_path: Path) -> None:
         assert _wait_for(lambda: (run / "train.csv").exists() or proc.poll() is not None, 120)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
-        assert proc.returncode == 130 and err.strip().splitlines()[-1] == "error: interrupted", err
+        assert proc.returncode == 143 and err.strip().splitlines()[-1] == "error: interrupted", err  # 128 + SIGTERM
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -77,3 +77,28 @@ def test_submitit_local_backend(tmp_path: Path) -> None:
     assert run_submitit(exp, grid(exp), 1, execute_cell, summary_line, cluster="debug") == []
     r = json.loads((Path(run_config(exp, "vanilla", "ape", 1).out_dir) / "results.json").read_text())
     assert r["summary"]["steps"] == 3 and r["record"]["extension"]["max_steps"] == 3
+
+
+def test_worker_logs_are_appended_across_attempts(tmp_path: Path) -> None:
+    """Issue 28: a rerun truncated each worker's log; now every attempt is appended under a header."""
+    import sys
+
+    from posenc.processes import run_processes
+
+    log = tmp_path / "logs" / "cell.log"
+    for attempt in ("first", "second"):
+        argv = [sys.executable, "-c", f"print('{attempt} attempt')", "x", "y"]
+        assert run_processes([("cell", argv, log)], 1, lambda key, code: f"{key}: {code}", poll_s=0.05) == []
+    lines = log.read_text().splitlines()
+    assert [line for line in lines if line.endswith("attempt")] == ["first attempt", "second attempt"]
+    assert sum(line.startswith("==== posenc worker started") for line in lines) == 2
+
+
+def test_signals_give_the_shells_exit_codes() -> None:
+    import signal
+
+    from posenc.processes import Interrupted, interrupt_exit_code
+
+    assert interrupt_exit_code(Interrupted(signal.SIGTERM)) == 143
+    assert interrupt_exit_code(Interrupted(signal.SIGINT)) == 130
+    assert interrupt_exit_code(KeyboardInterrupt()) == 130  # Python's own Ctrl-C

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from posenc.errors import PosencError
+from posenc.processes import interrupt_exit_code
 
 #: name → module path; each module defines ``add_arguments(parser)`` and ``run(args) -> int``.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -62,9 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PosencError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         print("error: interrupted", file=sys.stderr)
-        return 130
+        return interrupt_exit_code(err)  # 130 for Ctrl-C / SIGINT, 143 for SIGTERM
 
 
 if __name__ == "__main__":

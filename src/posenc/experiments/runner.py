@@ -224,7 +224,7 @@ def run_experiment(name_or_path: str, overrides: list[str] | None = None, **opti
     if gpu is not None:
         return run_experiment(gpu[0], overrides, **gpu[1])
     task = data.get("task", "translation")
-    with interrupt_on_signals():  # SIGTERM stops the grid like Ctrl-C: cleanup runs, exit 130
+    with interrupt_on_signals():  # SIGTERM stops the grid like Ctrl-C: cleanup runs, exit 143 (SIGINT 130)
         return task_runner(task)(data, list(overrides or []), **options)
 
 

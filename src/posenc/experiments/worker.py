@@ -14,7 +14,7 @@ from typing import Any
 from posenc.config import from_dict
 from posenc.experiments.runner import execute_cell
 from posenc.experiments.tasks import find_task
-from posenc.processes import interrupt_on_signals
+from posenc.processes import interrupt_exit_code, interrupt_on_signals
 
 
 def run_cell(spec: str, setting: str, method: str, seed: int) -> dict[str, Any]:
@@ -38,9 +38,9 @@ def main(argv: list[str]) -> int:
     try:
         with interrupt_on_signals():
             result = run_cell(spec, setting, method, int(seed))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         print("worker: interrupted", file=sys.stderr, flush=True)
-        return 130
+        return interrupt_exit_code(err)
     print(json.dumps({k: result[k] for k in ("setting", "task", "method", "seed", "summary") if k in result}, default=str))
     return 0
 

@@ -58,6 +58,7 @@ def _draw(axes: Sequence, curves: Mapping[str, Sequence[Mapping[str, float]]], s
         if tail:
             zoom.plot([tail[-1]["step"]], [_loss(tail[-1])], marker="o" if done else "x", color=colors[method],
                       markersize=6, linestyle="none")
+            _fit_line(zoom, rows, colors[method])
     for ax, xlabel, ylabel in ((by_step, "training steps", "validation perplexity (log)"),
                                (zoom, f"training steps (last {ZOOM_FRACTION:.0%})", "validation loss (nats)"),
                                (by_time, "training wall clock (s)", "validation perplexity (log)")):
@@ -65,8 +66,20 @@ def _draw(axes: Sequence, curves: Mapping[str, Sequence[Mapping[str, float]]], s
         ax.set_ylabel(ylabel)
     by_step.set_yscale("log")
     by_time.set_yscale("log")
-    zoom.set_title("end of training: o converged, x not", fontsize=9)
+    zoom.set_xlim(left=start)
+    zoom.set_title(f"end of training: o converged, x not; faint: fit of the last {FLAT_WINDOW} validations", fontsize=8)
     by_step.legend(fontsize=6, frameon=False)
+
+
+def _fit_line(ax, rows: Sequence[Mapping[str, float]], color: str) -> None:  # noqa: ANN001 - a matplotlib Axes
+    """The least-squares line through the last FLAT_WINDOW validation losses (the "end slope"), thick and faint."""
+    last = [(float(r["step"]), _loss(r)) for r in rows][-FLAT_WINDOW:]
+    fit = end_slope(last)
+    if fit is None:
+        return
+    mx, my = sum(x for x, _ in last) / len(last), sum(y for _, y in last) / len(last)
+    xs = [last[0][0], last[-1][0]]
+    ax.plot(xs, [my + fit[0] / 1000.0 * (x - mx) for x in xs], color=color, linewidth=4, alpha=0.25)
 
 
 def _table_row(name: str, rows: Sequence[Mapping[str, float]], status: Mapping[str, str]) -> dict[str, object]:

@@ -7,7 +7,7 @@ import torch
 
 transformers = pytest.importorskip("transformers", reason="posenc.hf needs transformers (pip install posenc[hf])")
 
-from posenc.errors import ConfigError  # noqa: E402
+from posenc.errors import ConfigError, DataError  # noqa: E402
 from posenc.hf import PositionAugmentedModel, PositionAugmentedSeq2Seq, augment_model  # noqa: E402
 
 V = 40
@@ -113,3 +113,14 @@ def test_non_models_are_type_errors() -> None:
         augment_model(transformers.BartForConditionalGeneration, "shape", max_shift=2)
     with pytest.raises(TypeError, match="got NoneType"):
         PositionAugmentedSeq2Seq(None, "shape")  # type: ignore[arg-type]
+
+
+def test_a_shift_past_the_table_is_refused_on_the_first_batch() -> None:
+    """Issue 28: SHAPE offset + length past the learned table failed only on the draws that reached it."""
+    wrapped = PositionAugmentedSeq2Seq(bart(max_positions=32), "shape", max_shift=26).train()
+    batch = pair()
+    assert int(batch["attention_mask"].sum(-1).max()) - 1 + 26 == 32  # only k = 26 reaches past row 31
+    for seed in range(5):  # whatever shifts are drawn
+        torch.manual_seed(seed)
+        with pytest.raises(DataError, match="row of 7 tokens can reach position 32, .*32 learned positions"):
+            wrapped(**batch)

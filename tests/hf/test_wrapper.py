@@ -244,9 +244,37 @@ def test_learned_positions_need_the_shift_to_fit() -> None:
     with pytest.raises(ConfigError, match="max_shift 32 must be < the 32"):
         PositionAugmentedModel(gpt2(n_positions=32), "shape", max_shift=32)
     wrapped = PositionAugmentedModel(gpt2(n_positions=32), "shape", max_shift=30).train()
-    with pytest.raises(DataError, match="32 learned positions"):
-        for _ in range(50):  # k >= 27 overflows the 6-token row; (27/31)^50 < 1e-3, and seeded
+    for seed in range(5):  # a 6-token row overflows at k >= 27: refused on the first batch, whatever k is drawn
+        torch.manual_seed(seed)
+        with pytest.raises(DataError, match="row of 6 tokens can reach position 35, .*32 learned positions: use rows "
+                                            "of at most 2 tokens"):
             wrapped(**batch(left_pad=False))
+    short = {"input_ids": torch.tensor([[5, 6]]), "attention_mask": torch.ones(1, 2, dtype=torch.long)}
+    assert wrapped(**short).logits.shape == (1, 2, V)  # 2 tokens + a shift of up to 30 fit 32 positions
+
+
+@pytest.mark.parametrize("family", ["bloom", "mpt"])
+def test_alibi_models_without_position_ids_are_refused_for_what_they_are(family: str) -> None:
+    if family == "bloom":
+        m = transformers.BloomForCausalLM(transformers.BloomConfig(vocab_size=V, hidden_size=16, n_layer=1, n_head=2))
+    else:
+        m = transformers.MptForCausalLM(transformers.MptConfig(vocab_size=V, d_model=16, n_layers=1, n_heads=2,
+                                                               max_seq_len=32))
+    with pytest.raises(ConfigError, match="takes no position_ids: .*ALiBi") as err:
+        augment_model(m, "shape", max_shift=4)
+    assert "BART" not in str(err.value) and "\n" not in str(err.value)
+
+
+def test_wrapping_twice_is_refused_and_save_pretrained_saves_the_model(tmp_path: Any) -> None:
+    model = gpt2()
+    wrapped = augment_model(model, "shape", max_shift=4)
+    for again in (lambda: augment_model(wrapped, "shape", max_shift=4), lambda: PositionAugmentedModel(wrapped, "shape")):
+        with pytest.raises(ConfigError, match="already wraps .*wrap the original model once") as err:
+            again()
+        assert "BART" not in str(err.value)
+    wrapped.save_pretrained(tmp_path)
+    loaded = transformers.GPT2LMHeadModel.from_pretrained(tmp_path)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), loaded.state_dict().values()))
 
 
 @pytest.mark.parametrize("model", ["t5", "bart"])

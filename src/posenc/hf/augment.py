@@ -83,8 +83,26 @@ class PositionSampler(nn.Module):
         mask = attention_mask.bool()
         positions = base_positions(mask)
         if self.training or self.augmentation.samples_in_eval:
+            self.check_reach(positions, mask)
             positions = self.augmentation(positions, mask)
         return self.finish(positions, mask)
+
+    def check_reach(self, positions: Tensor, mask: Tensor) -> None:
+        """Before sampling: the largest shift (SHAPE's ``max_shift``, §2.3: k ~ U{0..K}) added to the
+        longest row of ``positions (B, L)`` must stay inside a learned table, for every draw of k,
+        so a batch too long fails on its first use, not only on the draws that overflow."""
+        shift = int(getattr(self.augmentation.params, "max_shift", 0) or 0)
+        n = self.interface.max_positions
+        if not (self.interface.family.bounded and n is not None and shift):
+            return
+        real = positions[mask]
+        longest = int(real.max()) + 1 if real.numel() else 0
+        if longest - 1 + shift >= n:
+            raise DataError(
+                f"posenc.hf: {self.name} shifts positions by up to {shift}, so a row of {longest} tokens can reach "
+                f"position {longest - 1 + shift}, but {self.interface.model_type} has {n} learned positions: "
+                f"use rows of at most {n - shift} tokens or a smaller max_shift"
+            )
 
     def finish(self, positions: Tensor, mask: Tensor) -> Tensor:
         """Pads to 0, then the family's dtype and range check: ``(B, L)`` → ``(B, L)``."""

@@ -72,6 +72,9 @@ def _rope_types(rotary: list[nn.Module]) -> set[str]:
 
 def require_module(model: object, what: str = "augment_model") -> nn.Module:
     """``model`` if it is a model instance; else one-line TypeError (None, a class, any other object)."""
+    if isinstance(model, nn.Module) and getattr(model, "posenc_wrapper", False):
+        raise ConfigError(f"posenc.hf: {what} got a model that posenc already wraps ({type(model).__name__}); "
+                          "wrap the original model once (the wrapper's .model)")
     if isinstance(model, nn.Module):
         return model
     if isinstance(model, type):
@@ -95,6 +98,12 @@ def inspect_model(model: nn.Module) -> PositionInterface:
     config = getattr(model, "config", None)
     model_type = str(getattr(config, "model_type", type(model).__name__))
     if "position_ids" not in inspect.signature(model.forward).parameters:
+        if not getattr(config, "is_encoder_decoder", False):
+            raise ConfigError(
+                f"posenc.hf: {type(model).__name__} ({model_type}) takes no position_ids: its attention computes "
+                "its own position bias (Bloom and MPT use ALiBi, which reads no positions), so there is nothing "
+                "to augment; use a model with rotary or learned positions (Llama, GPT-2, ...)"
+            )
         raise ConfigError(
             f"posenc.hf: {type(model).__name__} ({model_type}) takes no position_ids (for BART-style seq2seq "
             "models use PositionAugmentedSeq2Seq or augment_model; T5's relative buckets cannot be augmented)"

@@ -49,6 +49,8 @@ def rows(table: nn.Embedding) -> int:
 class PositionAugmentedSeq2Seq(nn.Module):
     """A BART-style model with the registered integer augmentation ``augment`` in training."""
 
+    posenc_wrapper = True  # require_module refuses to wrap it again
+
     def __init__(self, model: nn.Module, augment: str, **params: Any) -> None:
         super().__init__()
         self.model = require_module(model, "PositionAugmentedSeq2Seq")
@@ -81,6 +83,8 @@ class PositionAugmentedSeq2Seq(nn.Module):
         src, tgt = base_positions(src_mask), base_positions(tgt_mask)
         augmentation = self.sampler.augmentation
         if self.training or augmentation.samples_in_eval:
+            self.sampler.check_reach(src, src_mask)
+            self.sampler.check_reach(tgt, tgt_mask)
             src, tgt = augmentation.pair(src, src_mask, tgt, tgt_mask)
         return self.sampler.finish(src, src_mask), self.sampler.finish(tgt, tgt_mask)
 
@@ -104,3 +108,7 @@ class PositionAugmentedSeq2Seq(nn.Module):
     def generate(self, *args: Any, **kwargs: Any) -> Any:
         """The wrapped model's ``generate`` (plain positions)."""
         return self.model.generate(*args, **kwargs)
+
+    def save_pretrained(self, *args: Any, **kwargs: Any) -> Any:
+        """The wrapped model's ``save_pretrained``: the weights (no wrapper state is saved)."""
+        return self.model.save_pretrained(*args, **kwargs)

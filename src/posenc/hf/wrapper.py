@@ -36,6 +36,8 @@ from posenc.hf.seq2seq import PositionAugmentedSeq2Seq
 class PositionAugmentedModel(nn.Module):
     """``model`` with the registered augmentation ``augment`` applied to its ``position_ids``."""
 
+    posenc_wrapper = True  # require_module refuses to wrap it again
+
     def __init__(self, model: nn.Module, augment: str, **params: Any) -> None:
         super().__init__()
         self.model = require_module(model, "PositionAugmentedModel")
@@ -63,6 +65,10 @@ class PositionAugmentedModel(nn.Module):
     def generate(self, *args: Any, **kwargs: Any) -> Any:
         """The wrapped model's ``generate`` (its own positions)."""
         return self.model.generate(*args, **kwargs)
+
+    def save_pretrained(self, *args: Any, **kwargs: Any) -> Any:
+        """The wrapped model's ``save_pretrained``: the weights (no wrapper state is saved)."""
+        return self.model.save_pretrained(*args, **kwargs)
 
 
 class PositionIdsCollator:
@@ -94,4 +100,6 @@ def augment_model(model: nn.Module, augment: str, **params: Any) -> nn.Module:
         raise TypeError(f"posenc.hf: the augmentation is a name (str), got {type(augment).__name__}")
     if "position_ids" in inspect.signature(model.forward).parameters:
         return PositionAugmentedModel(model, augment, **params)
+    if not getattr(getattr(model, "config", None), "is_encoder_decoder", True):
+        inspect_model(model)  # a decoder-only model without position_ids: its one-line refusal
     return PositionAugmentedSeq2Seq(model, augment, **params)

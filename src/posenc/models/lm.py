@@ -78,9 +78,11 @@ class DecoderLM(nn.Module):
         """``(..., D)`` → ``(..., V)`` with the tied embedding."""
         return h @ self.embed.weight.t()
 
-    def forward(self, tokens: Tensor, mask: Tensor) -> Tensor:
-        """Full causal pass: tokens ``(B, L)``, mask ``(B, L)`` (right padding) → logits ``(B, L, V)``."""
-        pos = self.positions(default_positions(mask), mask)
+    def forward(self, tokens: Tensor, mask: Tensor, positions: Tensor | None = None) -> Tensor:
+        """Full causal pass: tokens ``(B, L)``, mask ``(B, L)`` (right padding) → logits ``(B, L, V)``.
+        ``positions (B, L)``: the tokens' position ids (default 0..L−1; a task may give its own, e.g.
+        position coupling), then augmented as usual."""
+        pos = self.positions(default_positions(mask) if positions is None else positions, mask)
         allowed = attention_bias(mask, mask.shape[1], causal=True)
         return self.logits(self.stack.run(self.embed(tokens), pos, mask, allowed))
 

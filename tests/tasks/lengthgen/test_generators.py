@@ -39,6 +39,21 @@ def test_binary_addition_3_plus_5_lsb_first() -> None:
     assert g.binary_addition(Fixed([2, 1, 1, 1, 0, 1]), 6) == (inp, out)
 
 
+def test_decimal_addition_by_hand() -> None:
+    """478 + 95 = 573, LSB first: 8 7 4 PLUS 5 9 → 3 7 5 0 (|a| + 1 = 4 digits); n = 6: |a| = 3, |b| = 2."""
+    inp, out = g.decimal_addition(Fixed([8, 7, 4, 5, 9]), 6)
+    assert inp == bits("874") + [PLUS] + bits("59") and out == bits("3750")
+    assert g.decimal_addition(Fixed([9, 9, 9, 9]), 5) == (bits("99") + [PLUS] + bits("99"), bits("891"))  # 99 + 99
+
+
+def test_coupled_position_ids_by_hand() -> None:
+    """Cho et al. 2024 / McLeish et al. 2024: the k-th digit (LSB first) of every number gets k; PLUS, SEP 0."""
+    seq = bits("874") + [PLUS] + bits("59") + [g.SEP] + bits("3750")
+    assert g.coupled_positions(seq) == [1, 2, 3, 0, 1, 2, 0, 1, 2, 3, 4]
+    assert g.coupled_positions(bits("12") + [PLUS] + bits("34") + [g.SEP, g.PAD]) == [1, 2, 0, 1, 2, 0, 0]
+    assert g.POSITION_IDS["index"] is None
+
+
 def test_parity_sort_reverse_copy_by_hand() -> None:
     assert g.parity(Fixed([1, 0, 1, 1]), 4) == (bits("1011"), [B1])
     assert g.parity(Fixed([1, 0, 0, 1]), 4) == (bits("1001"), [B0])
@@ -75,6 +90,8 @@ def test_lengths_and_answers(task: str, length: int) -> None:
             "bucket_sort": lambda: out == sorted(inp) and max(inp) < SYM + 5,
             "parity": lambda: out == [SYM + sum(t - SYM for t in inp) % 2],
             "binary_addition": lambda: g.from_bits(out) == sum(g.from_bits(p) for p in _split(inp)),
+            "decimal_addition": lambda: g.from_digits(out) == sum(g.from_digits(p) for p in _split(inp))
+            and len(out) == len(_split(inp)[0]) + 1 and max(inp) < SYM + 10,
             "missing_duplicate": lambda: _fill(inp, out[0]),
         }[task]
         assert check()

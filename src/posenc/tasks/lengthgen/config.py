@@ -9,7 +9,7 @@ from posenc.config import apply_mapping, from_dict, require, to_dict
 from posenc.models.lm import LMConfig
 from posenc.positions import PositionConfig
 from posenc.tasks.grid import MethodsExperimentConfig
-from posenc.tasks.lengthgen.generators import TASKS
+from posenc.tasks.lengthgen.generators import POSITION_IDS, TASKS
 from posenc.training.config import TrainConfig
 
 @dataclass
@@ -30,6 +30,9 @@ class LengthgenData:
     #: model.position options applied at test time only, e.g. {rope.scaling: yarn, rope.factor: 4,
     #: rope.original_max_position: 41}: train plain, evaluate with RoPE scaling (empty: as trained)
     eval_position: dict[str, Any] = field(default_factory=dict)
+    #: the position ids the model reads: index (0..L−1) or coupled (position coupling, Cho et al.
+    #: 2024 / Abacus digit indices, McLeish et al. 2024: a token's index in its number, separators 0)
+    position_ids: str = "index"
 
     def __post_init__(self) -> None:
         require(self.task in TASKS, f"data.task {self.task!r} unknown (known: {', '.join(TASKS)})")
@@ -37,6 +40,7 @@ class LengthgenData:
         require(low <= self.train_max_length, f"data: train lengths [{self.train_min_length}, {self.train_max_length}] are empty for {self.task}")
         require(self.test_step >= 1 and self.test_max_length >= self.test_step, "data: need test_max_length >= test_step >= 1")
         require(self.valid_seed != self.eval_seed, f"data.valid_seed must differ from data.eval_seed ({self.eval_seed})")
+        require(self.position_ids in POSITION_IDS, f"data.position_ids {self.position_ids!r} unknown (known: {', '.join(POSITION_IDS)})")
         require(self.curriculum_steps >= 0, f"data.curriculum_steps must be >= 0, got {self.curriculum_steps}")
         for name in ("batch_size", "steps_per_epoch", "eval_samples", "eval_batch_size", "valid_lengths"):
             require(getattr(self, name) >= 1, f"data.{name} must be >= 1, got {getattr(self, name)}")

@@ -15,8 +15,14 @@ sort                      w ∈ {0..15}^n                              w sorted 
 bucket_sort               w ∈ {0..4}^n (Delétang's alphabet of 5)    w sorted ascending
 parity                    w ∈ {0,1}^n                                1 if #1s is odd, else 0
 binary_addition           a PLUS b, |a| + |b| = n − 1, LSB first     a + b, LSB first, max(|a|,|b|)+1 bits
+decimal_addition          a PLUS b, |a| = ⌈(n−1)/2⌉, |b| = n−1−|a|,   a + b, LSB first, |a|+1 digits
+                          decimal digits, LSB first (reversed)
 missing_duplicate         ww with one token → MISSING, |w| = ⌊n/2⌋    the replaced token
 ========================  ========================================  =========================
+
+Decimal addition follows the reversed-digit format of Cho et al. (2024) and McLeish et al. (2024)
+(operands of equal length for odd n: 10-digit operands are n = 21, 40-digit ones n = 81).
+:func:`coupled_positions` gives the position ids of position coupling / Abacus.
 
 Deviations: binary addition writes the sum with a fixed width max(|a|, |b|) + 1 (leading zeros
 kept) so the output length is known; missing duplicate has input length 2⌊n/2⌋ (n rounded down
@@ -84,6 +90,38 @@ def binary_addition(rng: random.Random, n: int) -> Example:
     return addition_example(_symbols(rng, la, 2), _symbols(rng, n - 1 - la, 2))
 
 
+def to_digits(value: int, width: int) -> list[int]:
+    """``value`` as ``width`` decimal digit tokens, least significant first."""
+    return [SYM + (value // 10**i) % 10 for i in range(width)]
+
+
+def from_digits(tokens: list[int]) -> int:
+    return sum((t - SYM) * 10**i for i, t in enumerate(tokens))
+
+
+def decimal_addition(rng: random.Random, n: int) -> Example:
+    """Two decimal numbers of ⌈(n−1)/2⌉ and ⌊(n−1)/2⌋ digits, LSB first → their sum in |a| + 1 digits."""
+    la = n // 2
+    a, b = _symbols(rng, la, 10), _symbols(rng, n - 1 - la, 10)
+    return a + [PLUS] + b, to_digits(from_digits(a) + from_digits(b), la + 1)
+
+
+def coupled_positions(tokens: list[int]) -> list[int]:
+    """Position ids of position coupling (Cho et al. 2024) for LSB-first operands: a token's index in
+    its number, 1-based, so digits of one significance in both operands and the sum share an id;
+    the separators PLUS and SEP (and PAD) get 0. For LSB-first numbers these are also Abacus's
+    digit indices (McLeish et al. 2024). E.g. ``12 PLUS 34 SEP 460`` → ``1 2 0 1 2 0 1 2 3``."""
+    ids, k = [], 0
+    for t in tokens:
+        k = k + 1 if t >= SYM else 0
+        ids.append(k)
+    return ids
+
+
+#: ``data.position_ids`` name → the ids of a token sequence (None: the model's default 0..L−1).
+POSITION_IDS: dict[str, Callable[[list[int]], list[int]] | None] = {"index": None, "coupled": coupled_positions}
+
+
 def missing_duplicate(rng: random.Random, n: int) -> Example:
     w = _symbols(rng, n // 2, 2)
     ww = w + w
@@ -100,6 +138,7 @@ TASKS: dict[str, tuple[Callable[[random.Random, int], Example], int]] = {
     "bucket_sort": (bucket_sort, 1),
     "parity": (parity, 1),
     "binary_addition": (binary_addition, 3),
+    "decimal_addition": (decimal_addition, 3),
     "missing_duplicate": (missing_duplicate, 2),
 }
 

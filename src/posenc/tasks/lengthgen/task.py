@@ -28,7 +28,7 @@ from posenc.errors import ConfigError
 from posenc.files import atomic_write_text
 from posenc.models.lm import DecoderLM
 from posenc.tasks.lengthgen.config import LengthgenConfig
-from posenc.tasks.lengthgen.generators import PAD, SEP, VOCAB_SIZE, Example, example
+from posenc.tasks.lengthgen.generators import PAD, POSITION_IDS, SEP, VOCAB_SIZE, Example, example
 from posenc.training import checkpoint as ck
 from posenc.training.loss import LossOutput
 
@@ -40,13 +40,16 @@ class Batch:
     tokens: Tensor  # (B, L) long, right-padded with PAD
     mask: Tensor  # (B, L) bool, real tokens
     out_mask: Tensor  # (B, L) bool, output tokens (after SEP)
+    positions: Tensor | None = None  # (B, L) float position ids (data.position_ids); None: 0..L−1
 
     def to(self, device: torch.device | str) -> "Batch":
-        return Batch(self.tokens.to(device), self.mask.to(device), self.out_mask.to(device))
+        pos = None if self.positions is None else self.positions.to(device)
+        return Batch(self.tokens.to(device), self.mask.to(device), self.out_mask.to(device), pos)
 
 
-def collate(examples: list[Example]) -> Batch:
-    """``[(input, output), ...]`` → a right-padded :class:`Batch` of ``input SEP output``."""
+def collate(examples: list[Example], position_ids: str = "index") -> Batch:
+    """``[(input, output), ...]`` → a right-padded :class:`Batch` of ``input SEP output`` (with the
+    ``position_ids`` of each sequence when they are not the default 0..L−1; padding gets 0)."""
     seqs = [inp + [SEP] + out for inp, out in examples]
     width = max(len(s) for s in seqs)
     tokens = torch.full((len(seqs), width), PAD, dtype=torch.long)
@@ -55,12 +58,17 @@ def collate(examples: list[Example]) -> Batch:
         tokens[i, : len(seq)] = torch.tensor(seq)
         out_mask[i, len(inp) + 1: len(seq)] = True
     mask = torch.arange(width)[None, :] < torch.tensor([len(s) for s in seqs])[:, None]
-    return Batch(tokens, mask, out_mask)
+    ids = POSITION_IDS[position_ids]
+    positions = None if ids is None else torch.tensor([ids(t) for t in tokens.tolist()], dtype=torch.float32)
+    return Batch(tokens, mask, out_mask, positions)
 
 
 def predictions(model: nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
     """Teacher-forced logits for tokens 1..L−1 ``(B, L−1, V)`` and which of them are scored ``(B, L−1)``."""
-    logits = model(batch.tokens[:, :-1], batch.mask[:, :-1])
+    if batch.positions is None:  # the model's own 0..L−1
+        logits = model(batch.tokens[:, :-1], batch.mask[:, :-1])
+    else:
+        logits = model(batch.tokens[:, :-1], batch.mask[:, :-1], batch.positions[:, :-1])
     return logits, batch.out_mask[:, 1:]
 
 
@@ -89,7 +97,7 @@ def training_batch(cfg: LengthgenConfig, index: int, world: int = 1) -> Batch:
     low, high = d.train_lengths_at(index // world)
     length = random.Random(f"length:{cfg.train.seed}:{index}").randint(low, high)
     start = index * d.batch_size
-    return collate([example(d.task, length, cfg.train.seed, start + j) for j in range(d.batch_size)])
+    return collate([example(d.task, length, cfg.train.seed, start + j) for j in range(d.batch_size)], d.position_ids)
 
 
 def evaluate_lengths(cfg: LengthgenConfig, model: nn.Module, device: torch.device) -> dict[str, Any]:
@@ -100,7 +108,7 @@ def evaluate_lengths(cfg: LengthgenConfig, model: nn.Module, device: torch.devic
         seq, tok = [], []
         for start in range(0, d.eval_samples, d.eval_batch_size):
             count = min(d.eval_batch_size, d.eval_samples - start)
-            batch = collate([example(d.task, length, d.eval_seed, start + j) for j in range(count)]).to(device)
+            batch = collate([example(d.task, length, d.eval_seed, start + j) for j in range(count)], d.position_ids).to(device)
             s, t = accuracy(model, batch)
             seq.append(s.float().cpu())
             tok.append(t.cpu())
@@ -168,7 +176,7 @@ class LengthgenTask:
         """One batch per validation length (training lengths that are not test lengths), drawn
         from ``data.valid_seed``: never a test example, never the training stream."""
         d = cfg.data
-        return [collate([example(d.task, n, d.valid_seed, j) for j in range(d.eval_batch_size)]) for n in d.validation_lengths]
+        return [collate([example(d.task, n, d.valid_seed, j) for j in range(d.eval_batch_size)], d.position_ids) for n in d.validation_lengths]
 
     def width(self, cfg: LengthgenConfig) -> int:
         return cfg.model.d_model

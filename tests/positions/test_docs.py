@@ -30,7 +30,7 @@ def test_combination_table_matches_resolve(doc: Path) -> None:
     block = doc.read_text(encoding="utf-8").split("<!-- combos -->")[1].split("<!-- /combos -->")[0]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in block.strip().splitlines()[2:]]
     augs = ["shape", "cape", "randomized"]
-    one_d = {"sinusoidal", "learned", "gru", "none", "shaw", "alibi", "t5", "rope"}  # 2-D methods live elsewhere
+    one_d = {"sinusoidal", "learned", "gru", "none", "shaw", "alibi", "t5", "rope", "xpos", "fire", "cope"}  # 2-D methods live elsewhere
     assert {r[0] for r in rows} == one_d and one_d <= {*registry.INPUT, *registry.ATTENTION}
     assert set(augs) <= set(registry.AUGMENT)
     for method, *cells in rows:

@@ -1,0 +1,109 @@
+"""FIRE: functional interpolation for relative positions (Li et al. 2023, "Functional Interpolation
+for Relative Positions Improves Long Context Transformers", §3, Eq. 3-4).
+
+Shape legend: B batch, H heads, Lq/Lk query/key length, K distinct (distance, normaliser) pairs,
+M hidden units.
+
+Each head adds a learned function of the normalised, log-compressed distance to its (scaled) logits:
+
+    b(i, j) = f_θ( ψ(i − j) / ψ(max(L, i)) ),   ψ(x) = log(c·x + 1),
+
+f_θ: R → R^H an MLP (one hidden ReLU layer of M units, one output per head), c > 0 and the
+threshold L learned. Dividing by ψ(max(L, i)) maps every distance of a query into [0, 1], so
+longer inputs interpolate instead of extrapolating; L keeps short queries from being over-stretched.
+
+The MLP runs over the *distinct* inputs, not over (Lq, Lk): a pair's input depends on its distance
+and, only when i > L, on i, so the distinct (distance, i-if-beyond-L) pairs are found on integer
+keys (no gradient), the input recomputed for each with gradients to c and L, the MLP applied to
+those K values and the result gathered to ``(B, H, Lq, Lk)`` (as x-transformers' dynamic position
+bias does for plain distances). Positions are rounded (integer token positions, as in the paper);
+masked future keys get distance 0 (they are masked anyway). Causal only (the paper's form; a
+bidirectional stack is refused). ``fire+randomized`` is the randomized variant (Ruoss et al.
+positions, used with FIRE by Zhou et al. 2024 for addition).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from posenc.config import require
+from posenc.positions.base import AttentionHook, AttentionPosition, PositionContext
+from posenc.positions.registry import register
+
+
+@dataclass
+class FireParams:
+    hidden: int = 32  # M, hidden units of f_θ
+    init_c: float = 0.1  # c at initialisation
+    init_threshold: float = 512.0  # L at initialisation
+    per_layer: bool = False  # one f_θ, c, L per layer (false: one per stack, shared like T5's table)
+
+    def __post_init__(self) -> None:
+        require(self.hidden >= 1, f"fire.hidden must be >= 1, got {self.hidden}")
+        require(self.init_c > 0 and self.init_threshold > 0, "fire.init_c and fire.init_threshold must be > 0")
+
+
+@dataclass
+class FireContext(PositionContext):
+    """Rounded distances i − j ``(B, Lq, Lk)`` (≥ 0; future keys 0) and query positions ``(B, Lq)``, long."""
+
+    distance: Tensor
+    query: Tensor
+
+
+class FireHook(AttentionHook[FireContext]):
+    """Bias only: f_θ(ψ(i − j)/ψ(max(L, i))) per head, for the scaled logits."""
+
+    has_score, has_value, has_bias = False, False, True
+
+    def __init__(self, num_heads: int, params: FireParams) -> None:
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(1, params.hidden), nn.ReLU(), nn.Linear(params.hidden, num_heads))
+        self.c = nn.Parameter(torch.tensor(params.init_c))
+        self.threshold = nn.Parameter(torch.tensor(params.init_threshold))
+
+    def psi(self, x: Tensor) -> Tensor:
+        """ψ(x) = log(c·x + 1) (c kept ≥ 1e-6 so that ψ stays defined)."""
+        return torch.log1p(self.c.clamp_min(1e-6) * x)
+
+    def inputs(self, distance: Tensor, query: Tensor) -> Tensor:
+        """f_θ's input ψ(d)/ψ(max(L, i)) for distances ``d`` and query positions ``i`` (same shape)."""
+        return self.psi(distance) / self.psi(torch.maximum(self.threshold, query.to(self.threshold.dtype)))
+
+    def distinct(self, ctx: FireContext) -> tuple[Tensor, Tensor, Tensor]:
+        """The distinct (distance, query-or-−1) pairs ``(K,)``, ``(K,)`` and each element's index
+        into them ``(B, Lq, Lk)``: queries at or below L share one normaliser (key −1)."""
+        with torch.no_grad():
+            beyond = torch.where(ctx.query > self.threshold, ctx.query, torch.full_like(ctx.query, -1))
+            stride = int(ctx.distance.max()) + 1 if ctx.distance.numel() else 1
+            keys, index = torch.unique((beyond[:, :, None] + 1) * stride + ctx.distance, return_inverse=True)
+        return keys % stride, keys // stride - 1, index
+
+    def bias(self, ctx: FireContext) -> Tensor:
+        """→ ``(B, H, Lq, Lk)``: f_θ over the K distinct inputs, gathered."""
+        distance, query, index = self.distinct(ctx)
+        values = self.mlp(self.inputs(distance.float(), query.float())[:, None])  # (K, H)
+        return values[index].permute(0, 3, 1, 2)
+
+
+@register("attention", "fire", FireParams, augmentable_by=("randomized",), causal_only=True)
+class FirePosition(AttentionPosition[FireContext]):
+    """One hook per stack (or per layer with ``per_layer``)."""
+
+    def __init__(self, d_model: int, params: FireParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
+        super().__init__()
+        require(causal, "fire is causal only (Li et al. 2023 define b(i, j) for j <= i); use t5 or alibi in a bidirectional stack")
+        self.hooks = nn.ModuleList(FireHook(num_heads, params) for _ in range(num_layers if params.per_layer else 1))
+
+    def context(self, q_positions: Tensor, k_positions: Tensor) -> FireContext:
+        """Positions ``(B, Lq)``, ``(B, Lk)`` → rounded i − j clamped at 0, and rounded i."""
+        query = q_positions.round().long()
+        distance = (query[:, :, None] - k_positions.round().long()[:, None, :]).clamp_min(0)
+        return FireContext(distance, query)
+
+    def hook(self, layer: int) -> FireHook:
+        return self.hooks[layer % len(self.hooks)]

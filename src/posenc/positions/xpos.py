@@ -1,0 +1,96 @@
+"""xPos: RoPE with per-dimension exponential decay (Sun et al. 2022, "A Length-Extrapolatable
+Transformer", §3.2, Eq. 7-9).
+
+Shape legend: B batch, H heads, L length, Dh head width, P = Dh/2 rotated pairs.
+
+Each pair (2j, 2j+1) of q at position n is rotated by n·θ_j (RoPE, θ_j = base^(−j/P)) and scaled
+by ζ_j^(n/γ); of k at position m, rotated by m·θ_j and scaled by ζ_j^(−m/γ), with
+
+    ζ_j = (2j + 0.4·Dh) / (1.4·Dh),  j = 0 … P−1,   γ = scale_base = 512,
+
+so q_n·k_m = Σ_j ζ_j^((n−m)/γ) · (RoPE's pair-j product): ζ_j < 1 makes attention decay with the
+distance n − m ≥ 0, fastest for the low pairs (high frequencies). The decay only makes sense for
+n ≥ m, so xPos is causal only (a bidirectional stack is refused). The reference code centres the
+exponents on the sequence (a numerical device that cancels in q·k); here they are the absolute
+positions, so cached keys keep their scale (KV cache), and the scales stay in range while
+ζ_0^(−n/γ) = 3.5^(n/512) does (n ≲ 10⁴ in float32). No parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from posenc.config import require
+from posenc.positions.base import AttentionHook, AttentionPosition, PositionContext
+from posenc.positions.registry import register
+from posenc.positions.rope import RopeParams, rope_angles, rotate
+
+
+@dataclass
+class XposParams:
+    base: float = 10000.0  # RoPE's base
+    scale_base: float = 512.0  # γ
+    gamma: float = 0.4  # ζ_j = (2j/Dh + gamma) / (1 + gamma)
+
+    def __post_init__(self) -> None:
+        require(self.base > 1, f"xpos.base must be > 1, got {self.base}")
+        require(self.scale_base > 0 and self.gamma > 0, "xpos.scale_base and xpos.gamma must be > 0")
+
+
+def xpos_zeta(pairs: int, gamma: float = 0.4) -> Tensor:
+    """ζ_j = (2j + γ'·d)/((1 + γ')·d), d = 2P, ``(P,)`` float64 (Sun et al. 2022, §3.2)."""
+    d = 2 * pairs
+    return (2 * torch.arange(pairs, dtype=torch.float64) + gamma * d) / ((1 + gamma) * d)
+
+
+@dataclass
+class XposContext(PositionContext):
+    """RoPE angles ``(B, 1, L, P)`` and the scales ζ^(±p/γ) ``(B, 1, L, P)`` of queries and keys."""
+
+    q_angles: Tensor
+    k_angles: Tensor
+    q_scale: Tensor
+    k_scale: Tensor
+
+
+class XposHook(AttentionHook[XposContext]):
+    """q/k transform only: rotate and scale (q by ζ^(n/γ), new keys by ζ^(−m/γ))."""
+
+    has_score, has_value, has_transform = False, False, True
+
+    def transform_q(self, q: Tensor, ctx: XposContext) -> Tensor:
+        return rotate(q, ctx.q_angles, ctx.q_scale)
+
+    def transform_k(self, k: Tensor, ctx: XposContext) -> Tensor:
+        """New keys ``(B, H, Lnew, Dh)`` are the last Lnew key positions (KV cache)."""
+        n = k.shape[2]
+        return rotate(k, ctx.k_angles[:, :, -n:], ctx.k_scale[:, :, -n:])
+
+
+@register("attention", "xpos", XposParams, augmentable_by=("randomized",), causal_only=True)
+class XposPosition(AttentionPosition[XposContext]):
+    def __init__(self, d_model: int, params: XposParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
+        super().__init__()
+        require(causal, "xpos is causal only (Sun et al. 2022: the decay needs n >= m); use rope in a bidirectional stack")
+        self.params, self.pairs = params, (d_model // num_heads) // 2
+        require(self.pairs >= 1, "xpos needs a head width >= 2")
+        self.rope = RopeParams(base=params.base)
+        self.log_zeta = xpos_zeta(self.pairs, params.gamma).log()
+        self.shared = XposHook()
+
+    def context(self, q_positions: Tensor, k_positions: Tensor) -> XposContext:
+        """Positions ``(B, Lq)``, ``(B, Lk)`` → angles and scales exp(±p/γ · ln ζ_j) in float64."""
+        log_zeta = self.log_zeta.to(q_positions.device)
+
+        def scale(positions: Tensor, sign: float) -> Tensor:
+            return torch.exp(sign * positions.double()[:, None, :, None] / self.params.scale_base * log_zeta)
+
+        return XposContext(rope_angles(q_positions, self.pairs, self.rope), rope_angles(k_positions, self.pairs, self.rope),
+                           scale(q_positions, 1.0), scale(k_positions, -1.0))
+
+    def hook(self, layer: int) -> XposHook:
+        return self.shared

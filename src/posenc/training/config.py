@@ -1,6 +1,7 @@
 """``TrainConfig``: optimiser, schedule, precision, logging and checkpointing options.
 
-``precision: auto`` trains in bf16 autocast on CUDA GPUs that support it and in fp32 elsewhere;
+``precision: auto`` trains in bf16 autocast on CUDA GPUs that support it, on CPUs with native bf16
+(avx512_bf16/AMX) from d_model 256 on (the measured crossover), and in fp32 elsewhere;
 ``compile`` (default ``off``; ``auto`` = on CUDA only, ``on``) runs the forward and loss through
 ``torch.compile`` (see training/runtime.py for both resolutions). Off by default: on an H100 it
 gave transformer-small ×1.03 steps/s over eager (docs/performance.md) and its warm-up took

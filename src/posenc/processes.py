@@ -144,9 +144,11 @@ def _start(argv: list[str], log: Path, env: dict[str, str]) -> tuple[subprocess.
 
 
 def run_processes(jobs: list[tuple[Any, list[str], Path]], slots: int,
-                  finished: Callable[[Any, int], str], poll_s: float = 0.2) -> list[Any]:
+                  finished: Callable[[Any, int], str], poll_s: float = 0.2, progress: Any = None) -> list[Any]:
     """Run ``(key, argv, log)`` jobs, at most ``slots`` at once, each pinned by :func:`worker_env`;
     prints ``finished(key, returncode)`` as each ends and returns the keys of the failed ones.
+    ``progress`` (optional): called with the running keys after every poll, and its ``clear()``
+    before a finished line is printed (e.g. :class:`posenc.experiments.progress.Progress`).
 
     Workers die with this process (:func:`die_with_parent`, even on SIGKILL); on SIGTERM, SIGINT
     or any error here they are stopped (:func:`stop_workers`) before the exception propagates."""
@@ -165,9 +167,13 @@ def run_processes(jobs: list[tuple[Any, list[str], Path]], slots: int,
                     key, slot, fh = running.pop(proc)
                     fh.close()
                     free.append(slot)
+                    if progress is not None:
+                        progress.clear()
                     print(finished(key, proc.returncode), flush=True)
                     if proc.returncode != 0:
                         failed.append(key)
+                if progress is not None:
+                    progress([key for key, _, _ in running.values()])
         finally:
             stop_workers(list(running))
             for _, _, fh in running.values():

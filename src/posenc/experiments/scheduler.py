@@ -7,7 +7,9 @@ cell, so a crash or an out-of-memory error stays in its run. Slot ``k`` (0..N-1)
 every visible GPU is used. On a CPU the cores are split: each worker gets ``cores // N`` threads.
 Each run logs to ``ROOT/logs/<setting>-<method>-seed<N>.log`` (the experiment spec is
 ``ROOT/logs/experiment.json``; ``logs/`` must be new, empty or posenc's); a summary line is printed as each
-finishes. Finished cells write ``results.json`` atomically, so an interrupted grid resumes run by run.
+finishes, and while runs train each one's step, validation loss and ETA (a status line on a
+terminal, a line every 10 s otherwise: :mod:`posenc.experiments.progress`). Finished cells write
+``results.json`` atomically, so an interrupted grid resumes run by run.
 
 ``submitit`` backend (optional ``pip install submitit``): the same cells handed to SLURM (or to
 submitit's local executor when no SLURM is present) for grids larger than one machine.
@@ -23,6 +25,7 @@ from typing import Any, Callable
 from posenc.config import to_dict
 from posenc.errors import ConfigError
 from posenc.files import atomic_write_text
+from posenc.experiments.progress import Progress
 from posenc.experiments.tasks import Cell, task_of
 from posenc.processes import run_processes
 
@@ -80,7 +83,17 @@ def run_local(exp: Any, cells: list[Cell], jobs: int, summarize: Summarize, poll
     spec = write_spec(exp)
     argv = lambda c: [sys.executable, "-m", "posenc.experiments.worker", str(spec), c[0], c[1], str(c[2])]  # noqa: E731
     work = [(cell, argv(cell), log_path(exp, cell)) for cell in cells]
-    return run_processes(work, jobs, lambda cell, rc: _finished(exp, cell, rc, summarize), poll_s)
+    return run_processes(work, jobs, lambda cell, rc: _finished(exp, cell, rc, summarize), poll_s, progress_of(exp))
+
+
+def progress_of(exp: Any) -> Progress:
+    """Each running cell's step, validation loss and ETA from its run directory (experiments/progress.py)."""
+    task = task_of(exp)
+
+    def cap(cell: Cell) -> int:
+        return int(getattr(getattr(task.cell_config(exp, cell), "train", None), "max_steps", 0) or 0)
+
+    return Progress(lambda cell: Path(task.cell_config(exp, cell).out_dir), cap, lambda c: f"{c[1]}/{c[0]}/seed{c[2]}")
 
 
 def run_submitit(exp: Any, cells: list[Cell], jobs: int, execute: Execute, summarize: Summarize,

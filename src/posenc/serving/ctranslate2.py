@@ -40,8 +40,8 @@ from torch import Tensor, nn
 
 from posenc.data.spm import Tokenizer
 from posenc.decoding.translate import _source_ids
-from posenc.errors import ConfigError, DataError
-from posenc.files import atomic_output, atomic_write_text
+from posenc.errors import ConfigError
+from posenc.files import atomic_output, atomic_write_text, check_output_file
 from posenc.models.attention import MultiHeadAttention
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.rundir import check_target, write_marker
@@ -150,7 +150,9 @@ def check_exportable(run: LoadedRun) -> None:
 
 # --------------------------------------------------------------------------- spec
 def _np(t: Tensor) -> np.ndarray:
-    return t.detach().float().cpu().contiguous().numpy()
+    """A float32 copy (never a view: CTranslate2's quantization rewrites its arrays in place, and a
+    view would rewrite the live model's weights)."""
+    return t.detach().to("cpu", torch.float32).numpy().copy()
 
 
 def _linear(spec: Any, *layers: nn.Linear) -> None:
@@ -371,11 +373,9 @@ def translate_lines(model: Exported, lines: Iterable[str], *, beam: int = 4, len
 
 def write_translations(model: Exported, lines: Iterable[str], out_path: str | Path, **options: Any) -> int:
     """:func:`translate_lines` into ``out_path``, written atomically (an old file stays intact on
-    any failure); returns the number of lines."""
+    any failure; no directory is created for it: files.check_output_file); returns the number of lines."""
     target = Path(out_path)
-    if target.is_dir():
-        raise DataError(f"{target}: is a directory; give an output file name")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    check_output_file(target, "output")
     count = 0
     with atomic_output(target) as f:
         for text in translate_lines(model, lines, **options):

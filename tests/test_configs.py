@@ -24,7 +24,7 @@ import pytest
 
 from posenc.config import apply_mapping, from_dict, load_config, load_yaml, to_dict
 from posenc.data.corpora import CORPORA
-from posenc.experiments.config import ExperimentConfig
+from posenc.tasks.translation.config import ExperimentConfig
 from posenc.analysis.registry import REGISTRY
 from posenc.experiments.runner import find_experiment, grid, known_tasks, run_config
 from posenc.pipeline.config import RunConfig

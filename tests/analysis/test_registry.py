@@ -14,11 +14,11 @@ from posenc.analysis import significance
 from posenc.analysis.registry import REGISTRY, LengthOptions, check_options, option_owners
 from posenc.config import load_config
 from posenc.errors import ConfigError
-from posenc.experiments.config import TRANSLATION_ANALYSES, ExperimentConfig
+from posenc.tasks.translation.config import TRANSLATION_ANALYSES, ExperimentConfig
 from posenc.experiments.runner import find_experiment
 from tests.helpers.tiny import assert_one_line_error, cli
 
-#: The defaults experiments/report.py read with ``analysis_options.get(key, default)`` before the registry.
+#: The defaults tasks/translation/report.py read with ``analysis_options.get(key, default)`` before the registry.
 PREVIOUS_DEFAULTS = {"bucket_width": 10, "bootstrap_samples": 1000, "shift_sentences": 100,
                      "stack_tokens": 300, "swapped_pairs": 10_000, "shift_offsets": [0, 100, 250, 500]}
 
@@ -76,7 +76,7 @@ def test_shipped_experiment_with_a_bad_override_is_one_line(capsys: pytest.Captu
 
 def test_cli_report_and_schema_use_the_one_registry(capsys: pytest.CaptureFixture[str]) -> None:
     from posenc.cli import analyze
-    from posenc.experiments import report
+    from posenc.tasks.translation import report
 
     assert TRANSLATION_ANALYSES == tuple(REGISTRY)
     assert list(report.ADAPTERS) == list(REGISTRY)  # one adapter per registered analysis, no other names

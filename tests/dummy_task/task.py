@@ -85,7 +85,7 @@ class DummyTask:
         err = ((model(x).squeeze(-1) - y) ** 2).sum()
         return LossOutput(err, err.detach(), torch.tensor(x.shape[0]))
 
-    def evaluate(self, cfg: DummyConfig, model: nn.Module, out_dir: Path) -> dict[str, Any]:
+    def evaluate(self, cfg: DummyConfig, model: nn.Module, out_dir: Path, result: Any = None) -> dict[str, Any]:
         x, y = examples(cfg, cfg.data.size + 32, 64)
         with torch.no_grad():
             mse = float(((model(x).squeeze(-1) - y) ** 2).mean())

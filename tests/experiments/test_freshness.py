@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from posenc.config import load_config
-from posenc.experiments.config import ExperimentConfig
+from posenc.tasks.translation.config import ExperimentConfig
 from posenc.pipeline.same_run import Stored, evaluation_record, run_record, same_run
 from posenc.experiments.runner import run_config
 from tests.experiments.tiny_grid import write_experiment

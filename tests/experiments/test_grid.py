@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from posenc.config import load_config
-from posenc.experiments.config import TRANSLATION_ANALYSES, ExperimentConfig
-from posenc.experiments.report import mean_std
+from posenc.tasks.translation.config import TRANSLATION_ANALYSES, ExperimentConfig
+from posenc.tasks.translation.report import mean_std
 from posenc.experiments.runner import find_experiment, grid, run_config, run_experiment
 from tests.helpers.tiny import assert_one_line_error, cli, read
 

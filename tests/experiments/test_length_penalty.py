@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from posenc.config import load_config
-from posenc.experiments.cells import run_config
-from posenc.experiments.config import ExperimentConfig
+from posenc.tasks.translation.cells import run_config
+from posenc.tasks.translation.config import ExperimentConfig
 from posenc.experiments.runner import verdict
 from posenc.pipeline.run import load_run, translate_split
 from posenc.tasks.translation.tuning import argmax_first, tune_length_penalty

@@ -10,8 +10,8 @@ import torch
 
 from posenc.analysis.position_nll import position_nll
 from posenc.config import load_config
-from posenc.experiments.config import ExperimentConfig
-from posenc.experiments.report import SettingView, an_position_nll
+from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.report import SettingView, an_position_nll
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import cli
 
@@ -68,7 +68,7 @@ def test_seen_shading_knows_both_training_bounds(tmp_path: Path) -> None:
 def test_report_shades_by_training_lengths(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from posenc.analysis.length_bleu import seen_buckets
     from posenc.data.text import read_lines
-    from posenc.experiments.report import _length_buckets, an_length_bleu
+    from posenc.tasks.translation.report import _length_buckets, an_length_bleu
 
     path = write_experiment(tmp_path)
     assert cli(capsys, "experiment", path)[0] == 0
@@ -83,7 +83,7 @@ def test_interpolate_note_counts_the_shorter_runs_interpolate_keeps() -> None:
     """Issue 17: INTERPOLATE drops nothing; the report counts the joined pairs shorter than a group."""
     from posenc.data.corpora import Pair
     from posenc.data.settings import interpolate
-    from posenc.experiments.report import interpolate_short_runs
+    from posenc.tasks.translation.report import interpolate_short_runs
 
     pairs = [Pair(f"s{d}{i}", f"t{d}{i}", f"doc{d}", i) for d, n in enumerate((23, 10, 7, 31)) for i in range(n)]
     joined = interpolate(pairs, group=10)
@@ -96,7 +96,7 @@ def test_swapped_uses_a_training_subsample_and_protocol_is_named(capsys: pytest.
     """Fix 4: SHAPE Table 1 runs on training pairs (a fixed-seed subsample), not the test set;
     fix 6: the report names decoding, checkpoint and BLEU variant."""
     from posenc.data.text import read_lines
-    from posenc.experiments.report import training_subsample
+    from posenc.tasks.translation.report import training_subsample
 
     path = write_experiment(tmp_path)
     assert cli(capsys, "experiment", path)[0] == 0
@@ -115,8 +115,8 @@ def test_swapped_uses_a_training_subsample_and_protocol_is_named(capsys: pytest.
 def test_one_registry_of_analyses() -> None:
     """Issue 9/13: the schema, the report and `posenc analyze` all use the analysis registry."""
     from posenc.analysis import ANALYSES, DESCRIPTIONS, REGISTRY
-    from posenc.experiments.config import TRANSLATION_ANALYSES
-    from posenc.experiments.report import ADAPTERS
+    from posenc.tasks.translation.config import TRANSLATION_ANALYSES
+    from posenc.tasks.translation.report import ADAPTERS
 
     assert tuple(REGISTRY) == TRANSLATION_ANALYSES
     assert list(ADAPTERS) == list(REGISTRY)  # one report adapter per registered analysis
@@ -125,7 +125,7 @@ def test_one_registry_of_analyses() -> None:
 
 def test_no_import_circle_between_report_and_runner() -> None:
     import ast
-    import posenc.experiments.report as report
+    import posenc.tasks.translation.report as report
     import posenc.experiments.runner as runner
     import posenc.tasks.translation.grid as grid
     import posenc.tasks.translation.task as task
@@ -135,6 +135,6 @@ def test_no_import_circle_between_report_and_runner() -> None:
         return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
 
     assert "posenc.experiments.runner" not in imports(report)
-    assert "posenc.experiments.report" in imports(grid)  # the task's grid side writes the report; never the reverse
+    assert "posenc.tasks.translation.report" in imports(grid)  # the task's grid side writes the report; never the reverse
     assert not any(m.startswith("posenc.tasks") for m in imports(runner))  # the runner knows no task (issue 19)
     assert not any(m.startswith("posenc.experiments") for m in imports(task))  # no arrow back up (issue 19)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from posenc.config import load_config
-from posenc.experiments.cells import grid, run_config
-from posenc.experiments.config import ExperimentConfig
+from posenc.tasks.translation.cells import grid, run_config
+from posenc.tasks.translation.config import ExperimentConfig
 from posenc.experiments.runner import execute_cell, summary_line
 from posenc.experiments.scheduler import log_path, run_submitit
 from posenc.processes import worker_env

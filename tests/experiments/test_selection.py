@@ -12,7 +12,7 @@ import yaml
 
 from posenc.config import from_dict, load_config
 from posenc.errors import ConfigError
-from posenc.experiments.config import ExperimentConfig
+from posenc.tasks.translation.config import ExperimentConfig
 from posenc.experiments.selection import SelectionConfig, best_value
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import cli

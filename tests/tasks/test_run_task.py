@@ -63,7 +63,7 @@ def test_a_restart_refused_by_the_trainer_leaves_the_old_run(tmp_path: Path) -> 
 class _CountingTask(DummyTask):
     """The dummy task, noting which rank evaluated."""
 
-    def evaluate(self, cfg: DummyConfig, model, out_dir: Path) -> dict:
+    def evaluate(self, cfg: DummyConfig, model, out_dir: Path, result=None) -> dict:
         import os
 
         Path(out_dir, f"evaluated_by_rank{os.environ['RANK']}").touch()

@@ -2,7 +2,7 @@
 whether it runs once on all seeds pooled.
 
 The experiment schema (``experiment.analyses``, ``experiment.analysis_options``), the report
-(experiments/report.py) and ``posenc analyze`` all take their analyses from :data:`REGISTRY`.
+(tasks/translation/report.py) and ``posenc analyze`` all take their analyses from :data:`REGISTRY`.
 
 An experiment's ``analysis_options`` is one flat mapping shared by its analyses (``bucket_width``
 serves both length analyses); each analysis reads its own fields through its options dataclass

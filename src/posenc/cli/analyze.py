@@ -11,8 +11,8 @@ from pathlib import Path
 from posenc.analysis.registry import REGISTRY
 from posenc.config import load_config
 from posenc.errors import ConfigError
-from posenc.experiments.config import ExperimentConfig
-from posenc.experiments.report import run_analysis
+from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.report import run_analysis
 from posenc.experiments.runner import check_report_dir, find_experiment
 from posenc.pipeline.rundir import check_target, write_marker
 

@@ -81,8 +81,9 @@ class Task(Protocol):
         """The model width: ``d_model`` of the Noam schedule (the Trainer never guesses it)."""
         ...
 
-    def evaluate(self, cfg: Any, model: nn.Module, out_dir: Path) -> dict[str, Any]:
-        """Task metrics of a trained model (BLEU, accuracy by resolution, WER by duration, ...)."""
+    def evaluate(self, cfg: Any, model: nn.Module, out_dir: Path, result: TrainResult) -> dict[str, Any]:
+        """Task metrics of a trained model (BLEU, accuracy by resolution, WER by duration, ...);
+        ``result`` is the Trainer's (best step, stop reason), so nothing is read back from disk."""
         ...
 
 
@@ -132,7 +133,7 @@ def _run_locked(task: Task, cfg: Any, out: Path, resume: bool, is_main: bool) ->
     if is_main:
         atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     model.eval()
-    metrics = task.evaluate(cfg, model, out) if is_main else {}  # rank 0 evaluates (and writes); under DDP the others do not
+    metrics = task.evaluate(cfg, model, out, result) if is_main else {}  # rank 0 evaluates (and writes); under DDP the others do not
     return TaskRun(model, result, metrics, summary)
 
 

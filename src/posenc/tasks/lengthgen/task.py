@@ -31,6 +31,7 @@ from posenc.tasks.lengthgen.config import LengthgenConfig
 from posenc.tasks.lengthgen.generators import PAD, POSITION_IDS, SEP, VOCAB_SIZE, Example, example
 from posenc.training import checkpoint as ck
 from posenc.training.loss import LossOutput
+from posenc.training.state import TrainResult
 
 log = logging.getLogger("posenc")
 
@@ -126,13 +127,12 @@ def summarize(rows: list[dict[str, Any]], train_max: int) -> dict[str, Any]:
     return out
 
 
-def restore_best(model: nn.Module, out: Path) -> int:
-    """Load the weights of the best validation step (the trainer's ``train_summary.json``) when
-    its checkpoint is still on disk (early stopping: evaluate the best, not the last, weights);
-    returns the evaluated step."""
-    path = out / "train_summary.json"
-    summary = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    best, last = summary.get("best_step"), int(summary.get("step", 0))
+def restore_best(model: nn.Module, out: Path, result: TrainResult) -> int:
+    """Load the weights of the best validation step (the Trainer's ``result``) when its checkpoint
+    is still on disk (early stopping: evaluate the best, not the last, weights); returns the
+    evaluated step."""
+    summary = result.summary()
+    best, last = summary.get("best_step"), int(result.state.step)
     if best is None or best == last:
         return last
     ckpt = out / "checkpoints" / ck.checkpoint_name(best)
@@ -187,9 +187,9 @@ class LengthgenTask:
     def checkpoint_sections(self, cfg: LengthgenConfig) -> dict[str, Any]:
         return {"model": to_dict(replace(cfg.model, vocab_size=VOCAB_SIZE)), "data": to_dict(cfg.data)}
 
-    def evaluate(self, cfg: LengthgenConfig, model: nn.Module, out_dir: Path) -> dict[str, Any]:
+    def evaluate(self, cfg: LengthgenConfig, model: nn.Module, out_dir: Path, result: TrainResult) -> dict[str, Any]:
         """Accuracy by test length of the best validation's weights (``evaluated_step``)."""
-        evaluated = restore_best(model, Path(out_dir))
+        evaluated = restore_best(model, Path(out_dir), result)
         device = next(model.parameters()).device
         metrics = {**evaluate_lengths(cfg, evaluation_model(cfg, model), device), "evaluated_step": evaluated}
         if cfg.data.eval_position:

@@ -90,6 +90,6 @@ class SpeechTask:
         loss = ctc_sums(model(batch.features, batch.times, batch.mask), batch.targets, batch.target_lengths)
         return LossOutput(loss, loss.detach(), torch.tensor(batch.targets.shape[0]))
 
-    def evaluate(self, cfg: SpeechConfig, model: nn.Module, out_dir: Path) -> dict[str, Any]:
+    def evaluate(self, cfg: SpeechConfig, model: nn.Module, out_dir: Path, result: Any = None) -> dict[str, Any]:
         """``{"rows": [...]}``: WER/CER per duration bucket (see :func:`evaluate_by_duration`)."""
         return {"rows": evaluate_by_duration(model, cfg, eval_sets(cfg, self.data(cfg)))}

@@ -1,8 +1,8 @@
 """The experiment side of the translation task (:class:`posenc.experiments.tasks.ExperimentTask`):
 settings × methods × seeds over a base :class:`~posenc.pipeline.config.RunConfig`
-(:class:`~posenc.experiments.config.ExperimentConfig`), each cell's freshness from the record in
+(:class:`~posenc.tasks.translation.config.ExperimentConfig`), each cell's freshness from the record in
 its ``results.json`` (the one rule, :mod:`posenc.pipeline.same_run`), BLEU on ``exp.splits`` and the
-translation report with its analyses (:mod:`posenc.experiments.report`).
+translation report with its analyses (:mod:`posenc.tasks.translation.report`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from posenc.experiments.cells import Cell, grid, run_config
-from posenc.experiments.config import ExperimentConfig
-from posenc.experiments.convergence import UNKNOWN, run_status
+from posenc.tasks.translation.cells import Cell, grid, run_config
+from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.convergence import run_status
+from posenc.training.convergence import UNKNOWN
 from posenc.experiments.selection import SelectionConfig
 from posenc.pipeline.config import RunConfig
 from posenc.pipeline.same_run import Stored, Verdict, evaluation_record, run_record, same_run
@@ -124,7 +125,7 @@ class TranslationExperiment:
         return replace(exp, methods={**exp.methods, sel.method: {**exp.methods[sel.method], sel.key: value}})
 
     def report(self, exp: ExperimentConfig, results: list[dict[str, Any]]) -> Path:
-        from posenc.experiments.report import write_translation_report
+        from posenc.tasks.translation.report import write_translation_report
 
         return write_translation_report(exp, results)
 

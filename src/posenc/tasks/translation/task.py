@@ -143,7 +143,7 @@ class TranslationTask:
             raise RuntimeError("TranslationTask.loss before build_model")
         return self._loss(model, batch)
 
-    def evaluate(self, cfg: RunConfig, model: nn.Module, out_dir: Path) -> dict[str, Any]:
+    def evaluate(self, cfg: RunConfig, model: nn.Module, out_dir: Path, result: Any = None) -> dict[str, Any]:
         """BLEU/chrF of ``model`` on ``self.splits`` (pipeline/run.py's decoding and scoring)."""
         if not self.splits:
             return {}

@@ -100,7 +100,7 @@ class VisionTask:
         loss = F.cross_entropy(logits.float(), batch.labels, reduction="sum")
         return LossOutput(loss, loss.detach(), torch.tensor(batch.labels.shape[0]))
 
-    def evaluate(self, cfg: VisionConfig, model: nn.Module, out_dir: Path) -> dict[str, Any]:
+    def evaluate(self, cfg: VisionConfig, model: nn.Module, out_dir: Path, result: Any = None) -> dict[str, Any]:
         """Top-1 accuracy at every ``eval.resolutions`` and with resize TTA around the training one."""
         test, bs = self.test_set(cfg), cfg.eval.batch_size
         logits = {r: predict_logits(model, test.images, r, bs) for r in cfg.eval.resolutions}

@@ -15,10 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from posenc.training.convergence import CONVERGED, IMPROVING, NOT_FLAT, UNKNOWN, WARMUP, end_slope, status_of
-
-__all__ = ["CONVERGED", "IMPROVING", "NOT_FLAT", "UNKNOWN", "WARMUP", "judge_run", "read_summary", "read_valid",
-           "run_status"]
+from posenc.training.convergence import UNKNOWN, end_slope, status_of
 
 SUMMARY_FILES = ("summary.json", "train_summary.json")  # posenc train's, then the trainer's
 

@@ -7,7 +7,7 @@ import hashlib
 import json
 
 from posenc.config import apply_mapping, from_dict, to_dict
-from posenc.experiments.config import ExperimentConfig
+from posenc.tasks.translation.config import ExperimentConfig
 from posenc.pipeline.config import RunConfig
 
 Cell = tuple[str, str, int]  # (setting, method, seed)

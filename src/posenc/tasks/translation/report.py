@@ -18,9 +18,10 @@ from posenc.analysis.registry import REGISTRY
 from posenc.data import settings as data_settings
 from posenc.data.corpora import Pair
 from posenc.data.text import read_lines
-from posenc.experiments.config import ExperimentConfig
-from posenc.experiments.convergence import CONVERGED, judge_run, read_valid
-from posenc.experiments.cells import grid, run_config
+from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.convergence import judge_run, read_valid
+from posenc.training.convergence import CONVERGED
+from posenc.tasks.translation.cells import grid, run_config
 from posenc.experiments.selection import selection_lines
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.prepare import load_meta
@@ -44,7 +45,7 @@ def _cap(r: dict[str, Any]) -> int | None:
 
 def judged(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``results`` with ``judged``: each run's status and end slope read now from its run directory
-    (summary, cap, valid.csv; :func:`posenc.experiments.convergence.judge_run`), never from the
+    (summary, cap, valid.csv; :func:`posenc.tasks.translation.convergence.judge_run`), never from the
     stored ``status`` (results.json files are not rewritten)."""
     out = []
     for r in results:

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from posenc.bench.core import METHODS, SHAW_BACKENDS, BenchConfig
+from posenc.bench.core import DEFAULT_METHODS, SHAW_BACKENDS, BenchConfig
 from posenc.bench.profile import profile_run
 from posenc.bench.report import markdown_table, plot, plot_formats, write_json
 from posenc.bench.runner import run
@@ -40,7 +40,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", help="write the records as a JSON list to this file")
     p.add_argument("--plot", help="write a PNG of cost vs length to this file")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (cuda: bf16 autocast and MFU)")
-    p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated subset of {','.join(METHODS)} (ape is always added)")
+    p.add_argument("--methods", default=",".join(DEFAULT_METHODS),
+                   help="comma-separated position method names, any registered method or combination "
+                        f"(default {','.join(DEFAULT_METHODS)}; ape is always added)")
     p.add_argument("--lengths", type=_ints, help="comma-separated source (= target) lengths")
     p.add_argument("--reps", type=int, help="timed rounds per length")
     p.add_argument("--warmup", type=int, help="untimed rounds per length")

@@ -21,15 +21,15 @@ from torch import Tensor, nn
 from posenc.errors import ConfigError
 from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
+from posenc.positions import resolve
 from posenc.positions.shaw import set_backend as set_shaw_backend
 from posenc.positions.shaw_flex import REGIONS
 from posenc.training.runtime import autocast as training_autocast
 from posenc.training.runtime import resolve_compile, resolve_precision
 
-#: Benchmark method names → position config names (``gru`` is the RNN-Transformer, ``shaw`` RPE).
-METHODS: dict[str, str] = {"ape": "ape", "shape": "shape", "cape": "cape", "gru": "rnn", "shaw": "rpe"}
-#: Accepted aliases in ``BenchConfig.methods`` (the position config's names).
-ALIASES: dict[str, str] = {"rnn": "gru", "rpe": "shaw"}
+#: The methods benchmarked by default, by position config name (``gru``: the RNN-Transformer,
+#: ``shaw``: RPE); any registered method or combination (``rope``, ``ape+shaw``, ...) is accepted.
+DEFAULT_METHODS = ("ape", "shape", "cape", "gru", "shaw")
 BOS, EOS = 2, 3
 #: Shaw attention backends the bench can force (``--shaw-backend``; see ``ShawHook.backend``).
 SHAW_BACKENDS = ("auto", "explicit", *REGIONS)
@@ -39,7 +39,7 @@ COMPILE_MODES = ("auto", "on", "off")  # auto: torch.compile on CUDA, eager on C
 
 @dataclass
 class BenchConfig:
-    methods: list[str] = field(default_factory=lambda: list(METHODS))
+    methods: list[str] = field(default_factory=lambda: list(DEFAULT_METHODS))
     lengths: list[int] = field(default_factory=lambda: [32, 128, 512, 1024, 2048])
     reps: int = 5
     warmup: int = 1
@@ -63,10 +63,14 @@ class BenchConfig:
     loop_preset: str = "transformer-small"
 
     def __post_init__(self) -> None:
-        self.methods = list(dict.fromkeys(ALIASES.get(m, m) for m in self.methods))
-        unknown = [m for m in self.methods if m not in METHODS]
-        if unknown or not self.methods:
-            raise ConfigError(f"bench: unknown methods {unknown} (known: {', '.join(METHODS)})")
+        self.methods = list(dict.fromkeys(self.methods))
+        if not self.methods:
+            raise ConfigError("bench: give at least one method")
+        for method in self.methods:
+            try:
+                resolve(method)  # the position registry decides what a method name is
+            except ConfigError as err:
+                raise ConfigError(f"bench: {err}") from None
         if "ape" not in self.methods:
             self.methods = ["ape", *self.methods]  # every ratio is to APE measured in the same run
         if not self.lengths or min(self.lengths) < 2:
@@ -102,7 +106,7 @@ class BenchConfig:
 def build_model(method: str, cfg: BenchConfig) -> Seq2SeqTransformer:
     """The benchmark model for a method; dropout as in the preset (training cost includes it)."""
     torch.manual_seed(cfg.seed)
-    mcfg = ModelConfig.from_preset(cfg.preset, vocab_size=cfg.vocab, position={"name": METHODS[method]}, **cfg.model)
+    mcfg = ModelConfig.from_preset(cfg.preset, vocab_size=cfg.vocab, position={"name": method}, **cfg.model)
     model = Seq2SeqTransformer(mcfg).to(cfg.device)
     set_shaw_backend(model, cfg.shaw_backend)  # no-op for models without Shaw hooks
     return model

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from posenc.bench.core import METHODS, BenchConfig, build_model, interleaved, paired_ratio, synthetic_batch
+from posenc.bench.core import DEFAULT_METHODS, BenchConfig, build_model, interleaved, paired_ratio, synthetic_batch
 from posenc.bench.report import write_json
 from posenc.bench.runner import NoEos, decode_runner
 from posenc.errors import ConfigError, PosencError
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m posenc.bench.decode_ab", description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu")
     p.add_argument("--preset", default="transformer-base")
-    p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--methods", default=",".join(DEFAULT_METHODS))
     p.add_argument("--vocab", type=int, default=8000)
     p.add_argument("--decode-batch", type=int, default=64)
     p.add_argument("--decode-len", type=int, default=32)

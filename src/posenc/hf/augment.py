@@ -20,11 +20,6 @@ from posenc.hf.families import PositionInterface
 from posenc.positions import registry
 from posenc.positions.base import Augmentation
 
-#: Augmentations whose positions stay integers (SHAPE: integer shift k, Kiyono et al. 2021 §2.3;
-#: randomized: a subset of {0..L_max−1}, Ruoss et al. 2023), so they can index a learned table.
-INTEGER_VALUED = frozenset({"shape", "randomized"})
-
-
 def build_augmentation(name: str, **params: Any) -> Augmentation:
     """The registered augmentation ``name`` with its params dataclass built from ``params``."""
     if name not in registry.AUGMENT:
@@ -58,7 +53,7 @@ class PositionSampler(nn.Module):
         self.interface = interface
         self.augmentation = build_augmentation(name, **params)
         family = interface.family
-        if not family.continuous and name not in INTEGER_VALUED:
+        if not family.continuous and not self.augmentation.integer_valued:
             raise ConfigError(
                 f"posenc.hf: {name} gives real-valued positions but {interface.model_type} has learned "
                 f"position embeddings, which need integer position_ids (use shape or a rotary model)"

@@ -145,6 +145,11 @@ class Augmentation(nn.Module):
     :meth:`decode_positions` of its horizon, one step at a time.
     """
 
+    #: The positions it produces stay integers (SHAPE's integer shift k, Kiyono et al. 2021 §2.3;
+    #: randomized: a subset of {0..L_max−1}, Ruoss et al. 2023), so they can index a learned table
+    #: (posenc.hf checks this against a model family's position interface).
+    integer_valued: bool = False
+
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
         raise NotImplementedError
 

@@ -75,6 +75,8 @@ def sorted_subsets(lengths: Tensor, width: int, n: int, generator: torch.Generat
 
 @register("augment", "randomized", RandomizedParams)
 class RandomizedAugmentation(Augmentation):
+    integer_valued = True  # an ordered subset of {0..N−1}
+
     def __init__(self, params: RandomizedParams, **_: Any) -> None:
         super().__init__()
         self.params = params

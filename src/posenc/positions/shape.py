@@ -40,6 +40,8 @@ class ShapeParams:
 
 @register("augment", "shape", ShapeParams)
 class ShapeAugmentation(Augmentation):
+    integer_valued = True  # an integer shift k (§2.3)
+
     def __init__(self, params: ShapeParams, **_: Any) -> None:
         super().__init__()
         self.params = params

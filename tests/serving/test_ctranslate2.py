@@ -116,7 +116,8 @@ def test_cli_export_then_translate_with_either_engine(runs: dict[str, Path], tmp
     assert_one_line_error(code, err, "not a posenc CTranslate2 export")
 
 
-@pytest.mark.parametrize(("name", "needle"), [("rnn", "'gru'"), ("rope", "'rope'"), ("t5", "'t5'"), ("cape", "'cape'")])
+@pytest.mark.parametrize(("name", "needle"), [("rnn", "'gru'"), ("rope", "'rope'"), ("t5", "'t5'"), ("cape", "'cape'"),
+                                               ("ape+shaw", "no position table")])
 def test_methods_without_an_exact_form_are_refused(name: str, needle: str) -> None:
     import ctranslate2
 
@@ -130,3 +131,38 @@ def test_inference_offsets_are_the_augmentation_shift() -> None:
     for position, want in (({"name": "ape"}, (0, 0)), ({"name": "shape", "shape": {"inference_offset": 5}}, (5, 5))):
         cfg = ModelConfig.from_preset("transformer-tiny", vocab_size=40, position=position)
         assert eval_offsets(Seq2SeqTransformer(cfg)) == want
+
+
+def test_an_int8_export_leaves_the_model_untouched(runs: dict[str, Path], tmp_path: Path) -> None:
+    """CTranslate2 quantizes the spec's arrays in place: they must be copies, not views of the weights."""
+    run = load_run(runs["rpe"])
+    before = {k: v.clone() for k, v in run.model.state_dict().items()}
+    export_run(run, tmp_path / "int8", "int8")
+    assert all(torch.equal(before[k], v) for k, v in run.model.state_dict().items())
+
+
+@pytest.mark.parametrize(("name", "norm", "activation"), [("learned", "pre", "relu"), ("nope", "post", "gelu"),
+                                                          ("rpe", "pre", "gelu")])
+def test_other_layouts_give_the_same_first_step(runs: dict[str, Path], tmp_path: Path, name: str, norm: str,
+                                                activation: str) -> None:
+    """Random weights (seed 0) of pre-norm (final LayerNorms), GELU, learned and no positions:
+    CTranslate2's first-step logits equal posenc's to 1e-4."""
+    import ctranslate2
+
+    tok = load_run(runs["ape"]).tokenizer
+    torch.manual_seed(0)
+    cfg = ModelConfig.from_preset("transformer-tiny", vocab_size=tok.vocab_size, d_model=32, d_ff=64, norm=norm,
+                                  activation=activation, position={"name": name})
+    model = Seq2SeqTransformer(cfg).eval()
+    spec = build_spec(LoadedRun(RunConfig(model=cfg), model, tok, Path("x")), ctranslate2)
+    spec.validate()
+    spec.optimize("float32")
+    spec.save(str(tmp_path))
+    ids = [5, 9, 12, 7, 30, 22, 11]
+    res = ctranslate2.Translator(str(tmp_path)).translate_batch(
+        [[tok.pieces[i] for i in ids]], beam_size=1, max_decoding_length=1, min_decoding_length=0, return_logits_vocab=True)
+    src = torch.tensor([ids])
+    mask = torch.ones_like(src, dtype=torch.bool)
+    with torch.inference_mode():
+        ours = model.step(torch.tensor([BOS]), model.init_state(model.encode(src, mask), mask))[0]
+    torch.testing.assert_close(torch.as_tensor(np.asarray(res[0].logits[0][0])).reshape(-1), ours, rtol=0, atol=1e-4)

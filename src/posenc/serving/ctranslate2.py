@@ -144,6 +144,9 @@ def check_exportable(run: LoadedRun) -> None:
             why = REFUSED.get(name, "no exact CTranslate2 form")
             raise ConfigError(f"posenc export: position method {name!r} ({why}) does not export to CTranslate2; "
                               f"exported: input {', '.join(INPUT_TABLES)}, attention {', '.join(ATTENTION)}")
+    if methods.attention is not None and methods.input != "none":  # measured: CTranslate2 then drops the table
+        raise ConfigError(f"posenc export: position {model.cfg.position.name!r} combines input {methods.input!r} with "
+                          f"attention {methods.attention!r}; a CTranslate2 spec with relative positions has no position table")
     if model.cfg.encoder_layers < 1:
         raise ConfigError("posenc export: a model without encoder layers has no CTranslate2 TransformerSpec")
 
@@ -211,16 +214,21 @@ def position_rows(run: LoadedRun) -> int:
     return max(longest, math.floor(dc.max_len_a * longest + dc.max_len_b) + 1) + 1
 
 
+def _stack_specs(cfg: Any, specs: ModuleType, relative: bool) -> tuple[Any, Any]:
+    """Encoder and decoder specs: a position table, or Shaw tables in every self-attention."""
+    act = specs.Activation.GELU if cfg.activation == "gelu" else specs.Activation.RELU
+    kw = dict(pre_norm=cfg.norm == "pre", activation=act, relative_position=relative)
+    return (specs.TransformerEncoderSpec(cfg.encoder_layers, cfg.heads, **kw),
+            specs.TransformerDecoderSpec(cfg.decoder_layers, cfg.heads, **kw))
+
+
 def build_spec(run: LoadedRun, ct2: ModuleType) -> Any:
     """The run's model as a filled ``ctranslate2.specs.TransformerSpec`` (vocabularies registered)."""
     check_exportable(run)
     model, specs = run.model, ct2.specs
     cfg, methods = model.cfg, model.cfg.position.methods
     relative = methods.attention is not None
-    act = specs.Activation.GELU if cfg.activation == "gelu" else specs.Activation.RELU
-    pre = cfg.norm == "pre"
-    encoder = specs.TransformerEncoderSpec(cfg.encoder_layers, cfg.heads, pre_norm=pre, activation=act, relative_position=relative)
-    decoder = specs.TransformerDecoderSpec(cfg.decoder_layers, cfg.heads, pre_norm=pre, activation=act, relative_position=relative)
+    encoder, decoder = _stack_specs(cfg, specs, relative)
     spec = specs.TransformerSpec(encoder, decoder)
     src_offset, tgt_offset = eval_offsets(model)
     rows, table = position_rows(run), INPUT_TABLES[methods.input]

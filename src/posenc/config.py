@@ -217,13 +217,14 @@ def merge_overrides(data: dict[str, Any], overrides: list[str], cls: type | None
 
 
 def _check_nested(items: list[tuple[list[str], Any]], texts: list[str]) -> None:
-    """One-line ConfigError when one override's key is a section holding another's."""
-    for (outer, _), outer_text in zip(items, texts):
-        for (inner, _), inner_text in zip(items, texts):
-            if len(outer) < len(inner) and inner[: len(outer)] == outer:
-                raise ConfigError(f"overrides {shorten(outer_text, 60)!s} and {shorten(inner_text, 60)!s}: the first "
-                                  f"replaces the whole {'.'.join(outer)} section; give its keys one by one "
-                                  f"({'.'.join(outer)}.KEY=VALUE)")
+    """One-line ConfigError when one override sets a whole section (a mapping) holding another's
+    key (a scalar there is already an error of its own: the section expects a mapping)."""
+    for (outer, value), outer_text in zip(items, texts):
+        nested = [t for (inner, _), t in zip(items, texts) if len(outer) < len(inner) and inner[: len(outer)] == outer]
+        if nested and isinstance(parse_text(value), dict):
+            section = ".".join(outer)
+            raise ConfigError(f"overrides {shorten(outer_text, 60)} and {shorten(nested[0], 60)}: the first replaces "
+                              f"the whole {section} section; give its keys one by one ({section}.KEY=VALUE)")
 
 
 def apply_mapping(data: dict[str, Any], mapping: dict[str, Any], cls: type | None = None) -> dict[str, Any]:

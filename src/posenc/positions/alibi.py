@@ -30,9 +30,7 @@ from posenc.positions.registry import register
 
 @dataclass
 class AlibiParams:
-    #: bidirectional stacks: $-m_h/2$ less penalty for keys left of the query (breaks the left/right symmetry);
-    #: no effect in causal stacks
-    asymmetric: bool = False
+    asymmetric: bool = False  # bidirectional stacks: keys left of the query get +m_h/2 (Ruoss et al. code)
 
     def __post_init__(self) -> None:
         require(isinstance(self.asymmetric, bool), f"alibi.asymmetric must be true or false, got {self.asymmetric!r}")
@@ -70,8 +68,7 @@ class AlibiHook(AttentionHook[AlibiContext]):
         """→ ``(B, H, Lq, Lk)`` bias added to the *scaled* logits."""
         return -self.slopes[None, :, None, None] * ctx.distance
 
-@register("attention", "alibi", AlibiParams, augmentable_by=("randomized",),
-          paper="Press et al. 2022", what="a linear distance penalty per head (causal or bidirectional)")
+@register("attention", "alibi", AlibiParams, augmentable_by=("randomized",))
 class AlibiPosition(AttentionPosition[AlibiContext]):
     """One parameter-free hook, shared by every layer of the stack."""
 

@@ -16,8 +16,7 @@ class NoParams:
     pass
 
 
-@register("input", "none", NoParams,
-          paper="Kazemnejad et al. 2023", what="no positions (NoPE)")
+@register("input", "none", NoParams)
 class NoPosition(InputPosition):
     def __init__(self, d_model: int, params: NoParams, **_: Any) -> None:
         super().__init__()

@@ -54,9 +54,6 @@ def fingerprint(cfg: Any) -> dict[str, Any]:
     with ``train`` minus :data:`EXTENSION_KEYS` (but for a cosine
     schedule its horizon, :data:`HORIZON_KEYS`) and its ``precision: auto`` resolved as the
     trainer will on this machine."""
-    train = getattr(cfg, "train", None)
-    auto = getattr(train, "precision", None) == "auto"
-    precision = _auto_precision(str(getattr(train, "device", "auto")), _model_width(cfg)) if auto else None
     data = determining_dict(cfg)
     ignored = IGNORED_SECTIONS | set(getattr(cfg, "inactive_sections", ()))
     out = {k: v for k, v in data.items() if k not in ignored}
@@ -64,7 +61,8 @@ def fingerprint(cfg: Any) -> dict[str, Any]:
         left_out = (EXTENSION_KEYS | RUNTIME_KEYS) - (HORIZON_KEYS if _horizon_schedule(out["train"]) else frozenset())
         out["train"] = {k: v for k, v in out["train"].items() if k not in left_out}
         if out["train"].get("precision") == "auto":  # what it means here: runs of fp32 days stay fresh on CPU
-            out["train"]["precision"] = precision
+            width = _model_width(cfg)
+            out["train"]["precision"] = _auto_precision(str(cfg.train.device), width)
     return json.loads(json.dumps(out, sort_keys=True, default=str))
 
 

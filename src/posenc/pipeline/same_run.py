@@ -119,7 +119,8 @@ def read_stored(config_type: type, data: dict[str, Any], out_dir: Any = None) ->
 def _fingerprint_changes(saved: Any, cfg: Any) -> list[tuple[str, Any, Any]]:
     """Differences between two configs' fingerprints, but an unresolved derived key (0 or absent
     in ``cfg``: "take it from the data") is none."""
-    diffs = config_differences(fingerprint(placed_as(saved, cfg)), fingerprint(cfg))
+    was_fp, now_fp = fingerprint(placed_as(saved, cfg)), fingerprint(cfg)
+    diffs = config_differences(was_fp, now_fp)
     return [(k, was, now) for k, was, now in diffs
             if not (k in DERIVED_KEYS and was is not ABSENT and (now is ABSENT or not now))]
 

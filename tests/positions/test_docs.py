@@ -23,17 +23,32 @@ def test_snippet_runs(index: int, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("doc", [DOC, DOC.parents[1] / "README.md"], ids=["positions.md", "README.md"])
-def test_combination_table_matches_resolve(doc: Path) -> None:
+def test_method_tables_are_generated_from_the_registry(doc: Path) -> None:
+    """README's and docs/positions.md's method, combination and option tables are the output of
+    ``python -m posenc.positions.tables`` (a new method file brings its rows with it)."""
+    from posenc.positions.tables import render
+
+    text = doc.read_text(encoding="utf-8")
+    assert "<!-- combos -->" in text and render(text) == text, "run: python -m posenc.positions.tables"
+
+
+def test_every_option_of_every_method_is_documented_in_its_params() -> None:
+    from posenc.positions.tables import undocumented
+
+    assert undocumented() == []
+
+
+def test_generated_tables_follow_the_registry() -> None:
+    """The combos rows say what resolve() says; a method's option rows are its params' defaults."""
     from posenc.errors import ConfigError
     from posenc.positions import registry, resolve
+    from posenc.positions.tables import block
 
-    block = doc.read_text(encoding="utf-8").split("<!-- combos -->")[1].split("<!-- /combos -->")[0]
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in block.strip().splitlines()[2:]]
-    augs = ["shape", "cape", "randomized"]
-    one_d = {"sinusoidal", "learned", "gru", "none", "shaw", "alibi", "t5", "rope", "xpos", "fire", "cope"}  # 2-D methods live elsewhere
-    assert {r[0] for r in rows} == one_d and one_d <= {*registry.INPUT, *registry.ATTENTION}
-    assert set(augs) <= set(registry.AUGMENT)
-    for method, *cells in rows:
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in block("combos")]
+    augs = rows[0][1:]
+    assert set(augs) == {n for n, e in registry.AUGMENT.items() if e.layout == "sequence"}
+    assert {r[0] for r in rows[2:]} == {e.name for e in registry.entries() if e.name not in registry.AUGMENT and e.layout == "sequence"}
+    for method, *cells in rows[2:]:
         for aug, cell in zip(augs, cells):
             try:
                 resolve(f"{method}+{aug}")
@@ -41,3 +56,5 @@ def test_combination_table_matches_resolve(doc: Path) -> None:
             except ConfigError:
                 got = "rejected"
             assert got == cell, f"{method}+{aug}: table says {cell}, resolve says {got}"
+    assert "| `shaw.k` | `16` | clipping distance" in "\n".join(block("options:shaw"))
+    assert "| `cape.source_scale` | `0.0` |" in "\n".join(block("options:cape"))

@@ -113,6 +113,9 @@ def test_model_banded_equals_explicit(name: str) -> None:
         grads = torch.autograd.grad(logits.sum(), list(model.parameters()), allow_unused=True)
         outs[backend] = (logits.detach(), grads)
     torch.testing.assert_close(outs["banded"][0], outs["explicit"][0], atol=1e-5, rtol=0)
+    # gradients: float summation order differs between the paths, so entries near zero differ by
+    # rounding relative to the gradients' scale (1.7e-5 at a scale of 43 on an Intel Xeon)
+    scale = max(float(w.abs().max()) for w in outs["explicit"][1] if w is not None)
     for got, want in zip(outs["banded"][1], outs["explicit"][1]):
         if want is not None:
-            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(got, want, atol=1e-6 * scale, rtol=1e-5)

@@ -120,3 +120,20 @@ def test_a_bf16_step_is_close_to_the_fp32_step_on_a_fixed_batch() -> None:
     assert losses[1] == pytest.approx(losses[0], rel=1e-2)
     cosine = torch.nn.functional.cosine_similarity(grads[0], grads[1], dim=0)
     assert cosine > 0.99 and grads[1].norm() == pytest.approx(grads[0].norm().item(), rel=5e-2)
+
+
+def test_without_proc_cpuinfo_torch_s_probe_decides(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreadable(self: Path, *a: object, **k: object) -> str:
+        raise FileNotFoundError(str(self))
+
+    monkeypatch.setattr(Path, "read_text", unreadable)
+    monkeypatch.setattr(torch._C._cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
+    runtime.cpu_has_native_bf16.cache_clear()
+    try:
+        assert runtime.cpu_has_native_bf16()
+        monkeypatch.setattr(torch._C._cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
+        monkeypatch.setattr(torch._C._cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+        runtime.cpu_has_native_bf16.cache_clear()
+        assert not runtime.cpu_has_native_bf16()
+    finally:
+        runtime.cpu_has_native_bf16.cache_clear()

@@ -30,7 +30,9 @@ from posenc.positions.registry import register
 
 @dataclass
 class AlibiParams:
-    asymmetric: bool = False  # bidirectional stacks: keys left of the query get +m_h/2 (Ruoss et al. code)
+    #: bidirectional stacks: $-m_h/2$ less penalty for keys left of the query (breaks the left/right symmetry);
+    #: no effect in causal stacks
+    asymmetric: bool = False
 
     def __post_init__(self) -> None:
         require(isinstance(self.asymmetric, bool), f"alibi.asymmetric must be true or false, got {self.asymmetric!r}")
@@ -68,7 +70,8 @@ class AlibiHook(AttentionHook[AlibiContext]):
         """→ ``(B, H, Lq, Lk)`` bias added to the *scaled* logits."""
         return -self.slopes[None, :, None, None] * ctx.distance
 
-@register("attention", "alibi", AlibiParams, augmentable_by=("randomized",))
+@register("attention", "alibi", AlibiParams, augmentable_by=("randomized",),
+          paper="Press et al. 2022", what="a linear distance penalty per head (causal or bidirectional)")
 class AlibiPosition(AttentionPosition[AlibiContext]):
     """One parameter-free hook, shared by every layer of the stack."""
 

@@ -27,12 +27,18 @@ from posenc.positions.registry import register
 
 @dataclass
 class CapeParams:
+    #: $\Delta_{\max} \ge 0$
     max_global_shift: float = 5.0
+    #: $\epsilon_{\max} \ge 0$ (§5.3 MT: 0.5, which keeps token order)
     max_local_shift: float = 0.5
+    #: $\lambda_{\max} \ge 1$; 1 disables scaling
     max_global_scaling: float = 1.0
+    #: step (i) and its eval counterpart
     mean_normalize: bool = True
-    source_scale: float = 0.0  # α; 0 = auto: the translation pipeline sets it from the corpus
-    source_bos: bool = True  # prepend BOS to the source in translation (§5.3)
+    #: $\alpha$ for translation (see below); 0: the translation pipeline sets it from the corpus
+    source_scale: float = 0.0
+    #: prepend BOS to the source in translation (§5.3)
+    source_bos: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_global_shift", "max_local_shift", "max_global_scaling", "source_scale"):
@@ -62,7 +68,8 @@ def unit_uniform(batch: int, width: int, like: Tensor) -> Tensor:
     return torch.empty(batch, width, device=like.device, dtype=like.dtype).uniform_(-1.0, 1.0)
 
 
-@register("augment", "cape", CapeParams)
+@register("augment", "cape", CapeParams,
+          paper="Likhomanenko et al. 2021 (CAPE)", what="global shift, local jitter and global scaling of the positions in training")
 class CapeAugmentation(Augmentation):
     def __init__(self, params: CapeParams, **_: Any) -> None:
         super().__init__()

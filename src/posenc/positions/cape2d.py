@@ -27,9 +27,12 @@ from posenc.positions.registry import register
 
 @dataclass
 class Cape2dParams:
-    max_global_shift: float = 0.5  # Δmax (Eq. 5), in [−1, 1] coordinate units
-    local_shift: float = 1.0  # εmax = local_shift / n (Eq. 6)
-    max_global_scaling: float = 1.4  # λmax (Eq. 7)
+    #: Δmax (Eq. 5), in [−1, 1] coordinate units
+    max_global_shift: float = 0.5
+    #: εmax = local_shift / n (Eq. 6)
+    local_shift: float = 1.0
+    #: λmax (Eq. 7)
+    max_global_scaling: float = 1.4
 
     def __post_init__(self) -> None:
         require(self.max_global_shift >= 0, f"cape2d.max_global_shift must be >= 0, got {self.max_global_shift}")
@@ -43,7 +46,8 @@ def _uniform(shape: tuple[int, ...], bound: Tensor, like: Tensor) -> Tensor:
     return u * bound.to(like.device, like.dtype)
 
 
-@register("augment", "cape2d", Cape2dParams, layout="grid")
+@register("augment", "cape2d", Cape2dParams, layout="grid",
+          paper="Likhomanenko et al. 2021 (CAPE)", what="CAPE on 2-D patch coordinates")
 class CapeAugmentation2d(Augmentation):
     position_dims = 2
 

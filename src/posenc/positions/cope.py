@@ -37,7 +37,8 @@ from posenc.positions.registry import register
 
 @dataclass
 class CopeParams:
-    max_positions: int = 64  # T: contextual positions are clamped to T − 1
+    #: $T$: contextual positions are clamped to $T - 1$
+    max_positions: int = 64
 
     def __post_init__(self) -> None:
         require(self.max_positions >= 2, f"cope.max_positions must be >= 2, got {self.max_positions}")
@@ -71,7 +72,8 @@ class CopeHook(AttentionHook[PositionContext]):
         return logits + high * weight + low * (1 - weight)
 
 
-@register("attention", "cope", CopeParams, causal_only=True)
+@register("attention", "cope", CopeParams, causal_only=True,
+          paper="Golovneva et al. 2024", what="contextual positions: gated counts of the keys between, interpolated embeddings in the logits")
 class CopePosition(AttentionPosition[PositionContext]):
     """One table per layer; no context (the positions come from the gates)."""
 

@@ -37,10 +37,14 @@ from posenc.positions.registry import register
 
 @dataclass
 class FireParams:
-    hidden: int = 32  # M, hidden units of f_θ
-    init_c: float = 0.1  # c at initialisation
-    init_threshold: float = 512.0  # L at initialisation
-    per_layer: bool = False  # one f_θ, c, L per layer (false: one per stack, shared like T5's table)
+    #: hidden units of $f_\theta$
+    hidden: int = 32
+    #: $c$ at initialisation (kept $\ge 10^{-6}$)
+    init_c: float = 0.1
+    #: $L$ at initialisation
+    init_threshold: float = 512.0
+    #: one $f_\theta, c, L$ per layer; `false`: one per stack, shared by its layers like T5's table
+    per_layer: bool = False
 
     def __post_init__(self) -> None:
         require(self.hidden >= 1, f"fire.hidden must be >= 1, got {self.hidden}")
@@ -90,7 +94,8 @@ class FireHook(AttentionHook[FireContext]):
         return values[index].permute(0, 3, 1, 2)
 
 
-@register("attention", "fire", FireParams, augmentable_by=("randomized",), causal_only=True)
+@register("attention", "fire", FireParams, augmentable_by=("randomized",), causal_only=True,
+          paper="Li et al. 2023", what="a learned bias of the normalised distance, f(ψ(i−j)/ψ(max(L, i)))")
 class FirePosition(AttentionPosition[FireContext]):
     """One hook per stack (or per layer with ``per_layer``)."""
 

@@ -64,9 +64,14 @@ def side_stream(device: torch.device) -> torch.cuda.Stream:
 
 @dataclass
 class GRUParams:
+    #: stacked GRU layers per side (the paper uses one)
     num_layers: int = 1
-    autocast: bool = False  # True: follow CUDA autocast (cuDNN fp16); False: float32 (see the module doc)
-    cuda_graph: bool = False  # True: CUDA-graph the training full pass per input shape (see the module doc)
+    #: `false`: the GRU runs in float32 outside autocast; `true`: it follows CUDA autocast, which PyTorch runs
+    #: as cuDNN **fp16** even under bf16 autocast
+    autocast: bool = False
+    #: CUDA-graph the training full pass (forward + backward) per input shape: one replay instead of per-step
+    #: kernel launches; for fixed or bucketed shapes (one capture and memory pool per shape, at most 4 kept)
+    cuda_graph: bool = False
 
     def __post_init__(self) -> None:
         require(self.num_layers >= 1, f"gru.num_layers must be >= 1, got {self.num_layers}")
@@ -87,7 +92,8 @@ class FullPass(nn.Module):
         return self.gru(x)[0]
 
 
-@register("input", "gru", GRUParams)
+@register("input", "gru", GRUParams,
+          paper="Neishi & Yoshinaga 2019", what="a GRU over the embeddings as positional encoder (RNN-Transformer)")
 class GRUPosition(InputPosition):
     def __init__(self, d_model: int, params: GRUParams, **_: Any) -> None:
         super().__init__()

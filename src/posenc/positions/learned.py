@@ -16,8 +16,10 @@ from posenc.positions.registry import register
 
 @dataclass
 class LearnedParams:
+    #: table size $N$; positions must lie in $[0, N)$
     max_positions: int = 1024
-    wrap: bool = False  # E(n mod N) instead of an error beyond the table (CAPE §5.2, long speech)
+    #: E(n mod N) instead of an error beyond the table (CAPE §5.2, long speech)
+    wrap: bool = False
 
     def __post_init__(self) -> None:
         require(self.max_positions >= 1, f"learned.max_positions must be >= 1, got {self.max_positions}")
@@ -28,7 +30,8 @@ class LearnedParams:
         return None if self.wrap else self.max_positions
 
 
-@register("input", "learned", LearnedParams, augmentable_by=("shape", "randomized"))
+@register("input", "learned", LearnedParams, augmentable_by=("shape", "randomized"),
+          paper="Gehring et al. 2017", what="a learned table of absolute positions")
 class LearnedPosition(InputPosition):
     """x + E[round(positions)]; positions must lie in [0, max_positions) unless ``wrap``."""
 

@@ -18,13 +18,15 @@ from posenc.positions.registry import register
 
 @dataclass
 class Learned2dParams:
-    grid: list[int] = field(default_factory=lambda: [7, 7])  # training patch grid (gh, gw); the ViT resolves it
+    #: training patch grid (gh, gw); the ViT resolves it
+    grid: list[int] = field(default_factory=lambda: [7, 7])
 
     def __post_init__(self) -> None:
         require(len(self.grid) == 2 and min(self.grid) >= 1, f"learned2d.grid must be two sizes >= 1, got {self.grid}")
 
 
-@register("input", "learned2d", Learned2dParams, layout="grid")
+@register("input", "learned2d", Learned2dParams, layout="grid",
+          paper="Dosovitskiy et al. 2021", what="a learned table of patch positions (ViT), resized to other grids")
 class LearnedPosition2d(Input2d):
     """x + table resized to the grid of ``positions (B, N, 2)``."""
 

@@ -16,7 +16,8 @@ class NoParams:
     pass
 
 
-@register("input", "none", NoParams)
+@register("input", "none", NoParams,
+          paper="Kazemnejad et al. 2023", what="no positions (NoPE)")
 class NoPosition(InputPosition):
     def __init__(self, d_model: int, params: NoParams, **_: Any) -> None:
         super().__init__()

@@ -37,9 +37,12 @@ MAX_LEN = 2**24
 
 @dataclass
 class RandomizedParams:
+    #: $N \ge L$; a longer sequence raises `DataError`
     max_len: int = 2048
-    eval: str = "sample"  # "sample": as published (Ruoss et al. 2023); "sequential": 0..L−1
-    eval_seed: int = 0  # seed of the eval generator (reset on every .eval())
+    #: `sample`: random ordered positions at eval (the paper); `sequential`: $0, \dots, l-1$
+    eval: str = "sample"
+    #: seed of the eval generator (reset on every `.eval()`)
+    eval_seed: int = 0
 
     def __post_init__(self) -> None:
         ok = isinstance(self.max_len, int) and not isinstance(self.max_len, bool) and 1 <= self.max_len <= MAX_LEN
@@ -73,7 +76,8 @@ def sorted_subsets(lengths: Tensor, width: int, n: int, generator: torch.Generat
     return chosen.sort(-1).values.float()
 
 
-@register("augment", "randomized", RandomizedParams)
+@register("augment", "randomized", RandomizedParams,
+          paper="Ruoss et al. 2023", what="an ordered random subset of {0..N−1} as positions, in training and evaluation")
 class RandomizedAugmentation(Augmentation):
     integer_valued = True  # an ordered subset of {0..N−1}
 

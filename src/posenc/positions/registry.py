@@ -26,6 +26,9 @@ class Entry:
     #: Only defined for causal (decoder-only or decoder) self-attention (CoPE, xPos): refused in a
     #: bidirectional encoder.
     causal_only: bool = False
+    #: The paper it implements and what it does, one line each (the generated docs tables).
+    paper: str = ""
+    what: str = ""
 
 
 INPUT: dict[str, Entry] = {}
@@ -34,16 +37,18 @@ AUGMENT: dict[str, Entry] = {}
 _FAMILIES = {"input": INPUT, "attention": ATTENTION, "augment": AUGMENT}
 #: Modules of ``posenc.positions`` that are the interface, not methods (config/factory need the
 #: registry filled first, so discovery must not import them).
-_INFRASTRUCTURE = frozenset({"base", "registry", "config", "factory"})
+_INFRASTRUCTURE = frozenset({"base", "registry", "config", "factory", "tables"})
 
 
 def register(family: str, name: str, params: type, augmentable_by: tuple[str, ...] = (), *,
-             layout: str = "sequence", causal_only: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+             layout: str = "sequence", causal_only: bool = False, paper: str = "",
+             what: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: ``@register("input", "sinusoidal", SinusoidalParams, augmentable_by=("shape",))``
     on a class/factory. ``augmentable_by``: the augmentations that compose with this method (it
     reads the positions they rewrite); every other combination is rejected by ``resolve``.
     ``layout``: ``sequence`` or ``grid`` (2-D image positions); ``causal_only``: the method is
-    defined for causal self-attention only. Docs and tests enumerate methods by these."""
+    defined for causal self-attention only; ``paper`` and ``what``: one line each for the method
+    tables of the docs (positions/tables.py). Docs and tests enumerate methods by these."""
     table = _FAMILIES[family]
     if layout not in ("sequence", "grid"):
         raise ValueError(f"position method {name!r}: layout must be 'sequence' or 'grid', got {layout!r}")
@@ -51,7 +56,7 @@ def register(family: str, name: str, params: type, augmentable_by: tuple[str, ..
     def deco(builder: Callable[..., Any]) -> Callable[..., Any]:
         if name in table:
             raise ValueError(f"position method {name!r} registered twice")
-        table[name] = Entry(name, params, builder, frozenset(augmentable_by), layout, causal_only)
+        table[name] = Entry(name, params, builder, frozenset(augmentable_by), layout, causal_only, paper, what)
         return builder
 
     return deco

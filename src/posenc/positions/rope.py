@@ -44,22 +44,39 @@ Device = Union[torch.device, str]
 
 @dataclass
 class RopeParams:
+    #: $b$
     base: float = 10000.0
+    #: partial rotary: $P = \lfloor \text{fraction} \cdot D_h / 2 \rfloor$, other dims untouched
     fraction: float = 1.0
+    #: position interpolation (Chen et al. 2023): $p \leftarrow p / s$, $s$ = target/train length
     interpolation: float = 1.0
+    #: NTK-aware scaling: $b' = b \cdot \text{ntk}^{2P/(2P-2)}$
     ntk: float = 1.0
-    scaling: str = "none"  # none | yarn | longrope | llama3 (SCALINGS)
-    factor: float = 1.0  # s: target length / original length (yarn, llama3; longrope's attention factor)
-    original_max_position: int = 0  # L: the training length (yarn, longrope, llama3)
-    attention_factor: float = 0.0  # a; 0: the scaling's own (yarn 0.1 ln s + 1, longrope sqrt(1 + ln s / ln L), llama3 1)
-    beta_fast: float = 32.0  # yarn: rotations over L below which a frequency is interpolated fully
-    beta_slow: float = 1.0  # yarn: rotations over L above which a frequency is kept
-    yarn_truncate: bool = True  # yarn: round the ramp's ends outward (floor/ceil), as HF's default
-    low_freq_factor: float = 1.0  # llama3
-    high_freq_factor: float = 4.0  # llama3
-    short_factor: list[float] = field(default_factory=list)  # longrope: λ_j within L, one per rotated pair
-    long_factor: list[float] = field(default_factory=list)  # longrope: λ_j beyond L
-    target_length: int = 0  # longrope: the length the model runs at; long factors when > L
+    #: per-frequency context extension: `yarn`, `longrope`, `llama3` (below); `none` is plain RoPE
+    scaling: str = "none"
+    #: $s$ = target length / training length
+    factor: float = 1.0
+    #: $L$, the training length (required by every `scaling`)
+    original_max_position: int = 0
+    #: $a$; 0 takes the scaling's own
+    attention_factor: float = 0.0
+    #: YaRN: rotations over $L$ above which a pair keeps $\theta_j$ (the ramp's fast end)
+    beta_fast: float = 32.0
+    #: YaRN: rotations over $L$ below which a pair gets $\theta_j/s$ (the ramp's slow end)
+    beta_slow: float = 1.0
+    #: YaRN: round the ramp's ends outward (floor/ceil), as Hugging Face's default
+    yarn_truncate: bool = True
+    #: Llama 3: wavelengths above $L/\text{low\_freq\_factor}$ are interpolated fully
+    low_freq_factor: float = 1.0
+    #: Llama 3: wavelengths below $L/\text{high\_freq\_factor}$ are kept; smooth in between
+    high_freq_factor: float = 4.0
+    #: LongRoPE: per-pair factors $\lambda_j$ used within $L$ (one per rotated pair)
+    short_factor: list[float] = field(default_factory=list)
+    #: LongRoPE: per-pair factors $\lambda_j$ used beyond $L$ (one per rotated pair)
+    long_factor: list[float] = field(default_factory=list)
+    #: LongRoPE: the long factors are used when this exceeds $L$ (Hugging Face's `seq_len`, fixed once so the KV
+    #: cache stays valid)
+    target_length: int = 0
 
     def __post_init__(self) -> None:
         require(self.base > 1, f"rope.base must be > 1, got {self.base}")
@@ -176,7 +193,8 @@ class RopeHook(AttentionHook[RopeContext]):
 # Not SHAPE: a shift of every position cancels in q_m·k_n (Eq. 16 depends on m − n only), so
 # rope+shape would be a silent no-op and is rejected like alibi/t5/shaw+shape. CAPE's jitter and
 # scaling and randomized positions change m − n.
-@register("attention", "rope", RopeParams, augmentable_by=("cape", "randomized"))
+@register("attention", "rope", RopeParams, augmentable_by=("cape", "randomized"),
+          paper="Su et al. 2021 (RoFormer)", what="rotary q/k (partial rotary, PI, NTK, YaRN, LongRoPE, Llama-3 scaling)")
 class RotaryPosition(AttentionPosition[RopeContext]):
     def __init__(self, d_model: int, params: RopeParams, num_layers: int, num_heads: int, **_: Any) -> None:
         super().__init__()

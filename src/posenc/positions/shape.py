@@ -26,8 +26,11 @@ MAX_SHIFT = 2**24
 
 @dataclass
 class ShapeParams:
+    #: $K \ge 0$ (paper §3.1: 500; tuned 40 for EXTRAPOLATE)
     max_shift: int = 500
+    #: constant added to eval positions of both sides (paper: 0)
     inference_offset: int = 0
+    #: draw $k$ from $\{0, \dots, K-1\}$ instead of $\{0, \dots, K\}$
     exclusive_max: bool = False
 
     def __post_init__(self) -> None:
@@ -38,7 +41,8 @@ class ShapeParams:
         require(not (self.exclusive_max and self.max_shift == 0), "shape.exclusive_max needs max_shift >= 1")
 
 
-@register("augment", "shape", ShapeParams)
+@register("augment", "shape", ShapeParams,
+          paper="Kiyono et al. 2021 (SHAPE)", what="a random offset per sequence in training, none at inference")
 class ShapeAugmentation(Augmentation):
     integer_valued = True  # an integer shift k (§2.3)
 

@@ -46,9 +46,13 @@ from posenc.positions.registry import register
 
 @dataclass
 class ShawParams:
+    #: clipping distance (the paper's base model, SHAPE and Neishi & Yoshinaga use 16)
     k: int = 16
+    #: use $a^K$ (the score term)
     keys: bool = True
+    #: use $a^V$ (the value term); `false` is the paper's ablation (Table 3)
     values: bool = True
+    #: one table for $a^K$ and $a^V$ (as OpenNMT-py does)
     share_tables: bool = False
 
     def __post_init__(self) -> None:
@@ -358,7 +362,8 @@ class ShawHook(AttentionHook[RelativeContext]):
         return torch.matmul(buckets, self.value_table.to(attn.dtype))
 
 
-@register("attention", "shaw", ShawParams, augmentable_by=("randomized",))
+@register("attention", "shaw", ShawParams, augmentable_by=("randomized",),
+          paper="Shaw et al. 2018", what="relative position representations: learned key and value terms per clipped distance")
 class ShawRelativePosition(AttentionPosition[RelativeContext]):
     """Per-layer Shaw tables for a stack; the distance index is computed once per stack."""
 

@@ -22,7 +22,9 @@ from posenc.positions.registry import register
 
 @dataclass
 class SinusoidalParams:
+    #: base of the geometric frequency progression (> 1)
     base: float = 10000.0
+    #: multiplies every frequency; CAPE uses 30 for audio with positions in seconds
     scale: float = 1.0
 
     def __post_init__(self) -> None:
@@ -46,7 +48,8 @@ def sinusoidal_embedding(positions: Tensor, dim: int, base: float = 10000.0, sca
     return out.to(torch.float32)
 
 
-@register("input", "sinusoidal", SinusoidalParams, augmentable_by=("shape", "cape", "randomized"))
+@register("input", "sinusoidal", SinusoidalParams, augmentable_by=("shape", "cape", "randomized"),
+          paper="Vaswani et al. 2017", what="fixed sinusoidal absolute positions added to the embeddings (APE)")
 class SinusoidalPosition(InputPosition):
     """x + PE(positions). Positions may be fractional (CAPE) or shifted (SHAPE)."""
 

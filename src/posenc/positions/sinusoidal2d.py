@@ -17,7 +17,8 @@ class Sinusoidal2dParams:
     pass
 
 
-@register("input", "sinusoidal2d", Sinusoidal2dParams, augmentable_by=("cape2d",), layout="grid")
+@register("input", "sinusoidal2d", Sinusoidal2dParams, augmentable_by=("cape2d",), layout="grid",
+          paper="Likhomanenko et al. 2021 (CAPE, images)", what="2-D sinusoidal patch positions (ViT)")
 class SinusoidalPosition2d(Input2d):
     """x + sinpos(positions), positions ``(B, N, 2)``."""
 

@@ -27,7 +27,9 @@ from posenc.positions.registry import register
 
 @dataclass
 class T5Params:
+    #: $R$
     num_buckets: int = 32
+    #: distances beyond share the last bucket
     max_distance: int = 128
 
     def __post_init__(self) -> None:
@@ -68,7 +70,8 @@ class T5Hook(AttentionHook[T5Context]):
         """→ ``(B, H, Lq, Lk)`` bias added to the scaled logits."""
         return self.table(ctx.bucket[:, 0]).permute(0, 3, 1, 2)
 
-@register("attention", "t5", T5Params, augmentable_by=("randomized",))
+@register("attention", "t5", T5Params, augmentable_by=("randomized",),
+          paper="Raffel et al. 2020", what="a learned bias per log-bucketed distance, shared across layers")
 class T5RelativeBias(AttentionPosition[T5Context]):
     """One ``(R, H)`` table per stack; ``causal`` picks the bucket layout."""
 

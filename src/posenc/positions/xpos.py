@@ -32,9 +32,12 @@ from posenc.positions.rope import RopeParams, rope_angles, rotate
 
 @dataclass
 class XposParams:
-    base: float = 10000.0  # RoPE's base
-    scale_base: float = 512.0  # γ
-    gamma: float = 0.4  # ζ_j = (2j/Dh + gamma) / (1 + gamma)
+    #: RoPE's base $b$
+    base: float = 10000.0
+    #: $\gamma$
+    scale_base: float = 512.0
+    #: $\zeta_j = (2j/D_h + \text{gamma})/(1 + \text{gamma})$
+    gamma: float = 0.4
 
     def __post_init__(self) -> None:
         require(self.base > 1, f"xpos.base must be > 1, got {self.base}")
@@ -71,7 +74,8 @@ class XposHook(AttentionHook[XposContext]):
         return rotate(k, ctx.k_angles[:, :, -n:], ctx.k_scale[:, :, -n:])
 
 
-@register("attention", "xpos", XposParams, augmentable_by=("randomized",), causal_only=True)
+@register("attention", "xpos", XposParams, augmentable_by=("randomized",), causal_only=True,
+          paper="Sun et al. 2022", what="RoPE with an exponential decay per rotated pair")
 class XposPosition(AttentionPosition[XposContext]):
     def __init__(self, d_model: int, params: XposParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
         super().__init__()

@@ -58,12 +58,14 @@ def cpu_bf16_flags(cpuinfo: str) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def cpu_has_native_bf16() -> bool:
-    """Whether this machine's CPU has native bf16 (read from ``/proc/cpuinfo``, never guessed:
-    False where that file is absent, e.g. not Linux)."""
+    """Whether this machine's CPU has native bf16, never guessed: the flags of ``/proc/cpuinfo``,
+    or where that file is absent (not Linux) torch's own probe when this torch has one
+    (``torch._C._cpu._is_avx512_bf16_supported``, ``_is_amx_tile_supported``), else False."""
     try:
         return cpu_bf16_flags(Path("/proc/cpuinfo").read_text(errors="replace"))
     except OSError:
-        return False
+        probes = [getattr(torch._C._cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+        return any(bool(probe()) for probe in probes if callable(probe))
 
 
 def resolve_precision(precision: str, device: torch.device, width: int | None = None) -> str:

@@ -1,0 +1,141 @@
+"""The method tables of README.md and docs/positions.md, generated from the registry.
+
+``python -m posenc.positions.tables`` rewrites every generated block of those files (between
+``<!-- NAME -->`` and ``<!-- /NAME -->``); ``--check`` only says whether they are current (exit 1
+otherwise, as the test does). A new method file therefore brings its rows with it: its
+``@register(..., paper=..., what=...)`` line, its params dataclass (each option's default, and its
+meaning from the ``#:`` comment above the field) and the augmentations it composes with.
+
+Blocks: ``methods`` (every registered method: family, names, what, paper), ``combos`` (1-D method
+× augmentation: valid or rejected by :func:`~posenc.positions.config.resolve`) and
+``options:METHOD`` (option, default, meaning).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from posenc.errors import ConfigError
+from posenc.positions import registry
+from posenc.positions.config import METHOD_ALIASES, MODEL_ALIASES, resolve
+
+ROOT = Path(__file__).resolve().parents[3]
+DOCS = (ROOT / "README.md", ROOT / "docs" / "positions.md")
+BLOCK = re.compile(r"<!-- (?P<name>[\w:-]+) -->\n(?P<body>.*?)<!-- /(?P=name) -->", re.S)
+
+
+def _aliases(name: str) -> list[str]:
+    """Other names for ``name`` alone (``ape`` for ``sinusoidal``, ``rpe`` for ``shaw``) or, for an
+    augmentation, for it on its usual input method (``cape-2d`` for ``sinusoidal2d+cape2d``)."""
+    alone = [a for a, m in METHOD_ALIASES.items() if m == name]
+    on_input = [a for a, full in MODEL_ALIASES.items() if name in registry.AUGMENT and full.endswith(f"+{name}")]
+    return alone + [a for a in on_input if a != name and a not in alone]
+
+
+def methods_table() -> list[str]:
+    """Every registered method, family by family: names, what it does, the paper."""
+    rows = ["| family | name (aliases) | what | paper |", "|---|---|---|---|"]
+    for e in registry.entries():
+        aliases = ", ".join(f"`{a}`" for a in _aliases(e.name))
+        names = f"`{e.name}`" + (f" ({aliases})" if aliases else "")
+        notes = [*(["causal stacks only"] if e.causal_only else []), *(["2-D, images"] if e.layout == "grid" else [])]
+        what = e.what + (f" ({'; '.join(notes)})" if notes else "")
+        rows.append(f"| {registry.family_of(e.name)} | {names} | {what} | {e.paper} |")
+    return rows
+
+
+def combos_table() -> list[str]:
+    """Which 1-D augmentation composes with which 1-D input or attention method."""
+    augs = [e.name for e in registry.entries() if e.name in registry.AUGMENT and e.layout == "sequence"]
+    rows = ["| method | " + " | ".join(augs) + " |", "|---" * (len(augs) + 1) + "|"]
+    for e in registry.entries():
+        if e.name in registry.AUGMENT or e.layout != "sequence":
+            continue
+        cells = ["valid" if _resolves(f"{e.name}+{a}") else "rejected" for a in augs]
+        rows.append(f"| {e.name} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def _resolves(name: str) -> bool:
+    try:
+        resolve(name)
+    except ConfigError:
+        return False
+    return True
+
+
+def option_docs(params: type) -> dict[str, str]:
+    """Each field's meaning: the ``#:`` comment lines right above it in the class source."""
+    docs: dict[str, str] = {}
+    pending: list[str] = []
+    for line in inspect.getsource(params).splitlines():
+        text = line.strip()
+        if text.startswith("#:"):
+            pending.append(text[2:].strip())
+            continue
+        field = re.match(r"(\w+)\s*:", text)
+        if field and pending:
+            docs[field.group(1)] = " ".join(pending)
+        pending = []
+    return docs
+
+
+def _value(value: Any) -> str:
+    """A default as YAML writes it (``true``, ``none``, ``[7, 7]``, ``10000.0``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def options_table(method: str) -> list[str]:
+    """``| option | default | meaning |`` of ``method``'s params dataclass."""
+    params = registry.entry(method).params
+    docs, default = option_docs(params), params()
+    rows = ["| option | default | meaning |", "|---|---|---|"]
+    for f in dataclasses.fields(params):
+        rows.append(f"| `{method}.{f.name}` | `{_value(getattr(default, f.name))}` | {docs.get(f.name, '')} |")
+    return rows
+
+
+def block(name: str) -> list[str]:
+    """The generated lines of block ``name`` (a one-line ConfigError for an unknown one)."""
+    makers: dict[str, Callable[[], list[str]]] = {"methods": methods_table, "combos": combos_table}
+    if name in makers:
+        return makers[name]()
+    if name.startswith("options:") and name[len("options:"):] in {e.name for e in registry.entries()}:
+        return options_table(name[len("options:"):])
+    raise ConfigError(f"unknown generated block <!-- {name} -->")
+
+
+def render(text: str) -> str:
+    """``text`` with every generated block replaced by its current lines."""
+    return BLOCK.sub(lambda m: f"<!-- {m['name']} -->\n" + "\n".join(block(m["name"])) + f"\n<!-- /{m['name']} -->", text)
+
+
+def undocumented() -> list[str]:
+    """Options of registered methods without a ``#:`` meaning (the test requires none)."""
+    return [f"{e.name}.{f.name}" for e in registry.entries() for f in dataclasses.fields(e.params)
+            if f.name not in option_docs(e.params)]
+
+
+def main(argv: list[str]) -> int:
+    """Rewrite the generated blocks of README.md and docs/positions.md (``--check``: compare only)."""
+    stale = [p for p in DOCS if render(p.read_text(encoding="utf-8")) != p.read_text(encoding="utf-8")]
+    if "--check" in argv:
+        for p in stale:
+            print(f"{p}: generated method tables are out of date; run python -m posenc.positions.tables", file=sys.stderr)
+        return 1 if stale else 0
+    for p in stale:
+        p.write_text(render(p.read_text(encoding="utf-8")), encoding="utf-8")
+        print(f"rewrote {p}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -9,6 +9,7 @@ import torch
 from posenc.config import from_dict
 from posenc.errors import ConfigError
 from posenc.models.lm import DecoderLM, LMConfig
+from tests.helpers.lm import assert_incremental_equals_full_pass
 from tests.helpers.methods import params_for, sequence_methods
 
 V, PAD = 30, 0
@@ -26,14 +27,7 @@ METHODS = [(name, params_for(name)) for name in sequence_methods(causal=True)]
 
 @pytest.mark.parametrize("name,params", METHODS, ids=[m for m, _ in METHODS])
 def test_incremental_equals_full_pass(name: str, params: dict) -> None:
-    model = lm(name, **params)
-    tokens = torch.randint(1, V, (3, 9))
-    mask = torch.ones_like(tokens, dtype=torch.bool)
-    with torch.no_grad():
-        full = model(tokens, mask)  # (B, L, V)
-        state = model.init_state(3)
-        steps = torch.stack([model.step(tokens[:, t], state) for t in range(tokens.shape[1])], 1)
-    torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-5)
+    assert_incremental_equals_full_pass(lm(name, **params))
 
 
 @pytest.mark.parametrize("name,params", METHODS, ids=[m for m, _ in METHODS])

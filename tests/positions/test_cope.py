@@ -11,9 +11,9 @@ import torch
 from posenc.config import from_dict
 from posenc.errors import ConfigError
 from posenc.models.attention import MultiHeadAttention, attention_bias
-from posenc.models.lm import DecoderLM, LMConfig
 from posenc.positions import PositionConfig, build_attention, resolve
 from posenc.positions.cope import cope_positions
+from tests.helpers.lm import assert_incremental_equals_full_pass, tiny_lm
 
 INF = float("inf")
 
@@ -72,15 +72,8 @@ def test_bidirectional_stacks_and_augmentations_are_refused() -> None:
 
 
 def test_incremental_equals_full_pass() -> None:
-    cfg = from_dict(LMConfig, {"layers": 2, "d_model": 32, "heads": 4, "d_ff": 64, "vocab_size": 30,
-                               "position": {"name": "cope", "cope": {"max_positions": 5}}})
-    model = DecoderLM(cfg).eval()
+    model = tiny_lm({"name": "cope", "cope": {"max_positions": 5}})  # positions clamped at T − 1 = 4
     with torch.no_grad():
         for hook in model.stack.attn_pos.hooks:
             hook.table.normal_()
-    tokens = torch.randint(1, 30, (3, 9))
-    with torch.no_grad():
-        full = model(tokens, torch.ones_like(tokens, dtype=torch.bool))
-        state = model.init_state(3)
-        steps = torch.stack([model.step(tokens[:, t], state) for t in range(9)], 1)
-    torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-5)
+    assert_incremental_equals_full_pass(model)

@@ -10,8 +10,8 @@ import torch
 
 from posenc.config import from_dict
 from posenc.errors import ConfigError
-from posenc.models.lm import DecoderLM, LMConfig
 from posenc.positions import PositionConfig, build_attention
+from tests.helpers.lm import assert_incremental_equals_full_pass, tiny_lm
 
 
 def fire_with_known_weights() -> torch.nn.Module:
@@ -65,18 +65,9 @@ def test_per_layer_tables() -> None:
     assert sum(p.numel() for p in shared.parameters()) == (32 + 32) + (32 * 2 + 2) + 2  # f_θ, c, L
 
 
-@pytest.mark.parametrize("name,extra", [
-    ("fire", {"fire": {"init_threshold": 4.0}}),
-    ("fire", {"fire": {"init_threshold": 4.0, "per_layer": True}}),
-    ("fire+randomized", {"randomized": {"eval": "sequential"}}),
-], ids=["fire", "per-layer", "randomized"])
-def test_incremental_equals_full_pass(name: str, extra: dict) -> None:
-    cfg = from_dict(LMConfig, {"layers": 2, "d_model": 32, "heads": 4, "d_ff": 64, "vocab_size": 30,
-                               "position": {"name": name, **extra}})
-    model = DecoderLM(cfg).eval()
-    tokens = torch.randint(1, 30, (3, 9))
-    with torch.no_grad():
-        full = model(tokens, torch.ones_like(tokens, dtype=torch.bool))
-        state = model.init_state(3)
-        steps = torch.stack([model.step(tokens[:, t], state) for t in range(9)], 1)
-    torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-5)
+@pytest.mark.parametrize("extra", [{"init_threshold": 4.0}, {"init_threshold": 4.0, "per_layer": True}],
+                         ids=["threshold-4", "per-layer"])
+def test_incremental_equals_full_pass(extra: dict) -> None:
+    """Options that change the path (queries beyond L, one f_θ per layer); the defaults and
+    fire+randomized are in tests/models/test_lm.py with every registered method."""
+    assert_incremental_equals_full_pass(tiny_lm({"name": "fire", "fire": extra}))

@@ -12,9 +12,9 @@ import torch
 
 from posenc.config import from_dict
 from posenc.errors import ConfigError
-from posenc.models.lm import DecoderLM, LMConfig
 from posenc.positions import PositionConfig, build_attention, default_positions
 from posenc.positions.rope import RopeParams, inverse_frequencies, rotate
+from tests.helpers.lm import assert_incremental_equals_full_pass, tiny_lm
 
 transformers = pytest.importorskip("transformers")
 from transformers import LlamaConfig  # noqa: E402
@@ -107,15 +107,7 @@ def test_attention_factor_multiplies_rotated_q_and_k() -> None:
      "short_factor": [1.0, 1.5, 2.0, 2.5], "long_factor": [1.0, 2.0, 4.0, 8.0]},
 ], ids=["yarn", "llama3", "longrope"])
 def test_incremental_equals_full_pass(rope: dict) -> None:
-    cfg = from_dict(LMConfig, {"layers": 2, "d_model": 32, "heads": 4, "d_ff": 64, "vocab_size": 30,
-                               "position": {"name": "rope", "rope": rope}})
-    model = DecoderLM(cfg).eval()
-    tokens = torch.randint(1, 30, (3, 9))
-    with torch.no_grad():
-        full = model(tokens, torch.ones_like(tokens, dtype=torch.bool))
-        state = model.init_state(3)
-        steps = torch.stack([model.step(tokens[:, t], state) for t in range(9)], 1)
-    torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-5)
+    assert_incremental_equals_full_pass(tiny_lm({"name": "rope", "rope": rope}))
 
 
 @pytest.mark.parametrize("rope,match", [

@@ -7,9 +7,7 @@ import math
 import pytest
 import torch
 
-from posenc.config import from_dict
 from posenc.errors import ConfigError
-from posenc.models.lm import DecoderLM, LMConfig
 from posenc.positions import PositionConfig, build_attention
 from posenc.positions.xpos import xpos_zeta
 
@@ -43,15 +41,3 @@ def test_bidirectional_stacks_are_refused() -> None:
     with pytest.raises(ConfigError, match="xpos is causal only"):
         build_attention(PositionConfig(name="xpos"), d_model=16, num_layers=1, num_heads=2, causal=False)
 
-
-@pytest.mark.parametrize("name,extra", [("xpos", {}), ("xpos+randomized", {"randomized": {"eval": "sequential"}})])
-def test_incremental_equals_full_pass(name: str, extra: dict) -> None:
-    cfg = from_dict(LMConfig, {"layers": 2, "d_model": 32, "heads": 4, "d_ff": 64, "vocab_size": 30,
-                               "position": {"name": name, **extra}})
-    model = DecoderLM(cfg).eval()
-    tokens = torch.randint(1, 30, (3, 9))
-    with torch.no_grad():
-        full = model(tokens, torch.ones_like(tokens, dtype=torch.bool))
-        state = model.init_state(3)
-        steps = torch.stack([model.step(tokens[:, t], state) for t in range(9)], 1)
-    torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-5)

@@ -252,3 +252,17 @@ def test_a_budget_no_pair_can_meet_is_refused_before_writing(capsys: pytest.Capt
     code, _, err = cli(capsys, "train", *run_overrides(run, None), f"{key}=1")
     assert_one_line_error(code, err, key, ">= 2")
     assert list(tmp_path.iterdir()) == []  # no run directory, no data/, no .spm-cache
+
+
+@pytest.mark.parametrize("tool", ["hf_compare", "decode_ab"])
+def test_other_bench_tools_check_out_before_measuring(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch, tool: str) -> None:
+    import importlib
+
+    module = importlib.import_module(f"posenc.bench.{tool}")
+    measured: list[int] = []
+    monkeypatch.setattr(module, "run" if tool == "hf_compare" else "ab_records", lambda *a, **k: measured.append(1) or [])
+    for out, needle in ((tmp_path, "is a directory"), (tmp_path / "nonexistent2" / "x.json", "does not exist")):
+        code = module.main(["--out", str(out)])
+        assert_one_line_error(code, capsys.readouterr().err, needle)
+    assert measured == [] and list(tmp_path.iterdir()) == []

@@ -21,6 +21,7 @@ from posenc.bench.core import DEFAULT_METHODS, BenchConfig, build_model, interle
 from posenc.bench.report import write_json
 from posenc.bench.runner import NoEos, decode_runner
 from posenc.errors import ConfigError, PosencError
+from posenc.files import check_output_file
 
 
 def ab_records(cfg: BenchConfig) -> list[dict[str, Any]]:
@@ -55,14 +56,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if a.device.startswith("cuda") and not torch.cuda.is_available():
             raise ConfigError(f"--device {a.device}: CUDA is not available on this machine")
+        if a.out:
+            check_output_file(a.out, "--out")  # before measuring: the results are never lost at the end
         cfg = BenchConfig(methods=a.methods.split(","), preset=a.preset, vocab=a.vocab, device=a.device, decode_batch=a.decode_batch,
                           decode_len=a.decode_len, decode_reps=a.decode_reps, beam=a.beam)
         records = ab_records(cfg)
+        if a.out:
+            write_json(records, a.out)
     except PosencError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if a.out:
-        write_json(records, a.out)
     print("| method | eager sent/s | graph sent/s | graph ×eager |\n|---|---|---|---|")
     for r in records:
         print(f"| {r['method']} | {r['eager_sentences_per_s']:.1f} | {r['graph_sentences_per_s']:.1f} | {r['graph_over_eager']:.2f} |")

@@ -89,3 +89,19 @@ def test_stopping_options_replayed_on_the_committed_curves() -> None:
     assert sorted(k for k, (rec, _, flat, _) in stops.items() if flat != rec) == [
         "vanilla/rpe/3", "vanilla/shape/1", "vanilla/shape/2"]
     assert sum(smooth != rec for rec, _, _, smooth in stops.values()) == 13
+
+
+def test_docs_quote_the_test_across_seeds() -> None:
+    """docs/results.md's across-seed p-values (Welch, 3 seeds) are those of the committed BLEU."""
+    from posenc.evaluation.seeds import seed_test
+
+    results = _results()
+    bleu = {(s, m): [results[(s, m, seed)]["scores"]["test"]["bleu"] for seed in (1, 2, 3)]
+            for s in ("vanilla", "extrapolate") for m in ("ape", "shape", "rpe")}
+    p = {(s, a, b): seed_test(bleu[(s, a)], bleu[(s, b)]).p for s in ("vanilla", "extrapolate")
+         for a, b in (("rpe", "ape"), ("ape", "shape"))}
+    doc = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    shape_p = f"p = {p[('vanilla', 'ape', 'shape')]:.2f} and\n{p[('extrapolate', 'ape', 'shape')]:.3f}"
+    assert f"(p = {p[('vanilla', 'ape', 'shape')]:.2f} and" in doc and shape_p.split()[-1] + ")" in doc
+    assert f"RPE > APE is not (p = {p[('vanilla', 'rpe', 'ape')]:.2f} and {p[('extrapolate', 'rpe', 'ape')]:.2f})" in doc
+    assert f"VANILLA p = {p[('vanilla', 'rpe', 'ape')]:.2f}, EXTRAPOLATE\np = {p[('extrapolate', 'rpe', 'ape')]:.2f}" in doc

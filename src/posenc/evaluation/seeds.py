@@ -1,0 +1,33 @@
+"""A test across seeds: is one system's mean score over training seeds above another's?
+
+The paired bootstrap (:mod:`posenc.evaluation.bootstrap`) resamples test sentences and so measures
+test-set noise; with several seeds per system the training noise shows in the spread of the
+per-seed scores. :func:`seed_test` is Welch's t-test (unequal variances) on those scores, via
+``scipy.stats.ttest_ind``, as the comparison across seeds that the SHAPE question asks (issue 26).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy import stats
+
+
+@dataclass(frozen=True)
+class SeedTest:
+    """``mean(a) − mean(b)``, Welch's t statistic, its degrees of freedom and two-sided p-value."""
+
+    diff: float
+    t: float
+    df: float
+    p: float
+
+
+def seed_test(a: Sequence[float], b: Sequence[float]) -> SeedTest:
+    """Welch's two-sided t-test of per-seed scores ``a`` vs ``b`` (at least 2 seeds each)."""
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"seed_test needs >= 2 seeds per system, got {len(a)} and {len(b)}")
+    res = stats.ttest_ind(list(a), list(b), equal_var=False)
+    return SeedTest(statistics.fmean(a) - statistics.fmean(b), float(res.statistic), float(res.df), float(res.pvalue))

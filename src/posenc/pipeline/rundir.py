@@ -35,7 +35,7 @@ from posenc.files import atomic_write_text, os_call, os_error_message
 from posenc.processes import pid_alive
 from posenc.pipeline.config import ARCH_SECTIONS, RunConfig
 from posenc.pipeline.fingerprint import fingerprint
-from posenc.pipeline.same_run import Stored, same_run
+from posenc.pipeline.same_run import Stored, read_stored, same_run
 from posenc.training.checkpoint import foreign_files, remove_checkpoint
 from posenc.training.distributed import env_int
 from posenc.training.runtime import resolve_device
@@ -281,15 +281,18 @@ def _cleanup_dir(directory: Path, created: bool) -> None:
 
 
 # ----------------------------------------------------------------------------- fingerprint check
-def stored_run(out_dir: str | Path) -> Stored | None:
+def stored_run(out_dir: str | Path, config_type: type) -> Stored | None:
     """What a run directory recorded about its config: its ``fingerprint.json``, or for runs older
-    than fingerprints the ``config.yaml`` beside their checkpoints; None when it holds no run."""
+    than fingerprints the ``config.yaml`` beside their checkpoints (read as ``config_type`` here, so
+    a file that no longer loads is named in the error); None when it holds no run."""
     out = Path(out_dir)
     if (out / FINGERPRINT_NAME).is_file():
         return Stored.of_fingerprint(read_json_dict(out / FINGERPRINT_NAME, "use --no-resume to start afresh or another out_dir"))
     if (out / CONFIG_NAME).is_file() and (out / "checkpoints").is_dir():
         with naming(out / CONFIG_NAME):
-            return Stored.of_fingerprint(load_yaml(out / CONFIG_NAME))
+            data = load_yaml(out / CONFIG_NAME)
+            read_stored(config_type, data)
+        return Stored.of_fingerprint(data)
     return None
 
 
@@ -316,7 +319,7 @@ def check_resumable(cfg: Any, resume: bool, out_dir: str | Path | None = None) -
     if not resume:
         return False
     out = cfg.out_dir if out_dir is None else out_dir
-    stored = stored_run(out)
+    stored = stored_run(out, type(cfg))
     if stored is None:
         return False
     verdict = same_run(stored, cfg)

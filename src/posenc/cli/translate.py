@@ -122,7 +122,7 @@ def _run_ctranslate2(args: argparse.Namespace) -> int:
 
     if args.split:
         raise ConfigError("--engine ctranslate2 translates --input FILE (score the output with posenc evaluate), not --split")
-    model = ct2.load_export(args.run, device=args.device.split(":")[0])
+    model = ct2.load_export(args.run, device=args.device)
     opts = {**ct2.decode_options(model, args.beam), "too_long": args.too_long}
     lines = read_stdin_lines() if args.input == "-" else read_lines_lazily(args.input)
     if args.output:

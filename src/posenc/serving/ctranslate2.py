@@ -335,7 +335,9 @@ def load_export(directory: str | Path, device: str = "cpu", threads: int = 0, co
         raise ConfigError(f"{directory} is not a posenc CTranslate2 export (no {EXPORT_INFO}; "
                           "write one with posenc export --run R --format ctranslate2 --out DIR)")
     info = json.loads(info_path.read_text(encoding="utf-8"))
-    translator = ct2.Translator(str(directory), device=device, compute_type=compute_type, intra_threads=threads)
+    kind, _, index = device.partition(":")  # cpu, cuda or cuda:N
+    translator = ct2.Translator(str(directory), device=kind, device_index=int(index or 0), compute_type=compute_type,
+                                intra_threads=threads)
     return Exported(translator, Tokenizer.from_file(directory / "spm.model"), info)
 
 

@@ -153,7 +153,8 @@ class TrainStep:
     def __init__(self, model: Seq2SeqTransformer, batch: dict[str, Tensor], device: str,
                  precision: str = "auto", compiled: bool = False) -> None:
         self.model, self.batch, self.device = model.train(), batch, device
-        self.precision = resolve_precision(precision, torch.device(device), model.cfg.d_model)  # resolved once
+        width = model.cfg.d_model if hasattr(model, "cfg") else getattr(model, "width", None)
+        self.precision = resolve_precision(precision, torch.device(device), width)  # resolved once
         fused = {"fused": True} if device.startswith("cuda") else {}
         self.opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **fused)
         self.tokens = int(batch["src_mask"].sum() + batch["tgt_mask"].sum())

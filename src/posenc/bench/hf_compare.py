@@ -120,6 +120,11 @@ class MarianSeq2Seq(nn.Module):
         super().__init__()
         self.marian = marian
 
+    @property
+    def width(self) -> int:
+        """d_model (the bench's precision rule reads it)."""
+        return int(self.marian.config.d_model)
+
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_mask: Tensor) -> Tensor:
         out = self.marian(input_ids=src, attention_mask=src_mask.long(), decoder_input_ids=tgt_in,
                           decoder_attention_mask=tgt_mask.long(), use_cache=False)

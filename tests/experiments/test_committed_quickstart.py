@@ -1,0 +1,86 @@
+"""The committed quickstart run (docs/results/quickstart, issue 26 item 6) answers the shipped
+config, and every number README.md and docs/results.md §0 quote about it is read from its files."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from posenc.config import load_config
+from posenc.experiments.runner import find_experiment, grid, verdict
+from posenc.tasks.translation.config import ExperimentConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = ROOT / "docs" / "results" / "quickstart"
+METHODS = ("ape", "shape", "shape-k4", "rpe")
+
+
+def _results() -> dict[str, dict]:
+    return {m: json.loads((COMMITTED / "extrapolate" / m / "seed1" / "results.json").read_text(encoding="utf-8"))
+            for m in METHODS}
+
+
+def _flat(path: Path) -> str:
+    return " ".join(path.read_text(encoding="utf-8").split())
+
+
+def test_every_committed_cell_is_fresh_and_converged() -> None:
+    exp = replace(load_config(ExperimentConfig, find_experiment("quickstart")), out_dir=str(COMMITTED))
+    assert {verdict(exp, *cell).kind for cell in grid(exp)} == {"fresh"} and len(grid(exp)) == 4
+    assert {r["summary"]["status"] for r in _results().values()} == {"converged"}
+
+
+def test_readme_quotes_the_committed_run() -> None:
+    res, readme = _results(), _flat(ROOT / "README.md")
+    b = {m: f"{r['scores']['test']['bleu']:.2f}" for m, r in res.items()}
+    assert f"test BLEU APE {b['ape']}, SHAPE K = 40 {b['shape']}, SHAPE K = 4 {b['shape-k4']}, RPE {b['rpe']}" in readme
+    steps = sorted(r["summary"]["steps"] for r in res.values())
+    assert f"after {steps[0]:,}–{steps[-1]:,} updates" in readme
+    sim = _similarities()
+    k40 = "/".join(f"{sim['shape'][k]:.2f}" for k in (4, 10, 20, 40))
+    ape = "/".join(f"{sim['ape'][k]:.2f}" for k in (4, 10, 20, 40))
+    assert f"0/4/10/20/40 is {k40} for K = 40 (APE {ape})" in readme.replace("offset 0 vs 4", "offset 0/4")
+    assert f"{sim['shape'][100]:.2f}/{sim['shape'][250]:.2f} at the paper's 100/250" in readme
+
+
+def _similarities() -> dict[str, dict[int, float]]:
+    path = COMMITTED / "report" / "extrapolate" / "shift_invariance" / "seed1" / "shift_invariance.csv"
+    out: dict[str, dict[int, float]] = {}
+    for row in csv.DictReader(path.open(encoding="utf-8")):
+        if row["k1"] == "0":
+            out.setdefault(row["model"], {})[int(row["k2"])] = float(row["similarity"])
+    return out
+
+
+def test_results_md_section_0_is_the_committed_run() -> None:
+    res, doc = _results(), (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    for m, r in res.items():
+        s, t = r["summary"], r["scores"]["test"]
+        bp = t["bleu_text"].split("BP = ")[1].split()[0]
+        row = (f" | {t['bleu']:.2f} | {bp} | {s['status']} ({s['stopped']}) | {s['steps']:,} ({s['best_step']:,}) | "
+               f"{s['valid_slope']:+.4f} ± {s['valid_slope_se']:.4f} | {s['params']:,} |")
+        assert row in doc, m
+    sim = _similarities()
+    for m in METHODS:
+        assert " | ".join(f"{sim[m][k]:.3f}" for k in (4, 10, 20, 40, 100, 250, 500)) in doc, m
+
+
+SELECT = ROOT / "docs" / "results" / "quickstart_select"
+
+
+def test_quickstart_select_chose_the_validation_argmax_and_the_docs_quote_it() -> None:
+    """K* is the argmax of the validation sweep (never test), and docs/results.md §0 quotes the
+    committed sweep, the chosen α per run and the test BLEU."""
+    sel = json.loads((SELECT / "selection" / "selection.json").read_text(encoding="utf-8"))
+    best = max(sel["rows"], key=lambda r: r["mean"])
+    assert sel["chosen"] == best["value"] == 2
+    doc = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    assert "| validation BLEU | " + " | ".join(f"{r['mean']:.2f}" for r in sel["rows"]) + " |" in doc
+    for method in ("ape", "shape-kstar", "shape-k40", "rpe"):
+        r = json.loads((SELECT / "extrapolate" / method / "seed1" / "results.json").read_text(encoding="utf-8"))
+        lp = r["length_penalty"]
+        chosen = max(lp["sweep"].items(), key=lambda kv: kv[1])  # ties: the first listed
+        assert float(chosen[0]) == lp["chosen"] and lp["split"] == "valid"
+        assert f"| {r['scores']['test']['bleu']:.2f} | {lp['chosen']} ({lp['sweep']['0.6']:.2f} → {chosen[1]:.2f}) |" in doc

@@ -41,9 +41,10 @@ def test_length_bleu_counts_and_gains(tmp_path):
 
 def test_length_bleu_empty_bucket_and_train_max(tmp_path):
     rows = length_bleu([3, 25], REFS[:2], {"m": REFS[:2]}, tmp_path, BUCKETS, train_max=12)
-    assert [(r["sentences"], r["seen"]) for r in rows] == [(1, True), (0, True), (1, False), (0, False)]
+    # seen: every sentence of the bucket within the training range (10-19 holds none: not seen)
+    assert [(r["sentences"], r["seen"]) for r in rows] == [(1, True), (0, False), (1, False), (0, False)]
     assert [r["bleu"] for r in rows] == [pytest.approx(100.0), None, pytest.approx(100.0), None]
-    assert (tmp_path / "length_bleu.csv").read_text().splitlines()[1:] == ["m,0-9,1,100.0,0.0,True", "m,10-19,0,,,True", "m,20-29,1,100.0,0.0,False", "m,30-,0,,,False"]
+    assert (tmp_path / "length_bleu.csv").read_text().splitlines()[1:] == ["m,0-9,1,100.0,0.0,True", "m,10-19,0,,,False", "m,20-29,1,100.0,0.0,False", "m,30-,0,,,False"]
 
 
 def test_length_bleu_errors(tmp_path):

@@ -54,15 +54,19 @@ def _stacked(view: SettingView) -> tuple[list[str], list[str]]:
 
 
 def test_seen_shading_knows_both_training_bounds(tmp_path: Path) -> None:
-    """Fix 3: a bucket below the shortest training sentence is unseen (a Middle/Long split),
-    which an upper bound alone (the old ``train_max``) drew as seen."""
+    """A bucket is seen only when every sentence in it lies inside the training range: below the
+    shortest training sentence (a Middle/Long split) or beyond the longest is unseen, and so is a
+    bucket of which only the shorter sentences fit (issue 26: 16-19 with a bound of 18)."""
     from posenc.analysis.common import Buckets
     from posenc.analysis.length_bleu import seen_buckets
 
     buckets = Buckets.uniform(10, 40)  # 0-9, 10-19, 20-29, 30-39, 40-
     middle = [12, 15, 19, 25, 29]  # a Middle split: no sentence shorter than 12
-    assert seen_buckets(buckets, middle, None) == [False, True, True, False, False]
-    assert seen_buckets(buckets, None, max(middle)) == [True, True, True, False, False]  # the old answer
+    assert seen_buckets(buckets, middle, None) == [False, False, True, False, False]  # 10-11 unseen
+    test = [3, 13, 14, 22, 28, 35, 44]
+    assert seen_buckets(buckets, middle, None, test) == [False, True, True, False, False]
+    assert seen_buckets(buckets, None, 18, [4, 12, 17, 19]) == [True, False, False, False, False]
+    assert seen_buckets(buckets, None, None) == [None] * 5
 
 
 def test_report_shades_by_training_lengths(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -76,7 +80,8 @@ def test_report_shades_by_training_lengths(capsys: pytest.CaptureFixture[str], t
     assert view.train_lengths == [len(view.tok.encode(s)) for s in read_lines(view.data_dir / "train.src")]
     an_length_bleu(view, tmp_path / "lb")
     rows = [r for r in _rows(tmp_path / "lb" / "length_bleu.csv") if r["model"] == "ape"]
-    assert [r["seen"] == "True" for r in rows] == seen_buckets(_length_buckets(view, "length_bleu"), view.train_lengths, None)
+    lengths = [len(view.tok.encode(s)) for s in read_lines(view.data_dir / "test.src")]
+    assert [r["seen"] == "True" for r in rows] == seen_buckets(_length_buckets(view, "length_bleu"), view.train_lengths, None, lengths)
 
 
 def test_interpolate_note_counts_the_shorter_runs_interpolate_keeps() -> None:

@@ -2,8 +2,10 @@
 
 The test set is split by source length (in whatever unit the caller measures: words, or
 subwords as Neishi et al. do), BLEU is computed per bucket and model, and the difference to a
-baseline model (APE) per bucket. Buckets that contain no training sentence of that length are
-marked ``seen = False`` and shaded grey in the plot (the papers' "no training data" areas).
+baseline model (APE) per bucket. A bucket is ``seen`` only when every test sentence in it has a
+length inside the training range (issue 26: a bucket whose lower edge fits but whose longer
+sentences do not is not "seen"); the others are shaded grey in the plot (the papers' "no training
+data" areas).
 """
 
 from __future__ import annotations
@@ -19,13 +21,22 @@ from posenc.errors import DataError
 DEFAULT_BUCKETS = Buckets.uniform(10, 60)  # 0-9, 10-19, ..., 50-59, 60-
 
 
-def seen_buckets(buckets: Buckets, train_lengths: Sequence[int] | None, train_max: int | None) -> list[bool | None]:
-    """Per bucket: any training data of that length? (``None`` when nothing is known)."""
-    if train_lengths is not None:
-        return list(buckets.covered(train_lengths))
-    if train_max is not None:
-        return [lo <= train_max for lo in buckets.edges]
-    return [None] * len(buckets)
+def seen_buckets(buckets: Buckets, train_lengths: Sequence[int] | None, train_max: int | None,
+                 lengths: Sequence[int] | None = None) -> list[bool | None]:
+    """Per bucket: does every test sentence in it (``lengths``; without them every length the bucket
+    spans, an open last bucket never) lie inside the training range, ``min..max`` of
+    ``train_lengths`` (or ``..train_max``)? ``None`` when nothing is known of the training data."""
+    if train_lengths is None and train_max is None:
+        return [None] * len(buckets)
+    lo = min(train_lengths) if train_lengths else 0
+    hi = max(train_lengths) if train_lengths else int(train_max or 0)
+    inside = lambda n: lo <= n <= hi  # noqa: E731
+    if lengths is not None:
+        index = buckets.assign(lengths)
+        members = [[n for n, b in zip(lengths, index) if b == k] for k in range(len(buckets))]
+        return [all(map(inside, m)) if m else False for m in members]
+    ends = [*(e - 1 for e in buckets.edges[1:]), None]
+    return [end is not None and inside(start) and inside(end) for start, end in zip(buckets.edges, ends)]
 
 
 def length_bleu(
@@ -59,7 +70,7 @@ def length_bleu(
         raise DataError(f"length_bleu: baseline {base!r} is not among the models ({', '.join(hyps)})")
     index = buckets.assign(src_lengths)
     members = [[i for i, b in enumerate(index) if b == k] for k in range(len(buckets))]
-    seen = seen_buckets(buckets, train_lengths, train_max)
+    seen = seen_buckets(buckets, train_lengths, train_max, src_lengths)
     scores = {
         name: [corpus_bleu([h[i] for i in m], [refs[i] for i in m], tokenize) for m in members] for name, h in hyps.items()
     }

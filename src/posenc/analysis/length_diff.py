@@ -71,7 +71,7 @@ def length_diff(
     """Mean length difference per bucket → ``length_diff.csv``/``.png``; optional histograms
     → ``length_hist.csv``/``.png``. Returns the length-difference rows."""
     check_lengths(src_lengths, ref_lengths, hyp_lengths)
-    seen = seen_buckets(buckets, train_lengths, train_max)
+    seen = seen_buckets(buckets, train_lengths, train_max, src_lengths)
     rows = length_diff_table(src_lengths, ref_lengths, hyp_lengths, buckets, seen)
     out = plots.output_dir(out_dir)
     plots.write_csv(out / "length_diff.csv", rows)

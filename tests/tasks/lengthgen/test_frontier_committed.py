@@ -1,0 +1,39 @@
+"""The committed lengthgen_frontier cells (docs/results/lengthgen_frontier, issue 30) answer the
+shipped config, and docs/lengthgen.md's table is their mean ± std."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import replace
+from pathlib import Path
+
+from posenc.config import load_config
+from posenc.experiments.runner import find_experiment
+from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
+from posenc.tasks.lengthgen.driver import TASK
+
+ROOT = Path(__file__).resolve().parents[3]
+COMMITTED = ROOT / "docs" / "results" / "lengthgen_frontier"
+
+
+def _results() -> list[dict]:
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(COMMITTED.glob("*/*/seed*/results.json"))]
+
+
+def test_committed_cells_are_fresh() -> None:
+    exp = replace(load_config(LengthgenExperimentConfig, find_experiment("lengthgen_frontier")), out_dir=str(COMMITTED))
+    results = _results()
+    assert len(results) == len(exp.methods) * len(exp.seeds) == 27  # bucket sort, every method, 3 seeds
+    assert {TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r).kind for r in results} == {"fresh"}
+
+
+def test_docs_table_is_the_committed_accuracy() -> None:
+    doc = (ROOT / "docs" / "lengthgen.md").read_text(encoding="utf-8")
+    by: dict[str, list[dict]] = {}
+    for r in _results():
+        by.setdefault(r["method"], []).append(r["metrics"])
+    for method, runs in by.items():
+        cells = [f"{100 * statistics.fmean(m[k] for m in runs):.1f} ± {100 * statistics.stdev(m[k] for m in runs):.1f}"
+                 for k in ("unseen_seq_acc", "unseen_token_acc", "seen_seq_acc")]
+        assert f"| {method} | " + " | ".join(cells) + " |" in doc, method

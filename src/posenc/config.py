@@ -125,14 +125,18 @@ def old_names(cls: type, data: dict[str, Any], where: str = "") -> dict[str, Any
     return {renamed.get(k, k): v for k, v in data.items()}
 
 
-def to_dict(cfg: Any) -> Any:
-    """Plain nested dict/list form of a config (YAML- and JSON-serialisable)."""
+def to_dict(cfg: Any, own: str | None = None) -> Any:
+    """Plain nested dict/list form of a config (YAML- and JSON-serialisable). With ``own``, a
+    section that defines a method of that name gives its own form (the run fingerprint's
+    ``determining_dict``: only what determines a run)."""
+    if own is not None and dataclasses.is_dataclass(cfg) and callable(getattr(cfg, own, None)):
+        return getattr(cfg, own)()
     if dataclasses.is_dataclass(cfg):
-        return {f.name: to_dict(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.init}
+        return {f.name: to_dict(getattr(cfg, f.name), own) for f in dataclasses.fields(cfg) if f.init}
     if isinstance(cfg, (list, tuple)):
-        return [to_dict(v) for v in cfg]
+        return [to_dict(v, own) for v in cfg]
     if isinstance(cfg, dict):
-        return {k: to_dict(v) for k, v in cfg.items()}
+        return {k: to_dict(v, own) for k, v in cfg.items()}
     return cfg
 
 

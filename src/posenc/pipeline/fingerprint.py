@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import dataclasses
 from dataclasses import replace
 from typing import Any
 
@@ -70,16 +69,7 @@ def determining_dict(cfg: Any) -> Any:
     """:func:`posenc.config.to_dict` of ``cfg``, but a section that can say what of it determines a
     run (a ``determining_dict()`` method: ``PositionConfig`` keeps ``name`` and its active methods'
     blocks) gives only that."""
-    own = getattr(cfg, "determining_dict", None)
-    if callable(own) and dataclasses.is_dataclass(cfg):
-        return own()
-    if dataclasses.is_dataclass(cfg):
-        return {f.name: determining_dict(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.init}
-    if isinstance(cfg, (list, tuple)):
-        return [determining_dict(v) for v in cfg]
-    if isinstance(cfg, dict):
-        return {k: determining_dict(v) for k, v in cfg.items()}
-    return cfg
+    return to_dict(cfg, "determining_dict")
 
 
 def _horizon_schedule(train: dict[str, Any]) -> bool:

@@ -24,16 +24,23 @@ def _results() -> list[dict]:
 def test_committed_cells_are_fresh() -> None:
     exp = replace(load_config(LengthgenExperimentConfig, find_experiment("lengthgen_frontier")), out_dir=str(COMMITTED))
     results = _results()
-    assert len(results) == len(exp.methods) * len(exp.seeds) == 27  # bucket sort, every method, 3 seeds
+    assert len(results) == 2 * len(exp.methods) * len(exp.seeds) == 54  # bucket sort, decimal addition
     assert {TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r).kind for r in results} == {"fresh"}
 
 
 def test_docs_table_is_the_committed_accuracy() -> None:
     doc = (ROOT / "docs" / "lengthgen.md").read_text(encoding="utf-8")
-    by: dict[str, list[dict]] = {}
+    by: dict[tuple[str, str], list[dict]] = {}
     for r in _results():
-        by.setdefault(r["method"], []).append(r["metrics"])
-    for method, runs in by.items():
+        by.setdefault((r["task"], r["method"]), []).append(r["metrics"])
+    for (_, method), runs in by.items():
         cells = [f"{100 * statistics.fmean(m[k] for m in runs):.1f} ± {100 * statistics.stdev(m[k] for m in runs):.1f}"
                  for k in ("unseen_seq_acc", "unseen_token_acc", "seen_seq_acc")]
         assert f"| {method} | " + " | ".join(cells) + " |" in doc, method
+
+
+def test_docs_quote_coupled_rope_by_length() -> None:
+    doc = " ".join((ROOT / "docs" / "lengthgen.md").read_text(encoding="utf-8").split())
+    runs = [r["metrics"]["by_length"] for r in _results() if r["task"] == "decimal_addition" and r["method"] == "rope+coupled"]
+    at = {n: 100 * statistics.fmean(row["seq_acc"] for rows in runs for row in rows if row["length"] == n) for n in (25, 30, 40)}
+    assert f"{at[25]:.1f} % at n = 25, {at[30]:.1f} % at n = 30, {at[40]:.1f} % at n = 40" in doc

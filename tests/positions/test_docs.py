@@ -58,3 +58,13 @@ def test_generated_tables_follow_the_registry() -> None:
             assert got == cell, f"{method}+{aug}: table says {cell}, resolve says {got}"
     assert "| `shaw.k` | `16` | clipping distance" in "\n".join(block("options:shaw"))
     assert "| `cape.source_scale` | `0.0` |" in "\n".join(block("options:cape"))
+
+
+def test_table_writer_outside_a_checkout_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Run from an installed package (no README beside it), the writer touches nothing."""
+    from posenc.positions import tables
+
+    monkeypatch.setattr(tables, "DOCS", (tmp_path / "README.md", tmp_path / "docs" / "positions.md"))
+    assert tables.main([]) == 2
+    assert capsys.readouterr().err.count("\n") == 1 and list(tmp_path.iterdir()) == []

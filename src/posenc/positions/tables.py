@@ -126,6 +126,10 @@ def undocumented() -> list[str]:
 
 def main(argv: list[str]) -> int:
     """Rewrite the generated blocks of README.md and docs/positions.md (``--check``: compare only)."""
+    missing = [p for p in DOCS if not p.is_file()]
+    if missing:  # an installed package has no docs beside it: nothing of anyone else's is touched
+        print(f"error: {missing[0]} not found: run this from a posenc source checkout", file=sys.stderr)
+        return 2
     stale = [p for p in DOCS if render(p.read_text(encoding="utf-8")) != p.read_text(encoding="utf-8")]
     if "--check" in argv:
         for p in stale:

@@ -143,7 +143,7 @@ def test_one_verdict_for_the_same_change_in_every_caller(change: dict, kind: str
     saved, now = Run(), Run(train=Train(**{**to_dict(Train()), **change}))
     whole = same_run(Stored.of_config(to_dict(saved), steps=10), now)
     ext = {k: v for k, v in to_dict(saved.train).items() if k in ("max_steps", "patience", "device")}
-    record = same_run(Stored(fingerprint(saved), ext, steps=10), now)
+    record = same_run(Stored.of_record({"fingerprint": fingerprint(saved), "extension": ext}, steps=10), now)
     bare = same_run(Stored.of_fingerprint(fingerprint(saved)), now)
     assert whole.kind == record.kind == kind
     assert (key in whole.keys) if key else not whole.keys

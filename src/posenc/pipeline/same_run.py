@@ -53,13 +53,12 @@ class Verdict:
 class Stored:
     """What a run directory or results file recorded about the config that produced it.
 
-    ``config`` is a fingerprint or a whole config, as written by any posenc version; ``extension``
-    the training-extension values where they were recorded apart (a translation record); ``whole``
-    says ``config`` holds them itself (a methods grid's record). A bare fingerprint records none,
-    so extension keys are not compared (a run directory resumes under any caps)."""
+    ``config`` is a fingerprint or a whole config, as written by any posenc version; ``whole`` says
+    it holds the training-extension values too (a methods grid's record; a translation record's
+    are merged in). A bare fingerprint records none, so extension keys are not compared (a run
+    directory resumes under any caps)."""
 
     config: dict[str, Any] | None
-    extension: dict[str, Any] | None = None
     evaluation: dict[str, Any] | None = None
     steps: int | None = None
     whole: bool = False
@@ -71,9 +70,13 @@ class Stored:
 
     @classmethod
     def of_record(cls, record: dict[str, Any] | None, steps: int | None = None) -> Stored:
-        """A translation cell's ``results.json`` record (:func:`run_record`)."""
+        """A translation cell's ``results.json`` record (:func:`run_record`): its extension values
+        merged into the fingerprint's ``train`` section (read with today's names and defaults)."""
         record = record if isinstance(record, dict) else {}
-        return cls(record.get("fingerprint"), dict(record.get("extension", {})), record.get("evaluation"), steps)
+        fp = record.get("fingerprint")
+        if isinstance(fp, dict) and isinstance(fp.get("train"), dict):
+            fp = {**fp, "train": {**fp["train"], **record.get("extension", {})}}
+        return cls(fp, record.get("evaluation"), steps, whole=True)
 
     @classmethod
     def of_config(cls, config: dict[str, Any] | None, steps: int | None = None) -> Stored:
@@ -128,16 +131,11 @@ def _fingerprint_changes(saved: Any, cfg: Any) -> list[tuple[str, Any, Any]]:
 def _extensions(stored: Stored, saved: Any, cfg: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """The stored and current extension values (placement left out), read through today's
     defaults; None when the record holds none (a bare fingerprint)."""
-    if not hasattr(cfg, "train") or (stored.extension is None and not stored.whole):
+    if not hasattr(cfg, "train") or not stored.whole:
         return None
-    defaults, now = to_dict(type(cfg.train)()), to_dict(cfg.train)
-    if stored.whole:
-        old = to_dict(saved.train)
-    else:
-        renamed = getattr(type(cfg.train), "_renamed", {})  # records written before a key's rename
-        old = {**defaults, **{renamed.get(k, k): v for k, v in (stored.extension or {}).items()}}
+    old, now = to_dict(saved.train), to_dict(cfg.train)
     keys = sorted((EXTENSION_KEYS - PLACEMENT_KEYS) & set(now))
-    return {k: old.get(k, defaults.get(k)) for k in keys}, {k: now[k] for k in keys}
+    return {k: old[k] for k in keys}, {k: now[k] for k in keys}
 
 
 def same_run(stored: Stored | None, cfg: Any, evaluation: dict[str, Any] | None = None) -> Verdict:

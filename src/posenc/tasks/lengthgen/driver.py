@@ -77,7 +77,7 @@ def collect(root: Path) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m posenc.tasks.lengthgen.driver EXPERIMENT RESULTS_ROOT OUT_DIR``: the report of
+    """``python -m posenc.tasks.lengthgen EXPERIMENT RESULTS_ROOT OUT_DIR``: the report of
     the finished runs under RESULTS_ROOT (a run directory tree or docs/results/<name>), partial grids
     included (missing cells are "–"); results of another config than the grid's for their cell
     (stale) are listed, not tabulated. OUT_DIR must be new, empty or a report directory posenc
@@ -85,7 +85,7 @@ def main(argv: list[str]) -> int:
     from posenc.errors import PosencError
 
     if len(argv) != 3:
-        print("usage: python -m posenc.tasks.lengthgen.driver EXPERIMENT RESULTS_ROOT OUT_DIR", file=sys.stderr)
+        print("usage: python -m posenc.tasks.lengthgen EXPERIMENT RESULTS_ROOT OUT_DIR", file=sys.stderr)
         return 2
     try:
         return _report(argv[0], Path(argv[1]), Path(argv[2]))
@@ -117,6 +117,3 @@ def _report(name: str, root: Path, out_dir: Path) -> int:
     print(out_dir / "README.md")
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -191,3 +191,47 @@ def test_mean_std() -> None:
     assert mean_std([10.0, 14.0]) == "12.00 ± 2.83"  # sample std: sqrt(((10-12)² + (14-12)²) / 1)
     assert mean_std([7.125]) == "7.12"
     assert mean_std([1.0, 2.0, 6.0]) == "3.00 ± 2.65"
+
+
+def test_report_of_a_committed_grid_in_another_clone(tmp_path: Path, experiment) -> None:
+    """A grid committed as its .gitignore keeps it (no checkpoints, no prepared data, no spm.model)
+    and read in another clone: nothing is trained, the data are prepared again, the text analyses
+    equal the original's and the model analyses say why they are skipped."""
+    import shutil
+
+    from posenc.analysis.registry import REGISTRY
+
+    path, exp, report = experiment
+    ignored = shutil.ignore_patterns("checkpoints", "data", "tensorboard", "*.safetensors", ".posenc.lock", "spm.model", "report")
+    shutil.copytree(exp.root, tmp_path / "exp", ignore=ignored)
+    spec = yaml.safe_load(path.read_text())
+    spec["out_dir"] = str(tmp_path / "exp")
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    clone = run_experiment(str(tmp_path / "tiny.yaml"))
+    assert not list((tmp_path / "exp").rglob("*.safetensors"))  # nothing trained
+    text = (clone / "README.md").read_text(encoding="utf-8")
+    model_analyses = [n for n in exp.analyses if not REGISTRY[n].pooled and n != "speed"]
+    assert text.count("Skipped: it reads the trained models and 4 run(s) keep no checkpoint") == len(SETTINGS) * len(model_analyses)
+    for setting in SETTINGS:
+        for name in ("length_bleu", "length_diff"):
+            assert read(clone / setting / name / f"{name}.csv") == read(report / setting / name / f"{name}.csv")
+    assert text.split("## Across seeds")[0] == (report / "README.md").read_text(encoding="utf-8").split("## Across seeds")[0]
+
+
+def test_seed_test_section(experiment) -> None:
+    """One Welch row per setting and non-baseline method from the per-seed BLEU (hand-made
+    scores: the 3-step toy runs all score 0), equal to scipy's test; fewer than 2 seeds: no row."""
+    from scipy import stats
+
+    from posenc.tasks.translation.report import seed_test_section
+
+    _, exp, _ = experiment
+    bleu = {("vanilla", "ape"): [30.0, 31.0], ("vanilla", "shape"): [33.0, 33.5],
+            ("interpolate", "ape"): [20.0, 20.4], ("interpolate", "shape"): [19.0]}
+    results = [{"setting": st, "method": m, "seed": i + 1, "scores": {"test": {"bleu": b}}}
+               for (st, m), scores in bleu.items() for i, b in enumerate(scores)]
+    lines = seed_test_section(exp, results)
+    rows = [line for line in lines if line.startswith("| vanilla") or line.startswith("| interpolate")]
+    ref = stats.ttest_ind([33.0, 33.5], [30.0, 31.0], equal_var=False)
+    assert rows == [f"| vanilla | shape | +2.75 | {ref.statistic:.2f} | {ref.df:.1f} | {ref.pvalue:.3f} |"]
+    assert seed_test_section(exp, [r for r in results if r["seed"] == 1]) == []

@@ -145,7 +145,10 @@ def run_grid(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = 
     check_report_dir(exp)  # before any training: never a user's files
     up_to_date = partial(bring_up_to_date, jobs=jobs, rerun_stale=rerun_stale, backend=backend)
     exp = run_selection(exp, task_of(exp), up_to_date)  # a selection stage first, if the YAML has one
-    report = task_of(exp).report(exp, up_to_date(exp))
+    results = up_to_date(exp)
+    (exp.root / "report").mkdir(parents=True, exist_ok=True)
+    write_marker(exp.root / "report", "report")  # before writing: a report that fails halfway is still posenc's
+    report = task_of(exp).report(exp, results)
     write_marker(report, "report")
     return report
 

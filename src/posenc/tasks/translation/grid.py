@@ -57,11 +57,16 @@ class TranslationExperiment:
     def prepare(self, exp: ExperimentConfig, cells: list[Cell]) -> None:
         """Note the analyses the report will skip; prepare every data directory the cells need,
         once each, before any run starts."""
-        from posenc.pipeline.prepare import prepare
 
         for name in exp.analyses:
             if exp.skip_reason(name):
                 log.info("note: %s; it will be skipped in the report", exp.skip_reason(name))
+        self.prepare_data(exp, cells)
+
+    def prepare_data(self, exp: ExperimentConfig, cells: list[Cell]) -> None:
+        """Every data directory ``cells`` need, prepared once each (idempotent: a prepared one is kept)."""
+        from posenc.pipeline.prepare import prepare
+
         seen: set[str] = set()
         for cell in cells:
             cfg = run_config(exp, *cell)
@@ -127,6 +132,7 @@ class TranslationExperiment:
     def report(self, exp: ExperimentConfig, results: list[dict[str, Any]]) -> Path:
         from posenc.tasks.translation.report import write_translation_report
 
+        self.prepare_data(exp, grid(exp))  # a committed grid in a fresh clone keeps no prepared data (.gitignore)
         return write_translation_report(exp, results)
 
 

@@ -3,6 +3,7 @@ papers' analyses for each setting, all under ``root/report``."""
 
 from __future__ import annotations
 
+import json
 import logging
 import statistics
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from posenc.analysis.common import Buckets
 from posenc.analysis.registry import REGISTRY
 from posenc.data import settings as data_settings
 from posenc.data.corpora import Pair
+from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
 from posenc.tasks.translation.config import ExperimentConfig
 from posenc.tasks.translation.convergence import judge_run, read_valid
@@ -106,6 +108,31 @@ def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: s
     return "\n".join(lines)
 
 
+def seed_test_section(exp: ExperimentConfig, results: list[dict[str, Any]], split: str | None = None) -> list[str]:
+    """Each method against the baseline per setting by Welch's t-test on the per-seed BLEU
+    (posenc.evaluation.seeds): the training-seed noise that the paired bootstrap does not see."""
+    from posenc.evaluation.seeds import seed_test
+
+    split, base = split or exp.splits[0], exp.baseline_label
+    bleu = {(r["method"], r["setting"]): [] for r in results}
+    for r in sorted(results, key=lambda r: r["seed"]):
+        bleu[(r["method"], r["setting"])].append(r["scores"][split]["bleu"])
+    rows = []
+    for setting in exp.settings:
+        for method in (m for m in exp.methods if m != base):
+            a, b = bleu.get((method, setting), []), bleu.get((base, setting), [])
+            if len(a) >= 2 and len(b) >= 2:
+                t = seed_test(a, b)
+                p = f"{t.p:.3f}" if t.p >= 0.001 else "< 0.001"
+                rows.append(f"| {setting} | {method} | {t.diff:+.2f} | {t.t:.2f} | {t.df:.1f} | {p} |")
+    if not rows:
+        return []
+    return [f"## Across seeds: each method vs `{base}` (Welch's t-test on per-seed {split} BLEU)", "",
+            "Two-sided; n = the seeds of each system. The paired bootstrap in each setting's section resamples "
+            "test sentences (test-set noise); this test sees the spread over training seeds.", "",
+            "| setting | method | Δ BLEU | t | df | p |", "|---|---|---|---|---|---|", *rows, ""]
+
+
 def learning_curves_section(exp: ExperimentConfig, results: list[dict[str, Any]], report: Path) -> list[str]:
     """Validation perplexity vs steps and vs wall clock for every run of each setting."""
     md = ["## Learning curves (validation perplexity; SHAPE Fig. 8/9)", ""]
@@ -149,8 +176,18 @@ class SettingView:
         return self._runs[method]
 
     @property
-    def tok(self):  # noqa: ANN201 - the baseline's tokenizer (all runs of a setting share it)
-        return self.run(self.exp.baseline_label).tokenizer
+    def tok(self) -> Tokenizer:
+        """The setting's tokenizer (every run of a setting shares the prepared data's): read from
+        the prepared data, so text analyses need no checkpoint."""
+        if not hasattr(self, "_tok"):
+            self._tok = Tokenizer.from_file(self.data_dir / "spm.model")
+        return self._tok
+
+    def without_checkpoints(self) -> list[str]:
+        """Run directories of this view (every method, every seed) that keep no checkpoint: a
+        committed grid (checkpoints are not committed) read back in another clone."""
+        dirs = [Path(run_config(self.exp, self.setting, m, seed).out_dir) for m in self.exp.methods for seed in self.seeds]
+        return [str(d) for d in dirs if not any((d / "checkpoints").glob("*/model.safetensors"))]
 
     def hyps(self, method: str) -> list[str]:
         """Test outputs of ``method``, every seed of the view in order (as :attr:`src`)."""
@@ -225,9 +262,16 @@ def an_shift_invariance(v: SettingView, out: Path) -> None:
     analysis.ANALYSES["shift_invariance"](models, sources, out, offsets=options.shift_offsets, pad_id=v.tok.pad_id)
 
 
+def _params(v: SettingView, method: str) -> int:
+    """``method``'s parameter count: its results.json summary (no checkpoint needed), else its model."""
+    path = Path(v.cfgs[method].out_dir) / "results.json"
+    params = json.loads(path.read_text(encoding="utf-8")).get("summary", {}).get("params") if path.is_file() else None
+    return params if isinstance(params, int) else sum(p.numel() for p in v.run(method).model.parameters())
+
+
 def an_speed(v: SettingView, out: Path) -> None:
     runs = {m: v.cfgs[m].out_dir for m in v.exp.methods}
-    params = {m: sum(p.numel() for p in v.run(m).model.parameters()) for m in v.exp.methods}
+    params = {m: _params(v, m) for m in v.exp.methods}
     analysis.ANALYSES["speed"](runs, out, baseline=v.exp.baseline_label, params=params)
 
 
@@ -301,6 +345,11 @@ def run_analysis(exp: ExperimentConfig, setting: str, name: str, out: Path) -> l
     Returns Markdown lines."""
     if exp.skip_reason(name):
         return [f"Skipped: {exp.skip_reason(name)}.", ""]
+    if not REGISTRY[name].pooled and name != "speed":  # these read the trained models (speed: run logs)
+        missing = SettingView(exp, setting).without_checkpoints()
+        if missing:
+            return [f"Skipped: it reads the trained models and {len(missing)} run(s) keep no checkpoint (e.g. "
+                    f"`{missing[0]}`; committed results keep none): run the report where the runs were trained.", ""]
     if REGISTRY[name].pooled:
         out.mkdir(parents=True, exist_ok=True)
         with torch.inference_mode():
@@ -412,6 +461,7 @@ def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]
     results = judged(exp, results)
     md = [f"# {exp.name}", "", exp.description, "", f"## {exp.splits[0].capitalize()} BLEU (sacreBLEU, seeds {exp.seeds})", "",
           results_table(exp, results), ""]
+    md += seed_test_section(exp, results)
     md += selection_lines(exp)
     md += length_penalty_section(exp, results)
     md += evaluation_protocol(exp, results)

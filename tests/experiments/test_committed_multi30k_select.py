@@ -98,3 +98,12 @@ def test_length_table_is_the_committed_report() -> None:
     for method, label in (("shape-kstar", "SHAPE K*"), ("shape-k500", "SHAPE K=500"), ("rpe", "RPE")):
         gains = [f"{float(r['gain']):+.1f}".replace("-", "−") for r in rows if r["model"] == method]
         assert f"| {label} − APE | " + " | ".join(gains) + " |" in SECTION, method
+
+
+def test_readme_quotes_the_committed_means() -> None:
+    results = _results()
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    means = [statistics.fmean(results[(m, s)]["scores"]["test"]["bleu"] for s in SEEDS) for m in ("shape-kstar", "ape", "rpe")]
+    assert "(" + " / ".join(f"{m:.2f}" for m in means) + ", 3 seeds, no difference significant)" in readme
+    k500 = statistics.fmean(results[("shape-k500", s)]["scores"]["test"]["bleu"] for s in SEEDS)
+    assert f"K = 500 is {means[1] - k500:.1f} BLEU below APE" in readme

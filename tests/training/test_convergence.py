@@ -76,7 +76,7 @@ def test_min_delta_default_is_positive() -> None:
 def test_capped_run_is_never_converged_and_records_why_it_stopped(tmp_path: Path) -> None:
     # flat after step 2, but patience (5) never ran out before the cap: still improving
     result = _run(tmp_path, [3.0, 2.0, 2.0, 2.0, 2.0], patience=5)
-    summary = json.loads((tmp_path / "train_summary.json").read_text())
+    summary = json.loads((tmp_path / "summary.json").read_text())
     assert result.stopped == summary["stopped"] == "max_steps"
     assert summary["status"] == IMPROVING and summary["converged"] is False
     assert summary["warmup"] == 1 and summary["best_step"] == 2
@@ -84,14 +84,14 @@ def test_capped_run_is_never_converged_and_records_why_it_stopped(tmp_path: Path
 
 def test_patience_stop_after_warmup_is_converged(tmp_path: Path) -> None:
     result = _run(tmp_path, [3.0, 2.0, 2.5, 2.4, 1.0, 1.0], patience=2, warmup=1)
-    summary = json.loads((tmp_path / "train_summary.json").read_text())
+    summary = json.loads((tmp_path / "summary.json").read_text())
     assert result.stopped == summary["stopped"] == "patience" and result.state.step == 4
     assert summary["best_step"] == 2 and summary["status"] == CONVERGED and summary["converged"] is True
 
 
 def test_patience_stop_with_best_in_warmup_is_not_converged(tmp_path: Path) -> None:
     _run(tmp_path, [1.0, 2.0, 2.5, 3.0, 3.0, 3.0], patience=3, warmup=3)
-    summary = json.loads((tmp_path / "train_summary.json").read_text())
+    summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["stopped"] == "patience" and summary["best_step"] == 1
     assert summary["status"] == WARMUP and summary["converged"] is False
 

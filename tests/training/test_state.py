@@ -49,7 +49,7 @@ def test_average_best_picks_lowest_valid_loss_and_pruning_keeps_them(tmp_path: P
         if (tmp_path / "checkpoints" / f"ckpt_{step:08d}").exists():
             state = load_checkpoint(tmp_path / "checkpoints" / f"ckpt_{step:08d}", with_optimizer=False).state
             assert state["valid_loss"] == pytest.approx(loss)
-    summary = json.loads((tmp_path / "train_summary.json").read_text())
+    summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["best_step"] == 2 and summary["best_valid"] == pytest.approx(1.0)
     # capped by max_steps: never "converged", whatever the curve (training/convergence.py)
     assert summary["stopped"] == "max_steps" and summary["converged"] is False
@@ -122,4 +122,4 @@ def test_fixed_budget_with_last_n_averaging_is_the_papers_protocol(tmp_path: Pat
     parts = [load_checkpoint(tmp_path / "b" / "checkpoints" / n).model for n in again.averaged_from]
     for key in avg:
         torch.testing.assert_close(avg[key].double(), sum(p[key].double() for p in parts) / 3, rtol=1e-6, atol=1e-7)
-    assert json.loads((tmp_path / "b" / "train_summary.json").read_text())["status"] == "still improving"  # a budget is a cap
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["status"] == "still improving"  # a budget is a cap

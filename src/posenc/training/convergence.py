@@ -24,7 +24,7 @@ below ``-FLAT_T`` standard errors. Every other run is not:
 A summary written before the slope was recorded, read without its validation history (e.g. the
 lengthgen results.json files), is judged without the flatness test; its ``flat`` is None.
 
-The trainer (``train_summary.json``), ``posenc train`` (``summary.json``), the experiment runner,
+The trainer and ``posenc train`` (``summary.json``), the experiment runner,
 the report and the learning-curve plots all call :func:`status` / :func:`status_of`.
 """
 

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from posenc.errors import CheckpointError
+from posenc.files import atomic_write_text
 from posenc.training import checkpoint as ck
 from posenc.training.config import TrainConfig
 from posenc.training.convergence import convergence, is_flat
@@ -250,7 +251,10 @@ class StateStore:
 
 
 def write_summary(result: TrainResult, out_dir: Path) -> Path:
-    """``out_dir/train_summary.json``: :meth:`TrainResult.summary` (rank 0 calls this)."""
-    path = out_dir / "train_summary.json"
-    path.write_text(json.dumps(result.summary(), indent=1) + "\n", encoding="utf-8")
+    """``out_dir/summary.json``: :meth:`TrainResult.summary` (rank 0 calls this). One summary per
+    run: :func:`posenc.tasks.base.run_task` rewrites it with its own keys added (parameters, the
+    final checkpoint, the task's extras); a Trainer used on its own leaves this one. Runs written
+    before this kept it as ``train_summary.json`` (still read: tasks/translation/convergence.py)."""
+    path = out_dir / "summary.json"
+    atomic_write_text(path, json.dumps(result.summary(), indent=1) + "\n")
     return path

@@ -124,7 +124,7 @@ class Trainer:
         a path continues from that checkpoint, False starts afresh. At the end the model is
         validated and checkpointed, the best ``average_best`` checkpoints by validation loss (else
         the last ``average_last``) are averaged into ``checkpoints/average``, rank 0 writes
-        ``train_summary.json`` (stop reason, best step, convergence status) and the process group (if this trainer
+        ``summary.json`` (stop reason, best step, convergence status) and the process group (if this trainer
         created it) is destroyed. ``on_start`` (where given: ``run_task`` gives it on rank 0 only) is
         called once every rank has restored the checkpoint it resumes from, before the Trainer
         writes anything: the caller writes its run files there, so a checkpoint that does not load

@@ -17,7 +17,7 @@ from typing import Any
 
 from posenc.training.convergence import UNKNOWN, end_slope, status_of
 
-SUMMARY_FILES = ("summary.json", "train_summary.json")  # posenc train's, then the trainer's
+SUMMARY_FILES = ("summary.json", "train_summary.json")  # the run's; the trainer's own in runs written before one summary
 
 
 def read_valid(run_dir: str | Path) -> list[dict[str, float]]:

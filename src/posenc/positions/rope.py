@@ -93,10 +93,14 @@ class RopeParams:
                 "rope.scaling=longrope needs rope.short_factor and rope.long_factor (one factor per rotated pair)")
 
 
+def ntk_base(pairs: int, p: RopeParams) -> float:
+    """base' = base · ntk^(2P/(2P − 2)), the NTK-aware base (``base`` itself at ntk = 1)."""
+    return p.base * p.ntk ** (2 * pairs / max(2 * pairs - 2, 1))
+
+
 def _plain(pairs: int, p: RopeParams, device: Device = "cpu") -> tuple[Tensor, float]:
-    """θ_j = base'^(−j/P), base' = base · ntk^(2P/(2P − 2)) (RoFormer Eq. 15; NTK-aware base)."""
-    base = p.base * p.ntk ** (2 * pairs / max(2 * pairs - 2, 1))
-    return base ** (-torch.arange(pairs, dtype=torch.float64, device=device) / pairs), 1.0
+    """θ_j = base'^(−j/P) (RoFormer Eq. 15 with the NTK-aware base :func:`ntk_base`)."""
+    return ntk_base(pairs, p) ** (-torch.arange(pairs, dtype=torch.float64, device=device) / pairs), 1.0
 
 
 def _yarn(pairs: int, p: RopeParams, device: Device = "cpu") -> tuple[Tensor, float]:

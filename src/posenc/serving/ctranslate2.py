@@ -1,7 +1,7 @@
 """A trained posenc translation run as a CTranslate2 model, and translation with it.
 
-Shape legend: D model width, Dh head width, V vocabulary, T rows of a position table, R = 2k+1
-Shaw distance buckets.
+Shape legend: D model width, Dh head width, H heads, V vocabulary, T rows of a position table,
+R = 2k+1 Shaw distance buckets (T5: its buckets).
 
 :func:`export_run` writes the run's Transformer into CTranslate2's ``TransformerSpec`` through its
 Python spec API (no converter of another toolkit): encoder and decoder layers, post- or pre-norm
@@ -9,10 +9,14 @@ as trained, embeddings scaled by √D (Vaswani et al. §3.4), shared embeddings 
 projection, absolute positions as tables (posenc's own interleaved sinusoid, ``PE(p, 2j) = sin``,
 ``PE(p, 2j+1) = cos``, or the learned table) and Shaw's relative positions (Shaw et al. 2018,
 Eq. 3-4: a^K, a^V per layer, clipped at k) as CTranslate2's ``relative_position_keys/values``.
-An augmentation exports when its inference positions are a constant integer shift of 0, 1, …
-(SHAPE's ``inference_offset``: the table starts at that row); everything else (the GRU encoder,
-CAPE's scaled positions, randomized eval positions, RoPE, T5, ALiBi) is refused in one line naming
-the method. :func:`translate_lines` decodes with ``ctranslate2.Translator``.
+RoPE (Su et al. 2021, Eq. 34: pairs (2j, 2j+1) rotated by p·θ_j, θ_j = base'^(−2j/2P)) as
+CTranslate2's interleaved ``rotary_dim = 2P`` with ``rotary_base = base'`` (the NTK-scaled base)
+in every self-attention; T5's bucketed bias (Raffel et al. 2020) as ``relative_attention_bias``, the
+stack's one ``(R, H)`` table in every layer (CTranslate2 buckets the encoder bidirectionally and the
+decoder causally, as posenc). An augmentation exports when its inference positions are a constant
+integer shift of 0, 1, … (SHAPE's ``inference_offset``: the table starts at that row); everything
+else (the GRU encoder, CAPE's scaled positions, randomized eval positions, RoPE with position
+interpolation or a ``scaling``, ALiBi, FIRE, CoPE, xPos) is refused in one line naming the method. :func:`translate_lines` decodes with ``ctranslate2.Translator``.
 
 Engine constants (docs/performance.md): CTranslate2's length penalty divides by ``|y|^α``, not
 GNMT's ``((5+|y|)/6)^α``, so beam outputs equal posenc's at α = 0 only; its maximum decoding
@@ -46,6 +50,7 @@ from posenc.models.attention import MultiHeadAttention
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.rundir import check_target, write_marker
 from posenc.pipeline.run import LoadedRun
+from posenc.positions.rope import ntk_base
 
 #: ``posenc export --quantization`` → CTranslate2's weight type (``bf16`` is an alias).
 QUANTIZATIONS = {"float32": "float32", "int8": "int8", "bfloat16": "bfloat16", "bf16": "bfloat16"}
@@ -53,13 +58,12 @@ QUANTIZATIONS = {"float32": "float32", "int8": "int8", "bfloat16": "bfloat16", "
 EXPORT_KIND, EXPORT_INFO = "export", "posenc_export.json"
 #: Input position methods → their table rows ``(T, D)`` for positions ``offset … offset+T−1``.
 TableFn = Callable[[nn.Module, int, int, int], Tensor]
-#: Attention position methods → fill a layer's self-attention spec from the layer's hook.
-AttentionFn = Callable[[Any, Any], None]
+#: Attention position methods → fill a layer's self-attention spec from the layer's hook and the
+#: stack's attention position module.
+AttentionFn = Callable[[Any, Any, nn.Module], None]
 #: Why the other methods do not export (CTranslate2 has no exact form for them).
 REFUSED = {
     "gru": "an RNN over the embeddings",
-    "rope": "rotary embeddings on posenc's positions, not checked against CTranslate2's rotary_dim",
-    "t5": "T5 bucketed bias, not checked against CTranslate2's relative_attention_bias",
     "alibi": "ALiBi bias, CTranslate2 has it for decoder-only models",
 }
 
@@ -98,7 +102,7 @@ def _no_table(stack: nn.Module, rows: int, offset: int, width: int) -> Tensor:
 INPUT_TABLES: dict[str, TableFn] = {"sinusoidal": _sinusoidal_table, "learned": _learned_table, "none": _no_table}
 
 
-def _shaw_tables(attn_spec: Any, hook: Any) -> None:
+def _shaw_tables(attn_spec: Any, hook: Any, module: nn.Module) -> None:
     """Shaw a^K, a^V ``(R, Dh)`` of one layer (Eq. 3-4; a dropped term is an all-zero table)."""
     tables = [hook.key_table, hook.value_table]
     present = next(t for t in tables if t is not None)
@@ -106,7 +110,20 @@ def _shaw_tables(attn_spec: Any, hook: Any) -> None:
     attn_spec.relative_position_keys, attn_spec.relative_position_values = keys, values
 
 
-ATTENTION: dict[str, AttentionFn] = {"shaw": _shaw_tables}
+def _t5_bias(attn_spec: Any, hook: Any, module: nn.Module) -> None:
+    """The stack's T5 table ``(R, H)`` (shared by its layers) and its ``max_distance``."""
+    attn_spec.relative_attention_bias = _np(hook.table.weight)
+    attn_spec.relative_attention_max_distance = np.dtype("int32").type(module.params.max_distance)
+
+
+def _rotary(attn_spec: Any, hook: Any, module: nn.Module) -> None:
+    """Nothing per layer: RoPE is the stack's ``rotary_dim``/``rotary_base`` (:func:`_stack_specs`)."""
+
+
+ATTENTION: dict[str, AttentionFn] = {"shaw": _shaw_tables, "t5": _t5_bias, "rope": _rotary}
+#: The attention methods that CTranslate2 expresses without a position table and with their own
+#: spec switch (``TransformerEncoderSpec``/``TransformerDecoderSpec`` keyword).
+RELATIVE = {"shaw": "relative_position", "t5": "relative_attention_bias"}
 
 
 def eval_offsets(model: Seq2SeqTransformer) -> tuple[int, int]:
@@ -144,6 +161,10 @@ def check_exportable(run: LoadedRun) -> None:
             why = REFUSED.get(name, "no exact CTranslate2 form")
             raise ConfigError(f"posenc export: position method {name!r} ({why}) does not export to CTranslate2; "
                               f"exported: input {', '.join(INPUT_TABLES)}, attention {', '.join(ATTENTION)}")
+    rope = model.cfg.position.params("rope") if methods.attention == "rope" else None
+    if rope is not None and (rope.scaling != "none" or rope.interpolation != 1):
+        raise ConfigError(f"posenc export: rope with scaling {rope.scaling!r} / interpolation {rope.interpolation} has no "
+                          "checked CTranslate2 form (plain RoPE, partial rotary and the NTK base export)")
     if methods.attention is not None and methods.input != "none":  # measured: CTranslate2 then drops the table
         raise ConfigError(f"posenc export: position {model.cfg.position.name!r} combines input {methods.input!r} with "
                           f"attention {methods.attention!r}; a CTranslate2 spec with relative positions has no position table")
@@ -168,13 +189,14 @@ def _norm(spec: Any, norm: nn.LayerNorm) -> None:
     spec.gamma, spec.beta = _np(norm.weight), _np(norm.bias)
 
 
-def _self_attention(spec: Any, attn: MultiHeadAttention, norm: nn.LayerNorm, hook: Any, method: str | None) -> None:
-    """Fused q/k/v, output projection, the sub-layer's LayerNorm and the method's relative tables."""
+def _self_attention(spec: Any, attn: MultiHeadAttention, norm: nn.LayerNorm, hook: Any, stack: nn.Module,
+                    method: str | None) -> None:
+    """Fused q/k/v, output projection, the sub-layer's LayerNorm and the method's relative terms."""
     _linear(spec.linear[0], attn.q_proj, attn.k_proj, attn.v_proj)
     _linear(spec.linear[1], attn.out_proj)
     _norm(spec.layer_norm, norm)
     if method is not None:
-        ATTENTION[method](spec, hook)
+        ATTENTION[method](spec, hook, stack.attn_pos)
 
 
 def _ffn(spec: Any, layer: nn.Module, norm: nn.LayerNorm) -> None:
@@ -185,13 +207,13 @@ def _ffn(spec: Any, layer: nn.Module, norm: nn.LayerNorm) -> None:
 
 def _encoder(spec: Any, model: Seq2SeqTransformer, method: str | None) -> None:
     for ls, layer in zip(spec.layer, model.encoder.layers):
-        _self_attention(ls.self_attention, layer.self_attn, layer.res1.norm, layer.hook, method)
+        _self_attention(ls.self_attention, layer.self_attn, layer.res1.norm, layer.hook, model.encoder, method)
         _ffn(ls.ffn, layer, layer.res2.norm)
 
 
 def _decoder(spec: Any, model: Seq2SeqTransformer, method: str | None) -> None:
     for ls, layer in zip(spec.layer, model.decoder.layers):
-        _self_attention(ls.self_attention, layer.self_attn, layer.res[0].norm, layer.hook, method)
+        _self_attention(ls.self_attention, layer.self_attn, layer.res[0].norm, layer.hook, model.decoder, method)
         cross = layer.cross_attn  # query, fused key/value (of the memory), output
         _linear(ls.attention.linear[0], cross.q_proj)
         _linear(ls.attention.linear[1], cross.k_proj, cross.v_proj)
@@ -214,10 +236,17 @@ def position_rows(run: LoadedRun) -> int:
     return max(longest, math.floor(dc.max_len_a * longest + dc.max_len_b) + 1) + 1
 
 
-def _stack_specs(cfg: Any, specs: ModuleType, relative: bool) -> tuple[Any, Any]:
-    """Encoder and decoder specs: a position table, or Shaw tables in every self-attention."""
+def _stack_specs(model: Seq2SeqTransformer, specs: ModuleType) -> tuple[Any, Any]:
+    """Encoder and decoder specs: a position table, relative terms in every self-attention (Shaw,
+    T5), or rotary q/k (RoPE: ``rotary_dim`` 2P, the NTK-scaled base; posenc rotates adjacent pairs)."""
+    cfg, method = model.cfg, model.cfg.position.methods.attention
     act = specs.Activation.GELU if cfg.activation == "gelu" else specs.Activation.RELU
-    kw = dict(pre_norm=cfg.norm == "pre", activation=act, relative_position=relative)
+    kw: dict[str, Any] = dict(pre_norm=cfg.norm == "pre", activation=act)
+    if method in RELATIVE:
+        kw[RELATIVE[method]] = True
+    if method == "rope":
+        rope = model.encoder.attn_pos
+        kw.update(rotary_dim=2 * rope.pairs, rotary_interleave=True, rotary_base=ntk_base(rope.pairs, rope.params))
     return (specs.TransformerEncoderSpec(cfg.encoder_layers, cfg.heads, **kw),
             specs.TransformerDecoderSpec(cfg.decoder_layers, cfg.heads, **kw))
 
@@ -227,13 +256,14 @@ def build_spec(run: LoadedRun, ct2: ModuleType) -> Any:
     check_exportable(run)
     model, specs = run.model, ct2.specs
     cfg, methods = model.cfg, model.cfg.position.methods
-    relative = methods.attention is not None
-    encoder, decoder = _stack_specs(cfg, specs, relative)
+    relative = methods.attention in RELATIVE
+    encoder, decoder = _stack_specs(model, specs)
     spec = specs.TransformerSpec(encoder, decoder)
     src_offset, tgt_offset = eval_offsets(model)
     rows, table = position_rows(run), INPUT_TABLES[methods.input]
     for side, stack, offset in ((encoder, model.encoder, src_offset), (decoder, model.decoder, tgt_offset)):
-        _stack_common(side, stack, None if relative else table(stack, rows, offset, cfg.d_model))
+        has_table = hasattr(side, "position_encodings")  # none with relative terms, nor in a rotary decoder
+        _stack_common(side, stack, table(stack, rows, offset, cfg.d_model) if has_table and not relative else None)
     _encoder(encoder, model, methods.attention)
     _decoder(decoder, model, methods.attention)
     encoder.embeddings[0].weight = _np(model.src_embed.weight)

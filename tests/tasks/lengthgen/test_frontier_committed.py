@@ -44,3 +44,16 @@ def test_docs_quote_coupled_rope_by_length() -> None:
     runs = [r["metrics"]["by_length"] for r in _results() if r["task"] == "decimal_addition" and r["method"] == "rope+coupled"]
     at = {n: 100 * statistics.fmean(row["seq_acc"] for rows in runs for row in rows if row["length"] == n) for n in (25, 30, 40)}
     assert f"{at[25]:.1f} % at n = 25, {at[30]:.1f} % at n = 30, {at[40]:.1f} % at n = 40" in doc
+
+
+def test_docs_leaderboards_are_the_committed_cells() -> None:
+    """docs/lengthgen.md's fitted-cells leaderboards equal report.leaderboard on both committed grids."""
+    from posenc.tasks.lengthgen.report import leaderboard
+
+    doc = (ROOT / "docs" / "lengthgen.md").read_text(encoding="utf-8")
+    for name in ("lengthgen_cpu", "lengthgen_frontier"):
+        root = ROOT / "docs" / "results" / name
+        exp = replace(load_config(LengthgenExperimentConfig, find_experiment(name)), out_dir=str(root))
+        results = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(root.glob("*/*/seed*/results.json"))]
+        assert "\n".join(leaderboard(exp, results)) in doc, name
+    assert "of 36 lengthgen_cpu cells 18 are ranked" in " ".join(doc.split())

@@ -80,3 +80,22 @@ def test_committed_runs_that_reached_the_cap_read_capped() -> None:
     assert all(runs[k]["summary"]["status"] == "converged" and run_status(runs[k]) == "still improving" for k in at_cap)
     assert sum(run_status(r) == "converged" for r in runs.values()) == sum(
         r["summary"]["status"] == "converged" for r in runs.values()) - 2
+
+
+def test_leaderboard_ranks_fitted_cells_only() -> None:
+    """Only cells whose every seed is >= 95 % on seen lengths are ranked (by unseen sequence
+    accuracy); the others are counted with how many seeds fell short."""
+    from posenc.tasks.lengthgen.report import leaderboard
+
+    def run(method: str, seed: int, seen: float, unseen: float, stopped: str = "patience") -> dict:
+        r = _run(seed, seen, 60.0, stopped)
+        r["method"], r["metrics"]["unseen_seq_acc"], r["metrics"]["unseen_token_acc"] = method, unseen, 0.9
+        return r
+
+    exp = SimpleNamespace(tasks=["reverse"], methods={"ape": {}, "rpe": {}, "nope": {}})
+    results = [run("ape", 1, 1.0, 0.1), run("ape", 2, 0.95, 0.3, "max_steps"),
+               run("rpe", 1, 1.0, 0.6), run("rpe", 2, 0.9, 0.8), run("nope", 1, 0.99, 0.5), run("nope", 2, 1.0, 0.5)]
+    lines = leaderboard(exp, results)
+    assert lines[2:4] == ["| reverse | 1 | nope | 50.0 ± 0.0 | 90.0 ± 0.0 | 2/2 |",
+                          "| reverse | 2 | ape | 20.0 ± 14.1 | 90.0 ± 0.0 | 1/2 |"]
+    assert lines[-1] == "Left out (1 cells): reverse / rpe (1 of 2 seeds below 95 % seen)."

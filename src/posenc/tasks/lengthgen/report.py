@@ -95,6 +95,39 @@ def table(exp: Any, results: list[dict[str, Any]], key: str) -> list[str]:
     return lines
 
 
+#: A run fitted its training lengths when its sequence accuracy on seen lengths reaches this (issue
+#: 30: a cell is compared only if every seed fitted; below it the unseen numbers say nothing).
+FIT = 0.95
+
+
+def fitted(run: dict[str, Any]) -> bool:
+    """Whether ``run`` fitted its training lengths (seen sequence accuracy ≥ :data:`FIT`)."""
+    seen = run["metrics"].get("seen_seq_acc")
+    return seen is not None and seen >= FIT
+
+
+def leaderboard(exp: Any, results: list[dict[str, Any]]) -> list[str]:
+    """Per task, the methods whose every seed fitted its training lengths, best unseen sequence
+    accuracy first (token accuracy beside it, and how many seeds converged: a fitted run may still
+    be capped); then the cells left out and why (seeds below :data:`FIT` on seen lengths)."""
+    lines = [f"| task | rank | method | unseen seq. acc. | unseen token acc. | seeds converged |", "|---|---|---|---|---|---|"]
+    left_out: list[str] = []
+    for task in exp.tasks:
+        cells = [(m, runs) for m in exp.methods if (runs := _by(results, task, m))]
+        fit = [(m, runs) for m, runs in cells if all(fitted(r) for r in runs)]
+        fit.sort(key=lambda c: -statistics.fmean(r["metrics"]["unseen_seq_acc"] for r in c[1]))
+        for rank, (m, runs) in enumerate(fit, start=1):
+            conv = sum(run_status(r) == CONVERGED for r in runs)
+            lines.append(f"| {task} | {rank} | {m} | {_cell(runs, 'unseen_seq_acc', with_max=False)} | "
+                         f"{_cell(runs, 'unseen_token_acc', with_max=False)} | {conv}/{len(runs)} |")
+        for m, runs in cells:
+            short = [r for r in runs if not fitted(r)]
+            if short:
+                left_out.append(f"{task} / {m} ({len(short)} of {len(runs)} seeds below {100 * FIT:.0f} % seen)")
+    note = (f"Left out ({len(left_out)} cells): " + "; ".join(left_out) + ".") if left_out else "No cell left out."
+    return lines + ["", note]
+
+
 def plot_task(exp: Any, results: list[dict[str, Any]], task: str, path: Path) -> None:
     import matplotlib
 
@@ -133,6 +166,8 @@ def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path, stale: 
     lines = [f"# {exp.name}: length generalization", "", exp.description, "",
              f"Accuracy (%) averaged over unseen test lengths (> the longest training input); mean ± std over seeds {seeds} "
              "(max = best seed). Teacher-forced argmax; sequence accuracy equals greedy decoding's.", "",
+             f"## Leaderboard: cells that fitted their training lengths (every seed ≥ {100 * FIT:.0f} % seen)", "",
+             *leaderboard(exp, results), "",
              "## Sequence accuracy, unseen lengths", "", *table(exp, results, "unseen_seq_acc"), "",
              "## Token accuracy, unseen lengths", "", *table(exp, results, "unseen_token_acc"), "",
              "## Sequence accuracy, seen lengths", "", *table(exp, results, "seen_seq_acc"), "",

@@ -85,3 +85,11 @@ def test_total_updates_of_an_epoch_limited_run() -> None:
     assert total_updates(TrainConfig(**cos), lambda: 7) == 12  # ⌈7 / 2⌉ updates per epoch × 3
     assert total_updates(TrainConfig(**{**cos, "max_steps": 10}), lambda: 7) == 10  # the smaller limit
     assert total_updates(TrainConfig(schedule="noam", max_steps=0, max_epochs=3), lambda: 1 / 0) == 0  # not needed
+
+
+def test_constant_schedule_holds_the_peak_after_warmup() -> None:
+    """``constant``: linear warm-up over ``warmup`` updates, then the lr itself, whatever the total."""
+    const = build_scheduler(_optimizer(1e-3), TrainConfig(schedule="constant", warmup=4, max_steps=6), None, 6)
+    assert _lrs(const, 7) == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3, 1e-3], rel=1e-12)
+    flat = build_scheduler(_optimizer(1e-3), TrainConfig(schedule="constant", warmup=1), None, 0)
+    assert _lrs(flat, 3) == pytest.approx([1e-3] * 3, rel=1e-12)

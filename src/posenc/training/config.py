@@ -22,7 +22,7 @@ from posenc.config import require, require_finite
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # auto: bf16 on CUDA with bf16 support, else fp32
 COMPILE_MODES = ("auto", "on", "off")  # auto: torch.compile on CUDA, eager on CPU
 DEVICES = ("auto", "cpu", "cuda")
-SCHEDULE_NAMES = ("noam", "cosine")  # builders in training/schedule.py
+SCHEDULE_NAMES = ("noam", "cosine", "constant")  # builders in training/schedule.py
 #: Schedules whose learning rate at every update depends on the run's total updates (cosine decays
 #: over ``max_steps``/``max_epochs``): for them those caps are part of what is trained.
 HORIZON_SCHEDULES = ("cosine",)
@@ -38,7 +38,7 @@ class TrainConfig:
     update_freq: int = 1  # gradient accumulation: batches per optimizer update
     lr: float = 2.0  # Noam scaling factor; peak lr for cosine
     warmup: int = 8000
-    schedule: str = "noam"  # noam | cosine (training/schedule.py)
+    schedule: str = "noam"  # noam | cosine | constant (training/schedule.py)
     warmup_fraction: float = 0.0  # cosine: warm-up as a fraction of all updates (0: use warmup)
     lr_floor: float = 0.0  # cosine: final lr as a fraction of lr
     optimizer: str = "adam"  # adam | adamw (decoupled weight decay)

@@ -81,10 +81,21 @@ def _cosine(optimizer: Optimizer, cfg: TrainConfig, d_model: int | None, total: 
     return cosine_scheduler(optimizer, total, warmup, cfg.lr_floor)
 
 
+def constant_factor(index: int, warmup: int) -> float:
+    """``(index + 1) / warmup`` while ``index < warmup``, then 1: the peak lr held (the fixed Adam
+    learning rate of Ruoss et al. 2023's public code, with an optional linear warm-up)."""
+    return (index + 1) / warmup if index < warmup else 1.0
+
+
+def _constant(optimizer: Optimizer, cfg: TrainConfig, d_model: int | None, total: int) -> LambdaLR:
+    warmup = int(cfg.warmup_fraction * total) if cfg.warmup_fraction > 0 else cfg.warmup
+    return LambdaLR(optimizer, partial(constant_factor, warmup=warmup))
+
+
 SchedulerBuilder = Callable[[Optimizer, TrainConfig, "int | None", int], LambdaLR]
 
 #: ``train.schedule`` name → builder(optimizer, cfg, d_model, total updates).
-SCHEDULES: dict[str, SchedulerBuilder] = {"noam": _noam, "cosine": _cosine}
+SCHEDULES: dict[str, SchedulerBuilder] = {"noam": _noam, "cosine": _cosine, "constant": _constant}
 
 
 def total_updates(cfg: TrainConfig, first_epoch_batches: Callable[[], int]) -> int:

@@ -30,13 +30,12 @@ Optional hooks (looked up with ``getattr``):
 ``validation_metric(cfg) -> Callable[[nn.Module], float] | None``
     a metric during training every ``train.metric_every`` updates (translation: greedy BLEU);
 ``summary(cfg) -> dict``
-    extra entries of ``summary.json`` (after training).
+    extra entries of ``summary.json`` (asked before training; the Trainer writes them with its own).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
@@ -46,7 +45,6 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 import torch
 from torch import nn
 
-from posenc.files import atomic_write_text
 from posenc.pipeline.rundir import check_free_target, commit_run, exclusive, open_run
 from posenc.training.distributed import env_int
 from posenc.training.loss import LossOutput
@@ -125,13 +123,11 @@ def _run_locked(task: Task, cfg: Any, out: Path, resume: bool, is_main: bool) ->
     valid = task.valid_batches(cfg)
     metric = _hook(task, "validation_metric", cfg)
     sections = _hook(task, "checkpoint_sections", cfg) or _sections(cfg)
-    trainer = Trainer(model, cfg.train, out, task.loss, d_model=task.width(cfg), config=sections)
+    extra = _hook(task, "summary", cfg) or {}  # the task's summary.json entries (known before training)
+    trainer = Trainer(model, cfg.train, out, task.loss, d_model=task.width(cfg), config=sections, summary=extra)
     write = partial(commit_run, cfg, out, resumed, getattr(task, "write_files", None)) if is_main else None
     result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=resumed, on_start=write)
-    extra = _hook(task, "summary", cfg) or {}
-    summary = {**_summary(model, result, out), **extra}
-    if is_main:
-        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
+    summary = result.run_record  # what the Trainer wrote to summary.json
     model.eval()
     metrics = task.evaluate(cfg, model, out, result) if is_main else {}  # rank 0 evaluates (and writes); under DDP the others do not
     return TaskRun(model, result, metrics, summary)
@@ -141,15 +137,6 @@ def _hook(task: Task, name: str, *args: Any) -> Any:
     """The optional hook ``name`` of ``task`` called with ``args``, or None when it has none."""
     fn: Callable[..., Any] | None = getattr(task, name, None)
     return fn(*args) if fn is not None else None
-
-
-def _summary(model: nn.Module, result: TrainResult, out: Path) -> dict[str, Any]:
-    """Steps, epochs, tokens, wall clock, parameters, convergence and the final checkpoint."""
-    s = result.state
-    last = result.average or result.last_checkpoint
-    checkpoint = str(Path(last).resolve().relative_to(out.resolve())) if last else ""
-    return {"steps": s.step, "epochs": s.epoch, "tokens": s.tokens, "wall_s": round(s.wall_s, 2),
-            "params": sum(p.numel() for p in model.parameters()), **result.summary(), "checkpoint": checkpoint}
 
 
 def _sections(cfg: Any) -> dict[str, Any]:

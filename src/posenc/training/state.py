@@ -61,12 +61,21 @@ class TrainResult:
     averaged_from: list[str] = field(default_factory=list)  # checkpoint names in the average
     warmup: int | None = None  # learning-rate warm-up updates (for "best in warm-up")
     max_steps: int | None = None  # the step cap (a run that reaches it is never converged)
+    run_record: dict[str, Any] = field(default_factory=dict)  # summary.json's contents (set by Trainer.fit)
 
     def summary(self) -> dict[str, Any]:
         """Stop reason, step, best step/loss, end slope and convergence status
         (:func:`posenc.training.convergence.convergence`) and the averaged checkpoints."""
         conv = convergence(self.state.valid_history, self.stopped, self.warmup, self.state.step, self.max_steps)
         return {**conv, "step": self.state.step, "averaged_from": self.averaged_from}
+
+    def run_summary(self, model: nn.Module, out: Path) -> dict[str, Any]:
+        """The run's ``summary.json``: steps, epochs, tokens, wall clock, parameters,
+        :meth:`summary` and the final checkpoint (relative to the run directory ``out``)."""
+        s, last = self.state, self.average or self.last_checkpoint
+        checkpoint = str(Path(last).resolve().relative_to(Path(out).resolve())) if last else ""
+        return {"steps": s.step, "epochs": s.epoch, "tokens": s.tokens, "wall_s": round(s.wall_s, 2),
+                "params": sum(p.numel() for p in model.parameters()), **self.summary(), "checkpoint": checkpoint}
 
 
 def best_steps(history: list[list[float]], saved: list[int], n: int) -> list[int]:
@@ -250,11 +259,11 @@ class StateStore:
         return paths
 
 
-def write_summary(result: TrainResult, out_dir: Path) -> Path:
-    """``out_dir/summary.json``: :meth:`TrainResult.summary` (rank 0 calls this). One summary per
-    run: :func:`posenc.tasks.base.run_task` rewrites it with its own keys added (parameters, the
-    final checkpoint, the task's extras); a Trainer used on its own leaves this one. Runs written
-    before this kept it as ``train_summary.json`` (still read: tasks/translation/convergence.py)."""
+def write_summary(record: dict[str, Any], out_dir: Path) -> Path:
+    """``out_dir/summary.json`` holding ``record`` (:meth:`TrainResult.run_summary` plus the
+    caller's entries; rank 0 calls this). One summary per run, one writer. Runs written before
+    this also kept the trainer's part as ``train_summary.json`` (still read:
+    tasks/translation/convergence.py)."""
     path = out_dir / "summary.json"
-    atomic_write_text(path, json.dumps(result.summary(), indent=1) + "\n")
+    atomic_write_text(path, json.dumps(record, indent=2))
     return path

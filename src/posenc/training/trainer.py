@@ -53,6 +53,8 @@ class Trainer:
     "data": ...}``); the ``model`` section (taken from ``model.cfg`` when absent) must match on
     resume. ``loss_fn`` is the task's loss hook; ``d_model`` the model width of the Noam schedule
     (None: a schedule that needs none, e.g. cosine; ``noam`` then stops with one line).
+    ``summary`` holds extra entries of the run's ``summary.json`` (a task's, e.g. its stopping
+    signal), written with the trainer's own once training ends: one summary, one writer.
     """
 
     def __init__(
@@ -64,8 +66,9 @@ class Trainer:
         d_model: int | None = None,
         config: dict[str, Any] | None = None,
         find_unused_parameters: bool = False,
+        summary: dict[str, Any] | None = None,
     ) -> None:
-        self.cfg, self.out_dir = cfg, Path(out_dir)
+        self.cfg, self.out_dir, self.summary_extra = cfg, Path(out_dir), dict(summary or {})
         self.ckpt_dir = self.out_dir / "checkpoints"
         if cfg.num_threads > 0:
             torch.set_num_threads(cfg.num_threads)
@@ -146,8 +149,9 @@ class Trainer:
                 self.logger.close()
             self.close()
         result.state, result.stopped, result.train = self.state, self._stop, self.history
+        result.run_record = {**result.run_summary(self.model, self.out_dir), **self.summary_extra}
         if self.is_main and self.state.step > 0:
-            write_summary(result, self.out_dir)
+            write_summary(result.run_record, self.out_dir)
         return result
 
     def _start(self, resume: bool | str | Path, on_start: Callable[[], None] | None) -> None:

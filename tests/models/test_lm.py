@@ -70,3 +70,21 @@ def test_init_state_without_horizon_is_refused_for_sampled_randomized_positions(
     state = model.init_state(2, horizon=3)
     assert model.step(torch.tensor([4, 5]), state).shape == (2, V)
     assert lm("sinusoidal+randomized", randomized={"eval": "sequential"}).init_state(2).steps.step == 0
+
+
+@pytest.mark.parametrize("name", ["rope", "ape", "alibi", "fire"])
+def test_incremental_equals_full_pass_with_given_position_ids(name: str) -> None:
+    """Position coupling's ids (not 0..L−1: restarting per number, repeated) given to ``step`` one
+    per token give the full pass's logits over the same ids; without them they would not."""
+    torch.manual_seed(0)
+    model = lm(name)
+    tokens = torch.randint(1, V, (2, 8))
+    ids = torch.tensor([[1, 2, 3, 0, 1, 2, 3, 0], [3, 2, 1, 0, 2, 1, 0, 0]])
+    with torch.no_grad():
+        full = model(tokens, torch.ones_like(tokens, dtype=torch.bool), ids)
+        state = model.init_state(2)
+        steps = torch.stack([model.step(tokens[:, t], state, ids[:, t]) for t in range(8)], 1)
+        plain = model.init_state(2)
+        default = torch.stack([model.step(tokens[:, t], plain) for t in range(8)], 1)
+    torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(default, full, atol=1e-3)

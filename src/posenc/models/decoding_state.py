@@ -46,9 +46,16 @@ class Steps:
     decode_positions: Fixed | None = None
     step: int = 0
 
-    def query(self, augment: Augmentation, rows: int, device: torch.device) -> Tensor:
-        """Position ``(B, 1)`` of this step: the stored table's column t, else the eval transform of t."""
+    def query(self, augment: Augmentation, rows: int, device: torch.device, given: Tensor | None = None) -> Tensor:
+        """Position ``(B, 1)`` of this step: the eval transform of ``given (B,)`` (the caller's own
+        position ids, e.g. position coupling), else the stored table's column t, else the eval
+        transform of t."""
         t = self.step
+        if given is not None:
+            if self.decode_positions is not None or augment.needs_decode_horizon:
+                raise ConfigError("given position ids with positions drawn for the whole decoding horizon (randomized "
+                                  "eval sampling, static state): not supported")
+            return augment.eval_target(given.to(device=device, dtype=torch.float32).reshape(rows, 1))
         if self.decode_positions is not None:
             return self.decode_positions.value[:, t : t + 1].expand(rows, 1)
         if augment.needs_decode_horizon:
@@ -56,10 +63,11 @@ class Steps:
                               "or model.position.randomized.eval=sequential")
         return augment.eval_target(torch.full((rows, 1), float(t), device=device))
 
-    def attend(self, augment: Augmentation, rows: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+    def attend(self, augment: Augmentation, rows: int, device: torch.device,
+               given: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Query positions ``(B, 1)``, key positions ``(B, t+1)`` (this step's appended) and the causal
-        mask ``(B, 1, 1, t+1)`` of this step."""
-        q_pos = self.query(augment, rows, device)
+        mask ``(B, 1, 1, t+1)`` of this step; ``given (B,)``: this step's own position ids."""
+        q_pos = self.query(augment, rows, device, given)
         self.positions = torch.cat((self.positions, q_pos), 1)  # (B, t+1)
         real = torch.ones(rows, self.step + 1, dtype=torch.bool, device=device)
         return q_pos, self.positions, attention_bias(real, 1, causal=True, offset=self.step)
@@ -77,14 +85,18 @@ class FixedSteps(Steps):
 
     counter: Fixed = field(default_factory=lambda: Fixed(torch.zeros(1, dtype=torch.long)))
 
-    def attend(self, augment: Augmentation, rows: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+    def attend(self, augment: Augmentation, rows: int, device: torch.device,
+               given: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Query positions ``(N, 1)``, key positions ``(N, T_max)`` and the causal mask ``(N, 1, 1, T_max)``
-        of the step ``t = counter``, all computed on the device.
+        of the step ``t = counter``, all computed on the device (``given`` position ids: refused, the
+        positions of a static state are fixed for every step).
 
         Key slots after ``t`` are masked; the last slot's position is replaced by the query's (it is
         masked unless it is the query itself), so hooks that transform the newest key by the last key
         position (RoPE) see the right one.
         """
+        if given is not None:
+            raise ConfigError("given position ids in a static (CUDA-graph) decoding state: not supported")
         assert self.decode_positions is not None
         t, positions = self.counter.value, self.decode_positions.value  # (1,), (1, T_max)
         slots = torch.arange(positions.shape[1], device=t.device)

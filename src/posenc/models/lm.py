@@ -96,10 +96,12 @@ class DecoderLM(nn.Module):
         layers: list[SelfCache] = [{} for _ in self.stack.layers]
         return LMState(layers, Steps(torch.zeros(batch, 0, device=device), table))
 
-    def step(self, tokens: Tensor, state: LMState) -> Tensor:
-        """Next-token logits ``(B, V)`` after feeding ``tokens (B,)``; updates ``state`` (eval mode)."""
+    def step(self, tokens: Tensor, state: LMState, positions: Tensor | None = None) -> Tensor:
+        """Next-token logits ``(B, V)`` after feeding ``tokens (B,)``; updates ``state`` (eval mode).
+        ``positions (B,)``: the tokens' own position ids, as :meth:`forward` takes them (e.g.
+        position coupling); default: the step index."""
         b = tokens.shape[0]
-        q_pos, k_pos, allowed = state.steps.attend(self.augment, b, tokens.device)
+        q_pos, k_pos, allowed = state.steps.attend(self.augment, b, tokens.device, positions)
         real = torch.ones(b, 1, dtype=torch.bool, device=tokens.device)
         h = self.stack.run(self.embed(tokens[:, None]), q_pos, real, allowed, k_pos, state.layers, None, state.input)
         state.steps.advance()

@@ -107,3 +107,12 @@ def test_readme_quotes_the_committed_means() -> None:
     assert "(" + " / ".join(f"{m:.2f}" for m in means) + ", 3 seeds, no difference significant)" in readme
     k500 = statistics.fmean(results[("shape-k500", s)]["scores"]["test"]["bleu"] for s in SEEDS)
     assert f"K = 500 is {means[1] - k500:.1f} BLEU below APE" in readme
+
+
+def test_vanilla_seed1_runs_are_fresh_and_quoted() -> None:
+    grid = TASK.with_selection(_exp(), 10)
+    for method, label in (("ape", "APE"), ("shape-kstar", "SHAPE K* = 10")):
+        assert verdict(grid, "vanilla", method, 1).kind == "fresh"
+        r = json.loads((COMMITTED / "vanilla" / method / "seed1" / "results.json").read_text(encoding="utf-8"))
+        assert report.judged(_exp(), [r])[0]["judged"]["status"] == CONVERGED
+        assert f"{label} **{r['scores']['test']['bleu']:.2f}**" in " ".join(SECTION.split())

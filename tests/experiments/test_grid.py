@@ -210,7 +210,7 @@ def test_report_of_a_committed_grid_in_another_clone(tmp_path: Path, experiment)
     clone = run_experiment(str(tmp_path / "tiny.yaml"))
     assert not list((tmp_path / "exp").rglob("*.safetensors"))  # nothing trained
     text = (clone / "README.md").read_text(encoding="utf-8")
-    model_analyses = [n for n in exp.analyses if not REGISTRY[n].pooled and n != "speed"]
+    model_analyses = [n for n in exp.analyses if REGISTRY[n].reads_models]
     assert text.count("Skipped: it reads the trained models and 4 run(s) keep no checkpoint") == len(SETTINGS) * len(model_analyses)
     for setting in SETTINGS:
         for name in ("length_bleu", "length_diff"):

@@ -345,7 +345,7 @@ def run_analysis(exp: ExperimentConfig, setting: str, name: str, out: Path) -> l
     Returns Markdown lines."""
     if exp.skip_reason(name):
         return [f"Skipped: {exp.skip_reason(name)}.", ""]
-    if not REGISTRY[name].pooled and name != "speed":  # these read the trained models (speed: run logs)
+    if REGISTRY[name].reads_models:
         missing = SettingView(exp, setting).without_checkpoints()
         if missing:
             return [f"Skipped: it reads the trained models and {len(missing)} run(s) keep no checkpoint (e.g. "

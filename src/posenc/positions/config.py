@@ -17,6 +17,7 @@ nopos, nope    none                                 no positions
 alibi          none + alibi                         Press et al. 2022 (ALiBi)
 t5             none + t5                            Raffel et al. 2020 relative bias
 rope           none + rope                          Su et al. 2021 (RoFormer)
+abacus         learned + abacus                     McLeish et al. 2024 (over coupled ids)
 =============  ===================================  ======================================
 """
 
@@ -35,6 +36,7 @@ MODEL_ALIASES: dict[str, str] = {
     "cape": "sinusoidal+cape",
     "rr": "gru+shaw",
     "cape-2d": "sinusoidal2d+cape2d",
+    "abacus": "learned+abacus",
 }
 #: Aliases of single methods, usable inside a combination (``ape+rpe``).
 METHOD_ALIASES: dict[str, str] = {

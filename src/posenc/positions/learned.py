@@ -30,7 +30,7 @@ class LearnedParams:
         return None if self.wrap else self.max_positions
 
 
-@register("input", "learned", LearnedParams, augmentable_by=("shape", "randomized"),
+@register("input", "learned", LearnedParams, augmentable_by=("shape", "randomized", "abacus"),
           paper="Gehring et al. 2017", what="a learned table of absolute positions")
 class LearnedPosition(InputPosition):
     """x + E[round(positions)]; positions must lie in [0, max_positions) unless ``wrap``."""

@@ -240,6 +240,14 @@ def test_learned_positions_reject_cape_in_one_line() -> None:
     assert "\n" not in str(err.value)
 
 
+def test_abacus_needs_digit_ids_and_is_refused_in_one_line() -> None:
+    """Abacus shifts digit places a task gives (McLeish et al. 2024); over token counts it would
+    shift every position but the first, so a Hugging Face model refuses it."""
+    with pytest.raises(ConfigError, match="abacus shifts task-given digit ids") as err:
+        PositionAugmentedModel(gpt2(), "abacus", max_shift=4)
+    assert "\n" not in str(err.value)
+
+
 def test_learned_positions_need_the_shift_to_fit() -> None:
     with pytest.raises(ConfigError, match="max_shift 32 must be < the 32"):
         PositionAugmentedModel(gpt2(n_positions=32), "shape", max_shift=32)

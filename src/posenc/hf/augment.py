@@ -53,6 +53,9 @@ class PositionSampler(nn.Module):
         self.interface = interface
         self.augmentation = build_augmentation(name, **params)
         family = interface.family
+        if self.augmentation.needs_task_ids:
+            raise ConfigError(f"posenc.hf: {name} shifts task-given digit ids (posenc's length suite, "
+                              "data.position_ids=coupled), not a Hugging Face model's token positions")
         if not family.continuous and not self.augmentation.integer_valued:
             raise ConfigError(
                 f"posenc.hf: {name} gives real-valued positions but {interface.model_type} has learned "

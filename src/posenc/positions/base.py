@@ -149,6 +149,9 @@ class Augmentation(nn.Module):
     #: randomized: a subset of {0..L_max−1}, Ruoss et al. 2023), so they can index a learned table
     #: (posenc.hf checks this against a model family's position interface).
     integer_valued: bool = False
+    #: Meaningful only over position ids a task gives (Abacus: digit places, separators 0, McLeish
+    #: et al. 2024), not over token counts 0..L−1: posenc.hf, which counts tokens, refuses it.
+    needs_task_ids: bool = False
 
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
         raise NotImplementedError

@@ -1,4 +1,4 @@
-"""``posenc experiment NAME|CONFIG [KEY=VALUE ...] [--jobs N] [--rerun-stale] [--backend B]``:
+"""``posenc experiment NAME|CONFIG [KEY=VALUE ...] [--jobs N] [--rerun-stale] [--backend B] [--report-only]``:
 run a grid and write its report (the results table, with each run's convergence status, is printed)."""
 
 from __future__ import annotations
@@ -18,10 +18,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: stop with one line naming the differing keys)")
     parser.add_argument("--backend", choices=("local", "submitit"), default="local",
                         help="local processes, or submitit (SLURM) for grids larger than one machine")
+    parser.add_argument("--report-only", action="store_true",
+                        help="train nothing: write the report from the runs that are done and fresh "
+                             "(the others are named and left out)")
 
 
 def run(args: argparse.Namespace) -> int:
     options = {"jobs": args.jobs, "rerun_stale": args.rerun_stale, "backend": args.backend}
+    if args.report_only:
+        options["report_only"] = True
     report = run_experiment(args.config, args.overrides, **options)
     summary = report / "README.md"
     text = summary.read_text(encoding="utf-8") if summary.is_file() else ""

@@ -24,7 +24,7 @@ from posenc.experiments.tasks import Cell, ExperimentTask, known_tasks, task_mod
 from posenc.files import atomic_write_text
 from posenc.processes import interrupt_on_signals
 
-__all__ = ["Cell", "execute_cell", "find_experiment", "grid", "known_tasks", "plan", "run_config", "run_experiment",
+__all__ = ["Cell", "execute_cell", "find_experiment", "fresh_results", "grid", "known_tasks", "plan", "run_config", "run_experiment",
            "run_grid", "summary_line", "task_runner", "verdict"]
 
 log = logging.getLogger("posenc")
@@ -132,20 +132,26 @@ def _older_report(report: Path, name: str) -> bool:
     return ours and (head == f"# {name}" or head.startswith(f"# {name}:"))
 
 
-def run_grid(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = "local") -> Path:
+def run_grid(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = "local",
+             report_only: bool = False) -> Path:
     """Every cell of ``exp`` brought up to date (``jobs`` > 1 or another backend: worker
     processes, :mod:`posenc.experiments.scheduler`), then the report; returns its directory.
     An experiment with a ``selection`` block first runs its validation sweep the same way
-    (:mod:`posenc.experiments.selection`) and the grid then uses the chosen value."""
+    (:mod:`posenc.experiments.selection`) and the grid then uses the chosen value.
+    ``report_only``: train nothing; the report reads the fresh cells (a grid that spans sessions)."""
     from posenc.experiments.selection import run_selection
     from posenc.pipeline.rundir import write_marker
 
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     check_report_dir(exp)  # before any training: never a user's files
-    up_to_date = partial(bring_up_to_date, jobs=jobs, rerun_stale=rerun_stale, backend=backend)
-    exp = run_selection(exp, task_of(exp), up_to_date)  # a selection stage first, if the YAML has one
-    results = up_to_date(exp)
+    if report_only:
+        exp = run_selection(exp, task_of(exp), partial(fresh_results, complete=True))
+        results = fresh_results(exp)
+    else:
+        up_to_date = partial(bring_up_to_date, jobs=jobs, rerun_stale=rerun_stale, backend=backend)
+        exp = run_selection(exp, task_of(exp), up_to_date)  # a selection stage first, if the YAML has one
+        results = up_to_date(exp)
     (exp.root / "report").mkdir(parents=True, exist_ok=True)
     write_marker(exp.root / "report", "report")  # before writing: a report that fails halfway is still posenc's
     report = task_of(exp).report(exp, results)
@@ -168,6 +174,26 @@ def bring_up_to_date(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend
     else:
         run_cells(exp, pending, jobs, execute_cell, summary_line, backend)
     return [execute_cell(exp, *cell) for cell in grid(exp)]  # all fresh now: read back
+
+
+def fresh_results(exp: Any, complete: bool = False) -> list[dict[str, Any]]:
+    """The stored results of the cells of ``exp`` that are fresh, in grid order; trains nothing.
+    The others (not trained, unfinished or stale) are named in one printed line, or, with
+    ``complete`` (a selection sweep: its choice needs every cell), refused in one line."""
+    results, left = [], []
+    for cell in grid(exp):
+        v = verdict(exp, *cell)
+        if v is not None and v.kind == "fresh":
+            results.append(_load_results(_results_path(exp, cell)) or {})
+        else:
+            left.append("/".join(map(str, cell)) + ("" if v is None else f" ({v.kind})"))
+    if left and complete:
+        raise ConfigError(f"--report-only: the selection sweep is not complete ({len(left)} runs left: "
+                          f"{', '.join(left[:3])}{' ...' if len(left) > 3 else ''}); run it without --report-only")
+    if left:
+        print(f"report only: {len(left)} of {len(left) + len(results)} runs left out (not trained or not fresh): "
+              + ", ".join(left), flush=True)
+    return results
 
 
 def run_grid_experiment(task: ExperimentTask, data: dict[str, Any], overrides: list[str], **options: Any) -> Path:

@@ -7,6 +7,7 @@ import json
 import logging
 import statistics
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +75,8 @@ def row_status(runs: list[dict[str, Any]]) -> str:
 
 
 def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: str | None = None) -> str:
-    """Markdown: one row per method, BLEU per setting (mean ± std over seeds), size, time, steps
-    and convergence status. A BLEU from a run that had not converged carries a ``*``, and the
+    """Markdown: one row per method, BLEU per setting (mean ± std over seeds, ``(n=K)`` when fewer
+    seeds than the grid's are done), size, time, steps and convergence status. A BLEU from a run that had not converged carries a ``*``, and the
     row's status names those runs (a conclusion from them must say so)."""
     split = split or exp.splits[0]
     cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -89,7 +90,8 @@ def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: s
         for s in settings:
             runs = cells.get((method, s), [])
             star = "*" if any(_status(r) != CONVERGED for r in runs) else ""
-            bleu.append(mean_std([r["scores"][split]["bleu"] for r in runs]) + star if runs else "–")
+            n = f" (n={len(runs)})" if 0 < len(runs) < len(exp.seeds) else ""  # a grid reported before it is complete
+            bleu.append(mean_std([r["scores"][split]["bleu"] for r in runs]) + star + n if runs else "–")
         runs = [r for s in settings for r in cells.get((method, s), [])]
         first = cells.get((method, settings[0]), [{}])[0].get("summary", {})
         steps = sorted({r.get("summary", {}).get("steps") for r in runs} - {None})
@@ -454,6 +456,27 @@ def evaluation_protocol(exp: ExperimentConfig, results: list[dict[str, Any]]) ->
             ""]
 
 
+def done_part(exp: ExperimentConfig, setting: str, results: list[dict[str, Any]]) -> tuple[ExperimentConfig | None, str]:
+    """The part of ``setting``'s grid that the analyses can compare (a grid reported before it is
+    complete, ``--report-only``): the methods with results and the seeds every one of them has, so
+    pooled seeds pair like with like; ``(exp, "")`` for a complete setting, ``(None, why)`` when
+    the baseline has no run to compare with."""
+    have: dict[str, set[int]] = {}
+    for r in results:
+        if r.get("setting") == setting:
+            have.setdefault(r["method"], set()).add(r["seed"])
+    methods = [m for m in exp.methods if m in have]
+    seeds = [s for s in exp.seeds if all(s in have[m] for m in methods)]
+    if methods == list(exp.methods) and seeds == list(exp.seeds):
+        return exp, ""
+    if exp.baseline_label not in methods or not seeds:
+        return None, f"Not analysed yet: the baseline `{exp.baseline_label}` has no run here that others share."
+    left = len(exp.methods) * len(exp.seeds) - sum(len(v) for v in have.values())
+    return (replace(exp, methods={m: exp.methods[m] for m in methods}, seeds=seeds),
+            f"**Partial grid**: the analyses below compare the runs done so far ({', '.join(methods)}; "
+            f"seed(s) {', '.join(map(str, seeds))}); {left} runs of this setting are not trained yet.")
+
+
 def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]]) -> Path:
     """``report/README.md`` with the results table and, per setting, every requested analysis."""
     report = exp.root / "report"
@@ -470,9 +493,11 @@ def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]
         md += [f"## {setting}", ""]
         note = interpolate_note(exp, setting)
         md += [note, ""] if note else []
-        for name in exp.analyses:
+        part, why = done_part(exp, setting, results)
+        md += [why, ""] if why else []
+        for name in exp.analyses if part is not None else []:
             out = report / setting / name
-            md += [f"### {name}", ""] + run_analysis(exp, setting, name, out)
+            md += [f"### {name}", ""] + run_analysis(part, setting, name, out)
             md += [f"![{p.stem}]({p.relative_to(report)})" for p in sorted(out.rglob("*.png"))]
             md += [(p.read_text(encoding="utf-8")) for p in sorted(out.rglob("*.md"))] + [""]
     (report / "README.md").write_text("\n".join(md), encoding="utf-8")

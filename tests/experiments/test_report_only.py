@@ -33,10 +33,33 @@ def test_report_only_trains_nothing_and_names_the_runs_left_out(capsys: pytest.C
     assert not (root / "bias" / "seed2").exists() and not (root / "nobias" / "seed2").exists()  # nothing trained
     report = (tmp_path / "exp" / "report" / "README.md").read_text(encoding="utf-8")
     assert "| plain | bias | 1 |" in report and "| plain | bias | 2 |" not in report
-    # a stale run is left out, named as stale, and kept as it was (not cleared as --rerun-stale would)
-    code, out, _ = cli(capsys, "experiment", path, "base.model.dim=2", "--report-only")
-    assert code == 0 and "plain/bias/1 (stale), plain/nobias/1 (stale)" in out
+    assert report.rstrip().endswith("## Runs left out of this report (`--report-only`)\n\n2 of 4 runs are not trained "
+                                    "or not fresh (setting/method/seed): plain/bias/2, plain/nobias/2.")
+    # a stale run is named as stale and kept as it was (not cleared as --rerun-stale would); with no
+    # fresh run at all there is nothing to report
+    code, _, err = cli(capsys, "experiment", path, "base.model.dim=2", "--report-only")
+    assert_one_line_error(code, err, "--report-only: none of the 2 runs of dummy is done and fresh")
     assert {m: (root / m / "seed1" / "results.json").read_text() for m in done} == done
+    code, _, err = cli(capsys, "experiment", path, "--report-only", "--rerun-stale")
+    assert_one_line_error(code, err, "drop --rerun-stale")
+
+
+def test_partial_view_of_a_grid_with_a_selection_stage(tmp_path: Path) -> None:
+    """The selected method not trained yet: the partial view keeps the methods with runs (the
+    selection block, already applied, is not re-validated against them)."""
+    from posenc.config import load_config
+    from posenc.tasks.translation.config import ExperimentConfig
+    from posenc.tasks.translation.report import done_part
+
+    path = write_experiment(tmp_path, methods=("ape", "shape"), seeds=(1, 2))
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["selection"] = {"key": "model.position.max_shift", "values": [1, 8], "method": "shape", "seeds": [1]}
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    exp = load_config(ExperimentConfig, path)
+    results = [{"setting": "vanilla", "method": "ape", "seed": s} for s in (1, 2)]
+    part, why = done_part(exp, "vanilla", results)
+    assert part is not None and list(part.methods) == ["ape"] and part.seeds == [1, 2] and "Partial grid" in why
+    assert done_part(exp, "vanilla", results[:0] + [{"setting": "vanilla", "method": "shape", "seed": 1}])[0] is None
 
 
 def test_report_only_needs_a_complete_selection_sweep(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -59,11 +82,15 @@ def test_translation_analyses_compare_only_the_runs_done(capsys: pytest.CaptureF
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     assert cli(capsys, "experiment", path, "methods={ape: {model.position.name: ape}}")[0] == 0
     assert cli(capsys, "experiment", path, "seeds=[1]", "analyses=[]")[0] == 0  # shape seed 1 (ape is fresh)
+    leftover = tmp_path / "exp" / "report" / "vanilla" / "length_bleu" / "seed9"
+    leftover.mkdir(parents=True)
+    (leftover / "old.md").write_text("OUTPUT OF AN EARLIER REPORT", encoding="utf-8")
     code, out, _ = cli(capsys, "experiment", path, "--report-only")
     assert code == 0 and "1 of 4 runs left out" in out and "vanilla/shape/2" in out
+    assert not leftover.exists()  # an analysis folder holds this report's outputs only
     report = (tmp_path / "exp" / "report" / "README.md").read_text(encoding="utf-8")
     assert "**Partial grid**: the analyses below compare the runs done so far (ape, shape; seed(s) 1); " \
-           "1 runs of this setting are not trained yet." in report
+           "1 run(s) of this setting are left out (not trained or not fresh)." in report
     assert "(n=1)" in report.split("| shape |")[1].split("\n")[0]  # shape: one of two seeds
     assert "(n=" not in report.split("| ape |")[1].split("\n")[0]  # ape: both seeds
     n_test = len((tmp_path / "exp" / "vanilla" / "ape" / "seed1" / "translations" / "test.beam2.hyp").read_text().splitlines())

@@ -44,10 +44,12 @@ def _valid(name: str) -> bool:
 
 def sequence_methods(causal: bool = True) -> list[str]:
     """Every 1-D method and valid method + augmentation pair; ``causal=False`` leaves out the
-    methods defined for causal attention only (a seq2seq encoder is bidirectional)."""
+    methods defined for causal attention only (a seq2seq encoder is bidirectional) and the
+    augmentations of task-given ids (Abacus)."""
     bases = [e for e in (*_sequence(registry.INPUT), *_sequence(registry.ATTENTION)) if causal or not e.causal_only]
     names = [e.name for e in bases]
-    augs = [a.name for a in _sequence(registry.AUGMENT)]
+    # Abacus shifts task-given digit ids: the LM of the length suite takes them, a seq2seq model refuses it
+    augs = [a.name for a in _sequence(registry.AUGMENT) if causal or not getattr(a.builder, "needs_task_ids", False)]
     names += [f"{b}+{a}" for b in names for a in augs if _valid(f"{b}+{a}")]
     return names + [c for c in PAPER_COMBOS if _valid(c) and c not in names]
 

@@ -49,7 +49,8 @@ def test_identity_at_inference() -> None:
     aug = AbacusAugmentation(AbacusParams(max_shift=50)).eval()
     mask = torch.ones_like(IDS, dtype=torch.bool)
     assert torch.equal(aug(IDS, mask), IDS)
-    assert aug.pair(IDS, mask, IDS, mask) == (IDS, IDS)
+    src, tgt = aug.pair(IDS, mask, IDS, mask)
+    assert torch.equal(src, IDS) and torch.equal(tgt, IDS)
     assert torch.equal(aug.eval_target(IDS), IDS)
 
 
@@ -87,3 +88,21 @@ def test_model_reads_the_shifted_digit_rows_of_the_learned_table() -> None:
             assert len(match) == 1, "a training pass is the learned model at one k on the digits"
             seen.add(match[0])
         assert seen == set(range(6))
+
+
+def test_refused_where_positions_are_token_indices() -> None:
+    """Over token indices Abacus would shift every position but the first: a translation model, a
+    speech model and the length suite with ``data.position_ids=index`` refuse it in one line."""
+    from posenc.models.config import ModelConfig
+    from posenc.models.ctc import CTCModelConfig
+    from posenc.tasks.lengthgen.config import LengthgenConfig
+
+    for schema, where in ((ModelConfig, "a translation model"), (CTCModelConfig, "a speech model")):
+        with pytest.raises(ConfigError, match=f"abacus shifts task-given digit ids .*; {where} reads token indices") as err:
+            from_dict(schema, {"position": {"name": "abacus"}})
+        assert "\n" not in str(err.value)
+    run = {"model": {"position": {"name": "abacus"}}, "data": {"task": "decimal_addition", "train_max_length": 9}}
+    with pytest.raises(ConfigError, match="data.position_ids=index reads token indices"):
+        from_dict(LengthgenConfig, run)
+    cfg = from_dict(LengthgenConfig, {**run, "data": {**run["data"], "position_ids": "coupled"}})
+    assert cfg.model.position.needs_task_ids

@@ -144,10 +144,15 @@ def run_grid(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = 
 
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
+    if report_only and rerun_stale:
+        raise ConfigError("--report-only trains nothing and clears nothing: drop --rerun-stale (or --report-only)")
     check_report_dir(exp)  # before any training: never a user's files
+    left: list[str] = []
     if report_only:
         exp = run_selection(exp, task_of(exp), partial(fresh_results, complete=True))
-        results = fresh_results(exp)
+        results, left = fresh_results(exp), left_out(exp)
+        if not results:
+            raise ConfigError(f"--report-only: none of the {len(left)} runs of {exp.name} is done and fresh; nothing to report")
     else:
         up_to_date = partial(bring_up_to_date, jobs=jobs, rerun_stale=rerun_stale, backend=backend)
         exp = run_selection(exp, task_of(exp), up_to_date)  # a selection stage first, if the YAML has one
@@ -155,8 +160,18 @@ def run_grid(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = 
     (exp.root / "report").mkdir(parents=True, exist_ok=True)
     write_marker(exp.root / "report", "report")  # before writing: a report that fails halfway is still posenc's
     report = task_of(exp).report(exp, results)
+    if left:
+        _note_left_out(report / "README.md", left, len(left) + len(results))
     write_marker(report, "report")
     return report
+
+
+def _note_left_out(readme: Path, left: list[str], total: int) -> None:
+    """Append the runs a ``--report-only`` report leaves out to its README (every task's report)."""
+    if readme.is_file():
+        text = readme.read_text(encoding="utf-8").rstrip("\n")
+        atomic_write_text(readme, text + f"\n\n## Runs left out of this report (`--report-only`)\n\n{len(left)} of {total} "
+                          "runs are not trained or not fresh (setting/method/seed): " + ", ".join(left) + ".\n")
 
 
 def bring_up_to_date(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = "local") -> list[dict[str, Any]]:
@@ -176,24 +191,36 @@ def bring_up_to_date(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend
     return [execute_cell(exp, *cell) for cell in grid(exp)]  # all fresh now: read back
 
 
+def _split(exp: Any) -> tuple[list[Cell], list[str]]:
+    """The fresh cells of ``exp``, and ``setting/method/seed`` (with the verdict when there is one)
+    of every other cell."""
+    fresh, left = [], []
+    for cell in grid(exp):
+        v = verdict(exp, *cell)
+        if v is not None and v.kind == "fresh":
+            fresh.append(cell)
+        else:
+            left.append("/".join(map(str, cell)) + ("" if v is None else f" ({v.kind})"))
+    return fresh, left
+
+
+def left_out(exp: Any) -> list[str]:
+    """Every cell of ``exp`` that is not fresh, as ``setting/method/seed [(verdict)]``."""
+    return _split(exp)[1]
+
+
 def fresh_results(exp: Any, complete: bool = False) -> list[dict[str, Any]]:
     """The stored results of the cells of ``exp`` that are fresh, in grid order; trains nothing.
     The others (not trained, unfinished or stale) are named in one printed line, or, with
     ``complete`` (a selection sweep: its choice needs every cell), refused in one line."""
-    results, left = [], []
-    for cell in grid(exp):
-        v = verdict(exp, *cell)
-        if v is not None and v.kind == "fresh":
-            results.append(_load_results(_results_path(exp, cell)) or {})
-        else:
-            left.append("/".join(map(str, cell)) + ("" if v is None else f" ({v.kind})"))
+    fresh, left = _split(exp)
     if left and complete:
         raise ConfigError(f"--report-only: the selection sweep is not complete ({len(left)} runs left: "
                           f"{', '.join(left[:3])}{' ...' if len(left) > 3 else ''}); run it without --report-only")
     if left:
-        print(f"report only: {len(left)} of {len(left) + len(results)} runs left out (not trained or not fresh): "
+        print(f"report only: {len(left)} of {len(left) + len(fresh)} runs left out (not trained or not fresh): "
               + ", ".join(left), flush=True)
-    return results
+    return [_load_results(_results_path(exp, cell)) or {} for cell in fresh]
 
 
 def run_grid_experiment(task: ExperimentTask, data: dict[str, Any], overrides: list[str], **options: Any) -> Path:

@@ -54,7 +54,8 @@ class ExperimentTask(Protocol):
         ...
 
     def report(self, exp: Any, results: list[dict[str, Any]]) -> Path:
-        """Write the report of the whole grid; return its directory."""
+        """Write the report of the grid from ``results`` (every cell's; with ``--report-only`` only
+        the fresh cells', possibly none of a setting or method); return its directory."""
         ...
 
 

@@ -85,6 +85,7 @@ class ModelConfig:
         require(self.encoder_layers >= 0 and self.decoder_layers >= 1, "model: need >= 0 encoder and >= 1 decoder layers")
         check_layer_dims(self, "model")
         require(self.share_embeddings in ("none", "decoder", "all"), f"model.share_embeddings must be none|decoder|all, got {self.share_embeddings!r}")
+        self.position.refuse_task_ids("a translation model")
 
     def encoder_stack(self) -> StackConfig:
         return stack_config(self, self.encoder_layers)

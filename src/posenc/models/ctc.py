@@ -71,6 +71,7 @@ class CTCModelConfig:
         require(self.norm in ("pre", "post"), f"model.norm must be 'pre' or 'post', got {self.norm!r}")
         require(self.conv_kernel >= 1 and self.conv_kernel % 2 == 1, f"model.conv_kernel must be odd (frame centres stay on input frames), got {self.conv_kernel}")
         require(len(self.conv_strides) >= 1 and all(s >= 1 for s in self.conv_strides), f"model.conv_strides must be a non-empty list of integers >= 1, got {self.conv_strides}")
+        self.position.refuse_task_ids("a speech model")
         methods = self.position.methods
         require(methods.attention is None or self.frame_positions,
                 f"model.position {self.position.name!r}: a continuous input method (seconds) cannot be combined with an attention method (frames)")

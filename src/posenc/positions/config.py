@@ -142,6 +142,18 @@ class _PositionConfigBase:
     def params(self, method: str) -> Any:
         return getattr(self, method)
 
+    @property
+    def needs_task_ids(self) -> bool:
+        """Its augmentation shifts position ids a task gives (Abacus: digit places), not token indices."""
+        aug = self.methods.augment
+        return bool(aug) and bool(getattr(registry.AUGMENT[aug].builder, "needs_task_ids", False))
+
+    def refuse_task_ids(self, where: str) -> None:
+        """One-line ConfigError when the augmentation needs task-given ids that ``where`` does not give."""
+        require(not self.needs_task_ids,
+                f"model.position {self.name!r}: {self.methods.augment} shifts task-given digit ids (the length suite with "
+                f"data.position_ids=coupled); {where} reads token indices, where it would shift every position but the first")
+
     def _active_flag(self, flag: str) -> bool:
         """True when an active method's params declare ``flag`` (a property) as true."""
         return any(bool(getattr(self.params(n), flag, False)) for n in self.active)

@@ -86,6 +86,8 @@ class LengthgenConfig:
 
     def __post_init__(self) -> None:
         self.eval_model()  # a bad data.eval_position is a one-line ConfigError now, not after training
+        if self.data.position_ids == "index":
+            self.model.position.refuse_task_ids("data.position_ids=index")
 
     def eval_model(self) -> LMConfig:
         """The model config of the test-length evaluation: ``model`` with ``data.eval_position`` applied."""

@@ -132,7 +132,9 @@ class TranslationExperiment:
     def report(self, exp: ExperimentConfig, results: list[dict[str, Any]]) -> Path:
         from posenc.tasks.translation.report import write_translation_report
 
-        self.prepare_data(exp, grid(exp))  # a committed grid in a fresh clone keeps no prepared data (.gitignore)
+        done = {(r.get("setting"), r.get("method"), r.get("seed")) for r in results}
+        # a committed grid in a fresh clone keeps no prepared data (.gitignore); only settings with runs
+        self.prepare_data(exp, [c for c in grid(exp) if c in done])
         return write_translation_report(exp, results)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import statistics
 from collections.abc import Callable
 from dataclasses import replace
@@ -25,7 +26,7 @@ from posenc.tasks.translation.config import ExperimentConfig
 from posenc.tasks.translation.convergence import judge_run, read_valid
 from posenc.training.convergence import CONVERGED
 from posenc.tasks.translation.cells import grid, run_config
-from posenc.experiments.selection import selection_lines
+from posenc.experiments.selection import SelectionConfig, selection_lines
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.prepare import load_meta
 from posenc.pipeline.run import LoadedRun, decode_options, load_run
@@ -460,7 +461,7 @@ def done_part(exp: ExperimentConfig, setting: str, results: list[dict[str, Any]]
     """The part of ``setting``'s grid that the analyses can compare (a grid reported before it is
     complete, ``--report-only``): the methods with results and the seeds every one of them has, so
     pooled seeds pair like with like; ``(exp, "")`` for a complete setting, ``(None, why)`` when
-    the baseline has no run to compare with."""
+    there is nothing to compare with the baseline."""
     have: dict[str, set[int]] = {}
     for r in results:
         if r.get("setting") == setting:
@@ -469,12 +470,15 @@ def done_part(exp: ExperimentConfig, setting: str, results: list[dict[str, Any]]
     seeds = [s for s in exp.seeds if all(s in have[m] for m in methods)]
     if methods == list(exp.methods) and seeds == list(exp.seeds):
         return exp, ""
-    if exp.baseline_label not in methods or not seeds:
-        return None, f"Not analysed yet: the baseline `{exp.baseline_label}` has no run here that others share."
+    if exp.baseline_label not in methods:
+        return None, f"Not analysed: the baseline `{exp.baseline_label}` has no fresh run in this setting yet."
+    if not seeds:
+        return None, "Not analysed: no seed has a fresh run of every method that has runs in this setting."
     left = len(exp.methods) * len(exp.seeds) - sum(len(v) for v in have.values())
-    return (replace(exp, methods={m: exp.methods[m] for m in methods}, seeds=seeds),
-            f"**Partial grid**: the analyses below compare the runs done so far ({', '.join(methods)}; "
-            f"seed(s) {', '.join(map(str, seeds))}); {left} runs of this setting are not trained yet.")
+    part = replace(exp, methods={m: exp.methods[m] for m in methods}, seeds=seeds,
+                   selection=SelectionConfig())  # the choice is already in the methods (and in selection.json)
+    return part, (f"**Partial grid**: the analyses below compare the runs done so far ({', '.join(methods)}; "
+                  f"seed(s) {', '.join(map(str, seeds))}); {left} run(s) of this setting are left out (not trained or not fresh).")
 
 
 def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]]) -> Path:
@@ -497,6 +501,7 @@ def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]
         md += [why, ""] if why else []
         for name in exp.analyses if part is not None else []:
             out = report / setting / name
+            shutil.rmtree(out, ignore_errors=True)  # posenc's report dir: no output of an earlier, other grid part
             md += [f"### {name}", ""] + run_analysis(part, setting, name, out)
             md += [f"![{p.stem}]({p.relative_to(report)})" for p in sorted(out.rglob("*.png"))]
             md += [(p.read_text(encoding="utf-8")) for p in sorted(out.rglob("*.md"))] + [""]

@@ -140,3 +140,16 @@ def test_vanilla_runs_are_fresh_converged_and_quoted() -> None:
     assert f"({shape} vs {ape}, 2 seeds each so far, p = {t.p:.2f})" in readme
     sd = {m: f"{statistics.stdev(ms[m]):.2f}" for m in ms}
     assert f"({shape} ± {sd['shape-kstar']} vs {ape} ± {sd['ape']}, p = {t.p:.2f})" in " ".join(DOCS.split())
+
+
+def test_alpha_probe_beyond_the_grid_is_quoted() -> None:
+    """benchmarks/alpha_probe.py's committed sweeps: α = 1.4 reproduces the run's own sweep, and
+    §0c quotes every value and the largest gain over the grid's top."""
+    text = " ".join(SECTION.split())
+    for method, label in (("ape", "APE"), ("shape-kstar", "SHAPE K*")):
+        probe = json.loads((COMMITTED / "alpha_probe" / f"vanilla-{method}-seed2.json").read_text(encoding="utf-8"))
+        own = json.loads((COMMITTED / "vanilla" / method / "seed2" / "results.json").read_text(encoding="utf-8"))
+        assert probe["sweep"]["1.4"] == own["length_penalty"]["sweep"]["1.4"]  # same model, same decoding
+        assert " / ".join(f"{v:.2f}" for v in probe["sweep"].values()) + f" for {label}" in text
+        gain = max(probe["sweep"].values()) - probe["sweep"]["1.4"]
+        assert f"{gain:.2f} ({label})" in text

@@ -127,6 +127,11 @@ def test_driver_end_to_end(tmp_path: Path) -> None:
     assert (report / "parity.png").stat().st_size > 0 and (report / "binary_addition.png").stat().st_size > 0
     res = json.loads((tmp_path / "exp" / "parity" / "rpe" / "seed1" / "results.json").read_text())
     assert res["summary"]["steps"] == 3 and [r["length"] for r in res["metrics"]["by_length"]] == [4, 8, 12]
+    stored = json.loads((tmp_path / "exp" / "parity" / "rpe" / "seed1" / "summary.json").read_text())
+    assert res["summary"]["flat"] == stored["flat"]  # the report's status reads the trainer's flatness
+    from posenc.tasks.lengthgen.report import run_status
+
+    assert run_status(res) == stored["status"]
     (tmp_path / "exp" / "parity" / "rpe" / "seed1" / "checkpoints").rename(tmp_path / "moved")
     run_experiment(str(path))  # done runs are not retrained (no checkpoint is needed)
     assert not (tmp_path / "exp" / "parity" / "rpe" / "seed1" / "checkpoints").exists()

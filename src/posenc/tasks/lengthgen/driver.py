@@ -41,13 +41,15 @@ class LengthgenExperiment(MethodsGrid):
         return run_config(exp, *cell)
 
     def results(self, done: dict[str, Any], run: TaskRun) -> dict[str, Any]:
-        """Adds the best validation loss, the warm-up, the best step and the step whose weights
-        were evaluated (the best validation's, :func:`~posenc.tasks.lengthgen.task.restore_best`)."""
+        """Adds the best validation loss, the warm-up, the best step, whether the validation curve
+        ended flat (so the report's status is the trainer's: training/convergence.status_of) and
+        the step whose weights were evaluated (the best validation's,
+        :func:`~posenc.tasks.lengthgen.task.restore_best`)."""
         metrics = dict(run.metrics)
         conv = run.result.summary()
         done["summary"].update(best_valid=run.result.state.best_valid,
                                evaluated_step=metrics.pop("evaluated_step", run.result.state.step),
-                               warmup=conv.get("warmup"), best_step=conv.get("best_step"))
+                               warmup=conv.get("warmup"), best_step=conv.get("best_step"), flat=conv.get("flat"))
         return {**done, "metrics": metrics}
 
     def summary_line(self, exp: LengthgenExperimentConfig, result: dict[str, Any]) -> str:

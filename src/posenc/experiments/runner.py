@@ -149,10 +149,13 @@ def run_grid(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = 
     check_report_dir(exp)  # before any training: never a user's files
     left: list[str] = []
     if report_only:
-        exp = run_selection(exp, task_of(exp), partial(fresh_results, complete=True))
-        results, left = fresh_results(exp), left_out(exp)
+        exp = run_selection(exp, task_of(exp), _complete_sweep)
+        results, left = fresh_results(exp)
         if not results:
             raise ConfigError(f"--report-only: none of the {len(left)} runs of {exp.name} is done and fresh; nothing to report")
+        if left:
+            print(f"report only: {len(left)} of {len(left) + len(results)} runs left out (not trained or not fresh): "
+                  + ", ".join(left), flush=True)
     else:
         up_to_date = partial(bring_up_to_date, jobs=jobs, rerun_stale=rerun_stale, backend=backend)
         exp = run_selection(exp, task_of(exp), up_to_date)  # a selection stage first, if the YAML has one
@@ -191,36 +194,26 @@ def bring_up_to_date(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend
     return [execute_cell(exp, *cell) for cell in grid(exp)]  # all fresh now: read back
 
 
-def _split(exp: Any) -> tuple[list[Cell], list[str]]:
-    """The fresh cells of ``exp``, and ``setting/method/seed`` (with the verdict when there is one)
-    of every other cell."""
-    fresh, left = [], []
+def fresh_results(exp: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """The stored results of the cells of ``exp`` that are fresh, in grid order (trains nothing),
+    and ``setting/method/seed`` (with the verdict when there is one) of every other cell."""
+    results, left = [], []
     for cell in grid(exp):
         v = verdict(exp, *cell)
         if v is not None and v.kind == "fresh":
-            fresh.append(cell)
+            results.append(_load_results(_results_path(exp, cell)) or {})
         else:
             left.append("/".join(map(str, cell)) + ("" if v is None else f" ({v.kind})"))
-    return fresh, left
+    return results, left
 
 
-def left_out(exp: Any) -> list[str]:
-    """Every cell of ``exp`` that is not fresh, as ``setting/method/seed [(verdict)]``."""
-    return _split(exp)[1]
-
-
-def fresh_results(exp: Any, complete: bool = False) -> list[dict[str, Any]]:
-    """The stored results of the cells of ``exp`` that are fresh, in grid order; trains nothing.
-    The others (not trained, unfinished or stale) are named in one printed line, or, with
-    ``complete`` (a selection sweep: its choice needs every cell), refused in one line."""
-    fresh, left = _split(exp)
-    if left and complete:
+def _complete_sweep(exp: Any) -> list[dict[str, Any]]:
+    """A selection sweep's results under ``--report-only``: its choice needs every cell."""
+    results, left = fresh_results(exp)
+    if left:
         raise ConfigError(f"--report-only: the selection sweep is not complete ({len(left)} runs left: "
                           f"{', '.join(left[:3])}{' ...' if len(left) > 3 else ''}); run it without --report-only")
-    if left:
-        print(f"report only: {len(left)} of {len(left) + len(fresh)} runs left out (not trained or not fresh): "
-              + ", ".join(left), flush=True)
-    return [_load_results(_results_path(exp, cell)) or {} for cell in fresh]
+    return results
 
 
 def run_grid_experiment(task: ExperimentTask, data: dict[str, Any], overrides: list[str], **options: Any) -> Path:

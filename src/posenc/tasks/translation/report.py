@@ -77,8 +77,9 @@ def row_status(runs: list[dict[str, Any]]) -> str:
 
 def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: str | None = None) -> str:
     """Markdown: one row per method, BLEU per setting (mean ± std over seeds, ``(n=K)`` when fewer
-    seeds than the grid's are done), size, time, steps and convergence status. A BLEU from a run that had not converged carries a ``*``, and the
-    row's status names those runs (a conclusion from them must say so)."""
+    seeds than the grid's are done), size, time, steps and convergence status. A BLEU from a run
+    that had not converged carries a ``*``, and the row's status names those runs (a conclusion
+    from them must say so)."""
     split = split or exp.splits[0]
     cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in results:

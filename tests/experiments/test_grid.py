@@ -218,6 +218,33 @@ def test_report_of_a_committed_grid_in_another_clone(tmp_path: Path, experiment)
     assert text.split("## Across seeds")[0] == (report / "README.md").read_text(encoding="utf-8").split("## Across seeds")[0]
 
 
+def test_model_analyses_run_on_the_seeds_that_keep_checkpoints(tmp_path: Path, experiment) -> None:
+    """A grid whose seed-1 run of one method lost its checkpoints (trained elsewhere, say): the
+    per-seed model analyses of that setting run on seed 2 alone and name seed 1 as left out; the
+    other setting keeps both seeds; results of seed 2 equal the full grid's."""
+    import shutil
+
+    from posenc.analysis.registry import REGISTRY
+
+    path, exp, report = experiment
+    shutil.copytree(exp.root, tmp_path / "exp", ignore=shutil.ignore_patterns("report", ".posenc.lock"))
+    shutil.rmtree(tmp_path / "exp" / SETTINGS[0] / METHODS[1] / "seed1" / "checkpoints")
+    spec = yaml.safe_load(path.read_text())
+    spec["out_dir"] = str(tmp_path / "exp")
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    clone = run_experiment(str(tmp_path / "tiny.yaml"))
+    text = (clone / "README.md").read_text(encoding="utf-8")
+    per_seed = sorted(n for n in exp.analyses if REGISTRY[n].reads_models and not REGISTRY[n].pooled and n != "swapped")
+    assert per_seed and "Skipped: it reads the trained models" not in text
+    assert text.count("Seed(s) 1 left out: it reads the trained models and 1 run(s) keep no checkpoint") == len(
+        [n for n in exp.analyses if REGISTRY[n].reads_models])
+    for name in per_seed:
+        assert sorted(p.name for p in (clone / SETTINGS[0] / name).iterdir()) == ["seed2"]
+        assert sorted(p.name for p in (clone / SETTINGS[1] / name).iterdir()) == ["seed1", "seed2"]
+    assert read(clone / SETTINGS[0] / "shift_invariance" / "seed2" / "shift_invariance.csv") == read(
+        report / SETTINGS[0] / "shift_invariance" / "seed2" / "shift_invariance.csv")
+
+
 def test_seed_test_section(experiment) -> None:
     """One Welch row per setting and non-baseline method from the per-seed BLEU (hand-made
     scores: the 3-step toy runs all score 0), equal to scipy's test; fewer than 2 seeds: no row."""

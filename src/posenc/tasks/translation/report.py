@@ -349,21 +349,37 @@ def run_analysis(exp: ExperimentConfig, setting: str, name: str, out: Path) -> l
     Returns Markdown lines."""
     if exp.skip_reason(name):
         return [f"Skipped: {exp.skip_reason(name)}.", ""]
+    seeds, note = list(exp.seeds), ""
     if REGISTRY[name].reads_models:
-        missing = SettingView(exp, setting).without_checkpoints()
-        if missing:
-            return [f"Skipped: it reads the trained models and {len(missing)} run(s) keep no checkpoint (e.g. "
-                    f"`{missing[0]}`; committed results keep none): run the report where the runs were trained.", ""]
+        seeds, note = _seeds_with_checkpoints(exp, setting, name)
+        if not seeds:
+            return [note, ""]
     if REGISTRY[name].pooled:
         out.mkdir(parents=True, exist_ok=True)
         with torch.inference_mode():
             ADAPTERS[name](SettingView(exp, setting), out)
         return [f"All seeds pooled ({', '.join(map(str, exp.seeds))}): each test sentence once per seed.", ""]
-    for seed in exp.seeds:
+    for seed in seeds:
         (out / f"seed{seed}").mkdir(parents=True, exist_ok=True)
         with torch.inference_mode():
             ADAPTERS[name](SettingView(exp, setting, [seed]), out / f"seed{seed}")
-    return [f"One result per seed ({', '.join(f'seed{s}' for s in exp.seeds)}).", ""]
+    return [f"One result per seed ({', '.join(f'seed{s}' for s in seeds)}).{note}", ""]
+
+
+def _seeds_with_checkpoints(exp: ExperimentConfig, setting: str, name: str) -> tuple[list[int], str]:
+    """The seeds whose runs (every method) keep a checkpoint, for an analysis that reads the models,
+    and a note on the others: a per-seed analysis runs on those seeds; a pooled one needs them all.
+    No seed (or a pooled analysis missing one): the seed list is empty and the note says why."""
+    missing = {seed: SettingView(exp, setting, [seed]).without_checkpoints() for seed in exp.seeds}
+    gone = [d for dirs in missing.values() for d in dirs]
+    if not gone:
+        return list(exp.seeds), ""
+    skipped = (f"it reads the trained models and {len(gone)} run(s) keep no checkpoint (e.g. `{gone[0]}`; "
+               "committed results keep none)")
+    kept = [seed for seed, dirs in missing.items() if not dirs]
+    if REGISTRY[name].pooled or not kept:
+        return [], f"Skipped: {skipped}: run the report where the runs were trained."
+    return kept, f" Seed(s) {', '.join(str(s) for s, d in missing.items() if d)} left out: {skipped}."
 
 
 def interpolate_short_runs(pairs: list[Pair], group: int) -> int:

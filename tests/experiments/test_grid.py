@@ -245,6 +245,32 @@ def test_model_analyses_run_on_the_seeds_that_keep_checkpoints(tmp_path: Path, e
         report / SETTINGS[0] / "shift_invariance" / "seed2" / "shift_invariance.csv")
 
 
+def test_runs_of_several_devices_name_them_and_skip_wall_clock_speed(tmp_path: Path, experiment) -> None:
+    """A grid finished on another machine (one run's record says cuda): the BLEU table names each
+    wall time's device, the speed analysis of that seed is a one-line note, the other seed's table stays."""
+    import shutil
+
+    path, exp, report = experiment
+    shutil.copytree(exp.root, tmp_path / "exp", ignore=shutil.ignore_patterns("report", ".posenc.lock"))
+    moved = tmp_path / "exp" / SETTINGS[0] / METHODS[1] / "seed1" / "results.json"
+    result = json.loads(moved.read_text())
+    assert result["record"]["extension"]["device"] == "cpu"
+    result["record"]["extension"]["device"] = "cuda"
+    moved.write_text(json.dumps(result))
+    spec = yaml.safe_load(path.read_text())
+    spec["out_dir"] = str(tmp_path / "exp")
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    clone = run_experiment(str(tmp_path / "tiny.yaml"))
+    text = (clone / "README.md").read_text(encoding="utf-8")
+    wall = {m: re.search(rf"^\| {m} \|.*?\| [\d.]+ \((\w+)\) \|", text, re.M) for m in METHODS}
+    assert {m: w.group(1) for m, w in wall.items() if w} == {METHODS[0]: "cpu", METHODS[1]: "cuda"}
+    note = f"Not compared (seed 1): its runs trained on different devices ({METHODS[0]}: cpu, {METHODS[1]}: cuda)"
+    assert text.count(note) == 1 and (clone / SETTINGS[0] / "speed" / "seed1" / "speed.md").read_text().startswith(note)
+    assert not (clone / SETTINGS[0] / "speed" / "seed1" / "speed.csv").exists()
+    assert read(clone / SETTINGS[0] / "speed" / "seed2" / "speed.csv") == read(report / SETTINGS[0] / "speed" / "seed2" / "speed.csv")
+    assert "(cpu)" not in (report / "README.md").read_text(encoding="utf-8")  # one device: no labels
+
+
 def test_seed_test_section(experiment) -> None:
     """One Welch row per setting and non-baseline method from the per-seed BLEU (hand-made
     scores: the 3-step toy runs all score 0), equal to scipy's test; fewer than 2 seeds: no row."""

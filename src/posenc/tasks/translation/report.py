@@ -58,6 +58,11 @@ def judged(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[dict[st
     return out
 
 
+def _device(r: dict[str, Any]) -> str:
+    """The device a run's results were trained on (its record), "unknown" for older records."""
+    return r.get("record", {}).get("extension", {}).get("device") or "unknown"
+
+
 def _status(r: dict[str, Any]) -> str:
     """The run's status by the one rule (training/convergence.py): the report's reading
     (:func:`judged`), else recomputed from the recorded stop reason, best step, warm-up and cap; a
@@ -85,6 +90,7 @@ def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: s
     for r in results:
         cells.setdefault((r["method"], r["setting"]), []).append(r)
     settings = list(exp.settings)
+    mixed = len({_device(r) for r in results}) > 1  # a grid trained on several machines: name each wall time's
     head = f"| method | {' | '.join(f'{s} BLEU' for s in settings)} | params | train s (first setting) | steps | status |"
     lines = [head, "|" + "---|" * (len(settings) + 5)]
     for method in exp.methods:
@@ -99,8 +105,9 @@ def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: s
         steps = sorted({r.get("summary", {}).get("steps") for r in runs} - {None})
         steps_s = "–" if not steps else (str(steps[0]) if len(steps) == 1 else f"{steps[0]}–{steps[-1]}")
         params = first.get("params")
+        wall = f"{first.get('wall_s', '–')}" + (f" ({_device(cells.get((method, settings[0]), [{}])[0])})" if mixed else "")
         lines.append(f"| {method} | {' | '.join(bleu)} | {f'{params:,}' if isinstance(params, int) else '–'} | "
-                     f"{first.get('wall_s', '–')} | {steps_s} | {row_status(runs)} |")
+                     f"{wall} | {steps_s} | {row_status(runs)} |")
     if any(_status(r) != CONVERGED for r in results):
         lines.append("")
         lines.append("\\* from at least one run that had not converged: stopped by the step cap or reached it (\"still "
@@ -273,7 +280,22 @@ def _params(v: SettingView, method: str) -> int:
     return params if isinstance(params, int) else sum(p.numel() for p in v.run(method).model.parameters())
 
 
+def _trained_on(v: SettingView, method: str) -> str | None:
+    """The device ``method``'s run of this view trained on (its results.json record), else None."""
+    path = Path(v.cfgs[method].out_dir) / "results.json"
+    record = json.loads(path.read_text(encoding="utf-8")).get("record", {}) if path.is_file() else {}
+    return record.get("extension", {}).get("device")
+
+
 def an_speed(v: SettingView, out: Path) -> None:
+    """Training speed against the baseline; wall-clock is compared only between runs trained on one
+    device (a grid finished on another machine writes a one-line note instead of a table)."""
+    devices = {m: _trained_on(v, m) for m in v.exp.methods}
+    if len(set(devices.values())) > 1:
+        (out / "speed.md").write_text(f"Not compared (seed {v.seeds[0]}): its runs trained on different devices ("
+                                      + ", ".join(f"{m}: {d or 'unknown'}" for m, d in devices.items())
+                                      + "); wall-clock speed compares runs of one machine.\n", encoding="utf-8")
+        return
     runs = {m: v.cfgs[m].out_dir for m in v.exp.methods}
     params = {m: _params(v, m) for m in v.exp.methods}
     analysis.ANALYSES["speed"](runs, out, baseline=v.exp.baseline_label, params=params)

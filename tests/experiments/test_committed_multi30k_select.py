@@ -1,7 +1,7 @@
 """The committed multi30k_select grid (docs/results/multi30k_select, issue 26): the K sweep and the
-EXTRAPOLATE column answer the shipped config (fresh), every run converged by the one rule, the
-chosen K is the validation argmax of the committed sweep, and every number docs/results.md §0c
-quotes is computed here from the committed files."""
+EXTRAPOLATE and VANILLA columns answer the shipped config (fresh), every run converged by the one
+rule, the chosen K is the validation argmax of the committed sweep, and every number docs/results.md
+§0c quotes is computed here from the committed files."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ DOCS = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
 SECTION = DOCS.split("## 0c.")[1].split("\n## ")[0]
 METHODS = ("ape", "rpe", "shape-kstar", "shape-k500", "shape-k500-public")
 SEEDS = (1, 2, 3)
+SETTINGS = ("extrapolate", "vanilla")
 
 
 def _exp() -> ExperimentConfig:
@@ -51,15 +52,16 @@ def test_committed_cells_are_fresh() -> None:
     sweep = TASK.selection_experiment(exp, sel)
     assert {c: verdict(sweep, *c).kind for c in TASK.cells(sweep)} == dict.fromkeys(TASK.cells(sweep), "fresh")
     grid = TASK.with_selection(exp, 10)
-    cells = [("extrapolate", m, s) for m in METHODS for s in SEEDS]
+    cells = [(setting, m, s) for setting in SETTINGS for m in METHODS for s in SEEDS]
     assert {c: verdict(grid, *c).kind for c in cells} == dict.fromkeys(cells, "fresh")
 
 
 def test_every_run_converged() -> None:
     exp = _exp()
-    results = [*_results().values(), *_sweep().values()]
-    assert len(results) == 21
-    judged = report.judged(exp, list(_results().values()))
+    grid = [r for setting in SETTINGS for r in _results(setting).values()]
+    results = [*grid, *_sweep().values()]
+    assert len(results) == 36
+    judged = report.judged(exp, grid)
     assert {r["judged"]["status"] for r in judged} == {CONVERGED}
     assert all(r["summary"]["stopped"] != "max_steps" for r in results)
 
@@ -74,72 +76,89 @@ def test_chosen_k_is_the_validation_argmax() -> None:
     assert _exp().methods["shape-kstar"]["model.position.max_shift"] != chosen  # the YAML's placeholder, replaced
 
 
+def _table(setting: str) -> str:
+    """The part of §0c about ``setting`` (EXTRAPOLATE first, then the VANILLA paragraph on)."""
+    head, vanilla = SECTION.split("**VANILLA (all 15 runs).**")
+    return vanilla if setting == "vanilla" else head
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
 @pytest.mark.parametrize("method", METHODS)
-def test_docs_row_is_the_committed_bleu(method: str) -> None:
-    results = _results()
+def test_docs_row_is_the_committed_bleu(setting: str, method: str) -> None:
+    results = _results(setting)
     bleu = [results[(method, s)]["scores"]["test"]["bleu"] for s in SEEDS]
     quoted = f"**{statistics.fmean(bleu):.2f} ± {statistics.stdev(bleu):.2f}** ({', '.join(f'{b:.2f}' for b in bleu)})"
-    row = next(line for line in SECTION.splitlines() if quoted in line)
+    row = next(line for line in _table(setting).splitlines() if quoted in line)
     losses = [results[(method, s)]["summary"]["best_valid"] for s in SEEDS]
     assert row.endswith(f"| {min(losses):.3f}–{max(losses):.3f} |")
     if method != "ape":
         t = seed_test(bleu, [results[("ape", s)]["scores"]["test"]["bleu"] for s in SEEDS])
         p = f"p = {t.p:.3f}" if t.p >= 0.001 else "p < 0.001"
         assert f"| {t.diff:+.2f}, {p} |".replace("-", "−") in row
-    assert {results[(method, s)]["length_penalty"]["chosen"] for s in SEEDS} == {1.4}  # the top of the α grid
+    if setting == "extrapolate":
+        assert {results[(method, s)]["length_penalty"]["chosen"] for s in SEEDS} == {1.4}  # the top of the α grid
 
 
-def test_length_table_is_the_committed_report() -> None:
-    with open(COMMITTED / "report" / "extrapolate" / "length_bleu" / "length_bleu.csv", newline="", encoding="utf-8") as fh:
+def test_vanilla_alpha_and_brevity_are_quoted() -> None:
+    results = _results("vanilla")
+    chosen = {k: r["length_penalty"]["chosen"] for k, r in results.items()}
+    others = {k: a for k, a in chosen.items() if a != 1.4}
+    assert others == {("rpe", 1): 1.2, ("shape-kstar", 3): 1.0}
+    text = " ".join(_table("vanilla").split())
+    assert f"{len(chosen) - len(others)} of the 15 runs chose α = 1.4 (RPE seed 1: 1.2, SHAPE K* seed 3: 1.0)" in text
+    bp = {k: float(r["scores"]["test"]["bleu_text"].split("BP = ")[1].split()[0]) for k, r in results.items()}
+    strong = [v for (m, _), v in bp.items() if m in ("ape", "rpe", "shape-kstar")]
+    weak = [v for (m, _), v in bp.items() if m.startswith("shape-k500")]
+    assert f"brevity penalty {min(strong):.3f}–{max(strong):.3f} for APE, RPE and SHAPE K*, {min(weak):.3f}–{max(weak):.3f}" in text
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_length_table_is_the_committed_report(setting: str) -> None:
+    with open(COMMITTED / "report" / setting / "length_bleu" / "length_bleu.csv", newline="", encoding="utf-8") as fh:
         rows = [r for r in csv.DictReader(fh) if r["sentences"] != "0"]
     ape = [r for r in rows if r["model"] == "ape"]
-    assert "| sentences (×3) | " + " | ".join(f"{int(r['sentences']):,}" for r in ape) + " |" in SECTION
-    assert "| APE | " + " | ".join(f"{float(r['bleu']):.1f}" for r in ape) + " |" in SECTION
+    table = _table(setting)
+    if setting == "extrapolate":
+        assert "| sentences (×3) | " + " | ".join(f"{int(r['sentences']):,}" for r in ape) + " |" in table
+    assert "| APE | " + " | ".join(f"{float(r['bleu']):.1f}" for r in ape) + " |" in table
     for method, label in (("shape-kstar", "SHAPE K*"), ("shape-k500", "SHAPE K=500"), ("rpe", "RPE")):
         gains = [f"{float(r['gain']):+.1f}".replace("-", "−") for r in rows if r["model"] == method]
-        assert f"| {label} − APE | " + " | ".join(gains) + " |" in SECTION, method
+        assert f"| {label} − APE | " + " | ".join(gains) + " |" in table, method
 
 
-def test_readme_quotes_the_committed_means() -> None:
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_bootstrap_verdicts_are_the_committed_report(setting: str) -> None:
+    """§0c's bootstrap sentence (APE ~ RPE ~ SHAPE K*, each >> both K = 500 variants, which are ~)."""
+    lines = (COMMITTED / "report" / setting / "bootstrap" / "bootstrap.md").read_text(encoding="utf-8").splitlines()
+    names = [c.strip() for c in lines[0].strip("|").split("|")][2:]
+    cells = {row[0]: dict(zip(names, row[2:])) for row in
+             ([c.strip() for c in line.strip("|").split("|")] for line in lines[2:] if line.startswith("| "))}
+    strong, weak = ("ape", "rpe", "shape-kstar"), ("shape-k500", "shape-k500-public")
+    assert all(cells[a][b] == "~" for a in strong for b in strong if a != b)
+    assert all(cells[a][b] == ">>" for a in strong for b in weak)
+    assert cells["shape-k500"]["shape-k500-public"] == "~"
+    assert "APE ~ RPE ~ SHAPE K*; each of them >> SHAPE K = 500 and >> the public-code variant; K = 500 ~ public code" in " ".join(
+        _table(setting).split())
+
+
+def test_readme_and_bottom_line_quote_the_committed_means() -> None:
     results = _results()
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     means = [statistics.fmean(results[(m, s)]["scores"]["test"]["bleu"] for s in SEEDS) for m in ("shape-kstar", "ape", "rpe")]
     assert "(" + " / ".join(f"{m:.2f}" for m in means) + ", 3 seeds, no difference significant)" in readme
     k500 = statistics.fmean(results[("shape-k500", s)]["scores"]["test"]["bleu"] for s in SEEDS)
     assert f"K = 500 is {means[1] - k500:.1f} BLEU below APE" in readme
-
-
-#: The committed VANILLA runs (the rest of the VANILLA column is not trained yet).
-VANILLA = {"ape": ("APE", (1, 2)), "shape-kstar": ("SHAPE K* = 10", (1, 2))}
-
-
-def _vanilla(method: str) -> list[dict]:
-    return [json.loads((COMMITTED / "vanilla" / method / f"seed{s}" / "results.json").read_text(encoding="utf-8"))
-            for s in VANILLA[method][1]]
-
-
-def test_vanilla_runs_are_fresh_converged_and_quoted() -> None:
-    grid = TASK.with_selection(_exp(), 10)
-    trained = {m: sorted(int(p.parent.name[4:]) for p in (COMMITTED / "vanilla" / m).glob("seed*/results.json"))
-               for m in METHODS if (COMMITTED / "vanilla" / m).is_dir()}
-    assert trained == {m: list(seeds) for m, (_, seeds) in VANILLA.items()}
-    text = " ".join(SECTION.split())
-    for method, (label, seeds) in VANILLA.items():
-        runs = _vanilla(method)
-        assert all(verdict(grid, "vanilla", method, s).kind == "fresh" for s in seeds)
-        assert {r["judged"]["status"] for r in report.judged(_exp(), runs)} == {CONVERGED}
-        bleu = [r["scores"]["test"]["bleu"] for r in runs]
-        quoted = f"{label} **{statistics.fmean(bleu):.2f} ± {statistics.stdev(bleu):.2f}** ({', '.join(f'{b:.2f}' for b in bleu)})"
-        assert quoted in text, quoted
-    t = seed_test([r["scores"]["test"]["bleu"] for r in _vanilla("shape-kstar")],
-                  [r["scores"]["test"]["bleu"] for r in _vanilla("ape")])
-    assert f"{t.diff:+.2f} BLEU, Welch p = {t.p:.2f}".replace("-", "−") in text
-    ms = {m: [r["scores"]["test"]["bleu"] for r in _vanilla(m)] for m in VANILLA}
-    shape, ape = (f"{statistics.fmean(ms[m]):.2f}" for m in ("shape-kstar", "ape"))
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    assert f"({shape} vs {ape}, 2 seeds each so far, p = {t.p:.2f})" in readme
-    sd = {m: f"{statistics.stdev(ms[m]):.2f}" for m in ms}
-    assert f"({shape} ± {sd['shape-kstar']} vs {ape} ± {sd['ape']}, p = {t.p:.2f})" in " ".join(DOCS.split())
+    van = _results("vanilla")
+    bleu = {m: [van[(m, s)]["scores"]["test"]["bleu"] for s in SEEDS] for m in METHODS}
+    mean = {m: f"{statistics.fmean(b):.2f}" for m, b in bleu.items()}
+    p = {m: seed_test(bleu[m], bleu["ape"]) for m in METHODS if m != "ape"}
+    assert (f"on VANILLA SHAPE K* and RPE are level with APE ({mean['shape-kstar']} / {mean['rpe']} vs {mean['ape']}, 3 seeds, "
+            f"p = {p['shape-kstar'].p:.2f} / {p['rpe'].p:.2f}), as the paper has it, and K = 500 is "
+            f"{-p['shape-k500'].diff:.1f} BLEU below APE") in readme
+    sd = {m: f"{statistics.stdev(b):.2f}" for m, b in bleu.items()}
+    docs = " ".join(DOCS.split())
+    assert (f"level with APE, as in the paper ({mean['shape-kstar']} ± {sd['shape-kstar']} / {mean['rpe']} ± {sd['rpe']} vs "
+            f"{mean['ape']} ± {sd['ape']}), and K = 500 is {-p['shape-k500'].diff:.1f} BLEU below it (p = {p['shape-k500'].p:.3f})") in docs
 
 
 def test_alpha_probe_beyond_the_grid_is_quoted() -> None:

@@ -271,6 +271,33 @@ def test_runs_of_several_devices_name_them_and_skip_wall_clock_speed(tmp_path: P
     assert "(cpu)" not in (report / "README.md").read_text(encoding="utf-8")  # one device: no labels
 
 
+def test_a_run_brought_back_with_only_its_average_is_scored_not_retrained(tmp_path: Path, experiment) -> None:
+    """A cell trained elsewhere (its resumable checkpoints left behind, its averaged one and its
+    training files brought back, no results): the grid scores it, and the scores equal the
+    original's; training files are untouched. Without the average it would retrain (normal path)."""
+    import shutil
+
+    path, exp, _ = experiment
+    shutil.copytree(exp.root, tmp_path / "exp", ignore=shutil.ignore_patterns("report", ".posenc.lock"))
+    run = tmp_path / "exp" / SETTINGS[0] / METHODS[1] / "seed2"
+    original = json.loads((run / "results.json").read_text())
+    (run / "results.json").unlink()
+    ckpts = sorted((run / "checkpoints").glob("ckpt_*"))
+    ckpts[-1].rename(run / "checkpoints" / "average")  # the weights it was scored with, under the averaged name
+    for ckpt in ckpts[:-1]:
+        shutil.rmtree(ckpt)
+    before = {name: (run / name).read_bytes() for name in ("summary.json", "train.csv", "fingerprint.json")}
+    spec = yaml.safe_load(path.read_text())
+    spec["out_dir"] = str(tmp_path / "exp")
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    run_experiment(str(tmp_path / "tiny.yaml"))
+    scored = json.loads((run / "results.json").read_text())
+    assert scored["scores"]["test"]["bleu"] == original["scores"]["test"]["bleu"]
+    assert scored["scores"]["test"]["hyp"] == original["scores"]["test"]["hyp"] and scored["summary"] == original["summary"]
+    assert {name: (run / name).read_bytes() for name in before} == before
+    assert not list((run / "checkpoints").glob("ckpt_*"))  # nothing trained
+
+
 def test_seed_test_section(experiment) -> None:
     """One Welch row per setting and non-baseline method from the per-seed BLEU (hand-made
     scores: the 3-step toy runs all score 0), equal to scipy's test; fewer than 2 seeds: no row."""

@@ -7,6 +7,7 @@ translation report with its analyses (:mod:`posenc.tasks.translation.report`).
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import replace
 from pathlib import Path
@@ -34,6 +35,26 @@ def with_tuning(exp: ExperimentConfig, results: dict[str, Any], verdict: Any) ->
         return verdict
     return replace(verdict, kind="rescore", detail=f"experiment.tune_length_penalty: {stored or 'off'} -> {wanted or 'off'}")
 
+
+
+def trained_elsewhere(cfg: RunConfig) -> dict[str, Any] | None:
+    """The summary of a run of ``cfg`` in ``cfg.out_dir`` whose training ended (patience, or this
+    config's step cap) and which keeps its averaged checkpoint but no resumable one: trained on
+    another machine and brought back without the optimizer states (a lent GPU's run whose decoding
+    was cut off, say). Such a run is scored, never retrained from scratch over its files; None when
+    ``out_dir`` holds anything else (the normal resume path applies)."""
+    from posenc.pipeline.rundir import stored_run
+    from posenc.training.checkpoint import latest_checkpoint
+
+    out = Path(cfg.out_dir)
+    if not (out / "summary.json").is_file() or not (out / "checkpoints" / "average" / "model.safetensors").is_file():
+        return None
+    stored = stored_run(out, type(cfg))
+    if latest_checkpoint(out / "checkpoints") is not None or stored is None or same_run(stored, cfg).kind != "fresh":
+        return None
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    capped = summary.get("stopped") == "max_steps" and summary.get("max_steps") == cfg.train.max_steps
+    return summary if summary.get("stopped") == "patience" or capped else None
 
 class TranslationExperiment:
     """Translation grids: data prepared once per setting, BLEU per split, the analyses' report."""
@@ -81,7 +102,12 @@ class TranslationExperiment:
 
         cfg = run_config(exp, *cell)
         setting, method, seed = cell
-        if verdict is not None and verdict.kind == "rescore":
+        elsewhere = trained_elsewhere(cfg) if verdict is None else None
+        if elsewhere is not None:
+            summary = elsewhere
+            log.info("== %s / %s / seed %d: training ended (%s at %s) and only its averaged checkpoint is here: "
+                     "scoring it", setting, method, seed, summary.get("stopped"), summary.get("step"))
+        elif verdict is not None and verdict.kind == "rescore":
             summary = (old or {}).get("summary", {})
             log.info("== %s / %s / seed %d: rescoring (%s)", setting, method, seed, verdict.detail)
         else:

@@ -99,3 +99,6 @@ def test_leaderboard_ranks_fitted_cells_only() -> None:
     assert lines[2:4] == ["| reverse | 1 | nope | 50.0 ± 0.0 | 90.0 ± 0.0 | 2/2 |",
                           "| reverse | 2 | ape | 20.0 ± 14.1 | 90.0 ± 0.0 | 1/2 |"]
     assert lines[-1] == "Left out (1 cells): reverse / rpe (1 of 2 seeds below 95 % seen)."
+    exp.seeds = [1, 2, 3]  # a grid reported before its third seed: no cell is ranked on two
+    assert leaderboard(exp, results)[2:] == ["", "Left out (3 cells): reverse / ape (2 of 3 seeds trained); reverse / rpe "
+                                             "(1 of 2 seeds below 95 % seen); reverse / nope (2 of 3 seeds trained)."]

@@ -107,14 +107,16 @@ def fitted(run: dict[str, Any]) -> bool:
 
 
 def leaderboard(exp: Any, results: list[dict[str, Any]]) -> list[str]:
-    """Per task, the methods whose every seed fitted its training lengths, best unseen sequence
-    accuracy first (token accuracy beside it, and how many seeds converged: a fitted run may still
-    be capped); then the cells left out and why (seeds below :data:`FIT` on seen lengths)."""
+    """Per task, the methods whose every seed was trained and fitted its training lengths, best
+    unseen sequence accuracy first (token accuracy beside it, and how many seeds converged: a fitted
+    run may still be capped); then the cells left out and why (seeds below :data:`FIT` on seen
+    lengths, or fewer seeds than the grid's: a grid reported before it is complete)."""
     lines = [f"| task | rank | method | unseen seq. acc. | unseen token acc. | seeds converged |", "|---|---|---|---|---|---|"]
     left_out: list[str] = []
+    seeds = len(getattr(exp, "seeds", ())) or 1
     for task in exp.tasks:
         cells = [(m, runs) for m in exp.methods if (runs := _by(results, task, m))]
-        fit = [(m, runs) for m, runs in cells if all(fitted(r) for r in runs)]
+        fit = [(m, runs) for m, runs in cells if all(fitted(r) for r in runs) and len(runs) >= seeds]
         fit.sort(key=lambda c: -statistics.fmean(r["metrics"]["unseen_seq_acc"] for r in c[1]))
         for rank, (m, runs) in enumerate(fit, start=1):
             conv = sum(run_status(r) == CONVERGED for r in runs)
@@ -124,6 +126,8 @@ def leaderboard(exp: Any, results: list[dict[str, Any]]) -> list[str]:
             short = [r for r in runs if not fitted(r)]
             if short:
                 left_out.append(f"{task} / {m} ({len(short)} of {len(runs)} seeds below {100 * FIT:.0f} % seen)")
+            elif len(runs) < seeds:
+                left_out.append(f"{task} / {m} ({len(runs)} of {seeds} seeds trained)")
     note = (f"Left out ({len(left_out)} cells): " + "; ".join(left_out) + ".") if left_out else "No cell left out."
     return lines + ["", note]
 

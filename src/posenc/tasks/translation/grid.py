@@ -36,7 +36,6 @@ def with_tuning(exp: ExperimentConfig, results: dict[str, Any], verdict: Any) ->
     return replace(verdict, kind="rescore", detail=f"experiment.tune_length_penalty: {stored or 'off'} -> {wanted or 'off'}")
 
 
-
 def trained_elsewhere(cfg: RunConfig) -> dict[str, Any] | None:
     """The summary of a run of ``cfg`` in ``cfg.out_dir`` whose training ended (patience, or this
     config's step cap) and which keeps its averaged checkpoint but no resumable one: trained on
@@ -55,6 +54,7 @@ def trained_elsewhere(cfg: RunConfig) -> dict[str, Any] | None:
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     capped = summary.get("stopped") == "max_steps" and summary.get("max_steps") == cfg.train.max_steps
     return summary if summary.get("stopped") == "patience" or capped else None
+
 
 class TranslationExperiment:
     """Translation grids: data prepared once per setting, BLEU per split, the analyses' report."""

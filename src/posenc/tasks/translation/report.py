@@ -280,11 +280,10 @@ def _params(v: SettingView, method: str) -> int:
     return params if isinstance(params, int) else sum(p.numel() for p in v.run(method).model.parameters())
 
 
-def _trained_on(v: SettingView, method: str) -> str | None:
-    """The device ``method``'s run of this view trained on (its results.json record), else None."""
+def _trained_on(v: SettingView, method: str) -> str:
+    """The device ``method``'s run of this view trained on (:func:`_device` of its results.json)."""
     path = Path(v.cfgs[method].out_dir) / "results.json"
-    record = json.loads(path.read_text(encoding="utf-8")).get("record", {}) if path.is_file() else {}
-    return record.get("extension", {}).get("device")
+    return _device(json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {})
 
 
 def an_speed(v: SettingView, out: Path) -> None:
@@ -293,7 +292,7 @@ def an_speed(v: SettingView, out: Path) -> None:
     devices = {m: _trained_on(v, m) for m in v.exp.methods}
     if len(set(devices.values())) > 1:
         (out / "speed.md").write_text(f"Not compared (seed {v.seeds[0]}): its runs trained on different devices ("
-                                      + ", ".join(f"{m}: {d or 'unknown'}" for m, d in devices.items())
+                                      + ", ".join(f"{m}: {d}" for m, d in devices.items())
                                       + "); wall-clock speed compares runs of one machine.\n", encoding="utf-8")
         return
     runs = {m: v.cfgs[m].out_dir for m in v.exp.methods}

@@ -111,7 +111,7 @@ def leaderboard(exp: Any, results: list[dict[str, Any]]) -> list[str]:
     unseen sequence accuracy first (token accuracy beside it, and how many seeds converged: a fitted
     run may still be capped); then the cells left out and why (seeds below :data:`FIT` on seen
     lengths, or fewer seeds than the grid's: a grid reported before it is complete)."""
-    lines = [f"| task | rank | method | unseen seq. acc. | unseen token acc. | seeds converged |", "|---|---|---|---|---|---|"]
+    lines = ["| task | rank | method | unseen seq. acc. | unseen token acc. | seeds converged |", "|---|---|---|---|---|---|"]
     left_out: list[str] = []
     seeds = len(getattr(exp, "seeds", ())) or 1
     for task in exp.tasks:

@@ -24,7 +24,8 @@ def _results() -> list[dict]:
 def test_committed_cells_are_fresh() -> None:
     exp = replace(load_config(LengthgenExperimentConfig, find_experiment("lengthgen_frontier")), out_dir=str(COMMITTED))
     results = _results()
-    assert len(results) == 2 * len(exp.methods) * len(exp.seeds) == 54  # bucket sort, decimal addition
+    assert len(results) == 3 * len(exp.methods) * len(exp.seeds) == 81  # bucket sort, reverse, decimal addition
+    assert sorted({r["task"] for r in results}) == ["bucket_sort", "decimal_addition", "reverse"]
     assert {TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r).kind for r in results} == {"fresh"}
 
 
@@ -33,10 +34,34 @@ def test_docs_table_is_the_committed_accuracy() -> None:
     by: dict[tuple[str, str], list[dict]] = {}
     for r in _results():
         by.setdefault((r["task"], r["method"]), []).append(r["metrics"])
-    for (_, method), runs in by.items():
+    for (task, method), runs in by.items():
         cells = [f"{100 * statistics.fmean(m[k] for m in runs):.1f} ± {100 * statistics.stdev(m[k] for m in runs):.1f}"
                  for k in ("unseen_seq_acc", "unseen_token_acc", "seen_seq_acc")]
-        assert f"| {method} | " + " | ".join(cells) + " |" in doc, method
+        assert f"| {method} | " + " | ".join(cells) + " |" in doc, (task, method)
+
+
+def test_docs_quote_reverse_at_the_first_unseen_length_and_its_statuses() -> None:
+    """The reverse paragraph's n = 25 means and its converged / not flat / capped counts (the
+    trainer's status, which the new runs record with their flatness)."""
+    from collections import Counter
+
+    doc = " ".join((ROOT / "docs" / "lengthgen.md").read_text(encoding="utf-8").split())
+    runs = [r for r in _results() if r["task"] == "reverse"]
+    at = {}
+    for method in ("fire+randomized", "nope", "fire", "cope", "xpos", "rope"):
+        acc = [row["seq_acc"] for r in runs if r["method"] == method for row in r["metrics"]["by_length"] if row["length"] == 25]
+        at[method] = f"{100 * statistics.fmean(acc):.1f} %"
+    assert (f"(FIRE + randomized {at['fire+randomized']}, NoPE {at['nope']}, FIRE {at['fire']}, CoPE {at['cope']}, "
+            f"xPos {at['xpos']}, RoPE {at['rope']}; mean of 3 seeds)") in doc
+    late = [(r["method"], row["length"], row["seq_acc"]) for r in runs for row in r["metrics"]["by_length"] if row["length"] >= 30]
+    means = {(m, n): statistics.fmean(a for m2, n2, a in late if (m2, n2) == (m, n)) for m, n, _ in late}
+    assert (f"from n = 30 on no method's mean is above {100 * max(means.values()):.1f} % (no single run above "
+            f"{100 * max(a for *_, a in late):.1f} %)") in doc
+    status = Counter(r["summary"]["status"] for r in runs)
+    assert status == {"converged": 9, "not flat": 9, "still improving": 9}
+    capped = {r["method"] for r in runs if r["summary"]["status"] == "still improving"}
+    assert capped == {"nope", "fire", "fire+randomized"}
+    assert "of the 27 runs 9 converged (flat end), 9 stopped by patience on a still-falling curve" in doc
 
 
 def test_docs_quote_coupled_rope_by_length() -> None:

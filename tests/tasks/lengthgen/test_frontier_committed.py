@@ -24,8 +24,11 @@ def _results() -> list[dict]:
 def test_committed_cells_are_fresh() -> None:
     exp = replace(load_config(LengthgenExperimentConfig, find_experiment("lengthgen_frontier")), out_dir=str(COMMITTED))
     results = _results()
-    assert len(results) == 3 * len(exp.methods) * len(exp.seeds) == 81  # bucket sort, reverse, decimal addition
-    assert sorted({r["task"] for r in results}) == ["bucket_sort", "decimal_addition", "reverse"]
+    tasks = {t: sorted({r["method"] for r in results if r["task"] == t}) for t in {r["task"] for r in results}}
+    assert sorted(tasks) == ["bucket_sort", "copy", "decimal_addition", "reverse"]
+    assert all(ms == sorted(exp.methods) for t, ms in tasks.items() if t != "copy")
+    assert tasks["copy"] == sorted(["rope", "nope", "xpos", "fire", "fire+randomized"])  # the rest not trained yet
+    assert len(results) == (3 * len(exp.methods) + 5) * len(exp.seeds) == 96
     assert {TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r).kind for r in results} == {"fresh"}
 
 
@@ -82,3 +85,19 @@ def test_docs_leaderboards_are_the_committed_cells() -> None:
         results = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(root.glob("*/*/seed*/results.json"))]
         assert "\n".join(leaderboard(exp, results)) in doc, name
     assert "of 36 lengthgen_cpu cells 18 are ranked" in " ".join(doc.split())
+
+
+def test_docs_quote_copy_plateaus() -> None:
+    """The copy paragraph's n = 25 means and the unfitted 'converged' seeds it names."""
+    doc = " ".join((ROOT / "docs" / "lengthgen.md").read_text(encoding="utf-8").split())
+    runs = {(r["method"], r["seed"]): r for r in _results() if r["task"] == "copy"}
+    at = {m: 100 * statistics.fmean(row["seq_acc"] for (m2, _), r in runs.items() if m2 == m
+                                     for row in r["metrics"]["by_length"] if row["length"] == 25) for m in ("fire", "nope")}
+    assert f"FIRE reaches {at['fire']:.1f} % and NoPE {at['nope']:.1f} % at n = 25 (mean of 3 seeds)" in doc
+    seen = {k: 100 * r["metrics"]["seen_seq_acc"] for k, r in runs.items()}
+    unfit = sorted(k for k, r in runs.items() if seen[k] < 95)
+    assert unfit == [("fire", 3), ("fire+randomized", 1), ("fire+randomized", 3), ("nope", 3)]
+    assert all(runs[k]["summary"]["status"] == "converged" for k in unfit)
+    assert (f"FIRE seed 3 at {seen[('fire', 3)]:.1f} %, NoPE seed 3 at {seen[('nope', 3)]:.1f} %, FIRE + randomized seeds 1 "
+            f"and 3 at {seen[('fire+randomized', 1)]:.1f} / {seen[('fire+randomized', 3)]:.1f} % seen") in doc
+    assert max(r["metrics"]["unseen_seq_acc"] for (m, _), r in runs.items() if m in ("rope", "xpos")) == 0.0

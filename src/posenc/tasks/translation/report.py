@@ -101,11 +101,12 @@ def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: s
             n = f" (n={len(runs)})" if 0 < len(runs) < len(exp.seeds) else ""  # a grid reported before it is complete
             bleu.append(mean_std([r["scores"][split]["bleu"] for r in runs]) + star + n if runs else "–")
         runs = [r for s in settings for r in cells.get((method, s), [])]
-        first = cells.get((method, settings[0]), [{}])[0].get("summary", {})
+        first_run = cells.get((method, settings[0]), [{}])[0]
+        first = first_run.get("summary", {})
         steps = sorted({r.get("summary", {}).get("steps") for r in runs} - {None})
         steps_s = "–" if not steps else (str(steps[0]) if len(steps) == 1 else f"{steps[0]}–{steps[-1]}")
         params = first.get("params")
-        wall = f"{first.get('wall_s', '–')}" + (f" ({_device(cells.get((method, settings[0]), [{}])[0])})" if mixed else "")
+        wall = f"{first.get('wall_s', '–')}" + (f" ({_device(first_run)})" if mixed else "")
         lines.append(f"| {method} | {' | '.join(bleu)} | {f'{params:,}' if isinstance(params, int) else '–'} | "
                      f"{wall} | {steps_s} | {row_status(runs)} |")
     if any(_status(r) != CONVERGED for r in results):
@@ -194,12 +195,6 @@ class SettingView:
             self._tok = Tokenizer.from_file(self.data_dir / "spm.model")
         return self._tok
 
-    def without_checkpoints(self) -> list[str]:
-        """Run directories of this view (every method, every seed) that keep no checkpoint: a
-        committed grid (checkpoints are not committed) read back in another clone."""
-        dirs = [Path(run_config(self.exp, self.setting, m, seed).out_dir) for m in self.exp.methods for seed in self.seeds]
-        return [str(d) for d in dirs if not any((d / "checkpoints").glob("*/model.safetensors"))]
-
     def hyps(self, method: str) -> list[str]:
         """Test outputs of ``method``, every seed of the view in order (as :attr:`src`)."""
         out: list[str] = []
@@ -273,17 +268,21 @@ def an_shift_invariance(v: SettingView, out: Path) -> None:
     analysis.ANALYSES["shift_invariance"](models, sources, out, offsets=options.shift_offsets, pad_id=v.tok.pad_id)
 
 
+def _stored(v: SettingView, method: str) -> dict[str, Any]:
+    """``method``'s results.json in this view (its first seed), {} when it has none."""
+    path = Path(v.cfgs[method].out_dir) / "results.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
 def _params(v: SettingView, method: str) -> int:
     """``method``'s parameter count: its results.json summary (no checkpoint needed), else its model."""
-    path = Path(v.cfgs[method].out_dir) / "results.json"
-    params = json.loads(path.read_text(encoding="utf-8")).get("summary", {}).get("params") if path.is_file() else None
+    params = _stored(v, method).get("summary", {}).get("params")
     return params if isinstance(params, int) else sum(p.numel() for p in v.run(method).model.parameters())
 
 
 def _trained_on(v: SettingView, method: str) -> str:
     """The device ``method``'s run of this view trained on (:func:`_device` of its results.json)."""
-    path = Path(v.cfgs[method].out_dir) / "results.json"
-    return _device(json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {})
+    return _device(_stored(v, method))
 
 
 def an_speed(v: SettingView, out: Path) -> None:
@@ -387,11 +386,18 @@ def run_analysis(exp: ExperimentConfig, setting: str, name: str, out: Path) -> l
     return [f"One result per seed ({', '.join(f'seed{s}' for s in seeds)}).{note}", ""]
 
 
+def _without_checkpoints(exp: ExperimentConfig, setting: str, seed: int) -> list[str]:
+    """Run directories of ``setting``/``seed`` (every method) that keep no checkpoint: a committed
+    grid (checkpoints are not committed) read back in another clone."""
+    dirs = [Path(run_config(exp, setting, m, seed).out_dir) for m in exp.methods]
+    return [str(d) for d in dirs if not any((d / "checkpoints").glob("*/model.safetensors"))]
+
+
 def _seeds_with_checkpoints(exp: ExperimentConfig, setting: str, name: str) -> tuple[list[int], str]:
     """The seeds whose runs (every method) keep a checkpoint, for an analysis that reads the models,
     and a note on the others: a per-seed analysis runs on those seeds; a pooled one needs them all.
     No seed (or a pooled analysis missing one): the seed list is empty and the note says why."""
-    missing = {seed: SettingView(exp, setting, [seed]).without_checkpoints() for seed in exp.seeds}
+    missing = {seed: _without_checkpoints(exp, setting, seed) for seed in exp.seeds}
     gone = [d for dirs in missing.values() for d in dirs]
     if not gone:
         return list(exp.seeds), ""

@@ -91,7 +91,10 @@ class FireHook(AttentionHook[FireContext]):
         """→ ``(B, H, Lq, Lk)``: f_θ over the K distinct inputs, gathered."""
         distance, query, index = self.distinct(ctx)
         values = self.mlp(self.inputs(distance.float(), query.float())[:, None])  # (K, H)
-        return values[index].permute(0, 3, 1, 2)
+        # index_select, not values[index]: its backward is an index_add (2x faster on one CPU core
+        # for a (128, 41, 41) parity batch than advanced indexing's accumulate, the same sums)
+        gathered = values.index_select(0, index.flatten()).view(*index.shape, values.shape[1])
+        return gathered.permute(0, 3, 1, 2)
 
 
 @register("attention", "fire", FireParams, augmentable_by=("randomized",), causal_only=True,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from posenc.tasks.lengthgen.report import long_table
 
 
@@ -102,3 +104,30 @@ def test_leaderboard_ranks_fitted_cells_only() -> None:
     exp.seeds = [1, 2, 3]  # a grid reported before its third seed: no cell is ranked on two
     assert leaderboard(exp, results)[2:] == ["", "Left out (3 cells): reverse / ape (2 of 3 seeds trained); reverse / rpe "
                                              "(1 of 2 seeds below 95 % seen); reverse / nope (2 of 3 seeds trained)."]
+
+
+def test_plot_draws_sequence_and_token_accuracy_and_dashes_unfitted_cells(tmp_path, monkeypatch) -> None:
+    """Each task's plot: two panels (sequence, per-token accuracy), each line the mean over seeds at
+    every length; a cell with a seed below 95 % seen is dashed and labelled 'not fitted'."""
+    import matplotlib.pyplot as plt
+
+    from posenc.tasks.lengthgen import report
+
+    def run(method: str, seed: int, seen: float, seq: list[float], tok: list[float]) -> dict:
+        r = _run(seed, seen, 60.0, "patience")
+        r["method"], r["metrics"]["train_max_length"] = method, 10
+        r["metrics"]["by_length"] = [{"length": n, "seq_acc": s, "token_acc": t} for n, s, t in zip((5, 15), seq, tok)]
+        return r
+
+    results = [run("ape", 1, 1.0, [1.0, 0.2], [1.0, 0.6]), run("ape", 2, 1.0, [1.0, 0.4], [1.0, 0.8]),
+               run("rpe", 1, 0.5, [0.5, 0.0], [0.9, 0.3])]
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to read its lines
+    report.plot_task(SimpleNamespace(tasks=["reverse"], methods={"ape": {}, "rpe": {}}), results, "reverse", tmp_path / "r.png")
+    assert (tmp_path / "r.png").stat().st_size > 0
+    seq, tok = figures[0].axes
+    lines = {ax: {ln.get_label(): ln for ln in ax.get_lines()} for ax in (seq, tok)}
+    assert list(lines[seq]["ape"].get_ydata()) == pytest.approx([1.0, 0.3])
+    assert list(lines[tok]["ape"].get_ydata()) == pytest.approx([1.0, 0.7])
+    assert lines[seq]["ape"].get_linestyle() == "-" and lines[tok]["rpe (not fitted)"].get_linestyle() == "--"
+    assert list(lines[tok]["rpe (not fitted)"].get_ydata()) == pytest.approx([0.9, 0.3])

@@ -1,5 +1,5 @@
-"""The lengthgen report: one plot per task (sequence accuracy by test length, a line per method,
-mean over seeds) and Markdown tables of the accuracy averaged over unseen lengths (Ruoss et al.
+"""The lengthgen report: one plot per task (sequence and per-token accuracy by test length, a line
+per method, mean over seeds) and Markdown tables of the accuracy averaged over unseen lengths (Ruoss et al.
 2023, Table 1 style: rows tasks, columns methods)."""
 
 from __future__ import annotations
@@ -132,28 +132,38 @@ def leaderboard(exp: Any, results: list[dict[str, Any]]) -> list[str]:
     return lines + ["", note]
 
 
+def _curve(runs: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    """Test lengths and the mean over ``runs`` of ``by_length[key]`` at each."""
+    rows = [r["metrics"]["by_length"] for r in runs]
+    lengths = [row["length"] for row in rows[0]]
+    return lengths, [statistics.fmean(run[i][key] for run in rows) for i in range(len(lengths))]
+
+
 def plot_task(exp: Any, results: list[dict[str, Any]], task: str, path: Path) -> None:
+    """Two panels, sequence and per-token accuracy by test length (mean over seeds, a line per
+    method); a cell with a seed below :data:`FIT` on seen lengths is dashed and labelled "not fitted"."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
     train_max = None
     for method in exp.methods:
         runs = _by(results, task, method)
         if not runs:
             continue
-        rows = [r["metrics"]["by_length"] for r in runs]
-        lengths = [row["length"] for row in rows[0]]
-        mean = [statistics.fmean(run[i]["seq_acc"] for run in rows) for i in range(len(lengths))]
-        ax.plot(lengths, mean, marker=".", label=method)
+        fit = all(fitted(r) for r in runs)
+        label = method if fit else f"{method} (not fitted)"
+        for ax, key in zip(axes, ("seq_acc", "token_acc")):
+            ax.plot(*_curve(runs, key), marker=".", linestyle="-" if fit else "--", label=label)
         train_max = runs[0]["metrics"].get("train_max_length", train_max)
-    if train_max:
-        ax.axvline(train_max, color="grey", linestyle=":", label="max train length")
-    ax.set(title=task, xlabel="input length", ylabel="sequence accuracy", ylim=(-0.02, 1.02))
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+    for ax, what in zip(axes, ("sequence accuracy", "per-token accuracy")):
+        if train_max:
+            ax.axvline(train_max, color="grey", linestyle=":", label="max train length")
+        ax.set(title=f"{task}: {what}", xlabel="input length", ylabel=what, ylim=(-0.02, 1.02))
+    if axes[1].get_legend_handles_labels()[0]:
+        axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -71,3 +71,20 @@ def test_incremental_equals_full_pass(extra: dict) -> None:
     """Options that change the path (queries beyond L, one f_θ per layer); the defaults and
     fire+randomized are in tests/models/test_lm.py with every registered method."""
     assert_incremental_equals_full_pass(tiny_lm({"name": "fire", "fire": extra}))
+
+
+def test_unique_small_equals_torch_unique() -> None:
+    """The sort-free distinct keys: the same sorted keys and inverse as torch.unique, on the keys
+    FIRE builds (queries beyond L get their own block) and on arbitrary small integers."""
+    from posenc.positions.fire import FirePosition, FireParams, unique_small
+
+    gen = torch.Generator().manual_seed(0)
+    for keys in (torch.randint(0, 50, (3, 7, 5), generator=gen), torch.tensor([4]), torch.zeros(0, dtype=torch.long)):
+        want, got = torch.unique(keys, return_inverse=True), unique_small(keys)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    fire = FirePosition(16, FireParams(init_threshold=6.0), num_layers=1, num_heads=2, causal=True)
+    positions = torch.randint(0, 40, (4, 9), generator=gen).sort(dim=1).values.float()
+    distance, query, index = fire.hook(0).distinct(fire.context(positions, positions))
+    ctx = fire.context(positions, positions)
+    beyond = torch.where(ctx.query > 6, ctx.query, -1)
+    assert torch.equal(distance[index], ctx.distance) and torch.equal(query[index], beyond[:, :, None].expand_as(ctx.distance))

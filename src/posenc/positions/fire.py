@@ -24,7 +24,7 @@ positions, used with FIRE by Zhou et al. 2024 for addition).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -51,12 +51,28 @@ class FireParams:
         require(self.init_c > 0 and self.init_threshold > 0, "fire.init_c and fire.init_threshold must be > 0")
 
 
+def unique_small(keys: Tensor) -> tuple[Tensor, Tensor]:
+    """``torch.unique(keys, sorted=True, return_inverse=True)`` for non-negative integer ``keys``
+    with a small maximum (here ≤ (max position + 2) · (max distance + 1)): a presence mask over
+    0..max and its running count instead of a sort, O(numel + max) (6-7x faster than torch.unique
+    for a (128, 41, 41) parity batch on one CPU core)."""
+    if not keys.numel():
+        return torch.unique(keys, return_inverse=True)
+    present = torch.zeros(int(keys.max()) + 1, dtype=torch.bool, device=keys.device)
+    present[keys.flatten()] = True
+    rank = present.cumsum(0) - 1
+    return present.nonzero().squeeze(1), rank[keys]
+
+
 @dataclass
 class FireContext(PositionContext):
-    """Rounded distances i − j ``(B, Lq, Lk)`` (≥ 0; future keys 0) and query positions ``(B, Lq)``, long."""
+    """Rounded distances i − j ``(B, Lq, Lk)`` (≥ 0; future keys 0) and query positions ``(B, Lq)``,
+    long; ``biases``: each hook's bias once computed for this stack call (a hook shared by the layers
+    computes it once, not once per layer)."""
 
     distance: Tensor
     query: Tensor
+    biases: dict[int, Tensor] = field(default_factory=dict, repr=False)
 
 
 class FireHook(AttentionHook[FireContext]):
@@ -84,11 +100,16 @@ class FireHook(AttentionHook[FireContext]):
         with torch.no_grad():
             beyond = torch.where(ctx.query > self.threshold, ctx.query, torch.full_like(ctx.query, -1))
             stride = int(ctx.distance.max()) + 1 if ctx.distance.numel() else 1
-            keys, index = torch.unique((beyond[:, :, None] + 1) * stride + ctx.distance, return_inverse=True)
+            keys, index = unique_small((beyond[:, :, None] + 1) * stride + ctx.distance)
         return keys % stride, keys // stride - 1, index
 
     def bias(self, ctx: FireContext) -> Tensor:
-        """→ ``(B, H, Lq, Lk)``: f_θ over the K distinct inputs, gathered."""
+        """→ ``(B, H, Lq, Lk)``: f_θ over the K distinct inputs, gathered (once per stack call)."""
+        if id(self) not in ctx.biases:
+            ctx.biases[id(self)] = self._bias(ctx)
+        return ctx.biases[id(self)]
+
+    def _bias(self, ctx: FireContext) -> Tensor:
         distance, query, index = self.distinct(ctx)
         values = self.mlp(self.inputs(distance.float(), query.float())[:, None])  # (K, H)
         # index_select, not values[index]: its backward is an index_add (2x faster on one CPU core

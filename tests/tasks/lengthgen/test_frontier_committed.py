@@ -25,9 +25,9 @@ def test_committed_cells_are_fresh() -> None:
     exp = replace(load_config(LengthgenExperimentConfig, find_experiment("lengthgen_frontier")), out_dir=str(COMMITTED))
     results = _results()
     tasks = {t: sorted({r["method"] for r in results if r["task"] == t}) for t in {r["task"] for r in results}}
-    assert sorted(tasks) == ["bucket_sort", "copy", "decimal_addition", "reverse"]
+    assert sorted(tasks) == sorted(exp.tasks) == ["binary_addition", "bucket_sort", "copy", "decimal_addition", "parity", "reverse"]
     assert all(ms == sorted(exp.methods) for ms in tasks.values())
-    assert len(results) == 4 * len(exp.methods) * len(exp.seeds) == 108
+    assert len(results) == 6 * len(exp.methods) * len(exp.seeds) == 162
     assert {TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r).kind for r in results} == {"fresh"}
 
 
@@ -104,3 +104,50 @@ def test_docs_quote_copy_plateaus() -> None:
     scaled = {m: [r for (m2, _), r in runs.items() if m2 == m] for m in ("rope", "rope-yarn-eval", "rope-llama3-eval")}
     assert {m: sorted(r["summary"]["steps"] for r in rs) for m, rs in scaled.items()} == {m: [4400, 4600, 5600] for m in scaled}
     assert max(r["metrics"]["unseen_seq_acc"] for (m, _), r in runs.items() if m in ("rope", "xpos")) == 0.0
+
+
+def test_docs_quote_parity_fits_plateaus_and_the_gpu_reproduction() -> None:
+    """The parity paragraph: which runs fit, why the others did not, n = 25 / 30 over fitted seeds,
+    and rope seed 2 (H100 in both grids) equal to lengthgen_cpu's run."""
+    doc = " ".join((ROOT / "docs" / "lengthgen.md").read_text(encoding="utf-8").split())
+    runs = [r for r in _results() if r["task"] == "parity"]
+    fit = [r for r in runs if r["metrics"]["seen_seq_acc"] >= 0.95]
+    assert len(runs) == 27 and len(fit) == 10 and "10 of the 27 runs fit the seen lengths" in doc
+    plain = [r for r in runs if not r["method"].startswith("rope-") and r not in fit]
+    plateau = [r for r in plain if r["summary"]["status"] == "converged" and r["metrics"]["seen_seq_acc"] < 0.6]
+    seen = sorted(100 * r["metrics"]["seen_seq_acc"] for r in plateau)
+    steps = sorted(r["summary"]["steps"] for r in plateau)
+    assert len(plain) == 11 and len(plateau) == 8
+    assert f"(seen accuracy {seen[0]:.1f}–{seen[-1]:.1f} %, \"converged\" at {steps[0]:,}–{steps[-1]:,} updates)" in doc
+    capped = sorted((r["method"], r["seed"]) for r in plain if r["summary"]["status"] == "still improving")
+    assert capped == [("nope", 2), ("rope", 3)]
+
+    def at(method: str, n: int) -> float:
+        return 100 * statistics.fmean(x["seq_acc"] for r in fit if r["method"] == method for x in r["metrics"]["by_length"] if x["length"] == n)
+
+    for name, method in (("FIRE + randomized", "fire+randomized"), ("CoPE", "cope"), ("xPos", "xpos"), ("NoPE", "nope"), ("FIRE", "fire"), ("RoPE", "rope")):
+        count = sum(r["method"] == method for r in fit)
+        assert f"{name} {at(method, 25):.1f} / {at(method, 30):.1f} % ({count}" in doc, method
+    cpu_grid = json.loads((ROOT / "docs/results/lengthgen_cpu/parity/rope/seed2/results.json").read_text(encoding="utf-8"))
+    here = next(r for r in runs if (r["method"], r["seed"]) == ("rope", 2))
+    assert cpu_grid["config"]["train"]["device"] == here["config"]["train"]["device"] == "cuda"
+    assert cpu_grid["metrics"] == here["metrics"] and cpu_grid["summary"]["best_valid"] == here["summary"]["best_valid"]
+
+
+def test_docs_quote_binary_addition_and_the_ranked_count() -> None:
+    """Binary addition: every run capped, the unscaled methods' seen range, coupled RoPE by length;
+    and the number of ranked frontier cells."""
+    from posenc.tasks.lengthgen.report import leaderboard
+
+    doc = " ".join((ROOT / "docs" / "lengthgen.md").read_text(encoding="utf-8").split())
+    runs = [r for r in _results() if r["task"] == "binary_addition"]
+    assert len(runs) == 27 and {r["summary"]["status"] for r in runs} == {"still improving"}
+    means = {m: statistics.fmean(r["metrics"]["seen_seq_acc"] for r in runs if r["method"] == m) for m in {r["method"] for r in runs}}
+    plain = [100 * v for m, v in means.items() if not m.startswith("rope-") and m != "rope+coupled"]
+    assert f"without scaling {min(plain):.1f}–{max(plain):.1f} % seen" in doc
+    coupled = [r["metrics"]["by_length"] for r in runs if r["method"] == "rope+coupled"]
+    at = {n: 100 * statistics.fmean(x["seq_acc"] for rows in coupled for x in rows if x["length"] == n) for n in (25, 30, 35, 40)}
+    assert f"{at[25]:.1f} % at n = 25, {at[30]:.1f} % at n = 30, {at[35]:.1f} % at n = 35 and {at[40]:.1f} % at n = 40" in doc
+    exp = replace(load_config(LengthgenExperimentConfig, find_experiment("lengthgen_frontier")), out_dir=str(COMMITTED))
+    ranked = [line for line in leaderboard(exp, _results()) if line.startswith("| ") and line.split("|")[2].strip().isdigit()]
+    assert f"Of the 54 frontier cells (9 methods × 6 tasks, 162 runs), {len(ranked)} are ranked" in doc and len(ranked) == 18

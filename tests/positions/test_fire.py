@@ -79,7 +79,8 @@ def test_unique_small_equals_torch_unique() -> None:
     from posenc.positions.fire import FirePosition, FireParams, unique_small
 
     gen = torch.Generator().manual_seed(0)
-    for keys in (torch.randint(0, 50, (3, 7, 5), generator=gen), torch.tensor([4]), torch.zeros(0, dtype=torch.long)):
+    sparse = torch.tensor([[0, 10**9], [7, 0]])  # a maximum far above numel: the sort path
+    for keys in (torch.randint(0, 50, (3, 7, 5), generator=gen), torch.tensor([4]), torch.zeros(0, dtype=torch.long), sparse):
         want, got = torch.unique(keys, return_inverse=True), unique_small(keys)
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     fire = FirePosition(16, FireParams(init_threshold=6.0), num_layers=1, num_heads=2, causal=True)

@@ -89,3 +89,23 @@ def test_unique_small_equals_torch_unique() -> None:
     ctx = fire.context(positions, positions)
     beyond = torch.where(ctx.query > 6, ctx.query, -1)
     assert torch.equal(distance[index], ctx.distance) and torch.equal(query[index], beyond[:, :, None].expand_as(ctx.distance))
+
+
+
+@pytest.mark.parametrize("name", ["fire", "t5"])
+def test_a_shared_bias_hook_is_computed_once_per_stack_call(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 2 layers share one hook: its bias is computed once per forward (PositionContext.once),
+    and the logits equal those of a bias recomputed in every layer."""
+    from posenc.positions.base import PositionContext
+
+    hook_type = type(build_attention(PositionConfig(name=name), d_model=32, num_layers=2, num_heads=4, causal=True).hook(0))
+    calls, original = [], hook_type.bias
+    monkeypatch.setattr(hook_type, "bias", lambda self, ctx: calls.append(1) or original(self, ctx))
+    model, tokens = tiny_lm({"name": name}), torch.randint(1, 30, (2, 7))
+    with torch.no_grad():
+        once = model(tokens, torch.ones_like(tokens, dtype=torch.bool))
+        assert len(calls) == 1
+        monkeypatch.setattr(PositionContext, "once", lambda self, owner, make: make())
+        every_layer = model(tokens, torch.ones_like(tokens, dtype=torch.bool))
+    assert len(calls) == 3
+    torch.testing.assert_close(once, every_layer)

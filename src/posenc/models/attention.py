@@ -58,6 +58,12 @@ def attention_bias(key_mask: Tensor, lq: int, causal: bool, offset: int = 0) -> 
     return allowed
 
 
+def _bias(hook: Any, ctx: PositionContext | None) -> Tensor:
+    """The hook's bias for the scaled logits ``(B, H, Lq, Lk)``, computed once per stack call when
+    the layers share the hook (:meth:`PositionContext.once`)."""
+    return hook.bias(ctx) if ctx is None else ctx.once(hook, lambda: hook.bias(ctx))
+
+
 class KVCache:
     """Static self-attention cache for incremental decoding (no ``torch.cat`` per step).
 
@@ -196,7 +202,7 @@ class MultiHeadAttention(nn.Module):
         if hook.has_score or hook.has_bias:  # one additive float mask for the fused kernel
             extra = hook.score(q, ctx) / math.sqrt(self.dh) if hook.has_score else None  # Shaw a^K (Eq. 5)
             if hook.has_bias:  # ALiBi, T5, FIRE: a bias for the scaled logits
-                bias = hook.bias(ctx).to(q.dtype)
+                bias = _bias(hook, ctx).to(q.dtype)
                 extra = bias if extra is None else extra + bias
             mask = extra.masked_fill(~allowed, float("-inf"))
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
@@ -209,7 +215,7 @@ class MultiHeadAttention(nn.Module):
         if hook.has_score:
             logits.add_(hook.score(qs, ctx))
         if hook.has_bias:
-            logits.add_(hook.bias(ctx).to(logits.dtype))
+            logits.add_(_bias(hook, ctx).to(logits.dtype))
         logits.masked_fill_(~allowed, float("-inf"))
         if hook.has_logits:  # CoPE: sees q (unscaled), k and the scaled, masked logits
             logits = hook.logits(q, k, logits, ctx)

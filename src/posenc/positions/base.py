@@ -21,7 +21,7 @@ Three families, each chosen by name from a registry (``posenc.positions.registry
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -56,6 +56,14 @@ class InputPosition(nn.Module):
 class PositionContext:
     """Base of the per-stack contexts of attention-level methods: computed once per stack call by
     :meth:`AttentionPosition.context` from query/key positions, read by every layer's hook."""
+
+    def once(self, owner: object, make: Callable[[], Tensor]) -> Tensor:
+        """``make()`` computed once per context for ``owner``: a hook shared by the layers of a stack
+        (T5's table, FIRE's MLP) gives its bias once per stack call, not once per layer."""
+        memo = self.__dict__.setdefault("_once", {})
+        if id(owner) not in memo:
+            memo[id(owner)] = make()
+        return memo[id(owner)]
 
 
 #: The context type of one method family.

@@ -24,7 +24,7 @@ positions, used with FIRE by Zhou et al. 2024 for addition).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -68,13 +68,10 @@ def unique_small(keys: Tensor) -> tuple[Tensor, Tensor]:
 
 @dataclass
 class FireContext(PositionContext):
-    """Rounded distances i − j ``(B, Lq, Lk)`` (≥ 0; future keys 0) and query positions ``(B, Lq)``,
-    long; ``biases``: each hook's bias once computed for this stack call (a hook shared by the layers
-    computes it once, not once per layer)."""
+    """Rounded distances i − j ``(B, Lq, Lk)`` (≥ 0; future keys 0) and query positions ``(B, Lq)``, long."""
 
     distance: Tensor
     query: Tensor
-    biases: dict[int, Tensor] = field(default_factory=dict, repr=False)
 
 
 class FireHook(AttentionHook[FireContext]):
@@ -106,12 +103,7 @@ class FireHook(AttentionHook[FireContext]):
         return keys % stride, keys // stride - 1, index
 
     def bias(self, ctx: FireContext) -> Tensor:
-        """→ ``(B, H, Lq, Lk)``: f_θ over the K distinct inputs, gathered (once per stack call)."""
-        if id(self) not in ctx.biases:
-            ctx.biases[id(self)] = self._bias(ctx)
-        return ctx.biases[id(self)]
-
-    def _bias(self, ctx: FireContext) -> Tensor:
+        """→ ``(B, H, Lq, Lk)``: f_θ over the K distinct inputs, gathered."""
         distance, query, index = self.distinct(ctx)
         values = self.mlp(self.inputs(distance.float(), query.float())[:, None])  # (K, H)
         # index_select, not values[index]: its backward is an index_add (2x faster on one CPU core

@@ -89,7 +89,7 @@ def test_a_new_method_and_a_new_option_stale_nothing(capsys: pytest.CaptureFixtu
     assert lines, proc.stderr[-2000:]
     out = json.loads(lines[0][len("RESULT "):])
     assert out["multi30k"] == ["fresh"]
-    assert out["lengthgen"] == {"cells": 108, "kinds": ["fresh"]}
+    assert out["lengthgen"] == {"cells": 162, "kinds": ["fresh"]}
     assert out["resume"] == 0  # resumed from step 2 under the extended registry
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 4
     assert out["changed"] == 2 and "model.position.rope.throwaway_scale (1.0 -> 2.0)" in proc.stderr

@@ -83,7 +83,7 @@ def test_docs_leaderboards_are_the_committed_cells() -> None:
         exp = replace(load_config(LengthgenExperimentConfig, find_experiment(name)), out_dir=str(root))
         results = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(root.glob("*/*/seed*/results.json"))]
         assert "\n".join(leaderboard(exp, results)) in doc, name
-    assert "of 36 lengthgen_cpu cells 18 are ranked" in " ".join(doc.split())
+    assert "of 54 lengthgen_cpu cells 18 are ranked" in " ".join(doc.split())
 
 
 def test_docs_quote_copy_plateaus() -> None:

@@ -1,5 +1,5 @@
-"""The committed lengthgen_addition cells (docs/results/lengthgen_addition, issue 30's arithmetic
-goal) answer the shipped config, and docs/lengthgen.md's addition table is their numbers."""
+"""The committed lengthgen_addition and lengthgen_addition_gpu cells (docs/results/, issue 30's
+arithmetic goal) answer the shipped configs, and docs/lengthgen.md's addition tables are their numbers."""
 
 from __future__ import annotations
 
@@ -8,28 +8,34 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from posenc.config import load_config
 from posenc.experiments.runner import find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
 from posenc.tasks.lengthgen.driver import TASK
 
 ROOT = Path(__file__).resolve().parents[3]
-COMMITTED = ROOT / "docs" / "results" / "lengthgen_addition"
+#: grid -> {method: the seeds committed} for the methods not committed with seeds 1-3
+PARTIAL = {"lengthgen_addition": {"abacus-k30-20k": (1,)},
+           "lengthgen_addition_gpu": {"rope": (1,), "rope+coupled": (1,), "coupling-k100": (1,)}}
 #: the columns of the docs table: sequence accuracy at these lengths (n = both operands' digits + 1)
 LENGTHS = (21, 30, 36, 42, 60, 81)
 #: the trainer's recorded status, as the table prints it
 SHORT = {"converged": "conv", "still improving": "capped", "not flat": "not flat"}
 
 
-def _results() -> list[dict]:
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(COMMITTED.glob("*/*/seed*/results.json"))]
+def _results(grid: str) -> list[dict]:
+    root = ROOT / "docs" / "results" / grid
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(root.glob("*/*/seed*/results.json"))]
 
 
-def test_committed_cells_are_fresh() -> None:
-    """Seeds 1-3 of every method, seed 1 only of the 20,000-update Abacus run."""
-    exp = replace(load_config(LengthgenExperimentConfig, find_experiment("lengthgen_addition")), out_dir=str(COMMITTED))
-    results = _results()
-    expected = {(m, s) for m in exp.methods for s in ((1,) if m == "abacus-k30-20k" else (1, 2, 3))}
+@pytest.mark.parametrize("grid", sorted(PARTIAL))
+def test_committed_cells_are_fresh(grid: str) -> None:
+    """Seeds 1-3 of every method, the seeds PARTIAL names of the others."""
+    exp = replace(load_config(LengthgenExperimentConfig, find_experiment(grid)), out_dir=str(ROOT / "docs" / "results" / grid))
+    results = _results(grid)
+    expected = {(m, s) for m in exp.methods for s in PARTIAL[grid].get(m, (1, 2, 3))}
     assert {(r["method"], r["seed"]) for r in results} == expected
     assert {TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r).kind for r in results} == {"fresh"}
 
@@ -39,10 +45,11 @@ def _fmt(values: list[float], spread: bool) -> str:
     return f"{mean:.1f} ± {100 * statistics.stdev(values):.1f}" if spread and len(values) > 1 else f"{mean:.1f}"
 
 
-def test_docs_table_is_the_committed_accuracy() -> None:
+@pytest.mark.parametrize("grid", sorted(PARTIAL))
+def test_docs_table_is_the_committed_accuracy(grid: str) -> None:
     doc = (ROOT / "docs" / "lengthgen.md").read_text(encoding="utf-8")
     by: dict[str, list[dict]] = {}
-    for r in _results():
+    for r in _results(grid):
         by.setdefault(r["method"], []).append(r)
     for method, runs in by.items():
         runs.sort(key=lambda r: r["seed"])
@@ -51,3 +58,41 @@ def test_docs_table_is_the_committed_accuracy() -> None:
                  _fmt([r["metrics"]["unseen_token_acc"] for r in runs], True),
                  ", ".join(f"{SHORT[r['summary']['status']]} @ {r['summary']['steps']}" for r in runs)]
         assert f"| {method} | {len(runs)} | " + " | ".join(cells) + " |" in doc, method
+
+
+def _gpu(method: str, seed: int) -> dict:
+    path = ROOT / "docs" / "results" / "lengthgen_addition_gpu" / "decimal_addition" / method / f"seed{seed}"
+    result = json.loads((path / "results.json").read_text(encoding="utf-8"))
+    lines = (path / "valid.csv").read_text(encoding="utf-8").split()[1:]
+    result["valid"] = [(int(row.split(",")[0]), float(row.split(",")[1])) for row in lines]
+    result["at"] = {row["length"]: 100 * row["seq_acc"] for row in result["metrics"]["by_length"]}
+    return result
+
+
+def test_docs_gpu_paragraph() -> None:
+    """The numbers lengthgen_addition_gpu's paragraph quotes beside its table."""
+    doc = " ".join((ROOT / "docs" / "lengthgen.md").read_text(encoding="utf-8").split())
+    k30 = [_gpu("coupling-k30", s) for s in (1, 2, 3)]
+    drops = [next(i for i, (_, v) in enumerate(r["valid"]) if v < 0.2) for r in k30]
+    before = [r["valid"][i - 1][1] for r, i in zip(k30, drops)]
+    after = [r["valid"][i][1] for r, i in zip(k30, drops)]
+    steps = [r["valid"][i][0] for r, i in zip(k30, drops)]
+    plateau = [v for r, i in zip(k30, drops) for _, v in r["valid"][:i]]
+    assert f"stays at {min(plateau):.1f}–{max(plateau):.1f} nats" in doc
+    assert f"from {min(before):.2f}–{max(before):.2f} to {min(after):.2f}–{max(after):.2f} nats, at update {min(steps):,}–{max(steps):,}" in doc
+    mean = {n: statistics.fmean(r["at"][n] for r in k30) for n in (24, 30, 42)}
+    assert f"{mean[24]:.1f} % at n = 24, {mean[30]:.1f} % at n = 30, {mean[42]:.1f} % at n = 42 (mean of 3 seeds)" in doc
+    best = max(k30, key=lambda r: r["at"][42])
+    assert f"the best seed {best['at'][39]:.1f} % at n = 39 and {best['at'][42]:.1f} % at n = 42" in doc
+    assert all(v == 0 for n, v in best["at"].items() if n >= 57) and all(r["at"][81] == 0 for r in k30)
+    k100 = _gpu("coupling-k100", 1)
+    assert next(s for s, v in k100["valid"] if v < 0.1) == 7000 and "below 0.1 nats at update 7,000" in doc
+    assert f"({k100['at'][30]:.1f} % at n = 30, 0 from n = 42)" in doc and not any(v for n, v in k100["at"].items() if n >= 42)
+    per_batch = [_gpu("abacus-k30", s)["valid"][-1][1] for s in (1, 2, 3)]
+    assert f"validation loss still {min(per_batch):.2f}–{max(per_batch):.2f} nats" in doc
+    seq = {s: _gpu("abacus-k30-seq", s) for s in (1, 2, 3)}
+    fits = [next(st for st, v in seq[s]["valid"] if v < 0.1) for s in (1, 3)]
+    assert f"below 0.1 nats at updates {fits[0]:,} / {fits[1]:,}; seed 2 at {100 * seq[2]['metrics']['seen_seq_acc']:.1f} %" in doc
+    assert f"{seq[1]['at'][24]:.1f} / {seq[3]['at'][24]:.1f} % at n = 24, 0 from n = 27" in doc
+    rope = _gpu("rope", 1)
+    assert f"({100 * rope['metrics']['seen_seq_acc']:.1f} % seen at the cap" in doc

@@ -65,7 +65,7 @@ def test_committed_results_match_the_shipped_config_or_are_stale(tmp_path: Path)
     assert kinds, "no committed lengthgen results found"
     # the whole grid (4 tasks x 9 methods x 3 seeds) is committed and answers today's config: the
     # parity cells were re-run with patience 25, copy seeds 2-3 and parity on a lent GPU (fp32)
-    assert len(kinds) == 4 * 9 * 3 and set(kinds.values()) == {"fresh"}
+    assert len(kinds) == 6 * 9 * 3 and set(kinds.values()) == {"fresh"}
 
 
 def test_committed_run_dirs_are_marked_as_posenc_runs() -> None:

@@ -18,7 +18,7 @@ from posenc.tasks.lengthgen.driver import TASK
 ROOT = Path(__file__).resolve().parents[3]
 #: grid -> {method: the seeds committed} for the methods not committed with seeds 1-3
 PARTIAL = {"lengthgen_addition": {"abacus-k30-20k": (1,)},
-           "lengthgen_addition_gpu": {"rope": (1,)}}
+           "lengthgen_addition_gpu": {}}
 #: the columns of the docs table: sequence accuracy at these lengths (n = both operands' digits + 1)
 LENGTHS = (21, 30, 36, 42, 60, 81)
 #: the trainer's recorded status, as the table prints it
@@ -100,5 +100,8 @@ def test_docs_gpu_paragraph() -> None:
     assert f"below 0.1 nats at updates {fits[0]:,} / {fits[1]:,}; seed 2 at {100 * seq[2]['metrics']['seen_seq_acc']:.1f} %" in doc
     assert f"{seq[1]['at'][24]:.1f} / {seq[3]['at'][24]:.1f} % at n = 24, 0 from n = 27" in doc
     assert all(seq[s]["at"][24] < 95 <= seq[s]["at"][21] for s in (1, 3))  # "Abacus to the training length"
-    rope = _gpu("rope", 1)
-    assert f"({100 * rope['metrics']['seen_seq_acc']:.1f} % seen at the cap" in doc
+    rope = {s: _gpu("rope", s) for s in (1, 2, 3)}
+    seen = [100 * rope[s]["metrics"]["seen_seq_acc"] for s in (1, 2, 3)]
+    fits = [next(st for st, v in rope[s]["valid"] if v < 0.1) for s in (2, 3)]
+    assert f"seeds 2 and 3 ({seen[1]:.0f} / {seen[2]:.1f} % seen; below 0.1 nats at updates {fits[0]:,} / {fits[1]:,}; seed 1 stays at {seen[0]:.1f} %)" in doc
+    assert all(v == 0 for r in rope.values() for n, v in r["at"].items() if n >= 24)

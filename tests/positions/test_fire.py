@@ -91,7 +91,6 @@ def test_unique_small_equals_torch_unique() -> None:
     assert torch.equal(distance[index], ctx.distance) and torch.equal(query[index], beyond[:, :, None].expand_as(ctx.distance))
 
 
-
 @pytest.mark.parametrize("name", ["fire", "t5"])
 def test_a_shared_bias_hook_is_computed_once_per_stack_call(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The 2 layers share one hook: its bias is computed once per forward (PositionContext.once),

@@ -13,7 +13,8 @@ import pytest
 from posenc.config import load_config
 from posenc.experiments.runner import find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
-from posenc.tasks.lengthgen.driver import TASK
+from posenc.tasks.lengthgen.driver import TASK, collect
+from posenc.tasks.translation.convergence import read_valid
 
 ROOT = Path(__file__).resolve().parents[3]
 #: grid -> {method: the seeds committed} for the methods not committed with seeds 1-3
@@ -26,8 +27,7 @@ SHORT = {"converged": "conv", "still improving": "capped", "not flat": "not flat
 
 
 def _results(grid: str) -> list[dict]:
-    root = ROOT / "docs" / "results" / grid
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(root.glob("*/*/seed*/results.json"))]
+    return collect(ROOT / "docs" / "results" / grid)
 
 
 @pytest.mark.parametrize("grid", sorted(PARTIAL))
@@ -63,8 +63,7 @@ def test_docs_table_is_the_committed_accuracy(grid: str) -> None:
 def _gpu(method: str, seed: int) -> dict:
     path = ROOT / "docs" / "results" / "lengthgen_addition_gpu" / "decimal_addition" / method / f"seed{seed}"
     result = json.loads((path / "results.json").read_text(encoding="utf-8"))
-    lines = (path / "valid.csv").read_text(encoding="utf-8").split()[1:]
-    result["valid"] = [(int(row.split(",")[0]), float(row.split(",")[1])) for row in lines]
+    result["valid"] = [(int(row["step"]), row["loss"]) for row in read_valid(path)]
     result["at"] = {row["length"]: 100 * row["seq_acc"] for row in result["metrics"]["by_length"]}
     return result
 

@@ -4,7 +4,6 @@ paragraph's numbers are computed here from the committed results."""
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 from posenc.config import load_config
 from posenc.experiments.runner import find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
+from posenc.tasks.lengthgen.driver import collect
 from posenc.tasks.lengthgen.report import long_table, table
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -26,7 +26,7 @@ def _exp() -> LengthgenExperimentConfig:
 
 
 def _results(root: Path = COMMITTED) -> list[dict]:
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(root.glob("*/*/seed*/results.json"))]
+    return collect(root)
 
 
 def _mean(results: list[dict], task: str, method: str, key: str) -> float:

@@ -11,14 +11,14 @@ from pathlib import Path
 from posenc.config import load_config
 from posenc.experiments.runner import find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
-from posenc.tasks.lengthgen.driver import TASK
+from posenc.tasks.lengthgen.driver import TASK, collect
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "docs" / "results" / "lengthgen_frontier"
 
 
 def _results() -> list[dict]:
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(COMMITTED.glob("*/*/seed*/results.json"))]
+    return collect(COMMITTED)
 
 
 def test_committed_cells_are_fresh() -> None:
@@ -81,7 +81,7 @@ def test_docs_leaderboards_are_the_committed_cells() -> None:
     for name in ("lengthgen_cpu", "lengthgen_frontier"):
         root = ROOT / "docs" / "results" / name
         exp = replace(load_config(LengthgenExperimentConfig, find_experiment(name)), out_dir=str(root))
-        results = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(root.glob("*/*/seed*/results.json"))]
+        results = collect(root)
         assert "\n".join(leaderboard(exp, results)) in doc, name
     assert "of 54 lengthgen_cpu cells 18 are ranked" in " ".join(doc.split())
 

@@ -89,6 +89,8 @@ def test_docs_gpu_paragraph() -> None:
     k100 = [_gpu("coupling-k100", s) for s in (1, 2, 3)]
     fits = [next(s for s, v in r["valid"] if v < 0.1) for r in k100]
     assert f"below 0.1 nats at update {min(fits):,}–{max(fits):,}" in doc
+    assert sorted(r["summary"]["status"] for r in k100) == ["converged", "not flat", "not flat"]
+    assert all(r["summary"]["status"] == "converged" for m in ("coupling-k30", "rope+coupled") for r in map(lambda s: _gpu(m, s), (1, 2, 3)))
     assert " / ".join(f"{statistics.fmean(r['at'][n] for r in k100):.1f}" for n in (30, 36, 42)) + " % at n = 30 / 36 / 42" in doc
     coupled = [_gpu("rope+coupled", s) for s in (1, 2, 3)]
     assert " / ".join(f"{statistics.fmean(r['at'][n] for r in coupled):.1f}" for n in (30, 36, 42)) + " % at n = 30 / 36 / 42 (3 seeds" in doc
@@ -99,8 +101,11 @@ def test_docs_gpu_paragraph() -> None:
     assert f"below 0.1 nats at updates {fits[0]:,} / {fits[1]:,}; seed 2 at {100 * seq[2]['metrics']['seen_seq_acc']:.1f} %" in doc
     assert f"{seq[1]['at'][24]:.1f} / {seq[3]['at'][24]:.1f} % at n = 24, 0 from n = 27" in doc
     assert all(seq[s]["at"][24] < 95 <= seq[s]["at"][21] for s in (1, 3))  # "Abacus to the training length"
+    assert all(r["summary"]["status"] == "still improving" and r["summary"]["steps"] == 15000 for r in seq.values())
+    assert "all three stopped by the 15,000-update cap, not by patience" in doc
     rope = {s: _gpu("rope", s) for s in (1, 2, 3)}
     seen = [100 * rope[s]["metrics"]["seen_seq_acc"] for s in (1, 2, 3)]
     fits = [next(st for st, v in rope[s]["valid"] if v < 0.1) for s in (2, 3)]
-    assert f"seeds 2 and 3 ({seen[1]:.0f} / {seen[2]:.1f} % seen; below 0.1 nats at updates {fits[0]:,} / {fits[1]:,}; seed 1 stays at {seen[0]:.1f} %)" in doc
+    assert f"seeds 2 and 3 ({seen[1]:.0f} / {seen[2]:.1f} % seen; below 0.1 nats at updates {fits[0]:,} / {fits[1]:,}; seed 1 stays at {seen[0]:.1f} %; all three capped at 15,000 updates)" in doc
+    assert all(r["summary"]["status"] == "still improving" and r["summary"]["steps"] == 15000 for r in rope.values())
     assert all(v == 0 for r in rope.values() for n, v in r["at"].items() if n >= 24)

@@ -75,3 +75,7 @@ def test_docs_addition_paragraph() -> None:
     one = [100 * g[("binary_addition", "rope", 1)]["metrics"]["seen_seq_acc"]
            for g in ({(r["task"], r["method"], r["seed"]): r for r in results}, frontier)]
     assert f"seen {one[0]:.1f} against {one[1]:.1f} % for RoPE seed 1" in doc
+    first = [(root / "binary_addition/nope/seed2/train.csv").read_text(encoding="utf-8").splitlines()[1].split(",")
+             for root in (COMMITTED, ROOT / "docs" / "results" / "lengthgen_frontier")]
+    assert first[0][0] == first[1][0] == "100" and first[0][6] == first[1][6]  # update 100, the same token count
+    assert f"({first[0][2]} against {first[1][2]} at update 100 for NoPE seed 2, the {int(first[0][6]):,} target tokens" in doc

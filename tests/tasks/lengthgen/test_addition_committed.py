@@ -90,7 +90,7 @@ def test_docs_gpu_paragraph() -> None:
     fits = [next(s for s, v in r["valid"] if v < 0.1) for r in k100]
     assert f"below 0.1 nats at update {min(fits):,}–{max(fits):,}" in doc
     assert sorted(r["summary"]["status"] for r in k100) == ["converged", "not flat", "not flat"]
-    assert all(r["summary"]["status"] == "converged" for m in ("coupling-k30", "rope+coupled") for r in map(lambda s: _gpu(m, s), (1, 2, 3)))
+    assert all(_gpu(m, s)["summary"]["status"] == "converged" for m in ("coupling-k30", "rope+coupled") for s in (1, 2, 3))
     assert " / ".join(f"{statistics.fmean(r['at'][n] for r in k100):.1f}" for n in (30, 36, 42)) + " % at n = 30 / 36 / 42" in doc
     coupled = [_gpu("rope+coupled", s) for s in (1, 2, 3)]
     assert " / ".join(f"{statistics.fmean(r['at'][n] for r in coupled):.1f}" for n in (30, 36, 42)) + " % at n = 30 / 36 / 42 (3 seeds" in doc

@@ -287,6 +287,21 @@ def test_untrusted_run_dir_cannot_reach_outside(capsys: pytest.CaptureFixture[st
     assert snapshot(secret) == before
 
 
+def test_experiment_run_translates_its_split_from_the_shared_prepared_data(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, trained: Path, prepared: Path) -> None:
+    """A run whose data lie outside it in a posenc-prepared directory (an experiment's shared data,
+    as the quickstart's runs) translates ``--split test`` without ``--data``; the data are read,
+    never written."""
+    run = _copy(trained, tmp_path / "run")
+    before = snapshot(prepared)
+    code, out, err = cli(capsys, "translate", "--run", run, "--split", "test")
+    assert code == 0, err
+    scores = json.loads(out)
+    assert scores["lines"] == len((prepared / "test.src").read_text().splitlines())
+    assert (run / "translations" / f"test.beam{scores['beam']}.hyp").is_file()
+    assert snapshot(prepared) == before
+
+
 # ------------------------------------------------------------------------------ finding 8
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")

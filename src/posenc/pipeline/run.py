@@ -28,7 +28,7 @@ from posenc.models.config import ModelConfig
 from posenc.models.rnn_nmt import RNNConfig
 from posenc.pipeline.config import DataConfig, DecodeConfig, RunConfig
 from posenc.files import atomic_write_text
-from posenc.pipeline.rundir import check_checkpoint_fingerprint, located_config
+from posenc.pipeline.rundir import check_checkpoint_fingerprint, dir_kind, located_config
 from posenc.pipeline.train import build_model, source_bos
 from posenc.training import checkpoint as ck
 
@@ -126,13 +126,14 @@ def _inside(path: Path, root: Path, what: str) -> Path:
 
 
 def split_files(run: LoadedRun, split: str, data_dir: str | Path | None = None) -> tuple[Path, Path]:
-    """Source and reference file of ``split``; confined runs read only inside the run directory
-    (or the ``data_dir`` given by the caller)."""
+    """Source and reference file of ``split``. A confined run reads them inside the run directory,
+    from the ``data_dir`` given by the caller, or from the data directory its config names when
+    that is posenc-prepared data (an experiment's shared data, marker kind ``data``)."""
     if split not in SPLITS:
         raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     data = Path(data_dir) if data_dir is not None else Path(run.cfg.prepared_dir)
     src, ref = data / f"{split}.src", data / f"{split}.tgt"
-    if run.confine and data_dir is None:
+    if run.confine and data_dir is None and dir_kind(data) != "data":
         src, ref = _inside(src, run.root, "data file"), _inside(ref, run.root, "data file")
     for f in (src, ref):
         if not f.is_file():

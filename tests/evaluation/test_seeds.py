@@ -17,6 +17,8 @@ def test_welch_by_hand() -> None:
     assert r.diff == pytest.approx(-2 / 3) and r.t == pytest.approx(-(2 / 3) / se)
     assert r.df == pytest.approx(se ** 4 / ((1 / 3) ** 2 / 2 + (1.5833333333333333 / 3) ** 2 / 2))
     assert r.p == pytest.approx(0.5141, abs=1e-4)
+    # 95 % interval: diff ± t_{0.975}(3.806) · SE; t_{0.975}(3.806) = 2.8332 (tables: 2.776 at 4 dof, 3.182 at 3)
+    assert (r.low, r.high) == pytest.approx((-2 / 3 - 2.8332 * se, -2 / 3 + 2.8332 * se), abs=1e-3)
     assert seed_test([1, 2, 3], [1, 2, 3]).p == pytest.approx(1.0)
 
 

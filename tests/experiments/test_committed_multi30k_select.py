@@ -142,23 +142,24 @@ def test_bootstrap_verdicts_are_the_committed_report(setting: str) -> None:
 
 
 def test_readme_and_bottom_line_quote_the_committed_means() -> None:
-    results = _results()
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    means = [statistics.fmean(results[(m, s)]["scores"]["test"]["bleu"] for s in SEEDS) for m in ("shape-kstar", "ape", "rpe")]
-    assert "(" + " / ".join(f"{m:.2f}" for m in means) + ", 3 seeds, no difference significant)" in readme
-    k500 = statistics.fmean(results[("shape-k500", s)]["scores"]["test"]["bleu"] for s in SEEDS)
-    assert f"K = 500 is {means[1] - k500:.1f} BLEU below APE" in readme
+    ext = {m: statistics.fmean(r["scores"]["test"]["bleu"] for (mm, _), r in _results().items() if mm == m)
+           for m in METHODS}
+    assert (f"(SHAPE K* {ext['shape-kstar']:.2f}, RPE {ext['rpe']:.2f}, APE {ext['ape']:.2f})") in readme
     van = _results("vanilla")
     bleu = {m: [van[(m, s)]["scores"]["test"]["bleu"] for s in SEEDS] for m in METHODS}
     mean = {m: f"{statistics.fmean(b):.2f}" for m, b in bleu.items()}
     p = {m: seed_test(bleu[m], bleu["ape"]) for m in METHODS if m != "ape"}
-    assert (f"on VANILLA SHAPE K* and RPE are level with APE ({mean['shape-kstar']} / {mean['rpe']} vs {mean['ape']}, 3 seeds, "
-            f"p = {p['shape-kstar'].p:.2f} / {p['rpe'].p:.2f}), as the paper has it, and K = 500 is "
+    assert (f"(SHAPE K* {mean['shape-kstar']} vs APE {mean['ape']}); the paper's K = 500 is "
             f"{-p['shape-k500'].diff:.1f} BLEU below APE") in readme
+    assert f"same direction ({p['rpe'].diff:+.2f} BLEU), not significant at 3 seeds" in readme
     sd = {m: f"{statistics.stdev(b):.2f}" for m, b in bleu.items()}
     docs = " ".join(DOCS.split())
-    assert (f"level with APE, as in the paper ({mean['shape-kstar']} ± {sd['shape-kstar']} / {mean['rpe']} ± {sd['rpe']} vs "
-            f"{mean['ape']} ± {sd['ape']}), and K = 500 is {-p['shape-k500'].diff:.1f} BLEU below it (p = {p['shape-k500'].p:.3f})") in docs
+    k = p["shape-kstar"]
+    assert (f"no difference between SHAPE K*, RPE and APE is detected ({mean['shape-kstar']} ± {sd['shape-kstar']} / "
+            f"{mean['rpe']} ± {sd['rpe']} vs {mean['ape']} ± {sd['ape']}; 95 % interval of SHAPE K* − APE "
+            f"{k.low:.2f} to {k.high:+.2f} BLEU".replace("-", "−")) in docs
+    assert (f"K = 500 is {-p['shape-k500'].diff:.1f} BLEU below APE (p = {p['shape-k500'].p:.3f})") in docs
 
 
 def test_alpha_probe_beyond_the_grid_is_quoted() -> None:

@@ -37,12 +37,7 @@ def test_readme_quotes_the_committed_run() -> None:
     b = {m: f"{r['scores']['test']['bleu']:.2f}" for m, r in res.items()}
     assert f"test BLEU APE {b['ape']}, SHAPE K = 40 {b['shape']}, SHAPE K = 4 {b['shape-k4']}, RPE {b['rpe']}" in readme
     steps = sorted(r["summary"]["steps"] for r in res.values())
-    assert f"after {steps[0]:,}–{steps[-1]:,} updates" in readme
-    sim = _similarities()
-    k40 = "/".join(f"{sim['shape'][k]:.2f}" for k in (4, 10, 20, 40))
-    ape = "/".join(f"{sim['ape'][k]:.2f}" for k in (4, 10, 20, 40))
-    assert f"0/4/10/20/40 is {k40} for K = 40 (APE {ape})" in readme.replace("offset 0 vs 4", "offset 0/4")
-    assert f"{sim['shape'][100]:.2f}/{sim['shape'][250]:.2f} at the paper's 100/250" in readme
+    assert f"all four runs converged after {steps[0]:,}–{steps[-1]:,} updates" in readme
 
 
 def _similarities() -> dict[str, dict[int, float]]:

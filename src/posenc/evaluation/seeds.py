@@ -8,6 +8,7 @@ per-seed scores. :func:`seed_test` is Welch's t-test (unequal variances) on thos
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,12 +18,15 @@ from scipy import stats
 
 @dataclass(frozen=True)
 class SeedTest:
-    """``mean(a) − mean(b)``, Welch's t statistic, its degrees of freedom and two-sided p-value."""
+    """``mean(a) − mean(b)``, Welch's t statistic, its degrees of freedom, two-sided p-value and
+    the 95 % confidence interval of the difference (``low``, ``high``)."""
 
     diff: float
     t: float
     df: float
     p: float
+    low: float = math.nan
+    high: float = math.nan
 
 
 def seed_test(a: Sequence[float], b: Sequence[float]) -> SeedTest:
@@ -30,4 +34,8 @@ def seed_test(a: Sequence[float], b: Sequence[float]) -> SeedTest:
     if len(a) < 2 or len(b) < 2:
         raise ValueError(f"seed_test needs >= 2 seeds per system, got {len(a)} and {len(b)}")
     res = stats.ttest_ind(list(a), list(b), equal_var=False)
-    return SeedTest(statistics.fmean(a) - statistics.fmean(b), float(res.statistic), float(res.df), float(res.pvalue))
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    # Welch's interval: diff ± t_{0.975, df} · sqrt(var(a)/n_a + var(b)/n_b)
+    half = float(stats.t.ppf(0.975, res.df)) * math.sqrt(statistics.variance(a) / len(a) +
+                                                         statistics.variance(b) / len(b))
+    return SeedTest(diff, float(res.statistic), float(res.df), float(res.pvalue), diff - half, diff + half)

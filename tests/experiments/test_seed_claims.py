@@ -1,0 +1,88 @@
+"""docs/results.md's table of the seed papers' claims: every posenc number in it is computed here
+from the committed runs (multi30k_select for BLEU and the Welch intervals, multi30k_cpu for shift
+invariance), and the capped vision/speech rows quote their own pages."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from posenc.evaluation.seeds import SeedTest, seed_test
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "results"
+SEEDS = (1, 2, 3)
+
+
+def _rows() -> dict[str, str]:
+    """The claims table's rows keyed by their first two cells ("paper | claim")."""
+    text = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    table = text.split("## The seed papers' claims at a glance")[1].split("\n## ")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| paper")]
+    return {" | ".join(c.strip() for c in row.strip("|").split("|")[:2]): row for row in rows}
+
+
+def _row(prefix: str) -> str:
+    found = [row for key, row in _rows().items() if key.startswith(prefix)]
+    assert len(found) == 1, (prefix, list(_rows()))
+    return found[0]
+
+
+def _bleu(setting: str, method: str) -> list[float]:
+    return [json.loads((RESULTS / "multi30k_select" / setting / method / f"seed{s}" / "results.json")
+                       .read_text(encoding="utf-8"))["scores"]["test"]["bleu"] for s in SEEDS]
+
+
+def _interval(t: SeedTest) -> str:
+    return f"{t.diff:+.2f} [{t.low:+.2f}, {t.high:+.2f}]".replace("-", "−")
+
+
+@pytest.mark.parametrize("setting", ["vanilla", "extrapolate"])
+def test_bleu_and_intervals_are_the_committed_runs(setting: str) -> None:
+    row = _row(f"SHAPE, Table 2 | {setting.upper()}")
+    bleu = {m: _bleu(setting, m) for m in ("ape", "rpe", "shape-kstar", "shape-k500")}
+    mean = {m: f"{statistics.fmean(b):.2f}" for m, b in bleu.items()}
+    kstar, rpe = seed_test(bleu["shape-kstar"], bleu["ape"]), seed_test(bleu["rpe"], bleu["ape"])
+    assert f"SHAPE K* − APE {_interval(kstar)}" in row
+    if setting == "vanilla":
+        assert f"APE {mean['ape']}, RPE {mean['rpe']}, SHAPE K* = 10 {mean['shape-kstar']}" in row
+        shaw = _row("Shaw et al., Table 1")
+        assert f"VANILLA RPE − APE {_interval(rpe)}" in shaw
+    else:
+        assert f"SHAPE K* {mean['shape-kstar']}, RPE {mean['rpe']}, APE {mean['ape']}" in row
+        assert f"RPE − APE {_interval(rpe)}" in row
+        assert kstar.high < 0.58  # the paper's +0.58 lies outside the interval, as the verdict says
+
+
+def test_vanilla_k500_interval() -> None:
+    ape, k500 = _bleu("vanilla", "ape"), _bleu("vanilla", "shape-k500")
+    t = seed_test(k500, ape)
+    row = _row("SHAPE, Table 2 | VANILLA")
+    assert f"K = 500 {statistics.fmean(k500):.2f}, {t.diff:.2f} [{t.low:.2f}, {t.high:.2f}]".replace("-", "−") in row
+
+
+def test_shift_invariance_is_the_committed_report() -> None:
+    sims: dict[tuple[str, int], list[float]] = {}
+    for s in SEEDS:
+        path = RESULTS / "multi30k_cpu" / "report" / "vanilla" / "shift_invariance" / f"seed{s}" / "shift_invariance.csv"
+        for r in csv.DictReader(path.open(encoding="utf-8")):
+            if r["k1"] == "0" and r["k2"] in ("100", "250", "500"):
+                sims.setdefault((r["model"], int(r["k2"])), []).append(float(r["similarity"]))
+    row = _row("SHAPE, Fig. 2")
+    quoted = {m: " / ".join(f"{statistics.fmean(sims[(m, k)]):.3f}" for k in (100, 250, 500)) for m in ("shape", "ape")}
+    assert f"K = 40: {quoted['shape']} at 100 / 250 / 500 (APE {quoted['ape']})" in row
+
+
+@pytest.mark.parametrize("prefix, page, quotes", [
+    ("CAPE, §5.1", "results_vision.md", {"cape-2d 54.8 %": "cape-2d 54.8 %", "learned (abspos) 61.1 %": "learned 61.1 %"}),
+    ("CAPE, §5.2", "results_speech.md", {"43.0 % for both CAPE": "43.0 % CAPE", "34.5 % for rpe": "34.5 % RPE"}),
+])
+def test_capped_rows_quote_their_pages(prefix: str, page: str, quotes: dict[str, str]) -> None:
+    """Each capped row's numbers as its own page states them (page wording -> table wording)."""
+    text = " ".join((ROOT / "docs" / page).read_text(encoding="utf-8").split())
+    row = _row(prefix)
+    assert all(p in text and r in row for p, r in quotes.items()) and "capped" in row

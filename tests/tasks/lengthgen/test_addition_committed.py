@@ -109,3 +109,16 @@ def test_docs_gpu_paragraph() -> None:
     assert f"seeds 2 and 3 ({seen[1]:.0f} / {seen[2]:.1f} % seen; below 0.1 nats at updates {fits[0]:,} / {fits[1]:,}; seed 1 stays at {seen[0]:.1f} %; all three capped at 15,000 updates)" in doc
     assert all(r["summary"]["status"] == "still improving" and r["summary"]["steps"] == 15000 for r in rope.values())
     assert all(v == 0 for r in rope.values() for n, v in r["at"].items() if n >= 24)
+
+
+def test_docs_anchor_papers_credit_their_own_models() -> None:
+    """Cho et al. (2024) credit a 1-layer Transformer with 1–30 → 200 digits: every mention of that
+    result says so, and no sentence gives it a larger (6-layer) model; "larger models" is said of
+    McLeish et al. only."""
+    doc = " ".join((ROOT / "docs" / "lengthgen.md").read_text(encoding="utf-8").split())
+    mentions = doc.split("1–30 → 200 digits")[1:]
+    assert len(mentions) == 3
+    assert all("credit a 1-layer Transformer" in after[:60] for after in mentions)
+    assert "6-layer" not in doc and "with larger models trained far longer" not in doc
+    assert "McLeish et al. 20 → 100 digits at 99 % (5×) with larger models; here" in doc
+    assert "McLeish et al. trained far larger models far longer (16 layers, a day on one GPU" in doc

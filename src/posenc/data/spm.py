@@ -210,6 +210,11 @@ class Tokenizer:
         return self.vocab_size
 
     @property
+    def sha256(self) -> str:
+        """sha256 hex digest of the model file's bytes (stored with checkpoints to tell vocabularies apart)."""
+        return hashlib.sha256(self._proto).hexdigest()
+
+    @property
     def pieces(self) -> list[str]:
         """All vocabulary pieces, indexed by id."""
         return [self._sp.id_to_piece(i) for i in range(self.vocab_size)]

@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from posenc.data.spm import Tokenizer
 from posenc.errors import CheckpointError
 from posenc.files import os_errors
 from posenc.pipeline.rundir import check_average_output, check_checkpoint_fingerprint
-from posenc.data.spm import Tokenizer
-from posenc.training.checkpoint import checkpoint_config, checkpoint_state, check_vocab, list_checkpoints, save_average
+from posenc.training.checkpoint import check_vocab, checkpoint_config, checkpoint_state, list_checkpoints, save_average
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

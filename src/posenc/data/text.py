@@ -41,7 +41,7 @@ def open_binary(path: PathLike) -> BinaryIO:
     """
     p = Path(path)
     try:
-        return gzip.open(p, "rb") if p.suffix == ".gz" else open(p, "rb")  # noqa: SIM115
+        return gzip.open(p, "rb") if p.suffix == ".gz" else open(p, "rb")
     except FileNotFoundError:
         raise DataError(f"{p}: no such file") from None
     except IsADirectoryError:

@@ -169,6 +169,36 @@ def test_train_config_checks_finiteness_itself() -> None:
             TrainConfig(**kwargs)
 
 
+BAD_DECODE = {
+    "beam 100000": ("decode.beam=100000", ["decode.beam", "1..256", "100000"]),
+    "beam 257": ("decode.beam=257", ["decode.beam", "1..256", "257"]),
+    "beam 0": ("decode.beam=0", ["decode.beam", "1..256", "got 0"]),
+    "length penalty": ("decode.length_penalty=-0.5", ["decode.length_penalty", ">= 0", "-0.5"]),
+    "max_len_a": ("decode.max_len_a=-1", ["decode.max_len_a/b", ">= 0"]),
+    "max_len_b": ("decode.max_len_b=-3", ["decode.max_len_a/b", ">= 0"]),
+    "batch_tokens": ("decode.batch_tokens=0", ["decode.batch_tokens", ">= 1"]),
+}
+
+
+@pytest.mark.parametrize("command", ["prepare", "train"])
+@pytest.mark.parametrize("case", list(BAD_DECODE))
+def test_bad_decode_options_are_refused_before_anything_is_written(capsys: pytest.CaptureFixture[str],
+                                                                   tmp_path: Path, command: str, case: str) -> None:
+    """``train decode.beam=100000`` used to be stored in config.yaml, so a later translate without
+    --beam failed (issue 41, item 8): every decode option translate would refuse is refused here."""
+    override, needles = BAD_DECODE[case]
+    code, out, err = cli(capsys, command, *run_overrides(tmp_path / "run"), override)
+    short_error(code, err, *needles)
+    assert out == "" and list(tmp_path.iterdir()) == []
+
+
+def test_the_largest_beam_translate_accepts_is_accepted() -> None:
+    from posenc.decoding.translate import MAX_BEAM
+    from posenc.pipeline.config import DecodeConfig
+
+    assert DecodeConfig(beam=MAX_BEAM).beam == MAX_BEAM == 256
+
+
 @pytest.mark.parametrize("command", ["prepare", "train"])
 @pytest.mark.parametrize("value, shown", [("1e3", "'1e3'"), ("1.0e+3", "1000.0"), ("ten", "'ten'")])
 def test_corpus_option_wrong_type(capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str,

@@ -98,3 +98,31 @@ def test_tokenizer_rejects_foreign_models(tmp_path: Path) -> None:
                                    vocab_size=40, minloglevel=2)
     with pytest.raises(DataError, match=r"std\.model: pad id is -1, expected 0"):
         Tokenizer(tmp_path / "std.model")
+
+
+# ------------------------------------------------------------------ a poisoned cache (issue 41, item 3)
+
+def test_a_truncated_cache_entry_is_dropped_with_one_warning_and_rebuilt(tmp_path: Path) -> None:
+    path = train_spm(TEXTS, tmp_path, vocab_size=60)
+    pieces = Tokenizer(path).pieces
+    good = path.read_bytes()
+    path.write_bytes(good[: len(good) // 2])  # what a full disk (ulimit -f) left behind
+    with pytest.warns(UserWarning) as record:
+        again = train_spm(TEXTS, tmp_path, vocab_size=60)
+    assert [str(w.message) for w in record] == [f"{path}: unreadable SentencePiece cache entry; removed and rebuilt"]
+    assert again == path and Tokenizer(path).pieces == pieces
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name, path.with_suffix(".vocab").name]
+
+
+def test_a_trained_model_that_does_not_load_is_not_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = spm_module._run_trainer
+
+    def truncated_write(texts, prefix: Path, options) -> None:  # the trainer's write hit a full disk
+        real(texts, prefix, options)
+        model = prefix.with_suffix(".model")
+        model.write_bytes(model.read_bytes()[:100])
+
+    monkeypatch.setattr(spm_module, "_run_trainer", truncated_write)
+    with pytest.raises(DataError, match="just trained does not load") as err:
+        train_spm(TEXTS, tmp_path, vocab_size=60)
+    assert "\n" not in str(err.value) and list(tmp_path.iterdir()) == []

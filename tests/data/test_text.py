@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import gzip
+import io
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
-from posenc.data.text import read_lines, read_parallel, write_lines_atomic
+from posenc.data import text
+from posenc.data.text import iter_lines, read_lines, read_parallel, write_lines_atomic
 from posenc.errors import DataError
 
 
@@ -104,3 +107,66 @@ def test_write_lines_atomic_never_half_writes(tmp_path: Path) -> None:
         write_lines_atomic(path, ["ok", "bad\nline"])
     assert path.read_text() == "old\n"
     assert os.listdir(tmp_path) == ["out.txt"]
+
+
+# ------------------------------------------------------------------ bounded lines (issue 41, item 1)
+
+class _CountingReader(io.BytesIO):
+    """A BytesIO that records how many bytes were read from it."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.bytes_read = 0
+
+    def readline(self, size: int | None = -1) -> bytes:  # type: ignore[override]
+        chunk = super().readline(size)
+        self.bytes_read += len(chunk)
+        return chunk
+
+
+@pytest.mark.parametrize("name", ["one-line.txt", "one-line.txt.gz"])
+def test_a_file_without_newlines_is_refused_with_bounded_memory(tmp_path: Path, name: str) -> None:
+    size = 4 << 20  # 4 MiB, no newline: the whole file is one line
+    path = _write(tmp_path / name, b"ok\n" + b"x" * size)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataError) as err:
+            read_lines(path, max_line_bytes=1024)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(err.value).startswith(f"{path}: line 2: longer than 1024 bytes")
+    assert "\n" not in str(err.value)
+    assert peak < size // 8, f"peak {peak} bytes while refusing a {size}-byte line"
+
+
+def test_an_over_long_line_is_refused_before_the_rest_is_read() -> None:
+    stream = _CountingReader(b"a\nb\n" + b"y" * 100_000 + b"\nc\n")
+    lines = iter_lines(stream, "in.txt", max_line_bytes=10)
+    assert [next(lines), next(lines)] == ["a", "b"]
+    with pytest.raises(DataError, match=r"^in\.txt: line 3: longer than 10 bytes"):
+        next(lines)
+    assert stream.bytes_read <= 4 + 12
+
+
+def test_the_default_bound_is_read_at_call_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path / "a.txt", b"12345\n123456\n")
+    assert read_lines(path) == ["12345", "123456"]
+    monkeypatch.setattr(text, "MAX_LINE_BYTES", 5)
+    with pytest.raises(DataError, match=r"a\.txt: line 2: longer than 5 bytes"):
+        read_lines(path)
+
+
+def test_a_line_of_exactly_the_bound_is_kept_whatever_its_terminator() -> None:
+    data = b"12345\r\n12345\n12345"
+    assert list(iter_lines(io.BytesIO(data), "x", max_line_bytes=5)) == ["12345"] * 3
+    assert list(iter_lines(io.BytesIO(b"\xef\xbb\xbf12345\n"), "x", max_line_bytes=5)) == ["12345"]
+
+
+def test_truncate_keeps_whole_characters_and_the_line_count() -> None:
+    data = "ab\n" + "é" * 10 + "\n" + "z" * 50 + "\nc"
+    with pytest.warns(UserWarning) as record:
+        lines = list(iter_lines(io.BytesIO(data.encode()), "x", max_line_bytes=5, too_long="truncate"))
+    assert lines == ["ab", "éé", "zzzzz", "c"]  # "é" is 2 bytes: the 5-byte cut would split the third
+    messages = [str(w.message) for w in record]
+    assert messages == ["x: line 2: longer than 5 bytes; truncated", "x: line 3: longer than 5 bytes; truncated"]

@@ -124,3 +124,26 @@ def test_a_shift_past_the_table_is_refused_on_the_first_batch() -> None:
         torch.manual_seed(seed)
         with pytest.raises(DataError, match="row of 7 tokens can reach position 32, .*32 learned positions"):
             wrapped(**batch)
+
+
+def test_cached_decoder_steps_continue_the_prefill_under_either_cache_keyword() -> None:
+    """A cached decoder step (``cache=`` from transformers 5.24, or ``past_key_values=``) runs the
+    model untouched: its target position continues from the cache, and the step's logits equal
+    the full decoder forward's at that position (issue 41, item 11)."""
+    import inspect
+    import warnings
+
+    model = bart().eval()
+    wrapped = augment_model(model, "shape", max_shift=4).eval()
+    b = pair()
+    src = {"input_ids": b["input_ids"], "attention_mask": b["attention_mask"]}
+    tgt = b["labels"]
+    names = ["cache", "past_key_values"] if "cache" in inspect.signature(model.forward).parameters else ["past_key_values"]
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore", FutureWarning)
+        full = wrapped(**src, decoder_input_ids=tgt).logits
+        for name in names:
+            out = wrapped(**src, decoder_input_ids=tgt[:, :3], use_cache=True)
+            cache = out["cache"] if "cache" in out else out["past_key_values"]
+            step = wrapped(**src, decoder_input_ids=tgt[:, 3:4], use_cache=True, **{name: cache}).logits
+            torch.testing.assert_close(step[:, 0], full[:, 3], rtol=1e-5, atol=1e-5)

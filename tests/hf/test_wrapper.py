@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from typing import Any
 
 import pytest
@@ -344,3 +346,60 @@ def test_randomized_positions_are_sorted_distinct_integers() -> None:
 def test_bad_cape_parameters_fail_up_front_in_one_line(params: dict) -> None:
     with pytest.raises(ValueError, match=f"cape.{next(iter(params))} must be a finite number"):
         augment_model(llama(), "cape", **params)
+
+
+def _prefill_then_cached_steps(wrapped: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
+                               prefill: int, name: str) -> torch.Tensor:
+    """Logits ``(B, L, V)`` of a manual decode: a forward over the first ``prefill`` columns with
+    ``use_cache``, then one cached step per remaining column with the mask of everything so far,
+    the cache passed as the keyword ``name``."""
+    out = wrapped(input_ids=ids[:, :prefill], attention_mask=mask[:, :prefill], use_cache=True)
+    logits = [out.logits]
+    for t in range(prefill, ids.shape[1]):
+        cache = out["cache"] if "cache" in out else out["past_key_values"]
+        out = wrapped(input_ids=ids[:, t:t + 1], attention_mask=mask[:, :t + 1], use_cache=True, **{name: cache})
+        logits.append(out.logits)
+    return torch.cat(logits, dim=1)
+
+
+def _cache_names(model: torch.nn.Module) -> list[str]:
+    """The keywords ``model.forward`` takes a key/value cache by (``cache`` from transformers 5.24)."""
+    return ["cache", "past_key_values"] if "cache" in inspect.signature(model.forward).parameters else ["past_key_values"]
+
+
+@pytest.mark.parametrize(("build", "augment", "params"), [
+    (gpt2, "shape", {"max_shift": 4}), (llama, "cape", {}), (llama, "randomized", {"max_len": 64, "eval": "sequential"}),
+])
+def test_prefill_and_cached_steps_read_the_positions_of_a_full_forward(build: Any, augment: str, params: dict) -> None:
+    """Issue 41, item 11: with left padding the prefill counted real tokens but cached steps used
+    the model's own positions (raw indices: 0.30 off on GPT-2). Now every cached step gets the
+    position a full forward gives its token, so the logits agree."""
+    model = build()
+    wrapped = augment_model(model, augment, **params).eval()
+    b = batch(left_pad=True)
+    ids, mask = b["input_ids"], b["attention_mask"]
+    ids, mask = torch.cat([ids, torch.randint(1, V, (3, 4))], 1), torch.cat([mask, torch.ones(3, 4, dtype=torch.long)], 1)
+    real = mask.bool()
+    assert real[:, 6:].all() and not real.all()  # rows 1 and 2 are left-padded in the prefill
+    for name in _cache_names(model):
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore", FutureWarning)  # past_key_values: deprecated from transformers 5.24
+            full = wrapped(input_ids=ids, attention_mask=mask).logits
+            stepped = _prefill_then_cached_steps(wrapped, ids, mask, prefill=6, name=name)
+        torch.testing.assert_close(stepped[real], full[real], rtol=1e-5, atol=1e-5)
+
+
+def test_cached_steps_need_the_mask_of_the_whole_sequence_and_sequential_randomized_positions() -> None:
+    b = batch(left_pad=True)
+    wrapped = augment_model(gpt2(), "shape", max_shift=4).eval()
+    name = _cache_names(wrapped.model)[0]
+    with torch.no_grad():
+        cache = wrapped(**b, use_cache=True)[name]
+        with pytest.raises(ConfigError, match=r"^posenc.hf: a cached step needs the attention mask of the 6 cached "
+                                              r"and the 1 new tokens \(7 columns\), got 1$"):
+            wrapped(input_ids=b["input_ids"][:, :1], attention_mask=torch.ones(3, 1), **{name: cache})
+    sampled = augment_model(llama(), "randomized", max_len=64).eval()
+    with torch.no_grad():
+        cache = sampled(**b, use_cache=True)[name]
+        with pytest.raises(ConfigError, match="sampled anew in every eval forward"):
+            sampled(input_ids=b["input_ids"][:, :1], attention_mask=torch.ones(3, 7), **{name: cache})

@@ -143,3 +143,23 @@ def test_every_configurable_arch_has_a_builder() -> None:
     from posenc.pipeline import config, train
 
     assert set(config.ARCHS) == set(train.ARCHS)
+
+
+def test_train_rebuilds_a_truncated_spm_cache_entry(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A full disk during prepare left a truncated model in ``.spm-cache`` and no prepared data: a
+    later train (here --no-resume) drops the entry with one warning and rebuilds it instead of
+    failing (issue 41, item 3)."""
+    import shutil
+
+    from tests.helpers.tiny import TINY, TOY, cli
+
+    run = tmp_path / "run"
+    assert cli(capsys, "prepare", f"out_dir={run}", *TOY, *TINY)[0] == 0
+    (entry,) = (run / ".spm-cache").glob("*.model")
+    entry.write_bytes(entry.read_bytes()[:200])
+    shutil.rmtree(run / "data")
+    with pytest.warns(UserWarning, match="unreadable SentencePiece cache entry") as record:
+        code, _, err = cli(capsys, "train", "--no-resume", f"out_dir={run}", *TOY, *TINY)
+    assert code == 0, err
+    assert len([w for w in record if "SentencePiece cache" in str(w.message)]) == 1
+    assert Tokenizer.from_file(entry).vocab_size == Tokenizer.from_file(run / "data" / "spm.model").vocab_size

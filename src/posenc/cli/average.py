@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from posenc.data.spm import Tokenizer
 from posenc.errors import CheckpointError
 from posenc.files import os_errors
 from posenc.pipeline.rundir import check_average_output, check_checkpoint_fingerprint
-from posenc.training.checkpoint import checkpoint_config, list_checkpoints, save_average
+from posenc.training.checkpoint import check_vocab, checkpoint_config, checkpoint_state, list_checkpoints, save_average
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,8 +33,12 @@ def run(args: argparse.Namespace) -> int:
     chosen = paths[-args.last :]
     target = Path(args.output) if args.output else ckpt_dir / "average"
     check_average_output(target)
+    vocab = Path(args.run) / "spm.model"
+    digest = Tokenizer(vocab).sha256 if vocab.is_file() else None
     for path in chosen:
         check_checkpoint_fingerprint(args.run, checkpoint_config(path), path)
+        if digest is not None:
+            check_vocab(checkpoint_state(path), digest, vocab, path)
     with os_errors():
         out = save_average(chosen, target)
     print(f"averaged {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) -> {out}")

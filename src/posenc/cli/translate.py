@@ -15,6 +15,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -47,8 +48,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="posenc (PyTorch, default) or ctranslate2: --run is then a directory written by "
                              "posenc export --format ctranslate2 (--input/--output only)")
     parser.add_argument("--too-long", choices=("error", "truncate"), default="error",
-                        help="a line over data.max_source_len: stop with its line number (default), or "
-                             "truncate it with a warning")
+                        help="a line over data.max_source_len tokens (or over 1 MiB): stop with its line number "
+                             "(default), or truncate it with a warning")
+
+
+def _input_lines(args: argparse.Namespace) -> Iterator[str]:
+    """The lines of ``--input`` (``-``: stdin), each at most MAX_LINE_BYTES (``--too-long`` decides)."""
+    return read_stdin_lines(args.too_long) if args.input == "-" else read_lines_lazily(args.input, args.too_long)
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -100,7 +106,7 @@ class Progress:
 
 def _to_file(loaded: LoadedRun, args: argparse.Namespace, opts: dict[str, Any]) -> int:
     """``--output FILE``: translate the input file or stdin into FILE (atomically)."""
-    lines = read_stdin_lines() if args.input == "-" else read_lines_lazily(args.input)
+    lines = _input_lines(args)
     progress = Progress()
     try:
         n = write_translations(loaded.model, loaded.tokenizer, lines, args.output, on_decoded=progress, **opts)
@@ -124,7 +130,7 @@ def _run_ctranslate2(args: argparse.Namespace) -> int:
         raise ConfigError("--engine ctranslate2 translates --input FILE (score the output with posenc evaluate), not --split")
     model = ct2.load_export(args.run, device=args.device)
     opts = {**ct2.decode_options(model, args.beam), "too_long": args.too_long}
-    lines = read_stdin_lines() if args.input == "-" else read_lines_lazily(args.input)
+    lines = _input_lines(args)
     if args.output:
         n = ct2.write_translations(model, lines, args.output, **opts)
         print(f"translated {n} lines -> {args.output}", file=sys.stderr)
@@ -148,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
     with torch.inference_mode():
         if args.output:
             return _to_file(loaded, args, opts)
-        lines = read_stdin_lines() if args.input == "-" else read_lines_lazily(args.input)
+        lines = _input_lines(args)
         for out in translate_lines(loaded.model, loaded.tokenizer, lines, **opts):
             print(out)
     return 0

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,37 @@ def _run_trainer(texts: Sequence[str], prefix: Path, options: dict[str, Any]) ->
                                        hard_vocab_limit=False, **options)
 
 
+def _loads(path: Path) -> bool:
+    """Whether ``path`` holds a SentencePiece model :class:`Tokenizer` accepts (ids, ``<sep>``)."""
+    try:
+        Tokenizer(path)
+    except DataError:
+        return False
+    return True
+
+
+def _cached(model_path: Path) -> bool:
+    """Whether the cache holds a valid ``model_path``; a bad entry (e.g. truncated by a full disk)
+    is removed with one warning, so it is rebuilt."""
+    if not model_path.is_file():
+        return False
+    if _loads(model_path):
+        return True
+    warnings.warn(f"{model_path}: unreadable SentencePiece cache entry; removed and rebuilt", stacklevel=3)
+    for path in (model_path, model_path.with_suffix(".vocab")):
+        path.unlink(missing_ok=True)
+    return False
+
+
+def _fsync(path: Path) -> None:
+    """Flush ``path``'s content to disk (before it is renamed into the cache)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def train_spm(
     texts: Iterable[str],
     model_prefix_dir: str | os.PathLike[str],
@@ -94,10 +126,15 @@ def train_spm(
     """Train a joint SentencePiece model on ``texts`` once and return the ``.model`` path.
 
     The file is ``<model_prefix_dir>/spm_<model_type>_<vocab_size>_<key16>.model`` where the
-    key is :func:`spm_cache_key`; if it exists it is reused without training. Training writes
-    to a temporary directory and renames into place, so a crash never leaves a broken cache
-    entry. If ``vocab_size`` is too large for the data, the vocabulary is smaller
-    (``hard_vocab_limit=False``); check ``Tokenizer.vocab_size``.
+    key is :func:`spm_cache_key`; if it exists and loads it is reused without training (an entry
+    that does not load is removed with a warning and trained again). Training writes to a
+    temporary directory; the model is loaded and fsynced there before it is renamed into place,
+    so neither a crash nor a full disk leaves a broken cache entry. If ``vocab_size`` is too large
+    for the data, the vocabulary is smaller (``hard_vocab_limit=False``); check
+    ``Tokenizer.vocab_size``.
+
+    Raises:
+        DataError: the trained model does not load (e.g. the disk filled up while it was written).
     """
     texts = list(texts)
     _check_train_args(texts, vocab_size, model_type, character_coverage)
@@ -105,14 +142,19 @@ def train_spm(
     directory = Path(model_prefix_dir)
     stem = f"spm_{model_type}_{vocab_size}_{key[:16]}"
     model_path = directory / f"{stem}.model"
-    if model_path.is_file():
+    if _cached(model_path):
         return model_path
     directory.mkdir(parents=True, exist_ok=True)
     tmp_dir = Path(tempfile.mkdtemp(dir=directory, prefix=f".{stem}."))
     try:
         _run_trainer(texts, tmp_dir / stem, _trainer_options(vocab_size, model_type, character_coverage))
-        os.replace(tmp_dir / f"{stem}.vocab", directory / f"{stem}.vocab")
-        os.replace(tmp_dir / f"{stem}.model", model_path)
+        trained = tmp_dir / f"{stem}.model"
+        if not _loads(trained):
+            raise DataError(f"{model_path}: the SentencePiece model just trained does not load (disk full?); "
+                            "nothing was cached")
+        for suffix in (".vocab", ".model"):  # the model last: its presence marks a complete entry
+            _fsync(tmp_dir / f"{stem}{suffix}")
+            os.replace(tmp_dir / f"{stem}{suffix}", directory / f"{stem}{suffix}")
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
     return model_path
@@ -166,6 +208,11 @@ class Tokenizer:
 
     def __len__(self) -> int:
         return self.vocab_size
+
+    @property
+    def sha256(self) -> str:
+        """sha256 hex digest of the model file's bytes (stored with checkpoints to tell vocabularies apart)."""
+        return hashlib.sha256(self._proto).hexdigest()
 
     @property
     def pieces(self) -> list[str]:

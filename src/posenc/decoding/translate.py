@@ -16,7 +16,6 @@ whose source is empty (no tokens, no BOS) is not decoded and gives an empty outp
 
 from __future__ import annotations
 
-import gzip
 import os
 import sys
 import warnings
@@ -29,10 +28,11 @@ import torch
 from torch import Tensor, nn
 
 from posenc.decoding.search import beam_search, greedy_search
+from posenc.data.text import iter_lines, open_binary
 from posenc.errors import ConfigError, DataError
 from posenc.files import atomic_output
 
-__all__ = ["Tokenizer", "decode_lines", "read_lines_lazily", "read_stdin_lines", "translate_file", "translate_lines",
+__all__ = ["Tokenizer", "read_lines_lazily", "read_stdin_lines", "translate_file", "translate_lines",
            "write_translations"]
 
 
@@ -200,46 +200,25 @@ def translate_lines(
         model.train(was_training)
 
 
-def read_lines_lazily(path: str | os.PathLike[str]) -> Iterator[str]:
-    """Yield the lines of a UTF-8 file (``.gz`` decompressed) without terminators, one at a time.
+def read_lines_lazily(path: str | os.PathLike[str], too_long: str = "error") -> Iterator[str]:
+    """Yield the lines of a UTF-8 file (``.gz`` decompressed) without terminators, one at a time,
+    through the bounded reader :func:`posenc.data.text.iter_lines` (``too_long``: its option for a
+    line over :data:`~posenc.data.text.MAX_LINE_BYTES`).
 
     Raises:
-        DataError: missing, unreadable or directory path, or invalid UTF-8 (naming the file and
-        the 1-based line).
+        DataError: missing, unreadable or directory path, an over-long line or invalid UTF-8 (naming
+        the file and the 1-based line).
     """
-    p = Path(path)
-    opener = gzip.open if p.suffix == ".gz" else open
-    try:
-        f = opener(p, "rb")
-    except FileNotFoundError:
-        raise DataError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise DataError(f"{p}: is a directory, not a file") from None
-    except OSError as err:
-        raise DataError(f"{p}: cannot read ({err.strerror or err})") from None
-    with f:
-        yield from decode_lines(f, str(p))
+    with open_binary(path) as f:
+        yield from iter_lines(f, str(path), too_long=too_long)
 
 
-def decode_lines(raw_lines: Iterable[bytes], name: str) -> Iterator[str]:
-    """UTF-8 lines of a binary stream (a BOM on line 1 dropped), without terminators; invalid
-    UTF-8 is a one-line :class:`DataError` naming ``name`` and the 1-based line."""
-    for number, raw in enumerate(raw_lines, start=1):
-        raw = raw.rstrip(b"\n").rstrip(b"\r")
-        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]
-        try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise DataError(f"{name}: line {number}: invalid UTF-8 at byte {e.start + 1}") from None
-
-
-def read_stdin_lines() -> Iterator[str]:
-    """The lines of standard input, decoded like :func:`read_lines_lazily` (``<stdin>`` in errors)."""
+def read_stdin_lines(too_long: str = "error") -> Iterator[str]:
+    """The lines of standard input, read like :func:`read_lines_lazily` (``<stdin>`` in errors)."""
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:  # a text stream substituted for stdin (tests): already decoded
         return (line.rstrip("\n").rstrip("\r") for line in sys.stdin)
-    return decode_lines(stream, "<stdin>")
+    return iter_lines(stream, "<stdin>", too_long=too_long)
 
 
 def translate_file(

@@ -35,6 +35,13 @@ def build_augmentation(name: str, **params: Any) -> Augmentation:
     return entry.builder(params=p)
 
 
+def cache_of(kwargs: dict[str, Any]) -> Any:
+    """The key/value cache of a forward call's keywords: ``cache`` (transformers >= 5.24) or
+    ``past_key_values`` (earlier, and its deprecated alias); None when there is none."""
+    cache = kwargs.get("cache")
+    return cache if cache is not None else kwargs.get("past_key_values")
+
+
 def base_positions(attention_mask: Tensor) -> Tensor:
     """Positions 0..n−1 of the real tokens of each row, float ``(B, L)``; pads get 0.
 
@@ -84,6 +91,13 @@ class PositionSampler(nn.Module):
             self.check_reach(positions, mask)
             positions = self.augmentation(positions, mask)
         return self.finish(positions, mask)
+
+    def continue_positions(self, attention_mask: Tensor, length: int) -> Tensor:
+        """Eval positions ``(B, length)`` of the last ``length`` columns of ``attention_mask (B, P + length)``
+        (P tokens already in a cache): the real-token count a forward over the whole mask gives them,
+        so each row's left padding is counted out in cached steps as in a full forward."""
+        mask = attention_mask.bool()
+        return self.finish(base_positions(mask)[:, -length:], mask[:, -length:])
 
     def check_reach(self, positions: Tensor, mask: Tensor) -> None:
         """Before sampling: the largest shift (SHAPE's ``max_shift``, §2.3: k ~ U{0..K}) added to the

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc.errors import ConfigError
-from posenc.hf.augment import PositionSampler, base_positions
+from posenc.hf.augment import PositionSampler, base_positions, cache_of
 from posenc.hf.families import FAMILIES, PositionInterface, require_module
 
 
@@ -92,7 +92,7 @@ class PositionAugmentedSeq2Seq(nn.Module):
         """Same arguments and output as the wrapped model's ``forward`` (``labels`` named for the Trainer)."""
         if labels is not None:
             kwargs["labels"] = labels
-        if input_ids is None or kwargs.get("past_key_values") is not None or kwargs.get("encoder_outputs") is not None:
+        if input_ids is None or cache_of(kwargs) is not None or kwargs.get("encoder_outputs") is not None:
             if self.training:
                 raise ConfigError("posenc.hf: training needs input_ids (not inputs_embeds, encoder_outputs or a cache)")
             return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)

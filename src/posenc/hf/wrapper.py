@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from posenc.errors import ConfigError
-from posenc.hf.augment import PositionSampler
+from posenc.hf.augment import PositionSampler, cache_of
 from posenc.hf.families import inspect_model, require_module
 from posenc.hf.seq2seq import PositionAugmentedSeq2Seq
 
@@ -48,18 +48,42 @@ class PositionAugmentedModel(nn.Module):
     ) -> Any:
         """Same arguments and output as the wrapped model's ``forward``; logits ``(B, L, V)``.
         ``labels`` is named so that the ``Trainer`` keeps that column. In eval, given ``position_ids``
-        or a ``past_key_values`` cache, the model runs untouched (its own positions)."""
+        the model runs untouched (its own positions); given a cache (``cache``/``past_key_values``), the new tokens
+        get the positions a full forward gives them (:meth:`_cached_forward`)."""
         if labels is not None:
             kwargs["labels"] = labels
         given = kwargs.get("position_ids") is not None
-        if not self.training and (given or kwargs.get("past_key_values") is not None):
+        if not self.training and given:
             return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+        if not self.training and cache_of(kwargs) is not None:
+            return self._cached_forward(input_ids, attention_mask, kwargs)
         if given:
             raise ConfigError("posenc.hf: pass no position_ids in training: the wrapper sets them")
         if attention_mask is None:
             like = input_ids if input_ids is not None else kwargs["inputs_embeds"][..., 0]
             attention_mask = torch.ones(like.shape[:2], dtype=torch.long, device=like.device)
         kwargs["position_ids"] = self.sampler(attention_mask)
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+
+    def _cached_forward(self, input_ids: Tensor | None, attention_mask: Tensor | None, kwargs: dict[str, Any]) -> Any:
+        """An eval step after a prefill: ``input_ids (B, L)`` new tokens, ``attention_mask (B, P + L)``
+        over the P cached tokens and the new ones (as transformers' ``generate`` passes it). Their
+        positions count each row's real tokens over the whole mask, as a full forward does, so left
+        padding gives the same logits either way. Without a mask, positions continue from P (right
+        when the prefill had no padding). Randomized positions sampled at eval cannot continue a
+        cache: a one-line ConfigError."""
+        if self.sampler.augmentation.samples_in_eval:
+            raise ConfigError(f"posenc.hf: {self.sampler.name} positions are sampled anew in every eval forward, "
+                              "so cached steps cannot continue a prefill's; use eval='sequential' or no cache")
+        new = input_ids if input_ids is not None else kwargs["inputs_embeds"][..., 0]
+        rows, length = new.shape[:2]
+        past = _cached_length(cache_of(kwargs))
+        if attention_mask is None:
+            attention_mask = torch.ones(rows, past + length, dtype=torch.long, device=new.device)
+        elif attention_mask.shape[1] != past + length:
+            raise ConfigError(f"posenc.hf: a cached step needs the attention mask of the {past} cached and the "
+                              f"{length} new tokens ({past + length} columns), got {attention_mask.shape[1]}")
+        kwargs["position_ids"] = self.sampler.continue_positions(attention_mask, length)
         return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
 
     def generate(self, *args: Any, **kwargs: Any) -> Any:
@@ -69,6 +93,14 @@ class PositionAugmentedModel(nn.Module):
     def save_pretrained(self, *args: Any, **kwargs: Any) -> Any:
         """The wrapped model's ``save_pretrained``: the weights (no wrapper state is saved)."""
         return self.model.save_pretrained(*args, **kwargs)
+
+
+def _cached_length(cache: Any) -> int:
+    """Tokens held in a ``past_key_values`` cache: a transformers ``Cache``, or the legacy tuple of
+    per-layer (key, value) tensors ``(B, H, P, D)``."""
+    if hasattr(cache, "get_seq_length"):
+        return int(cache.get_seq_length())
+    return int(cache[0][0].shape[-2])
 
 
 class PositionIdsCollator:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from posenc.config import require
 from posenc.data.corpora import corpus_option_types
+from posenc.decoding.translate import MAX_BEAM
 from posenc.models.config import ModelConfig
 from posenc.models.rnn_nmt import RNNConfig
 from posenc.training.config import TrainConfig
@@ -63,9 +65,13 @@ class DecodeConfig:
     batch_tokens: int = 4000
 
     def __post_init__(self) -> None:
-        require(self.beam >= 1, f"decode.beam must be >= 1, got {self.beam}")
-        require(self.length_penalty >= 0, f"decode.length_penalty must be >= 0, got {self.length_penalty}")
-        require(self.max_len_a >= 0 and self.max_len_b >= 0, "decode.max_len_a/b must be >= 0")
+        """Refuse what ``posenc translate`` would refuse later (so a run never stores it)."""
+        require(1 <= self.beam <= MAX_BEAM, f"decode.beam must be in 1..{MAX_BEAM} (decoding memory grows with "
+                f"batch x beam), got {self.beam}")
+        require(0 <= self.length_penalty < math.inf,
+                f"decode.length_penalty must be a finite number >= 0, got {self.length_penalty}")
+        require(0 <= self.max_len_a < math.inf and 0 <= self.max_len_b < math.inf,
+                f"decode.max_len_a/b must be finite numbers >= 0, got {self.max_len_a}, {self.max_len_b}")
         require(self.batch_tokens >= 1, f"decode.batch_tokens must be >= 1, got {self.batch_tokens}")
 
 

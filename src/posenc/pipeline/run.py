@@ -95,6 +95,7 @@ def load_run(run_dir: str | Path, checkpoint: str = "auto", device: str = "cpu",
     cfg = config_with_checkpoint(cfg, saved.config, path)
     tok = Tokenizer.from_file(run_dir / "spm.model")
     check_vocabulary(cfg, tok, run_dir)
+    ck.check_vocab(saved.state, tok.sha256, run_dir / "spm.model", path)
     model = build_model(cfg, tok.pad_id)
     ck.restore_model(model, saved)
     return LoadedRun(cfg, model.to(device).eval(), tok, path, run_dir, confine)

@@ -25,6 +25,8 @@ Optional hooks (looked up with ``getattr``):
     after the fingerprint check, before the model: prepare data, fill data-dependent values;
 ``checkpoint_sections(cfg) -> dict``
     config sections stored with every checkpoint (default: the ``model``/``data`` dataclasses);
+``checkpoint_state(cfg) -> dict``
+    extra state.json entries of every checkpoint, checked on resume (translation: the vocabulary's hash);
 ``write_files(cfg, out_dir)``
     the task's own files of the run directory (e.g. the vocabulary);
 ``validation_metric(cfg) -> Callable[[nn.Module], float] | None``
@@ -124,7 +126,9 @@ def _run_locked(task: Task, cfg: Any, out: Path, resume: bool, is_main: bool) ->
     metric = _hook(task, "validation_metric", cfg)
     sections = _hook(task, "checkpoint_sections", cfg) or _sections(cfg)
     extra = _hook(task, "summary", cfg) or {}  # the task's summary.json entries (known before training)
-    trainer = Trainer(model, cfg.train, out, task.loss, d_model=task.width(cfg), config=sections, summary=extra)
+    state = _hook(task, "checkpoint_state", cfg)
+    trainer = Trainer(model, cfg.train, out, task.loss, d_model=task.width(cfg), config=sections, summary=extra,
+                      checkpoint_state=state)
     write = partial(commit_run, cfg, out, resumed, getattr(task, "write_files", None)) if is_main else None
     result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=resumed, on_start=write)
     summary = result.run_record  # what the Trainer wrote to summary.json

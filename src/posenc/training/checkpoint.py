@@ -42,6 +42,8 @@ MODEL_FILE, OPTIM_FILE, STATE_FILE, CONFIG_FILE = "model.safetensors", "optim.sa
 CKPT_RE = re.compile(r"^ckpt_(\d{8})$")
 FORMAT = "posenc-checkpoint"
 _ALIASES_KEY = "posenc.aliases"
+#: state.json key of the sha256 of the vocabulary (spm.model) a translation model was trained with.
+VOCAB_KEY = "vocab_sha256"
 
 
 @dataclass
@@ -328,6 +330,11 @@ def checkpoint_config(path: str | Path) -> dict[str, Any]:
     return _read_config(Path(path))
 
 
+def checkpoint_state(path: str | Path) -> dict[str, Any]:
+    """The state stored with a checkpoint (its state.json), without reading tensors."""
+    return _read_state(Path(path))
+
+
 def load_checkpoint(path: str | Path, verify: bool = True, with_optimizer: bool = True) -> Checkpoint:
     """Read a checkpoint directory (or its ``model.safetensors``) on the CPU.
 
@@ -464,11 +471,34 @@ def average_checkpoints(paths: list[str | Path]) -> dict[str, Tensor]:
     return out
 
 
+def check_vocab(state: dict[str, Any], digest: str, vocab: Path, where: Path) -> None:
+    """A one-line CheckpointError unless the checkpoint state ``state`` (of ``where``) was saved
+    with the vocabulary whose sha256 is ``digest`` (the file ``vocab``); no check for a checkpoint
+    written before the hash was stored."""
+    saved = state.get(VOCAB_KEY)
+    if saved is not None and saved != digest:
+        raise CheckpointError(f"{vocab}: not the vocabulary {where.name} was trained with (sha256 {digest[:12]}, "
+                              f"checkpoint {str(saved)[:12]}): spm.model belongs to another run")
+
+
+def _common_vocab(paths: list[Path]) -> dict[str, str]:
+    """``{VOCAB_KEY: hash}`` shared by the checkpoints ``paths`` (empty when none stores one);
+    checkpoints trained with different vocabularies are a CheckpointError."""
+    hashed = [(p, h) for p in paths if (h := _read_state(p).get(VOCAB_KEY)) is not None]
+    for path, digest in hashed[1:]:
+        if digest != hashed[0][1]:
+            raise CheckpointError(f"{hashed[0][0].name} and {path.name} were trained with different vocabularies "
+                                  "(spm.model); they cannot be averaged")
+    return {VOCAB_KEY: hashed[0][1]} if hashed else {}
+
+
 def save_average(paths: list[str | Path], out: str | Path) -> Path:
-    """Average ``paths`` and save the result as a model-only checkpoint directory ``out``."""
+    """Average ``paths`` and save the result as a model-only checkpoint directory ``out`` (keeping
+    the checkpoints' vocabulary hash, which must be the same for all)."""
     paths = [Path(p) for p in paths]
+    vocab = _common_vocab(paths)
     weights = average_checkpoints(paths)
     last = load_checkpoint(paths[-1], with_optimizer=False)
-    state = {"kind": "average", "step": last.step, "averaged_from": [p.name for p in paths]}
+    state = {"kind": "average", "step": last.step, "averaged_from": [p.name for p in paths], **vocab}
     return save_checkpoint(out, weights, state=state, config=last.config)
 

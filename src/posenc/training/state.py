@@ -148,10 +148,14 @@ def config_sections(model: nn.Module, cfg: TrainConfig, config: dict[str, Any] |
 
 
 class StateStore:
-    """Saves and restores the training state under ``ckpt_dir`` (rank 0 writes, all ranks sync)."""
+    """Saves and restores the training state under ``ckpt_dir`` (rank 0 writes, all ranks sync).
+    ``extra`` (JSON values, e.g. the vocabulary's hash) goes into every checkpoint's state.json and
+    must be the same in a checkpoint resumed from (a key the checkpoint lacks is not checked)."""
 
-    def __init__(self, ckpt_dir: Path, cfg: TrainConfig, dist: DistInfo, device: torch.device, config: dict[str, Any]) -> None:
+    def __init__(self, ckpt_dir: Path, cfg: TrainConfig, dist: DistInfo, device: torch.device, config: dict[str, Any],
+                 extra: dict[str, Any] | None = None) -> None:
         self.ckpt_dir, self.cfg, self.dist, self.device, self.config = ckpt_dir, cfg, dist, device, config
+        self.extra = dict(extra or {})
 
     # ------------------------------------------------------------------ save
     def _rng_payload(self) -> tuple[dict[str, torch.Tensor], list[dict[str, Any]]]:
@@ -171,7 +175,7 @@ class StateStore:
         barrier(self.dist)
         if self.dist.is_main:
             payload = {
-                "kind": "train", "step": state.step, "train": dataclasses.asdict(state),
+                **self.extra, "kind": "train", "step": state.step, "train": dataclasses.asdict(state),
                 "valid_loss": state.valid_loss_at(state.step), "world_size": self.dist.world_size,
                 "rng": {"host": hosts}, "scheduler": scheduler.state_dict(),
                 "scaler": scaler.state_dict() if scaler is not None else None,
@@ -202,6 +206,7 @@ class StateStore:
             raise CheckpointError(f"{path}: model-only checkpoint (no optimizer state); cannot resume training from it")
         if "model" in self.config:
             ck.check_config(ckpt, "model", self.config["model"])
+        self._check_extra(ckpt)
         ck.restore_model(model, ckpt)
         try:
             load_optimizer_state(optimizer, ckpt.optimizer_state())
@@ -214,6 +219,14 @@ class StateStore:
         self._restore_rng(ckpt, state.step)
         log.info("resumed from %s at step %d", path, state.step)
         return state
+
+    def _check_extra(self, ckpt: ck.Checkpoint) -> None:
+        """CheckpointError naming the first ``extra`` key whose value ``ckpt`` stores differently."""
+        for key, value in self.extra.items():
+            saved = ckpt.state.get(key)
+            if saved is not None and saved != value:
+                raise CheckpointError(f"{ckpt.path}: saved with another {key} ({str(saved)[:12]}, this run "
+                                      f"{str(value)[:12]}); cannot resume training from it")
 
     def _restore_rng(self, ckpt: ck.Checkpoint, step: int) -> None:
         rank, hosts = self.dist.rank, ckpt.state.get("rng", {}).get("host", [])

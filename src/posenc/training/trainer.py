@@ -55,6 +55,8 @@ class Trainer:
     (None: a schedule that needs none, e.g. cosine; ``noam`` then stops with one line).
     ``summary`` holds extra entries of the run's ``summary.json`` (a task's, e.g. its stopping
     signal), written with the trainer's own once training ends: one summary, one writer.
+    ``checkpoint_state`` holds extra state.json entries of every checkpoint that must match on
+    resume (e.g. the vocabulary's hash).
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class Trainer:
         config: dict[str, Any] | None = None,
         find_unused_parameters: bool = False,
         summary: dict[str, Any] | None = None,
+        checkpoint_state: dict[str, Any] | None = None,
     ) -> None:
         self.cfg, self.out_dir, self.summary_extra = cfg, Path(out_dir), dict(summary or {})
         self.ckpt_dir = self.out_dir / "checkpoints"
@@ -88,7 +91,7 @@ class Trainer:
         self.scheduler: Any = None  # built by fit() once the number of updates is known
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.config = config_sections(model, cfg, config)
-        self.store = StateStore(self.ckpt_dir, cfg, self.dist, self.device, self.config)
+        self.store = StateStore(self.ckpt_dir, cfg, self.dist, self.device, self.config, checkpoint_state)
         self.state = TrainState()
         self.logger: RunLogger | None = None
         self._stop = ""

@@ -107,6 +107,10 @@ class TranslationTask:
         c = self.resolved(cfg)
         return {"arch": c.arch, "data": to_dict(c.data), "model": to_dict(ARCHS[c.arch].section(c))}
 
+    def checkpoint_state(self, cfg: RunConfig) -> dict[str, Any]:
+        """The vocabulary's sha256, stored with every checkpoint: loading checks it against spm.model."""
+        return {ck.VOCAB_KEY: self.prepared(cfg).tokenizer.sha256}
+
     def write_files(self, cfg: RunConfig, out_dir: Path) -> None:
         """The run's vocabulary (``spm.model``), so a moved run directory translates on its own."""
         atomic_write_bytes(Path(out_dir) / "spm.model", (self.prepared(cfg).data_dir / "spm.model").read_bytes())

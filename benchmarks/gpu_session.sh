@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU measurements of docs/performance.md (issue 11), in parts that each fit one ~8-minute
-# call on one GPU: `bash benchmarks/gpu_session.sh tests|loop|bench|peers OUT_DIR`. Run from the
+# call on one GPU: `bash benchmarks/gpu_session.sh tests|lm_nan|loop|bench|peers OUT_DIR`. Run from the
 # repository root with posenc importable (PYTHONPATH=src). Every step has its own time limit and
 # writes its log and JSON under OUT_DIR; a failing step does not stop the others.
 set -u
@@ -8,13 +8,22 @@ part=$1; out=${2:-/tmp/posenc-gpu}; mkdir -p "$out"
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 step() { local name=$1 limit=$2; shift 2; echo "== $name ($(date +%T))"; timeout "$limit" "$@" >"$out/$name.log" 2>&1; echo "rc=$? $name"; tail -n 25 "$out/$name.log"; }
 bench() { python3 -m posenc.bench --device cuda "$@"; }
+# The CUDA selection (tests marked `cuda`, pyproject.toml), each result written as it finishes: -v lines teed to
+# cuda_tests.log; SIGINT at the overall limit lets pytest still write the -rA summary and cuda_tests.xml; 60 s per
+# test where pytest-timeout is installed (the `test` extra).
+cuda_tests() {
+  local per_test=(--timeout 60)
+  python3 -c "import pytest_timeout" 2>/dev/null || { echo "pytest-timeout not installed: no per-test limit"; per_test=(); }
+  echo "== cuda_tests ($(date +%T))"
+  timeout -s INT -k 20 "${CUDA_TESTS_LIMIT:-240}" python3 -m pytest -v -o addopts="" -rA -p no:cacheprovider -m cuda \
+    "${per_test[@]}" --junitxml="$1/cuda_tests.xml" 2>&1 | tee "$1/cuda_tests.log"
+  echo "rc=${PIPESTATUS[0]} cuda_tests"
+}
 case $part in
-tests)  # every CUDA-only test, then a bf16 LM run that hit NaN gradients before avoid_cudnn_attention
+tests)  # every CUDA test (pytest -m cuda; CUDA_TESTS_LIMIT seconds in all, default 240)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c "import torch; print(torch.__version__)"
-  step cuda_tests 240 python3 -m pytest -q -o addopts="" -rs -p no:cacheprovider -x \
-    tests/positions/test_shaw_flex.py tests/positions/test_shaw.py tests/positions/test_gru.py \
-    tests/positions/test_sampling_on_device.py tests/decoding/test_static_search.py tests/training/test_runtime.py \
-    tests/training/test_trainer.py tests/bench/test_train_loop.py tests/bench/test_decode_bench.py tests/bench/test_shaw_paths.py
+  cuda_tests "$out" ;;
+lm_nan)  # a bf16 LM run that hit NaN gradients before avoid_cudnn_attention
   python3 - "$out/lm_nan.yaml" <<'PY'
 import sys, yaml
 from posenc.experiments.runner import find_experiment
@@ -37,5 +46,5 @@ peers)  # MarianMT (Hugging Face) on the same GPU, batches and precision; GRU va
     --batch-tokens 16384 --reps 5 --decode-batch 64 --decode-len 32 --out "$out/hf_compare.json"
   step gru_variants 180 python3 -m posenc.bench.gru_variants --device cuda --preset transformer-base --lengths 32,128 \
     --batch-tokens 16384 --reps 10 ;;
-*) echo "unknown part $part (tests|loop|bench|peers)"; exit 2 ;;
+*) echo "unknown part $part (tests|lm_nan|loop|bench|peers)"; exit 2 ;;
 esac

@@ -37,6 +37,7 @@ def test_tiny_run_writes_the_schema_and_ape_ratio_is_exactly_one(tmp_path: Path)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.cuda  # runs on CPU too; on a GPU it also runs the bench on CUDA
 def test_ape_is_always_measured_and_bad_input_is_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert BenchConfig(methods=["shaw"]).methods == ["ape", "shaw"]
     # any name the position registry resolves (no table of the bench's own), each measured once

@@ -65,6 +65,7 @@ def test_cli_writes_records_with_the_schema(tmp_path: Path, capsys: pytest.Captu
     assert "| train | 8 | 2 |" in capsys.readouterr().out
 
 
+@pytest.mark.cuda  # runs on CPU too; on a GPU it also runs the CUDA comparison
 def test_bad_options_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ConfigError, match="lengths"):
         CompareConfig(lengths=[1])

@@ -12,6 +12,7 @@ import torch
 from posenc.bench import BenchConfig, build_model
 from posenc.bench.__main__ import main
 from posenc.bench.profile import PREFIX, module_ranges, profile_run
+from tests.helpers.cuda import cuda_only
 
 TINY = ["--preset", "transformer-tiny", "--vocab", "50", "--lengths", "8", "--reps", "1", "--warmup", "0",
         "--batch-tokens", "16", "--no-memory", "--no-decode"]
@@ -57,7 +58,7 @@ def test_profile_run_without_trace_returns_the_paths(tmp_path: Path) -> None:
     assert all(p.exists() for p in paths)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA tables need a GPU")
+@cuda_only("CUDA tables need a GPU")
 def test_profile_on_cuda_has_device_table(tmp_path: Path) -> None:
     cfg = BenchConfig(preset="transformer-tiny", vocab=50, lengths=[8], batch_tokens=16, methods=["gru"], device="cuda")
     profile_run(cfg, str(tmp_path), steps=1, trace=False)

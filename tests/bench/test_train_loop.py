@@ -10,6 +10,7 @@ import pytest
 from posenc.bench import REQUIRED_KEYS, BenchConfig
 from posenc.bench.__main__ import main
 from posenc.bench.train_loop import LENGTHS, loop_batches, loop_records, loop_table
+from tests.helpers.cuda import cuda_only
 
 
 def test_batches_respect_the_token_budget_and_lengths() -> None:
@@ -50,7 +51,7 @@ def test_cli_loop_option_adds_the_records(tmp_path, capsys: pytest.CaptureFixtur
     assert main([*args[:-2], "--loop-tokens", "0"]) == 2
 
 
-@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs CUDA")
+@cuda_only("needs CUDA")
 def test_cuda_loop_compares_compiled_bf16_with_eager_fp32() -> None:
     import torch
 

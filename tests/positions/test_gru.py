@@ -10,9 +10,10 @@ from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions.base import default_positions
 from posenc.positions.gru import GRUParams, GRUPosition
+from tests.helpers.cuda import cuda_only
 
 D = 8
-CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="cuDNN GRU and CUDA streams need a GPU")
+CUDA = cuda_only("cuDNN GRU and CUDA streams need a GPU")
 
 
 def _ones(b: int, length: int, device: str = "cpu") -> torch.Tensor:

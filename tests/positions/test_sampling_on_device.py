@@ -10,8 +10,9 @@ import torch
 from posenc.positions.base import default_positions
 from posenc.positions.cape import CapeAugmentation, CapeParams, mean_normalize
 from posenc.positions.shape import ShapeAugmentation, ShapeParams
+from tests.helpers.cuda import cuda_only
 
-CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="host-sync detection needs CUDA")
+CUDA = cuda_only("host-sync detection needs CUDA")
 
 
 def batch(b: int, s: int, t: int, device: str = "cpu") -> tuple[torch.Tensor, ...]:

@@ -20,6 +20,7 @@ from posenc.training.runtime import (
 )
 
 from tests.helpers.training import make_trainer, train, batch_of, batches_fn, random_pairs, tiny_model, train_config
+from tests.helpers.cuda import cuda_only
 
 TRAIN = batches_fn(random_pairs(40, seed=2), max_tokens=48)
 CPU = torch.device("cpu")
@@ -227,9 +228,9 @@ def test_compiled_step_matches_eager_on_cpu_without_recompiles(tmp_path: Path) -
     assert all(torch.isfinite(p).all() for p in resumed.parameters())
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@cuda_only("needs CUDA")
 def test_cuda_defaults_compile_bf16_fused_and_resume(tmp_path: Path) -> None:
-    cfg = dict(max_steps=4, device="cuda", save_every=2, update_freq=2)
+    cfg = dict(max_steps=4, device="cuda", save_every=2, update_freq=2, compile="auto")  # compile's default is off
     trainer = make_trainer(tiny_model(), train_config(**cfg), tmp_path)
     assert trainer.compiled and trainer.precision == ("bf16" if torch.cuda.is_bf16_supported() else "fp32")
     assert trainer.optimizer.param_groups[0]["fused"] is True

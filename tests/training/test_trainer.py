@@ -10,6 +10,7 @@ from posenc.config import from_dict
 from posenc.training import TrainConfig, Trainer, load_checkpoint
 
 from tests.helpers.training import make_trainer, train, batch_of, batches_fn, random_pairs, tiny_model, train_config
+from tests.helpers.cuda import cuda_only
 
 PAIRS = random_pairs(40, seed=2)
 TRAIN = batches_fn(PAIRS, max_tokens=48)
@@ -197,7 +198,7 @@ def test_clipping_bounds_the_gradient_norm(tmp_path: Path) -> None:
     assert norm == pytest.approx(0.01, rel=1e-4) and result.train[0]["gnorm"] > 0.01
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@cuda_only("needs CUDA")
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_on_cuda(tmp_path: Path, precision: str) -> None:
     cfg = dict(max_steps=4, device="cuda", precision=precision, save_every=2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -10,7 +11,35 @@ import torch
 
 from posenc.errors import ConfigError, DataError
 
-__all__ = ["Batch", "collate", "token_batches"]
+__all__ = ["Batch", "bucket_length", "bucket_rows", "collate", "token_batches"]
+
+#: Static shapes for a captured training step (``train.compile: reduce-overhead``): every length is
+#: padded up to a multiple of this, ...
+LENGTH_MULTIPLE = 8
+#: ... and the row count up to the next of 8, 16, 24, 32, 40, 48, 64, ...: multiples of 8 growing by
+#: by at most this factor (+ 8 for the rounding): at most 19 % + 8 padded rows; a length bucket sees
+#: two or three row counts.
+ROW_GROWTH = 2 ** 0.25
+
+
+def bucket_length(n: int) -> int:
+    """``n`` rounded up to a multiple of :data:`LENGTH_MULTIPLE` (at least one multiple)."""
+    return max(LENGTH_MULTIPLE, -(-n // LENGTH_MULTIPLE) * LENGTH_MULTIPLE)
+
+
+def bucket_rows(n: int) -> int:
+    """The smallest row bucket (8, 16, 24, ..., see :data:`ROW_GROWTH`) holding ``n`` rows."""
+    rows = 8
+    while rows < n:
+        rows = max(rows + 8, math.ceil(rows * ROW_GROWTH / 8) * 8)
+    return rows
+
+
+def _pad_to(t: torch.Tensor, rows: int, length: int, value: int | bool) -> torch.Tensor:
+    """``t (B, L)`` right- and bottom-padded with ``value`` to ``(rows, length)``."""
+    out = t.new_full((rows, length), value)
+    out[: t.shape[0], : t.shape[1]] = t
+    return out
 
 
 @dataclass
@@ -25,6 +54,7 @@ class Batch:
         tgt_mask: (B, Lt) bool, True for real target positions (same for tgt_in and tgt_out).
         ntokens: number of real target tokens, i.e. ``tgt_mask.sum()`` (EOS included).
         indices: B original example indices, in row order.
+        pad_id: the id of the padding (what the loss ignores in ``tgt_out``).
     """
 
     src: torch.Tensor
@@ -34,6 +64,7 @@ class Batch:
     tgt_mask: torch.Tensor
     ntokens: int
     indices: list[int]
+    pad_id: int = 0
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
         """Return a copy with all tensors on ``device``."""
@@ -41,10 +72,24 @@ class Batch:
             return t.to(device, non_blocking=non_blocking)
 
         return Batch(move(self.src), move(self.tgt_in), move(self.tgt_out), move(self.src_mask),
-                     move(self.tgt_mask), self.ntokens, list(self.indices))
+                     move(self.tgt_mask), self.ntokens, list(self.indices), self.pad_id)
 
     def __len__(self) -> int:
         return self.src.size(0)
+
+    def bucketed(self) -> Batch:
+        """This batch padded to a static shape (:func:`bucket_rows`, :func:`bucket_length` of each
+        side) for a captured step; the loss and its gradients are unchanged. Padded positions are
+        ``pad_id`` under a False mask; a padded row has one unmasked pad token on each side (no
+        attention row with every key masked, whose softmax would be NaN) and a target of pads only,
+        which the loss ignores. ``ntokens`` and ``indices`` stay those of the real rows."""
+        rows = bucket_rows(len(self))
+        ls, lt = bucket_length(self.src.shape[1]), bucket_length(self.tgt_in.shape[1])
+        src_mask, tgt_mask = _pad_to(self.src_mask, rows, ls, False), _pad_to(self.tgt_mask, rows, lt, False)
+        src_mask[len(self):, 0] = tgt_mask[len(self):, 0] = True
+        return Batch(_pad_to(self.src, rows, ls, self.pad_id), _pad_to(self.tgt_in, rows, lt, self.pad_id),
+                     _pad_to(self.tgt_out, rows, lt, self.pad_id), src_mask, tgt_mask, self.ntokens,
+                     list(self.indices), self.pad_id)
 
 
 def _pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,7 +133,7 @@ def collate(
     tgt_in, tgt_mask = _pad([[bos_id, *t] for t in tgt_ids], pad_id)
     tgt_out, _ = _pad([[*t, eos_id] for t in tgt_ids], pad_id)
     return Batch(src, tgt_in, tgt_out, src_mask, tgt_mask, int(tgt_mask.sum()),
-                 [int(i) for i in indices])
+                 [int(i) for i in indices], pad_id)
 
 
 def _length_order(src_lens: Sequence[int], tgt_lens: Sequence[int],

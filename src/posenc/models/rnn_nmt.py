@@ -83,6 +83,10 @@ class RNNState:
 class RNNNMT(nn.Module):
     """Luong-style attentional encoder–decoder with the decoding protocol of Seq2SeqTransformer."""
 
+    #: See posenc.positions.base.capture_blockers.
+    capturable = False
+    capture_blocker = "packed LSTM sequences need the lengths on the host, and torch.compile does not trace nn.LSTM"
+
     def __init__(self, cfg: RNNConfig, pad_id: int = 0) -> None:
         super().__init__()
         if cfg.vocab_size < 1:

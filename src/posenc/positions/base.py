@@ -27,6 +27,15 @@ import torch
 from torch import Tensor, nn
 
 
+def capture_blockers(model: nn.Module) -> list[str]:
+    """Why ``model``'s training step cannot be captured whole (``torch.compile(fullgraph=True)``, CUDA
+    graphs): the ``capture_blocker`` of every submodule that declares ``capturable = False`` (a method
+    declares it next to its code), one ``"ClassName: reason"`` each, sorted; empty when nothing does.
+    tests/training/test_capture.py compiles every other registered method with ``fullgraph=True``."""
+    found = {f"{type(m).__name__}: {m.capture_blocker}" for m in model.modules() if getattr(m, "capturable", True) is False}
+    return sorted(found)
+
+
 def default_positions(mask: Tensor) -> Tensor:
     """Positions 0, 1, ..., L-1 for every row of ``mask (B, L)``, as float ``(B, L)``.
 
@@ -42,6 +51,10 @@ class InputPosition(nn.Module):
     #: True when the method reads the positions tensor (absolute methods), so that
     #: augmentations (which only change positions) have an effect.
     uses_positions: bool = False
+    #: False when its training pass cannot be traced whole (a graph break or data-dependent shape);
+    #: ``capture_blocker`` says why, in one line (:func:`capture_blockers`).
+    capturable: bool = True
+    capture_blocker: str = ""
 
     def forward(
         self, x: Tensor, positions: Tensor, mask: Tensor, state: dict[str, Any] | None = None
@@ -135,6 +148,10 @@ class NullHook(AttentionHook[Any]):
 
 class AttentionPosition(nn.Module, Generic[C]):
     """Attention-level method for a stack of ``num_layers`` self-attention layers."""
+
+    #: As :attr:`InputPosition.capturable` (with its one-line ``capture_blocker``).
+    capturable: bool = True
+    capture_blocker: str = ""
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> C | None:
         """Context shared by every layer of the stack, from positions ``(B, Lq)``, ``(B, Lk)``."""

@@ -117,6 +117,9 @@ class FireHook(AttentionHook[FireContext]):
 class FirePosition(AttentionPosition[FireContext]):
     """One hook per stack (or per layer with ``per_layer``)."""
 
+    capturable = False
+    capture_blocker = "the distinct (distance, query) pairs of FireHook.distinct have a data-dependent count"
+
     def __init__(self, d_model: int, params: FireParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
         super().__init__()
         require(causal, "fire is causal only (Li et al. 2023 define b(i, j) for j <= i); use t5 or alibi in a bidirectional stack")

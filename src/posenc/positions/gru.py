@@ -95,6 +95,9 @@ class FullPass(nn.Module):
 @register("input", "gru", GRUParams,
           paper="Neishi & Yoshinaga 2019", what="a GRU over the embeddings as positional encoder (RNN-Transformer)")
 class GRUPosition(InputPosition):
+    capturable = False
+    capture_blocker = "torch.compile does not trace nn.GRU (a graph break; its own CUDA graph: gru.cuda_graph)"
+
     def __init__(self, d_model: int, params: GRUParams, **_: Any) -> None:
         super().__init__()
         self.params = params

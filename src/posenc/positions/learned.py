@@ -48,10 +48,21 @@ class LearnedPosition(InputPosition):
         idx = positions.round().long()
         if self.wrap:
             idx = torch.remainder(idx, self.table.num_embeddings)
+        self.check_range(idx, mask)
+        return x + self.table(idx.clamp(0, self.table.num_embeddings - 1))
+
+    def check_range(self, idx: Tensor, mask: Tensor) -> None:
+        """Raise DataError when a real token's index (``mask``) lies outside the table. Eagerly a host
+        read; in a compiled (captured) step a device-side assert instead, which raises where the
+        device reports it, without a graph break or a host sync per step."""
+        size = self.table.num_embeddings
+        if torch.compiler.is_compiling():
+            torch._assert_async(((idx < size) | ~mask).all() & (idx >= 0).all(),
+                                f"a position is outside the learned table [0, {size})")
+            return
         hi = int(idx[mask].max()) if mask.any() else 0
-        if hi >= self.table.num_embeddings or int(idx.min()) < 0:
+        if hi >= size or int(idx.min()) < 0:
             raise DataError(
-                f"position {hi} is outside the learned table [0, {self.table.num_embeddings}); "
+                f"position {hi} is outside the learned table [0, {size}); "
                 "raise model.position.learned.max_positions or shorten the input"
             )
-        return x + self.table(idx.clamp(0, self.table.num_embeddings - 1))

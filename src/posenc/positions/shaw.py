@@ -374,8 +374,11 @@ class ShawRelativePosition(AttentionPosition[RelativeContext]):
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> RelativeContext:
         """Positions ``(B, Lq)``, ``(B, Lk)`` → context; Toeplitz fast path for consecutive rows."""
-        # One query (a decoding step): the general index is as cheap and needs no host sync.
-        shift = toeplitz_shift(q_positions, k_positions) if q_positions.shape[1] > 1 else None
+        # One query (a decoding step): the general index is as cheap and needs no host sync. In a
+        # compiled (captured) step the Toeplitz check, a host read, is not made: the general index
+        # gives the same terms (the fast paths it unlocks, banded CPU and FlexAttention, stay eager).
+        check = q_positions.shape[1] > 1 and not torch.compiler.is_compiling()
+        shift = toeplitz_shift(q_positions, k_positions) if check else None
         if shift is None:
             return RelativeContext(relative_index(q_positions, k_positions, self.k))
         b, lq, lk = q_positions.shape[0], q_positions.shape[1], k_positions.shape[1]

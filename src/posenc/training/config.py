@@ -6,6 +6,9 @@
 ``torch.compile`` (see training/runtime.py for both resolutions). Off by default: on an H100 it
 gave transformer-small ×1.03 steps/s over eager (docs/performance.md) and its warm-up took
 minutes for methods with graph breaks (Shaw's Toeplitz check, learned-range checks, the GRU).
+``reduce-overhead`` captures the step whole (``fullgraph``; on CUDA ``mode="reduce-overhead"``, CUDA
+graphs) over batches padded into a few static shapes (data/batching.Batch.bucketed): for small
+models whose steps are bound by kernel launches. Built, not yet measured on a GPU.
 
 Defaults follow SHAPE (Kiyono et al. 2021, App. Table 4): Adam(0.9, 0.98), Noam schedule with
 8,000 warm-up steps and scaling factor 2, label smoothing 0.1, no gradient clipping; ε = 1e-9 as
@@ -20,7 +23,9 @@ from typing import ClassVar
 from posenc.config import require, require_finite
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # auto: bf16 on CUDA with bf16 support, else fp32
-COMPILE_MODES = ("auto", "on", "off")  # auto: torch.compile on CUDA, eager on CPU
+#: auto: torch.compile on CUDA, eager on CPU; reduce-overhead: the whole forward+loss+backward as one
+#: graph (CUDA graphs on CUDA), batches padded to static shapes (training/runtime.forward_loss)
+COMPILE_MODES = ("auto", "on", "off", "reduce-overhead")
 DEVICES = ("auto", "cpu", "cuda")
 SCHEDULE_NAMES = ("noam", "cosine", "constant")  # builders in training/schedule.py
 #: Schedules whose learning rate at every update depends on the run's total updates (cosine decays
@@ -48,7 +53,7 @@ class TrainConfig:
     label_smoothing: float = 0.1
     clip_norm: float = 0.0  # 0 = no clipping
     precision: str = "auto"  # auto | fp32 | bf16 | fp16 (training/runtime.resolve_precision)
-    compile: str | bool = "off"  # off | auto | on: torch.compile the forward+loss (YAML on/off are booleans)
+    compile: str | bool = "off"  # off | auto | on | reduce-overhead: torch.compile the forward+loss (YAML on/off are booleans)
     validate_every: int = 1000  # steps; 0 = only at the end
     save_every: int = 5000  # steps; 0 = only at the end
     keep_last: int = 10  # checkpoints kept on disk; 0 = keep all

@@ -16,6 +16,7 @@ from typing import Any, Callable, ContextManager, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from posenc.errors import ConfigError, DataError
 from posenc.training.distributed import DistInfo
@@ -95,8 +96,25 @@ def resolve_precision(precision: str, device: torch.device, width: int | None = 
 
 
 def resolve_compile(mode: str, device: torch.device) -> bool:
-    """``train.compile``: ``auto`` → compiled on CUDA, eager on CPU; ``on``/``off`` as said."""
-    return device.type == "cuda" if mode == "auto" else mode == "on"
+    """``train.compile``: ``auto`` → compiled on CUDA, eager on CPU; ``on``/``reduce-overhead``
+    compiled, ``off`` eager."""
+    return device.type == "cuda" if mode == "auto" else mode in ("on", "reduce-overhead")
+
+
+#: torch.compile's backend for ``train.compile`` (None: inductor). A seam for the CPU tests, which set
+#: ``eager`` or ``aot_eager`` (tracing without code generation); with a backend set, no ``mode``.
+COMPILE_BACKEND: str | None = None
+
+
+def compile_options(capture: bool, device_type: str) -> dict[str, Any]:
+    """``torch.compile`` keywords: ``capture`` (``train.compile: reduce-overhead``) traces the whole
+    step (``fullgraph``) and, with inductor on CUDA, replays it as CUDA graphs (``mode="reduce-overhead"``)."""
+    options: dict[str, Any] = {"fullgraph": capture}
+    if COMPILE_BACKEND is not None:
+        options["backend"] = COMPILE_BACKEND
+    elif capture and device_type == "cuda":
+        options["mode"] = "reduce-overhead"
+    return options
 
 
 def move_to(batch: Any, device: torch.device) -> Any:
@@ -208,7 +226,7 @@ def autocast(precision: str, device_type: str = "cuda") -> ContextManager[Any]:
 
 
 def forward_loss(loss_fn: LossFn, net: nn.Module, precision: str, compiled: bool, fallback: bool = False,
-                 device_type: str = "cuda") -> Callable[[Any], LossOutput]:
+                 device_type: str = "cuda", capture: bool = False) -> Callable[[Any], LossOutput]:
     """``batch -> loss_fn(net, batch)`` under autocast on ``device_type``, through ``torch.compile``
     when ``compiled``.
 
@@ -222,7 +240,11 @@ def forward_loss(loss_fn: LossFn, net: nn.Module, precision: str, compiled: bool
     here, shared by every Trainer of the process, e.g. the cells of an experiment grid) and at
     most ``torch._dynamo.config.recompile_limit`` of them are kept before falling back to eager.
     With ``fallback`` (``train.compile: auto``) a failure of torch.compile itself warns and
-    trains eagerly from then on; otherwise (``on``) it is raised."""
+    trains eagerly from then on; otherwise (``on``) it is raised.
+
+    ``capture`` (``reduce-overhead``): one graph (:func:`compile_options`), a failure to trace it
+    falls back as ``fallback`` does; on CUDA each call begins a new CUDA-graph step (the previous
+    step's outputs were read into the trainer's accumulators already)."""
     def run(batch: Any) -> LossOutput:
         with autocast(precision, device_type):
             return loss_fn(net, batch)
@@ -230,7 +252,9 @@ def forward_loss(loss_fn: LossFn, net: nn.Module, precision: str, compiled: bool
     if not compiled:
         return run
     torch._dynamo.reset()
-    compiled_run = torch.compile(run)
+    compiled_run = torch.compile(run, **compile_options(capture, device_type))
+    fallback = fallback or capture
+    mark_step = capture and device_type == "cuda" and COMPILE_BACKEND is None
     failed: list[str] = []
 
     def run_compiled(batch: Any) -> LossOutput:
@@ -239,13 +263,16 @@ def forward_loss(loss_fn: LossFn, net: nn.Module, precision: str, compiled: bool
         for t in batch_tensors(batch):
             for dim in range(min(t.dim(), 2)):
                 torch._dynamo.maybe_mark_dynamic(t, dim)
+        if mark_step:
+            torch.compiler.cudagraph_mark_step_begin()
         try:
             return compiled_run(batch)
-        except torch._dynamo.exc.TorchDynamoException as err:
+        except (torch._dynamo.exc.TorchDynamoException, GuardOnDataDependentSymNode) as err:
             if not fallback:
                 raise
             failed.append(str(err).splitlines()[0] if str(err) else type(err).__name__)
-            warnings.warn(f"train.compile=auto: torch.compile failed ({failed[0]}); training eagerly "
+            mode = "reduce-overhead" if capture else "auto"
+            warnings.warn(f"train.compile={mode}: torch.compile failed ({failed[0]}); training eagerly "
                           "(set train.compile=off to skip compiling)", stacklevel=2)
             return run(batch)
 

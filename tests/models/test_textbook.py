@@ -116,7 +116,8 @@ def test_seq2seq_equals_textbook_attention(name: str) -> None:
 
 def test_rnn_nmt_searches_agree_with_its_teacher_forced_pass() -> None:
     torch.manual_seed(0)
-    cfg = from_dict(RNNConfig, {"hidden": 16, "encoder_layers": 1, "decoder_layers": 2, "dropout": 0.0, "vocab_size": V})
+    cfg = from_dict(RNNConfig, {"hidden": 16, "encoder_layers": 1, "decoder_layers": 2, "dropout": 0.0,
+                                "vocab_size": V})
     _check_translation(RNNNMT(cfg, pad_id=PAD).eval())
 
 

@@ -1,5 +1,5 @@
-"""The textbook attention path with a value term, and the general Shaw context: references for
-tests and ``benchmarks/shaw_paths.py`` (moved out of src, issue 19).
+"""The textbook attention path (every hook kind, or only hooks with a value term) and the general
+Shaw context: references for tests and ``benchmarks/shaw_paths.py`` (moved out of src, issue 19).
 
 Shape legend: B batch, H heads, Lq/Lk query/key length, Dh head width.
 """
@@ -31,6 +31,32 @@ def reference_attend(mha: MultiHeadAttention, q: Tensor, k: Tensor, v: Tensor, a
     logits = (logits / math.sqrt(mha.dh)).masked_fill(~allowed, float("-inf"))
     attn = F.dropout(torch.softmax(logits, dim=-1), p, mha.training)
     return torch.matmul(attn, v) + hook.value(attn, ctx)
+
+
+def textbook_attend(mha: MultiHeadAttention, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: Hook,
+                    ctx: PositionContext | None) -> Tensor:
+    """softmax((q·k + q·a^K)/√Dh + bias, masked, then the logits hook)·v + Σ α a^V → ``(B, H, Lq, Dh)``, in
+    the textbook order for every hook kind (Shaw Eq. 3-5; ALiBi, T5, FIRE biases; CoPE's logits hook):
+    the reference of the layer's fused and in-place paths (eval mode: no dropout)."""
+    logits = torch.matmul(q, k.transpose(-1, -2))
+    if hook.has_score:
+        logits = logits + hook.score(q, ctx)
+    logits = logits / math.sqrt(mha.dh)
+    if hook.has_bias:
+        logits = logits + hook.bias(ctx)
+    logits = logits.masked_fill(~allowed, float("-inf"))
+    if hook.has_logits:
+        logits = hook.logits(q, k, logits, ctx)
+    attn = torch.softmax(logits, dim=-1)
+    out = torch.matmul(attn, v)
+    return out + hook.value(attn, ctx) if hook.has_value else out
+
+
+def use_textbook_path(module: nn.Module) -> None:
+    """Route every :class:`MultiHeadAttention` in ``module`` through :func:`textbook_attend`."""
+    for m in module.modules():
+        if isinstance(m, MultiHeadAttention):
+            m._attend = types.MethodType(textbook_attend, m)  # type: ignore[method-assign]
 
 
 def use_reference_path(module: nn.Module, on: bool = True) -> None:

@@ -98,7 +98,7 @@ def test_band_masks_by_hand() -> None:
 @pytest.mark.parametrize("name", ["rpe", "rr"])
 def test_model_banded_equals_explicit(name: str) -> None:
     """Seq2seq teacher forcing (padding, both stacks), banded CPU default vs the general explicit
-    path: logits within 1e-5 (the bit-identical references, L ≤ 6, are below ``banded_min_len``)."""
+    path: logits within 1e-5 (tests/models/test_textbook.py runs at L ≤ 6, below ``banded_min_len``)."""
     torch.manual_seed(0)
     cfg = tiny_config(name, vocab=20, position_params={"shaw": {"k": 2}})
     model = Seq2SeqTransformer(cfg, pad_id=0)

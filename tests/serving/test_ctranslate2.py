@@ -1,14 +1,21 @@
 """The CTranslate2 export (issue 29): a trained tiny model of each exported position method (APE,
-SHAPE, RPE, RoPE, T5) gives
-the same first-step logits (1e-4), the same greedy output and, at α = 0, the same beam-4 output as
-posenc's own search, but where CTranslate2's stopping rule (stop once the best live hypothesis has
-finished, not once K have) searched on and found a hypothesis posenc's model scores higher, or
-where the length limit cut (posenc forces EOS there, CTranslate2 stops without it). The CLI
-writes only into a new, empty or export directory; methods without an exact form are refused.
-Measured on the 40 test sentences (docs/performance.md): beam-4 identical 35-40 of 40 (RoPE 35)."""
+SHAPE, RPE, RoPE, T5) gives the same first-step logits as posenc (to 1e-4), and its greedy and
+beam-4 (α = 0) outputs are as good as posenc's own search by posenc's own model: where a
+hypothesis differs, greedy took a token whose log-probability is within float noise of posenc's
+argmax, and beam search found a hypothesis posenc's model scores at least as high (CTranslate2
+stops once the best live hypothesis has finished, not once K have, so it searches on), or the
+length limit cut (posenc forces EOS there, CTranslate2 stops without it). Which outputs differ
+depends on float summation order (the processor, PyTorch's CPU kernels): the 300-update test
+models have near-tied logits, so identity is not asserted. Measured on the 40 test sentences
+(Intel Xeon, PyTorch 2.13, CTranslate2 4.8.5; ATen kernels avx512 / avx2 / default): greedy
+identical 40 of 40 for every method; beam-4 ape 36/38/40, shape 38/40/39, rpe 28/32/36, rope
+34/39/36, t5 39/39/38, every other difference cut by the length limit or scored higher by
+posenc's own model (by 0.04 to 2.6 nats); the CLI's two engines 38 of 40 lines equal under avx2.
+The CLI writes only into a new, empty or export directory; methods without an exact form are refused."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +27,15 @@ pytest.importorskip("ctranslate2", reason="the ctranslate2 package is not instal
 from posenc.cli.main import main  # noqa: E402
 from posenc.data.text import read_lines  # noqa: E402
 from posenc.decoding.search import beam_search, greedy_search  # noqa: E402
+from posenc.decoding.translate import translate_lines  # noqa: E402
 from posenc.errors import ConfigError  # noqa: E402
 from posenc.models.config import ModelConfig  # noqa: E402
 from posenc.models.seq2seq import Seq2SeqTransformer  # noqa: E402
 from posenc.pipeline.config import RunConfig  # noqa: E402
-from posenc.pipeline.run import LoadedRun, load_run  # noqa: E402
+from posenc.pipeline.run import LoadedRun, decode_options, load_run  # noqa: E402
 from posenc.serving.ctranslate2 import build_spec, eval_offsets, export_run, load_export  # noqa: E402
+from posenc.serving.ctranslate2 import decode_options as ct2_decode_options  # noqa: E402
+from posenc.serving.ctranslate2 import translate_lines as ct2_translate_lines  # noqa: E402
 
 from tests.helpers.tiny import assert_one_line_error, cli  # noqa: E402
 
@@ -61,12 +71,48 @@ def _batch(ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     return src, src != 0
 
 
-def _score(model: Seq2SeqTransformer, src: list[int], out: list[int]) -> float:
-    """posenc's log-probability of ``out`` + EOS given ``src`` (teacher forcing)."""
+#: Float noise per token allowed when one engine's choice is checked against the other's by posenc's
+#: log-probabilities (one token for greedy, each token of the longer output for a beam score): the
+#: engines' first-step logits differ by at most 1.8e-6 (Intel Xeon, ATen's avx512, avx2 and default
+#: kernels); 1e-4 is a 55x margin. Every difference measured was a clear preference (0.04 to 2.6 nats).
+NOISE = 1e-4
+
+
+def _log_probs(model: Seq2SeqTransformer, src: list[int], out: list[int]) -> torch.Tensor:
+    """posenc's teacher-forced log-probabilities ``(len(out) + 1, V)`` of the steps after BOS, ``out``."""
     s, m = _batch([src])
     tgt_in = torch.tensor([[BOS, *out]])
-    logp = torch.log_softmax(model(s, m, tgt_in, torch.ones_like(tgt_in, dtype=torch.bool)).float(), -1)
-    return float(logp[0].gather(1, torch.tensor([*out, EOS])[:, None]).sum())
+    with torch.inference_mode():
+        return torch.log_softmax(model(s, m, tgt_in, torch.ones_like(tgt_in, dtype=torch.bool)).float(), -1)[0]
+
+
+def _score(model: Seq2SeqTransformer, src: list[int], out: list[int]) -> float:
+    """posenc's log-probability of ``out`` + EOS given ``src`` (teacher forcing; the α = 0 beam score)."""
+    return float(_log_probs(model, src, out).gather(1, torch.tensor([*out, EOS])[:, None]).sum())
+
+
+def _greedy_gap(model: Seq2SeqTransformer, src: list[int], ours: list[int], theirs: list[int]) -> float:
+    """At the first step where two greedy outputs part, how much lower posenc's log-probability of
+    ``theirs``'s token is than of ``ours``'s (≤ 0: theirs is at least as likely; tiny: a near tie)."""
+    a, b = [*ours, EOS], [*theirs, EOS]
+    t = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    logp = _log_probs(model, src, ours)[t]
+    return float(logp[a[t]] - logp[b[t]])
+
+
+def _check_no_worse(model: Seq2SeqTransformer, sources: list[list[int]], ours: list[list[int]],
+                    theirs: list[list[int]], limits: list[int], greedy: bool) -> list[float]:
+    """Every output of ``theirs`` that differs from ``ours`` is as good by posenc's model (greedy: the
+    token where they part is a near-argmax; beam: the α = 0 score is not lower), unless the length
+    limit ``limits[i]`` cut one of them. Returns the gaps (ours − theirs) of the differing outputs."""
+    gaps = []
+    for s, a, b, cap in zip(sources, ours, theirs, limits):
+        if a == b or cap in (len(a), len(b)):
+            continue
+        gaps.append(_greedy_gap(model, s, a, b) if greedy else _score(model, s, a) - _score(model, s, b))
+        allowed = NOISE if greedy else NOISE * (max(len(a), len(b)) + 1)
+        assert gaps[-1] <= allowed, ("greedy" if greedy else "beam", a, b, gaps[-1])
+    return gaps
 
 
 @pytest.mark.parametrize("method", list(METHODS))
@@ -82,27 +128,26 @@ def test_ctranslate2_float32_reproduces_posenc(runs: dict[str, Path], tmp_path: 
         first = model.step(torch.full((len(sources),), BOS), model.init_state(model.encode(src, mask), mask))
     res = translate([ct2.pieces(s) for s in sources], beam_size=1, max_decoding_length=1, return_logits_vocab=True, **common)
     theirs = torch.stack([torch.as_tensor(np.asarray(r.logits[0][0])).reshape(-1) for r in res])
-    torch.testing.assert_close(theirs, first, rtol=0, atol=1e-4)
+    torch.testing.assert_close(theirs, first, rtol=0, atol=1e-4)  # measured ≤ 1.8e-6 (see NOISE)
+    limits = [int(1.2 * len(s) + 10) for s in sources]
     for beam in (1, 4):
         with torch.inference_mode():
             if beam == 1:
                 ours = greedy_search(model, src, mask, BOS, EOS, max_len_a=1.2, max_len_b=10)
             else:
                 ours = [h[0].tokens for h in beam_search(model, src, mask, BOS, EOS, beam=4, length_penalty=0.0)]
-        limits = [int(1.2 * len(s) + 10) for s in sources]
         got = [ct2.ids(translate([ct2.pieces(s)], beam_size=beam, length_penalty=0.0, max_decoding_length=cap,
                                  **common)[0].hypotheses[0]) for s, cap in zip(sources, limits)]
-        same = [a == b for a, b in zip(ours, got)]
-        assert sum(same) >= 0.8 * len(sources) and (beam == 1) <= all(same), (method, beam, sum(same))
-        with torch.inference_mode():  # a difference: CTranslate2 searched on (never worse by posenc's own
-            for s, a, b, eq, cap in zip(sources, ours, got, same, limits):  # score), or the length limit cut
-                assert eq or cap in (len(a), len(b)) or _score(model, s, b) >= _score(model, s, a) - 1e-4, (beam, a, b)
+        _check_no_worse(model, sources, ours, got, limits, greedy=beam == 1)
     assert any(len(o) for o in ours)  # a model that translates, not one that stops at once
 
 
 def test_cli_export_then_translate_with_either_engine(runs: dict[str, Path], tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    data = Path(load_run(runs["ape"]).cfg.prepared_dir) / "test.src"
+    """Each engine's CLI output is its library call's output; where the engines differ, CTranslate2's
+    line is as good by posenc's model (the run decodes beam 4 at α = 0)."""
+    run = load_run(runs["ape"])
+    data = Path(run.cfg.prepared_dir) / "test.src"
     out = tmp_path / "export"
     code, _, err = cli(capsys, "export", "--run", runs["ape"], "--format", "ctranslate2", "--out", out)
     assert code == 0 and (out / "model.bin").is_file() and (out / "spm.model").is_file(), err
@@ -111,7 +156,17 @@ def test_cli_export_then_translate_with_either_engine(runs: dict[str, Path], tmp
     assert cli(capsys, "translate", "--run", runs["ape"], "--input", data, "--output", native)[0] == 0
     assert cli(capsys, "export", "--run", runs["ape"], "--format", "ctranslate2", "--out", out)[0] == 0  # float32 again
     assert cli(capsys, "translate", "--engine", "ctranslate2", "--run", out, "--input", data, "--output", engine)[0] == 0
-    assert read_lines(engine) == read_lines(native) and len(read_lines(native)) == 40
+    lines = read_lines(data)
+    assert len(read_lines(native)) == len(lines) == 40 and run.cfg.decode.length_penalty == 0.0
+    with torch.inference_mode():
+        assert read_lines(native) == list(translate_lines(run.model, run.tokenizer, lines,
+                                                          **decode_options(run.cfg.decode, run)))
+    exported = load_export(out)
+    assert read_lines(engine) == list(ct2_translate_lines(exported, lines, **ct2_decode_options(exported)))
+    encode = run.tokenizer.encode
+    limits = [math.floor(run.cfg.decode.max_len_a * len(encode(x)) + run.cfg.decode.max_len_b) for x in lines]
+    _check_no_worse(run.model, [encode(x) for x in lines], [encode(x) for x in read_lines(native)],
+                    [encode(x) for x in read_lines(engine)], limits, greedy=False)
     before = sorted(p.name for p in runs["ape"].iterdir())
     code, _, err = cli(capsys, "export", "--run", runs["ape"], "--format", "ctranslate2", "--out", runs["ape"])
     assert_one_line_error(code, err, "holds a posenc run directory")

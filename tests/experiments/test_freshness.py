@@ -11,7 +11,7 @@ import pytest
 
 from posenc.config import load_config
 from posenc.tasks.translation.config import ExperimentConfig
-from posenc.pipeline.same_run import Stored, evaluation_record, run_record, same_run
+from posenc.runs.same_run import Stored, evaluation_record, run_record, same_run
 from posenc.experiments.runner import run_config
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import assert_one_line_error, cli

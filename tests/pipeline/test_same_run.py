@@ -1,4 +1,4 @@
-"""The one "is this the same run?" rule (pipeline/same_run.py, issue 27 parts 1-2): adding a method
+"""The one "is this the same run?" rule (runs/same_run.py, issue 27 parts 1-2): adding a method
 or an option whose default reproduces the old behaviour stales nothing, and ``posenc train``,
 ``posenc experiment`` and the methods grids give the same verdict on the same change."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from posenc.config import to_dict
-from posenc.pipeline.fingerprint import fingerprint
-from posenc.pipeline.same_run import Stored, read_stored, same_run
+from posenc.runs.fingerprint import fingerprint
+from posenc.runs.same_run import Stored, read_stored, same_run
 from posenc.positions.config import PositionConfig
 from tests.helpers.tiny import cli, run_overrides
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from posenc.errors import CheckpointError
 from posenc.files import os_errors
-from posenc.pipeline.rundir import check_average_output, check_checkpoint_fingerprint
+from posenc.runs.rundir import check_average_output, check_checkpoint_fingerprint
 from posenc.training.checkpoint import checkpoint_config, list_checkpoints, save_average
 
 

@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from posenc.errors import ConfigError
-from posenc.pipeline.same_run import Verdict
+from posenc.runs.same_run import Verdict
 
 Cell = tuple[str, str, int]  # (setting, method, seed)
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")

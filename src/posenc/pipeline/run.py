@@ -28,7 +28,7 @@ from posenc.models.config import ModelConfig
 from posenc.models.rnn_nmt import RNNConfig
 from posenc.pipeline.config import DataConfig, DecodeConfig, RunConfig
 from posenc.files import atomic_write_text
-from posenc.pipeline.rundir import check_checkpoint_fingerprint, dir_kind, located_config
+from posenc.runs.rundir import check_checkpoint_fingerprint, dir_kind, located_config
 from posenc.pipeline.train import build_model, source_bos
 from posenc.training import checkpoint as ck
 

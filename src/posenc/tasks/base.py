@@ -13,9 +13,9 @@ may have ``model``/``data`` dataclass sections (stored with every checkpoint). T
 loaded data between calls (so ``train_batches`` does not reload it every epoch).
 
 :func:`run_task` owns the run directory, for every task: it refuses a directory posenc did not
-write (:func:`~posenc.pipeline.rundir.check_free_target`), holds its lock, checks the stored
-fingerprint before resuming (:func:`~posenc.pipeline.rundir.open_run`), and writes the ownership
-marker, ``config.yaml``, ``fingerprint.json`` (:func:`~posenc.pipeline.rundir.commit_run`, called
+write (:func:`~posenc.runs.rundir.check_free_target`), holds its lock, checks the stored
+fingerprint before resuming (:func:`~posenc.runs.rundir.open_run`), and writes the ownership
+marker, ``config.yaml``, ``fingerprint.json`` (:func:`~posenc.runs.rundir.commit_run`, called
 by the Trainer once it has restored the checkpoint it resumes from) and ``summary.json``.
 Optional hooks (looked up with ``getattr``):
 
@@ -45,7 +45,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 import torch
 from torch import nn
 
-from posenc.pipeline.rundir import check_free_target, commit_run, exclusive, open_run
+from posenc.runs.rundir import check_free_target, commit_run, exclusive, open_run
 from posenc.training.distributed import env_int
 from posenc.training.loss import LossOutput
 from posenc.training.state import TrainResult

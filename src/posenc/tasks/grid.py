@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from posenc.config import apply_mapping, from_dict, load_yaml, require, to_dict
 from posenc.errors import ConfigError
-from posenc.pipeline.same_run import Stored, Verdict, same_run
+from posenc.runs.same_run import Stored, Verdict, same_run
 from posenc.tasks.base import Task, TaskRun, run_task
 
 log = logging.getLogger("posenc")
@@ -46,7 +46,7 @@ def config_record(cfg: Any) -> dict[str, Any]:
 
 
 def recorded_verdict(cfg: Any, results: dict[str, Any] | None) -> Verdict | None:
-    """A cell's freshness by the one rule (:func:`posenc.pipeline.same_run.same_run`) on the config
+    """A cell's freshness by the one rule (:func:`posenc.runs.same_run.same_run`) on the config
     its results record; without results, stale when the run's saved config.yaml is another run
     (a run started, not finished); None when it has to run."""
     if results is not None:

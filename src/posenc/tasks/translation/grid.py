@@ -1,7 +1,7 @@
 """The experiment side of the translation task (:class:`posenc.experiments.tasks.ExperimentTask`):
 settings × methods × seeds over a base :class:`~posenc.pipeline.config.RunConfig`
 (:class:`~posenc.tasks.translation.config.ExperimentConfig`), each cell's freshness from the record in
-its ``results.json`` (the one rule, :mod:`posenc.pipeline.same_run`), BLEU on ``exp.splits`` and the
+its ``results.json`` (the one rule, :mod:`posenc.runs.same_run`), BLEU on ``exp.splits`` and the
 translation report with its analyses (:mod:`posenc.tasks.translation.report`).
 """
 
@@ -19,7 +19,7 @@ from posenc.tasks.translation.convergence import run_status
 from posenc.training.convergence import UNKNOWN
 from posenc.experiments.selection import SelectionConfig
 from posenc.pipeline.config import RunConfig
-from posenc.pipeline.same_run import Stored, Verdict, evaluation_record, run_record, same_run
+from posenc.runs.same_run import Stored, Verdict, evaluation_record, run_record, same_run
 from posenc.tasks.translation.task import train_run
 from posenc.tasks.translation.tuning import alpha_key, tune_length_penalty
 
@@ -42,7 +42,7 @@ def trained_elsewhere(cfg: RunConfig) -> dict[str, Any] | None:
     another machine and brought back without the optimizer states (a lent GPU's run whose decoding
     was cut off, say). Such a run is scored, never retrained from scratch over its files; None when
     ``out_dir`` holds anything else (the normal resume path applies)."""
-    from posenc.pipeline.rundir import stored_run
+    from posenc.runs.rundir import stored_run
     from posenc.training.checkpoint import latest_checkpoint
 
     out = Path(cfg.out_dir)

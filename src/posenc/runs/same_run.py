@@ -1,7 +1,7 @@
 """Is a stored run the run today's config asks for? The one rule, asked everywhere.
 
 ``posenc train`` asks it before resuming a run directory (its ``fingerprint.json``:
-:func:`posenc.pipeline.rundir.check_resumable`), ``posenc experiment`` for every translation cell
+:func:`posenc.runs.rundir.check_resumable`), ``posenc experiment`` for every translation cell
 (the record in its ``results.json``) and the methods grids (lengthgen, vision, speech) for every
 cell (the whole config its ``results.json`` records). One answer, :class:`Verdict`:
 
@@ -10,7 +10,7 @@ cell (the whole config its ``results.json`` records). One answer, :class:`Verdic
 ``rescore``
     only the evaluation differs (decoding, splits): the trained model is scored again.
 ``extend``
-    only training-extension keys differ (:data:`~posenc.pipeline.fingerprint.EXTENSION_KEYS`:
+    only training-extension keys differ (:data:`~posenc.runs.fingerprint.EXTENSION_KEYS`:
     ``max_steps`` 2000 → 4000, patience, ...): training resumes under the new caps. A cap *below*
     the steps already trained cannot be honoured by resuming: ``stale``.
 ``stale``
@@ -20,7 +20,7 @@ Stored records are read **through today's config classes** (:func:`read_stored`)
 mapped, options added since then filled in with today's defaults, and position blocks of methods
 the run did not use dropped. So registering a method, or adding an option whose default reproduces
 the old behaviour, changes no verdict: old runs resume and committed results stay fresh.
-Where a run trained (:data:`~posenc.pipeline.fingerprint.PLACEMENT_KEYS`) never matters.
+Where a run trained (:data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`) never matters.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 
 from posenc.config import ABSENT, config_differences, describe_differences, from_dict, to_dict
 from posenc.errors import ConfigError
-from posenc.pipeline.fingerprint import EXTENSION_KEYS, PLACEMENT_KEYS, fingerprint, placed_as
+from posenc.runs.fingerprint import EXTENSION_KEYS, PLACEMENT_KEYS, fingerprint, placed_as
 
 #: Keys filled in from the prepared data (vocabulary size, CAPE's α): an unresolved 0 in a new
 #: config means "take it from the data", so it is not a difference.

@@ -1,7 +1,7 @@
 """Run directories that never lie: an exclusive lock, the fingerprint check, run-relative paths.
 
 A run directory holds ``config.yaml`` (the resolved config, with paths relative to the run
-directory) and ``fingerprint.json`` (:func:`posenc.pipeline.fingerprint.fingerprint` of it).
+directory) and ``fingerprint.json`` (:func:`posenc.runs.fingerprint.fingerprint` of it).
 Both are written only once a command has validated everything: a run is validated by
 :func:`open_run` (fingerprint, device) and written by :func:`commit_run` (after the Trainer
 restored and checked the checkpoint it resumes from); a command that fails before leaves the
@@ -34,8 +34,8 @@ from posenc.errors import CheckpointError, ConfigError, PosencError, RunDirError
 from posenc.files import atomic_write_text, os_call, os_error_message
 from posenc.processes import pid_alive
 from posenc.pipeline.config import ARCH_SECTIONS, RunConfig
-from posenc.pipeline.fingerprint import fingerprint
-from posenc.pipeline.same_run import Stored, read_stored, same_run
+from posenc.runs.fingerprint import fingerprint
+from posenc.runs.same_run import Stored, read_stored, same_run
 from posenc.training.checkpoint import foreign_files, remove_checkpoint
 from posenc.training.distributed import env_int
 from posenc.training.runtime import resolve_device
@@ -311,7 +311,7 @@ def read_json_dict(path: Path, hint: str) -> dict[str, Any]:
 def check_resumable(cfg: Any, resume: bool, out_dir: str | Path | None = None) -> bool:
     """Whether ``out_dir`` (default ``cfg.out_dir``) holds an earlier run that this one continues.
 
-    Asks the one rule (:func:`posenc.pipeline.same_run.same_run`) of the stored fingerprint: a
+    Asks the one rule (:func:`posenc.runs.same_run.same_run`) of the stored fingerprint: a
     stale verdict raises a one-line :class:`ConfigError` naming the differing keys when ``resume``
     is set; with ``resume`` False the old run will be replaced (returns False). Changes that only
     extend training pass, and so do options and methods added since the run was written.

@@ -22,7 +22,7 @@ import logging
 import os
 import re
 import shutil
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 from contextlib import contextmanager
@@ -34,9 +34,8 @@ from posenc.errors import CheckpointError, ConfigError, PosencError, RunDirError
 from posenc.files import atomic_write_text, os_call, os_error_message
 from posenc.processes import pid_alive
 from posenc.pipeline.config import ARCH_SECTIONS, RunConfig
-from posenc.runs.fingerprint import fingerprint
-from posenc.runs.same_run import Stored, read_stored, same_run
-from posenc.training.checkpoint import foreign_files, remove_checkpoint
+from posenc.runs.same_run import RunRecord, Verdict, read_stored, same_run
+from posenc.training.checkpoint import checkpoint_state, foreign_files, latest_checkpoint, remove_checkpoint
 from posenc.training.distributed import env_int
 from posenc.training.runtime import resolve_device
 
@@ -281,18 +280,19 @@ def _cleanup_dir(directory: Path, created: bool) -> None:
 
 
 # ----------------------------------------------------------------------------- fingerprint check
-def stored_run(out_dir: str | Path, config_type: type) -> Stored | None:
-    """What a run directory recorded about its config: its ``fingerprint.json``, or for runs older
-    than fingerprints the ``config.yaml`` beside their checkpoints (read as ``config_type`` here, so
-    a file that no longer loads is named in the error); None when it holds no run."""
+def stored_run(out_dir: str | Path, config_type: type) -> RunRecord | None:
+    """What a run directory recorded about its config (:meth:`RunRecord.read`): its
+    ``fingerprint.json``, or for runs older than fingerprints the ``config.yaml`` beside their
+    checkpoints (read as ``config_type`` here, so a file that no longer loads is named in the
+    error); None when it holds no run."""
     out = Path(out_dir)
     if (out / FINGERPRINT_NAME).is_file():
-        return Stored.of_fingerprint(read_json_dict(out / FINGERPRINT_NAME, "use --no-resume to start afresh or another out_dir"))
+        return RunRecord.read(read_json_dict(out / FINGERPRINT_NAME, "use --no-resume to start afresh or another out_dir"))
     if (out / CONFIG_NAME).is_file() and (out / "checkpoints").is_dir():
         with naming(out / CONFIG_NAME):
             data = load_yaml(out / CONFIG_NAME)
             read_stored(config_type, data)
-        return Stored.of_fingerprint(data)
+        return RunRecord.read(data)
     return None
 
 
@@ -308,36 +308,52 @@ def read_json_dict(path: Path, hint: str) -> dict[str, Any]:
     return data
 
 
-def check_resumable(cfg: Any, resume: bool, out_dir: str | Path | None = None) -> bool:
-    """Whether ``out_dir`` (default ``cfg.out_dir``) holds an earlier run that this one continues.
+@dataclass(frozen=True)
+class Opening:
+    """What :func:`open_run` found in a run directory: the ``verdict`` (:func:`same_run`) on the
+    run recorded there (None: nothing to continue) and the ``checkpoint`` to resume from (None:
+    training starts at step 0)."""
 
-    Asks the one rule (:func:`posenc.runs.same_run.same_run`) of the stored fingerprint: a
-    stale verdict raises a one-line :class:`ConfigError` naming the differing keys when ``resume``
-    is set; with ``resume`` False the old run will be replaced (returns False). Changes that only
-    extend training pass, and so do options and methods added since the run was written.
-    """
-    if not resume:
-        return False
-    out = cfg.out_dir if out_dir is None else out_dir
-    stored = stored_run(out, type(cfg))
-    if stored is None:
-        return False
-    verdict = same_run(stored, cfg)
-    if verdict.kind == "stale":
-        raise ConfigError(f"{out} holds a run with another config: {verdict.detail}; "
+    verdict: Verdict | None = None
+    checkpoint: Path | None = None
+
+    @property
+    def resumes(self) -> bool:
+        """Whether an earlier run is continued (its outputs kept), from a checkpoint or not."""
+        return self.verdict is not None
+
+
+def open_run(cfg: Any, out: str | Path, resume: bool) -> Opening:
+    """Validate a run before anything of it is written, and say what it continues: its
+    ``train.device`` is usable on this machine (a one-line error for ``cuda`` without CUDA), and
+    with ``resume`` the run recorded in ``out`` is one this config continues (:func:`read_run`;
+    a stale verdict is a one-line :class:`ConfigError` naming the differing keys); without, the
+    earlier outputs can be replaced."""
+    opening = read_run(cfg, Path(out)) if resume else Opening()
+    if opening.verdict is not None and opening.verdict.kind == "stale":
+        raise ConfigError(f"{out} holds a run with another config: {opening.verdict.detail}; "
                           "use --no-resume to start afresh or another out_dir")
-    return True
-
-
-def open_run(cfg: Any, out: Path, resume: bool) -> bool:
-    """Validate a run before anything of it is written, and say whether it resumes: its
-    ``train.device`` is usable on this machine (a one-line error for ``cuda`` without CUDA)
-    and an earlier run in ``out`` is one that this config continues (:func:`check_resumable`)."""
-    resumes = check_resumable(cfg, resume, out)
-    if not resumes:
+    if not opening.resumes:
         check_clearable(out)
     resolve_device(cfg.train.device, env_int("LOCAL_RANK", 0))
-    return resumes
+    return opening
+
+
+def read_run(cfg: Any, out: Path) -> Opening:
+    """The run directory ``out`` judged against ``cfg`` by the one rule (:func:`same_run`): the
+    verdict on the run it records, stale too when the checkpoint it would resume from (its latest)
+    records another run; changes that only extend training, and options and methods added since,
+    pass. Nothing is raised for a stale run: :func:`open_run` refuses it."""
+    stored = stored_run(out, type(cfg))
+    if stored is None:
+        return Opening()
+    verdict, path = same_run(stored, cfg), latest_checkpoint(out / "checkpoints")
+    record = checkpoint_state(path).get("record") if path is not None and verdict.kind != "stale" else None
+    if record is not None:  # a checkpoint written before checkpoints kept their record: its run's judged it
+        judged = same_run(RunRecord.read(record), cfg)
+        if judged.kind == "stale":
+            verdict = replace(judged, detail=f"its checkpoint {path.name} is another run's ({judged.detail})")
+    return Opening(verdict, path)
 
 
 def check_clearable(out_dir: str | Path) -> None:
@@ -355,15 +371,17 @@ def check_clearable(out_dir: str | Path) -> None:
                                   "replace that checkpoint: move them away or use another out_dir")
 
 
-def commit_run(cfg: Any, out: Path, resumed: bool, own_files: Callable[[Any, Path], None] | None = None) -> None:
+def commit_run(cfg: Any, out: Path, resumed: bool, own_files: Callable[[Any, Path], None] | None = None,
+               record: RunRecord | None = None) -> None:
     """Write a validated run's directory (rank 0 only), once the Trainer has restored and checked
     the checkpoint it resumes from (``Trainer.fit(on_start=...)``), so a checkpoint that does not
     load leaves the directory untouched: a fresh run first removes an earlier session's outputs
     (posenc's files only); then the marker, config.yaml (:func:`write_run_files`),
-    fingerprint.json and the task's own files (``own_files(cfg, out)``, e.g. the vocabulary)."""
+    fingerprint.json (``record``, default :meth:`RunRecord.of` ``cfg``) and the task's own files
+    (``own_files(cfg, out)``, e.g. the vocabulary)."""
     if not resumed:
         clear_run(out)
-    write_run_files(cfg, out)
+    write_run_files(cfg, out, record)
     if own_files is not None:
         own_files(cfg, out)
 
@@ -410,7 +428,7 @@ def check_checkpoint_fingerprint(run_dir: str | Path, config: dict[str, Any], wh
     path = Path(run_dir) / FINGERPRINT_NAME
     if not path.is_file():
         return
-    saved = read_json_dict(path, "the run directory is damaged")
+    saved = RunRecord.read(read_json_dict(path, "the run directory is damaged")).fingerprint or {}
     arch = str(config.get("arch", saved.get("arch", "transformer")))
     section = ARCH_SECTIONS.get(arch, "model")
     run = {"arch": saved.get("arch", "transformer"), "data": saved.get("data"), "model": saved.get(section)}
@@ -470,13 +488,15 @@ def located_config(data: dict[str, Any], run_dir: Path) -> RunConfig:
     return replace(cfg, out_dir=str(run_dir), data_dir=data_dir)
 
 
-def write_run_files(cfg: Any, out_dir: str | Path | None = None) -> None:
+def write_run_files(cfg: Any, out_dir: str | Path | None = None, record: RunRecord | None = None) -> None:
     """The marker, config.yaml and fingerprint.json in ``out_dir`` (default ``cfg.out_dir``),
     written once the run is valid. config.yaml holds the config with run-relative paths
     (:func:`relative_config`) when it has a data directory (a :class:`RunConfig`), else whole;
-    the fingerprint ignores paths, so it is that stored config's."""
+    fingerprint.json the run's record (``record``, default :meth:`RunRecord.of` the stored config;
+    the fingerprint ignores paths)."""
     out = Path(cfg.out_dir if out_dir is None else out_dir)
     write_marker(out, "run")
     stored = relative_config(cfg) if hasattr(cfg, "prepared_dir") else cfg
     atomic_write_text(out / CONFIG_NAME, yaml.safe_dump(to_dict(stored), sort_keys=False))
-    atomic_write_text(out / FINGERPRINT_NAME, json.dumps(fingerprint(stored), indent=1, sort_keys=True))
+    record = RunRecord.of(stored) if record is None else record
+    atomic_write_text(out / FINGERPRINT_NAME, json.dumps(record.to_dict(), indent=1, sort_keys=True))

@@ -46,6 +46,7 @@ import torch
 from torch import nn
 
 from posenc.runs.rundir import check_free_target, commit_run, exclusive, open_run
+from posenc.runs.same_run import RunRecord
 from posenc.training.distributed import env_int
 from posenc.training.loss import LossOutput
 from posenc.training.state import TrainResult
@@ -115,18 +116,20 @@ def run_task(task: Task, cfg: Any, out_dir: str | Path | None = None, resume: bo
 
 def _run_locked(task: Task, cfg: Any, out: Path, resume: bool, is_main: bool) -> TaskRun:
     _hook(task, "check", cfg)
-    resumed = open_run(cfg, out, resume)  # device and fingerprint: nothing written yet
+    opening = open_run(cfg, out, resume)  # device, the run's and its checkpoint's verdict: nothing written yet
     setup = getattr(task, "setup", None)
     cfg = setup(cfg, not resume) if setup else cfg
+    record = RunRecord.of(cfg)  # computed once: fingerprint.json and every checkpoint's state
     torch.manual_seed(cfg.train.seed)  # initial weights follow train.seed
     model = task.build_model(cfg)
     valid = task.valid_batches(cfg)
     metric = _hook(task, "validation_metric", cfg)
     sections = _hook(task, "checkpoint_sections", cfg) or _sections(cfg)
     extra = _hook(task, "summary", cfg) or {}  # the task's summary.json entries (known before training)
-    trainer = Trainer(model, cfg.train, out, task.loss, d_model=task.width(cfg), config=sections, summary=extra)
-    write = partial(commit_run, cfg, out, resumed, getattr(task, "write_files", None)) if is_main else None
-    result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=resumed, on_start=write)
+    trainer = Trainer(model, cfg.train, out, task.loss, d_model=task.width(cfg), config=sections, summary=extra,
+                      record=record.to_dict())
+    write = partial(commit_run, cfg, out, opening.resumes, getattr(task, "write_files", None), record) if is_main else None
+    result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=opening.checkpoint or False, on_start=write)
     summary = result.run_record  # what the Trainer wrote to summary.json
     model.eval()
     metrics = task.evaluate(cfg, model, out, result) if is_main else {}  # rank 0 evaluates (and writes); under DDP the others do not

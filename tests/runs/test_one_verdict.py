@@ -18,7 +18,8 @@ from posenc.config import ABSENT, config_differences, load_config, load_yaml
 from posenc.errors import ConfigError
 from posenc.experiments.runner import run_config
 from posenc.runs.fingerprint import fingerprint
-from posenc.runs.rundir import located_config, open_run, write_run_files
+from posenc.pipeline.config import located_config
+from posenc.runs.rundir import open_run, write_run_files
 from posenc.runs.same_run import RunRecord, evaluation_record
 from posenc.tasks.translation.config import ExperimentConfig
 from posenc.training.checkpoint import checkpoint_name, save_checkpoint

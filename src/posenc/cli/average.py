@@ -11,7 +11,8 @@ from pathlib import Path
 
 from posenc.errors import CheckpointError
 from posenc.files import os_errors
-from posenc.runs.rundir import check_average_output, check_checkpoint_fingerprint
+from posenc.pipeline.run import check_checkpoint_fingerprint
+from posenc.runs.rundir import check_average_output
 from posenc.training.checkpoint import checkpoint_config, list_checkpoints, save_average
 
 

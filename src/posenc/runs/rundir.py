@@ -1,11 +1,11 @@
-"""Run directories that never lie: an exclusive lock, the fingerprint check, run-relative paths.
+"""Run directories that never lie: an exclusive lock, the one opener, ownership markers.
 
-A run directory holds ``config.yaml`` (the resolved config, with paths relative to the run
-directory) and ``fingerprint.json`` (:func:`posenc.runs.fingerprint.fingerprint` of it).
-Both are written only once a command has validated everything: a run is validated by
-:func:`open_run` (fingerprint, device) and written by :func:`commit_run` (after the Trainer
-restored and checked the checkpoint it resumes from); a command that fails before leaves the
-directory as it found it.
+A run directory holds ``config.yaml`` (the resolved config; a translation run's with paths relative
+to the run directory) and ``fingerprint.json`` (its :class:`~posenc.runs.same_run.RunRecord`).
+Both are written only once a command has validated everything: a run is opened by
+:func:`open_run` (device; the verdict on the recorded run and on the checkpoint it resumes from)
+and written by :func:`commit_run` (after the Trainer restored that checkpoint); a command that
+fails before leaves the directory as it found it.
 
 Ownership: posenc writes only into a directory that is new, empty, or its own, and deletes only
 files it wrote. Its own directories carry a marker file, ``.posenc-run`` (JSON ``{"kind": "run"}``
@@ -29,11 +29,10 @@ from contextlib import contextmanager
 
 import yaml
 
-from posenc.config import describe_differences, from_dict, load_yaml, naming, shared_differences, to_dict
-from posenc.errors import CheckpointError, ConfigError, PosencError, RunDirError
+from posenc.config import load_yaml, naming, to_dict
+from posenc.errors import ConfigError, PosencError, RunDirError
 from posenc.files import atomic_write_text, os_call, os_error_message
 from posenc.processes import pid_alive
-from posenc.pipeline.config import ARCH_SECTIONS, RunConfig
 from posenc.runs.same_run import RunRecord, Verdict, read_stored, same_run
 from posenc.training.checkpoint import checkpoint_state, foreign_files, latest_checkpoint, remove_checkpoint
 from posenc.training.distributed import env_int
@@ -86,14 +85,14 @@ def _legacy_kind(directory: Path) -> str | None:
 
 
 def _is_run_config(path: Path) -> bool:
-    """Whether ``path`` is a run config that posenc wrote (a valid RunConfig YAML file)."""
+    """Whether ``path`` is a run config that posenc wrote, of any task (a YAML mapping with a
+    ``train`` section)."""
     if not path.is_file():
         return False
     try:
-        from_dict(RunConfig, load_yaml(path))
-    except (PosencError, OSError, ValueError, TypeError):
+        return isinstance(load_yaml(path).get("train"), dict)
+    except (PosencError, OSError, ValueError, TypeError, AttributeError):
         return False
-    return True
 
 
 def dir_kind(directory: str | Path) -> str | None:
@@ -421,24 +420,6 @@ def _clear_own_children(directory: Path, pattern: re.Pattern[str] | None) -> Non
         log.info("kept %s: it holds files posenc did not write", directory)
 
 
-def check_checkpoint_fingerprint(run_dir: str | Path, config: dict[str, Any], where: str | Path) -> None:
-    """Refuse a checkpoint whose stored ``arch``/``data``/``model`` sections are not those of the
-    run in ``run_dir`` (its fingerprint.json; runs without one are not checked): a checkpoint of
-    another model copied into a run is never decoded with the run's vocabulary or averaged in."""
-    path = Path(run_dir) / FINGERPRINT_NAME
-    if not path.is_file():
-        return
-    saved = RunRecord.read(read_json_dict(path, "the run directory is damaged")).fingerprint or {}
-    arch = str(config.get("arch", saved.get("arch", "transformer")))
-    section = ARCH_SECTIONS.get(arch, "model")
-    run = {"arch": saved.get("arch", "transformer"), "data": saved.get("data"), "model": saved.get(section)}
-    ckpt = json.loads(json.dumps({"arch": arch, "data": config.get("data"), "model": config.get("model")}, default=str))
-    diffs = shared_differences(run, ckpt)  # the run-level rule read both through today's defaults
-    if diffs:
-        raise CheckpointError(f"{where}: a checkpoint of another model or data than the run {run_dir} "
-                              f"({describe_differences(diffs)}); remove it or pass the run it belongs to")
-
-
 def check_average_output(out: str | Path) -> None:
     """``posenc average --output``: a new or empty directory, or an earlier average (its
     ``state.json`` says ``"kind": "average"``) holding only the files of a checkpoint
@@ -464,39 +445,15 @@ def check_average_output(out: str | Path) -> None:
                           f"({foreign[0]!r}{more}); move them away or give a new directory")
 
 
-# ----------------------------------------------------------------------------- run-relative paths
-def relative_config(cfg: RunConfig) -> RunConfig:
-    """``cfg`` with ``out_dir = "."`` and ``data_dir`` relative to the run directory when it lies
-    inside it (absolute otherwise), as stored in the run's config.yaml."""
-    out = Path(cfg.out_dir).resolve()
-    data = Path(cfg.prepared_dir).resolve()
-    if data == out / "data":
-        data_dir = ""
-    elif data.is_relative_to(out):
-        data_dir = str(data.relative_to(out))
-    else:
-        data_dir = str(data)
-    return replace(cfg, out_dir=".", data_dir=data_dir)
-
-
-def located_config(data: dict[str, Any], run_dir: Path) -> RunConfig:
-    """Inverse of :func:`relative_config`: a stored config resolved against ``run_dir``."""
-    cfg = from_dict(RunConfig, data)
-    data_dir = cfg.data_dir
-    if data_dir and not Path(data_dir).is_absolute():
-        data_dir = str(run_dir / data_dir)
-    return replace(cfg, out_dir=str(run_dir), data_dir=data_dir)
-
-
 def write_run_files(cfg: Any, out_dir: str | Path | None = None, record: RunRecord | None = None) -> None:
     """The marker, config.yaml and fingerprint.json in ``out_dir`` (default ``cfg.out_dir``),
     written once the run is valid. config.yaml holds the config with run-relative paths
-    (:func:`relative_config`) when it has a data directory (a :class:`RunConfig`), else whole;
+    (its ``stored_form()``, where the config has one: a translation run's), else whole;
     fingerprint.json the run's record (``record``, default :meth:`RunRecord.of` the stored config;
     the fingerprint ignores paths)."""
     out = Path(cfg.out_dir if out_dir is None else out_dir)
     write_marker(out, "run")
-    stored = relative_config(cfg) if hasattr(cfg, "prepared_dir") else cfg
+    stored = cfg.stored_form() if hasattr(cfg, "stored_form") else cfg
     atomic_write_text(out / CONFIG_NAME, yaml.safe_dump(to_dict(stored), sort_keys=False))
     record = RunRecord.of(stored) if record is None else record
     atomic_write_text(out / FINGERPRINT_NAME, json.dumps(record.to_dict(), indent=1, sort_keys=True))

@@ -1,9 +1,11 @@
 """Is a stored run the run today's config asks for? The one rule, asked everywhere.
 
-``posenc train`` asks it before resuming a run directory (its ``fingerprint.json``:
-:func:`posenc.runs.rundir.check_resumable`), ``posenc experiment`` for every translation cell
-(the record in its ``results.json``) and the methods grids (lengthgen, vision, speech) for every
-cell (the whole config its ``results.json`` records). One answer, :class:`Verdict`:
+A run records one :class:`RunRecord` (fingerprint, extension values, evaluation), computed once
+from its resolved config and stored in one form in ``fingerprint.json``, a translation cell's
+``results.json`` and every checkpoint's state. :func:`same_run` judges it: the run directory's
+opener (:func:`posenc.runs.rundir.open_run`: ``posenc train``, every task's runs) on its
+``fingerprint.json`` and on the checkpoint it resumes from, ``posenc experiment`` on every cell's
+``results.json`` (a methods grid's records its whole config). One answer, :class:`Verdict`:
 
 ``fresh``
     nothing that determines the run differs: its results are reused, its directory resumes.
@@ -16,7 +18,8 @@ cell (the whole config its ``results.json`` records). One answer, :class:`Verdic
 ``stale``
     the fingerprint differs (the differing keys are named), or nothing comparable was recorded.
 
-Stored records are read **through today's config classes** (:func:`read_stored`): old option names
+Records of any posenc version are read by one adapter (:meth:`RunRecord.read`) and **through
+today's config classes** (:func:`read_stored`): old option names
 mapped, options added since then filled in with today's defaults, and position blocks of methods
 the run did not use dropped. So registering a method, or adding an option whose default reproduces
 the old behaviour, changes no verdict: old runs resume and committed results stay fresh.

@@ -455,7 +455,7 @@ def config_differences(saved: Any, current: Any, prefix: str = "") -> list[tuple
     which two nested config dicts differ, sorted by key, :data:`ABSENT` for a side that lacks the
     key. ``prefix`` names the section (``config_differences(a, b, "model")`` → ``model.heads``).
     Used for checkpoints (training/checkpoint.check_config) and run/data fingerprints
-    (pipeline/fingerprint.diff_keys, describe_diff)."""
+    (runs/fingerprint.diff_keys, describe_diff)."""
     a, b = flatten(saved, f"{prefix}." if prefix else ""), flatten(current, f"{prefix}." if prefix else "")
     diffs = ((k, a.get(k, ABSENT), b.get(k, ABSENT)) for k in sorted(set(a) | set(b)))
     return [(k, x, y) for k, x, y in diffs if not _same(x, y)]
@@ -464,7 +464,7 @@ def config_differences(saved: Any, current: Any, prefix: str = "") -> list[tuple
 def shared_differences(saved: Any, current: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
     """:func:`config_differences` at the keys both sides have. For a checkpoint's stored sections
     against the current ones: a key only one side has is an option or a position block added or
-    dropped since the checkpoint was written (the run-level rule, pipeline/same_run, judged those
+    dropped since the checkpoint was written (the run-level rule, runs/same_run, judged those
     through today's defaults); a checkpoint of another model differs at keys both have."""
     return [(k, a, b) for k, a, b in config_differences(saved, current, prefix) if a is not ABSENT and b is not ABSENT]
 

@@ -57,11 +57,12 @@ def _copy(run: Path, to: Path) -> Path:
 def test_run_dir_stores_config_and_fingerprint(own_run: Path) -> None:
     from posenc.config import from_dict
     from posenc.pipeline.config import RunConfig
-    from posenc.pipeline.fingerprint import fingerprint
+    from posenc.runs.fingerprint import fingerprint
 
     saved = yaml.safe_load((own_run / "config.yaml").read_text())
     assert saved["out_dir"] == "." and saved["data_dir"] == ""  # relative to the run directory
-    assert json.loads((own_run / "fingerprint.json").read_text()) == fingerprint(from_dict(RunConfig, saved))
+    record = json.loads((own_run / "fingerprint.json").read_text())  # the run's record, in its one stored form
+    assert record["fingerprint"] == fingerprint(from_dict(RunConfig, saved)) and record["extension"]["max_steps"] > 0
     assert (own_run / "data" / "fingerprint.json").is_file()
 
 
@@ -143,7 +144,7 @@ def test_translate_builds_the_model_from_the_checkpoint_config(capsys: pytest.Ca
 
 # ------------------------------------------------------------------------------ finding 3
 
-HOLD = "import sys, time; from posenc.pipeline.rundir import exclusive\nwith exclusive(sys.argv[1]):\n print('held', flush=True); time.sleep(60)"
+HOLD = "import sys, time; from posenc.runs.rundir import exclusive\nwith exclusive(sys.argv[1]):\n print('held', flush=True); time.sleep(60)"
 
 
 def _holder(directory: Path) -> subprocess.Popen:

@@ -87,7 +87,7 @@ def test_no_resume_never_deletes_a_user_file_inside_a_checkpoint(capsys: pytest.
 
 
 def test_pruning_and_clearing_remove_only_checkpoint_files(tmp_path: Path) -> None:
-    from posenc.pipeline.rundir import clear_run
+    from posenc.runs.rundir import clear_run
     from posenc.training import checkpoint as ck
     from posenc.training.state import prune
 
@@ -233,7 +233,7 @@ def test_bench_outputs_are_checked_before_measuring(capsys: pytest.CaptureFixtur
 
 def test_a_second_train_into_a_directory_being_prepared_says_in_use(capsys: pytest.CaptureFixture[str],
                                                                     tmp_path: Path, prepared: Path) -> None:
-    from posenc.pipeline.rundir import exclusive
+    from posenc.runs.rundir import exclusive
 
     run = tmp_path / "run"
     with exclusive(run):  # the first `posenc train`, still preparing its data (its .data.* build directory)

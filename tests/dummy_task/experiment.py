@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from posenc.config import apply_mapping, from_dict
-from posenc.pipeline.same_run import Verdict
-from posenc.pipeline.fingerprint import describe_diff, fingerprint
+from posenc.runs.same_run import Verdict
+from posenc.runs.fingerprint import describe_diff, fingerprint
 from posenc.tasks.base import run_task
 from tests.dummy_task.task import DummyConfig, DummyTask
 

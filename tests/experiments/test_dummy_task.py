@@ -76,7 +76,7 @@ def test_lengthgen_run_dir_is_owned(tmp_path: Path) -> None:
 def test_a_users_report_directory_is_refused_before_training(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """ROOT/report holding a user's README.md: one line, exit 2, nothing trained or written; an
     older posenc report (no marker, README headed with the experiment's name) is claimed."""
-    from posenc.pipeline.rundir import dir_kind
+    from posenc.runs.rundir import dir_kind
 
     path = _write(tmp_path, settings={"plain": {}})
     report = tmp_path / "exp" / "report"

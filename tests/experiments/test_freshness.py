@@ -11,7 +11,7 @@ import pytest
 
 from posenc.config import load_config
 from posenc.tasks.translation.config import ExperimentConfig
-from posenc.pipeline.same_run import Stored, evaluation_record, run_record, same_run
+from posenc.runs.same_run import RunRecord, evaluation_record, same_run
 from posenc.experiments.runner import run_config
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import assert_one_line_error, cli
@@ -27,10 +27,15 @@ def _cfg(tmp_path: Path, **kw):
     return run_config(exp, "vanilla", "ape", 1), exp.splits
 
 
+def run_record(cfg, splits: list[str]) -> dict:
+    """What a translation cell's results.json records about ``cfg`` (the run's record)."""
+    return RunRecord.of(cfg, evaluation_record(cfg, splits)).to_dict()
+
+
 def _judge(saved: tuple, current: tuple, steps: int | None = None):
     """same_run of a translation cell's record (written for ``saved``) against ``current``."""
     cfg, splits = current
-    return same_run(Stored.of_record(run_record(*saved), steps), cfg, evaluation_record(cfg, splits))
+    return same_run(RunRecord.read(run_record(*saved), steps), cfg, evaluation_record(cfg, splits))
 
 
 def test_judge_verdicts(tmp_path: Path) -> None:
@@ -44,7 +49,7 @@ def test_judge_verdicts(tmp_path: Path) -> None:
     v = _judge(base, wider)
     assert v.kind == "stale" and v.detail.startswith("model.d_model (32 -> 48)") and "model.d_model" in v.keys
     assert _judge(base, _cfg(tmp_path, decode={"beam": 3})).kind == "rescore"
-    none = same_run(Stored.of_record(None), base[0], evaluation_record(*base))
+    none = same_run(RunRecord.read(None), base[0], evaluation_record(*base))
     assert none.kind == "stale" and "records no config" in none.detail
 
 
@@ -113,13 +118,13 @@ def test_a_record_with_the_old_bleu_every_key_stays_fresh(tmp_path: Path) -> Non
     cfg, splits = _cfg(tmp_path)
     record = run_record(cfg, splits)
     record["extension"]["bleu_every"] = record["extension"].pop("metric_every")
-    assert same_run(Stored.of_record(record), cfg, evaluation_record(cfg, splits)).kind == "fresh"
+    assert same_run(RunRecord.read(record), cfg, evaluation_record(cfg, splits)).kind == "fresh"
 
 
 def test_where_a_run_trained_never_makes_it_stale(tmp_path: Path) -> None:
     """device and num_threads are recorded but do not change the verdict; a longer cap still does."""
     cfg, splits = _cfg(tmp_path, train={"device": "cpu", "num_threads": 1})
     gpu = run_record(*_cfg(tmp_path, train={"device": "cuda", "num_threads": 0}))
-    assert same_run(Stored.of_record(gpu), cfg, evaluation_record(cfg, splits)).kind == "fresh"
+    assert same_run(RunRecord.read(gpu), cfg, evaluation_record(cfg, splits)).kind == "fresh"
     gpu["extension"]["max_steps"] = 2
-    assert same_run(Stored.of_record(gpu), cfg, evaluation_record(cfg, splits)).kind == "extend"
+    assert same_run(RunRecord.read(gpu), cfg, evaluation_record(cfg, splits)).kind == "extend"

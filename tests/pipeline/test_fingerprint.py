@@ -6,7 +6,7 @@ from dataclasses import make_dataclass
 
 import torch
 
-from posenc.pipeline.fingerprint import RUNTIME_KEYS, diff_keys, fingerprint
+from posenc.runs.fingerprint import RUNTIME_KEYS, diff_keys, fingerprint
 from posenc.training import TrainConfig
 
 

@@ -12,7 +12,7 @@ from posenc.data.spm import Tokenizer
 from posenc.errors import DataError
 from posenc.pipeline import prepare as prep
 from posenc.pipeline.prepare import load_meta, prepare
-from posenc.pipeline.fingerprint import data_fingerprint
+from posenc.runs.fingerprint import data_fingerprint
 from tests.pipeline.conftest import TOY_OPTIONS, toy_data
 from tests.helpers.tiny import hidden_leftovers, read
 

@@ -1,4 +1,4 @@
-"""The one "is this the same run?" rule (pipeline/same_run.py, issue 27 parts 1-2): adding a method
+"""The one "is this the same run?" rule (runs/same_run.py, issue 27 parts 1-2): adding a method
 or an option whose default reproduces the old behaviour stales nothing, and ``posenc train``,
 ``posenc experiment`` and the methods grids give the same verdict on the same change."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from posenc.config import to_dict
-from posenc.pipeline.fingerprint import fingerprint
-from posenc.pipeline.same_run import Stored, read_stored, same_run
+from posenc.runs.fingerprint import fingerprint
+from posenc.runs.same_run import RunRecord, read_stored, same_run
 from posenc.positions.config import PositionConfig
 from tests.helpers.tiny import cli, run_overrides
 
@@ -127,7 +127,7 @@ def test_a_stored_block_of_a_method_no_longer_registered_is_ignored() -> None:
     stored = to_dict(Run())
     stored["model"]["position"]["retired_method"] = {"x": 1}  # from an older posenc
     assert read_stored(Run, stored) == Run()
-    assert same_run(Stored.of_config(stored), Run()).kind == "fresh"
+    assert same_run(RunRecord.read(stored), Run()).kind == "fresh"
 
 
 @pytest.mark.parametrize(("change", "kind", "key"), [
@@ -141,17 +141,17 @@ def test_one_verdict_for_the_same_change_in_every_caller(change: dict, kind: str
     """A whole recorded config (methods grid) and a fingerprint + extension record (translation
     cell) give the same verdict; a bare fingerprint (``posenc train``) resumes unless stale."""
     saved, now = Run(), Run(train=Train(**{**to_dict(Train()), **change}))
-    whole = same_run(Stored.of_config(to_dict(saved), steps=10), now)
+    whole = same_run(RunRecord.read(to_dict(saved), steps=10), now)
     ext = {k: v for k, v in to_dict(saved.train).items() if k in ("max_steps", "patience", "device")}
-    record = same_run(Stored.of_record({"fingerprint": fingerprint(saved), "extension": ext}, steps=10), now)
-    bare = same_run(Stored.of_fingerprint(fingerprint(saved)), now)
+    record = same_run(RunRecord.read({"fingerprint": fingerprint(saved), "extension": ext}, steps=10), now)
+    bare = same_run(RunRecord.read(fingerprint(saved)), now)
     assert whole.kind == record.kind == kind
     assert (key in whole.keys) if key else not whole.keys
     assert bare.kind == ("stale" if kind == "stale" else "fresh")
 
 
 def test_a_cap_below_the_steps_trained_is_stale() -> None:
-    v = same_run(Stored.of_config(to_dict(Run()), steps=10), Run(train=Train(max_steps=5)))
+    v = same_run(RunRecord.read(to_dict(Run()), steps=10), Run(train=Train(max_steps=5)))
     assert v.kind == "stale" and "10 steps already trained exceed the new max_steps" in v.detail
 
 
@@ -168,5 +168,5 @@ class VocabRun:
 def test_a_derived_key_left_unresolved_is_no_difference() -> None:
     """vocab_size 0 in a new config means "take it from the data": the stored resolved value stands."""
     R, M = VocabRun, Vocab
-    assert same_run(Stored.of_fingerprint({"model": {"vocab_size": 400}}), R()).kind == "fresh"
-    assert same_run(Stored.of_fingerprint({"model": {"vocab_size": 400}}), R(M(300))).kind == "stale"
+    assert same_run(RunRecord.read({"model": {"vocab_size": 400}}), R()).kind == "fresh"
+    assert same_run(RunRecord.read({"model": {"vocab_size": 400}}), R(M(300))).kind == "stale"

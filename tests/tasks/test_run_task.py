@@ -16,7 +16,7 @@ from tests.dummy_task import DummyConfig, DummyTask
 
 def _config(out: Path, max_steps: int) -> DummyConfig:
     """Noam: its learning rates do not depend on max_steps, so a raised cap extends the run (under
-    the dummy's cosine schedule a new cap is another run: pipeline/fingerprint.HORIZON_KEYS)."""
+    the dummy's cosine schedule a new cap is another run: runs/fingerprint.HORIZON_KEYS)."""
     cfg = DummyConfig(out_dir=str(out))
     return replace(cfg, train=replace(cfg.train, max_steps=max_steps, schedule="noam"))
 

@@ -111,9 +111,6 @@ def test_shape_and_config_mismatch(tmp_path: Path) -> None:
     wrong = {k: (torch.zeros(3, 3) if k == "src_embed.weight" else v.clone()) for k, v in ckpt.model.items()}
     with pytest.raises(CheckpointError, match=r"shape \(3, 3\) in the checkpoint, model expects \(24, 16\)"):
         restore_model(model, load_checkpoint(save_checkpoint(tmp_path / "e", wrong)))
-    with pytest.raises(CheckpointError, match=r"model.heads \(checkpoint 2, current 4\)"):
-        ck.check_config(ckpt, "model", {"d_model": 16, "heads": 4})
-    ck.check_config(ckpt, "model", {"d_model": 16, "heads": 2})
 
 
 def test_keep_last_and_latest(tmp_path: Path) -> None:

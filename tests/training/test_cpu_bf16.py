@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from posenc.models.config import ModelConfig
-from posenc.pipeline.fingerprint import _auto_precision, fingerprint
+from posenc.runs.fingerprint import _auto_precision, fingerprint
 from posenc.pipeline.config import RunConfig
 from posenc.training import runtime
 from posenc.training.runtime import CPU_BF16_MIN_WIDTH, cpu_bf16_flags, forward_loss, resolve_precision

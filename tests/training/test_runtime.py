@@ -250,7 +250,7 @@ def test_auto_precision_has_one_definition(monkeypatch: pytest.MonkeyPatch, bf16
     """The fingerprint and the benchmarks resolve ``auto`` by the trainer's resolve_precision: on a
     (simulated) GPU with and without bf16 support, and on CPU."""
     from posenc.bench.core import BenchConfig
-    from posenc.pipeline.fingerprint import _auto_precision
+    from posenc.runs.fingerprint import _auto_precision
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16_supported)

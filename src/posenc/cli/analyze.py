@@ -14,7 +14,7 @@ from posenc.errors import ConfigError
 from posenc.tasks.translation.config import ExperimentConfig
 from posenc.tasks.translation.report import run_analysis
 from posenc.experiments.runner import check_report_dir, find_experiment
-from posenc.pipeline.rundir import check_target, write_marker
+from posenc.runs.rundir import check_target, write_marker
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

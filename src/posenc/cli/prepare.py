@@ -8,7 +8,7 @@ from pathlib import Path
 from posenc.cli.common import add_config_arguments, run_config
 from posenc.pipeline.prepare import load_meta, prepare
 from posenc.files import os_errors
-from posenc.pipeline.rundir import LOCK_NAME, check_free_target, exclusive
+from posenc.runs.rundir import LOCK_NAME, check_free_target, exclusive
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

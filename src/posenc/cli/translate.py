@@ -28,7 +28,7 @@ from posenc.decoding.translate import MAX_BEAM, read_lines_lazily, read_stdin_li
 from posenc.errors import ConfigError
 from posenc.pipeline.run import SPLITS, LoadedRun, decode_options, load_run, translate_split
 from posenc.files import check_output_file, os_errors
-from posenc.pipeline.rundir import check_outside_posenc_dirs
+from posenc.runs.rundir import check_outside_posenc_dirs
 
 log = logging.getLogger("posenc")
 #: Seconds between progress lines when stderr is not a terminal.

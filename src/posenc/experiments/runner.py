@@ -19,7 +19,7 @@ from typing import Any
 
 from posenc.config import from_dict, load_yaml, merge_overrides
 from posenc.errors import ConfigError
-from posenc.pipeline.same_run import Verdict
+from posenc.runs.same_run import Verdict
 from posenc.experiments.tasks import Cell, ExperimentTask, known_tasks, task_module, task_of
 from posenc.files import atomic_write_text
 from posenc.processes import interrupt_on_signals
@@ -95,7 +95,7 @@ def plan(exp: Any, rerun_stale: bool = False) -> list[Cell]:
 def _clear_stale(out_dir: str) -> None:
     """Remove what posenc wrote in a stale cell's run directory (never the directory itself,
     never files it did not write): refused in one line unless the directory is posenc's run."""
-    from posenc.pipeline.rundir import check_target, clear_run
+    from posenc.runs.rundir import check_target, clear_run
 
     check_target(out_dir, "run")
     clear_run(out_dir)
@@ -117,7 +117,7 @@ def check_report_dir(exp: Any) -> None:
     """``<root>/report`` must be new, empty or posenc's report (one-line RunDirError otherwise). A
     report written before reports were marked (README.md headed ``# <experiment name>``, only
     Markdown/PNG/CSV files and folders) is claimed as posenc's."""
-    from posenc.pipeline.rundir import claim_and_check
+    from posenc.runs.rundir import claim_and_check
 
     claim_and_check(exp.root / "report", "report", "report directory", partial(_older_report, name=exp.name))
 
@@ -140,7 +140,7 @@ def run_grid(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = 
     (:mod:`posenc.experiments.selection`) and the grid then uses the chosen value.
     ``report_only``: train nothing; the report reads the fresh cells (a grid that spans sessions)."""
     from posenc.experiments.selection import run_selection
-    from posenc.pipeline.rundir import write_marker
+    from posenc.runs.rundir import write_marker
 
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")

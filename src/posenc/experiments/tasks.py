@@ -11,6 +11,7 @@ report. A module without ``TASK`` may export ``experiment(data, overrides, **opt
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import pkgutil
@@ -20,7 +21,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from posenc.errors import ConfigError
-from posenc.pipeline.same_run import Verdict
+from posenc.runs.same_run import Verdict
 
 Cell = tuple[str, str, int]  # (setting, method, seed)
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -89,7 +90,13 @@ def task_of(exp: Any) -> ExperimentTask:
 def known_tasks() -> list[str]:
     """``translation`` and every other ``posenc.tasks`` package, found by name like the task
     itself (:func:`task_module`): the runner sits below the tasks and imports none of them."""
+    return list(_task_packages())
+
+
+@functools.cache
+def _task_packages() -> tuple[str, ...]:
+    """The scan behind :func:`known_tasks`, once per process (the installed packages do not change)."""
     spec = importlib.util.find_spec("posenc.tasks")
     where = list(spec.submodule_search_locations or []) if spec is not None else []
     found = sorted(m.name for m in pkgutil.iter_modules(where) if m.ispkg and m.name != "translation")
-    return ["translation", *found]
+    return ("translation", *found)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from posenc.config import require
+from posenc.config import from_dict, require
 from posenc.data.corpora import corpus_option_types
 from posenc.decoding.translate import MAX_BEAM
 from posenc.models.config import ModelConfig
@@ -103,3 +104,25 @@ class RunConfig:
     @property
     def prepared_dir(self) -> str:
         return self.data_dir or f"{self.out_dir}/data"
+
+    def stored_form(self) -> RunConfig:
+        """This config as its run directory's config.yaml stores it: ``out_dir = "."`` and
+        ``data_dir`` relative to the run directory when it lies inside it (absolute otherwise)."""
+        out = Path(self.out_dir).resolve()
+        data = Path(self.prepared_dir).resolve()
+        if data == out / "data":
+            data_dir = ""
+        elif data.is_relative_to(out):
+            data_dir = str(data.relative_to(out))
+        else:
+            data_dir = str(data)
+        return replace(self, out_dir=".", data_dir=data_dir)
+
+
+def located_config(data: dict[str, Any], run_dir: Path) -> RunConfig:
+    """Inverse of :meth:`RunConfig.stored_form`: a stored config resolved against ``run_dir``."""
+    cfg = from_dict(RunConfig, data)
+    data_dir = cfg.data_dir
+    if data_dir and not Path(data_dir).is_absolute():
+        data_dir = str(run_dir / data_dir)
+    return replace(cfg, out_dir=str(run_dir), data_dir=data_dir)

@@ -7,7 +7,7 @@ Everything is written to a temporary directory first and renamed into place (a n
 or moved into an existing empty one (which stays: a symlink's target, a mount point), so an
 interrupted or failed prepare leaves nothing that reads as prepared. The directory is marked as posenc's
 (``.posenc-run``, kind ``data``); an existing directory that is neither empty nor posenc's
-prepared data is never written into or replaced (:func:`posenc.pipeline.rundir.check_target`).
+prepared data is never written into or replaced (:func:`posenc.runs.rundir.check_target`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from posenc.data.spm import Tokenizer, train_spm
 from posenc.data.text import write_lines_atomic
 from posenc.errors import DataError, RunDirError
 from posenc.pipeline.config import DataConfig
-from posenc.pipeline.fingerprint import data_fingerprint, describe_diff, diff_keys
-from posenc.pipeline.rundir import MARKER_NAME, check_target, read_json_dict, read_marker, write_marker
+from posenc.runs.fingerprint import data_fingerprint, describe_diff, diff_keys
+from posenc.runs.rundir import MARKER_NAME, check_target, read_json_dict, read_marker, write_marker
 from posenc.processes import pid_alive
 
 FINGERPRINT_NAME = "fingerprint.json"

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from posenc.config import from_dict, load_yaml, naming, to_dict
+from posenc.config import describe_differences, from_dict, load_yaml, naming, shared_differences, to_dict
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
 from posenc.decoding.translate import translate_file
@@ -26,9 +26,10 @@ from posenc.errors import CheckpointError, ConfigError
 from posenc.evaluation.metrics import corpus_scores
 from posenc.models.config import ModelConfig
 from posenc.models.rnn_nmt import RNNConfig
-from posenc.pipeline.config import DataConfig, DecodeConfig, RunConfig
+from posenc.pipeline.config import ARCH_SECTIONS, DataConfig, DecodeConfig, RunConfig, located_config
 from posenc.files import atomic_write_text
-from posenc.pipeline.rundir import check_checkpoint_fingerprint, dir_kind, located_config
+from posenc.runs.rundir import FINGERPRINT_NAME, dir_kind, read_json_dict
+from posenc.runs.same_run import RunRecord
 from posenc.pipeline.train import build_model, source_bos
 from posenc.training import checkpoint as ck
 
@@ -67,6 +68,24 @@ def find_checkpoint(run_dir: Path, which: str = "auto") -> Path:
     if which == "average":
         raise CheckpointError(f"{run_dir}: no averaged checkpoint (set train.average_last or run `posenc average`)")
     return Path(which)
+
+
+def check_checkpoint_fingerprint(run_dir: str | Path, config: dict[str, Any], where: str | Path) -> None:
+    """Refuse a checkpoint whose stored ``arch``/``data``/``model`` sections are not those of the
+    run in ``run_dir`` (its fingerprint.json; runs without one are not checked): a checkpoint of
+    another model copied into a run is never decoded with the run's vocabulary or averaged in."""
+    path = Path(run_dir) / FINGERPRINT_NAME
+    if not path.is_file():
+        return
+    saved = RunRecord.read(read_json_dict(path, "the run directory is damaged")).fingerprint or {}
+    arch = str(config.get("arch", saved.get("arch", "transformer")))
+    section = ARCH_SECTIONS.get(arch, "model")
+    run = {"arch": saved.get("arch", "transformer"), "data": saved.get("data"), "model": saved.get(section)}
+    ckpt = json.loads(json.dumps({"arch": arch, "data": config.get("data"), "model": config.get("model")}, default=str))
+    diffs = shared_differences(run, ckpt)  # the run-level rule read both through today's defaults
+    if diffs:
+        raise CheckpointError(f"{where}: a checkpoint of another model or data than the run {run_dir} "
+                              f"({describe_differences(diffs)}); remove it or pass the run it belongs to")
 
 
 def config_with_checkpoint(cfg: RunConfig, saved: dict[str, Any], where: Path) -> RunConfig:

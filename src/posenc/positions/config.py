@@ -125,7 +125,7 @@ class _PositionConfigBase:
     def determining_dict(self) -> dict[str, Any]:
         """What of this section determines a model: ``name`` and the active methods' blocks. The
         other methods' blocks are never read, so a newly registered method (a new block) changes
-        no run's fingerprint (pipeline/fingerprint.determining_dict)."""
+        no run's fingerprint (runs/fingerprint.determining_dict)."""
         return {"name": self.name, **{m: to_dict(self.params(m)) for m in self.active}}
 
     @classmethod

@@ -48,13 +48,13 @@ from posenc.errors import ConfigError
 from posenc.files import atomic_output, atomic_write_text, check_output_file
 from posenc.models.attention import MultiHeadAttention
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.pipeline.rundir import check_target, write_marker
+from posenc.runs.rundir import check_target, write_marker
 from posenc.pipeline.run import LoadedRun
 from posenc.positions.rope import ntk_base
 
 #: ``posenc export --quantization`` → CTranslate2's weight type (``bf16`` is an alias).
 QUANTIZATIONS = {"float32": "float32", "int8": "int8", "bfloat16": "bfloat16", "bf16": "bfloat16"}
-#: The marker kind of an export directory (pipeline/rundir.write_marker) and its description file.
+#: The marker kind of an export directory (runs/rundir.write_marker) and its description file.
 EXPORT_KIND, EXPORT_INFO = "export", "posenc_export.json"
 #: Input position methods → their table rows ``(T, D)`` for positions ``offset … offset+T−1``.
 TableFn = Callable[[nn.Module, int, int, int], Tensor]

@@ -13,9 +13,9 @@ may have ``model``/``data`` dataclass sections (stored with every checkpoint). T
 loaded data between calls (so ``train_batches`` does not reload it every epoch).
 
 :func:`run_task` owns the run directory, for every task: it refuses a directory posenc did not
-write (:func:`~posenc.pipeline.rundir.check_free_target`), holds its lock, checks the stored
-fingerprint before resuming (:func:`~posenc.pipeline.rundir.open_run`), and writes the ownership
-marker, ``config.yaml``, ``fingerprint.json`` (:func:`~posenc.pipeline.rundir.commit_run`, called
+write (:func:`~posenc.runs.rundir.check_free_target`), holds its lock, checks the stored
+fingerprint before resuming (:func:`~posenc.runs.rundir.open_run`), and writes the ownership
+marker, ``config.yaml``, ``fingerprint.json`` (:func:`~posenc.runs.rundir.commit_run`, called
 by the Trainer once it has restored the checkpoint it resumes from) and ``summary.json``.
 Optional hooks (looked up with ``getattr``):
 
@@ -47,7 +47,8 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 import torch
 from torch import nn
 
-from posenc.pipeline.rundir import check_free_target, commit_run, exclusive, open_run
+from posenc.runs.rundir import check_free_target, commit_run, exclusive, open_run
+from posenc.runs.same_run import RunRecord
 from posenc.training.distributed import env_int
 from posenc.training.loss import LossOutput
 from posenc.training.state import TrainResult
@@ -117,9 +118,10 @@ def run_task(task: Task, cfg: Any, out_dir: str | Path | None = None, resume: bo
 
 def _run_locked(task: Task, cfg: Any, out: Path, resume: bool, is_main: bool) -> TaskRun:
     _hook(task, "check", cfg)
-    resumed = open_run(cfg, out, resume)  # device and fingerprint: nothing written yet
+    opening = open_run(cfg, out, resume)  # device, the run's and its checkpoint's verdict: nothing written yet
     setup = getattr(task, "setup", None)
     cfg = setup(cfg, not resume) if setup else cfg
+    record = RunRecord.of(cfg)  # computed once: fingerprint.json and every checkpoint's state
     torch.manual_seed(cfg.train.seed)  # initial weights follow train.seed
     model = task.build_model(cfg)
     valid = task.valid_batches(cfg)
@@ -128,9 +130,9 @@ def _run_locked(task: Task, cfg: Any, out: Path, resume: bool, is_main: bool) ->
     extra = _hook(task, "summary", cfg) or {}  # the task's summary.json entries (known before training)
     state = _hook(task, "checkpoint_state", cfg)
     trainer = Trainer(model, cfg.train, out, task.loss, d_model=task.width(cfg), config=sections, summary=extra,
-                      checkpoint_state=state)
-    write = partial(commit_run, cfg, out, resumed, getattr(task, "write_files", None)) if is_main else None
-    result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=resumed, on_start=write)
+                      record=record.to_dict(), checkpoint_state=state)
+    write = partial(commit_run, cfg, out, opening.resumes, getattr(task, "write_files", None), record) if is_main else None
+    result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=opening.checkpoint or False, on_start=write)
     summary = result.run_record  # what the Trainer wrote to summary.json
     model.eval()
     metrics = task.evaluate(cfg, model, out, result) if is_main else {}  # rank 0 evaluates (and writes); under DDP the others do not

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from posenc.config import apply_mapping, from_dict, load_yaml, require, to_dict
 from posenc.errors import ConfigError
-from posenc.pipeline.same_run import Stored, Verdict, same_run
+from posenc.runs.same_run import RunRecord, Verdict, same_run
 from posenc.tasks.base import Task, TaskRun, run_task
 
 log = logging.getLogger("posenc")
@@ -46,15 +46,15 @@ def config_record(cfg: Any) -> dict[str, Any]:
 
 
 def recorded_verdict(cfg: Any, results: dict[str, Any] | None) -> Verdict | None:
-    """A cell's freshness by the one rule (:func:`posenc.pipeline.same_run.same_run`) on the config
+    """A cell's freshness by the one rule (:func:`posenc.runs.same_run.same_run`) on the config
     its results record; without results, stale when the run's saved config.yaml is another run
     (a run started, not finished); None when it has to run."""
     if results is not None:
         steps = results.get("summary", {}).get("steps") if isinstance(results.get("summary"), dict) else None
-        return same_run(Stored.of_config(results.get("config"), steps), cfg)
+        return same_run(RunRecord.read(results.get("config"), steps), cfg)
     saved = Path(cfg.out_dir) / "config.yaml"
     if saved.is_file():
-        verdict = same_run(Stored.of_config(load_yaml(saved)), cfg)
+        verdict = same_run(RunRecord.read(load_yaml(saved)), cfg)
         if verdict.kind == "stale":
             return Verdict("stale", f"the run in {cfg.out_dir} was started with another config ({verdict.detail})")
     return None

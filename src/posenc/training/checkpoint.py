@@ -34,7 +34,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from posenc.config import safe_load_bounded, shared_differences
+from posenc.config import safe_load_bounded
 from posenc.errors import CheckpointError
 from posenc.processes import pid_alive
 
@@ -331,7 +331,8 @@ def checkpoint_config(path: str | Path) -> dict[str, Any]:
 
 
 def checkpoint_state(path: str | Path) -> dict[str, Any]:
-    """The state stored with a checkpoint (its state.json), without reading tensors."""
+    """The training state stored with a checkpoint (its state.json: step, the run's ``record``, ...),
+    without reading tensors; a one-line CheckpointError when it is missing or not posenc's."""
     return _read_state(Path(path))
 
 
@@ -385,20 +386,6 @@ def restore_model(model: torch.nn.Module, ckpt: Checkpoint) -> None:
     """Load ``ckpt``'s weights into ``model`` after a key/shape check (CheckpointError)."""
     check_state_compatible(ckpt.model, model.state_dict(), str(ckpt.path))
     model.load_state_dict(ckpt.model, strict=True)
-
-
-def check_config(ckpt: Checkpoint, section: str, current: dict[str, Any]) -> None:
-    """Raise CheckpointError, naming the first differing key, if ``ckpt.config[section]`` differs
-    from ``current`` at a key both have (posenc.config.shared_differences: options and position
-    blocks added since the checkpoint was written are no difference)."""
-    saved = ckpt.config.get(section)
-    if saved is None:
-        return
-    diffs = shared_differences(saved, current, section)
-    if diffs:
-        key, was, now = diffs[0]
-        raise CheckpointError(f"{ckpt.path.name}: {section} config differs from the checkpoint at {key} "
-                              f"(checkpoint {was!r}, current {now!r})")
 
 
 # ----------------------------------------------------------------------------- directory management

@@ -79,7 +79,7 @@ def resolve_precision(precision: str, device: torch.device, width: int | None = 
     needs CUDA (its loss scaler): on a CPU it falls back to fp32 with a warning.
 
     The one resolution of ``precision``: the trainer, the run fingerprint
-    (pipeline/fingerprint.py) and the benchmarks (bench/core.py) all call it."""
+    (runs/fingerprint.py) and the benchmarks (bench/core.py) all call it."""
     cuda = device.type == "cuda"
     if precision == "auto":
         if cuda:

@@ -153,8 +153,9 @@ class StateStore:
     must be the same in a checkpoint resumed from (a key the checkpoint lacks is not checked)."""
 
     def __init__(self, ckpt_dir: Path, cfg: TrainConfig, dist: DistInfo, device: torch.device, config: dict[str, Any],
-                 extra: dict[str, Any] | None = None) -> None:
+                 record: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> None:
         self.ckpt_dir, self.cfg, self.dist, self.device, self.config = ckpt_dir, cfg, dist, device, config
+        self.record = record  # the run's record (posenc.runs.same_run.RunRecord.to_dict), kept in every state
         self.extra = dict(extra or {})
 
     # ------------------------------------------------------------------ save
@@ -179,6 +180,7 @@ class StateStore:
                 "valid_loss": state.valid_loss_at(state.step), "world_size": self.dist.world_size,
                 "rng": {"host": hosts}, "scheduler": scheduler.state_dict(),
                 "scaler": scaler.state_dict() if scaler is not None else None,
+                **({"record": self.record} if self.record is not None else {}),
             }
             ck.save_checkpoint(path, model.state_dict(), state=payload, config=self.config,
                                optim_state=optimizer.state_dict(), tensors=rng_tensors)
@@ -204,8 +206,6 @@ class StateStore:
         ckpt = ck.load_checkpoint(path)
         if ckpt.state.get("kind") != "train" or ckpt.state.get("optimizer") is None:
             raise CheckpointError(f"{path}: model-only checkpoint (no optimizer state); cannot resume training from it")
-        if "model" in self.config:
-            ck.check_config(ckpt, "model", self.config["model"])
         self._check_extra(ckpt)
         ck.restore_model(model, ckpt)
         try:

@@ -51,8 +51,8 @@ class Trainer:
     """Train ``model`` with ``cfg``, writing logs and checkpoints under ``out_dir``.
 
     ``config`` holds extra sections for each checkpoint's config.yaml (e.g. ``{"model": ...,
-    "data": ...}``); the ``model`` section (taken from ``model.cfg`` when absent) must match on
-    resume. ``loss_fn`` is the task's loss hook; ``d_model`` the model width of the Noam schedule
+    "data": ...}``; the ``model`` section is taken from ``model.cfg`` when absent), ``record`` the
+    run's record kept in every checkpoint's state (the run directory's opener judges it on resume). ``loss_fn`` is the task's loss hook; ``d_model`` the model width of the Noam schedule
     (None: a schedule that needs none, e.g. cosine; ``noam`` then stops with one line).
     ``summary`` holds extra entries of the run's ``summary.json`` (a task's, e.g. its stopping
     signal), written with the trainer's own once training ends: one summary, one writer.
@@ -70,6 +70,7 @@ class Trainer:
         config: dict[str, Any] | None = None,
         find_unused_parameters: bool = False,
         summary: dict[str, Any] | None = None,
+        record: dict[str, Any] | None = None,
         checkpoint_state: dict[str, Any] | None = None,
     ) -> None:
         self.cfg, self.out_dir, self.summary_extra = cfg, Path(out_dir), dict(summary or {})
@@ -96,7 +97,7 @@ class Trainer:
         self.scheduler: Any = None  # built by fit() once the number of updates is known
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.config = config_sections(model, cfg, config)
-        self.store = StateStore(self.ckpt_dir, cfg, self.dist, self.device, self.config, checkpoint_state)
+        self.store = StateStore(self.ckpt_dir, cfg, self.dist, self.device, self.config, record, checkpoint_state)
         self.state = TrainState()
         self.logger: RunLogger | None = None
         self._stop = ""

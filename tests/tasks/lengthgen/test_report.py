@@ -47,7 +47,7 @@ def test_report_cli_never_writes_over_a_users_files(tmp_path, capsys) -> None:
     written and marked, and posenc's own report directory is rewritten."""
     from pathlib import Path
 
-    from posenc.pipeline.rundir import dir_kind
+    from posenc.runs.rundir import dir_kind
     from posenc.tasks.lengthgen.driver import main
 
     root = Path(__file__).resolve().parents[3] / "docs" / "results" / "lengthgen_cpu"

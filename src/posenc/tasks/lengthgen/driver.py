@@ -99,7 +99,7 @@ def main(argv: list[str]) -> int:
 def _report(name: str, root: Path, out_dir: Path) -> int:
     from posenc.config import load_config
     from posenc.experiments.runner import find_experiment
-    from posenc.pipeline.rundir import check_target, write_marker
+    from posenc.runs.rundir import check_target, write_marker
     from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
 
     exp = load_config(LengthgenExperimentConfig, find_experiment(name))

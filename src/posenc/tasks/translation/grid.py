@@ -1,7 +1,7 @@
 """The experiment side of the translation task (:class:`posenc.experiments.tasks.ExperimentTask`):
 settings × methods × seeds over a base :class:`~posenc.pipeline.config.RunConfig`
 (:class:`~posenc.tasks.translation.config.ExperimentConfig`), each cell's freshness from the record in
-its ``results.json`` (the one rule, :mod:`posenc.pipeline.same_run`), BLEU on ``exp.splits`` and the
+its ``results.json`` (the one rule, :mod:`posenc.runs.same_run`), BLEU on ``exp.splits`` and the
 translation report with its analyses (:mod:`posenc.tasks.translation.report`).
 """
 
@@ -19,7 +19,7 @@ from posenc.tasks.translation.convergence import run_status
 from posenc.training.convergence import UNKNOWN
 from posenc.experiments.selection import SelectionConfig
 from posenc.pipeline.config import RunConfig
-from posenc.pipeline.same_run import Stored, Verdict, evaluation_record, run_record, same_run
+from posenc.runs.same_run import RunRecord, Verdict, evaluation_record, same_run
 from posenc.tasks.translation.task import train_run
 from posenc.tasks.translation.tuning import alpha_key, tune_length_penalty
 
@@ -42,14 +42,13 @@ def trained_elsewhere(cfg: RunConfig) -> dict[str, Any] | None:
     another machine and brought back without the optimizer states (a lent GPU's run whose decoding
     was cut off, say). Such a run is scored, never retrained from scratch over its files; None when
     ``out_dir`` holds anything else (the normal resume path applies)."""
-    from posenc.pipeline.rundir import stored_run
-    from posenc.training.checkpoint import latest_checkpoint
+    from posenc.runs.rundir import read_run
 
     out = Path(cfg.out_dir)
     if not (out / "summary.json").is_file() or not (out / "checkpoints" / "average" / "model.safetensors").is_file():
         return None
-    stored = stored_run(out, type(cfg))
-    if latest_checkpoint(out / "checkpoints") is not None or stored is None or same_run(stored, cfg).kind != "fresh":
+    opening = read_run(cfg, out)
+    if opening.checkpoint is not None or opening.verdict is None or opening.verdict.kind != "fresh":
         return None
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     capped = summary.get("stopped") == "max_steps" and summary.get("max_steps") == cfg.train.max_steps
@@ -72,7 +71,7 @@ class TranslationExperiment:
         if results is None:
             return None
         cfg, steps = run_config(exp, *cell), results.get("summary", {}).get("steps")
-        return with_tuning(exp, results, same_run(Stored.of_record(results.get("record"), steps), cfg,
+        return with_tuning(exp, results, same_run(RunRecord.read(results.get("record"), steps), cfg,
                                                   evaluation_record(cfg, exp.splits)))
 
     def prepare(self, exp: ExperimentConfig, cells: list[Cell]) -> None:
@@ -124,7 +123,7 @@ class TranslationExperiment:
         scores = {split: translate_split(loaded, split, decode) for split in exp.splits}
         summary = dict(summary, status=run_status(cfg.out_dir, summary, cfg.train.max_steps))
         result = {"setting": setting, "method": method, "seed": seed, "summary": summary, "scores": scores,
-                  "record": run_record(cfg, exp.splits)}
+                  "record": RunRecord.of(cfg, evaluation_record(cfg, exp.splits)).to_dict()}
         return dict(result, length_penalty=tuning) if tuning else result
 
     def summary_line(self, exp: ExperimentConfig, result: dict[str, Any]) -> str:

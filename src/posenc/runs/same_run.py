@@ -1,26 +1,29 @@
 """Is a stored run the run today's config asks for? The one rule, asked everywhere.
 
-``posenc train`` asks it before resuming a run directory (its ``fingerprint.json``:
-:func:`posenc.pipeline.rundir.check_resumable`), ``posenc experiment`` for every translation cell
-(the record in its ``results.json``) and the methods grids (lengthgen, vision, speech) for every
-cell (the whole config its ``results.json`` records). One answer, :class:`Verdict`:
+A run records one :class:`RunRecord` (fingerprint, extension values, evaluation), computed once
+from its resolved config and stored in one form in ``fingerprint.json``, a translation cell's
+``results.json`` and every checkpoint's state. :func:`same_run` judges it: the run directory's
+opener (:func:`posenc.runs.rundir.open_run`: ``posenc train``, every task's runs) on its
+``fingerprint.json`` and on the checkpoint it resumes from, ``posenc experiment`` on every cell's
+``results.json`` (a methods grid's records its whole config). One answer, :class:`Verdict`:
 
 ``fresh``
     nothing that determines the run differs: its results are reused, its directory resumes.
 ``rescore``
     only the evaluation differs (decoding, splits): the trained model is scored again.
 ``extend``
-    only training-extension keys differ (:data:`~posenc.pipeline.fingerprint.EXTENSION_KEYS`:
+    only training-extension keys differ (:data:`~posenc.runs.fingerprint.EXTENSION_KEYS`:
     ``max_steps`` 2000 → 4000, patience, ...): training resumes under the new caps. A cap *below*
     the steps already trained cannot be honoured by resuming: ``stale``.
 ``stale``
     the fingerprint differs (the differing keys are named), or nothing comparable was recorded.
 
-Stored records are read **through today's config classes** (:func:`read_stored`): old option names
+Records of any posenc version are read by one adapter (:meth:`RunRecord.read`) and **through
+today's config classes** (:func:`read_stored`): old option names
 mapped, options added since then filled in with today's defaults, and position blocks of methods
 the run did not use dropped. So registering a method, or adding an option whose default reproduces
 the old behaviour, changes no verdict: old runs resume and committed results stay fresh.
-Where a run trained (:data:`~posenc.pipeline.fingerprint.PLACEMENT_KEYS`) never matters.
+Where a run trained (:data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`) never matters.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any
 
 from posenc.config import ABSENT, config_differences, describe_differences, from_dict, to_dict
 from posenc.errors import ConfigError
-from posenc.pipeline.fingerprint import EXTENSION_KEYS, PLACEMENT_KEYS, fingerprint, placed_as
+from posenc.runs.fingerprint import EXTENSION_KEYS, PLACEMENT_KEYS, fingerprint, placed_as
 
 #: Keys filled in from the prepared data (vocabulary size, CAPE's α): an unresolved 0 in a new
 #: config means "take it from the data", so it is not a difference.
@@ -49,54 +52,63 @@ class Verdict:
     keys: tuple[str, ...] = ()
 
 
+#: ``train`` options that no fingerprint ever held (extension keys since the first one): a stored
+#: dict whose ``train`` has one of them is a whole config, not a bare fingerprint.
+WHOLE_SIGNS = frozenset({"patience", "log_every", "validate_every", "save_every", "keep_last"})
+
+
 @dataclass(frozen=True)
-class Stored:
-    """What a run directory or results file recorded about the config that produced it.
+class RunRecord:
+    """What a run records about the config that produced it, in one form wherever it is stored
+    (``fingerprint.json``, a cell's ``results.json`` ``record``, every checkpoint's state):
+    ``{"fingerprint": ..., "extension": ..., "evaluation": ...}`` (:meth:`to_dict`).
 
-    ``config`` is a fingerprint or a whole config, as written by any posenc version; ``whole`` says
-    it holds the training-extension values too (a methods grid's record; a translation record's
-    are merged in). A bare fingerprint records none, so extension keys are not compared (a run
-    directory resumes under any caps)."""
+    ``fingerprint`` is a fingerprint or, read from an older file, a whole config; ``whole`` says
+    the training-extension values are known (``extension``, or inside a whole config). A bare
+    fingerprint records none, so extension keys are not compared (a run directory resumes under
+    any caps). ``steps``: the updates already trained, where known."""
 
-    config: dict[str, Any] | None
+    fingerprint: dict[str, Any] | None
+    extension: dict[str, Any] = dataclasses.field(default_factory=dict)
     evaluation: dict[str, Any] | None = None
     steps: int | None = None
-    whole: bool = False
+    whole: bool = True
 
     @classmethod
-    def of_fingerprint(cls, fp: dict[str, Any] | None) -> Stored:
-        """A run directory's ``fingerprint.json``."""
-        return cls(fp)
+    def of(cls, cfg: Any, evaluation: dict[str, Any] | None = None) -> RunRecord:
+        """The record of the resolved run config ``cfg`` (a dataclass), scored as ``evaluation``."""
+        train = to_dict(cfg.train) if hasattr(cfg, "train") else {}
+        return cls(fingerprint(cfg), {k: train[k] for k in sorted(EXTENSION_KEYS) if k in train}, evaluation)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form (JSON-safe)."""
+        return {"fingerprint": self.fingerprint, "extension": self.extension, "evaluation": self.evaluation}
 
     @classmethod
-    def of_record(cls, record: dict[str, Any] | None, steps: int | None = None) -> Stored:
-        """A translation cell's ``results.json`` record (:func:`run_record`): its extension values
-        merged into the fingerprint's ``train`` section (read with today's names and defaults)."""
-        record = record if isinstance(record, dict) else {}
-        fp = record.get("fingerprint")
-        if isinstance(fp, dict) and isinstance(fp.get("train"), dict):
-            fp = {**fp, "train": {**fp["train"], **record.get("extension", {})}}
-        return cls(fp, record.get("evaluation"), steps, whole=True)
+    def read(cls, data: Any, steps: int | None = None) -> RunRecord:
+        """The one reader of every stored form, of any posenc version: a record (:meth:`to_dict`),
+        a bare fingerprint (an older ``fingerprint.json``) or a whole config (a methods grid's
+        ``results.json`` ``config``, a ``config.yaml``); anything else records no config."""
+        if not isinstance(data, dict) or not data:
+            return cls(None, steps=steps)
+        if "fingerprint" in data and "extension" in data:
+            fp = data["fingerprint"] if isinstance(data["fingerprint"], dict) else None
+            return cls(fp, dict(data.get("extension") or {}), data.get("evaluation"), steps)
+        train = data.get("train")
+        return cls(data, steps=steps, whole=isinstance(train, dict) and bool(WHOLE_SIGNS & set(train)))
 
-    @classmethod
-    def of_config(cls, config: dict[str, Any] | None, steps: int | None = None) -> Stored:
-        """A whole recorded config (a methods grid's ``results.json`` ``config``, a ``config.yaml``)."""
-        return cls(config, steps=steps, whole=True)
+    @property
+    def config(self) -> dict[str, Any] | None:
+        """The stored dict to read as today's config: the fingerprint with its extension values."""
+        fp = self.fingerprint
+        if isinstance(fp, dict) and self.extension and isinstance(fp.get("train"), dict):
+            return {**fp, "train": {**fp["train"], **self.extension}}
+        return fp
 
 
 def evaluation_record(cfg: Any, splits: list[str]) -> dict[str, Any]:
     """How a translation cell was scored: its decoding options and splits."""
     return {"decode": to_dict(cfg.decode), "splits": list(splits)}
-
-
-def run_record(cfg: Any, splits: list[str]) -> dict[str, Any]:
-    """What a translation cell's results.json stores about the config that produced it."""
-    train = to_dict(cfg.train)
-    return {
-        "fingerprint": fingerprint(cfg),
-        "extension": {k: train[k] for k in sorted(EXTENSION_KEYS) if k in train},
-        "evaluation": evaluation_record(cfg, splits),
-    }
 
 
 def _prune(cls: type, data: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +140,7 @@ def _fingerprint_changes(saved: Any, cfg: Any) -> list[tuple[str, Any, Any]]:
             if not (k in DERIVED_KEYS and was is not ABSENT and (now is ABSENT or not now))]
 
 
-def _extensions(stored: Stored, saved: Any, cfg: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def _extensions(stored: RunRecord, saved: Any, cfg: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """The stored and current extension values (placement left out), read through today's
     defaults; None when the record holds none (a bare fingerprint)."""
     if not hasattr(cfg, "train") or not stored.whole:
@@ -138,9 +150,11 @@ def _extensions(stored: Stored, saved: Any, cfg: Any) -> tuple[dict[str, Any], d
     return {k: old[k] for k in keys}, {k: now[k] for k in keys}
 
 
-def same_run(stored: Stored | None, cfg: Any, evaluation: dict[str, Any] | None = None) -> Verdict:
+def same_run(stored: RunRecord | None, cfg: Any, evaluation: dict[str, Any] | None = None) -> Verdict:
     """The verdict on ``stored`` (None: nothing recorded) against today's run config ``cfg`` (a
-    dataclass), and ``evaluation`` (:func:`evaluation_record`) where the caller scores runs."""
+    dataclass), and ``evaluation`` (:func:`evaluation_record`) where the caller scores runs. The
+    one answer to "is this the same run?": run directories, grid cells and the checkpoint a run
+    resumes from are all judged here."""
     if stored is None or not isinstance(stored.config, dict):
         return Verdict("stale", "the run records no config (written before posenc recorded one)")
     try:

@@ -1,8 +1,8 @@
 """Run fingerprints: what determines a run's data and model, so a run directory never lies.
 
-A run directory stores ``fingerprint.json`` = :func:`fingerprint` of the resolved config it was
-trained with. Whether a stored record and today's config are the same run is decided in one place,
-:func:`posenc.pipeline.same_run.same_run` (``posenc train``, ``posenc experiment`` and the methods
+A run directory's ``fingerprint.json`` records :func:`fingerprint` of the resolved config it was
+trained with (in its :class:`~posenc.runs.same_run.RunRecord`). Whether a stored record and today's config are the same run is decided in one place,
+:func:`posenc.runs.same_run.same_run` (``posenc train``, ``posenc experiment`` and the methods
 grids all ask it): differences that only extend or observe training (:data:`EXTENSION_KEYS`:
 step/epoch caps, patience, logging, checkpoint bookkeeping, device) never make a run stale.
 

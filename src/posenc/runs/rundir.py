@@ -1,11 +1,11 @@
-"""Run directories that never lie: an exclusive lock, the fingerprint check, run-relative paths.
+"""Run directories that never lie: an exclusive lock, the one opener, ownership markers.
 
-A run directory holds ``config.yaml`` (the resolved config, with paths relative to the run
-directory) and ``fingerprint.json`` (:func:`posenc.pipeline.fingerprint.fingerprint` of it).
-Both are written only once a command has validated everything: a run is validated by
-:func:`open_run` (fingerprint, device) and written by :func:`commit_run` (after the Trainer
-restored and checked the checkpoint it resumes from); a command that fails before leaves the
-directory as it found it.
+A run directory holds ``config.yaml`` (the resolved config; a translation run's with paths relative
+to the run directory) and ``fingerprint.json`` (its :class:`~posenc.runs.same_run.RunRecord`).
+Both are written only once a command has validated everything: a run is opened by
+:func:`open_run` (device; the verdict on the recorded run and on the checkpoint it resumes from)
+and written by :func:`commit_run` (after the Trainer restored that checkpoint); a command that
+fails before leaves the directory as it found it.
 
 Ownership: posenc writes only into a directory that is new, empty, or its own, and deletes only
 files it wrote. Its own directories carry a marker file, ``.posenc-run`` (JSON ``{"kind": "run"}``
@@ -22,21 +22,19 @@ import logging
 import os
 import re
 import shutil
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 from contextlib import contextmanager
 
 import yaml
 
-from posenc.config import describe_differences, from_dict, load_yaml, naming, shared_differences, to_dict
-from posenc.errors import CheckpointError, ConfigError, PosencError, RunDirError
+from posenc.config import load_yaml, naming, to_dict
+from posenc.errors import ConfigError, PosencError, RunDirError
 from posenc.files import atomic_write_text, os_call, os_error_message
 from posenc.processes import pid_alive
-from posenc.pipeline.config import ARCH_SECTIONS, RunConfig
-from posenc.pipeline.fingerprint import fingerprint
-from posenc.pipeline.same_run import Stored, read_stored, same_run
-from posenc.training.checkpoint import foreign_files, remove_checkpoint
+from posenc.runs.same_run import RunRecord, Verdict, read_stored, same_run
+from posenc.training.checkpoint import checkpoint_state, foreign_files, latest_checkpoint, remove_checkpoint
 from posenc.training.distributed import env_int
 from posenc.training.runtime import resolve_device
 
@@ -87,14 +85,14 @@ def _legacy_kind(directory: Path) -> str | None:
 
 
 def _is_run_config(path: Path) -> bool:
-    """Whether ``path`` is a run config that posenc wrote (a valid RunConfig YAML file)."""
+    """Whether ``path`` is a run config that posenc wrote, of any task (a YAML mapping with a
+    ``train`` section)."""
     if not path.is_file():
         return False
     try:
-        from_dict(RunConfig, load_yaml(path))
-    except (PosencError, OSError, ValueError, TypeError):
+        return isinstance(load_yaml(path).get("train"), dict)
+    except (PosencError, OSError, ValueError, TypeError, AttributeError):
         return False
-    return True
 
 
 def dir_kind(directory: str | Path) -> str | None:
@@ -281,18 +279,19 @@ def _cleanup_dir(directory: Path, created: bool) -> None:
 
 
 # ----------------------------------------------------------------------------- fingerprint check
-def stored_run(out_dir: str | Path, config_type: type) -> Stored | None:
-    """What a run directory recorded about its config: its ``fingerprint.json``, or for runs older
-    than fingerprints the ``config.yaml`` beside their checkpoints (read as ``config_type`` here, so
-    a file that no longer loads is named in the error); None when it holds no run."""
+def stored_run(out_dir: str | Path, config_type: type) -> RunRecord | None:
+    """What a run directory recorded about its config (:meth:`RunRecord.read`): its
+    ``fingerprint.json``, or for runs older than fingerprints the ``config.yaml`` beside their
+    checkpoints (read as ``config_type`` here, so a file that no longer loads is named in the
+    error); None when it holds no run."""
     out = Path(out_dir)
     if (out / FINGERPRINT_NAME).is_file():
-        return Stored.of_fingerprint(read_json_dict(out / FINGERPRINT_NAME, "use --no-resume to start afresh or another out_dir"))
+        return RunRecord.read(read_json_dict(out / FINGERPRINT_NAME, "use --no-resume to start afresh or another out_dir"))
     if (out / CONFIG_NAME).is_file() and (out / "checkpoints").is_dir():
         with naming(out / CONFIG_NAME):
             data = load_yaml(out / CONFIG_NAME)
             read_stored(config_type, data)
-        return Stored.of_fingerprint(data)
+        return RunRecord.read(data)
     return None
 
 
@@ -308,36 +307,52 @@ def read_json_dict(path: Path, hint: str) -> dict[str, Any]:
     return data
 
 
-def check_resumable(cfg: Any, resume: bool, out_dir: str | Path | None = None) -> bool:
-    """Whether ``out_dir`` (default ``cfg.out_dir``) holds an earlier run that this one continues.
+@dataclass(frozen=True)
+class Opening:
+    """What :func:`open_run` found in a run directory: the ``verdict`` (:func:`same_run`) on the
+    run recorded there (None: nothing to continue) and the ``checkpoint`` to resume from (None:
+    training starts at step 0)."""
 
-    Asks the one rule (:func:`posenc.pipeline.same_run.same_run`) of the stored fingerprint: a
-    stale verdict raises a one-line :class:`ConfigError` naming the differing keys when ``resume``
-    is set; with ``resume`` False the old run will be replaced (returns False). Changes that only
-    extend training pass, and so do options and methods added since the run was written.
-    """
-    if not resume:
-        return False
-    out = cfg.out_dir if out_dir is None else out_dir
-    stored = stored_run(out, type(cfg))
-    if stored is None:
-        return False
-    verdict = same_run(stored, cfg)
-    if verdict.kind == "stale":
-        raise ConfigError(f"{out} holds a run with another config: {verdict.detail}; "
+    verdict: Verdict | None = None
+    checkpoint: Path | None = None
+
+    @property
+    def resumes(self) -> bool:
+        """Whether an earlier run is continued (its outputs kept), from a checkpoint or not."""
+        return self.verdict is not None
+
+
+def open_run(cfg: Any, out: str | Path, resume: bool) -> Opening:
+    """Validate a run before anything of it is written, and say what it continues: its
+    ``train.device`` is usable on this machine (a one-line error for ``cuda`` without CUDA), and
+    with ``resume`` the run recorded in ``out`` is one this config continues (:func:`read_run`;
+    a stale verdict is a one-line :class:`ConfigError` naming the differing keys); without, the
+    earlier outputs can be replaced."""
+    opening = read_run(cfg, Path(out)) if resume else Opening()
+    if opening.verdict is not None and opening.verdict.kind == "stale":
+        raise ConfigError(f"{out} holds a run with another config: {opening.verdict.detail}; "
                           "use --no-resume to start afresh or another out_dir")
-    return True
-
-
-def open_run(cfg: Any, out: Path, resume: bool) -> bool:
-    """Validate a run before anything of it is written, and say whether it resumes: its
-    ``train.device`` is usable on this machine (a one-line error for ``cuda`` without CUDA)
-    and an earlier run in ``out`` is one that this config continues (:func:`check_resumable`)."""
-    resumes = check_resumable(cfg, resume, out)
-    if not resumes:
+    if not opening.resumes:
         check_clearable(out)
     resolve_device(cfg.train.device, env_int("LOCAL_RANK", 0))
-    return resumes
+    return opening
+
+
+def read_run(cfg: Any, out: Path) -> Opening:
+    """The run directory ``out`` judged against ``cfg`` by the one rule (:func:`same_run`): the
+    verdict on the run it records, stale too when the checkpoint it would resume from (its latest)
+    records another run; changes that only extend training, and options and methods added since,
+    pass. Nothing is raised for a stale run: :func:`open_run` refuses it."""
+    stored = stored_run(out, type(cfg))
+    if stored is None:
+        return Opening()
+    verdict, path = same_run(stored, cfg), latest_checkpoint(out / "checkpoints")
+    record = checkpoint_state(path).get("record") if path is not None and verdict.kind != "stale" else None
+    if record is not None:  # a checkpoint written before checkpoints kept their record: its run's judged it
+        judged = same_run(RunRecord.read(record), cfg)
+        if judged.kind == "stale":
+            verdict = replace(judged, detail=f"its checkpoint {path.name} is another run's ({judged.detail})")
+    return Opening(verdict, path)
 
 
 def check_clearable(out_dir: str | Path) -> None:
@@ -355,15 +370,17 @@ def check_clearable(out_dir: str | Path) -> None:
                                   "replace that checkpoint: move them away or use another out_dir")
 
 
-def commit_run(cfg: Any, out: Path, resumed: bool, own_files: Callable[[Any, Path], None] | None = None) -> None:
+def commit_run(cfg: Any, out: Path, resumed: bool, own_files: Callable[[Any, Path], None] | None = None,
+               record: RunRecord | None = None) -> None:
     """Write a validated run's directory (rank 0 only), once the Trainer has restored and checked
     the checkpoint it resumes from (``Trainer.fit(on_start=...)``), so a checkpoint that does not
     load leaves the directory untouched: a fresh run first removes an earlier session's outputs
     (posenc's files only); then the marker, config.yaml (:func:`write_run_files`),
-    fingerprint.json and the task's own files (``own_files(cfg, out)``, e.g. the vocabulary)."""
+    fingerprint.json (``record``, default :meth:`RunRecord.of` ``cfg``) and the task's own files
+    (``own_files(cfg, out)``, e.g. the vocabulary)."""
     if not resumed:
         clear_run(out)
-    write_run_files(cfg, out)
+    write_run_files(cfg, out, record)
     if own_files is not None:
         own_files(cfg, out)
 
@@ -403,24 +420,6 @@ def _clear_own_children(directory: Path, pattern: re.Pattern[str] | None) -> Non
         log.info("kept %s: it holds files posenc did not write", directory)
 
 
-def check_checkpoint_fingerprint(run_dir: str | Path, config: dict[str, Any], where: str | Path) -> None:
-    """Refuse a checkpoint whose stored ``arch``/``data``/``model`` sections are not those of the
-    run in ``run_dir`` (its fingerprint.json; runs without one are not checked): a checkpoint of
-    another model copied into a run is never decoded with the run's vocabulary or averaged in."""
-    path = Path(run_dir) / FINGERPRINT_NAME
-    if not path.is_file():
-        return
-    saved = read_json_dict(path, "the run directory is damaged")
-    arch = str(config.get("arch", saved.get("arch", "transformer")))
-    section = ARCH_SECTIONS.get(arch, "model")
-    run = {"arch": saved.get("arch", "transformer"), "data": saved.get("data"), "model": saved.get(section)}
-    ckpt = json.loads(json.dumps({"arch": arch, "data": config.get("data"), "model": config.get("model")}, default=str))
-    diffs = shared_differences(run, ckpt)  # the run-level rule read both through today's defaults
-    if diffs:
-        raise CheckpointError(f"{where}: a checkpoint of another model or data than the run {run_dir} "
-                              f"({describe_differences(diffs)}); remove it or pass the run it belongs to")
-
-
 def check_average_output(out: str | Path) -> None:
     """``posenc average --output``: a new or empty directory, or an earlier average (its
     ``state.json`` says ``"kind": "average"``) holding only the files of a checkpoint
@@ -446,37 +445,15 @@ def check_average_output(out: str | Path) -> None:
                           f"({foreign[0]!r}{more}); move them away or give a new directory")
 
 
-# ----------------------------------------------------------------------------- run-relative paths
-def relative_config(cfg: RunConfig) -> RunConfig:
-    """``cfg`` with ``out_dir = "."`` and ``data_dir`` relative to the run directory when it lies
-    inside it (absolute otherwise), as stored in the run's config.yaml."""
-    out = Path(cfg.out_dir).resolve()
-    data = Path(cfg.prepared_dir).resolve()
-    if data == out / "data":
-        data_dir = ""
-    elif data.is_relative_to(out):
-        data_dir = str(data.relative_to(out))
-    else:
-        data_dir = str(data)
-    return replace(cfg, out_dir=".", data_dir=data_dir)
-
-
-def located_config(data: dict[str, Any], run_dir: Path) -> RunConfig:
-    """Inverse of :func:`relative_config`: a stored config resolved against ``run_dir``."""
-    cfg = from_dict(RunConfig, data)
-    data_dir = cfg.data_dir
-    if data_dir and not Path(data_dir).is_absolute():
-        data_dir = str(run_dir / data_dir)
-    return replace(cfg, out_dir=str(run_dir), data_dir=data_dir)
-
-
-def write_run_files(cfg: Any, out_dir: str | Path | None = None) -> None:
+def write_run_files(cfg: Any, out_dir: str | Path | None = None, record: RunRecord | None = None) -> None:
     """The marker, config.yaml and fingerprint.json in ``out_dir`` (default ``cfg.out_dir``),
     written once the run is valid. config.yaml holds the config with run-relative paths
-    (:func:`relative_config`) when it has a data directory (a :class:`RunConfig`), else whole;
-    the fingerprint ignores paths, so it is that stored config's."""
+    (its ``stored_form()``, where the config has one: a translation run's), else whole;
+    fingerprint.json the run's record (``record``, default :meth:`RunRecord.of` the stored config;
+    the fingerprint ignores paths)."""
     out = Path(cfg.out_dir if out_dir is None else out_dir)
     write_marker(out, "run")
-    stored = relative_config(cfg) if hasattr(cfg, "prepared_dir") else cfg
+    stored = cfg.stored_form() if hasattr(cfg, "stored_form") else cfg
     atomic_write_text(out / CONFIG_NAME, yaml.safe_dump(to_dict(stored), sort_keys=False))
-    atomic_write_text(out / FINGERPRINT_NAME, json.dumps(fingerprint(stored), indent=1, sort_keys=True))
+    record = RunRecord.of(stored) if record is None else record
+    atomic_write_text(out / FINGERPRINT_NAME, json.dumps(record.to_dict(), indent=1, sort_keys=True))

@@ -1,0 +1,123 @@
+"""One record, one verdict (issue 40 item 1): a run directory, a grid cell and the checkpoint a run
+resumes from are judged by the same function, :func:`posenc.runs.same_run.same_run`, on the same
+:class:`~posenc.runs.same_run.RunRecord`; committed runs keep their fingerprints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import posenc.runs.rundir as rundir
+import posenc.runs.same_run as rules
+import posenc.tasks.grid as methods_grid
+import posenc.tasks.translation.grid as translation_grid
+from posenc.config import ABSENT, config_differences, load_config, load_yaml
+from posenc.errors import ConfigError
+from posenc.experiments.runner import run_config
+from posenc.runs.fingerprint import fingerprint
+from posenc.pipeline.config import located_config
+from posenc.runs.rundir import open_run, write_run_files
+from posenc.runs.same_run import RunRecord, evaluation_record
+from posenc.tasks.translation.config import ExperimentConfig
+from posenc.training.checkpoint import checkpoint_name, save_checkpoint
+from tests.experiments.tiny_grid import write_experiment
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = ROOT / "docs" / "results"
+CALLERS = (rundir, methods_grid, translation_grid)
+
+
+def _cfg(tmp_path: Path, **train: Any) -> tuple[Any, ExperimentConfig]:
+    exp = load_config(ExperimentConfig, write_experiment(tmp_path, train=train or None))
+    return run_config(exp, "vanilla", "ape", 1), exp
+
+
+def _run_dir(cfg: Any, saved: Any) -> Path:
+    """``cfg.out_dir`` as a run of ``saved`` left it: its files and one checkpoint, all recording ``saved``."""
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True)
+    write_run_files(saved, out)
+    state = {"kind": "train", "step": 3, "record": RunRecord.of(saved).to_dict()}
+    save_checkpoint(out / "checkpoints" / checkpoint_name(3), {}, state=state)
+    return out
+
+
+def test_every_caller_asks_the_one_function() -> None:
+    assert all(module.same_run is rules.same_run for module in CALLERS)
+
+
+@pytest.mark.parametrize(("train", "kind"), [({}, "fresh"), ({"max_steps": 9}, "extend"), ({"lr": 0.01}, "stale")])
+def test_run_dir_grid_cell_and_checkpoint_get_one_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          train: dict, kind: str) -> None:
+    """The same change judged on the three paths: each asks same_run, and each answer is the same."""
+    saved, exp = _cfg(tmp_path / "saved")
+    cfg, exp_now = _cfg(tmp_path / "now", **train)
+    calls: list[tuple[str, str]] = []
+
+    def spy(stored: RunRecord | None, now: Any, evaluation: Any = None) -> rules.Verdict:
+        verdict = rules.same_run(stored, now, evaluation)
+        calls.append((verdict.kind, verdict.detail))
+        return verdict
+
+    for module in CALLERS:
+        monkeypatch.setattr(module, "same_run", spy)
+    _run_dir(cfg, saved)
+    if kind == "stale":
+        with pytest.raises(ConfigError, match="train.lr"):
+            open_run(cfg, cfg.out_dir, resume=True)
+        assert len(calls) == 1  # the run's record is stale: its checkpoint is not asked
+    else:
+        opening = open_run(cfg, cfg.out_dir, resume=True)
+        assert opening.resumes and opening.checkpoint == Path(cfg.out_dir) / "checkpoints" / checkpoint_name(3)
+        assert len(calls) == 2  # the run directory's record, then its checkpoint's
+    results = {"record": RunRecord.of(saved, evaluation_record(saved, exp.splits)).to_dict(), "summary": {"steps": 3}}
+    cell = translation_grid.TASK.verdict(exp_now, ("vanilla", "ape", 1), results)
+    grid_cell = methods_grid.recorded_verdict(cfg, {"config": methods_grid.config_record(saved), "summary": {"steps": 3}})
+    assert cell is not None and grid_cell is not None and cell.kind == grid_cell.kind == kind
+    assert {k for k, _ in calls} == {kind} and len(set(calls)) == 1  # one verdict, word for word
+
+
+def test_a_checkpoint_of_another_run_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    cfg, _ = _cfg(tmp_path)
+    other, _ = _cfg(tmp_path / "other", lr=0.01)
+    out = _run_dir(cfg, cfg)
+    ckpt = out / "checkpoints" / checkpoint_name(3)
+    state = json.loads((ckpt / "state.json").read_text())
+    state["record"] = RunRecord.of(other).to_dict()
+    (ckpt / "state.json").write_text(json.dumps(state))
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(ConfigError, match=r"its checkpoint ckpt_00000003 is another run's \(train.lr"):
+        open_run(cfg, out, resume=True)
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+def _committed_runs() -> list[Path]:
+    return sorted(p.parent for p in COMMITTED.rglob("fingerprint.json") if (p.parent / "config.yaml").is_file())
+
+
+def _config_type(run: Path) -> type:
+    from posenc.pipeline.config import RunConfig
+    from posenc.tasks.lengthgen.config import LengthgenConfig
+
+    return LengthgenConfig if run.relative_to(COMMITTED).parts[0].startswith("lengthgen") else RunConfig
+
+
+def test_no_committed_fingerprint_changes() -> None:
+    """Today's fingerprint of every committed run's config.yaml is the stored one, read by the one
+    adapter (RunRecord.read). The oldest runs (multi30k_cpu) differ only where they are older: they
+    stored every method's position block and lack options added since (their defaults are judged fresh)."""
+    runs = _committed_runs()
+    assert len(runs) >= 300
+    for run in runs:
+        cfg = located_config(load_yaml(run / "config.yaml"), run) if _config_type(run).__name__ == "RunConfig" \
+            else rules.read_stored(_config_type(run), load_yaml(run / "config.yaml"))
+        stored = RunRecord.read(json.loads((run / "fingerprint.json").read_text(encoding="utf-8")))
+        diffs = config_differences(stored.fingerprint, fingerprint(cfg))
+        active = set(cfg.model.position.name.split("+"))
+        unused_block = lambda k, now: k.startswith("model.position.") and now is ABSENT and k.split(".")[2] not in active
+        assert all(was is ABSENT or unused_block(k, now) for k, was, now in diffs), (run, diffs[:3])
+        assert not diffs or run.relative_to(COMMITTED).parts[0] == "multi30k_cpu", run
+        assert rules.same_run(stored, cfg).kind == "fresh", run  # and every one still resumes

@@ -128,7 +128,8 @@ NVIDIA_SMI = """0, GPU-aaaa, 87, 30123, 81559
 
 
 def test_parse_nvidia_smi() -> None:
-    assert parse_nvidia_smi(NVIDIA_SMI, []) == [GpuSample("0", 87.0, 30123.0, 81559.0), GpuSample("1", 0.0, 10.0, 81559.0)]
+    assert parse_nvidia_smi(NVIDIA_SMI, []) == [GpuSample("0", 87.0, 30123.0, 81559.0),
+                                                GpuSample("1", 0.0, 10.0, 81559.0)]
     assert parse_nvidia_smi(NVIDIA_SMI, ["1"]) == [GpuSample("1", 0.0, 10.0, 81559.0)]
     assert parse_nvidia_smi(NVIDIA_SMI, ["GPU-aaaa"]) == [GpuSample("GPU-aaaa", 87.0, 30123.0, 81559.0)]
 
@@ -233,7 +234,8 @@ def test_cli_jobs_auto_on_faked_cuda(capsys: pytest.CaptureFixture[str], tmp_pat
     assert "GPU utilisation: mean 50 % (min 50, max 50)" in out and "memory used at most 2000 of 80000 MiB" in out
     assert "--jobs auto: no level measured" in out and "ran 1 at once" in out
     rows = (tmp_path / "exp" / "logs" / "gpu.csv").read_text().splitlines()
-    assert rows[0].startswith("time_s,gpu,utilization_pct") and rows[1].split(",")[1:] == ["0", "50", "2000", "80000", "0"]
+    assert rows[0].startswith("time_s,gpu,utilization_pct")
+    assert rows[1].split(",")[1:] == ["0", "50", "2000", "80000", "0"]
 
 
 @pytest.mark.parametrize(("jobs", "needle"), [("0", "--jobs must be >= 1, got 0"),

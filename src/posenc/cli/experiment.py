@@ -12,7 +12,7 @@ from posenc.experiments.scheduler import parse_jobs
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="a shipped experiment name (e.g. quickstart) or a YAML file")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. seeds=[1,2]")
-    parser.add_argument("--jobs", default="1", metavar="N|auto",
+    parser.add_argument("--jobs", default=1, metavar="N|auto", type=_number_or_word,
                         help="runs at once, each in its own process (spread round robin over the visible GPUs); "
                              "auto: min(cores // train.num_threads, runs) on a CPU, measured on CUDA (one run per GPU "
                              "more while the grid's updates/s rise by > 10 %%)")
@@ -24,6 +24,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-only", action="store_true",
                         help="train nothing: write the report from the runs that are done and fresh "
                              "(the others are named and left out)")
+
+
+def _number_or_word(value: str) -> int | str:
+    """``--jobs`` as given: an int where it is one (checked by parse_jobs in :func:`run`)."""
+    try:
+        return int(value)
+    except ValueError:
+        return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -158,4 +158,5 @@ class AutoJobs:
             return (f"--jobs auto: no level measured (runs did not log for {self.window_s:.0f} s each); "
                     f"ran {self.jobs} at once")
         levels = ", ".join(f"{k}: {v:.1f}" for k, v in sorted(self.measured.items()))
-        return f"--jobs auto: updates/s by runs at once {{{levels}}}; {'chose' if self.final else 'ended at'} {self.jobs}"
+        verb = "chose" if self.final else "ended at"
+        return f"--jobs auto: updates/s by runs at once {{{levels}}}; {verb} {self.jobs}"

@@ -40,7 +40,7 @@ def parse_nvidia_smi(text: str, visible: list[str]) -> list[GpuSample]:
         index, uuid, util, used, total = (c.strip() for c in row[:5])
         if visible and index not in visible and uuid not in visible:
             continue
-        number = lambda v: None if v in ("", "[N/A]", "N/A") else float(v)
+        number = lambda v: None if v in ("", "[N/A]", "N/A") else float(v)  # noqa: E731
         samples.append(GpuSample(index if not visible or index in visible else uuid,
                                  number(util) or 0.0, number(used), number(total)))
     return samples
@@ -64,14 +64,15 @@ def torch_probe(visible: list[str]) -> Callable[[], list[GpuSample]] | None:
     """A probe through ``torch.cuda.utilization(i)`` (None without pynvml or CUDA). Called with
     an explicit index it reads NVML only: no CUDA context in this process."""
     try:
-        import pynvml
+        import pynvml  # noqa: F401 - torch.cuda.utilization needs it
         import torch
     except ImportError:
         return None
     count = len(visible) if visible else torch.cuda.device_count()
     if count == 0:
         return None
-    return lambda: [GpuSample(visible[i] if visible else str(i), float(torch.cuda.utilization(i))) for i in range(count)]
+    names = visible or [str(i) for i in range(count)]
+    return lambda: [GpuSample(names[i], float(torch.cuda.utilization(i))) for i in range(count)]
 
 
 def find_probe(visible: list[str]) -> tuple[str, Callable[[], list[GpuSample]]] | None:

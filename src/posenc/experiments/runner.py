@@ -179,7 +179,8 @@ def _note_left_out(readme: Path, left: list[str], total: int) -> None:
                           "runs are not trained or not fresh (setting/method/seed): " + ", ".join(left) + ".\n")
 
 
-def bring_up_to_date(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: str = "local") -> list[dict[str, Any]]:
+def bring_up_to_date(exp: Any, jobs: int | str = 1, rerun_stale: bool = False,
+                     backend: str = "local") -> list[dict[str, Any]]:
     """Train/score every cell of ``exp`` that is not fresh (``jobs`` at once) and return the
     results of all its cells, in grid order."""
     from posenc.experiments.scheduler import check_logs_dir, run_cells

@@ -105,7 +105,7 @@ def run_local(exp: Any, cells: list[Cell], jobs: Jobs, summarize: Summarize, pol
     """Run ``cells`` with at most ``jobs`` worker processes (``python -m posenc.experiments.worker``;
     ``auto``: :func:`grid_slots`); returns the cells that failed."""
     spec = write_spec(exp)
-    argv = lambda c: [sys.executable, "-m", "posenc.experiments.worker", str(spec), c[0], c[1], str(c[2])]
+    argv = lambda c: [sys.executable, "-m", "posenc.experiments.worker", str(spec), c[0], c[1], str(c[2])]  # noqa: E731
     work = [(cell, argv(cell), log_path(exp, cell)) for cell in cells]
     slots, threads, closing = grid_slots(exp, cells, jobs, visible_gpus(), usable_cores())
     try:
@@ -140,7 +140,7 @@ def grid_slots(exp: Any, cells: list[Cell], jobs: Jobs, gpus: list[str],
     auto = None
     if jobs == AUTO:
         limits = Limits(job_cap(cores, threads or 1, len(cells)), step=len(gpus))
-        run_dir = lambda cell: Path(task_of(exp).cell_config(exp, cell).out_dir)
+        run_dir = lambda cell: Path(task_of(exp).cell_config(exp, cell).out_dir)  # noqa: E731
         auto = AutoJobs(limits, StepRates(run_dir), cores, threads or 1, len(gpus), partial(_memory, monitor))
     threads = threads or max(1, cores // (auto.limits.cap if auto else int(jobs)))
 

@@ -32,16 +32,26 @@ def visible_gpus() -> list[str]:
         return []
 
 
-def worker_env(slot: int, jobs: int, gpus: list[str], cores: int | None = None) -> dict[str, str]:
-    """Environment of the worker in ``slot``: its GPU (round robin) and its share of CPU threads."""
+def worker_env(slot: int, jobs: int, gpus: list[str], cores: int | None = None,
+               threads: int | None = None) -> dict[str, str]:
+    """Environment of the worker in ``slot``: its GPU (round robin) and its CPU threads
+    (``threads`` when given, e.g. the run's ``train.num_threads``, else its share ``cores // jobs``)."""
     env = dict(os.environ)
-    threads = max(1, (cores or os.cpu_count() or 1) // jobs)
+    threads = threads if threads and threads > 0 else max(1, (cores or os.cpu_count() or 1) // jobs)
     env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), POSENC_NUM_THREADS=str(threads))
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
     src = str(Path(__file__).resolve().parents[1])  # src/: the posenc package this process runs
     env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     return env
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -143,30 +153,39 @@ def _start(argv: list[str], log: Path, env: dict[str, str]) -> tuple[subprocess.
     return proc, fh
 
 
-def run_processes(jobs: list[tuple[Any, list[str], Path]], slots: int,
-                  finished: Callable[[Any, int], str], poll_s: float = 0.2, progress: Any = None) -> list[Any]:
-    """Run ``(key, argv, log)`` jobs, at most ``slots`` at once, each pinned by :func:`worker_env`;
-    prints ``finished(key, returncode)`` as each ends and returns the keys of the failed ones.
-    ``progress`` (optional): called with the running keys after every poll, and its ``clear()``
-    before a finished line is printed (e.g. :class:`posenc.experiments.progress.Progress`).
+#: ``slots(running_keys)`` → how many workers may run now (``--jobs auto`` changes it while the grid runs).
+SlotLimit = Callable[[list[Any]], int]
+
+
+def run_processes(jobs: list[tuple[Any, list[str], Path]], slots: int | SlotLimit,
+                  finished: Callable[[Any, int], str], poll_s: float = 0.2, progress: Any = None,
+                  threads: int | None = None) -> list[Any]:
+    """Run ``(key, argv, log)`` jobs, at most ``slots`` at once (a number, or a callable asked after
+    every poll with the running keys), each pinned by :func:`worker_env` (slot ``k`` to GPU
+    ``k % n_gpus``; ``threads`` CPU threads each when given); prints ``finished(key, returncode)``
+    as each ends and returns the keys of the failed ones. ``progress`` (optional): called with the
+    running keys after every poll, and its ``clear()`` before a finished line is printed (e.g.
+    :class:`posenc.experiments.progress.Progress`).
 
     Workers die with this process (:func:`die_with_parent`, even on SIGKILL); on SIGTERM, SIGINT
     or any error here they are stopped (:func:`stop_workers`) before the exception propagates."""
+    limit: SlotLimit = slots if callable(slots) else (lambda _keys, n=int(slots): n)
     gpus, queue, failed = visible_gpus(), list(jobs), []
     running: dict[subprocess.Popen[bytes], tuple[Any, int, IO[str]]] = {}
-    free = list(range(slots))
     with interrupt_on_signals():
         try:
             while queue or running:
-                while queue and free:
-                    (key, argv, log), slot = queue.pop(0), free.pop(0)
-                    proc, fh = _start(argv, log, worker_env(slot, slots, gpus))
+                allowed = max(1, limit([key for key, _, _ in running.values()]))
+                while queue and len(running) < allowed:
+                    used = {slot for _, slot, _ in running.values()}
+                    slot = min(set(range(allowed)) - used)
+                    key, argv, log = queue.pop(0)
+                    proc, fh = _start(argv, log, worker_env(slot, allowed, gpus, threads=threads))
                     running[proc] = (key, slot, fh)
                 time.sleep(poll_s)
                 for proc in [p for p in running if p.poll() is not None]:
                     key, slot, fh = running.pop(proc)
                     fh.close()
-                    free.append(slot)
                     if progress is not None:
                         progress.clear()
                     print(finished(key, proc.returncode), flush=True)

@@ -1,4 +1,4 @@
-"""``posenc experiment NAME|CONFIG [KEY=VALUE ...] [--jobs N] [--rerun-stale] [--backend B] [--report-only]``:
+"""``posenc experiment NAME|CONFIG [KEY=VALUE ...] [--jobs N|auto] [--rerun-stale] [--backend B] [--report-only]``:
 run a grid and write its report (the results table, with each run's convergence status, is printed)."""
 
 from __future__ import annotations
@@ -6,13 +6,16 @@ from __future__ import annotations
 import argparse
 
 from posenc.experiments.runner import run_experiment
+from posenc.experiments.scheduler import parse_jobs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="a shipped experiment name (e.g. quickstart) or a YAML file")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. seeds=[1,2]")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="runs at once, each in its own process (spread round robin over the visible GPUs)")
+    parser.add_argument("--jobs", default=1, metavar="N|auto", type=_number_or_word,
+                        help="runs at once, each in its own process (spread round robin over the visible GPUs); "
+                             "auto: min(cores // train.num_threads, runs) on a CPU, measured on CUDA (one run per GPU "
+                             "more while the grid's updates/s rise by > 10 %%)")
     parser.add_argument("--rerun-stale", action="store_true",
                         help="retrain runs whose stored config fingerprint differs from the current config "
                              "(default: stop with one line naming the differing keys)")
@@ -23,8 +26,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(the others are named and left out)")
 
 
+def _number_or_word(value: str) -> int | str:
+    """``--jobs`` as given: an int where it is one (checked by parse_jobs in :func:`run`)."""
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
 def run(args: argparse.Namespace) -> int:
-    options = {"jobs": args.jobs, "rerun_stale": args.rerun_stale, "backend": args.backend}
+    options = {"jobs": parse_jobs(args.jobs), "rerun_stale": args.rerun_stale, "backend": args.backend}
     if args.report_only:
         options["report_only"] = True
     report = run_experiment(args.config, args.overrides, **options)

@@ -132,18 +132,20 @@ def _older_report(report: Path, name: str) -> bool:
     return ours and (head == f"# {name}" or head.startswith(f"# {name}:"))
 
 
-def run_grid(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = "local",
+def run_grid(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: str = "local",
              report_only: bool = False) -> Path:
-    """Every cell of ``exp`` brought up to date (``jobs`` > 1 or another backend: worker
+    """Every cell of ``exp`` brought up to date (``jobs`` > 1, ``"auto"`` or another backend: worker
     processes, :mod:`posenc.experiments.scheduler`), then the report; returns its directory.
     An experiment with a ``selection`` block first runs its validation sweep the same way
     (:mod:`posenc.experiments.selection`) and the grid then uses the chosen value.
     ``report_only``: train nothing; the report reads the fresh cells (a grid that spans sessions)."""
+    from posenc.experiments.scheduler import AUTO, parse_jobs
     from posenc.experiments.selection import run_selection
     from posenc.runs.rundir import write_marker
 
-    if jobs < 1:
-        raise ConfigError(f"--jobs must be >= 1, got {jobs}")
+    jobs = parse_jobs(jobs)
+    if jobs == AUTO and backend != "local":
+        raise ConfigError("--jobs auto needs --backend local (give submitit a number of runs at once)")
     if report_only and rerun_stale:
         raise ConfigError("--report-only trains nothing and clears nothing: drop --rerun-stale (or --report-only)")
     check_report_dir(exp)  # before any training: never a user's files
@@ -177,16 +179,18 @@ def _note_left_out(readme: Path, left: list[str], total: int) -> None:
                           "runs are not trained or not fresh (setting/method/seed): " + ", ".join(left) + ".\n")
 
 
-def bring_up_to_date(exp: Any, jobs: int = 1, rerun_stale: bool = False, backend: str = "local") -> list[dict[str, Any]]:
+def bring_up_to_date(exp: Any, jobs: int | str = 1, rerun_stale: bool = False,
+                     backend: str = "local") -> list[dict[str, Any]]:
     """Train/score every cell of ``exp`` that is not fresh (``jobs`` at once) and return the
     results of all its cells, in grid order."""
     from posenc.experiments.scheduler import check_logs_dir, run_cells
 
-    if jobs > 1 or backend != "local":
+    serial = jobs == 1 and backend == "local"
+    if not serial:
         check_logs_dir(exp)
     pending = plan(exp, rerun_stale)
     prepare_data(exp, pending)
-    if jobs == 1 and backend == "local":
+    if serial:
         for cell in pending:
             print(summary_line(exp, execute_cell(exp, *cell)), flush=True)
     else:
@@ -287,7 +291,7 @@ def _gpu_variant(data: dict[str, Any], options: dict[str, Any]) -> tuple[str, di
     if not torch.cuda.is_available():
         return None
     jobs = options.get("jobs") or 1
-    chosen = dict(options, jobs=jobs if jobs > 1 else int(data.get("gpu_jobs", 4)))
+    chosen = dict(options, jobs=jobs if jobs == "auto" or int(jobs) > 1 else int(data.get("gpu_jobs", 4)))
     print(f"{data.get('name', 'experiment')}: a CUDA GPU is visible, running its GPU-sized variant "
           f"{name!r} with --jobs {chosen['jobs']}", flush=True)
     return name, chosen

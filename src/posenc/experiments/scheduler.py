@@ -4,7 +4,11 @@ Local backend: N worker processes at a time, each ``python -m posenc.experiments
 cell, so a crash or an out-of-memory error stays in its run. Slot ``k`` (0..N-1) is pinned to GPU
 ``visible[k % n_gpus]`` through ``CUDA_VISIBLE_DEVICES`` (``visible`` = the parent's
 ``CUDA_VISIBLE_DEVICES`` or every device), so N > n_gpus packs several small runs on each GPU and
-every visible GPU is used. On a CPU the cores are split: each worker gets ``cores // N`` threads.
+every visible GPU is used. Each worker gets the run's ``train.num_threads`` CPU threads, or its
+share ``cores // N`` when that is 0. ``--jobs auto``: N is ``min(cores // threads, cells)`` on a CPU,
+and found by measurement on CUDA (:mod:`posenc.experiments.autojobs`); on CUDA the GPUs'
+utilisation and memory are sampled to ``ROOT/logs/gpu.csv`` and summarised in one line at the end
+(:mod:`posenc.experiments.gpustat`).
 Each run logs to ``ROOT/logs/<setting>-<method>-seed<N>.log`` (the experiment spec is
 ``ROOT/logs/experiment.json``; ``logs/`` must be new, empty or posenc's); a summary line is printed as each
 finishes, and while runs train each one's step, validation loss and ETA (a status line on a
@@ -19,17 +23,37 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from posenc.config import to_dict
 from posenc.errors import ConfigError
-from posenc.files import atomic_write_text
+from posenc.experiments.autojobs import AutoJobs, Limits, StepRates, cpu_auto_jobs, job_cap
+from posenc.experiments.gpustat import GpuMonitor, find_probe
 from posenc.experiments.progress import Progress
 from posenc.experiments.tasks import Cell, task_of
-from posenc.processes import run_processes
+from posenc.files import atomic_write_text
+from posenc.processes import SlotLimit, run_processes, usable_cores, visible_gpus
 
 BACKENDS = ("local", "submitit")
+AUTO = "auto"
+#: ``--jobs``: a number of runs at once, or ``"auto"``.
+Jobs = int | str
+
+
+def parse_jobs(value: Jobs) -> Jobs:
+    """``--jobs``: an int >= 1 or ``auto``; one-line ConfigError otherwise."""
+    if value == AUTO:
+        return AUTO
+    try:
+        jobs = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"--jobs must be a number >= 1 or 'auto', got {value!r}") from None
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be >= 1, got {jobs}")
+    return jobs
 
 
 def check_logs_dir(exp: Any) -> Path:
@@ -77,13 +101,62 @@ def _finished(exp: Any, cell: Cell, rc: int, summarize: Summarize) -> str:
     return summarize(exp, result)
 
 
-def run_local(exp: Any, cells: list[Cell], jobs: int, summarize: Summarize, poll_s: float = 0.2) -> list[Cell]:
-    """Run ``cells`` with at most ``jobs`` worker processes (``python -m posenc.experiments.worker``);
-    returns the cells that failed."""
+def run_local(exp: Any, cells: list[Cell], jobs: Jobs, summarize: Summarize, poll_s: float = 0.2) -> list[Cell]:
+    """Run ``cells`` with at most ``jobs`` worker processes (``python -m posenc.experiments.worker``;
+    ``auto``: :func:`grid_slots`); returns the cells that failed."""
     spec = write_spec(exp)
     argv = lambda c: [sys.executable, "-m", "posenc.experiments.worker", str(spec), c[0], c[1], str(c[2])]  # noqa: E731
     work = [(cell, argv(cell), log_path(exp, cell)) for cell in cells]
-    return run_processes(work, jobs, lambda cell, rc: _finished(exp, cell, rc, summarize), poll_s, progress_of(exp))
+    slots, threads, closing = grid_slots(exp, cells, jobs, visible_gpus(), usable_cores())
+    try:
+        return run_processes(work, slots, lambda cell, rc: _finished(exp, cell, rc, summarize), poll_s,
+                             progress_of(exp), threads=threads)
+    finally:
+        for line in closing():
+            print(line, flush=True)
+
+
+def cell_train(exp: Any, cells: list[Cell], key: str, default: Any) -> list[Any]:
+    """``train.<key>`` of each cell's run config (``default`` where a task's config has none)."""
+    task = task_of(exp)
+    return [getattr(getattr(task.cell_config(exp, c), "train", None), key, default) for c in cells]
+
+
+def grid_slots(exp: Any, cells: list[Cell], jobs: Jobs, gpus: list[str],
+               cores: int) -> tuple[int | SlotLimit, int, Callable[[], list[str]]]:
+    """How a local grid runs: ``(slots, threads per worker, closing lines)``. ``slots`` is ``jobs``,
+    or under ``auto`` ``min(cores // threads, cells)`` on a CPU and an :class:`AutoJobs` limit on
+    CUDA (GPUs visible and not every cell on ``train.device=cpu``); there the GPUs are sampled to
+    ``logs/gpu.csv`` and the closing lines summarise them (and the levels measured)."""
+    threads = max([int(t or 0) for t in cell_train(exp, cells, "num_threads", 0)] + [0])
+    on_cuda = bool(gpus) and any(d != "cpu" for d in cell_train(exp, cells, "device", "auto"))
+    if not on_cuda:
+        if jobs == AUTO:
+            jobs = cpu_auto_jobs(cores, threads or 1, len(cells))
+            print(f"--jobs auto: {jobs} runs at once (no GPU: min({cores} cores // {threads or 1} threads "
+                  f"per run, {len(cells)} runs))", flush=True)
+        return int(jobs), threads or max(1, cores // int(jobs)), list
+    monitor = GpuMonitor(exp.root / "logs" / "gpu.csv", find_probe(gpus))
+    auto = None
+    if jobs == AUTO:
+        limits = Limits(job_cap(cores, threads or 1, len(cells)), step=len(gpus))
+        run_dir = lambda cell: Path(task_of(exp).cell_config(exp, cell).out_dir)  # noqa: E731
+        auto = AutoJobs(limits, StepRates(run_dir), cores, threads or 1, len(gpus), partial(_memory, monitor))
+    threads = threads or max(1, cores // (auto.limits.cap if auto else int(jobs)))
+
+    def slots(keys: list[Any]) -> int:
+        monitor.sample(len(keys))
+        return auto(keys) if auto is not None else int(jobs)
+
+    return slots, threads, lambda: [monitor.summary()] + ([auto.summary()] if auto is not None else [])
+
+
+def _memory(monitor: GpuMonitor) -> tuple[float, float] | None:
+    """(MiB used on all GPUs, MiB per GPU) from the latest sample; None where it has no memory figures."""
+    taken = monitor.latest
+    if not taken or any(s.memory_used is None or not s.memory_total for s in taken):
+        return None
+    return sum(s.memory_used or 0.0 for s in taken), min(s.memory_total or 0.0 for s in taken)
 
 
 def progress_of(exp: Any) -> Progress:
@@ -111,21 +184,23 @@ def run_submitit(exp: Any, cells: list[Cell], jobs: int, execute: Execute, summa
         try:
             job.result()
             print(_finished(exp, cell, 0, summarize), flush=True)
-        except Exception as exc:  # noqa: BLE001 - one failed run must not hide the others
+        except Exception as exc:
             print(f"FAILED {cell[1]} {cell[0]} seed {cell[2]}: {str(exc).splitlines()[-1] if str(exc) else exc!r}", flush=True)
             failed.append(cell)
     return failed
 
 
-def run_cells(exp: Any, cells: list[Cell], jobs: int, execute: Execute, summarize: Summarize,
+def run_cells(exp: Any, cells: list[Cell], jobs: Jobs, execute: Execute, summarize: Summarize,
               backend: str = "local") -> None:
     """Bring ``cells`` up to date with ``jobs`` at once; one line per finished run; failures raise."""
     if backend not in BACKENDS:
         raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if backend == "local":
         failed = run_local(exp, cells, jobs, summarize)
+    elif jobs == AUTO:
+        raise ConfigError("--jobs auto needs --backend local (give submitit a number of runs at once)")
     else:
-        failed = run_submitit(exp, cells, jobs, execute, summarize)
+        failed = run_submitit(exp, cells, int(jobs), execute, summarize)
     if failed:
         names = ", ".join(f"{s}/{m}/seed{seed}" for s, m, seed in failed)
         raise ConfigError(f"{len(failed)} run(s) failed: {names} (logs under {exp.root / 'logs'})")

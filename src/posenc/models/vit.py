@@ -96,7 +96,7 @@ class ViT(nn.Module):
         positions = mean_normalize_2d(patch_centres(gh, gw, x.device).expand(x.shape[0], -1, -1))  # (B, N, 2)
         mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
         positions = self.augment(positions, mask)
-        x = self.position(x, positions, mask)
+        x = self.position(x, positions, mask, {"grid": (gh, gw)})  # the grid: nothing read back from the device
         cls = self.cls_token
         cls_pos = self.position.cls_position() if hasattr(self.position, "cls_position") else None
         if cls_pos is not None:

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from posenc.config import require
 from posenc.positions.base import Augmentation
-from posenc.positions.grid2d import grid_shape
+from posenc.positions.grid2d import grid_shape, grid_sizes
 from posenc.positions.registry import register
 
 
@@ -40,10 +40,11 @@ class Cape2dParams:
         require(self.max_global_scaling >= 1, f"cape2d.max_global_scaling (λmax) must be >= 1, got {self.max_global_scaling}")
 
 
-def _uniform(shape: tuple[int, ...], bound: Tensor, like: Tensor) -> Tensor:
-    """U(−bound, bound) samples of ``shape``; ``bound`` broadcasts over the last axis."""
+def _uniform(shape: tuple[int, ...], bound: Tensor | float, like: Tensor) -> Tensor:
+    """U(−bound, bound) samples of ``shape`` on ``like``'s device; ``bound`` (a number, or a tensor
+    on that device that broadcasts over the last axis) is cast to ``like``'s dtype, as a number is."""
     u = torch.rand(shape, device=like.device, dtype=like.dtype) * 2 - 1
-    return u * bound.to(like.device, like.dtype)
+    return u * (bound.to(like.dtype) if isinstance(bound, Tensor) else bound)
 
 
 @register("augment", "cape2d", Cape2dParams, layout="grid",
@@ -58,10 +59,12 @@ class CapeAugmentation2d(Augmentation):
     def augment(self, positions: Tensor) -> Tensor:
         """Training transform of mean-normalised ``(B, N, 2)`` centres: steps ii-iv of CAPE §4."""
         p, b = self.params, positions.shape[0]
-        gh, gw = grid_shape(positions)
-        shift = _uniform((b, 1, 2), torch.tensor([p.max_global_shift] * 2), positions)  # (ii) Δx, Δy, Eq. 5
-        local = _uniform(tuple(positions.shape), torch.tensor([p.local_shift / gw, p.local_shift / gh]), positions)  # (iii) Eq. 6
-        log_scale = _uniform((b, 1, 1), torch.tensor([math.log(p.max_global_scaling)]), positions)
+        if positions.device.type == "cpu" and not torch.compiler.is_compiling():
+            grid_shape(positions)  # a full grid (DataError otherwise): a free read on the CPU only
+        shift = _uniform((b, 1, 2), p.max_global_shift, positions)  # (ii) Δx, Δy, Eq. 5
+        local_max = p.local_shift / grid_sizes(positions)  # (iii) Eq. 6: εmax = local_shift / n per axis (x: gw, y: gh)
+        local = _uniform(tuple(positions.shape), local_max, positions)
+        log_scale = _uniform((b, 1, 1), math.log(p.max_global_scaling), positions)
         return (positions + shift + local) * log_scale.exp()  # (iv) λ shared by x and y, Eq. 7
 
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:

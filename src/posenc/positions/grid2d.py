@@ -8,7 +8,9 @@ order (row = y index, column = x index). Patch i of n along an axis covers
 image location has the same coordinate at every resolution. Each axis spans [−1, 1] on its own
 (no aspect-ratio correction; the paper gives none and all images here are square). The model
 hands the methods mean-normalised centres (CAPE §4 step i; the identity up to rounding for full
-grids, whose centres are symmetric), so the grid size can be read back from the first centre.
+grids, whose centres are symmetric), so the grid size can be read back from the first centre
+(on the device: :func:`grid_sizes`), and the grid ``(gh, gw)`` itself (``state["grid"]`` of an
+input method), so nothing is read back to the host.
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ def patch_centres(gh: int, gw: int, device: torch.device | str | None = None) ->
     """(x, y) centres of a ``gh × gw`` patch grid in [−1, 1]², row-major: ``(gh·gw, 2)``."""
     if gh < 1 or gw < 1:
         raise ConfigError(f"patch grid must be at least 1x1, got {gh}x{gw}")
-    xs = (2 * torch.arange(gw, dtype=torch.float64) + 1 - gw) / gw
-    ys = (2 * torch.arange(gh, dtype=torch.float64) + 1 - gh) / gh
+    xs = (2 * torch.arange(gw, dtype=torch.float64, device=device) + 1 - gw) / gw  # built on the device: no copy
+    ys = (2 * torch.arange(gh, dtype=torch.float64, device=device) + 1 - gh) / gh
     grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")
-    return torch.stack((grid_x, grid_y), dim=-1).reshape(gh * gw, 2).to(torch.float32).to(device)
+    return torch.stack((grid_x, grid_y), dim=-1).reshape(gh * gw, 2).to(torch.float32)
 
 
 def mean_normalize_2d(positions: Tensor) -> Tensor:
@@ -37,11 +39,21 @@ def mean_normalize_2d(positions: Tensor) -> Tensor:
     return positions - positions.mean(dim=1, keepdim=True)
 
 
-def grid_shape(positions: Tensor) -> tuple[int, int]:
-    """(gh, gw) of a full grid of (mean-normalised) patch centres ``(B, N, 2)``: the first
-    centre is (−1 + 1/gw, −1 + 1/gh)."""
-    x0, y0 = (float(v) for v in positions[0, 0])
-    gh, gw = round(1.0 / (y0 + 1.0)), round(1.0 / (x0 + 1.0))
+def grid_sizes(positions: Tensor) -> Tensor:
+    """``(gw, gh)`` of a full grid of (mean-normalised) patch centres ``(B, N, 2)``, as a float64
+    tensor on their device (no host sync): the first centre is (−1 + 1/gw, −1 + 1/gh), so
+    gw = round(1 / (x0 + 1)) and gh = round(1 / (y0 + 1)) (round half to even, as Python's)."""
+    return torch.round(1.0 / (positions[0, 0].to(torch.float64) + 1.0))
+
+
+def grid_shape(positions: Tensor, grid: tuple[int, int] | None = None) -> tuple[int, int]:
+    """(gh, gw) of a full grid of (mean-normalised) patch centres ``(B, N, 2)``: ``grid`` when the
+    caller knows it (the ViT does; nothing is read from the device), else read from the first centre
+    (−1 + 1/gw, −1 + 1/gh), a host read. DataError when gh·gw is not the number of patches."""
+    if grid is None:
+        x0, y0 = (float(v) for v in positions[0, 0])
+        grid = round(1.0 / (y0 + 1.0)), round(1.0 / (x0 + 1.0))
+    gh, gw = (int(g) for g in grid)
     if gh * gw != positions.shape[1]:
         raise DataError(f"2-D positions: {positions.shape[1]} patches are not the full {gh}x{gw} grid their first centre implies")
     return gh, gw

@@ -47,7 +47,8 @@ class LearnedPosition2d(Input2d):
         return out[0].permute(1, 2, 0).reshape(grid[0] * grid[1], -1)
 
     def forward(self, x: Tensor, positions: Tensor, mask: Tensor, state: dict | None = None) -> Tensor:
-        return x + self.grid_table(grid_shape(positions)).to(x.dtype)
+        """``state["grid"]`` (gh, gw), given by the ViT, spares reading the grid from the positions (a host sync)."""
+        return x + self.grid_table(grid_shape(positions, (state or {}).get("grid"))).to(x.dtype)
 
     def cls_position(self) -> Tensor | None:
         return self.cls

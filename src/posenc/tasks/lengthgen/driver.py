@@ -114,7 +114,7 @@ def _report(name: str, root: Path, out_dir: Path) -> int:
             current.append(r)
         else:
             stale.append((r, verdict.detail))
-    write_report(exp, current, out_dir, stale)
+    write_report(exp, current, out_dir, stale, root)
     write_marker(out_dir, "report")
     print(out_dir / "README.md")
     return 0

@@ -29,12 +29,13 @@ def _cell(runs: list[dict[str, Any]], key: str, with_max: bool = True) -> str:
 
 def with_curves(results: list[dict[str, Any]], root: Path) -> list[dict[str, Any]]:
     """``results`` with each run's validation curve (``valid_history``: ``[[step, loss], ...]``)
-    read from ``root/<task>/<method>/seed<N>/valid.csv`` where that file exists."""
+    read from ``root/<task>/<method>/seed<N>/valid.csv`` where that file exists (a run that carries
+    one already keeps it)."""
     from posenc.tasks.translation.convergence import read_valid
 
     out = []
     for r in results:
-        rows = read_valid(Path(root) / r["task"] / r["method"] / f"seed{r['seed']}")
+        rows = [] if "valid_history" in r else read_valid(Path(root) / r["task"] / r["method"] / f"seed{r['seed']}")
         out.append(dict(r, valid_history=[[row["step"], row["loss"]] for row in rows]) if rows else r)
     return out
 

@@ -1,6 +1,7 @@
-"""The length penalty chosen on validation per run (issue 26 item 2): the sweep decodes only the
-validation split, the chosen α is the validation argmax, the test BLEU is decoded with it, and a
-changed sweep rescores without retraining."""
+"""The length penalty chosen on validation per run (issue 26 item 2, issue 39 item 4): the search
+decodes only the validation split and extends the grid until validation BLEU peaks (or the bound),
+the chosen α is the validation peak, the test BLEU is decoded with it and recorded, and a changed
+search rescores without retraining."""
 
 from __future__ import annotations
 
@@ -15,18 +16,65 @@ from posenc.tasks.translation.cells import run_config
 from posenc.tasks.translation.config import ExperimentConfig
 from posenc.experiments.runner import verdict
 from posenc.pipeline.run import load_run, translate_split
-from posenc.tasks.translation.tuning import argmax_first, tune_length_penalty
+from posenc.tasks.translation.tuning import argmax_first, replay, search_alphas, tune_length_penalty
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import cli
 
 ALPHAS = [0.0, 0.6, 2.0]
 
 
-def _experiment(tmp_path: Path, alphas: list[float]) -> Path:
+def _experiment(tmp_path: Path, alphas: list[float], bound: float | None = None) -> Path:
     path = write_experiment(tmp_path, train={"max_steps": 6})
-    text = path.read_text(encoding="utf-8")
-    path.write_text(text + f"tune_length_penalty: {alphas}\n", encoding="utf-8")
+    text = path.read_text(encoding="utf-8") + f"tune_length_penalty: {alphas}\n"
+    path.write_text(text + (f"tune_length_penalty_max: {bound}\n" if bound is not None else ""), encoding="utf-8")
     return path
+
+
+GRID = [0.6, 0.8, 1.0, 1.2, 1.4]
+
+
+def _search(bleu, bound: float = 5.0, grid: list[float] = GRID) -> tuple[list[str], float, bool]:  # noqa: ANN001
+    decoded: list[float] = []
+    out = search_alphas(grid, bound, lambda a: decoded.append(a) or bleu(a))
+    assert [f"{a:g}" for a in decoded] == list(out["sweep"])  # each α decoded once, in the sweep's order
+    return list(out["sweep"]), out["chosen"], out["at_bound"]
+
+
+def test_search_stops_at_a_peak_inside_the_grid() -> None:
+    assert _search(lambda a: -(a - 1.0) ** 2) == (["0.6", "0.8", "1", "1.2", "1.4"], 1.0, False)
+
+
+def test_search_extends_upward_past_the_top_until_bleu_falls() -> None:
+    keys, chosen, at_bound = _search(lambda a: -(a - 2.05) ** 2)
+    assert keys == ["0.6", "0.8", "1", "1.2", "1.4", "1.6", "1.8", "2", "2.2"] and chosen == 2.0 and not at_bound
+
+
+def test_search_monotone_to_the_bound_stops_there_and_says_so() -> None:
+    keys, chosen, at_bound = _search(lambda a: a, bound=2.0)
+    assert keys[-3:] == ["1.6", "1.8", "2"] and chosen == 2.0 and at_bound
+    assert _search(lambda a: a, bound=1.4) == (["0.6", "0.8", "1", "1.2", "1.4"], 1.4, True)  # the grid only
+    assert _search(lambda a: a, bound=2.1)[0][-1] == "2"  # a step past 2.1 is never decoded
+
+
+def test_search_extends_downward_to_zero() -> None:
+    assert _search(lambda a: -a)[0][5:] == ["0.4", "0.2", "0"] and _search(lambda a: -a)[1] == 0.0
+    assert _search(lambda a: -(a - 0.35) ** 2)[0][5:] == ["0.4", "0.2"]  # 0.4 beats 0.2: bracketed
+
+
+def test_plateau_ties_go_to_the_smallest_alpha_and_stop_the_search() -> None:
+    # level from 1.0 up: the top is not the strict best, so nothing is added; ties -> 1.0
+    assert _search(lambda a: min(a, 1.0)) == (["0.6", "0.8", "1", "1.2", "1.4"], 1.0, False)
+    assert _search(lambda a: 7.0) == (["0.6", "0.8", "1", "1.2", "1.4"], 0.6, False)
+    keys, chosen, _ = _search(lambda a: min(a, 1.6))  # rises past the top, then level: stops at the first tie
+    assert keys[-2:] == ["1.6", "1.8"] and chosen == 1.6
+    assert _search(lambda a: 1.0, grid=[0.6])[0:2] == (["0.6"], 0.6)  # one α: no step, no search
+
+
+def test_replay_checks_a_stored_sweep() -> None:
+    stored = {"0.6": 1.0, "0.8": 2.0, "1": 3.0, "1.2": 4.0, "1.4": 5.0}  # the committed runs' shape
+    assert replay(GRID, 1.4, stored) == list(stored)
+    assert replay(GRID, 5.0, stored) is None  # the search would decode 1.6
+    assert replay(GRID, 5.0, {**stored, "1.6": 4.5}) == [*stored, "1.6"]
 
 
 def test_argmax_first_breaks_ties_by_order() -> None:
@@ -41,16 +89,26 @@ def test_sweep_is_the_validation_argmax_and_test_uses_it(capsys: pytest.CaptureF
     cfg = run_config(exp, "vanilla", "ape", 1)
     result = json.loads((Path(cfg.out_dir) / "results.json").read_text(encoding="utf-8"))
     tuning = result["length_penalty"]
-    assert tuning["split"] == "valid" and list(tuning["sweep"]) == ["0", "0.6", "2"]
+    assert tuning["split"] == "valid" and list(tuning["sweep"])[:3] == ["0", "0.6", "2"]
     loaded = load_run(cfg.out_dir)
-    again = {f"{a:g}": translate_split(loaded, "valid", replace(cfg.decode, length_penalty=a), stem="check")["bleu"]
-             for a in ALPHAS}
+    again = {k: translate_split(loaded, "valid", replace(cfg.decode, length_penalty=float(k)), stem="check")["bleu"]
+             for k in tuning["sweep"]}
     assert again == tuning["sweep"]  # the recorded sweep is validation BLEU per α
-    assert tuning["chosen"] == float(argmax_first(again, list(again)))
+    assert replay(ALPHAS, exp.tune_length_penalty_max, again) == list(again)  # the search's own candidates
+    assert tuning["chosen"] == float(argmax_first(again, sorted(again, key=float)))  # the peak; ties: smallest α
     test = translate_split(loaded, "test", replace(cfg.decode, length_penalty=tuning["chosen"]), stem="check")
     assert result["scores"]["test"]["bleu"] == test["bleu"]  # test decoded with the chosen α
+    # the α used is recorded: in the record, in the scores and in translations/test.beam<K>.json
+    assert result["record"]["evaluation"]["decode"]["length_penalty"] == tuning["chosen"]
+    assert result["scores"]["test"]["length_penalty"] == tuning["chosen"]
+    written = json.loads((Path(cfg.out_dir) / result["scores"]["test"]["hyp"]).with_suffix(".json").read_text())
+    assert written["length_penalty"] == tuning["chosen"]
+    for name in tuning["sweep"]:
+        (path,) = (Path(cfg.out_dir) / "translations").glob(f"valid.lp{name}.beam*.json")
+        assert json.loads(path.read_text())["length_penalty"] == float(name)
     report = (exp.root / "report" / "README.md").read_text(encoding="utf-8")
-    assert "## Length penalty chosen on validation" in report and "chosen per run on validation BLEU from {0, 0.6, 2}" in report
+    assert "## Length penalty chosen on validation" in report
+    assert "chosen per run on validation BLEU from {0, 0.6, 2}, searched on to the validation peak, α <= 5" in report
 
 
 def test_tuning_never_reads_the_test_split(capsys: pytest.CaptureFixture[str], tmp_path: Path,
@@ -78,3 +136,24 @@ def test_changed_sweep_rescores_without_training(capsys: pytest.CaptureFixture[s
     assert verdict(exp, "vanilla", "ape", 1).kind == "fresh"
     assert verdict(replace(exp, tune_length_penalty=[0.6, 1.0]), "vanilla", "ape", 1).kind == "rescore"
     assert verdict(replace(exp, tune_length_penalty=[]), "vanilla", "ape", 1).kind == "rescore"
+
+
+def test_records_written_before_the_tuned_alpha_was_recorded_stay_fresh(capsys: pytest.CaptureFixture[str],
+                                                                          tmp_path: Path) -> None:
+    """A results.json whose record says ``decode.length_penalty`` 0.6 (the config's) while its test
+    was decoded at the tuned α (every committed run before issue 39) reads fresh, as does the new
+    record; a grid that only listed α (bound = its top) is fresh, asking for the search rescores."""
+    path = _experiment(tmp_path, ALPHAS, bound=2.0)
+    assert cli(capsys, "experiment", path)[0] == 0
+    exp = load_config(ExperimentConfig, path)
+    out = Path(run_config(exp, "vanilla", "ape", 1).out_dir) / "results.json"
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert list(result["length_penalty"]["sweep"]) == ["0", "0.6", "2"]
+    assert verdict(exp, "vanilla", "ape", 1).kind == "fresh"
+    result["record"]["evaluation"]["decode"]["length_penalty"] = 0.6
+    out.write_text(json.dumps(result), encoding="utf-8")
+    assert verdict(exp, "vanilla", "ape", 1).kind == "fresh"
+    chosen_top = result["length_penalty"]["chosen"] == 2.0 and result["length_penalty"]["sweep"]["2"] > max(
+        v for k, v in result["length_penalty"]["sweep"].items() if k != "2")
+    wider = verdict(replace(exp, tune_length_penalty_max=5.0), "vanilla", "ape", 1).kind
+    assert wider == ("rescore" if chosen_top else "fresh")  # more α only where the top was the strict best

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from posenc.training.convergence import (
-    CONVERGED, IMPROVING, NOT_FLAT, UNKNOWN, WARMUP, best_validation, convergence, end_slope, is_flat, status, status_of,
-    warmup_updates,
+    CONVERGED, IMPROVING, LOSS_FLOOR, NO_CURVE, NOT_FLAT, SPREAD_FLOOR, UNKNOWN, WARMUP, below_floor, best_validation,
+    convergence, end_slope, flat_t, is_flat, status, status_of, warmup_updates,
 )
 from posenc.training.state import TrainState, record_validation
 from posenc.training.config import TrainConfig
@@ -28,7 +28,8 @@ def _run(out: Path, losses: list[float], **cfg):  # noqa: ANN202
 
 
 def test_status_rule_by_hand() -> None:
-    assert status("patience", best_step=300, warmup=200) == CONVERGED
+    assert status("patience", best_step=300, warmup=200, flat=True) == CONVERGED
+    assert status("patience", best_step=300, warmup=200) == NO_CURVE  # flatness not tested: never converged
     assert status("patience", best_step=200, warmup=200) == WARMUP  # best inside warm-up: not a plateau
     assert status("patience", best_step=100, warmup=200) == WARMUP
     for cap in ("max_steps", "max_epochs"):  # a cap is never convergence, whatever the curve
@@ -59,7 +60,8 @@ def test_status_of_old_summaries_is_unknown_never_converged() -> None:
     assert status_of({"converged": True, "status": "converged"}) == UNKNOWN  # old rule's flags are not trusted
     assert status_of({"stopped": "patience", "best_valid": 1.0}) == UNKNOWN  # no best step / warm-up recorded
     assert status_of(None) == UNKNOWN
-    assert status_of({"stopped": "patience", "best_step": 900, "warmup": 200}) == CONVERGED
+    assert status_of({"stopped": "patience", "best_step": 900, "warmup": 200}) == NO_CURVE  # no curve, no flat
+    assert status_of({"stopped": "patience", "best_step": 900, "warmup": 200, "flat": True}) == CONVERGED
     assert status_of({"stopped": "max_steps", "best_step": 900, "warmup": 200, "status": "converged"}) == IMPROVING
 
 
@@ -108,13 +110,13 @@ def test_patience_at_the_cap_step_is_capped(tmp_path: Path) -> None:
 def test_summary_recorded_as_patience_at_the_cap_reads_capped() -> None:
     """Summaries written by the older trainer (patience won at the cap step): the recorded steps
     against the cap decide; the cap comes from the summary or, for older ones, from the caller."""
-    old = {"stopped": "patience", "best_step": 20000, "warmup": 100, "steps": 20000, "status": "converged"}
+    old = {"stopped": "patience", "best_step": 20000, "warmup": 100, "steps": 20000, "status": "converged", "flat": True}
     assert status_of(old) == CONVERGED  # the cap unknown: the old reading
     assert status_of(old, cap=20000) == IMPROVING
     assert status_of({**old, "max_steps": 20000}) == IMPROVING
     assert status_of({**old, "steps": 19800}, cap=20000) == CONVERGED
     assert status("patience", 300, 200, steps=8000, cap=8000) == IMPROVING
-    assert status("patience", 300, 200, steps=8000, cap=0) == CONVERGED  # 0 = no step cap
+    assert status("patience", 300, 200, steps=8000, cap=0, flat=True) == CONVERGED  # 0 = no step cap
 
 
 def test_end_slope_is_the_least_squares_line() -> None:
@@ -180,3 +182,40 @@ def test_require_flat_waits_for_the_curve_to_flatten() -> None:
     assert is_flat([[i + 1, v] for i, v in enumerate(losses[:stop_raw])]) is False  # the raw stop was on a slope
     assert stop_flat > stop_raw
     assert is_flat([[i + 1, v] for i, v in enumerate(losses[:stop_flat])]) is True
+
+
+def _sloped(t: float, n: int = 8) -> list[list[float]]:
+    """``n`` validations 100 updates apart whose least-squares slope is exactly ``t`` standard
+    errors: a line plus residuals orthogonal to the constant and the step (+-0.01 nats)."""
+    signs = [1, -1, -1, 1] * (n // 4)
+    x = [100.0 * (i + 1) for i in range(n)]
+    mx = sum(x) / n
+    sxx = sum((v - mx) ** 2 for v in x)
+    se = (sum((0.01 * e) ** 2 for e in signs) / (n - 2) / sxx) ** 0.5  # per update
+    return [[v, 2.7 + t * se * (v - mx) + 0.01 * e] for v, e in zip(x, signs)]
+
+
+def test_flatness_uses_the_exact_one_sided_critical_value() -> None:
+    """Issue 39: the one-sided 5 % Student-t value for n - 2 degrees of freedom, not a rounded 2.0;
+    two multi30k_select runs sat at t = -1.97/-1.98, flat by 2.0 and not flat by 1.943."""
+    assert round(flat_t(8), 3) == 1.943 and round(flat_t(3), 3) == 6.314 and round(flat_t(30), 3) == 1.701
+    slope, se = end_slope(_sloped(-1.97))
+    assert abs(slope / se + 1.97) < 1e-9
+    assert is_flat(_sloped(-1.97)) is False and is_flat(_sloped(-1.9)) is True
+    assert is_flat(_sloped(-1.97)[:4]) is True  # 4 points: the critical value is 2.920
+    assert status_of({"stopped": "patience", "best_step": 400, "warmup": 100}, history=_sloped(-1.97)) == NOT_FLAT
+
+
+def test_absolute_floor_makes_a_solved_or_constant_curve_flat() -> None:
+    """A solved task's loss halving from 4e-8 nats, and a noise-free line with a 7e-8 nat spread, fall
+    significantly by the t test but are flat by the floor; a real noise-free fall is not."""
+    solved = [[100 * (i + 1), 4e-8 * 0.5 ** i] for i in range(8)]
+    still = [[100 * (i + 1), 2.0 - 1e-8 * i] for i in range(8)]
+    for curve in (solved, still):
+        slope, se = end_slope(curve)
+        assert slope < -flat_t(8) * se  # "not flat" without the floor
+    assert below_floor(solved) and below_floor(still) and is_flat(solved) is True and is_flat(still) is True
+    falling = [[100 * (i + 1), 2.0 - 1e-3 * i] for i in range(8)]
+    assert not below_floor(falling) and is_flat(falling) is False
+    assert not below_floor([[1, LOSS_FLOOR * 2], [2, LOSS_FLOOR * 1.5]]) and below_floor([[1, LOSS_FLOOR], [2, LOSS_FLOOR / 2]])
+    assert below_floor([[1, 3.0], [2, 3.0 - SPREAD_FLOOR / 2]]) and not below_floor([])

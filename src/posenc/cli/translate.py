@@ -1,4 +1,8 @@
-"""``posenc translate --run DIR (--input FILE --output FILE | --split test)``.
+"""``posenc translate --run DIR (--input FILE --output FILE | --split test) [--length-penalty A]``.
+
+A run whose experiment tuned the length penalty on validation decodes with that α (its
+results.json's ``length_penalty.chosen``, the α behind its reported BLEU); ``--length-penalty``
+overrides it.
 
 The model is rebuilt from the config saved with the checkpoint; the run directory is treated as
 untrusted: ``--split`` reads only the run's own data (inside the run directory, or ``--data``)
@@ -26,7 +30,9 @@ from tqdm import tqdm
 from posenc.cli.common import check_device
 from posenc.decoding.translate import MAX_BEAM, read_lines_lazily, read_stdin_lines, translate_lines, write_translations
 from posenc.errors import ConfigError
+from posenc.pipeline.config import DecodeConfig
 from posenc.pipeline.run import SPLITS, LoadedRun, decode_options, load_run, translate_split
+from posenc.tasks.translation.tuning import tuned_alpha
 from posenc.files import check_output_file, os_errors
 from posenc.runs.rundir import check_outside_posenc_dirs
 
@@ -43,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", help=f"translate and score a split of the run's data ({', '.join(SPLITS)})")
     parser.add_argument("--data", help="prepared data directory for --split (default: the run's own)")
     parser.add_argument("--beam", type=int, help="beam width (1 = greedy)")
+    parser.add_argument("--length-penalty", type=float, metavar="A",
+                        help="GNMT length penalty α >= 0 (default: the α the run's experiment tuned on validation, "
+                             "recorded in its results.json, else the run's decode.length_penalty)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--engine", choices=("posenc", "ctranslate2"), default="posenc",
                         help="posenc (PyTorch, default) or ctranslate2: --run is then a directory written by "
@@ -67,6 +76,10 @@ def _check_args(args: argparse.Namespace) -> None:
         raise ConfigError("give --input FILE or --split NAME")
     if args.data and not args.split:
         raise ConfigError("--data is only used with --split")
+    if args.length_penalty is not None and not (0 <= args.length_penalty < float("inf")):
+        raise ConfigError(f"--length-penalty must be a number >= 0, got {args.length_penalty}")
+    if args.length_penalty is not None and args.engine == "ctranslate2":
+        raise ConfigError("--length-penalty is for --engine posenc (an export decodes with the options it was exported with)")
     if args.beam is not None and args.beam < 1:
         raise ConfigError(f"decode.beam (--beam) must be >= 1, got {args.beam}")
     if args.input and args.input != "-" and Path(args.input).is_dir():
@@ -116,6 +129,16 @@ def _to_file(loaded: LoadedRun, args: argparse.Namespace, opts: dict[str, Any]) 
     return 0
 
 
+def run_decode(loaded: LoadedRun, args: argparse.Namespace) -> DecodeConfig:
+    """The run's decoding options, with the α its reported BLEU was decoded with when its
+    experiment tuned α (results.json), and ``--beam`` / ``--length-penalty`` over both."""
+    dc = loaded.cfg.decode if args.beam is None else replace(loaded.cfg.decode, beam=args.beam)
+    alpha = args.length_penalty if args.length_penalty is not None else tuned_alpha(loaded.root)
+    if alpha is not None and args.length_penalty is None:
+        log.info("length penalty α = %g: the α tuned on validation for this run (results.json)", alpha)
+    return dc if alpha is None else replace(dc, length_penalty=float(alpha))
+
+
 def run(args: argparse.Namespace) -> int:
     _check_args(args)
     with os_errors():
@@ -144,7 +167,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.engine == "ctranslate2":
         return _run_ctranslate2(args)
     loaded = load_run(args.run, args.checkpoint, args.device, confine=True)
-    dc = loaded.cfg.decode if args.beam is None else replace(loaded.cfg.decode, beam=args.beam)
+    dc = run_decode(loaded, args)
     if args.split:
         scores = translate_split(loaded, args.split, dc, data_dir=args.data)
         print(json.dumps(scores, indent=2))

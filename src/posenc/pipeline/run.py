@@ -179,7 +179,8 @@ def translate_split(run: LoadedRun, split: str, decode: DecodeConfig | None = No
         translate_file(run.model, run.tokenizer, src, hyp, **decode_options(dc, run), too_long="truncate")
     scores = corpus_scores(read_lines(hyp), read_lines(ref), hyp_name=str(hyp), ref_name=f"{split}.tgt")
     keep = {k: scores[k] for k in ("bleu", "chrf", "bleu_signature", "chrf_signature", "bleu_text", "lines")}
-    keep.update(split=split, beam=dc.beam, hyp=_relative(hyp, root), checkpoint=_relative(run.checkpoint, root))
+    keep.update(split=split, beam=dc.beam, length_penalty=dc.length_penalty, hyp=_relative(hyp, root),
+                checkpoint=_relative(run.checkpoint, root))
     atomic_write_text(out / f"{stem or split}.beam{dc.beam}.json", json.dumps(keep, indent=2))
     return keep
 

@@ -5,8 +5,12 @@ A run is **converged** when training stopped because the validation loss stopped
 by more than ``train.min_delta``, relative), its best validation came after the learning-rate
 warm-up, it stopped before its step cap, *and* its validation curve is flat at the end (issue 26):
 the least-squares line through its last :data:`FLAT_WINDOW` validation losses (the smoothed curve
-whose slope the summaries and reports quote) does not fall significantly, i.e. its slope is not
-below ``-FLAT_T`` standard errors. Every other run is not:
+whose slope the summaries and reports quote) does not fall significantly: its slope is not below
+``-t`` standard errors, ``t`` the one-sided 5 % critical value of Student's t with ``n - 2``
+degrees of freedom for ``n`` points (:func:`flat_t`: 1.943 at 8 points), or the window is below an
+absolute floor (:func:`below_floor`: every loss ≤ :data:`LOSS_FLOOR` nats, or the losses spread over
+≤ :data:`SPREAD_FLOOR` nats; a solved task's curve at 4e-8 nats is flat, whatever its slope's t).
+Every other run is not:
 
 * ``still improving``: stopped by ``max_steps``/``max_epochs`` (a cap), or reached ``max_steps``
   at all, even when patience ran out at that same update (older trainers recorded "patience"
@@ -18,11 +22,12 @@ below ``-FLAT_T`` standard errors. Every other run is not:
 * ``best in warm-up``: stopped by patience, but the best validation was at or before the last
   warm-up step; the stopping signal rose while the learning rate was still climbing, which is an
   artefact of the signal (e.g. validation on unseen lengths), not a plateau of the model.
+* ``no curve``: stopped by patience after warm-up, but no validation curve to test for flatness
+  (fewer than 3 validations, or a summary written before the flatness was recorded read without
+  its validation history, e.g. the older lengthgen results.json files). Never read as converged:
+  "converged" always includes the flatness test.
 * ``unknown``: no stop reason or no validation recorded (e.g. run directories written before the
   stop reason was recorded, or ``validate_every: 0``). Never read as converged.
-
-A summary written before the slope was recorded, read without its validation history (e.g. the
-lengthgen results.json files), is judged without the flatness test; its ``flat`` is None.
 
 The trainer and ``posenc train`` (``summary.json``), the experiment runner,
 the report and the learning-curve plots all call :func:`status` / :func:`status_of`.
@@ -31,17 +36,27 @@ the report and the learning-curve plots all call :func:`status` / :func:`status_
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
+from scipy.stats import t as student_t
+
 CONVERGED, IMPROVING, WARMUP, UNKNOWN = "converged", "still improving", "best in warm-up", "unknown"
-NOT_FLAT = "not flat"
-STATUSES = (CONVERGED, IMPROVING, WARMUP, NOT_FLAT, UNKNOWN)
+NOT_FLAT, NO_CURVE = "not flat", "no curve"
+STATUSES = (CONVERGED, IMPROVING, WARMUP, NOT_FLAT, NO_CURVE, UNKNOWN)
 #: Validations the flatness test fits: twice the multi30k_cpu patience (4), so it sees "the last
 #: four against the four before" (issue 26).
 FLAT_WINDOW = 8
-#: A curve is flat unless its fitted slope is below -FLAT_T standard errors (about a one-sided 5 %
-#: test at 8 points: the slope is significantly negative).
-FLAT_T = 2.0
+#: One-sided level of the flatness test: a curve is not flat when its slope is below zero at this
+#: level (Student's t on the least-squares slope, n - 2 degrees of freedom).
+FLAT_LEVEL = 0.05
+#: Absolute floor: a window whose every validation loss is at most this many nats per token is flat
+#: (the model puts >= 0.9999 probability on the reference: a solved task, whose loss keeps halving
+#: by tiny amounts for ever).
+LOSS_FLOOR = 1e-4
+#: Absolute floor: a window whose losses spread over at most this many nats is flat (no measurable
+#: change; a noise-free straight line would otherwise be "significant" at any slope).
+SPREAD_FLOOR = 1e-6
 PATIENCE = "patience"  # the trainer's stop reason for an early stop
 CAPS = ("max_steps", "max_epochs")  # stop reasons that are budget caps
 
@@ -72,11 +87,28 @@ def end_slope(history: Sequence[Sequence[float]], window: int = FLAT_WINDOW) -> 
     return 1000.0 * slope, 1000.0 * (resid / (n - 2) / sxx) ** 0.5
 
 
+@lru_cache(maxsize=None)
+def flat_t(points: int) -> float:
+    """The one-sided :data:`FLAT_LEVEL` critical value of Student's t for a slope fitted to
+    ``points`` validations (``points - 2`` degrees of freedom): 1.943 at 8 points."""
+    return float(student_t.ppf(1.0 - FLAT_LEVEL, points - 2))
+
+
+def below_floor(history: Sequence[Sequence[float]], window: int = FLAT_WINDOW) -> bool:
+    """Whether the last ``window`` validation losses are all <= :data:`LOSS_FLOOR` or spread over
+    <= :data:`SPREAD_FLOOR` nats (False without validations)."""
+    losses = [float(v) for _, v in history][-window:]
+    return bool(losses) and (max(losses) <= LOSS_FLOOR or max(losses) - min(losses) <= SPREAD_FLOOR)
+
+
 def is_flat(history: Sequence[Sequence[float]], window: int = FLAT_WINDOW) -> bool | None:
-    """True when the last ``window`` validations do not fall significantly (slope >= -FLAT_T
-    standard errors); None when there are too few to tell."""
+    """True when the last ``window`` validations are below the absolute floor (:func:`below_floor`)
+    or do not fall significantly (slope >= -:func:`flat_t` standard errors); None when there are
+    too few (< 3) to tell."""
     fit = end_slope(history, window)
-    return None if fit is None else fit[0] >= -FLAT_T * fit[1]
+    if fit is None:
+        return None
+    return below_floor(history, window) or fit[0] >= -flat_t(min(len(history), window)) * fit[1]
 
 
 def capped(stopped: str | None, steps: int | None, cap: int | None) -> bool:
@@ -89,14 +121,16 @@ def status(stopped: str | None, best_step: int | None, warmup: int | None, steps
            cap: int | None = None, flat: bool | None = None) -> str:
     """The convergence status of a run from its stop reason, best validation step, the number of
     warm-up updates, the updates trained against the ``max_steps`` cap, and whether its validation
-    curve ends flat (None: not known; see the module docstring)."""
+    curve ends flat (None: no curve to test, "no curve"; see the module docstring)."""
     if capped(stopped, steps, cap):
         return IMPROVING
     if stopped != PATIENCE or best_step is None or warmup is None:
         return UNKNOWN
     if best_step <= warmup:
         return WARMUP
-    return NOT_FLAT if flat is False else CONVERGED
+    if flat is None:
+        return NO_CURVE
+    return CONVERGED if flat else NOT_FLAT
 
 
 def convergence(history: Sequence[Sequence[float]], stopped: str | None, warmup: int | None,

@@ -59,11 +59,16 @@ def test_docs_quote_reverse_at_the_first_unseen_length_and_its_statuses() -> Non
     means = {(m, n): statistics.fmean(a for m2, n2, a in late if (m2, n2) == (m, n)) for m, n, _ in late}
     assert (f"from n = 30 on no method's mean is above {100 * max(means.values()):.1f} % (no single run above "
             f"{100 * max(a for *_, a in late):.1f} %)") in doc
-    status = Counter(r["summary"]["status"] for r in runs)
-    assert status == {"converged": 9, "not flat": 9, "still improving": 9}
-    capped = {r["method"] for r in runs if r["summary"]["status"] == "still improving"}
+    from posenc.tasks.lengthgen.report import run_status
+
+    status = Counter(run_status(r) for r in runs)  # the report's, from each run's valid.csv
+    assert status == {"converged": 5, "not flat": 13, "still improving": 9}
+    capped = {r["method"] for r in runs if run_status(r) == "still improving"}
     assert capped == {"nope", "fire", "fire+randomized"}
-    assert "of the 27 runs 9 converged (flat end), 9 stopped by patience on a still-falling curve" in doc
+    # flat by the rounded -2.0 the trainer used, not by the exact one-sided 5 % value (issue 39)
+    moved = sorted((r["method"], r["seed"]) for r in runs if r["summary"]["status"] == "converged" and run_status(r) == "not flat")
+    assert moved == [("rope", 2), ("rope+coupled", 3), ("rope-llama3-eval", 2), ("rope-yarn-eval", 2)]
+    assert "of the 27 runs 5 converged (flat end), 13 stopped by patience on a still-falling curve" in doc
 
 
 def test_docs_quote_coupled_rope_by_length() -> None:

@@ -10,7 +10,7 @@ from posenc.tasks.lengthgen.report import long_table
 
 
 def _run(seed: int, seen: float, wall: float | None, stopped: str) -> dict:
-    summary = {"steps": 400, "stopped": stopped, "best_step": 300, "warmup": 100}
+    summary = {"steps": 400, "stopped": stopped, "best_step": 300, "warmup": 100, "flat": True}
     if wall is not None:
         summary["wall_s"] = wall
     metrics = {"seen_seq_acc": seen, "unseen_seq_acc": 0.0, "unseen_token_acc": 0.5}
@@ -26,6 +26,21 @@ def test_long_table_rows_on_hand_made_results() -> None:
     assert cells[2].startswith("75.0 ± 35.4")  # seen: mean and sample std of 100 and 50 (%)
     assert cells[5] == "1: conv @ 400, 2: capped @ 400"
     assert cells[6] == "1.5"  # (60 + 120) / 2 s in minutes
+
+
+def test_a_run_without_a_validation_curve_is_no_curve_not_converged() -> None:
+    """Issue 39: a patience stop whose flatness was never tested (no ``flat``, no valid.csv) reads
+    "no curve"; with its validation curve it is judged by the flatness test."""
+    from posenc.tasks.lengthgen.report import run_status
+
+    exp = SimpleNamespace(tasks=["reverse"], methods={"ape": {}})
+    bare = _run(1, 1.0, 60.0, "patience")
+    del bare["summary"]["flat"]
+    assert run_status(bare) == "no curve"
+    assert [c.strip() for c in long_table(exp, [bare])[2].strip("|").split("|")][5] == "1: no curve @ 400"
+    falling = [[100 * i, 2.0 - 0.01 * i + (0.001 if i % 2 else -0.001)] for i in range(1, 9)]
+    assert run_status(dict(bare, valid_history=falling)) == "not flat"
+    assert run_status(dict(bare, valid_history=[[100 * i, 1.0 + (0.01 if i % 2 else 0)] for i in range(1, 9)])) == "converged"
 
 
 def test_time_column_without_wall_clock() -> None:
@@ -71,17 +86,21 @@ def test_committed_runs_that_reached_the_cap_read_capped() -> None:
     import json
     from pathlib import Path
 
-    from posenc.tasks.lengthgen.report import run_status
+    from posenc.tasks.lengthgen.report import run_status, with_curves
 
     root = Path(__file__).resolve().parents[3] / "docs" / "results" / "lengthgen_cpu"
     runs = {p.parent.relative_to(root).as_posix(): json.loads(p.read_text(encoding="utf-8"))
             for p in root.glob("*/*/seed*/results.json")}
+    runs = {k: r for k, r in zip(runs, with_curves(list(runs.values()), root))}
     at_cap = sorted(k for k, r in runs.items() if r["summary"]["stopped"] == "patience"
                     and r["summary"]["steps"] >= r["config"]["train"]["max_steps"])
     assert at_cap == ["parity/ape/seed1", "reverse/ape+randomized/seed2"]
     assert all(runs[k]["summary"]["status"] == "converged" and run_status(runs[k]) == "still improving" for k in at_cap)
-    assert sum(run_status(r) == "converged" for r in runs.values()) == sum(
-        r["summary"]["status"] == "converged" for r in runs.values()) - 2
+    # the other 53 patience stops recorded neither a flatness nor a validation curve (issue 39): "no curve"
+    status = {k: run_status(r) for k, r in runs.items()}
+    assert sum(s == "no curve" for s in status.values()) == sum(
+        r["summary"]["status"] == "converged" for r in runs.values()) - 2 == 53
+    assert "converged" not in status.values()
 
 
 def test_leaderboard_ranks_fitted_cells_only() -> None:

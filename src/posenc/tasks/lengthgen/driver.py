@@ -74,8 +74,12 @@ def experiment(data: dict[str, Any], overrides: list[str], **options: Any) -> Pa
 
 
 def collect(root: Path) -> list[dict[str, Any]]:
-    """Every ``<task>/<method>/seed<N>/results.json`` under ``root`` (finished runs of a grid)."""
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(Path(root).glob("*/*/seed*/results.json"))]
+    """Every ``<task>/<method>/seed<N>/results.json`` under ``root`` (finished runs of a grid), each
+    with its validation curve where its run directory keeps a valid.csv
+    (:func:`~posenc.tasks.lengthgen.report.with_curves`: what the report's status tests)."""
+    from posenc.tasks.lengthgen.report import with_curves
+
+    return with_curves([json.loads(p.read_text(encoding="utf-8")) for p in sorted(Path(root).glob("*/*/seed*/results.json"))], root)
 
 
 def main(argv: list[str]) -> int:
@@ -114,7 +118,7 @@ def _report(name: str, root: Path, out_dir: Path) -> int:
             current.append(r)
         else:
             stale.append((r, verdict.detail))
-    write_report(exp, current, out_dir, stale)
+    write_report(exp, current, out_dir, stale, root)
     write_marker(out_dir, "report")
     print(out_dir / "README.md")
     return 0

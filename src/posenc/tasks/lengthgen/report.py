@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
-from posenc.training.convergence import CONVERGED, status_of
+from posenc.training.convergence import CONVERGED, NO_CURVE, status_of
 
 
 def _by(results: list[dict[str, Any]], task: str, method: str) -> list[dict[str, Any]]:
@@ -27,12 +27,26 @@ def _cell(runs: list[dict[str, Any]], key: str, with_max: bool = True) -> str:
     return f"{mean:.1f} ± {100 * statistics.stdev(values):.1f}{best}"
 
 
+def with_curves(results: list[dict[str, Any]], root: Path) -> list[dict[str, Any]]:
+    """``results`` with each run's validation curve (``valid_history``: ``[[step, loss], ...]``)
+    read from ``root/<task>/<method>/seed<N>/valid.csv`` where that file exists (a run that carries
+    one already keeps it)."""
+    from posenc.tasks.translation.convergence import read_valid
+
+    out = []
+    for r in results:
+        rows = [] if "valid_history" in r else read_valid(Path(root) / r["task"] / r["method"] / f"seed{r['seed']}")
+        out.append(dict(r, valid_history=[[row["step"], row["loss"]] for row in rows]) if rows else r)
+    return out
+
+
 def run_status(run: dict[str, Any]) -> str:
     """The run's status by the one rule, with its ``max_steps`` from the recorded config (a run that
-    reached the cap is capped even where patience was recorded at that step; results.json holds
-    no validation history, so no flatness test)."""
+    reached the cap is capped even where patience was recorded at that step) and the flatness of
+    its validation curve (``valid_history``, :func:`with_curves`; else the summary's recorded
+    ``flat``; a run with neither is "no curve", never converged)."""
     cap = run.get("config", {}).get("train", {}).get("max_steps")
-    return status_of(run.get("summary"), int(cap) if cap is not None else None)
+    return status_of(run.get("summary"), int(cap) if cap is not None else None, run.get("valid_history") or None)
 
 
 def _status_cell(runs: list[dict[str, Any]]) -> str:
@@ -45,7 +59,8 @@ def _status_cell(runs: list[dict[str, Any]]) -> str:
     return text + (f" ({', '.join(others)})" if others else "")
 
 
-_SHORT = {CONVERGED: "conv", "still improving": "capped", "best in warm-up": "warm-up", "not flat": "not flat", "unknown": "?"}
+_SHORT = {CONVERGED: "conv", "still improving": "capped", "best in warm-up": "warm-up", "not flat": "not flat",
+          NO_CURVE: "no curve", "unknown": "?"}
 
 
 def _device(run: dict[str, Any]) -> str:
@@ -169,10 +184,13 @@ def plot_task(exp: Any, results: list[dict[str, Any]], task: str, path: Path) ->
     plt.close(fig)
 
 
-def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path, stale: Sequence[tuple[dict[str, Any], str]] = ()) -> Path:
+def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path, stale: Sequence[tuple[dict[str, Any], str]] = (),
+                 root: Path | None = None) -> Path:
     """``README.md`` + ``<task>.png`` under ``out_dir``; returns ``out_dir``. ``stale``: results
     trained with another config than the grid's for their cell, with what differs; listed, never
-    in the tables."""
+    in the tables. ``root`` (default ``exp.root``) holds the run directories whose valid.csv the
+    convergence status tests for flatness."""
+    results = with_curves(results, Path(root) if root is not None else exp.root)
     out_dir.mkdir(parents=True, exist_ok=True)
     for task in exp.tasks:
         plot_task(exp, results, task, out_dir / f"{task}.png")
@@ -186,7 +204,8 @@ def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path, stale: 
              "## Token accuracy, unseen lengths", "", *table(exp, results, "unseen_token_acc"), "",
              "## Sequence accuracy, seen lengths", "", *table(exp, results, "seen_seq_acc"), "",
              "## Convergence (converged runs / runs; training/convergence.py)", "", *table(exp, results, "status"), "",
-             "## Every cell (mean ± std over seeds; conv = stopped by patience after warm-up, capped = max_steps)", "",
+             "## Every cell (mean ± std over seeds; conv = stopped by patience after warm-up with a flat validation curve, "
+             "capped = max_steps, no curve = stopped by patience with no validation curve recorded)", "",
              *long_table(exp, results), "",
              "## Plots", ""]
     lines += [f"![{task}]({task}.png)" for task in exp.tasks]

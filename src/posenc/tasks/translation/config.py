@@ -35,10 +35,13 @@ class ExperimentConfig:
     #: comparison), with ``gpu_jobs`` runs at once unless ``--jobs`` is given.
     on_gpu: str = ""
     gpu_jobs: int = 4
-    #: GNMT length penalties α tried on the validation split of every trained run; the run's
-    #: splits are then decoded with the α of the highest validation BLEU (issue 26; empty = off:
+    #: GNMT length penalties α tried first on the validation split of every trained run; the
+    #: search then extends the grid while its top (bottom) α is the strict best, and the run's splits
+    #: are decoded with the validation peak (issues 26, 39; tasks/translation/tuning.py; empty = off:
     #: every run decodes with its ``decode.length_penalty``, as before).
     tune_length_penalty: list[float] = field(default_factory=list)
+    #: The hard upper bound of that search (>= the grid's largest α; equal to it: the grid only).
+    tune_length_penalty_max: float = 5.0
     #: A selection stage before the grid (experiments/selection.py; empty key = none).
     selection: SelectionConfig = field(default_factory=SelectionConfig)
 
@@ -64,6 +67,10 @@ class ExperimentConfig:
         self.tune_length_penalty = [float(a) for a in self.tune_length_penalty]
         require(all(a >= 0 for a in self.tune_length_penalty) and len(set(self.tune_length_penalty)) == len(self.tune_length_penalty),
                 f"experiment.tune_length_penalty must be distinct values >= 0, got {self.tune_length_penalty}")
+        self.tune_length_penalty_max = float(self.tune_length_penalty_max)
+        require(not self.tune_length_penalty or self.tune_length_penalty_max >= max(self.tune_length_penalty),
+                f"experiment.tune_length_penalty_max must be >= the largest α of tune_length_penalty "
+                f"({max(self.tune_length_penalty, default=0):g}), got {self.tune_length_penalty_max:g}")
         for label in list(self.methods) + list(self.settings):
             require(label.replace("-", "").replace("_", "").replace(".", "").isalnum(), f"experiment label {label!r}: use letters, digits, -, _ or .")
 

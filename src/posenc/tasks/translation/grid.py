@@ -21,19 +21,36 @@ from posenc.experiments.selection import SelectionConfig
 from posenc.pipeline.config import RunConfig
 from posenc.runs.same_run import RunRecord, Verdict, evaluation_record, same_run
 from posenc.tasks.translation.task import train_run
-from posenc.tasks.translation.tuning import alpha_key, tune_length_penalty
+from posenc.tasks.translation.tuning import alpha_key, replay, tune_length_penalty
 
 log = logging.getLogger("posenc")
 
 
 def with_tuning(exp: ExperimentConfig, results: dict[str, Any], verdict: Any) -> Any:
     """``verdict``, or "rescore" when a fresh cell's length-penalty sweep (``results["length_penalty"]``)
-    is not the one ``experiment.tune_length_penalty`` asks for (the trained model is reused)."""
-    wanted = [alpha_key(a) for a in exp.tune_length_penalty]
-    stored = list(results.get("length_penalty", {}).get("sweep", {}))
+    is not the search ``experiment.tune_length_penalty`` (and ``_max``) asks for: the search replayed
+    on the stored validation BLEU (:func:`~posenc.tasks.translation.tuning.replay`) decodes other α
+    (the trained model is reused)."""
+    sweep = results.get("length_penalty", {}).get("sweep", {})
+    stored = list(sweep)
+    wanted = (replay(exp.tune_length_penalty, exp.tune_length_penalty_max, sweep) if exp.tune_length_penalty else [])
     if verdict is None or verdict.kind != "fresh" or stored == wanted:
         return verdict
-    return replace(verdict, kind="rescore", detail=f"experiment.tune_length_penalty: {stored or 'off'} -> {wanted or 'off'}")
+    asked = ([alpha_key(a) for a in exp.tune_length_penalty] + [f"search to {exp.tune_length_penalty_max:g}"]
+             if exp.tune_length_penalty else "off")
+    return replace(verdict, kind="rescore", detail=f"experiment.tune_length_penalty: {stored or 'off'} -> {asked}")
+
+
+def expected_evaluation(exp: ExperimentConfig, cfg: RunConfig, results: dict[str, Any]) -> dict[str, Any]:
+    """The evaluation record a fresh cell holds: its decoding and splits, with the α its splits
+    were decoded with when ``exp`` tunes α. That α is the search's output (checked by
+    :func:`with_tuning`), so the stored record's own value is taken: results.json files written
+    before the tuned α was recorded there (they say ``decode.length_penalty``) stay fresh."""
+    evaluation = evaluation_record(cfg, exp.splits)
+    stored = ((results.get("record") or {}).get("evaluation") or {}).get("decode") or {}
+    if exp.tune_length_penalty and "length_penalty" in stored:
+        evaluation["decode"]["length_penalty"] = stored["length_penalty"]
+    return evaluation
 
 
 def trained_elsewhere(cfg: RunConfig) -> dict[str, Any] | None:
@@ -72,7 +89,7 @@ class TranslationExperiment:
             return None
         cfg, steps = run_config(exp, *cell), results.get("summary", {}).get("steps")
         return with_tuning(exp, results, same_run(RunRecord.read(results.get("record"), steps), cfg,
-                                                  evaluation_record(cfg, exp.splits)))
+                                                  expected_evaluation(exp, cfg, results)))
 
     def prepare(self, exp: ExperimentConfig, cells: list[Cell]) -> None:
         """Note the analyses the report will skip; prepare every data directory the cells need,
@@ -118,12 +135,13 @@ class TranslationExperiment:
         loaded = load_run(cfg.out_dir)
         decode, tuning = cfg.decode, None
         if exp.tune_length_penalty:  # α chosen on validation BLEU; the splits decoded with it
-            tuning = tune_length_penalty(loaded, exp.tune_length_penalty, cfg.decode)
+            tuning = tune_length_penalty(loaded, exp.tune_length_penalty, cfg.decode, exp.tune_length_penalty_max)
             decode = replace(cfg.decode, length_penalty=tuning["chosen"])
         scores = {split: translate_split(loaded, split, decode) for split in exp.splits}
         summary = dict(summary, status=run_status(cfg.out_dir, summary, cfg.train.max_steps))
         result = {"setting": setting, "method": method, "seed": seed, "summary": summary, "scores": scores,
-                  "record": RunRecord.of(cfg, evaluation_record(cfg, exp.splits)).to_dict()}
+                  # the α the splits were decoded with
+                  "record": RunRecord.of(cfg, evaluation_record(replace(cfg, decode=decode), exp.splits)).to_dict()}
         return dict(result, length_penalty=tuning) if tuning else result
 
     def summary_line(self, exp: ExperimentConfig, result: dict[str, Any]) -> str:

@@ -458,11 +458,18 @@ def length_penalty_section(exp: ExperimentConfig, results: list[dict[str, Any]])
     validation BLEU for each α and the α its splits were decoded with; [] when tuning is off."""
     if not exp.tune_length_penalty:
         return []
-    keys = [f"{a:g}" for a in exp.tune_length_penalty]
+    decoded = {float(k) for r in results for k in (r.get("length_penalty") or {}).get("sweep", {})}
+    keys = [f"{a:g}" for a in sorted(decoded | set(exp.tune_length_penalty))]
+    rule = ("the highest validation BLEU, ties: the first listed" if exp.tune_length_penalty_max <= max(exp.tune_length_penalty)
+            else f"the validation peak: the grid extended by its step while its top or bottom α was the strict best, "
+                 f"up to α = {exp.tune_length_penalty_max:g}; ties: the smallest α; \"–\": not decoded")
+    at_bound = [f"{r['setting']}/{r['method']}/seed{r['seed']}" for r in results if (r.get("length_penalty") or {}).get("at_bound")]
+    note = ([f"Chosen at the search's bound α = {exp.tune_length_penalty_max:g} with validation BLEU still rising "
+             f"(no peak found): {', '.join(at_bound)}.", ""] if at_bound and exp.tune_length_penalty_max > max(exp.tune_length_penalty)
+            else [])
     lines = ["## Length penalty chosen on validation", "",
              "Validation BLEU (beam search on the validation split) for each GNMT α; the test BLEU above uses "
-             "the chosen α of each run (the highest validation BLEU, ties: the first listed). The test split is "
-             "not decoded until α is chosen.", "",
+             f"the chosen α of each run ({rule}). The test split is not decoded until α is chosen.", "", *note,
              "| run | " + " | ".join(f"α = {k}" for k in keys) + " | chosen α |", "|---|" + "---|" * (len(keys) + 1)]
     for r in results:
         tuning = r.get("length_penalty") or {}
@@ -477,8 +484,11 @@ def evaluation_protocol(exp: ExperimentConfig, results: list[dict[str, Any]]) ->
     """The evaluation settings that may differ from a paper's, named (issue 13 fix 6)."""
     cfg = run_config(exp, *next(iter(grid(exp))))
     dc, tc = cfg.decode, cfg.train
-    alpha = (f"chosen per run on validation BLEU from {{{', '.join(f'{a:g}' for a in exp.tune_length_penalty)}}}"
-             if exp.tune_length_penalty else f"= {dc.length_penalty}")
+    grid_s = ", ".join(f"{a:g}" for a in exp.tune_length_penalty)
+    search = (f", searched on to the validation peak, α <= {exp.tune_length_penalty_max:g}"
+              if exp.tune_length_penalty and exp.tune_length_penalty_max > max(exp.tune_length_penalty) else "")
+    alpha = (f"chosen per run on validation BLEU from {{{grid_s}}}{search}" if exp.tune_length_penalty
+             else f"= {dc.length_penalty}")
     search = "greedy search" if dc.beam == 1 else f"beam search (beam {dc.beam}, GNMT length penalty α {alpha})"
     best = getattr(tc, "average_best", 0)
     if best and best > 1:

@@ -4,8 +4,9 @@ The model is rebuilt from the config saved with the checkpoint; the run director
 untrusted: ``--split`` reads only the run's own data (inside the run directory, or ``--data``)
 and writes only into its ``translations/``. ``--output FILE`` (also with ``--input -``) is
 written atomically and shows progress: a bar on a terminal, else a log line every 5 seconds;
-it must not be the input file, lie inside a posenc run or prepared-data directory, or need a
-directory created (all refused in one line before the model loads).
+it must not be the input file, lie inside any posenc directory (a run, prepared data, a report,
+logs, a CTranslate2 export, a checkpoint), or need a directory created (all refused in one line
+before the model loads).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from posenc.cli.common import check_device
 from posenc.decoding.translate import MAX_BEAM, read_lines_lazily, read_stdin_lines, translate_lines, write_translations
 from posenc.errors import ConfigError
 from posenc.pipeline.run import SPLITS, LoadedRun, decode_options, load_run, translate_split
-from posenc.files import check_output_file, os_errors
-from posenc.pipeline.rundir import check_outside_posenc_dirs
+from posenc.files import os_errors
+from posenc.pipeline.rundir import check_user_output
 
 log = logging.getLogger("posenc")
 #: Seconds between progress lines when stderr is not a terminal.
@@ -70,8 +71,7 @@ def _check_args(args: argparse.Namespace) -> None:
                           "batch x beam); give a smaller beam")
     if args.output:  # before the model loads: never the input, a run's own file or a new directory tree
         inputs = (args.input,) if args.input and args.input != "-" else ()
-        check_output_file(args.output, "--output", inputs)
-        check_outside_posenc_dirs(args.output, "--output")
+        check_user_output(args.output, "--output", inputs)
 
 
 class Progress:

@@ -45,17 +45,18 @@ from torch import Tensor, nn
 from posenc.data.spm import Tokenizer
 from posenc.decoding.translate import _source_ids
 from posenc.errors import ConfigError
-from posenc.files import atomic_output, atomic_write_text, check_output_file
+from posenc.files import atomic_output, atomic_write_text
 from posenc.models.attention import MultiHeadAttention
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.pipeline.rundir import check_target, write_marker
+from posenc.pipeline.rundir import (EXPORT_MANIFEST, check_outside_posenc_dirs, check_target, check_user_output,
+                                    write_marker)
 from posenc.pipeline.run import LoadedRun
 from posenc.positions.rope import ntk_base
 
 #: ``posenc export --quantization`` → CTranslate2's weight type (``bf16`` is an alias).
 QUANTIZATIONS = {"float32": "float32", "int8": "int8", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 #: The marker kind of an export directory (pipeline/rundir.write_marker) and its description file.
-EXPORT_KIND, EXPORT_INFO = "export", "posenc_export.json"
+EXPORT_KIND, EXPORT_INFO = "export", EXPORT_MANIFEST
 #: Input position methods → their table rows ``(T, D)`` for positions ``offset … offset+T−1``.
 TableFn = Callable[[nn.Module, int, int, int], Tensor]
 #: Attention position methods → fill a layer's self-attention spec from the layer's hook and the
@@ -294,6 +295,7 @@ def export_run(run: LoadedRun, out: str | Path, quantization: str = "float32") -
     if quantization not in QUANTIZATIONS:
         raise ConfigError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
     ct2, out = require_ctranslate2(), Path(out)
+    check_outside_posenc_dirs(out, "--out")  # never into a run (its checkpoints/, translations/), data, ...
     check_target(out, EXPORT_KIND, "--out")
     spec = build_spec(run, ct2)
     spec.validate()
@@ -413,9 +415,10 @@ def translate_lines(model: Exported, lines: Iterable[str], *, beam: int = 4, len
 
 def write_translations(model: Exported, lines: Iterable[str], out_path: str | Path, **options: Any) -> int:
     """:func:`translate_lines` into ``out_path``, written atomically (an old file stays intact on
-    any failure; no directory is created for it: files.check_output_file); returns the number of lines."""
+    any failure; no directory is created for it, none inside a posenc directory:
+    rundir.check_user_output); returns the number of lines."""
     target = Path(out_path)
-    check_output_file(target, "output")
+    check_user_output(target, "output")
     count = 0
     with atomic_output(target) as f:
         for text in translate_lines(model, lines, **options):

@@ -1,0 +1,116 @@
+"""Issue 41 ("paths that still lose data"): outputs into any posenc directory, a user's decode over
+an experiment's recorded translations, and file modes. Each refusal is one line (exit 2) with the
+user's and posenc's files byte for byte unchanged.
+
+Finding → tests: 2 ``translate --output`` / ``analyze --out`` / ``posenc.bench --out/--plot/--profile``
+/ ``export --out`` into a posenc report, logs, export, checkpoint or run → ``test_*_inside_posenc_dirs*``;
+4 ``translate --split`` over ``results.json``'s record → ``test_translate_split_*``; 5 modes →
+``test_*mode*``, ``test_*umask*``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from posenc.pipeline.rundir import write_marker
+from tests.cli.test_safety_round2 import md5s
+from tests.helpers.tiny import assert_one_line_error, cli
+
+
+@pytest.fixture
+def run_copy(tmp_path: Path, trained: Path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    return run
+
+
+def _posenc_dirs(root: Path) -> dict[str, Path]:
+    """A report, a log directory, an export (marked, and an older unmarked one with only its
+    manifest), an average written outside a run: posenc's own files in each."""
+    dirs = {name: root / name for name in ("report", "logs", "export", "old_export", "average")}
+    for d in dirs.values():
+        d.mkdir()
+    (dirs["report"] / "README.md").write_text("# my experiment\n")
+    (dirs["logs"] / "experiment.json").write_text("{}\n")
+    write_marker(dirs["report"], "report")
+    write_marker(dirs["logs"], "logs")
+    for export in (dirs["export"], dirs["old_export"]):
+        (export / "model.bin").write_bytes(b"\x01\x02weights")
+        (export / "posenc_export.json").write_text('{"format": "ctranslate2"}\n')
+    write_marker(dirs["export"], "export")
+    (dirs["average"] / "model.safetensors").write_bytes(b"weights")
+    (dirs["average"] / "state.json").write_text('{"kind": "average"}\n')
+    return dirs
+
+
+OUTPUT_FILES = ["report/README.md", "report/sub/new.txt", "logs/experiment.json", "export/model.bin",
+                "old_export/model.bin", "export/new.txt", "average/model.safetensors"]
+
+
+@pytest.mark.parametrize("target", OUTPUT_FILES)
+def test_translate_output_inside_posenc_dirs_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                        trained: Path, target: str) -> None:
+    dirs = _posenc_dirs(tmp_path)
+    (dirs["report"] / "sub").mkdir()
+    src = tmp_path / "in.txt"
+    src.write_text("a b c\n")
+    before = md5s(tmp_path)
+    code, _, err = cli(capsys, "translate", "--run", trained, "--input", src, "--output", tmp_path / target)
+    assert_one_line_error(code, err, "--output", "lies inside the posenc", str(tmp_path / target.split("/")[0]))
+    assert md5s(tmp_path) == before
+
+
+@pytest.mark.parametrize("flag, target", [("--out", "run/bench.json"), ("--plot", "export/bench.png"),
+                                          ("--out", "report/bench.json"), ("--profile", "run/profile"),
+                                          ("--profile", "logs/profile")])
+def test_bench_outputs_inside_posenc_dirs_are_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch, run_copy: Path, flag: str,
+                                                      target: str) -> None:
+    import posenc.bench.__main__ as bench
+
+    _posenc_dirs(tmp_path)
+    measured: list[int] = []
+    monkeypatch.setattr(bench, "run", lambda *a, **k: measured.append(1) or [])
+    before = md5s(tmp_path)
+    code = bench.main(["--quick", "--methods", "ape", flag, str(tmp_path / target)])
+    assert_one_line_error(code, capsys.readouterr().err, flag, "lies inside the posenc")
+    assert measured == [] and md5s(tmp_path) == before
+
+
+@pytest.mark.parametrize("target", ["run/analysis", "run/checkpoints/x", "export/analysis", "report/x/y"])
+def test_analyze_out_inside_posenc_dirs_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path, run_copy: Path,
+                                                   target: str) -> None:
+    _posenc_dirs(tmp_path)
+    before = md5s(tmp_path)
+    code, _, err = cli(capsys, "analyze", "length_bleu", "--experiment", "cape_mt_small", "--out", tmp_path / target)
+    assert_one_line_error(code, err, "--out", "lies inside the posenc")
+    assert md5s(tmp_path) == before
+
+
+@pytest.mark.parametrize("target", ["run/checkpoints/x", "run/translations/exp", "run/exp", "report/exp",
+                                    "export/nested"])
+def test_export_out_inside_posenc_dirs_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path, run_copy: Path,
+                                                  target: str) -> None:
+    pytest.importorskip("ctranslate2")
+    _posenc_dirs(tmp_path)
+    before = md5s(tmp_path)
+    code, _, err = cli(capsys, "export", "--run", run_copy, "--format", "ctranslate2", "--out", tmp_path / target)
+    assert_one_line_error(code, err, "--out", "lies inside the posenc")
+    assert md5s(tmp_path) == before
+
+
+def test_export_into_an_older_unmarked_export_is_its_own(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                         run_copy: Path) -> None:
+    """An export of an older posenc (its manifest, no marker) is replaced and marked, like a run."""
+    pytest.importorskip("ctranslate2")
+    old = _posenc_dirs(tmp_path)["old_export"]
+    code, _, err = cli(capsys, "export", "--run", run_copy, "--format", "ctranslate2", "--out", old)
+    assert code == 0, err
+    assert json.loads((old / ".posenc-run").read_text())["kind"] == "export"
+    assert json.loads((old / "posenc_export.json").read_text())["format"] == "ctranslate2"
+    assert (old / "model.bin").read_bytes() != b"\x01\x02weights"
+

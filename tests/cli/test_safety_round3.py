@@ -114,3 +114,47 @@ def test_export_into_an_older_unmarked_export_is_its_own(capsys: pytest.CaptureF
     assert json.loads((old / "posenc_export.json").read_text())["format"] == "ctranslate2"
     assert (old / "model.bin").read_bytes() != b"\x01\x02weights"
 
+
+# ------------------------------------------------------------------------------ 4: translate --split
+
+def _record(run: Path, hyp: str) -> None:
+    """An experiment's stored decode of the test split (``hyp`` and its scores) and the
+    results.json whose BLEU came from it, as the grid writes them."""
+    (run / "translations").mkdir(exist_ok=True)
+    (run / "translations" / hyp).write_text("the stored hypotheses\n")
+    (run / "translations" / hyp.replace(".hyp", ".json")).write_text('{"bleu": 38.21}\n')
+    scores = {"test": {"bleu": 38.21, "hyp": f"translations/{hyp}", "beam": 2}}
+    (run / "results.json").write_text(json.dumps({"scores": scores, "length_penalty": {"chosen": 1.0}}))
+
+
+def test_translate_split_writes_beside_the_experiments_record(capsys: pytest.CaptureFixture[str], run_copy: Path,
+                                                               prepared: Path) -> None:
+    _record(run_copy, "test.beam2.hyp")
+    before = md5s(run_copy)
+    code, out, err = cli(capsys, "translate", "--run", run_copy, "--split", "test", "--data", prepared)
+    assert code == 0, err
+    scores = json.loads(out)
+    assert scores["hyp"] == "translations/test.beam2.lp0.6.hyp" and scores["length_penalty"] == 0.6
+    after = md5s(run_copy)
+    assert {k: after[k] for k in before} == before  # the record and results.json byte for byte
+    assert sorted(set(after) - set(before)) == ["translations/test.beam2.lp0.6.hyp", "translations/test.beam2.lp0.6.json"]
+    assert len((run_copy / scores["hyp"]).read_text().splitlines()) == scores["lines"]
+
+
+def test_translate_split_never_replaces_a_file_results_json_names(capsys: pytest.CaptureFixture[str], run_copy: Path,
+                                                                  prepared: Path) -> None:
+    _record(run_copy, "test.beam2.lp0.6.hyp")
+    before = md5s(run_copy)
+    code, _, err = cli(capsys, "translate", "--run", run_copy, "--split", "test", "--data", prepared)
+    assert_one_line_error(code, err, "test.beam2.lp0.6.hyp", "results.json")
+    assert md5s(run_copy) == before
+
+
+@pytest.mark.parametrize("name", ["test.beam2.lp0.6.hyp", "test.beam4.lp1.json", "valid.lp0.6.beam4.hyp",
+                                  "test.beam4.hyp", ".test.beam4.lp0.6.hyp.x1y2.tmp"])
+def test_no_resume_knows_every_translation_name_posenc_writes(name: str) -> None:
+    """``--no-resume`` removes a user's decodes and the α sweep's files (they are posenc's)."""
+    from posenc.pipeline.rundir import OWN_CHILDREN
+
+    assert OWN_CHILDREN["translations"].match(name)
+    assert not OWN_CHILDREN["translations"].match("notes.txt")

@@ -2,7 +2,8 @@
 
 The model is rebuilt from the config saved with the checkpoint; the run directory is treated as
 untrusted: ``--split`` reads only the run's own data (inside the run directory, or ``--data``)
-and writes only into its ``translations/``. ``--output FILE`` (also with ``--input -``) is
+and writes only into its ``translations/``, as ``<split>.beam<K>.lp<α>.hyp``/``.json``: beside,
+never over, the translations an experiment's results.json scored. ``--output FILE`` (also with ``--input -``) is
 written atomically and shows progress: a bar on a terminal, else a log line every 5 seconds;
 it must not be the input file, lie inside any posenc directory (a run, prepared data, a report,
 logs, a CTranslate2 export, a checkpoint), or need a directory created (all refused in one line
@@ -140,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
     loaded = load_run(args.run, args.checkpoint, args.device, confine=True)
     dc = loaded.cfg.decode if args.beam is None else replace(loaded.cfg.decode, beam=args.beam)
     if args.split:
-        scores = translate_split(loaded, args.split, dc, data_dir=args.data)
+        scores = translate_split(loaded, args.split, dc, data_dir=args.data, user=True)  # never over results.json's
         print(json.dumps(scores, indent=2))
         print(f"{args.split}: {scores['bleu_text']} (signature {scores['bleu_signature']})", file=sys.stderr)
         return 0

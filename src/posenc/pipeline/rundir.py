@@ -51,7 +51,8 @@ RUN_OUTPUTS = ("checkpoints", "train.csv", "valid.csv", "tensorboard", "summary.
 #: What posenc writes inside the directories of :data:`RUN_OUTPUTS` (nothing else there is removed).
 OWN_CHILDREN = {
     "checkpoints": re.compile(r"^(ckpt_\d{8}|average|\.(tmp|old)-.+)$"),
-    "translations": re.compile(r"^\.?[\w-]+\.beam\d+\.(hyp|json)(\..+\.tmp)?$"),
+    # <split>[.lp<α>].beam<K>[.lp<α>].hyp/.json: scored splits, the α sweep, `translate --split`
+    "translations": re.compile(r"^\.?[\w-]+(\.lp[-+.\de]+)?\.beam\d+(\.lp[-+.\de]+)?\.(hyp|json)(\..+\.tmp)?$"),
     "tensorboard": re.compile(r"^events\.out\.tfevents\..+$"),
 }
 #: Names posenc may leave in a directory besides its marked contents (lock, SentencePiece cache).

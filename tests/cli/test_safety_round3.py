@@ -11,7 +11,11 @@ Finding → tests: 2 ``translate --output`` / ``analyze --out`` / ``posenc.bench
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -158,3 +162,68 @@ def test_no_resume_knows_every_translation_name_posenc_writes(name: str) -> None
 
     assert OWN_CHILDREN["translations"].match(name)
     assert not OWN_CHILDREN["translations"].match("notes.txt")
+
+
+# ------------------------------------------------------------------------------ 5: file modes
+
+@contextmanager
+def _umask(mask: int) -> Iterator[None]:
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize("mask, existing, expected", [(0o077, None, 0o600), (0o027, None, 0o640),
+                                                      (0o022, None, 0o644), (0o022, 0o600, 0o600),
+                                                      (0o077, 0o664, 0o664)],
+                         ids=["umask077-new", "umask027-new", "umask022-new", "replaces-0600", "replaces-0664"])
+def test_translate_output_mode_is_the_replaced_files_or_the_umasks(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                   trained: Path, mask: int, existing: int | None,
+                                                                   expected: int) -> None:
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("a b c\n")
+    if existing is not None:
+        out.write_text("old\n")
+        out.chmod(existing)
+    with _umask(mask):
+        code, _, err = cli(capsys, "translate", "--run", trained, "--input", src, "--output", out)
+    assert code == 0, err
+    assert _mode(out) == expected and out.read_text() != "old\n"
+
+
+@pytest.mark.parametrize("writer", ["bench", "lines"])
+def test_atomic_writers_follow_the_umask_and_keep_a_replaced_mode(tmp_path: Path, writer: str) -> None:
+    """``posenc.bench --out`` (files.atomic_write_text) and data.text.write_lines_atomic."""
+    from posenc.bench.report import write_json
+    from posenc.data.text import write_lines_atomic
+
+    write = {"bench": lambda p: write_json([{"a": 1}], p), "lines": lambda p: write_lines_atomic(p, ["x"])}[writer]
+    new, old = tmp_path / "new.out", tmp_path / "old.out"
+    old.write_text("mine\n")
+    old.chmod(0o640)
+    with _umask(0o077):
+        write(new)
+        write(old)
+    assert (_mode(new), _mode(old)) == (0o600, 0o640)
+    assert old.read_text() != "mine\n"
+
+
+def test_export_directory_and_files_follow_the_umask(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                     run_copy: Path) -> None:
+    pytest.importorskip("ctranslate2")
+    out = tmp_path / "export"
+    with _umask(0o027):
+        code, _, err = cli(capsys, "export", "--run", run_copy, "--format", "ctranslate2", "--out", out)
+    assert code == 0, err
+    assert _mode(out) == 0o750 and {f.name: _mode(f) for f in out.iterdir()} == {f.name: 0o640 for f in out.iterdir()}
+    (out / "model.bin").chmod(0o600)
+    with _umask(0o022):  # an earlier export: each replaced file keeps its mode
+        code, _, err = cli(capsys, "export", "--run", run_copy, "--format", "ctranslate2", "--out", out)
+    assert code == 0, err
+    assert _mode(out) == 0o750 and _mode(out / "model.bin") == 0o600 and _mode(out / "spm.model") == 0o640

@@ -45,7 +45,7 @@ from torch import Tensor, nn
 from posenc.data.spm import Tokenizer
 from posenc.decoding.translate import _source_ids
 from posenc.errors import ConfigError
-from posenc.files import atomic_output, atomic_write_text
+from posenc.files import atomic_output, atomic_write_text, new_dir_mode, replacement_mode
 from posenc.models.attention import MultiHeadAttention
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.rundir import (EXPORT_MANIFEST, check_outside_posenc_dirs, check_target, check_user_output,
@@ -304,6 +304,7 @@ def export_run(run: LoadedRun, out: str | Path, quantization: str = "float32") -
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
+        os.chmod(tmp, new_dir_mode())  # mkdtemp made it 0700; a new export follows the umask
         spec.save(str(tmp))
         shutil.copyfile(run.root / "spm.model", tmp / "spm.model")
         atomic_write_text(tmp / EXPORT_INFO, json.dumps(info, indent=1) + "\n")
@@ -315,12 +316,15 @@ def export_run(run: LoadedRun, out: str | Path, quantization: str = "float32") -
 
 
 def _move_into(tmp: Path, out: Path) -> None:
-    """``tmp``'s files into ``out``: a rename when ``out`` is new, else marker first, file by file."""
+    """``tmp``'s files into ``out``: a rename when ``out`` is new, else marker first, file by file
+    (each keeping the mode of the file it replaces)."""
     if not out.exists():
         os.rename(tmp, out)
         return
     write_marker(out, EXPORT_KIND)
     for f in sorted(tmp.iterdir()):
+        if (out / f.name).is_file():
+            os.chmod(f, replacement_mode(out / f.name))
         os.replace(f, out / f.name)
 
 

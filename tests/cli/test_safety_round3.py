@@ -141,7 +141,8 @@ def test_translate_split_writes_beside_the_experiments_record(capsys: pytest.Cap
     assert scores["hyp"] == "translations/test.beam2.lp0.6.hyp" and scores["length_penalty"] == 0.6
     after = md5s(run_copy)
     assert {k: after[k] for k in before} == before  # the record and results.json byte for byte
-    assert sorted(set(after) - set(before)) == ["translations/test.beam2.lp0.6.hyp", "translations/test.beam2.lp0.6.json"]
+    new = ["translations/test.beam2.lp0.6.hyp", "translations/test.beam2.lp0.6.json"]
+    assert sorted(set(after) - set(before)) == new
     assert len((run_copy / scores["hyp"]).read_text().splitlines()) == scores["lines"]
 
 

@@ -52,6 +52,7 @@ from posenc.pipeline.rundir import (EXPORT_MANIFEST, check_outside_posenc_dirs, 
                                     write_marker)
 from posenc.pipeline.run import LoadedRun
 from posenc.positions.rope import ntk_base
+from posenc.serving.validate import check_engine_files, open_translator, read_manifest
 
 #: ``posenc export --quantization`` → CTranslate2's weight type (``bf16`` is an alias).
 QUANTIZATIONS = {"float32": "float32", "int8": "int8", "bfloat16": "bfloat16", "bf16": "bfloat16"}
@@ -346,11 +347,13 @@ def _describe(run: LoadedRun, ct2: ModuleType, quantization: str) -> dict[str, A
 # --------------------------------------------------------------------------- translate
 @dataclass
 class Exported:
-    """A loaded export: the CTranslate2 translator, posenc's tokenizer and the description."""
+    """A loaded export: the CTranslate2 translator, posenc's tokenizer, the description and the
+    directory it came from."""
 
     translator: Any
     tokenizer: Tokenizer
     info: dict[str, Any]
+    path: Path = Path(".")
 
     def __post_init__(self) -> None:
         self.vocab = self.tokenizer.pieces  # id → piece
@@ -364,17 +367,20 @@ class Exported:
 
 
 def load_export(directory: str | Path, device: str = "cpu", threads: int = 0, compute_type: str = "default") -> Exported:
-    """Open an export written by :func:`export_run` (a one-line ConfigError for anything else)."""
+    """Open an export written by :func:`export_run`, its files checked first (serving/validate.py):
+    a one-line ConfigError naming the file for a missing, tampered or foreign one."""
     ct2, directory = require_ctranslate2(), Path(directory)
     info_path = directory / EXPORT_INFO
     if not info_path.is_file():
         raise ConfigError(f"{directory} is not a posenc CTranslate2 export (no {EXPORT_INFO}; "
                           "write one with posenc export --run R --format ctranslate2 --out DIR)")
-    info = json.loads(info_path.read_text(encoding="utf-8"))
+    info = read_manifest(info_path)
+    tokenizer = Tokenizer.from_file(directory / "spm.model")
+    check_engine_files(directory, tokenizer.pieces)
     kind, _, index = device.partition(":")  # cpu, cuda or cuda:N
-    translator = ct2.Translator(str(directory), device=kind, device_index=int(index or 0), compute_type=compute_type,
-                                intra_threads=threads)
-    return Exported(translator, Tokenizer.from_file(directory / "spm.model"), info)
+    translator = open_translator(ct2, directory, device=kind, device_index=int(index or 0), compute_type=compute_type,
+                                 intra_threads=threads)
+    return Exported(translator, tokenizer, info, directory)
 
 
 def _limit(length: int, a: float, b: float) -> int:
@@ -389,10 +395,13 @@ def _decode_chunk(model: Exported, seqs: list[list[int]], opts: dict[str, Any]) 
     todo = sorted((i for i, s in enumerate(seqs) if s), key=limit)
     for cap, group in groupby(todo, key=limit):
         rows = list(group)
-        results = model.translator.translate_batch(
-            [model.pieces(seqs[i]) for i in rows], beam_size=opts["beam"], length_penalty=opts["length_penalty"],
-            max_decoding_length=max(cap, 1), min_decoding_length=0, max_input_length=0,
-            max_batch_size=opts["batch_tokens"], batch_type="tokens", num_hypotheses=1)
+        try:
+            results = model.translator.translate_batch(
+                [model.pieces(seqs[i]) for i in rows], beam_size=opts["beam"], length_penalty=opts["length_penalty"],
+                max_decoding_length=max(cap, 1), min_decoding_length=0, max_input_length=0,
+                max_batch_size=opts["batch_tokens"], batch_type="tokens", num_hypotheses=1)
+        except (RuntimeError, ValueError) as err:  # a model.bin that loaded but cannot decode
+            raise ConfigError(f"{model.path / 'model.bin'}: CTranslate2 failed to translate with it ({err})") from None
         for i, res in zip(rows, results):
             text = model.tokenizer.decode(model.ids(res.hypotheses[0]))
             out[i] = text.replace("\r", " ").replace("\n", " ")

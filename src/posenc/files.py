@@ -7,6 +7,7 @@ intact and no partial file behind (issue 18); an OSError becomes a one-line RunD
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,11 +17,33 @@ from typing import IO, Any
 from posenc.errors import RunDirError
 
 
+def umask() -> int:
+    """The process's file-creation mask (read by setting it and putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_dir_mode() -> int:
+    """Permission bits of a directory posenc creates: ``0o777`` less the umask (as ``mkdir``)."""
+    return 0o777 & ~umask()
+
+
+def replacement_mode(path: str | os.PathLike[str]) -> int:
+    """Permission bits for a file written at ``path``: those of the file it replaces (a symlink's
+    target), else ``0o666`` less the umask, as ``open(path, "w")`` would create it."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode) & 0o777
+    except OSError:
+        return 0o666 & ~umask()
+
+
 @contextmanager
-def atomic_output(path: str | os.PathLike[str], binary: bool = False, mode: int = 0o644) -> Iterator[IO]:
+def atomic_output(path: str | os.PathLike[str], binary: bool = False, mode: int | None = None) -> Iterator[IO]:
     """Yield a file object for ``path``'s replacement; on a clean exit it is flushed, fsynced and
-    renamed over ``path`` (permission bits ``mode``), on any exception removed. OSError from
-    creating it propagates."""
+    renamed over ``path``, on any exception removed. Its permission bits are ``mode``, by default
+    :func:`replacement_mode` (the replaced file's, else the umask's). OSError from creating it
+    propagates."""
     target = Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
@@ -29,7 +52,7 @@ def atomic_output(path: str | os.PathLike[str], binary: bool = False, mode: int 
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
+        os.chmod(tmp, replacement_mode(target) if mode is None else mode)  # mkstemp made it 0600
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

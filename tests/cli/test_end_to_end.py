@@ -66,12 +66,12 @@ def test_train_and_translate(capsys: pytest.CaptureFixture[str], tmp_path: Path,
     code, out, _ = cli(capsys, "translate", "--run", run, "--split", "test", "--data", prepared)
     assert code == 0
     scores = json.loads(out)
-    hyp = run / "translations" / "test.beam2.hyp"
-    assert scores["hyp"] == "translations/test.beam2.hyp" and scores["lines"] == N_TEST and scores["beam"] == 2
+    hyp = run / "translations" / "test.beam2.lp0.6.hyp"  # a user's decode: beam and α in its name
+    assert scores["hyp"] == "translations/test.beam2.lp0.6.hyp" and scores["lines"] == N_TEST and scores["beam"] == 2
     assert scores["checkpoint"].endswith("ckpt_00000003")
     assert len(read(hyp)) == N_TEST and any(read(hyp))
     assert scores["bleu"] == pytest.approx(_sacrebleu(hyp, prepared / "test.tgt"), abs=1e-9)
-    assert scores == json.loads((run / "translations" / "test.beam2.json").read_text())
+    assert scores == json.loads((run / "translations" / "test.beam2.lp0.6.json").read_text())
 
     # --input/--output on the same sources gives the same lines as --split
     out_file = tmp_path / "out" / "test.hyp"
@@ -93,7 +93,7 @@ def test_translate_to_stdout_and_from_stdin(capsys: pytest.CaptureFixture[str], 
     assert code == 0 and out.splitlines() == read(out_file)
     # --beam overrides the run's decode.beam (2): greedy output is written under its own name
     code, out, _ = cli(capsys, "translate", "--run", trained, "--split", "test", "--beam", "1", "--data", prepared)
-    assert code == 0 and json.loads(out)["beam"] == 1 and (trained / "translations" / "test.beam1.hyp").is_file()
+    assert code == 0 and json.loads(out)["beam"] == 1 and (trained / "translations" / "test.beam1.lp0.6.hyp").is_file()
 
 
 BLEU_LINE = re.compile(r"^BLEU = (\d+\.\d\d) ")
@@ -131,7 +131,7 @@ def test_evaluate_matches_sacrebleu(capsys: pytest.CaptureFixture[str], tmp_path
 
 def test_evaluate_translation_of_a_run(capsys: pytest.CaptureFixture[str], prepared: Path, trained: Path) -> None:
     assert cli(capsys, "translate", "--run", trained, "--split", "test", "--data", prepared)[0] == 0
-    hyp, ref = trained / "translations" / "test.beam2.hyp", prepared / "test.tgt"
+    hyp, ref = trained / "translations" / "test.beam2.lp0.6.hyp", prepared / "test.tgt"
     code, out, _ = cli(capsys, "evaluate", "--hyp", hyp, "--ref", ref, "--json")
     assert code == 0 and json.loads(out)["bleu"] == pytest.approx(_sacrebleu(hyp, ref), abs=1e-9)
     code, out, _ = cli(capsys, "evaluate", "--hyp", hyp, "--ref", ref)

@@ -73,7 +73,7 @@ def test_train_and_translate_user_files(capsys: pytest.CaptureFixture[str], tmp_
     assert code == 0 and json.loads(out)["steps"] == 3
     code, out, _ = cli(capsys, "translate", "--run", run, "--split", "valid")
     assert code == 0 and json.loads(out)["lines"] == SIZES["valid"]
-    assert len(read(run / "translations" / "valid.beam2.hyp")) == SIZES["valid"]
+    assert len(read(run / "translations" / "valid.beam2.lp0.6.hyp")) == SIZES["valid"]
 
 
 def _drop_last_line(path: Path) -> None:

@@ -132,14 +132,14 @@ def test_translate_builds_the_model_from_the_checkpoint_config(capsys: pytest.Ca
     run = _copy(own_run, tmp_path / "run")
     code, out, _ = cli(capsys, "translate", "--run", run, "--split", "test")
     assert code == 0
-    expected = read(run / "translations" / "test.beam2.hyp")
+    expected = read(run / "translations" / "test.beam2.lp0.6.hyp")
     cfg = yaml.safe_load((run / "config.yaml").read_text())
     cfg["model"]["d_ff"] = 48  # a later command overwrote config.yaml: the checkpoint still decides
     cfg["model"]["position"]["name"] = "rpe"
     (run / "config.yaml").write_text(yaml.safe_dump(cfg))
     code, out, err = cli(capsys, "translate", "--run", run, "--split", "test")
     assert code == 0, err
-    assert read(run / "translations" / "test.beam2.hyp") == expected and any(expected)
+    assert read(run / "translations" / "test.beam2.lp0.6.hyp") == expected and any(expected)
 
 
 # ------------------------------------------------------------------------------ finding 3
@@ -255,7 +255,7 @@ def test_moved_run_dir_works_and_writes_inside_itself(capsys: pytest.CaptureFixt
     shutil.move(original, moved)
     code, out, err = cli(capsys, "translate", "--run", moved, "--split", "test")
     assert code == 0, err
-    assert (moved / "translations" / "test.beam2.hyp").is_file() and not original.exists()
+    assert (moved / "translations" / "test.beam2.lp0.6.hyp").is_file() and not original.exists()
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == []
     code, out, err = cli(capsys, "train", *run_overrides(moved, None, *NEAR_INIT, "train.max_steps=4"))
     assert code == 0 and json.loads(out)["steps"] == 4, err  # resumes in its new place
@@ -369,6 +369,6 @@ def test_translate_split_prints_the_final_bleu(capsys: pytest.CaptureFixture[str
     run = _copy(own_run, tmp_path / "run")
     code, out, err = cli(capsys, "translate", "--run", run, "--split", "test")
     scores = json.loads(out)
-    hyps, refs = read(run / "translations" / "test.beam2.hyp"), read(run / "data" / "test.tgt")
+    hyps, refs = read(run / "translations" / "test.beam2.lp0.6.hyp"), read(run / "data" / "test.tgt")
     expected = sacrebleu.corpus_bleu(hyps, [refs])
     assert code == 0 and f"test: {expected} (signature {scores['bleu_signature']})\n" in err

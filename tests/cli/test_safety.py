@@ -233,7 +233,7 @@ def test_foreign_checkpoint_in_a_run_is_not_used_by_translate(capsys: pytest.Cap
     code, _, err = cli(capsys, "translate", "--run", run_copy, "--input", prepared / "test.src", "--output", out)
     assert_one_line_error(code, err, str(planted), "model.position.name")
     assert not out.exists()
-    scores = run_copy / "translations" / "test.beam2.json"  # the copied run may hold an earlier one
+    scores = run_copy / "translations" / "test.beam2.lp0.6.json"  # the copied run may hold an earlier one
     before = scores.read_bytes() if scores.exists() else None
     code, _, err = cli(capsys, "translate", "--run", run_copy, "--split", "test", "--data", prepared)
     assert_one_line_error(code, err, "another model")

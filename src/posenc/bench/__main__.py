@@ -21,8 +21,8 @@ from posenc.bench.report import markdown_table, plot, plot_formats, write_json
 from posenc.bench.runner import run
 from posenc.bench.train_loop import loop_table
 from posenc.errors import ConfigError, PosencError
-from posenc.files import check_output_file, os_call
-from posenc.runs.rundir import check_target, write_marker
+from posenc.files import os_call
+from posenc.runs.rundir import check_outside_posenc_dirs, check_target, check_user_output, write_marker
 
 QUICK: dict[str, Any] = dict(lengths=[32, 128, 512], reps=2, batch_tokens=512, decode_batch=4, decode_len=16, decode_reps=2)
 
@@ -93,16 +93,18 @@ def build_config(args: argparse.Namespace) -> BenchConfig:
 
 def check_outputs(args: argparse.Namespace) -> None:
     """``--out`` and ``--plot``: files in an existing directory (``--plot`` in a format matplotlib
-    writes); ``--profile``: a new, empty or posenc report directory. One-line error otherwise."""
+    writes); ``--profile``: a new, empty or posenc report directory; none inside another posenc
+    directory. One-line error otherwise."""
     if args.out:
-        check_output_file(args.out, "--out")
+        check_user_output(args.out, "--out")
     if args.plot:
-        check_output_file(args.plot, "--plot")
+        check_user_output(args.plot, "--plot")
         formats = plot_formats()
         if Path(args.plot).suffix.lstrip(".").lower() not in formats:
             raise ConfigError(f"--plot {args.plot}: give a file name ending in one of "
                               f"{', '.join('.' + f for f in sorted(formats))} (e.g. bench.png)")
     if args.profile:  # a directory of several files: new, empty or posenc's
+        check_outside_posenc_dirs(args.profile, "--profile")
         check_target(args.profile, "report", "--profile")
 
 

@@ -21,7 +21,7 @@ from posenc.bench.core import DEFAULT_METHODS, BenchConfig, build_model, interle
 from posenc.bench.report import write_json
 from posenc.bench.runner import NoEos, decode_runner
 from posenc.errors import ConfigError, PosencError
-from posenc.files import check_output_file
+from posenc.runs.rundir import check_user_output
 
 
 def ab_records(cfg: BenchConfig) -> list[dict[str, Any]]:
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.device.startswith("cuda") and not torch.cuda.is_available():
             raise ConfigError(f"--device {a.device}: CUDA is not available on this machine")
         if a.out:
-            check_output_file(a.out, "--out")  # before measuring: the results are never lost at the end
+            check_user_output(a.out, "--out")  # before measuring: the results are never lost at the end
         cfg = BenchConfig(methods=a.methods.split(","), preset=a.preset, vocab=a.vocab, device=a.device, decode_batch=a.decode_batch,
                           decode_len=a.decode_len, decode_reps=a.decode_reps, beam=a.beam)
         records = ab_records(cfg)

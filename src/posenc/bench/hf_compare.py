@@ -50,7 +50,7 @@ from posenc.bench.core import BOS, EOS, TrainStep, autocast, batch_size, interle
 from posenc.bench.report import write_json
 from posenc.bench.runner import NoEos, decode_runner
 from posenc.errors import ConfigError, PosencError
-from posenc.files import check_output_file
+from posenc.runs.rundir import check_user_output
 from posenc.models.config import PRESETS, ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
 
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.device.startswith("cuda") and not torch.cuda.is_available():
             raise ConfigError(f"--device {cfg.device}: CUDA is not available on this machine")
         if out:
-            check_output_file(out, "--out")  # before measuring: the results are never lost at the end
+            check_user_output(out, "--out")  # before measuring: the results are never lost at the end
         log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
         log(f"hf_compare: torch {torch.__version__}, {torch.cuda.get_device_name() if cfg.device.startswith('cuda') else 'cpu'}")
         records = run(cfg, log)

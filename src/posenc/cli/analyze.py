@@ -14,7 +14,7 @@ from posenc.errors import ConfigError
 from posenc.tasks.translation.config import ExperimentConfig
 from posenc.tasks.translation.report import run_analysis
 from posenc.experiments.runner import check_report_dir, find_experiment
-from posenc.runs.rundir import check_target, write_marker
+from posenc.runs.rundir import check_outside_posenc_dirs, check_target, write_marker
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     # itself and each --out/SETTING, all checked before any analysis runs)
     top = Path(args.out) if args.out else exp.root / "report"
     if args.out:
+        check_outside_posenc_dirs(top, "--out")  # never a new directory inside a run, an export, data ...
         for where in (top, *(top / s for s in settings)):
             check_target(where, "report", "--out")
     else:

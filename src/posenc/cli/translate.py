@@ -6,10 +6,12 @@ overrides it.
 
 The model is rebuilt from the config saved with the checkpoint; the run directory is treated as
 untrusted: ``--split`` reads only the run's own data (inside the run directory, or ``--data``)
-and writes only into its ``translations/``. ``--output FILE`` (also with ``--input -``) is
+and writes only into its ``translations/``, as ``<split>.beam<K>.lp<α>.hyp``/``.json``: beside,
+never over, the translations an experiment's results.json scored. ``--output FILE`` (also with ``--input -``) is
 written atomically and shows progress: a bar on a terminal, else a log line every 5 seconds;
-it must not be the input file, lie inside a posenc run or prepared-data directory, or need a
-directory created (all refused in one line before the model loads).
+it must not be the input file, lie inside any posenc directory (a run, prepared data, a report,
+logs, a CTranslate2 export, a checkpoint), or need a directory created (all refused in one line
+before the model loads).
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from posenc.errors import ConfigError
 from posenc.pipeline.config import DecodeConfig
 from posenc.pipeline.run import SPLITS, LoadedRun, decode_options, load_run, translate_split
 from posenc.tasks.translation.tuning import tuned_alpha
-from posenc.files import check_output_file, os_errors
-from posenc.runs.rundir import check_outside_posenc_dirs
+from posenc.files import os_errors
+from posenc.runs.rundir import check_user_output
 
 log = logging.getLogger("posenc")
 #: Seconds between progress lines when stderr is not a terminal.
@@ -89,8 +91,7 @@ def _check_args(args: argparse.Namespace) -> None:
                           "batch x beam); give a smaller beam")
     if args.output:  # before the model loads: never the input, a run's own file or a new directory tree
         inputs = (args.input,) if args.input and args.input != "-" else ()
-        check_output_file(args.output, "--output", inputs)
-        check_outside_posenc_dirs(args.output, "--output")
+        check_user_output(args.output, "--output", inputs)
 
 
 class Progress:
@@ -169,7 +170,7 @@ def _run(args: argparse.Namespace) -> int:
     loaded = load_run(args.run, args.checkpoint, args.device, confine=True)
     dc = run_decode(loaded, args)
     if args.split:
-        scores = translate_split(loaded, args.split, dc, data_dir=args.data)
+        scores = translate_split(loaded, args.split, dc, data_dir=args.data, user=True)  # never over results.json's
         print(json.dumps(scores, indent=2))
         print(f"{args.split}: {scores['bleu_text']} (signature {scores['bleu_signature']})", file=sys.stderr)
         return 0

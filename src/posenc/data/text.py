@@ -186,14 +186,6 @@ def _encode_lines(path: Path, lines: Iterable[str]) -> bytes:
     return data
 
 
-def _target_mode(target: Path) -> int:
-    """Permission bits for the new file: those of the file it replaces, else 0o644."""
-    try:
-        return target.stat().st_mode & 0o777
-    except FileNotFoundError:
-        return 0o644
-
-
 def write_lines_atomic(path: PathLike, lines: Iterable[str]) -> None:
     """Write ``lines`` (one ``\\n``-terminated UTF-8 line each) to ``path`` atomically.
 
@@ -208,5 +200,5 @@ def write_lines_atomic(path: PathLike, lines: Iterable[str]) -> None:
     target = Path(path)
     data = _encode_lines(target, lines)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_output(target, binary=True, mode=_target_mode(target)) as f:
+    with atomic_output(target, binary=True) as f:  # the replaced file's mode, else the umask's
         f.write(data)

@@ -22,7 +22,7 @@ from posenc.config import describe_differences, from_dict, load_yaml, naming, sh
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
 from posenc.decoding.translate import translate_file
-from posenc.errors import CheckpointError, ConfigError
+from posenc.errors import CheckpointError, ConfigError, RunDirError
 from posenc.evaluation.metrics import corpus_scores
 from posenc.models.config import ModelConfig
 from posenc.models.rnn_nmt import RNNConfig
@@ -161,18 +161,47 @@ def split_files(run: LoadedRun, split: str, data_dir: str | Path | None = None) 
     return src, ref
 
 
+def alpha_key(alpha: float) -> str:
+    """``0.6`` → ``"0.6"``: a length penalty α as a results.json key and in hypothesis file names."""
+    return f"{float(alpha):g}"
+
+
+def recorded_translations(root: Path) -> set[str]:
+    """Run-relative paths of the translations that ``root/results.json`` scored (every ``hyp`` and
+    its ``.json``): the record an experiment's result came from. Empty without a readable file."""
+    try:
+        stack: list[Any] = [json.loads((root / "results.json").read_text(encoding="utf-8"))]
+    except (OSError, ValueError):
+        return set()
+    found: set[str] = set()
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("hyp"), str):
+                found |= {node["hyp"], str(Path(node["hyp"]).with_suffix(".json"))}
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
 def translate_split(run: LoadedRun, split: str, decode: DecodeConfig | None = None,
-                    data_dir: str | Path | None = None, stem: str | None = None) -> dict[str, Any]:
+                    data_dir: str | Path | None = None, stem: str | None = None, user: bool = False) -> dict[str, Any]:
     """Translate ``split`` of the run's prepared data; write hypotheses and scores into the run
     directory's ``translations/`` (as ``<stem>.beam<K>.hyp``/``.json``, ``stem`` defaulting to the
-    split's name); return scores (paths relative to the run directory)."""
+    split's name); return scores (paths relative to the run directory). A ``user`` decode
+    (``posenc translate --split``) is named ``<split>.beam<K>.lp<α>`` instead, beside the files
+    an experiment scored, and a RunDirError refuses it before decoding if results.json names it."""
     src, ref = split_files(run, split, data_dir)
     dc = decode or run.cfg.decode
     root = run.root
     out = root / "translations"
     if run.confine and out.exists():
         _inside(out, root, "translations directory")
-    hyp = out / f"{stem or split}.beam{dc.beam}.hyp"
+    name = f"{stem or split}.beam{dc.beam}" + (f".lp{alpha_key(dc.length_penalty)}" if user else "")
+    hyp, scored = out / f"{name}.hyp", out / f"{name}.json"
+    if user:
+        _check_not_recorded(root, (hyp, scored))
     out.mkdir(parents=True, exist_ok=True)
     with torch.inference_mode():
         # a split line over data.max_source_len is truncated with a warning (scored, never fatal)
@@ -181,8 +210,17 @@ def translate_split(run: LoadedRun, split: str, decode: DecodeConfig | None = No
     keep = {k: scores[k] for k in ("bleu", "chrf", "bleu_signature", "chrf_signature", "bleu_text", "lines")}
     keep.update(split=split, beam=dc.beam, length_penalty=dc.length_penalty, hyp=_relative(hyp, root),
                 checkpoint=_relative(run.checkpoint, root))
-    atomic_write_text(out / f"{stem or split}.beam{dc.beam}.json", json.dumps(keep, indent=2))
+    atomic_write_text(scored, json.dumps(keep, indent=2))
     return keep
+
+
+def _check_not_recorded(root: Path, paths: tuple[Path, ...]) -> None:
+    """One-line RunDirError when one of ``paths`` is a translation that results.json scored."""
+    recorded = recorded_translations(root)
+    for path in paths:
+        if _relative(path, root) in recorded:
+            raise RunDirError(f"{path} holds the translations {root / 'results.json'} scored; posenc does not "
+                              "replace them (move results.json away to decode under this name)")
 
 
 def _relative(path: Path, root: Path) -> str:

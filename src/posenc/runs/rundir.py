@@ -31,7 +31,7 @@ import yaml
 
 from posenc.config import load_yaml, naming, to_dict
 from posenc.errors import ConfigError, PosencError, RunDirError
-from posenc.files import atomic_write_text, os_call, os_error_message
+from posenc.files import atomic_write_text, check_output_file, os_call, os_error_message
 from posenc.processes import pid_alive
 from posenc.runs.same_run import RunRecord, Verdict, read_stored, same_run
 from posenc.training.checkpoint import checkpoint_state, foreign_files, latest_checkpoint, remove_checkpoint
@@ -49,13 +49,18 @@ RUN_OUTPUTS = ("checkpoints", "train.csv", "valid.csv", "tensorboard", "summary.
 #: What posenc writes inside the directories of :data:`RUN_OUTPUTS` (nothing else there is removed).
 OWN_CHILDREN = {
     "checkpoints": re.compile(r"^(ckpt_\d{8}|average|\.(tmp|old)-.+)$"),
-    "translations": re.compile(r"^\.?[\w-]+\.beam\d+\.(hyp|json)(\..+\.tmp)?$"),
+    # <split>[.lp<α>].beam<K>[.lp<α>].hyp/.json: scored splits, the α sweep, `translate --split`
+    "translations": re.compile(r"^\.?[\w-]+(\.lp[-+.\de]+)?\.beam\d+(\.lp[-+.\de]+)?\.(hyp|json)(\..+\.tmp)?$"),
     "tensorboard": re.compile(r"^events\.out\.tfevents\..+$"),
 }
 #: Names posenc may leave in a directory besides its marked contents (lock, SentencePiece cache).
 SCRATCH_NAMES = frozenset({LOCK_NAME, MARKER_NAME, ".spm-cache"})
 KIND_WORDS = {"run": "run directory", "data": "prepared data directory", "report": "report directory",
-              "logs": "log directory", "export": "CTranslate2 export directory"}
+              "logs": "log directory", "export": "CTranslate2 export directory", "checkpoint": "checkpoint directory"}
+#: The description file of a CTranslate2 export (serving/ctranslate2.py); it marks older unmarked exports.
+EXPORT_MANIFEST = "posenc_export.json"
+#: Files of a checkpoint directory (training/checkpoint.py): an average written elsewhere, a moved checkpoint.
+_CHECKPOINT_SIGNS = ("model.safetensors", "state.json")
 
 
 # ----------------------------------------------------------------------------- ownership
@@ -81,6 +86,8 @@ def _legacy_kind(directory: Path) -> str | None:
         return "run"  # a run of another task that the Trainer wrote (checkpoints and its log)
     if (directory / "meta.json").is_file() and (directory / "spm.model").is_file():
         return "data"
+    if (directory / EXPORT_MANIFEST).is_file():
+        return "export"
     return None
 
 
@@ -96,7 +103,8 @@ def _is_run_config(path: Path) -> bool:
 
 
 def dir_kind(directory: str | Path) -> str | None:
-    """``run`` or ``data`` for a directory posenc wrote (marker, else older layout), else None."""
+    """The kind of a directory posenc wrote (``run``, ``data``, ``report``, ``logs``, ``export``: its
+    marker, else an older layout), else None."""
     directory = Path(directory)
     if not directory.is_dir() or directory.is_symlink():
         return None
@@ -160,16 +168,42 @@ def claim_and_check(directory: str | Path, kind: str, what: str, older: Callable
     check_target(directory, kind, what)
 
 
+def owned_kind(directory: Path) -> str | None:
+    """:func:`dir_kind` of ``directory``, or ``checkpoint`` for a posenc checkpoint directory (an
+    average written anywhere), else None."""
+    kind = dir_kind(directory)
+    if kind is None and directory.is_dir() and all((directory / n).is_file() for n in _CHECKPOINT_SIGNS):
+        return "checkpoint"
+    return kind
+
+
+def posenc_owner(path: str | Path) -> tuple[Path, str] | None:
+    """The nearest directory strictly above ``path`` (symlinks resolved) that posenc owns and its
+    kind (:func:`owned_kind`), or None when no ancestor is posenc's."""
+    for directory in Path(path).resolve().parents:
+        kind = owned_kind(directory)
+        if kind is not None:
+            return directory, kind
+    return None
+
+
 def check_outside_posenc_dirs(path: str | Path, what: str) -> None:
-    """Refuse (one-line RunDirError) an output file ``path`` that lies, symlinks resolved, inside
-    a posenc run or prepared-data directory: it would overwrite that run's own files (its
-    vocabulary, config, a checkpoint) or be mistaken for them."""
-    real = Path(path).resolve()
-    for directory in real.parents:
-        kind = dir_kind(directory)
-        if kind in ("run", "data"):
-            raise RunDirError(f"{what} {path} lies inside the posenc {KIND_WORDS[kind]} {directory}; "
-                              "write it outside (posenc's directories hold only what posenc writes)")
+    """Refuse (one-line RunDirError) an output file or directory ``path`` that lies, symlinks
+    resolved, inside any posenc-owned directory (a run, prepared data, a report, logs, a
+    CTranslate2 export, a checkpoint): it would overwrite posenc's own files (a vocabulary, a
+    config, a model) or be mistaken for them. ``path`` itself is not judged (see :func:`check_target`)."""
+    found = posenc_owner(path)
+    if found is not None:
+        directory, kind = found
+        raise RunDirError(f"{what} {path} lies inside the posenc {KIND_WORDS[kind]} {directory}; "
+                          "write it outside (posenc's directories hold only what posenc writes)")
+
+
+def check_user_output(path: str | Path, what: str, inputs: tuple[str | Path, ...] = ()) -> None:
+    """An output file the user named: :func:`posenc.files.check_output_file` (not a directory, not
+    an input, its directory exists) and outside every posenc directory (:func:`check_outside_posenc_dirs`)."""
+    check_output_file(path, what, inputs)
+    check_outside_posenc_dirs(path, what)
 
 
 # ----------------------------------------------------------------------------- lock

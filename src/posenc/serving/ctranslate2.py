@@ -45,17 +45,19 @@ from torch import Tensor, nn
 from posenc.data.spm import Tokenizer
 from posenc.decoding.translate import _source_ids
 from posenc.errors import ConfigError
-from posenc.files import atomic_output, atomic_write_text, check_output_file
+from posenc.files import atomic_output, atomic_write_text, new_dir_mode, replacement_mode
 from posenc.models.attention import MultiHeadAttention
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.runs.rundir import check_target, write_marker
+from posenc.runs.rundir import (EXPORT_MANIFEST, check_outside_posenc_dirs, check_target, check_user_output,
+                                    write_marker)
 from posenc.pipeline.run import LoadedRun
 from posenc.positions.rope import ntk_base
+from posenc.serving.validate import check_engine_files, open_translator, read_manifest
 
 #: ``posenc export --quantization`` → CTranslate2's weight type (``bf16`` is an alias).
 QUANTIZATIONS = {"float32": "float32", "int8": "int8", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 #: The marker kind of an export directory (runs/rundir.write_marker) and its description file.
-EXPORT_KIND, EXPORT_INFO = "export", "posenc_export.json"
+EXPORT_KIND, EXPORT_INFO = "export", EXPORT_MANIFEST
 #: Input position methods → their table rows ``(T, D)`` for positions ``offset … offset+T−1``.
 TableFn = Callable[[nn.Module, int, int, int], Tensor]
 #: Attention position methods → fill a layer's self-attention spec from the layer's hook and the
@@ -294,6 +296,7 @@ def export_run(run: LoadedRun, out: str | Path, quantization: str = "float32") -
     if quantization not in QUANTIZATIONS:
         raise ConfigError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
     ct2, out = require_ctranslate2(), Path(out)
+    check_outside_posenc_dirs(out, "--out")  # never into a run (its checkpoints/, translations/), data, ...
     check_target(out, EXPORT_KIND, "--out")
     spec = build_spec(run, ct2)
     spec.validate()
@@ -302,6 +305,7 @@ def export_run(run: LoadedRun, out: str | Path, quantization: str = "float32") -
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
+        os.chmod(tmp, new_dir_mode())  # mkdtemp made it 0700; a new export follows the umask
         spec.save(str(tmp))
         shutil.copyfile(run.root / "spm.model", tmp / "spm.model")
         atomic_write_text(tmp / EXPORT_INFO, json.dumps(info, indent=1) + "\n")
@@ -313,12 +317,15 @@ def export_run(run: LoadedRun, out: str | Path, quantization: str = "float32") -
 
 
 def _move_into(tmp: Path, out: Path) -> None:
-    """``tmp``'s files into ``out``: a rename when ``out`` is new, else marker first, file by file."""
+    """``tmp``'s files into ``out``: a rename when ``out`` is new, else marker first, file by file
+    (each keeping the mode of the file it replaces)."""
     if not out.exists():
         os.rename(tmp, out)
         return
     write_marker(out, EXPORT_KIND)
     for f in sorted(tmp.iterdir()):
+        if (out / f.name).is_file():
+            os.chmod(f, replacement_mode(out / f.name))
         os.replace(f, out / f.name)
 
 
@@ -340,11 +347,13 @@ def _describe(run: LoadedRun, ct2: ModuleType, quantization: str) -> dict[str, A
 # --------------------------------------------------------------------------- translate
 @dataclass
 class Exported:
-    """A loaded export: the CTranslate2 translator, posenc's tokenizer and the description."""
+    """A loaded export: the CTranslate2 translator, posenc's tokenizer, the description and the
+    directory it came from."""
 
     translator: Any
     tokenizer: Tokenizer
     info: dict[str, Any]
+    path: Path = Path(".")
 
     def __post_init__(self) -> None:
         self.vocab = self.tokenizer.pieces  # id → piece
@@ -358,17 +367,20 @@ class Exported:
 
 
 def load_export(directory: str | Path, device: str = "cpu", threads: int = 0, compute_type: str = "default") -> Exported:
-    """Open an export written by :func:`export_run` (a one-line ConfigError for anything else)."""
+    """Open an export written by :func:`export_run`, its files checked first (serving/validate.py):
+    a one-line ConfigError naming the file for a missing, tampered or foreign one."""
     ct2, directory = require_ctranslate2(), Path(directory)
     info_path = directory / EXPORT_INFO
     if not info_path.is_file():
         raise ConfigError(f"{directory} is not a posenc CTranslate2 export (no {EXPORT_INFO}; "
                           "write one with posenc export --run R --format ctranslate2 --out DIR)")
-    info = json.loads(info_path.read_text(encoding="utf-8"))
+    info = read_manifest(info_path)
+    tokenizer = Tokenizer.from_file(directory / "spm.model")
+    check_engine_files(directory, tokenizer.pieces)
     kind, _, index = device.partition(":")  # cpu, cuda or cuda:N
-    translator = ct2.Translator(str(directory), device=kind, device_index=int(index or 0), compute_type=compute_type,
-                                intra_threads=threads)
-    return Exported(translator, Tokenizer.from_file(directory / "spm.model"), info)
+    translator = open_translator(ct2, directory, device=kind, device_index=int(index or 0), compute_type=compute_type,
+                                 intra_threads=threads)
+    return Exported(translator, tokenizer, info, directory)
 
 
 def _limit(length: int, a: float, b: float) -> int:
@@ -383,10 +395,13 @@ def _decode_chunk(model: Exported, seqs: list[list[int]], opts: dict[str, Any]) 
     todo = sorted((i for i, s in enumerate(seqs) if s), key=limit)
     for cap, group in groupby(todo, key=limit):
         rows = list(group)
-        results = model.translator.translate_batch(
-            [model.pieces(seqs[i]) for i in rows], beam_size=opts["beam"], length_penalty=opts["length_penalty"],
-            max_decoding_length=max(cap, 1), min_decoding_length=0, max_input_length=0,
-            max_batch_size=opts["batch_tokens"], batch_type="tokens", num_hypotheses=1)
+        try:
+            results = model.translator.translate_batch(
+                [model.pieces(seqs[i]) for i in rows], beam_size=opts["beam"], length_penalty=opts["length_penalty"],
+                max_decoding_length=max(cap, 1), min_decoding_length=0, max_input_length=0,
+                max_batch_size=opts["batch_tokens"], batch_type="tokens", num_hypotheses=1)
+        except (RuntimeError, ValueError) as err:  # a model.bin that loaded but cannot decode
+            raise ConfigError(f"{model.path / 'model.bin'}: CTranslate2 failed to translate with it ({err})") from None
         for i, res in zip(rows, results):
             text = model.tokenizer.decode(model.ids(res.hypotheses[0]))
             out[i] = text.replace("\r", " ").replace("\n", " ")
@@ -413,9 +428,10 @@ def translate_lines(model: Exported, lines: Iterable[str], *, beam: int = 4, len
 
 def write_translations(model: Exported, lines: Iterable[str], out_path: str | Path, **options: Any) -> int:
     """:func:`translate_lines` into ``out_path``, written atomically (an old file stays intact on
-    any failure; no directory is created for it: files.check_output_file); returns the number of lines."""
+    any failure; no directory is created for it, none inside a posenc directory:
+    rundir.check_user_output); returns the number of lines."""
     target = Path(out_path)
-    check_output_file(target, "output")
+    check_user_output(target, "output")
     count = 0
     with atomic_output(target) as f:
         for text in translate_lines(model, lines, **options):

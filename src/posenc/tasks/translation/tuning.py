@@ -27,17 +27,12 @@ from typing import Any
 
 from posenc.errors import ConfigError
 from posenc.pipeline.config import DecodeConfig
-from posenc.pipeline.run import LoadedRun, translate_split
+from posenc.pipeline.run import LoadedRun, alpha_key, translate_split
 
 #: The split α is chosen on (never a test split).
 TUNING_SPLIT = "valid"
 #: Decimal places candidate α are rounded to (so 1.4 + 0.2 is 1.6, not 1.5999999999999999).
 DIGITS = 6
-
-
-def alpha_key(alpha: float) -> str:
-    """``0.6`` → ``"0.6"``: the sweep's key in results.json and the hypothesis file's stem."""
-    return f"{float(alpha):g}"
 
 
 def argmax_first(scores: dict[str, float], order: Sequence[str]) -> str:

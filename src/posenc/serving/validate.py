@@ -1,0 +1,115 @@
+"""Checks of a CTranslate2 export directory before and while CTranslate2 opens it.
+
+An export (serving/ctranslate2.py) is untrusted input, like a run directory: its description
+``posenc_export.json`` is checked against :class:`ExportInfo` (a JSON object, every key present
+with its type, the stored beam within decoding's cap), ``config.json`` must be a JSON object,
+the vocabulary must be the pieces of the export's ``spm.model``, and any error of the engine
+opening ``model.bin`` becomes one line naming the file (a :class:`ConfigError`, exit 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from posenc.config import from_dict
+from posenc.decoding.translate import MAX_BEAM
+from posenc.errors import ConfigError
+from posenc.pipeline.config import DecodeConfig
+
+#: The vocabulary files CTranslate2 may have written (a shared one, or one per side).
+VOCABULARIES = tuple(f"{side}_vocabulary.{ext}" for side in ("shared", "source", "target") for ext in ("json", "txt"))
+
+
+@dataclass
+class ExportInfo:
+    """``posenc_export.json``: what ``translate --engine ctranslate2`` reads (the four keys without
+    a default, every ``decode`` key required too) and where the export came from."""
+
+    format: str
+    max_source_len: int
+    prepend_src_bos: bool
+    decode: DecodeConfig
+    ctranslate2_version: str = ""
+    quantization: str = ""
+    run: str = ""
+    checkpoint: str = ""
+    position: str = ""
+    position_offsets: list[int] = field(default_factory=list)
+    position_rows: int = 0
+
+
+def _missing(data: dict[str, Any]) -> list[str]:
+    """The required keys of :class:`ExportInfo` (``decode.*`` included) that ``data`` lacks."""
+    out = [f.name for f in dataclasses.fields(ExportInfo)
+           if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in data]
+    if isinstance(data.get("decode"), dict):
+        out += [f"decode.{f.name}" for f in dataclasses.fields(DecodeConfig) if f.name not in data["decode"]]
+    return out
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The description ``path`` as a dict, checked against :class:`ExportInfo`; a one-line
+    ConfigError naming ``path`` and the key for anything else."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ConfigError(f"{path}: not a readable JSON description of an export ({err})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    missing = _missing(data)
+    if missing:
+        raise ConfigError(f"{path}: missing key {missing[0]!r} (write the export again with posenc export)")
+    try:
+        info = from_dict(ExportInfo, data)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
+    if info.format != "ctranslate2":
+        raise ConfigError(f"{path}: format must be 'ctranslate2', got {info.format!r}")
+    if info.max_source_len < 1:
+        raise ConfigError(f"{path}: max_source_len must be >= 1, got {info.max_source_len}")
+    if info.decode.beam > MAX_BEAM:
+        raise ConfigError(f"{path}: decode.beam {info.decode.beam} is over the limit of {MAX_BEAM} (decoding memory "
+                          "grows with batch x beam)")
+    return data
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ConfigError(f"{path}: not readable JSON ({err})") from None
+
+
+def check_engine_files(directory: Path, pieces: list[str]) -> None:
+    """``config.json`` is a JSON object and every vocabulary file lists exactly ``pieces`` (the
+    export's SentencePiece model); a one-line ConfigError naming the file otherwise."""
+    config = directory / "config.json"
+    if config.exists() and not isinstance(_read_json(config), dict):
+        raise ConfigError(f"{config}: expected a JSON object (CTranslate2's model configuration)")
+    found = [directory / name for name in VOCABULARIES if (directory / name).exists()]
+    if not found:
+        raise ConfigError(f"{directory}: no vocabulary file ({VOCABULARIES[0]}); write the export again")
+    for path in found:
+        if path.suffix == ".json":
+            tokens = _read_json(path)
+        else:
+            tokens = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        if tokens != pieces:
+            size = len(tokens) if isinstance(tokens, list) else type(tokens).__name__
+            raise ConfigError(f"{path}: not the vocabulary of the export's spm.model ({size} entries, "
+                              f"{len(pieces)} pieces in spm.model)")
+
+
+def open_translator(ct2: Any, directory: Path, **options: Any) -> Any:
+    """``ctranslate2.Translator(directory, **options)``; an engine error (a truncated, empty or
+    foreign model.bin) as a one-line ConfigError naming the file."""
+    try:
+        return ct2.Translator(str(directory), **options)
+    except (RuntimeError, ValueError, OSError) as err:
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        name = "config.json" if "json" in text.lower() else "model.bin"
+        raise ConfigError(f"{directory / name}: CTranslate2 cannot load the export ({text})") from None

@@ -1,0 +1,108 @@
+"""A tampered CTranslate2 export (issue 41 item 7): every file of it that is truncated, empty,
+random, of the wrong JSON shape, missing a key or of another vocabulary is one line naming the
+file (and the key), exit 2, before anything is translated or written; the stored beam obeys the
+256 cap. The export is a tiny near-initial APE run's (tests/helpers/tiny.py)."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("ctranslate2", reason="the ctranslate2 package is not installed (pip install 'posenc[serve]')")
+
+from posenc.cli.main import main  # noqa: E402
+from posenc.errors import ConfigError  # noqa: E402
+from posenc.serving.ctranslate2 import Exported, load_export, translate_lines  # noqa: E402
+from tests.cli.test_safety_round2 import md5s  # noqa: E402
+from tests.helpers.tiny import NEAR_INIT, assert_one_line_error, cli, run_overrides  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("export-validation")
+    assert main(["train", *run_overrides(root / "run", None, *NEAR_INIT, "model.position.name=ape")]) == 0
+    assert main(["export", "--run", str(root / "run"), "--format", "ctranslate2", "--out", str(root / "ct2")]) == 0
+    return root / "ct2"
+
+
+def _manifest(change: Callable[[dict[str, Any]], Any]) -> Callable[[Path], None]:
+    """A tampering that rewrites posenc_export.json with ``change`` applied to its dict."""
+    def tamper(d: Path) -> None:
+        info = json.loads((d / "posenc_export.json").read_text())
+        change(info)
+        (d / "posenc_export.json").write_text(json.dumps(info))
+    return tamper
+
+
+def _bytes(name: str, data: Callable[[bytes], bytes]) -> Callable[[Path], None]:
+    return lambda d: (d / name).write_bytes(data((d / name).read_bytes()))
+
+
+#: name → (tampering, words the one-line error holds besides the file's path)
+TAMPERED: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
+    "model-truncated": (_bytes("model.bin", lambda b: b[:1000]), ("model.bin",)),
+    "model-cut-at-end": (_bytes("model.bin", lambda b: b[:-100]), ("model.bin", "incomplete")),
+    "model-empty": (_bytes("model.bin", lambda b: b""), ("model.bin",)),
+    "model-random": (_bytes("model.bin", lambda b: random.Random(0).randbytes(5000)), ("model.bin",)),
+    "model-missing": (lambda d: (d / "model.bin").unlink(), ("model.bin",)),
+    "manifest-not-json": (_bytes("posenc_export.json", lambda b: b"{not json"), ("posenc_export.json",)),
+    "manifest-a-list": (_bytes("posenc_export.json", lambda b: b"[1, 2]"), ("posenc_export.json", "JSON object")),
+    "manifest-missing-key": (_manifest(lambda i: i.pop("prepend_src_bos")), ("posenc_export.json", "prepend_src_bos")),
+    "manifest-missing-beam": (_manifest(lambda i: i["decode"].pop("beam")), ("posenc_export.json", "decode.beam")),
+    "manifest-wrong-type": (_manifest(lambda i: i.update(max_source_len="x")),
+                            ("posenc_export.json", "max_source_len")),
+    "manifest-bool-beam": (_manifest(lambda i: i["decode"].update(beam=True)), ("posenc_export.json", "beam")),
+    "manifest-beam-over-cap": (_manifest(lambda i: i["decode"].update(beam=100000)),
+                               ("posenc_export.json", "decode.beam 100000", "limit of 256")),
+    "manifest-other-format": (_manifest(lambda i: i.update(format="onnx")), ("posenc_export.json", "format")),
+    "config-garbage": (_bytes("config.json", lambda b: b"garbage{"), ("config.json",)),
+    "config-a-list": (_bytes("config.json", lambda b: b"[1]"), ("config.json", "JSON object")),
+    "vocabulary-garbage": (_bytes("shared_vocabulary.json", lambda b: b"garbage{"), ("shared_vocabulary.json",)),
+    "vocabulary-of-another-size": (_bytes("shared_vocabulary.json", lambda b: b'["a"]'),
+                                   ("shared_vocabulary.json", "1 entries", "spm.model")),
+    "spm-garbage": (_bytes("spm.model", lambda b: b"garbage"), ("spm.model",)),
+}
+
+
+@pytest.mark.parametrize("name", list(TAMPERED))
+def test_a_tampered_export_is_one_line_naming_the_file(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                       export: Path, name: str) -> None:
+    tamper, words = TAMPERED[name]
+    broken = tmp_path / "ct2"
+    shutil.copytree(export, broken)
+    tamper(broken)
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("")  # nothing to translate: every check is made when the export loads
+    before = md5s(tmp_path)
+    code, stdout, err = cli(capsys, "translate", "--engine", "ctranslate2", "--run", broken, "--input", src,
+                            "--output", out)
+    assert_one_line_error(code, err, str(broken), *words)
+    assert stdout == "" and md5s(tmp_path) == before
+
+
+def test_the_untampered_export_loads_and_translates(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                    export: Path) -> None:
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("a b c\nd e\n")
+    code, _, err = cli(capsys, "translate", "--engine", "ctranslate2", "--run", export, "--input", src, "--output", out)
+    assert code == 0 and err == f"translated 2 lines -> {out}\n"
+    assert len(out.read_text().splitlines()) == 2
+
+
+def test_an_engine_error_while_translating_names_the_model(export: Path) -> None:
+    """A model.bin that loads but fails to decode (the engine raises): one line, not a traceback."""
+    loaded = load_export(export)
+
+    class Failing:
+        def translate_batch(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("out of range")
+
+    broken = Exported(Failing(), loaded.tokenizer, loaded.info, export)
+    with pytest.raises(ConfigError, match=r"model\.bin: CTranslate2 failed to translate with it \(out of range\)"):
+        list(translate_lines(broken, ["a b c"]))

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from posenc.pipeline.run import alpha_key
 from tests.helpers.tiny import assert_one_line_error, cli
 
 
@@ -28,9 +29,10 @@ def _split_alpha(capsys: pytest.CaptureFixture[str], run: Path, prepared: Path, 
     """The α of ``--split valid`` as printed and as recorded in translations/valid.beam<K>.json."""
     code, out, err = cli(capsys, "translate", "--run", run, "--split", "valid", "--data", prepared, *extra)
     assert code == 0, err
-    (path,) = (run / "translations").glob("valid.beam*.json")
+    scores = json.loads(out)
+    path = (run / scores["hyp"]).with_suffix(".json")  # a user's decode is named by its beam and α
     written = json.loads(path.read_text(encoding="utf-8"))
-    assert json.loads(out)["length_penalty"] == written["length_penalty"]
+    assert scores["length_penalty"] == written["length_penalty"] and f"lp{alpha_key(written['length_penalty'])}" in path.name
     return written["length_penalty"]
 
 

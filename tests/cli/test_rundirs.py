@@ -195,7 +195,7 @@ def test_stale_lock_and_temporaries_of_dead_writers(capsys: pytest.CaptureFixtur
 def test_overlong_training_pair_is_dropped(capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
                                            tmp_path: Path) -> None:
     files = write_corpus(tmp_path / "corpus")
-    huge = " ".join(["alpha beta gamma"] * 62500)  # 1 MB, ~190k words
+    huge = " ".join(["alpha beta gamma"] * 60000)  # 1.02 MB (under the 1 MiB line bound), 180k words
     with open(files["train_src"], "a", encoding="utf-8") as fh:
         fh.write(huge + "\n")
     with open(files["train_tgt"], "a", encoding="utf-8") as fh:

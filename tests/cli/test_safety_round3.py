@@ -138,20 +138,21 @@ def test_translate_split_writes_beside_the_experiments_record(capsys: pytest.Cap
     code, out, err = cli(capsys, "translate", "--run", run_copy, "--split", "test", "--data", prepared)
     assert code == 0, err
     scores = json.loads(out)
-    assert scores["hyp"] == "translations/test.beam2.lp0.6.hyp" and scores["length_penalty"] == 0.6
+    # decoded at the run's tuned α (results.json's length_penalty.chosen), named by it
+    assert scores["hyp"] == "translations/test.beam2.lp1.hyp" and scores["length_penalty"] == 1.0
     after = md5s(run_copy)
     assert {k: after[k] for k in before} == before  # the record and results.json byte for byte
-    new = ["translations/test.beam2.lp0.6.hyp", "translations/test.beam2.lp0.6.json"]
+    new = ["translations/test.beam2.lp1.hyp", "translations/test.beam2.lp1.json"]
     assert sorted(set(after) - set(before)) == new
     assert len((run_copy / scores["hyp"]).read_text().splitlines()) == scores["lines"]
 
 
 def test_translate_split_never_replaces_a_file_results_json_names(capsys: pytest.CaptureFixture[str], run_copy: Path,
                                                                   prepared: Path) -> None:
-    _record(run_copy, "test.beam2.lp0.6.hyp")
+    _record(run_copy, "test.beam2.lp1.hyp")  # the name a decode at the tuned α = 1.0 would take
     before = md5s(run_copy)
     code, _, err = cli(capsys, "translate", "--run", run_copy, "--split", "test", "--data", prepared)
-    assert_one_line_error(code, err, "test.beam2.lp0.6.hyp", "results.json")
+    assert_one_line_error(code, err, "test.beam2.lp1.hyp", "results.json")
     assert md5s(run_copy) == before
 
 

@@ -176,7 +176,9 @@ def test_fp16_on_cpu_falls_back_with_warning(tmp_path: Path) -> None:
 def test_resume_refuses_other_model_config_and_model_only_checkpoint(tmp_path: Path) -> None:
     train(tiny_model(), TRAIN, train_config(max_steps=2, average_last=2, save_every=1), tmp_path)
     other = tiny_model(position="learned")
-    with pytest.raises(CheckpointError, match="model config differs .* model.position.name"):
+    # the Trainer alone refuses weights that do not fit; whether a run's config matches its
+    # checkpoint is the run opener's one rule (posenc.runs.rundir.open_run, tests/runs)
+    with pytest.raises(CheckpointError, match="ckpt_00000002: checkpoint lacks parameter"):
         train(other, TRAIN, train_config(max_steps=3), tmp_path)
     with pytest.raises(CheckpointError, match="model-only checkpoint"):
         train(tiny_model(), TRAIN, train_config(max_steps=3), tmp_path / "new", resume=tmp_path / "checkpoints" / "average")

@@ -75,6 +75,8 @@ class AlibiHook(AttentionHook[AlibiContext]):
 class AlibiPosition(AttentionPosition[AlibiContext]):
     """One parameter-free hook, shared by every layer of the stack."""
 
+    ct2_refusal = "ALiBi bias, CTranslate2 has it for decoder-only models"
+
     def __init__(self, d_model: int, params: AlibiParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
         super().__init__()
         self.shared = AlibiHook(torch.tensor(alibi_slopes(num_heads)))

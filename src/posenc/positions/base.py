@@ -55,11 +55,19 @@ class InputPosition(nn.Module):
     #: ``capture_blocker`` says why, in one line (:func:`capture_blockers`).
     capturable: bool = True
     capture_blocker: str = ""
+    #: Why the method has no exact CTranslate2 form, in a few words (``posenc export`` refuses with
+    #: it), or None when :meth:`ct2_table` gives it. Every registered method declares one of the two.
+    ct2_refusal: str | None = None
 
     def forward(
         self, x: Tensor, positions: Tensor, mask: Tensor, state: dict[str, Any] | None = None
     ) -> Tensor:
         raise NotImplementedError
+
+    def ct2_table(self, rows: int, offset: int) -> Tensor | None:
+        """The CTranslate2 position table ``(rows, D)`` of positions ``offset … offset+rows−1`` (added
+        to the scaled embeddings, as :meth:`forward` adds its term), or None when the method adds nothing."""
+        raise NotImplementedError(f"{type(self).__name__} declares no CTranslate2 table: {self.ct2_refusal}")
 
     def prefetch(self, x: Tensor, positions: Tensor, mask: Tensor) -> None:
         """Hint that ``forward(x, positions, mask)`` (full pass, same ``x``) will follow; a method
@@ -152,6 +160,19 @@ class AttentionPosition(nn.Module, Generic[C]):
     #: As :attr:`InputPosition.capturable` (with its one-line ``capture_blocker``).
     capturable: bool = True
     capture_blocker: str = ""
+    #: As :attr:`InputPosition.ct2_refusal`: why no exact CTranslate2 form, or None when
+    #: :meth:`ct2_spec` (and :meth:`ct2_layer`) give it; a method may set it per instance (per params).
+    ct2_refusal: str | None = None
+
+    def ct2_spec(self) -> dict[str, Any]:
+        """Keywords of CTranslate2's ``TransformerEncoderSpec``/``TransformerDecoderSpec`` that switch
+        the method on in every self-attention of both stacks (e.g. ``relative_position=True``)."""
+        raise NotImplementedError(f"{type(self).__name__} declares no CTranslate2 form: {self.ct2_refusal}")
+
+    def ct2_layer(self, layer: int) -> dict[str, Tensor | int]:
+        """Self-attention spec attributes (CTranslate2's names) → values of layer ``layer``: tables as
+        tensors, integers as ints. None here (the method is all in :meth:`ct2_spec`)."""
+        return {}
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> C | None:
         """Context shared by every layer of the stack, from positions ``(B, Lq)``, ``(B, Lk)``."""
@@ -223,6 +244,10 @@ class NullAttention(AttentionPosition[Any]):
     def __init__(self) -> None:
         super().__init__()
         self.null = NullHook()
+
+    def ct2_spec(self) -> dict[str, Any]:
+        """No keywords: CTranslate2's plain attention."""
+        return {}
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> None:
         return None

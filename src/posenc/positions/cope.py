@@ -77,6 +77,8 @@ class CopeHook(AttentionHook[PositionContext]):
 class CopePosition(AttentionPosition[PositionContext]):
     """One table per layer; no context (the positions come from the gates)."""
 
+    ct2_refusal = "positions counted by gates of q and k; CTranslate2 has no such attention"
+
     def __init__(self, d_model: int, params: CopeParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
         super().__init__()
         require(causal, "cope is causal only (Golovneva et al. 2024 count the keys up to the query); not in a bidirectional stack")

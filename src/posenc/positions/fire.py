@@ -119,6 +119,7 @@ class FirePosition(AttentionPosition[FireContext]):
 
     capturable = False
     capture_blocker = "the distinct (distance, query) pairs of FireHook.distinct have a data-dependent count"
+    ct2_refusal = "an MLP bias of normalised distances; CTranslate2 has no such bias"
 
     def __init__(self, d_model: int, params: FireParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
         super().__init__()

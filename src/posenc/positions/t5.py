@@ -90,3 +90,12 @@ class T5RelativeBias(AttentionPosition[T5Context]):
 
     def hook(self, layer: int) -> T5Hook:
         return self.shared
+
+    def ct2_spec(self) -> dict[str, Any]:
+        """CTranslate2's T5 bias (it buckets the encoder bidirectionally and the decoder causally, as here)."""
+        return {"relative_attention_bias": True}
+
+    def ct2_layer(self, layer: int) -> dict[str, Tensor | int]:
+        """The stack's one ``(R, H)`` table (in every layer) and its ``max_distance``."""
+        return {"relative_attention_bias": self.shared.table.weight,
+                "relative_attention_max_distance": self.params.max_distance}

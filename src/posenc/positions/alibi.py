@@ -60,7 +60,7 @@ class AlibiContext(PositionContext):
 class AlibiHook(AttentionHook[AlibiContext]):
     """Bias only: −m_h |p_i − p_j| for the scaled logits (the attention interface's bias hook)."""
 
-    has_score, has_value, has_bias = False, False, True
+    has_bias = True
 
     def __init__(self, slopes: Tensor) -> None:
         super().__init__()

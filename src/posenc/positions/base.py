@@ -95,7 +95,8 @@ class AttentionHook(nn.Module, Generic[C]):
     """Per-layer hook into scaled dot-product attention, given to the layer's attention module once,
     at construction (its parameters stay with the method).
 
-    Five optional parts, each declared by a flag:
+    Five optional parts, each declared by its flag (all False here: a hook sets the flags of the
+    parts it has, and the layer calls only those):
 
     * ``score(q, ctx)``: an additive term for the *unscaled* logits ``(B, H, Lq, Lk)``, linear in q
       (Shaw et al. 2018, Eq. 5 split; the layer divides it by sqrt(Dh) with the logits);
@@ -109,8 +110,10 @@ class AttentionHook(nn.Module, Generic[C]):
     passed as an additive float mask.
     """
 
-    has_score: bool = True
-    has_value: bool = True
+    #: True when the hook adds :meth:`score` to the unscaled logits (Shaw a^K).
+    has_score: bool = False
+    #: True when the hook adds :meth:`value` to the attention output (Shaw a^V).
+    has_value: bool = False
     #: True when the hook rotates/transforms q and k before the products (RoPE).
     has_transform: bool = False
     #: True when the hook adds :meth:`bias` to the scaled logits.
@@ -149,9 +152,8 @@ class AttentionHook(nn.Module, Generic[C]):
 
 
 class NullHook(AttentionHook[Any]):
-    """No position term: attention runs the plain fused SDPA path (no ``None`` branches)."""
-
-    has_score, has_value, has_transform, has_bias, has_logits = False, False, False, False, False
+    """No position term (every flag False, as :class:`AttentionHook` declares them): attention runs
+    the plain fused SDPA path (no ``None`` branches)."""
 
 
 class AttentionPosition(nn.Module, Generic[C]):

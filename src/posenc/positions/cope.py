@@ -54,7 +54,7 @@ def cope_positions(logits: Tensor, max_positions: int) -> Tensor:
 class CopeHook(AttentionHook[PositionContext]):
     """Logits hook only: adds q_i·e[p_ij] (interpolated) to the logits."""
 
-    has_score, has_value, has_logits = False, False, True
+    has_logits = True
 
     def __init__(self, head_dim: int, max_positions: int) -> None:
         super().__init__()

@@ -77,7 +77,7 @@ class FireContext(PositionContext):
 class FireHook(AttentionHook[FireContext]):
     """Bias only: f_θ(ψ(i − j)/ψ(max(L, i))) per head, for the scaled logits."""
 
-    has_score, has_value, has_bias = False, False, True
+    has_bias = True
 
     def __init__(self, num_heads: int, params: FireParams) -> None:
         super().__init__()

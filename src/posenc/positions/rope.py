@@ -184,7 +184,7 @@ class RopeContext(PositionContext):
 class RopeHook(AttentionHook[RopeContext]):
     """q/k transform only: no score or value term."""
 
-    has_score, has_value, has_transform = False, False, True
+    has_transform = True
 
     def transform_q(self, q: Tensor, ctx: RopeContext) -> Tensor:
         return rotate(q, ctx.q_angles, ctx.scale)

@@ -60,7 +60,7 @@ class T5Context(PositionContext):
 class T5Hook(AttentionHook[T5Context]):
     """Bias only: the per-head b_h[bucket] for the scaled logits (the attention interface's bias hook)."""
 
-    has_score, has_value, has_bias = False, False, True
+    has_bias = True
 
     def __init__(self, table: nn.Embedding) -> None:
         super().__init__()

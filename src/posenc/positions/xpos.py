@@ -63,7 +63,7 @@ class XposContext(PositionContext):
 class XposHook(AttentionHook[XposContext]):
     """q/k transform only: rotate and scale (q by ζ^(n/γ), new keys by ζ^(−m/γ))."""
 
-    has_score, has_value, has_transform = False, False, True
+    has_transform = True
 
     def transform_q(self, q: Tensor, ctx: XposContext) -> Tensor:
         return rotate(q, ctx.q_angles, ctx.q_scale)

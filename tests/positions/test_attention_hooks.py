@@ -27,6 +27,7 @@ from posenc.positions import registry
 from posenc.positions.base import AttentionHook, PositionContext
 from posenc.models.seq2seq import Seq2SeqTransformer
 from tests.conftest import tiny_config
+from tests.helpers.reference_attention import hooked
 
 V, PAD, BOS = 20, 0, 2
 #: Bias-only methods and their options (asymmetric ALiBi exercises the bidirectional left offset).
@@ -191,7 +192,8 @@ def test_bias_hook_is_added_to_the_scaled_logits(causal: bool) -> None:
     with torch.no_grad():
         got = mha(x, x, allowed)  # the module's own hook, given at construction: fused SDPA path
         torch.testing.assert_close(got, _textbook(mha, x, allowed, table), rtol=1e-5, atol=1e-6)
-        assert not torch.allclose(got, MultiHeadAttention.forward(mha, x, x, allowed, hook=TableBias(0 * table)))
+        with hooked(mha, TableBias(0 * table)):
+            assert not torch.allclose(got, mha(x, x, allowed))
     assert "hook" not in str(list(mha.state_dict()))  # a reference, not a submodule
 
 

@@ -36,7 +36,7 @@ from posenc.positions.base import default_positions
 from posenc.positions.shaw import RelativeContext, ShawParams, ShawRelativePosition, relative_index
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.helpers
-from tests.helpers.reference_attention import use_reference_path  # noqa: E402  (textbook path, test-only code)
+from tests.helpers.reference_attention import hooked, use_reference_path  # noqa: E402  (textbook path, test-only code)
 
 CPU_PATHS = ("reference", "scatter", "banded", "sdpa")
 CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
@@ -64,7 +64,8 @@ def runner(path: str, length: int, tokens: int, d: int, heads: int, k: int, devi
             else:
                 ctx = RelativeContext(relative_index(pos, pos, k)) if path == "reference" else rel.context(pos, pos)
                 use_reference_path(mha, path == "reference")
-                out = mha(x, x, allowed, hook, ctx)
+                with hooked(mha, hook):
+                    out = mha(x, x, allowed, ctx)
         out.float().sum().backward()
         sync(device)
         return clock() - start

@@ -23,7 +23,8 @@ VARIANTS = {
 
 
 def _pair(params: ShawParams) -> tuple[MultiHeadAttention, ShawHook]:
-    mha, hook = MultiHeadAttention(D, H), ShawHook(D // H, params)
+    hook = ShawHook(D // H, params)
+    mha = MultiHeadAttention(D, H, hook=hook)
     with torch.no_grad():
         for lin in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
             lin.bias.normal_(0, 0.1)
@@ -34,7 +35,7 @@ def _run(mha: MultiHeadAttention, hook: ShawHook, x: torch.Tensor, allowed: torc
     """Output and gradients (input, every parameter) of one path."""
     use_reference_path(mha, path == "reference")
     x = x.clone().requires_grad_(True)
-    out = mha(x, x, allowed, hook, ctx)
+    out = mha(x, x, allowed, ctx)
     params = [*mha.parameters(), *hook.parameters()]
     grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(), [x, *params])
     return out.detach(), list(grads)
@@ -124,7 +125,7 @@ def test_fast_path_never_builds_an_l_by_l_by_dh_tensor(variant: str, backend: st
     allowed = attention_bias(torch.ones(b, length, dtype=torch.bool), length, causal=True)
     x = torch.randn(b, length, D, requires_grad=True)
     with _Shapes() as rec:
-        mha(x, x, allowed, hook, ctx).sum().backward()
+        mha(x, x, allowed, ctx).sum().backward()
     biggest = max(torch.Size(s).numel() for s in rec.shapes)
     slack = 2 * (k - 1)  # the banded CPU path's (B·H·L·L + 2(k−1),) buffers (strided band views)
     assert biggest <= b * H * length * length + slack < b * H * length * length * 2

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -67,6 +69,18 @@ def use_reference_path(module: nn.Module, on: bool = True) -> None:
                 m._attend = types.MethodType(reference_attend, m)  # type: ignore[method-assign]
             else:
                 m.__dict__.pop("_attend", None)
+
+
+@contextmanager
+def hooked(mha: MultiHeadAttention, hook: Hook) -> Iterator[MultiHeadAttention]:
+    """``mha`` with ``hook`` as its position hook inside the block (tests and benchmarks that probe one
+    module with several hooks), the hook it was built with again after it."""
+    own = mha.slot.hook
+    mha.slot.hook = hook
+    try:
+        yield mha
+    finally:
+        mha.slot.hook = own
 
 
 def general_context(position: ShawRelativePosition, q_positions: Tensor, k_positions: Tensor) -> RelativeContext:

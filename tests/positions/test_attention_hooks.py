@@ -23,9 +23,11 @@ from torch import Tensor
 from posenc.config import from_dict
 from posenc.models.attention import MultiHeadAttention, attention_bias
 from posenc.models.lm import DecoderLM, LMConfig
+from posenc.positions import registry
 from posenc.positions.base import AttentionHook, PositionContext
 from posenc.models.seq2seq import Seq2SeqTransformer
 from tests.conftest import tiny_config
+from tests.helpers.reference_attention import hooked
 
 V, PAD, BOS = 20, 0, 2
 #: Bias-only methods and their options (asymmetric ALiBi exercises the bidirectional left offset).
@@ -142,7 +144,7 @@ def test_bias_methods_equal_the_paper_bias_in_textbook_attention(case: str) -> N
 class TableBias(AttentionHook[PositionContext]):
     """A bias hook with a fixed ``(1, H, Lq, Lk)`` table (any values: the layer must add them as given)."""
 
-    has_score, has_value, has_bias = False, False, True
+    has_bias = True
 
     def __init__(self, table: Tensor) -> None:
         super().__init__()
@@ -155,7 +157,7 @@ class TableBias(AttentionHook[PositionContext]):
 class RecordingLogits(AttentionHook[PositionContext]):
     """A logits hook that records what it is given and adds q_i·(k_j ⊙ w) (reads both q and k)."""
 
-    has_score, has_value, has_logits = False, False, True
+    has_logits = True
 
     def __init__(self, w: Tensor) -> None:
         super().__init__()
@@ -190,7 +192,8 @@ def test_bias_hook_is_added_to_the_scaled_logits(causal: bool) -> None:
     with torch.no_grad():
         got = mha(x, x, allowed)  # the module's own hook, given at construction: fused SDPA path
         torch.testing.assert_close(got, _textbook(mha, x, allowed, table), rtol=1e-5, atol=1e-6)
-        assert not torch.allclose(got, MultiHeadAttention.forward(mha, x, x, allowed, hook=TableBias(0 * table)))
+        with hooked(mha, TableBias(0 * table)):
+            assert not torch.allclose(got, mha(x, x, allowed))
     assert "hook" not in str(list(mha.state_dict()))  # a reference, not a submodule
 
 
@@ -207,3 +210,25 @@ def test_logits_hook_sees_q_k_and_the_masked_scaled_logits() -> None:
         torch.testing.assert_close(hook.seen["logits"], want_logits, rtol=1e-6, atol=1e-6)
         assert torch.isinf(hook.seen["logits"][~allowed.expand_as(want_logits)]).all()
         torch.testing.assert_close(got, _textbook(mha, x, allowed, q @ (k * w).transpose(-1, -2)), rtol=1e-5, atol=1e-6)
+
+
+#: The part each flag declares: the hook method the layer calls when the flag is set.
+PARTS = {"has_score": "score", "has_value": "value", "has_bias": "bias", "has_logits": "logits",
+         "has_transform": "transform_q"}
+
+
+@pytest.mark.parametrize("name", sorted(registry.ATTENTION) + ["shaw-keys", "shaw-values"])
+def test_hooks_declare_exactly_the_parts_they_have(name: str) -> None:
+    """Every flag is False unless a hook sets it (the defaults are the common case, no part), and each
+    hook of every registered attention method declares at least one part, each one it defines."""
+    assert not any(getattr(AttentionHook, flag) for flag in PARTS)
+    options = {"shaw-keys": {"shaw": {"values": False}}, "shaw-values": {"shaw": {"keys": False}}}.get(name, {})
+    cfg = from_dict(LMConfig, {"layers": 2, "d_model": 24, "heads": 4, "d_ff": 48, "vocab_size": V,
+                               "position": {"name": _name(name), **options}})
+    hooks = [m for m in DecoderLM(cfg, pad_id=PAD).modules() if isinstance(m, AttentionHook)]
+    assert hooks
+    for hook in hooks:
+        declared = {flag for flag in PARTS if getattr(hook, flag)}
+        assert declared, f"{name}: a hook without any part"
+        for flag in declared:
+            assert getattr(type(hook), PARTS[flag]) is not getattr(AttentionHook, PARTS[flag]), (name, flag)

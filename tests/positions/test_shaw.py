@@ -52,8 +52,8 @@ def naive_shaw(mha: MultiHeadAttention, hook: ShawHook, xq, xkv, q_pos, k_pos, a
 
 def make(params: ShawParams) -> tuple[MultiHeadAttention, ShawRelativePosition]:
     """One attention layer and a one-layer Shaw module (contexts built as the model builds them)."""
-    mha = MultiHeadAttention(D, H).eval()
     rel = ShawRelativePosition(D, params, num_layers=1, num_heads=H)
+    mha = MultiHeadAttention(D, H, hook=rel.hook(0)).eval()
     with torch.no_grad():  # non-zero biases so that a bias bug cannot hide
         for lin in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
             lin.bias.normal_(0, 0.1)
@@ -91,10 +91,10 @@ def test_efficient_path_equals_naive_reference(variant: str, causal: bool, kind:
     pos = positions_of(kind, mask)
     allowed = attention_bias(mask, length, causal=causal)
     with torch.no_grad():
-        got = mha(x, x, allowed, rel.hook(0), rel.context(pos, pos))
+        got = mha(x, x, allowed, rel.context(pos, pos))
         expected, _ = naive_shaw(mha, rel.hook(0), x, x, pos, pos, allowed, params.k)
         # the general (B, 1, Lq, Lk) index context gives the same result
-        general = mha(x, x, allowed, rel.hook(0), RelativeContext(relative_index(pos, pos, params.k)))
+        general = mha(x, x, allowed, RelativeContext(relative_index(pos, pos, params.k)))
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
     torch.testing.assert_close(general, expected, atol=1e-5, rtol=0)
 
@@ -110,7 +110,7 @@ def test_incremental_query_against_longer_keys(variant: str) -> None:
     q_pos = k_pos[:, -1:]
     allowed = torch.ones(b, 1, 1, lk, dtype=torch.bool)
     with torch.no_grad():
-        got = mha(x[:, -1:], x, allowed, rel.hook(0), rel.context(q_pos, k_pos))
+        got = mha(x[:, -1:], x, allowed, rel.context(q_pos, k_pos))
         expected, _ = naive_shaw(mha, rel.hook(0), x[:, -1:], x, q_pos, k_pos, allowed, params.k)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
 
@@ -153,7 +153,7 @@ def test_keys_only_uses_fused_attention(monkeypatch: pytest.MonkeyPatch) -> None
     for variant, fused in (("keys", True), ("keys+values", False), ("values", False)):
         calls.clear()
         mha, rel = make(VARIANTS[variant])
-        mha(x, x, allowed, rel.hook(0), rel.context(pos, pos))
+        mha(x, x, allowed, rel.context(pos, pos))
         assert calls == ([torch.float32] if fused else [])
 
 

@@ -34,8 +34,8 @@ VARIANTS = {
 
 def _setup(params: ShawParams, lengths: list[int], causal: bool, device: str = "cpu"):
     """Layer, Shaw module, input, positions and mask for right-padded rows of the given lengths."""
-    mha = MultiHeadAttention(D, H).to(device)
     rel = ShawRelativePosition(D, params, 1, H).to(device)
+    mha = MultiHeadAttention(D, H, hook=rel.hook(0)).to(device)
     with torch.no_grad():
         for lin in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
             lin.bias.normal_(0, 0.1)
@@ -55,7 +55,7 @@ def _run(mha, rel, x, pos, allowed, backend: str, grads: bool = True):
     xg = x.clone().requires_grad_(grads)
     with torch.set_grad_enabled(grads), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # eager FlexAttention warns that it is not compiled
-        out = mha(xg, xg, allowed, hook, ctx)
+        out = mha(xg, xg, allowed, ctx)
     if not grads:
         return out, []
     params = [xg, *mha.parameters(), *hook.parameters()]

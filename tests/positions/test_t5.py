@@ -46,11 +46,11 @@ def test_fused_attention_equals_softmax_of_biased_logits(causal: bool) -> None:
     torch.manual_seed(0)
     b, length, h, d = 2, 5, 4, 16
     rel = build_attention(PositionConfig(name="t5"), d_model=d, num_layers=1, num_heads=h, causal=causal)
-    mha = MultiHeadAttention(d, h).eval()
+    mha = MultiHeadAttention(d, h, hook=rel.hook(0)).eval()
     x, mask = torch.randn(b, length, d), torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
     pos = default_positions(mask)
     ctx, allowed = rel.context(pos, pos), attention_bias(mask, length, causal)
-    out = mha(x, x, allowed, rel.hook(0), ctx)
+    out = mha(x, x, allowed, ctx)
     q, k, v = mha._split(mha.q_proj(x)), *mha.project_kv(x)
     logits = q @ k.transpose(-1, -2) / math.sqrt(d // h) + rel.hook(0).bias(ctx)
     attn = torch.softmax(logits.masked_fill(~allowed, float("-inf")), -1)

@@ -113,6 +113,22 @@ class KVCache:
         return out
 
 
+def append_kv(cache: dict[str, Tensor] | KVCache, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    """New keys/values ``(B, H, Lnew, Dh)`` appended to ``cache``; returns all of them ``(B, H, L, Dh)``.
+
+    Two kinds, kept apart because each has what the other lacks: a dict (``k``, ``v``; empty at first)
+    grows by concatenation, so it needs no horizon (``init_state`` of the seq2seq model, the LM's
+    without one), and beam search's row selection makes new tensors (an earlier state stays valid); a
+    :class:`KVCache` needs ``max_len`` but is written in place with fixed shapes (CUDA graphs). The
+    keys and values are the same either way (tests/decoding/test_static_search.py)."""
+    if isinstance(cache, KVCache):
+        return cache.append(k, v)
+    if "k" in cache:
+        k, v = torch.cat((cache["k"], k), 2), torch.cat((cache["v"], v), 2)
+    cache["k"], cache["v"] = k, v
+    return k, v
+
+
 class HookSlot:
     """A non-owning reference from an attention module to its position hook. The stack's attention
     method owns the hook's parameters (one T5 table per stack, one Shaw table per layer), so the
@@ -156,17 +172,14 @@ class MultiHeadAttention(nn.Module):
         query: Tensor,
         key_value: Tensor | None,
         allowed: Tensor,
-        hook: Hook | None = None,
         ctx: PositionContext | None = None,
         cache: dict[str, Tensor] | KVCache | None = None,
     ) -> Tensor:
-        """query ``(B, Lq, D)``; ``key_value (B, Lk, D)`` (None: reuse ``cache`` as is);
-        ``allowed (B, 1, Lq, Lk)`` bool; ``ctx`` the stack's position context. With ``cache`` and new
-        ``key_value``, the new keys and values are appended to it (decoder self-attention; a
-        :class:`KVCache` is written in place). ``hook`` overrides the module's own hook for this call
-        (unit tests and benchmarks that probe one module with several hooks; the layers never pass
-        it). Returns ``(B, Lq, D)``."""
-        hook = self.hook if hook is None else hook
+        """query ``(B, Lq, D)``; ``key_value (B, Lk, D)`` (None: the keys and values of ``cache`` as
+        they are, the cross-attention of a decoding step); ``allowed (B, 1, Lq, Lk)`` bool; ``ctx`` the
+        stack's position context for the module's hook. With ``cache`` and new ``key_value``, the new
+        keys and values are appended to it (:func:`append_kv`). Returns ``(B, Lq, D)``."""
+        hook = self.hook
         q = self._split(self.q_proj(query))
         if hook.has_transform:
             q = hook.transform_q(q, ctx)
@@ -174,12 +187,8 @@ class MultiHeadAttention(nn.Module):
             k, v = self.project_kv(key_value)
             if hook.has_transform:  # rotate new keys before caching (RoPE)
                 k = hook.transform_k(k, ctx)
-            if isinstance(cache, KVCache):
-                k, v = cache.append(k, v)
-            elif cache is not None:
-                if "k" in cache:
-                    k, v = torch.cat((cache["k"], k), 2), torch.cat((cache["v"], v), 2)
-                cache["k"], cache["v"] = k, v
+            if cache is not None:
+                k, v = append_kv(cache, k, v)
         else:
             k, v = cache["k"], cache["v"]
         out = self._attend(q, k, v, allowed, hook, ctx)

@@ -60,7 +60,7 @@ class AlibiContext(PositionContext):
 class AlibiHook(AttentionHook[AlibiContext]):
     """Bias only: −m_h |p_i − p_j| for the scaled logits (the attention interface's bias hook)."""
 
-    has_score, has_value, has_bias = False, False, True
+    has_bias = True
 
     def __init__(self, slopes: Tensor) -> None:
         super().__init__()
@@ -74,6 +74,8 @@ class AlibiHook(AttentionHook[AlibiContext]):
           paper="Press et al. 2022", what="a linear distance penalty per head (causal or bidirectional)")
 class AlibiPosition(AttentionPosition[AlibiContext]):
     """One parameter-free hook, shared by every layer of the stack."""
+
+    ct2_refusal = "ALiBi bias, CTranslate2 has it for decoder-only models"
 
     def __init__(self, d_model: int, params: AlibiParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
         super().__init__()

@@ -55,11 +55,19 @@ class InputPosition(nn.Module):
     #: ``capture_blocker`` says why, in one line (:func:`capture_blockers`).
     capturable: bool = True
     capture_blocker: str = ""
+    #: Why the method has no exact CTranslate2 form, in a few words (``posenc export`` refuses with
+    #: it), or None when :meth:`ct2_table` gives it. Every registered method declares one of the two.
+    ct2_refusal: str | None = None
 
     def forward(
         self, x: Tensor, positions: Tensor, mask: Tensor, state: dict[str, Any] | None = None
     ) -> Tensor:
         raise NotImplementedError
+
+    def ct2_table(self, rows: int, offset: int) -> Tensor | None:
+        """The CTranslate2 position table ``(rows, D)`` of positions ``offset … offset+rows−1`` (added
+        to the scaled embeddings, as :meth:`forward` adds its term), or None when the method adds nothing."""
+        raise NotImplementedError(f"{type(self).__name__} declares no CTranslate2 table: {self.ct2_refusal}")
 
     def prefetch(self, x: Tensor, positions: Tensor, mask: Tensor) -> None:
         """Hint that ``forward(x, positions, mask)`` (full pass, same ``x``) will follow; a method
@@ -87,7 +95,8 @@ class AttentionHook(nn.Module, Generic[C]):
     """Per-layer hook into scaled dot-product attention, given to the layer's attention module once,
     at construction (its parameters stay with the method).
 
-    Five optional parts, each declared by a flag:
+    Five optional parts, each declared by its flag (all False here: a hook sets the flags of the
+    parts it has, and the layer calls only those):
 
     * ``score(q, ctx)``: an additive term for the *unscaled* logits ``(B, H, Lq, Lk)``, linear in q
       (Shaw et al. 2018, Eq. 5 split; the layer divides it by sqrt(Dh) with the logits);
@@ -101,8 +110,10 @@ class AttentionHook(nn.Module, Generic[C]):
     passed as an additive float mask.
     """
 
-    has_score: bool = True
-    has_value: bool = True
+    #: True when the hook adds :meth:`score` to the unscaled logits (Shaw a^K).
+    has_score: bool = False
+    #: True when the hook adds :meth:`value` to the attention output (Shaw a^V).
+    has_value: bool = False
     #: True when the hook rotates/transforms q and k before the products (RoPE).
     has_transform: bool = False
     #: True when the hook adds :meth:`bias` to the scaled logits.
@@ -141,9 +152,8 @@ class AttentionHook(nn.Module, Generic[C]):
 
 
 class NullHook(AttentionHook[Any]):
-    """No position term: attention runs the plain fused SDPA path (no ``None`` branches)."""
-
-    has_score, has_value, has_transform, has_bias, has_logits = False, False, False, False, False
+    """No position term (every flag False, as :class:`AttentionHook` declares them): attention runs
+    the plain fused SDPA path (no ``None`` branches)."""
 
 
 class AttentionPosition(nn.Module, Generic[C]):
@@ -152,6 +162,19 @@ class AttentionPosition(nn.Module, Generic[C]):
     #: As :attr:`InputPosition.capturable` (with its one-line ``capture_blocker``).
     capturable: bool = True
     capture_blocker: str = ""
+    #: As :attr:`InputPosition.ct2_refusal`: why no exact CTranslate2 form, or None when
+    #: :meth:`ct2_spec` (and :meth:`ct2_layer`) give it; a method may set it per instance (per params).
+    ct2_refusal: str | None = None
+
+    def ct2_spec(self) -> dict[str, Any]:
+        """Keywords of CTranslate2's ``TransformerEncoderSpec``/``TransformerDecoderSpec`` that switch
+        the method on in every self-attention of both stacks (e.g. ``relative_position=True``)."""
+        raise NotImplementedError(f"{type(self).__name__} declares no CTranslate2 form: {self.ct2_refusal}")
+
+    def ct2_layer(self, layer: int) -> dict[str, Tensor | int]:
+        """Self-attention spec attributes (CTranslate2's names) → values of layer ``layer``: tables as
+        tensors, integers as ints. None here (the method is all in :meth:`ct2_spec`)."""
+        return {}
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> C | None:
         """Context shared by every layer of the stack, from positions ``(B, Lq)``, ``(B, Lk)``."""
@@ -223,6 +246,10 @@ class NullAttention(AttentionPosition[Any]):
     def __init__(self) -> None:
         super().__init__()
         self.null = NullHook()
+
+    def ct2_spec(self) -> dict[str, Any]:
+        """No keywords: CTranslate2's plain attention."""
+        return {}
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> None:
         return None

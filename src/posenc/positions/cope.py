@@ -54,7 +54,7 @@ def cope_positions(logits: Tensor, max_positions: int) -> Tensor:
 class CopeHook(AttentionHook[PositionContext]):
     """Logits hook only: adds q_i·e[p_ij] (interpolated) to the logits."""
 
-    has_score, has_value, has_logits = False, False, True
+    has_logits = True
 
     def __init__(self, head_dim: int, max_positions: int) -> None:
         super().__init__()
@@ -76,6 +76,8 @@ class CopeHook(AttentionHook[PositionContext]):
           paper="Golovneva et al. 2024", what="contextual positions: gated counts of the keys between, interpolated embeddings in the logits")
 class CopePosition(AttentionPosition[PositionContext]):
     """One table per layer; no context (the positions come from the gates)."""
+
+    ct2_refusal = "positions counted by gates of q and k; CTranslate2 has no such attention"
 
     def __init__(self, d_model: int, params: CopeParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
         super().__init__()

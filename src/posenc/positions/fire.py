@@ -77,7 +77,7 @@ class FireContext(PositionContext):
 class FireHook(AttentionHook[FireContext]):
     """Bias only: f_θ(ψ(i − j)/ψ(max(L, i))) per head, for the scaled logits."""
 
-    has_score, has_value, has_bias = False, False, True
+    has_bias = True
 
     def __init__(self, num_heads: int, params: FireParams) -> None:
         super().__init__()
@@ -119,6 +119,7 @@ class FirePosition(AttentionPosition[FireContext]):
 
     capturable = False
     capture_blocker = "the distinct (distance, query) pairs of FireHook.distinct have a data-dependent count"
+    ct2_refusal = "an MLP bias of normalised distances; CTranslate2 has no such bias"
 
     def __init__(self, d_model: int, params: FireParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
         super().__init__()

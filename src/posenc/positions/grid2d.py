@@ -83,6 +83,7 @@ class Input2d(InputPosition):
 
     position_dims = 2
     uses_positions = True
+    ct2_refusal = "2-D image positions; CTranslate2's position tables are 1-D"
 
     def cls_position(self) -> Tensor | None:
         return None

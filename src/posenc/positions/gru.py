@@ -97,6 +97,7 @@ class FullPass(nn.Module):
 class GRUPosition(InputPosition):
     capturable = False
     capture_blocker = "torch.compile does not trace nn.GRU (a graph break; its own CUDA graph: gru.cuda_graph)"
+    ct2_refusal = "an RNN over the embeddings"
 
     def __init__(self, d_model: int, params: GRUParams, **_: Any) -> None:
         super().__init__()

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from posenc.config import require
-from posenc.errors import DataError
+from posenc.errors import ConfigError, DataError
 from posenc.positions.base import InputPosition
 from posenc.positions.registry import register
 
@@ -50,6 +50,14 @@ class LearnedPosition(InputPosition):
             idx = torch.remainder(idx, self.table.num_embeddings)
         self.check_range(idx, mask)
         return x + self.table(idx.clamp(0, self.table.num_embeddings - 1))
+
+    def ct2_table(self, rows: int, offset: int) -> Tensor:
+        """Rows ``offset …`` of the table (as many as it has, at most ``rows``); a ConfigError when
+        ``offset`` lies beyond it."""
+        table = self.table.weight.detach()
+        if offset >= table.shape[0]:
+            raise ConfigError(f"learned position table has {table.shape[0]} rows, inference starts at {offset}")
+        return table[offset : offset + rows].float()
 
     def check_range(self, idx: Tensor, mask: Tensor) -> None:
         """Raise DataError when a real token's index (``mask``) lies outside the table. Eagerly a host

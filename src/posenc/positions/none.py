@@ -24,3 +24,7 @@ class NoPosition(InputPosition):
 
     def forward(self, x: Tensor, positions: Tensor, mask: Tensor, state: dict | None = None) -> Tensor:
         return x
+
+    def ct2_table(self, rows: int, offset: int) -> None:
+        """Nothing is added (the export writes an all-zero table where CTranslate2 would add a sinusoid)."""
+        return None

@@ -184,7 +184,7 @@ class RopeContext(PositionContext):
 class RopeHook(AttentionHook[RopeContext]):
     """q/k transform only: no score or value term."""
 
-    has_score, has_value, has_transform = False, False, True
+    has_transform = True
 
     def transform_q(self, q: Tensor, ctx: RopeContext) -> Tensor:
         return rotate(q, ctx.q_angles, ctx.scale)
@@ -206,6 +206,9 @@ class RotaryPosition(AttentionPosition[RopeContext]):
         require(self.pairs >= 1, "rope.fraction rotates no dimension pair")
         self.scale = inverse_frequencies(self.pairs, params)[1]  # also checks the factors' count, here
         self.shared = RopeHook()
+        if params.scaling != "none" or params.interpolation != 1:
+            self.ct2_refusal = (f"scaling {params.scaling!r} / interpolation {params.interpolation}: only plain RoPE, "
+                                "partial rotary and the NTK base have a checked CTranslate2 form")
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> RopeContext:
         q, k = (rope_angles(p, self.pairs, self.params) for p in (q_positions, k_positions))
@@ -213,3 +216,9 @@ class RotaryPosition(AttentionPosition[RopeContext]):
 
     def hook(self, layer: int) -> RopeHook:
         return self.shared
+
+    def ct2_spec(self) -> dict[str, Any]:
+        """CTranslate2's interleaved rotary embeddings: pairs (2j, 2j+1) as here (Eq. 34), ``rotary_dim``
+        2P, ``rotary_base`` the NTK-scaled base b'."""
+        base = ntk_base(self.pairs, self.params)
+        return {"rotary_dim": 2 * self.pairs, "rotary_interleave": True, "rotary_base": base}

@@ -387,6 +387,17 @@ class ShawRelativePosition(AttentionPosition[RelativeContext]):
     def hook(self, layer: int) -> ShawHook:
         return self.hooks[layer]
 
+    def ct2_spec(self) -> dict[str, Any]:
+        """CTranslate2's Shaw relative positions (its ``relative_position_keys/values``, clipped at k)."""
+        return {"relative_position": True}
+
+    def ct2_layer(self, layer: int) -> dict[str, Tensor | int]:
+        """Layer ``layer``'s a^K, a^V ``(R, Dh)`` (Eq. 3-4); a dropped term is an all-zero table."""
+        hook = self.hooks[layer]
+        present = hook.key_table if hook.key_table is not None else hook.value_table
+        keys, values = (torch.zeros_like(present) if t is None else t for t in (hook.key_table, hook.value_table))
+        return {"relative_position_keys": keys, "relative_position_values": values}
+
 
 def set_backend(module: nn.Module, name: str) -> int:
     """Set :attr:`ShawHook.backend` of every Shaw hook inside ``module``; returns how many."""

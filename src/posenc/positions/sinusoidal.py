@@ -68,3 +68,8 @@ class SinusoidalPosition(InputPosition):
         angles = positions.to(torch.float64).unsqueeze(-1) * self.omega
         pe = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
         return x + pe.to(x.dtype)
+
+    def ct2_table(self, rows: int, offset: int) -> Tensor:
+        """The interleaved sinusoid (PE(p, 2j) = sin, PE(p, 2j+1) = cos) at ``offset … offset+rows−1``."""
+        positions = torch.arange(offset, offset + rows, dtype=torch.float64)
+        return sinusoidal_embedding(positions, self.d_model, self.params.base, self.params.scale)

@@ -60,7 +60,7 @@ class T5Context(PositionContext):
 class T5Hook(AttentionHook[T5Context]):
     """Bias only: the per-head b_h[bucket] for the scaled logits (the attention interface's bias hook)."""
 
-    has_score, has_value, has_bias = False, False, True
+    has_bias = True
 
     def __init__(self, table: nn.Embedding) -> None:
         super().__init__()
@@ -90,3 +90,12 @@ class T5RelativeBias(AttentionPosition[T5Context]):
 
     def hook(self, layer: int) -> T5Hook:
         return self.shared
+
+    def ct2_spec(self) -> dict[str, Any]:
+        """CTranslate2's T5 bias (it buckets the encoder bidirectionally and the decoder causally, as here)."""
+        return {"relative_attention_bias": True}
+
+    def ct2_layer(self, layer: int) -> dict[str, Tensor | int]:
+        """The stack's one ``(R, H)`` table (in every layer) and its ``max_distance``."""
+        return {"relative_attention_bias": self.shared.table.weight,
+                "relative_attention_max_distance": self.params.max_distance}

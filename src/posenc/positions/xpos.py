@@ -63,7 +63,7 @@ class XposContext(PositionContext):
 class XposHook(AttentionHook[XposContext]):
     """q/k transform only: rotate and scale (q by ζ^(n/γ), new keys by ζ^(−m/γ))."""
 
-    has_score, has_value, has_transform = False, False, True
+    has_transform = True
 
     def transform_q(self, q: Tensor, ctx: XposContext) -> Tensor:
         return rotate(q, ctx.q_angles, ctx.q_scale)
@@ -77,6 +77,8 @@ class XposHook(AttentionHook[XposContext]):
 @register("attention", "xpos", XposParams, augmentable_by=("randomized",), causal_only=True,
           paper="Sun et al. 2022", what="RoPE with an exponential decay per rotated pair")
 class XposPosition(AttentionPosition[XposContext]):
+    ct2_refusal = "rotary q/k scaled per position; CTranslate2's rotary embeddings have no scale"
+
     def __init__(self, d_model: int, params: XposParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
         super().__init__()
         require(causal, "xpos is causal only (Sun et al. 2022: the decay needs n >= m); use rope in a bidirectional stack")

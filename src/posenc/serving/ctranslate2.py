@@ -6,17 +6,15 @@ R = 2k+1 Shaw distance buckets (T5: its buckets).
 :func:`export_run` writes the run's Transformer into CTranslate2's ``TransformerSpec`` through its
 Python spec API (no converter of another toolkit): encoder and decoder layers, post- or pre-norm
 as trained, embeddings scaled by √D (Vaswani et al. §3.4), shared embeddings and the tied output
-projection, absolute positions as tables (posenc's own interleaved sinusoid, ``PE(p, 2j) = sin``,
-``PE(p, 2j+1) = cos``, or the learned table) and Shaw's relative positions (Shaw et al. 2018,
-Eq. 3-4: a^K, a^V per layer, clipped at k) as CTranslate2's ``relative_position_keys/values``.
-RoPE (Su et al. 2021, Eq. 34: pairs (2j, 2j+1) rotated by p·θ_j, θ_j = base'^(−2j/2P)) as
-CTranslate2's interleaved ``rotary_dim = 2P`` with ``rotary_base = base'`` (the NTK-scaled base)
-in every self-attention; T5's bucketed bias (Raffel et al. 2020) as ``relative_attention_bias``, the
-stack's one ``(R, H)`` table in every layer (CTranslate2 buckets the encoder bidirectionally and the
-decoder causally, as posenc). An augmentation exports when its inference positions are a constant
-integer shift of 0, 1, … (SHAPE's ``inference_offset``: the table starts at that row); everything
-else (the GRU encoder, CAPE's scaled positions, randomized eval positions, RoPE with position
-interpolation or a ``scaling``, ALiBi, FIRE, CoPE, xPos) is refused in one line naming the method. :func:`translate_lines` decodes with ``ctranslate2.Translator``.
+projection. Each position method declares its own CTranslate2 form next to its code
+(positions/base.py): an input method its position table (:meth:`InputPosition.ct2_table`: posenc's
+interleaved sinusoid, the learned table, nothing), an attention method the spec keywords that switch
+it on and its per-layer terms (:meth:`AttentionPosition.ct2_spec`/``ct2_layer``: Shaw's a^K, a^V,
+T5's bias table, RoPE's interleaved rotary dimensions and NTK base), or ``ct2_refusal``, why it has
+none, which the export refuses with in one line naming the method. An augmentation exports when its
+inference positions are a constant integer shift of 0, 1, … (SHAPE's ``inference_offset``: the
+table starts at that row); CAPE's scaled positions and randomized eval positions are refused.
+:func:`translate_lines` decodes with ``ctranslate2.Translator``.
 
 Engine constants (docs/performance.md): CTranslate2's length penalty divides by ``|y|^α``, not
 GNMT's ``((5+|y|)/6)^α``, so beam outputs equal posenc's at α = 0 only; its maximum decoding
@@ -31,7 +29,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import groupby, islice
 from pathlib import Path
@@ -51,23 +49,13 @@ from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.runs.rundir import (EXPORT_MANIFEST, check_outside_posenc_dirs, check_target, check_user_output,
                                     write_marker)
 from posenc.pipeline.run import LoadedRun
-from posenc.positions.rope import ntk_base
+from posenc.positions import registry
 from posenc.serving.validate import check_engine_files, open_translator, read_manifest
 
 #: ``posenc export --quantization`` → CTranslate2's weight type (``bf16`` is an alias).
 QUANTIZATIONS = {"float32": "float32", "int8": "int8", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 #: The marker kind of an export directory (runs/rundir.write_marker) and its description file.
 EXPORT_KIND, EXPORT_INFO = "export", EXPORT_MANIFEST
-#: Input position methods → their table rows ``(T, D)`` for positions ``offset … offset+T−1``.
-TableFn = Callable[[nn.Module, int, int, int], Tensor]
-#: Attention position methods → fill a layer's self-attention spec from the layer's hook and the
-#: stack's attention position module.
-AttentionFn = Callable[[Any, Any, nn.Module], None]
-#: Why the other methods do not export (CTranslate2 has no exact form for them).
-REFUSED = {
-    "gru": "an RNN over the embeddings",
-    "alibi": "ALiBi bias, CTranslate2 has it for decoder-only models",
-}
 
 
 def require_ctranslate2() -> ModuleType:
@@ -80,52 +68,9 @@ def require_ctranslate2() -> ModuleType:
 
 
 # --------------------------------------------------------------------------- positions
-def _sinusoidal_table(stack: nn.Module, rows: int, offset: int, width: int) -> Tensor:
-    """posenc's interleaved sinusoid (positions/sinusoidal.py) at ``offset … offset+rows−1``."""
-    from posenc.positions.sinusoidal import sinusoidal_embedding
-
-    p = stack.input_pos.params
-    return sinusoidal_embedding(torch.arange(offset, offset + rows, dtype=torch.float64), width, p.base, p.scale)
-
-
-def _learned_table(stack: nn.Module, rows: int, offset: int, width: int) -> Tensor:
-    """Rows ``offset …`` of the learned table (as many as it has, at most ``rows``)."""
-    table = stack.input_pos.table.weight.detach()
-    if offset >= table.shape[0]:
-        raise ConfigError(f"learned position table has {table.shape[0]} rows, inference starts at {offset}")
-    return table[offset : offset + rows].float()
-
-
-def _no_table(stack: nn.Module, rows: int, offset: int, width: int) -> Tensor:
-    """No input positions: an all-zero table (CTranslate2 adds a sinusoid when none is given)."""
-    return torch.zeros(rows, width)
-
-
-INPUT_TABLES: dict[str, TableFn] = {"sinusoidal": _sinusoidal_table, "learned": _learned_table, "none": _no_table}
-
-
-def _shaw_tables(attn_spec: Any, hook: Any, module: nn.Module) -> None:
-    """Shaw a^K, a^V ``(R, Dh)`` of one layer (Eq. 3-4; a dropped term is an all-zero table)."""
-    tables = [hook.key_table, hook.value_table]
-    present = next(t for t in tables if t is not None)
-    keys, values = (np.zeros_like(_np(present)) if t is None else _np(t) for t in tables)
-    attn_spec.relative_position_keys, attn_spec.relative_position_values = keys, values
-
-
-def _t5_bias(attn_spec: Any, hook: Any, module: nn.Module) -> None:
-    """The stack's T5 table ``(R, H)`` (shared by its layers) and its ``max_distance``."""
-    attn_spec.relative_attention_bias = _np(hook.table.weight)
-    attn_spec.relative_attention_max_distance = np.dtype("int32").type(module.params.max_distance)
-
-
-def _rotary(attn_spec: Any, hook: Any, module: nn.Module) -> None:
-    """Nothing per layer: RoPE is the stack's ``rotary_dim``/``rotary_base`` (:func:`_stack_specs`)."""
-
-
-ATTENTION: dict[str, AttentionFn] = {"shaw": _shaw_tables, "t5": _t5_bias, "rope": _rotary}
-#: The attention methods that CTranslate2 expresses without a position table and with their own
-#: spec switch (``TransformerEncoderSpec``/``TransformerDecoderSpec`` keyword).
-RELATIVE = {"shaw": "relative_position", "t5": "relative_attention_bias"}
+def _exported(family: Mapping[str, registry.Entry]) -> str:
+    """The registered methods of ``family`` that declare a CTranslate2 form, comma-separated."""
+    return ", ".join(n for n in sorted(family) if getattr(family[n].builder, "ct2_refusal", "") is None)
 
 
 def eval_offsets(model: Seq2SeqTransformer) -> tuple[int, int]:
@@ -158,16 +103,13 @@ def check_exportable(run: LoadedRun) -> None:
     if not isinstance(model, Seq2SeqTransformer):
         raise ConfigError(f"posenc export: arch {run.cfg.arch!r} is not a Transformer; CTranslate2's TransformerSpec cannot hold it")
     methods = model.cfg.position.methods
-    for name in (methods.input, methods.attention):
-        if name in REFUSED or (name is not None and name not in INPUT_TABLES and name not in ATTENTION):
-            why = REFUSED.get(name, "no exact CTranslate2 form")
-            raise ConfigError(f"posenc export: position method {name!r} ({why}) does not export to CTranslate2; "
-                              f"exported: input {', '.join(INPUT_TABLES)}, attention {', '.join(ATTENTION)}")
-    rope = model.cfg.position.params("rope") if methods.attention == "rope" else None
-    if rope is not None and (rope.scaling != "none" or rope.interpolation != 1):
-        raise ConfigError(f"posenc export: rope with scaling {rope.scaling!r} / interpolation {rope.interpolation} has no "
-                          "checked CTranslate2 form (plain RoPE, partial rotary and the NTK base export)")
-    if methods.attention is not None and methods.input != "none":  # measured: CTranslate2 then drops the table
+    for name, method in ((methods.input, model.encoder.input_pos), (methods.attention, model.encoder.attn_pos)):
+        if method.ct2_refusal is not None:  # declared by the method (positions/*.py)
+            raise ConfigError(f"posenc export: position method {name!r} ({method.ct2_refusal}) does not export to "
+                              f"CTranslate2; exported: input {_exported(registry.INPUT)}, "
+                              f"attention {_exported(registry.ATTENTION)}")
+    adds_table = model.encoder.input_pos.ct2_table(1, 0) is not None
+    if methods.attention is not None and adds_table:  # measured: CTranslate2 then drops the table
         raise ConfigError(f"posenc export: position {model.cfg.position.name!r} combines input {methods.input!r} with "
                           f"attention {methods.attention!r}; a CTranslate2 spec with relative positions has no position table")
     if model.cfg.encoder_layers < 1:
@@ -191,14 +133,14 @@ def _norm(spec: Any, norm: nn.LayerNorm) -> None:
     spec.gamma, spec.beta = _np(norm.weight), _np(norm.bias)
 
 
-def _self_attention(spec: Any, attn: MultiHeadAttention, norm: nn.LayerNorm, hook: Any, stack: nn.Module,
-                    method: str | None) -> None:
-    """Fused q/k/v, output projection, the sub-layer's LayerNorm and the method's relative terms."""
+def _self_attention(spec: Any, attn: MultiHeadAttention, norm: nn.LayerNorm, stack: nn.Module, layer: int) -> None:
+    """Fused q/k/v, output projection, the sub-layer's LayerNorm and the attention method's terms of
+    layer ``layer`` (:meth:`AttentionPosition.ct2_layer`: tables as float32 arrays, integers as int32)."""
     _linear(spec.linear[0], attn.q_proj, attn.k_proj, attn.v_proj)
     _linear(spec.linear[1], attn.out_proj)
     _norm(spec.layer_norm, norm)
-    if method is not None:
-        ATTENTION[method](spec, hook, stack.attn_pos)
+    for name, value in stack.attn_pos.ct2_layer(layer).items():
+        setattr(spec, name, _np(value) if isinstance(value, Tensor) else np.int32(value))
 
 
 def _ffn(spec: Any, layer: nn.Module, norm: nn.LayerNorm) -> None:
@@ -207,15 +149,15 @@ def _ffn(spec: Any, layer: nn.Module, norm: nn.LayerNorm) -> None:
     _linear(spec.linear_1, layer.ff.fc2)
 
 
-def _encoder(spec: Any, model: Seq2SeqTransformer, method: str | None) -> None:
-    for ls, layer in zip(spec.layer, model.encoder.layers):
-        _self_attention(ls.self_attention, layer.self_attn, layer.res1.norm, layer.hook, model.encoder, method)
+def _encoder(spec: Any, model: Seq2SeqTransformer) -> None:
+    for i, (ls, layer) in enumerate(zip(spec.layer, model.encoder.layers)):
+        _self_attention(ls.self_attention, layer.self_attn, layer.res1.norm, model.encoder, i)
         _ffn(ls.ffn, layer, layer.res2.norm)
 
 
-def _decoder(spec: Any, model: Seq2SeqTransformer, method: str | None) -> None:
-    for ls, layer in zip(spec.layer, model.decoder.layers):
-        _self_attention(ls.self_attention, layer.self_attn, layer.res[0].norm, layer.hook, model.decoder, method)
+def _decoder(spec: Any, model: Seq2SeqTransformer) -> None:
+    for i, (ls, layer) in enumerate(zip(spec.layer, model.decoder.layers)):
+        _self_attention(ls.self_attention, layer.self_attn, layer.res[0].norm, model.decoder, i)
         cross = layer.cross_attn  # query, fused key/value (of the memory), output
         _linear(ls.attention.linear[0], cross.q_proj)
         _linear(ls.attention.linear[1], cross.k_proj, cross.v_proj)
@@ -232,6 +174,13 @@ def _stack_common(spec: Any, stack: nn.Module, table: Tensor | None) -> None:
         _norm(spec.layer_norm, stack.final_norm)
 
 
+def _position_table(stack: nn.Module, rows: int, offset: int, width: int) -> Tensor:
+    """The input method's table ``(rows, D)`` from position ``offset`` (:meth:`InputPosition.ct2_table`);
+    all zeros when the method adds nothing (CTranslate2 adds a sinusoid when no table is given)."""
+    table = stack.input_pos.ct2_table(rows, offset)
+    return torch.zeros(rows, width) if table is None else table
+
+
 def position_rows(run: LoadedRun) -> int:
     """Rows of the exported position tables: the longest source and the longest output."""
     dc, longest = run.cfg.decode, run.cfg.data.max_source_len
@@ -239,16 +188,11 @@ def position_rows(run: LoadedRun) -> int:
 
 
 def _stack_specs(model: Seq2SeqTransformer, specs: ModuleType) -> tuple[Any, Any]:
-    """Encoder and decoder specs: a position table, relative terms in every self-attention (Shaw,
-    T5), or rotary q/k (RoPE: ``rotary_dim`` 2P, the NTK-scaled base; posenc rotates adjacent pairs)."""
-    cfg, method = model.cfg, model.cfg.position.methods.attention
+    """Encoder and decoder specs, with the attention method's keywords
+    (:meth:`AttentionPosition.ct2_spec`: relative terms or rotary q/k in every self-attention)."""
+    cfg = model.cfg
     act = specs.Activation.GELU if cfg.activation == "gelu" else specs.Activation.RELU
-    kw: dict[str, Any] = dict(pre_norm=cfg.norm == "pre", activation=act)
-    if method in RELATIVE:
-        kw[RELATIVE[method]] = True
-    if method == "rope":
-        rope = model.encoder.attn_pos
-        kw.update(rotary_dim=2 * rope.pairs, rotary_interleave=True, rotary_base=ntk_base(rope.pairs, rope.params))
+    kw: dict[str, Any] = dict(pre_norm=cfg.norm == "pre", activation=act, **model.encoder.attn_pos.ct2_spec())
     return (specs.TransformerEncoderSpec(cfg.encoder_layers, cfg.heads, **kw),
             specs.TransformerDecoderSpec(cfg.decoder_layers, cfg.heads, **kw))
 
@@ -257,17 +201,15 @@ def build_spec(run: LoadedRun, ct2: ModuleType) -> Any:
     """The run's model as a filled ``ctranslate2.specs.TransformerSpec`` (vocabularies registered)."""
     check_exportable(run)
     model, specs = run.model, ct2.specs
-    cfg, methods = model.cfg, model.cfg.position.methods
-    relative = methods.attention in RELATIVE
     encoder, decoder = _stack_specs(model, specs)
     spec = specs.TransformerSpec(encoder, decoder)
     src_offset, tgt_offset = eval_offsets(model)
-    rows, table = position_rows(run), INPUT_TABLES[methods.input]
+    rows = position_rows(run)
     for side, stack, offset in ((encoder, model.encoder, src_offset), (decoder, model.decoder, tgt_offset)):
         has_table = hasattr(side, "position_encodings")  # none with relative terms, nor in a rotary decoder
-        _stack_common(side, stack, table(stack, rows, offset, cfg.d_model) if has_table and not relative else None)
-    _encoder(encoder, model, methods.attention)
-    _decoder(decoder, model, methods.attention)
+        _stack_common(side, stack, _position_table(stack, rows, offset, model.cfg.d_model) if has_table else None)
+    _encoder(encoder, model)
+    _decoder(decoder, model)
     encoder.embeddings[0].weight = _np(model.src_embed.weight)
     decoder.embeddings.weight = _np(model.tgt_embed.weight)
     decoder.projection.weight = _np(model.output.weight if model.output is not None else model.tgt_embed.weight)

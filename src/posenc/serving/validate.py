@@ -63,6 +63,10 @@ def read_manifest(path: Path) -> dict[str, Any]:
     missing = _missing(data)
     if missing:
         raise ConfigError(f"{path}: missing key {missing[0]!r} (write the export again with posenc export)")
+    beam = data["decode"].get("beam") if isinstance(data.get("decode"), dict) else None
+    if type(beam) is int and beam > MAX_BEAM:  # before DecodeConfig's own range check, which names no limit
+        raise ConfigError(f"{path}: decode.beam {beam} is over the limit of {MAX_BEAM} (decoding memory "
+                          "grows with batch x beam)")
     try:
         info = from_dict(ExportInfo, data)
     except ConfigError as err:
@@ -71,9 +75,6 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: format must be 'ctranslate2', got {info.format!r}")
     if info.max_source_len < 1:
         raise ConfigError(f"{path}: max_source_len must be >= 1, got {info.max_source_len}")
-    if info.decode.beam > MAX_BEAM:
-        raise ConfigError(f"{path}: decode.beam {info.decode.beam} is over the limit of {MAX_BEAM} (decoding memory "
-                          "grows with batch x beam)")
     return data
 
 

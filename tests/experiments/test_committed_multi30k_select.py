@@ -19,7 +19,7 @@ from posenc.experiments.runner import find_experiment, verdict
 from posenc.experiments.selection import resolved
 from posenc.tasks.translation import report
 from posenc.tasks.translation.config import ExperimentConfig
-from posenc.tasks.translation.grid import TASK
+from posenc.tasks.translation.driver import TASK
 from posenc.training.convergence import CONVERGED
 
 ROOT = Path(__file__).resolve().parents[2]

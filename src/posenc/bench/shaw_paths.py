@@ -15,8 +15,8 @@ and of Shaw with each CPU backend (``--backends``, default explicit,banded), int
 one process, ratio to APE as the paired median. ``--clock thread`` times with the thread's CPU time
 (one torch thread): on a shared machine it is far less noisy than wall time (``--clock wall``).
 
-Usage: ``python benchmarks/shaw_paths.py [--device cuda] [--lengths 128,512,1024] [--tokens 2048] [--reps 7] [--causal] [--clock thread]``
-       ``python benchmarks/shaw_paths.py --model --lengths 32,128 --tokens 512 --reps 9 [--clock thread]``
+Usage: ``python -m posenc.bench.shaw_paths [--device cuda] [--lengths 128,512,1024] [--tokens 2048] [--reps 7] [--causal] [--clock thread]``
+       ``python -m posenc.bench.shaw_paths --model --lengths 32,128 --tokens 512 --reps 9 [--clock thread]``
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from posenc.models.attention import MultiHeadAttention, attention_bias
 from posenc.positions.base import default_positions
 from posenc.positions.shaw import RelativeContext, ShawParams, ShawRelativePosition, relative_index
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository root: tests.helpers
 from tests.helpers.reference_attention import use_reference_path  # noqa: E402  (textbook path, test-only code)
 
 CPU_PATHS = ("reference", "scatter", "banded", "sdpa")

@@ -1,4 +1,4 @@
-"""bf16 autocast vs fp32 training steps on the CPU, by model width (issue 29).
+"""bf16 autocast vs fp32 training steps on the CPU, by model width.
 
 ``python -m posenc.bench.cpu_bf16 [--lengths 32,128] [--reps 5] [--threads 1] [--out FILE]``: for the
 quickstart model (d 64), the multi30k_cpu model (d 128) and transformer-small (d 256), the bench's

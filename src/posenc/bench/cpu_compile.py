@@ -1,4 +1,4 @@
-"""Eager vs torch.compile training step on the CPU, and the cost of dropout masks (issue 20).
+"""Eager vs torch.compile training step on the CPU, and the cost of dropout masks.
 
 ``python -m posenc.bench.cpu_compile [--dropout 0.1] [--rounds 7]``: the training step of the posenc
 peer worker (transformer-small, 32 x 32 tokens, fused Adam, one thread), eager and compiled built

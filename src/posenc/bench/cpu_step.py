@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One-process CPU comparison of the peer workers' training step and beam-4 decode (issue 20).
+"""One-process CPU comparison of the peer workers' training step and beam-4 decode.
 
 ``python -m posenc.bench.peers`` runs each toolkit in its own subprocess and times wall clock; on a shared,
 loaded machine that mixes other jobs' load into the ratios. This script imports the workers of

@@ -1,5 +1,5 @@
 """Decoding speed and agreement: posenc's own beam search vs the same run exported to CTranslate2
-(float32 and int8) on the same sentences (issue 29).
+(float32 and int8) on the same sentences.
 
 ``python -m posenc.bench.ct2_decode --run R [--split test] [--rounds 3] [--threads 1] [--out FILE]``:
 exports the run twice into temporary directories (``serving/ctranslate2.export_run``), then in

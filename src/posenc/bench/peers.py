@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side-by-side training and beam-search speed of posenc against other toolkits (issue 6).
+"""Side-by-side training and beam-search speed of posenc against other toolkits.
 
 Peers, each installed by this script in its own venv under ``--cache`` (default
 ``~/.cache/posenc-peers``); none of their code is committed here, only the workers in

@@ -2,10 +2,10 @@
 """Shaw attention paths, one self-attention layer forward+backward, interleaved and paired.
 
 Paths: ``reference`` (general (B, 1, L, L) index, textbook order, scatter value term), ``scatter``
-(Toeplitz context + in-place explicit path + scatter value term, the CPU default before issue 20),
-``banded`` (``ToeplitzShaw``: dense ops, strided
-band view, the CPU default since issue 20), ``flex`` (FlexAttention left/right regions + O(L·k) band
-merge, ``positions/shaw_flex.py``; the CUDA default; CUDA only) and ``sdpa`` (APE's fused attention,
+(Toeplitz context + in-place explicit path + scatter value term; the ``explicit`` CPU backend),
+``banded`` (``ToeplitzShaw``: dense ops, strided band view, the CPU default), ``flex``
+(FlexAttention left/right regions + O(L·k) band merge, ``positions/shaw_flex.py``; the CUDA default;
+CUDA only) and ``sdpa`` (APE's fused attention,
 for scale). Prints the median milliseconds, the paired speed ratio to ``reference`` and ``sdpa``, and
 on CUDA the peak memory of one forward+backward over that of ``sdpa``. On CUDA the layer runs under
 bf16 autocast, as the bench trains.

@@ -1,4 +1,4 @@
-"""Run grid cells concurrently: ``posenc experiment NAME --jobs N`` (issue 13, "concurrent grids").
+"""Run grid cells concurrently: ``posenc experiment NAME --jobs N``.
 
 Local backend: N worker processes at a time, each ``python -m posenc.experiments.worker`` on one
 cell, so a crash or an out-of-memory error stays in its run. Slot ``k`` (0..N-1) is pinned to GPU

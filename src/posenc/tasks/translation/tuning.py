@@ -1,4 +1,4 @@
-"""The GNMT length penalty α chosen on the validation split for each trained run (issues 26, 39).
+"""The GNMT length penalty α chosen on the validation split for each trained run.
 
 MT practice tunes α per system on held-out data; a fixed α = 0.6 for every method makes the
 brevity penalty part of a method comparison (SHAPE's VANILLA gap on multi30k_cpu was two thirds

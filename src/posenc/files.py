@@ -2,7 +2,7 @@
 
 Write through a temporary file next to the target and rename it over the target only when
 everything was written, so a failure (disk full, Ctrl-C, a bad input line) leaves the old file
-intact and no partial file behind (issue 18); an OSError becomes a one-line RunDirError."""
+intact and no partial file behind; an OSError becomes a one-line RunDirError."""
 
 from __future__ import annotations
 

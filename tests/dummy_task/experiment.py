@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from posenc.config import apply_mapping, from_dict
+from posenc.experiments.tasks import Cell
 from posenc.runs.same_run import Verdict
 from posenc.runs.fingerprint import describe_diff, fingerprint
 from posenc.tasks.base import run_task
 from tests.dummy_task.task import DummyConfig, DummyTask
-
-Cell = tuple[str, str, int]
 
 
 @dataclass
@@ -35,7 +34,7 @@ class DummyExperiment:
     experiment_config = DummyExperimentConfig
 
     def cells(self, exp: DummyExperimentConfig) -> list[Cell]:
-        return [(s, m, seed) for s in exp.settings for m in exp.methods for seed in exp.seeds]
+        return [Cell(s, m, seed) for s in exp.settings for m in exp.methods for seed in exp.seeds]
 
     def cell_config(self, exp: DummyExperimentConfig, cell: Cell) -> DummyConfig:
         setting, method, seed = cell

@@ -19,7 +19,7 @@ from posenc.experiments.runner import find_experiment, verdict
 from posenc.experiments.selection import resolved
 from posenc.tasks.translation import report
 from posenc.tasks.translation.config import ExperimentConfig
-from posenc.tasks.translation.grid import TASK
+from posenc.tasks.translation.driver import TASK
 from posenc.training.convergence import CONVERGED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,7 +170,7 @@ def test_readme_and_bottom_line_quote_the_committed_means() -> None:
 
 
 def test_alpha_probe_beyond_the_grid_is_quoted() -> None:
-    """benchmarks/alpha_probe.py's committed sweeps: α = 1.4 reproduces the run's own sweep, and
+    """posenc/bench/alpha_probe.py's committed sweeps: α = 1.4 reproduces the run's own sweep, and
     §0c quotes every value and the largest gain over the grid's top."""
     text = " ".join(SECTION.split())
     for method, label in (("ape", "APE"), ("shape-kstar", "SHAPE K*")):

@@ -132,7 +132,7 @@ def test_no_import_circle_between_report_and_runner() -> None:
     import ast
     import posenc.tasks.translation.report as report
     import posenc.experiments.runner as runner
-    import posenc.tasks.translation.grid as grid
+    import posenc.tasks.translation.driver as driver
     import posenc.tasks.translation.task as task
 
     def imports(module) -> set[str]:
@@ -140,6 +140,6 @@ def test_no_import_circle_between_report_and_runner() -> None:
         return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
 
     assert "posenc.experiments.runner" not in imports(report)
-    assert "posenc.tasks.translation.report" in imports(grid)  # the task's grid side writes the report; never the reverse
+    assert "posenc.tasks.translation.report" in imports(driver)  # the task's driver writes the report; never the reverse
     assert not any(m.startswith("posenc.tasks") for m in imports(runner))  # the runner knows no task (issue 19)
     assert not any(m.startswith("posenc.experiments") for m in imports(task))  # no arrow back up (issue 19)

@@ -1,5 +1,5 @@
 """The textbook attention path (every hook kind, or only hooks with a value term) and the general
-Shaw context: references for tests and ``benchmarks/shaw_paths.py`` (moved out of src, issue 19).
+Shaw context: references for tests and ``python -m posenc.bench.shaw_paths`` (moved out of src, issue 19).
 
 Shape legend: B batch, H heads, Lq/Lk query/key length, Dh head width.
 """

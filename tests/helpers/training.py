@@ -12,7 +12,7 @@ import torch
 from posenc.data.batching import Batch, collate, token_batches
 from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.models.seq2seq import Seq2SeqLoss
+from posenc.tasks.translation.task import Seq2SeqLoss
 from posenc.training import TrainConfig, TrainResult, Trainer
 from posenc.training import train as train_loop
 from posenc.training.loss import LossOutput

@@ -13,7 +13,7 @@ import pytest
 import posenc.runs.rundir as rundir
 import posenc.runs.same_run as rules
 import posenc.tasks.grid as methods_grid
-import posenc.tasks.translation.grid as translation_grid
+import posenc.tasks.translation.driver as translation_driver
 from posenc.config import ABSENT, config_differences, load_config, load_yaml
 from posenc.errors import ConfigError
 from posenc.experiments.runner import run_config
@@ -27,7 +27,7 @@ from tests.experiments.tiny_grid import write_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results"
-CALLERS = (rundir, methods_grid, translation_grid)
+CALLERS = (rundir, methods_grid, translation_driver)
 
 
 def _cfg(tmp_path: Path, **train: Any) -> tuple[Any, ExperimentConfig]:
@@ -74,7 +74,7 @@ def test_run_dir_grid_cell_and_checkpoint_get_one_verdict(tmp_path: Path, monkey
         assert opening.resumes and opening.checkpoint == Path(cfg.out_dir) / "checkpoints" / checkpoint_name(3)
         assert len(calls) == 2  # the run directory's record, then its checkpoint's
     results = {"record": RunRecord.of(saved, evaluation_record(saved, exp.splits)).to_dict(), "summary": {"steps": 3}}
-    cell = translation_grid.TASK.verdict(exp_now, ("vanilla", "ape", 1), results)
+    cell = translation_driver.TASK.verdict(exp_now, ("vanilla", "ape", 1), results)
     grid_cell = methods_grid.recorded_verdict(cfg, {"config": methods_grid.config_record(saved), "summary": {"steps": 3}})
     assert cell is not None and grid_cell is not None and cell.kind == grid_cell.kind == kind
     assert {k for k, _ in calls} == {kind} and len(set(calls)) == 1  # one verdict, word for word

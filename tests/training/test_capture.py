@@ -10,7 +10,8 @@ from typing import Callable
 import pytest
 import torch
 
-from posenc.models.seq2seq import Seq2SeqLoss, Seq2SeqTransformer
+from posenc.models.seq2seq import Seq2SeqTransformer
+from posenc.tasks.translation.task import Seq2SeqLoss
 from posenc.positions.base import capture_blockers
 from tests.conftest import tiny_config
 from tests.helpers.lm import tiny_lm

@@ -10,7 +10,7 @@ from posenc.training import (
     restore_model, save_average, save_checkpoint,
 )
 from posenc.training import checkpoint as ck
-from posenc.models.seq2seq import Seq2SeqLoss
+from posenc.tasks.translation.task import Seq2SeqLoss
 
 from tests.helpers.training import batch_of, prune_checkpoints, random_pairs, tiny_model
 

@@ -5,7 +5,7 @@ import torch.nn.functional as F
 from posenc.training import label_smoothed_nll
 
 from tests.helpers.training import PAD, batch_of, random_pairs, tiny_model
-from posenc.models.seq2seq import Seq2SeqLoss
+from posenc.tasks.translation.task import Seq2SeqLoss
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])

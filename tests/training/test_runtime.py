@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 import torch
 
-from posenc.models.seq2seq import Seq2SeqLoss
+from posenc.tasks.translation.task import Seq2SeqLoss
 from posenc.training import Trainer, TrainConfig, load_checkpoint
 from posenc.training import runtime
 from posenc.training.runtime import (

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from posenc.errors import CheckpointError, ConfigError
-from posenc.models.seq2seq import Seq2SeqLoss
+from posenc.tasks.translation.task import Seq2SeqLoss
 from posenc.config import from_dict
 from posenc.training import TrainConfig, Trainer, load_checkpoint
 

@@ -2,9 +2,9 @@
 and validation loss zoomed on the last part of training, with each run's convergence status and
 the slope of its validation curve at the end in ``curves.md``.
 
-Runs are named ``<method>/seed<N>``: the colour is the method, the line style the seed, and the
-last point of a run that did not converge is a cross (issue 26: nine seed-coloured lines on a log
-axis hid whose plateau was whose). The statuses come from :mod:`posenc.training.convergence` (the
+Runs are named ``<method>/seed<N>``: the colour is the method, the line style the seed (so a method's
+seeds read as one colour on the log axis), and the last point of a run that did not converge is
+a cross. The statuses come from :mod:`posenc.training.convergence` (the
 one rule); this module only draws them and fits the end slope (``end_slope``)."""
 
 from __future__ import annotations

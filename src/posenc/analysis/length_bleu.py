@@ -3,7 +3,7 @@
 The test set is split by source length (in whatever unit the caller measures: words, or
 subwords as Neishi et al. do), BLEU is computed per bucket and model, and the difference to a
 baseline model (APE) per bucket. A bucket is ``seen`` only when every test sentence in it has a
-length inside the training range (issue 26: a bucket whose lower edge fits but whose longer
+length inside the training range (a bucket whose lower edge fits but whose longer
 sentences do not is not "seen"); the others are shaded grey in the plot (the papers' "no training
 data" areas).
 """

@@ -27,7 +27,7 @@ the two systems time the very same function.
 fairseq and OpenNMT-py are not compared: they are not installable in this environment.
 
 
-Relation to ``benchmarks/peers.py``: that script runs MarianMT (and OpenNMT-py, fairseq) in their
+Relation to ``python -m posenc.bench.peers``: that script runs MarianMT (and OpenNMT-py, fairseq) in their
 own virtual environments installed from PyPI, each a separate process with its own random
 weights (CPU results in docs/performance.md). This module is the in-process variant for a
 machine where ``transformers`` is already installed and nothing can be downloaded (the GPU

@@ -93,7 +93,7 @@ def add_memory(records: list[dict[str, Any]], cfg: BenchConfig, log: Log = _quie
 
 def add_memory_ratio(records: list[dict[str, Any]], log: Log = _quiet) -> None:
     """``peak_mem_ratio_to_ape``: a training record's peak memory over APE's at the same length
-    (the issue's Shaw target: ≤ 1.15 at 2048 tokens); None where either peak is missing."""
+    (Shaw's memory target: ≤ 1.15 at 2048 tokens); None where either peak is missing."""
     ape = {r["length"]: r["peak_mem_mb"] for r in records if r["kind"] == "train" and r["method"] == "ape"}
     for rec in records:
         if rec["kind"] != "train":

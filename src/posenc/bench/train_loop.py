@@ -7,10 +7,9 @@ the whole loop a run uses: token-bounded batches of varying shape (``train.max_t
 tokens, :func:`~posenc.data.batching.token_batches`), the move to the device, label-smoothed loss,
 token normalisation, Noam schedule, Adam and the logging. Sentence pairs are random tokens with
 Multi30k-like lengths (uniform in [6, 30] subwords per side). The same batches are trained twice
-in one process: eager fp32 (``eager-fp32``, the trainer's pre-issue-11 default, without its old
-per-step host syncs) and the configured precision/compile; each record gives steps/s over the
-steps after ``warm`` untimed ones (compilation happens there), source+target tokens/s and, on
-CUDA, MFU from :func:`posenc.bench.flops.train_flops` of the timed batches.
+in one process: eager fp32 (``eager-fp32``) and the configured precision/compile; each record
+gives steps/s over the steps after ``warm`` untimed ones (compilation happens there),
+source+target tokens/s and, on CUDA, MFU from :func:`posenc.bench.flops.train_flops` of the timed batches.
 """
 
 from __future__ import annotations
@@ -25,7 +24,8 @@ from posenc.bench import flops
 from posenc.bench.core import BenchConfig
 from posenc.data.batching import Batch, collate, token_batches
 from posenc.models.config import ModelConfig
-from posenc.models.seq2seq import Seq2SeqLoss, Seq2SeqTransformer
+from posenc.models.seq2seq import Seq2SeqTransformer
+from posenc.tasks.translation.task import Seq2SeqLoss
 from posenc.training import TrainConfig, Trainer
 
 PAD, BOS, EOS = 0, 2, 3

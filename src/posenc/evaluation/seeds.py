@@ -3,7 +3,7 @@
 The paired bootstrap (:mod:`posenc.evaluation.bootstrap`) resamples test sentences and so measures
 test-set noise; with several seeds per system the training noise shows in the spread of the
 per-seed scores. :func:`seed_test` is Welch's t-test (unequal variances) on those scores, via
-``scipy.stats.ttest_ind``, as the comparison across seeds that the SHAPE question asks (issue 26).
+``scipy.stats.ttest_ind``, as the comparison across seeds that the SHAPE question asks.
 """
 
 from __future__ import annotations

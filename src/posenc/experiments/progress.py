@@ -1,4 +1,4 @@
-"""What the running runs of a ``--jobs N`` grid are doing (issue 26 item 6): each one's step, last
+"""What the running runs of a ``--jobs N`` grid are doing: each one's step, last
 validation loss and estimated time left, read from its run directory's ``train.csv`` /
 ``valid.csv`` (the trainer appends a row per log interval and per validation, so nothing here
 talks to the workers).

@@ -1,9 +1,10 @@
 """Run an experiment grid cell by cell (resumable, ``--jobs`` worker processes), then its report.
 
-An experiment is a base run config + settings + methods + seeds; the runner knows no task. The
+An experiment is a grid of cells (:class:`~posenc.experiments.tasks.Cell`: group, method, seed);
+the runner knows no task. The
 task named by the YAML's ``task:`` key (:mod:`posenc.experiments.tasks`) supplies its experiment
 schema, the cells and their run configs, whether a finished cell is still fresh, how to bring a
-cell up to date and the report. Every cell is a run directory ``<root>/<setting>/<method>/seed<N>/``
+cell up to date and the report. Every cell is a run directory (the cell config's ``out_dir``)
 that holds ``results.json`` once done (written here, atomically), so an interrupted grid resumes
 cell by cell; ``<root>/report/`` holds the report.
 """
@@ -31,13 +32,13 @@ log = logging.getLogger("posenc")
 
 
 def grid(exp: Any) -> list[Cell]:
-    """Every (setting, method, seed) of ``exp``'s grid."""
+    """Every cell of ``exp``'s grid."""
     return task_of(exp).cells(exp)
 
 
-def run_config(exp: Any, setting: str, method: str, seed: int) -> Any:
+def run_config(exp: Any, group: str, method: str, seed: int) -> Any:
     """The run config of one cell (its ``out_dir`` is the cell's run directory)."""
-    return task_of(exp).cell_config(exp, (setting, method, seed))
+    return task_of(exp).cell_config(exp, Cell(group, method, seed))
 
 
 def _results_path(exp: Any, cell: Cell) -> Path:
@@ -48,17 +49,17 @@ def _load_results(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def verdict(exp: Any, setting: str, method: str, seed: int) -> Verdict | None:
+def verdict(exp: Any, group: str, method: str, seed: int) -> Verdict | None:
     """None when the cell has to run, else how its results relate to the current config."""
-    cell = (setting, method, seed)
+    cell = Cell(group, method, seed)
     return task_of(exp).verdict(exp, cell, _load_results(_results_path(exp, cell)))
 
 
-def execute_cell(exp: Any, setting: str, method: str, seed: int) -> dict[str, Any]:
+def execute_cell(exp: Any, group: str, method: str, seed: int) -> dict[str, Any]:
     """Bring one grid cell up to date with the current config and return its results: fresh →
     the stored results; otherwise the task runs the cell and its results are stored. Stale cells
     must have been cleared (``--rerun-stale``) or refused by :func:`plan` before."""
-    cell = (setting, method, seed)
+    cell = Cell(group, method, seed)
     done = _results_path(exp, cell)
     old = _load_results(done)
     v = task_of(exp).verdict(exp, cell, old)

@@ -1,4 +1,4 @@
-"""Run grid cells concurrently: ``posenc experiment NAME --jobs N`` (issue 13, "concurrent grids").
+"""Run grid cells concurrently: ``posenc experiment NAME --jobs N``.
 
 Local backend: N worker processes at a time, each ``python -m posenc.experiments.worker`` on one
 cell, so a crash or an out-of-memory error stays in its run. Slot ``k`` (0..N-1) is pinned to GPU
@@ -9,7 +9,7 @@ share ``cores // N`` when that is 0. ``--jobs auto``: N is ``min(cores // thread
 and found by measurement on CUDA (:mod:`posenc.experiments.autojobs`); on CUDA the GPUs'
 utilisation and memory are sampled to ``ROOT/logs/gpu.csv`` and summarised in one line at the end
 (:mod:`posenc.experiments.gpustat`).
-Each run logs to ``ROOT/logs/<setting>-<method>-seed<N>.log`` (the experiment spec is
+Each run logs to ``ROOT/logs/<group>-<method>-seed<N>.log`` (the experiment spec is
 ``ROOT/logs/experiment.json``; ``logs/`` must be new, empty or posenc's); a summary line is printed as each
 finishes, and while runs train each one's step, validation loss and ETA (a status line on a
 terminal, a line every 10 s otherwise: :mod:`posenc.experiments.progress`). Finished cells write
@@ -83,13 +83,13 @@ def write_spec(exp: Any) -> Path:
 
 
 def log_path(exp: Any, cell: Cell) -> Path:
-    setting, method, seed = cell
-    return exp.root / "logs" / f"{setting}-{method}-seed{seed}.log"
+    group, method, seed = cell
+    return exp.root / "logs" / f"{group}-{method}-seed{seed}.log"
 
 
 #: ``summarize(exp, result)``: the line printed as a run finishes (runner.summary_line).
 Summarize = Callable[[Any, dict[str, Any]], str]
-#: ``execute(exp, setting, method, seed)``: bring one cell up to date (runner.execute_cell).
+#: ``execute(exp, group, method, seed)``: bring one cell up to date (runner.execute_cell).
 Execute = Callable[[Any, str, str, int], dict[str, Any]]
 
 

@@ -1,4 +1,4 @@
-"""A selection stage before the test grid (issue 26 item 1): one hyperparameter chosen on a
+"""A selection stage before the test grid: one hyperparameter chosen on a
 validation metric, the way SHAPE App. B chose K (validation BLEU over {10, 20, 30, 40, 100, 500},
 one seed, one setting), then the test grid run with the chosen value.
 

@@ -18,12 +18,21 @@ import pkgutil
 import re
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from posenc.errors import ConfigError
 from posenc.runs.same_run import Verdict
 
-Cell = tuple[str, str, int]  # (setting, method, seed)
+class Cell(NamedTuple):
+    """One run of an experiment grid, as the runner passes it around (log names, worker argv,
+    results paths). ``group`` is the task's outer coordinate: translation's data setting, the
+    task name in a methods × seeds grid (:mod:`posenc.tasks.grid`); the runner never reads it."""
+
+    group: str
+    method: str
+    seed: int
+
+
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
@@ -34,7 +43,7 @@ class ExperimentTask(Protocol):
     experiment_config: type
 
     def cells(self, exp: Any) -> list[Cell]:
-        """Every (setting, method, seed) of the grid, in report order."""
+        """Every cell of the grid, in report order."""
         ...
 
     def cell_config(self, exp: Any, cell: Cell) -> Any:

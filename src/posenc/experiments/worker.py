@@ -1,4 +1,5 @@
-"""One grid cell in its own process: ``python -m posenc.experiments.worker SPEC SETTING METHOD SEED``.
+"""One grid cell in its own process: ``python -m posenc.experiments.worker SPEC GROUP METHOD SEED``
+(the fields of :class:`~posenc.experiments.tasks.Cell`).
 
 ``SPEC`` is the experiment JSON written by :func:`posenc.experiments.scheduler.write_spec`.
 """
@@ -17,7 +18,7 @@ from posenc.experiments.tasks import find_task
 from posenc.processes import interrupt_exit_code, interrupt_on_signals
 
 
-def run_cell(spec: str, setting: str, method: str, seed: int) -> dict[str, Any]:
+def run_cell(spec: str, group: str, method: str, seed: int) -> dict[str, Any]:
     """Bring one cell up to date (train/score) and return its results (used by both backends)."""
     threads = int(os.environ.get("POSENC_NUM_THREADS", "0"))
     if threads > 0:
@@ -27,17 +28,17 @@ def run_cell(spec: str, setting: str, method: str, seed: int) -> dict[str, Any]:
     with open(spec, encoding="utf-8") as fh:
         data = json.load(fh)
     exp = from_dict(find_task(data["task"]).experiment_config, data)  # the task's own schema
-    return execute_cell(exp, setting, method, int(seed))
+    return execute_cell(exp, group, method, int(seed))
 
 
 def main(argv: list[str]) -> int:
     """Run one cell; SIGTERM (sent by the scheduler when the grid stops) unwinds it like Ctrl-C,
     so temporary files and the run's lock are cleaned up before the worker exits."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    spec, setting, method, seed = argv
+    spec, group, method, seed = argv
     try:
         with interrupt_on_signals():
-            result = run_cell(spec, setting, method, int(seed))
+            result = run_cell(spec, group, method, int(seed))
     except KeyboardInterrupt as err:
         print("worker: interrupted", file=sys.stderr, flush=True)
         return interrupt_exit_code(err)

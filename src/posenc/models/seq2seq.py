@@ -5,8 +5,6 @@ Shape legend: B batch, S source length, T target length, D model width, V vocabu
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor, nn
 
@@ -17,7 +15,6 @@ from posenc.models.decoding_state import Fixed, FixedSteps, Seq2SeqState, Steps
 from posenc.models.layers import BeamInvariant, DecoderLayerCache
 from posenc.models.transformer import Decoder, Embedding, Encoder
 from posenc.positions import build_augmentation, default_positions
-from posenc.training.loss import LossOutput, label_smoothed_nll
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -91,15 +88,3 @@ class Seq2SeqTransformer(nn.Module):
         """Next-token logits ``(B, V)`` given the last tokens ``(B,)``; updates ``state``."""
         h = self.decoder.step(self.tgt_embed(tokens[:, None]), self.augment, state)
         return self.logits(h[:, 0])
-
-
-class Seq2SeqLoss:
-    """The loss hook of :class:`Seq2SeqTransformer` (and the RNN-NMT) on a data ``Batch``:
-    teacher forcing ``model(src, src_mask, tgt_in, tgt_mask)`` scored against ``tgt_out``."""
-
-    def __init__(self, epsilon: float, pad_id: int = 0) -> None:
-        self.epsilon, self.pad_id = epsilon, pad_id
-
-    def __call__(self, model: nn.Module, batch: Any) -> LossOutput:
-        logits = model(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask)  # (B, T, V)
-        return label_smoothed_nll(logits, batch.tgt_out, self.epsilon, self.pad_id)

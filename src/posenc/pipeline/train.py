@@ -115,7 +115,7 @@ def stopping_split(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool, tr
     description for the summary. EXTRAPOLATE: only pairs inside the training length range (source
     and target <= ``data.max_len`` subwords, the filter training had; with ``data.length_split``
     also the source-length range of ``train``), since unseen lengths are the test, never the
-    stopping signal (issue 17). Other settings: every validation pair. Pairs longer than training
+    stopping signal. Other settings: every validation pair. Pairs longer than training
     allows (``data.max_train_len``, ``train.max_tokens``) are skipped with a count, as in training."""
     limit = min(cfg.data.max_train_len, cfg.train.max_tokens)
     split = EncodedSplit(tok, data_dir, "valid", bos, max_len=limit)

@@ -29,8 +29,8 @@ EXTENSION_KEYS = frozenset({
 })
 
 #: Extension keys that say where a run trained, not how long or on what: a finished run's results
-#: stay fresh when only these differ (a converged run trained on a lent GPU in fp32 answers the same
-#: config as one trained on the CPU); the results still record them.
+#: stay fresh when only these differ (a converged run trained on a GPU in fp32 answers the same config
+#: as one trained on the CPU); the results still record them.
 PLACEMENT_KEYS = frozenset({"device", "num_threads"})
 
 #: ``train.*`` options that change how fast a run trains, not what it trains (torch.compile gives

@@ -24,13 +24,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from posenc.config import apply_mapping, from_dict, load_yaml, require, to_dict
-from posenc.errors import ConfigError
+from posenc.experiments.tasks import Cell
 from posenc.runs.same_run import RunRecord, Verdict, same_run
 from posenc.tasks.base import Task, TaskRun, run_task
 
 log = logging.getLogger("posenc")
-
-Cell = tuple[str, str, int]  # (task, method, seed)
 
 #: How an old single-config experiment YAML is told the new form (one line).
 NEW_FORM = ("the run config now goes under `base:` and `methods:` maps label -> dotted overrides, "
@@ -102,7 +100,7 @@ class MethodsGrid:
         raise NotImplementedError
 
     def cells(self, exp: MethodsExperimentConfig) -> list[Cell]:
-        return [(exp.task, method, seed) for method in exp.methods for seed in exp.seeds]
+        return [Cell(exp.task, method, seed) for method in exp.methods for seed in exp.seeds]
 
     def cell_config(self, exp: MethodsExperimentConfig, cell: Cell) -> Any:
         """Base + the method's overrides + seed, with its run directory ``root/method/seedN``."""
@@ -126,11 +124,12 @@ class MethodsGrid:
         """Train (resuming) and evaluate the run ``cfg`` of ``cell``; what ``results.json`` stores:
         the cell, the run config (:func:`config_record`), a summary with the trainer's stop reason
         and convergence status (:mod:`posenc.training.convergence`) and the task's metrics."""
+        task, method, seed = cell
         run = run_task(self.new_task(), cfg)
         s, conv = run.result.state, run.result.summary()
         summary = {"steps": s.step, "wall_s": round(s.wall_s, 2), "params": run.summary.get("params"),
                    **{k: conv[k] for k in ("stopped", "status", "converged") if k in conv}}
-        done = {"task": cell[0], "method": cell[1], "seed": cell[2], "config": config_record(cfg),
+        done = {"task": task, "method": method, "seed": seed, "config": config_record(cfg),
                 "summary": summary, "metrics": run.metrics}
         return self.results(done, run)
 

@@ -68,7 +68,7 @@ class TrainConfig:
     # keeps falling by large *relative* steps for ever (1e-3 → 1e-4 → ...), so a relative rule
     # alone never sees its plateau. 0 = off (relative rule only).
     min_delta_abs: float = 0.0
-    # Stopping that does not fire on noise (issue 26): patience compares the moving average of the
+    # Stopping that does not fire on noise: patience compares the moving average of the
     # last ``smooth_window`` validation losses (1 = the raw loss, the rule before), and with
     # ``require_flat`` it stops only once the last 8 validations no longer fall significantly
     # (training/convergence.is_flat; False = stop as soon as patience runs out, the rule before).

@@ -1,9 +1,9 @@
-"""What "converged" means for a training run: the one definition (issue 17).
+"""What "converged" means for a training run: the one definition.
 
 A run is **converged** when training stopped because the validation loss stopped improving
 (``stopped == "patience"``: ``train.patience`` validations in a row without lowering the best loss
 by more than ``train.min_delta``, relative), its best validation came after the learning-rate
-warm-up, it stopped before its step cap, *and* its validation curve is flat at the end (issue 26):
+warm-up, it stopped before its step cap, *and* its validation curve is flat at the end:
 the least-squares line through its last :data:`FLAT_WINDOW` validation losses (the smoothed curve
 whose slope the summaries and reports quote) does not fall significantly: its slope is not below
 ``-t`` standard errors, ``t`` the one-sided 5 % critical value of Student's t with ``n - 2``
@@ -45,7 +45,7 @@ CONVERGED, IMPROVING, WARMUP, UNKNOWN = "converged", "still improving", "best in
 NOT_FLAT, NO_CURVE = "not flat", "no curve"
 STATUSES = (CONVERGED, IMPROVING, WARMUP, NOT_FLAT, NO_CURVE, UNKNOWN)
 #: Validations the flatness test fits: twice the multi30k_cpu patience (4), so it sees "the last
-#: four against the four before" (issue 26).
+#: four against the four before".
 FLAT_WINDOW = 8
 #: One-sided level of the flatness test: a curve is not flat when its slope is below zero at this
 #: level (Student's t on the least-squares slope, n - 2 degrees of freedom).

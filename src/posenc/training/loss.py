@@ -1,5 +1,5 @@
 """Label-smoothed cross entropy (Szegedy et al. 2016; SHAPE App. Table 4, ε_ls = 0.1) and what a
-loss hook returns (the translation hook is :class:`posenc.models.seq2seq.Seq2SeqLoss`).
+loss hook returns (the translation hook is :class:`posenc.tasks.translation.task.Seq2SeqLoss`).
 
 Shape legend: B batch, T target length, V vocabulary, N flattened tokens.
 

@@ -40,7 +40,8 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
 CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 #: ``precision: auto`` on a CPU with native bf16 trains in bf16 autocast only from this model width
-#: (d_model) on. Measured on a 2-core AMD EPYC (Zen 4, avx512_bf16; issue 29): forward + backward +
+#: (d_model) on. Measured on a 2-core AMD EPYC (Zen 4, avx512_bf16;
+#: ``python -m posenc.bench.cpu_bf16``, docs/performance.md): forward + backward +
 #: Adam of posenc's translation model, 4,096-token batches, interleaved rounds: bf16 1.32-1.55× fp32
 #: at d_model 256 (transformer-small), 0.90-1.09× at 128 and 0.75-1.03× at 64. Below the crossover
 #: bf16 is no faster, so ``auto`` keeps fp32 there (every shipped CPU config has d_model <= 128).

@@ -224,7 +224,7 @@ class Trainer:
     # ------------------------------------------------------------------ loop
     def _limit_reached(self) -> str:
         """The stop reason: a cap reached wins over "patience" (set by :meth:`validate`) at the
-        same step: a run that used its whole budget is capped, never converged (issue 26)."""
+        same step: a run that used its whole budget is capped, never converged."""
         cfg, s = self.cfg, self.state
         if cfg.max_steps and s.step >= cfg.max_steps:
             return "max_steps"

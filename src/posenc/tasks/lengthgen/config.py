@@ -85,7 +85,7 @@ class LengthgenConfig:
     out_dir: str = "runs/lengthgen"
 
     def __post_init__(self) -> None:
-        self.eval_model()  # a bad data.eval_position is a one-line ConfigError now, not after training
+        self.eval_model()  # a bad data.eval_position is a one-line ConfigError here, before training
         if self.data.position_ids == "index":
             self.model.position.refuse_task_ids("data.position_ids=index")
 

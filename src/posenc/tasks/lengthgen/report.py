@@ -110,8 +110,8 @@ def table(exp: Any, results: list[dict[str, Any]], key: str) -> list[str]:
     return lines
 
 
-#: A run fitted its training lengths when its sequence accuracy on seen lengths reaches this (issue
-#: 30: a cell is compared only if every seed fitted; below it the unseen numbers say nothing).
+#: A run fitted its training lengths when its sequence accuracy on seen lengths reaches this (a
+#: cell is compared only if every seed fitted; below it the unseen numbers say nothing).
 FIT = 0.95
 
 

@@ -7,11 +7,9 @@ import hashlib
 import json
 
 from posenc.config import apply_mapping, from_dict, to_dict
+from posenc.experiments.tasks import Cell
 from posenc.tasks.translation.config import ExperimentConfig
 from posenc.pipeline.config import RunConfig
-
-Cell = tuple[str, str, int]  # (setting, method, seed)
-
 
 def run_config(exp: ExperimentConfig, setting: str, method: str, seed: int) -> RunConfig:
     """Base config + setting overrides + method overrides + seed, with its directories."""
@@ -26,4 +24,5 @@ def run_config(exp: ExperimentConfig, setting: str, method: str, seed: int) -> R
 
 
 def grid(exp: ExperimentConfig) -> list[Cell]:
-    return [(s, m, seed) for s in exp.settings for m in exp.methods for seed in exp.seeds]
+    """Every cell, setting-major: ``Cell(group=setting, method, seed)``."""
+    return [Cell(s, m, seed) for s in exp.settings for m in exp.methods for seed in exp.seeds]

@@ -37,8 +37,8 @@ class ExperimentConfig:
     gpu_jobs: int = 4
     #: GNMT length penalties α tried first on the validation split of every trained run; the
     #: search then extends the grid while its top (bottom) α is the strict best, and the run's splits
-    #: are decoded with the validation peak (issues 26, 39; tasks/translation/tuning.py; empty = off:
-    #: every run decodes with its ``decode.length_penalty``, as before).
+    #: are decoded with the validation peak (tasks/translation/tuning.py). Empty: no search, every
+    #: run decodes with its ``decode.length_penalty``.
     tune_length_penalty: list[float] = field(default_factory=list)
     #: The hard upper bound of that search (>= the grid's largest α; equal to it: the grid only).
     tune_length_penalty_max: float = 5.0

@@ -1,4 +1,4 @@
-"""Convergence status of a finished run, read from its run directory (issue 17).
+"""Convergence status of a finished run, read from its run directory.
 
 A thin reader: the rule itself lives in :mod:`posenc.training.convergence` (converged = stopped
 by patience before the cap, with the best validation after warm-up and a flat end of the

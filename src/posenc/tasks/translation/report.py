@@ -213,7 +213,7 @@ class SettingView:
     @property
     def train_lengths(self) -> list[int]:
         """Source lengths (subwords) of the training split: both bounds of what was seen (a Middle
-        or Long split has no short sentences), for the "seen" shading (issue 13 fix 3)."""
+        or Long split has no short sentences), for the "seen" shading."""
         if not hasattr(self, "_train_lengths"):
             self._train_lengths = self.lengths(read_lines(self.data_dir / "train.src"))
         return self._train_lengths
@@ -228,7 +228,7 @@ class SettingView:
         return source_bos(self.run(method).cfg)
 
     def pairs(self, src: list[str], tgt: list[str], method: str) -> list[tuple[list[int], list[int]]]:
-        """(source ids, target ids) in the source format ``method`` was trained with (issue 13 fix 1)."""
+        """(source ids, target ids) in the source format ``method`` was trained with."""
         bos = [self.tok.bos_id] if self.source_bos(method) else []
         return [(bos + self.tok.encode(s), self.tok.encode(t)) for s, t in zip(src, tgt)]
 
@@ -335,7 +335,7 @@ def training_subsample(v: SettingView, n: int, seed: int = 0) -> tuple[list[str]
 def an_swapped(v: SettingView, out: Path) -> None:
     """SHAPE Table 1 on a random 10k-pair subsample of the INTERPOLATE *training* data (as the
     paper: the model has seen these groups, so only the order of the sentences is new);
-    ``analysis_options.swapped_pairs`` sets the size (issue 13 fix 4; default in analysis/registry.py)."""
+    ``analysis_options.swapped_pairs`` sets the size (default in analysis/registry.py)."""
     from posenc.decoding.translate import translate_lines
 
     sep = " <sep> "
@@ -481,7 +481,7 @@ def length_penalty_section(exp: ExperimentConfig, results: list[dict[str, Any]])
 
 
 def evaluation_protocol(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[str]:
-    """The evaluation settings that may differ from a paper's, named (issue 13 fix 6)."""
+    """The evaluation settings that may differ from a paper's, named."""
     cfg = run_config(exp, *next(iter(grid(exp))))
     dc, tc = cfg.decode, cfg.train
     grid_s = ", ".join(f"{a:g}" for a in exp.tune_length_penalty)

@@ -26,12 +26,23 @@ from posenc.pipeline.train import (ARCHS, EncodedSplit, build_model, resolve_mod
                                    train_split, validation_bleu)
 from posenc.tasks.base import run_task
 from posenc.training import checkpoint as ck
-from posenc.models.seq2seq import Seq2SeqLoss
-from posenc.training.loss import LossOutput
+from posenc.training.loss import LossOutput, label_smoothed_nll
 
 
 #: Tokens of the shortest pair worth training on: one target subword and EOS.
 MIN_PAIR_TOKENS = 2
+
+
+class Seq2SeqLoss:
+    """The loss hook of :class:`~posenc.models.seq2seq.Seq2SeqTransformer` (and the RNN-NMT) on a data ``Batch``:
+    teacher forcing ``model(src, src_mask, tgt_in, tgt_mask)`` scored against ``tgt_out``."""
+
+    def __init__(self, epsilon: float, pad_id: int = 0) -> None:
+        self.epsilon, self.pad_id = epsilon, pad_id
+
+    def __call__(self, model: nn.Module, batch: Any) -> LossOutput:
+        logits = model(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask)  # (B, T, V)
+        return label_smoothed_nll(logits, batch.tgt_out, self.epsilon, self.pad_id)
 
 
 @dataclass

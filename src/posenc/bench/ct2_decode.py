@@ -1,7 +1,7 @@
 """Decoding speed and agreement: posenc's own beam search vs the same run exported to CTranslate2
-(float32 and int8) on the same sentences (issue 29).
+(float32 and int8) on the same sentences.
 
-``python benchmarks/ct2_decode.py --run R [--split test] [--rounds 3] [--threads 1] [--out FILE]``:
+``python -m posenc.bench.ct2_decode --run R [--split test] [--rounds 3] [--threads 1] [--out FILE]``:
 exports the run twice into temporary directories (``serving/ctranslate2.export_run``), then in
 each round translates the whole split with every engine in a rotated order (wall clock of the
 whole pass, tokenization included, model loading excluded). Reports the median seconds per pass,

@@ -1,6 +1,6 @@
-"""bf16 autocast vs fp32 training steps on the CPU, by model width (issue 29).
+"""bf16 autocast vs fp32 training steps on the CPU, by model width.
 
-``python benchmarks/cpu_bf16.py [--lengths 32,128] [--reps 5] [--threads 1] [--out FILE]``: for the
+``python -m posenc.bench.cpu_bf16 [--lengths 32,128] [--reps 5] [--threads 1] [--out FILE]``: for the
 quickstart model (d 64), the multi30k_cpu model (d 128) and transformer-small (d 256), the bench's
 APE training step (forward, cross-entropy, backward, Adam; ``posenc.bench.runner.train_records``
 with ``precision=bf16``, which times an fp32 step of the same model on the same batch in the same

@@ -1,6 +1,6 @@
-"""Eager vs torch.compile training step on the CPU, and the cost of dropout masks (issue 20).
+"""Eager vs torch.compile training step on the CPU, and the cost of dropout masks.
 
-``python benchmarks/cpu_compile.py [--dropout 0.1] [--rounds 7]``: the training step of the posenc
+``python -m posenc.bench.cpu_compile [--dropout 0.1] [--rounds 7]``: the training step of the posenc
 peer worker (transformer-small, 32 x 32 tokens, fused Adam, one thread), eager and compiled built
 in one process, interleaved rounds, thread CPU time per step. ``--masks`` times dropout masks
 on one (1,024 x 1,024) activation (forward + backward) instead. Results: docs/perf/cpu_step.md."""

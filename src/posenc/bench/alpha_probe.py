@@ -7,7 +7,7 @@ checkpoint, one CPU thread) at ``--alphas`` with posenc's own sweep
 (``tasks/translation/tuning.tune_length_penalty``) on a copy of the run directory (the run itself is
 not written to), and writes one JSON per run. Usage::
 
-    python benchmarks/alpha_probe.py --out docs/results/multi30k_select/alpha_probe \\
+    python -m posenc.bench.alpha_probe --out docs/results/multi30k_select/alpha_probe \\
         docs/results/multi30k_select/vanilla/ape/seed2 docs/results/multi30k_select/vanilla/shape-kstar/seed2
 
 A run without checkpoints (a committed grid keeps none) is refused in one line.

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""One-process CPU comparison of the peer workers' training step and beam-4 decode (issue 20).
+"""One-process CPU comparison of the peer workers' training step and beam-4 decode.
 
-``benchmarks/peers.py`` runs each toolkit in its own subprocess and times wall clock; on a shared,
+``python -m posenc.bench.peers`` runs each toolkit in its own subprocess and times wall clock; on a shared,
 loaded machine that mixes other jobs' load into the ratios. This script imports the workers of
-``benchmarks/peer_workers/`` into *one* interpreter (the Hugging Face venv has torch, so it can
+``posenc/bench/peer_workers/`` into *one* interpreter (the Hugging Face venv has torch, so it can
 import posenc from ``src/`` too), runs their ``train``/``beam`` commands in interleaved rounds
 (order rotated each round) and times each call with ``time.thread_time`` (this thread's CPU time,
 so other processes' load mostly drops out). ``--profile`` prints torch.profiler tables (CPU time
@@ -11,8 +11,8 @@ by operator, self and total) for one step of each.
 
 Usage (the HF venv, one thread)::
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src:benchmarks/peer_workers ~/.cache/posenc-peers/hf/bin/python \
-        benchmarks/cpu_step.py --workers posenc,marian --rounds 7 [--profile train]
+    OMP_NUM_THREADS=1 PYTHONPATH=src ~/.cache/posenc-peers/hf/bin/python \
+        -m posenc.bench.cpu_step --workers posenc,marian --rounds 7 [--profile train]
 
 Ratios are speed / the first worker's speed (>1: faster than it), median over rounds of the paired
 per-round ratio, as in ``peers.py``.
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE / "peer_workers"), str(HERE.parent / "src")]
+sys.path[:0] = [str(HERE / "peer_workers"), str(HERE.parents[1])]  # the workers; the directory holding posenc
 
 import torch  # noqa: E402
 

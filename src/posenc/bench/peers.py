@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Side-by-side training and beam-search speed of posenc against other toolkits (issue 6).
+"""Side-by-side training and beam-search speed of posenc against other toolkits.
 
 Peers, each installed by this script in its own venv under ``--cache`` (default
 ``~/.cache/posenc-peers``); none of their code is committed here, only the workers in
-``benchmarks/peer_workers/`` that drive them:
+``posenc/bench/peer_workers/`` that drive them:
 
 * ``marian``: Hugging Face ``transformers`` MarianMT (random init; sinusoidal positions, post-LN);
 * ``onmt`` / ``onmt-rpe``: OpenNMT-py 3.5.1 Transformer, sinusoidal / Shaw RPE
@@ -16,7 +16,7 @@ step (forward, cross-entropy, backward, Adam) per worker per round, then one bea
 same sources (exactly ``decode_len`` output tokens each: EOS is kept out until the limit), and
 reports medians and paired ratios to posenc (``posenc`` = APE, ``posenc-rpe`` = Shaw, k = 16).
 
-Usage: ``python benchmarks/peers.py [--peers marian,onmt,onmt-rpe,fairseq] [--rounds 5] [--out F.json]``
+Usage: ``python -m posenc.bench.peers [--peers marian,onmt,onmt-rpe,fairseq] [--rounds 5] [--out F.json]``
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
+SRC = HERE.parents[1]  # the directory that holds the posenc package
 TORCH = "torch==2.13.0"
 INSTALL: dict[str, list[list[str]]] = {
     "hf": [[TORCH, "transformers", "sentencepiece"]],
@@ -68,7 +68,7 @@ class Worker:
     """A peer worker subprocess speaking the line protocol of ``peer_workers/common.py``."""
 
     def __init__(self, name: str, python: Path, script: str, cfg: dict[str, Any]) -> None:
-        env_path = str(HERE / "peer_workers") + (f":{REPO / 'src'}" if name.startswith("posenc") else "")
+        env_path = str(HERE / "peer_workers") + (f":{SRC}" if name.startswith("posenc") else "")
         self.name = name
         self.proc = subprocess.Popen([str(python), str(HERE / "peer_workers" / script)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,

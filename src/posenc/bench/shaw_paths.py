@@ -2,10 +2,10 @@
 """Shaw attention paths, one self-attention layer forward+backward, interleaved and paired.
 
 Paths: ``reference`` (general (B, 1, L, L) index, textbook order, scatter value term), ``scatter``
-(Toeplitz context + in-place explicit path + scatter value term, the CPU default before issue 20),
-``banded`` (``ToeplitzShaw``: dense ops, strided
-band view, the CPU default since issue 20), ``flex`` (FlexAttention left/right regions + O(L·k) band
-merge, ``positions/shaw_flex.py``; the CUDA default; CUDA only) and ``sdpa`` (APE's fused attention,
+(Toeplitz context + in-place explicit path + scatter value term; the ``explicit`` CPU backend),
+``banded`` (``ToeplitzShaw``: dense ops, strided band view, the CPU default), ``flex``
+(FlexAttention left/right regions + O(L·k) band merge, ``positions/shaw_flex.py``; the CUDA default;
+CUDA only) and ``sdpa`` (APE's fused attention,
 for scale). Prints the median milliseconds, the paired speed ratio to ``reference`` and ``sdpa``, and
 on CUDA the peak memory of one forward+backward over that of ``sdpa``. On CUDA the layer runs under
 bf16 autocast, as the bench trains.
@@ -15,8 +15,8 @@ and of Shaw with each CPU backend (``--backends``, default explicit,banded), int
 one process, ratio to APE as the paired median. ``--clock thread`` times with the thread's CPU time
 (one torch thread): on a shared machine it is far less noisy than wall time (``--clock wall``).
 
-Usage: ``python benchmarks/shaw_paths.py [--device cuda] [--lengths 128,512,1024] [--tokens 2048] [--reps 7] [--causal] [--clock thread]``
-       ``python benchmarks/shaw_paths.py --model --lengths 32,128 --tokens 512 --reps 9 [--clock thread]``
+Usage: ``python -m posenc.bench.shaw_paths [--device cuda] [--lengths 128,512,1024] [--tokens 2048] [--reps 7] [--causal] [--clock thread]``
+       ``python -m posenc.bench.shaw_paths --model --lengths 32,128 --tokens 512 --reps 9 [--clock thread]``
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from posenc.models.attention import MultiHeadAttention, attention_bias
 from posenc.positions.base import default_positions
 from posenc.positions.shaw import RelativeContext, ShawParams, ShawRelativePosition, relative_index
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository root: tests.helpers
 from tests.helpers.reference_attention import hooked, use_reference_path  # noqa: E402  (textbook path, test-only code)
 
 CPU_PATHS = ("reference", "scatter", "banded", "sdpa")

@@ -56,8 +56,8 @@ def expected_evaluation(exp: ExperimentConfig, cfg: RunConfig, results: dict[str
 def trained_elsewhere(cfg: RunConfig) -> dict[str, Any] | None:
     """The summary of a run of ``cfg`` in ``cfg.out_dir`` whose training ended (patience, or this
     config's step cap) and which keeps its averaged checkpoint but no resumable one: trained on
-    another machine and brought back without the optimizer states (a lent GPU's run whose decoding
-    was cut off, say). Such a run is scored, never retrained from scratch over its files; None when
+    another machine and brought back without the optimizer states (e.g. a run trained on a GPU
+    machine whose decoding was cut off). Such a run is scored, never retrained from scratch over its files; None when
     ``out_dir`` holds anything else (the normal resume path applies)."""
     from posenc.runs.rundir import read_run
 

@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup quickstart test bench clean
+.PHONY: setup quickstart test lint bench clean
 
 $(BIN)/posenc: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,6 +21,9 @@ quickstart: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check src tests benchmarks
 
 bench: setup
 	$(BIN)/python -m posenc.bench --quick

@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from posenc.config import apply_mapping, from_dict, load_config, merge_overrides, parse_override, parse_text, to_dict
-from posenc.pipeline.config import RunConfig
 from posenc.errors import ConfigError, PosencError
 from posenc.models.config import PRESETS, ModelConfig
+from posenc.pipeline.config import RunConfig
 from posenc.positions import Methods, PositionConfig, resolve
 from posenc.positions.base import NullAttention, NullAugmentation
 from posenc.positions.cape import CapeAugmentation

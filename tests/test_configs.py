@@ -22,14 +22,18 @@ from typing import Any
 
 import pytest
 
+from posenc.analysis.registry import REGISTRY
 from posenc.config import apply_mapping, from_dict, load_config, load_yaml, to_dict
 from posenc.data.corpora import CORPORA
-from posenc.tasks.translation.config import ExperimentConfig
-from posenc.analysis.registry import REGISTRY
-from posenc.experiments.runner import find_experiment, grid, known_tasks, run_config
+from posenc.experiments.runner import (
+    find_experiment,
+    grid,
+    known_tasks,
+    run_config,
+    shipped_configs,  # noqa: E402
+)
 from posenc.pipeline.config import RunConfig
-
-from posenc.experiments.runner import shipped_configs  # noqa: E402
+from posenc.tasks.translation.config import ExperimentConfig
 
 CONFIGS = shipped_configs()  # package data (src/posenc/configs; README `configs/...` paths resolve to it)
 FILES = sorted(p for p in CONFIGS.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
@@ -77,11 +81,10 @@ def test_the_shipped_configs_are_found() -> None:
 
 def test_a_built_wheel_ships_every_config(tmp_path: Path) -> None:
     """`posenc experiment NAME` must work from an installed wheel, not only from a checkout."""
+    import shutil
     import subprocess
     import sys
     import zipfile
-
-    import shutil
 
     root = Path(__file__).resolve().parents[1]
     src = tmp_path / "src"  # a copy: setuptools writes build/ and *.egg-info next to pyproject.toml

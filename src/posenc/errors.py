@@ -15,7 +15,7 @@ MAX_TOKEN = 200
 #: Longest message kept whole.
 MAX_MESSAGE = 1000
 
-_LONG_TOKEN = re.compile(r"\S{%d,}" % (MAX_TOKEN + 1))
+_LONG_TOKEN = re.compile(rf"\S{{{MAX_TOKEN + 1},}}")
 
 
 def _cut(text: str, keep: int) -> str:

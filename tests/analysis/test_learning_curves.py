@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import math
+from pathlib import Path
 
 from posenc.analysis.learning_curves import learning_curves, method_of, seed_index
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from posenc.analysis.position_nll import position_nll, position_nll_table
-from posenc.models.rnn_nmt import RNNConfig, RNNNMT
+from posenc.models.rnn_nmt import RNNNMT, RNNConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
 from tests.conftest import tiny_config
 

@@ -14,8 +14,8 @@ from posenc.analysis import significance
 from posenc.analysis.registry import REGISTRY, LengthOptions, check_options, option_owners
 from posenc.config import load_config
 from posenc.errors import ConfigError
-from posenc.tasks.translation.config import TRANSLATION_ANALYSES, ExperimentConfig
 from posenc.experiments.runner import find_experiment
+from posenc.tasks.translation.config import TRANSLATION_ANALYSES, ExperimentConfig
 from tests.helpers.tiny import assert_one_line_error, cli
 
 #: The defaults tasks/translation/report.py read with ``analysis_options.get(key, default)`` before the registry.

@@ -10,7 +10,7 @@ import torch
 
 from posenc.analysis.shift_invariance import encoder_states, shift_invariance, shift_similarity
 from posenc.errors import ConfigError
-from posenc.models.rnn_nmt import RNNConfig, RNNNMT
+from posenc.models.rnn_nmt import RNNNMT, RNNConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
 from tests.conftest import tiny_config
 

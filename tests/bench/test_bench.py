@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from posenc.bench import REQUIRED_KEYS, BenchConfig, build_model, interleaved, paired_ratio, peak_bf16_flops, train_flops
+from posenc.bench import (
+    REQUIRED_KEYS,
+    BenchConfig,
+    build_model,
+    interleaved,
+    paired_ratio,
+    peak_bf16_flops,
+    train_flops,
+)
 from posenc.bench.__main__ import main
 from posenc.bench.flops import matmul_params, mfu
 from posenc.errors import ConfigError

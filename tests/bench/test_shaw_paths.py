@@ -9,7 +9,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from posenc.models.attention import MultiHeadAttention, attention_bias
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions.base import default_positions
-from posenc.positions.shaw import RelativeContext, ShawHook, ShawParams, ShawRelativePosition, relative_index, toeplitz_shift
+from posenc.positions.shaw import (
+    RelativeContext,
+    ShawHook,
+    ShawParams,
+    ShawRelativePosition,
+    relative_index,
+    toeplitz_shift,
+)
 from tests.conftest import tiny_config
 from tests.helpers.reference_attention import general_context, use_reference_path
 

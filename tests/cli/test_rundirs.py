@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -209,9 +208,9 @@ def test_overlong_training_pair_is_dropped(capsys: pytest.CaptureFixture[str], c
 
 
 def test_batches_never_exceed_the_token_budget(tmp_path: Path) -> None:
+    from posenc.config import load_config
     from posenc.data.spm import Tokenizer
     from posenc.pipeline.config import RunConfig
-    from posenc.config import load_config
     from posenc.pipeline.prepare import prepare
     from posenc.pipeline.train import train_split
 

@@ -87,11 +87,11 @@ def test_no_resume_never_deletes_a_user_file_inside_a_checkpoint(capsys: pytest.
 
 
 def test_pruning_and_clearing_remove_only_checkpoint_files(tmp_path: Path) -> None:
+    import torch
+
     from posenc.runs.rundir import clear_run
     from posenc.training import checkpoint as ck
     from posenc.training.state import prune
-
-    import torch
 
     ckpts = tmp_path / "checkpoints"
     for step in (1, 2, 3):

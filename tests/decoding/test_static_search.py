@@ -14,13 +14,13 @@ import torch
 from posenc.decoding import beam_search, greedy_search
 from posenc.errors import ConfigError
 from posenc.models.attention import KVCache, MultiHeadAttention, attention_bias
-from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.models.decoding_state import reorder_state
 from posenc.models.layers import BeamInvariant
+from posenc.models.seq2seq import Seq2SeqTransformer
 from tests.conftest import tiny_config
-from tests.helpers.methods import params_for, sequence_methods, uses
 from tests.decoding import reference_search as ref
 from tests.helpers.cuda import cuda_only
+from tests.helpers.methods import params_for, sequence_methods, uses
 
 #: Every position method of the registry that a seq2seq model takes (all decode incrementally).
 INCREMENTAL = sequence_methods(causal=False)

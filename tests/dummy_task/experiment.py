@@ -9,8 +9,8 @@ from typing import Any
 
 from posenc.config import apply_mapping, from_dict
 from posenc.experiments.tasks import Cell
-from posenc.runs.same_run import Verdict
 from posenc.runs.fingerprint import describe_diff, fingerprint
+from posenc.runs.same_run import Verdict
 from posenc.tasks.base import run_task
 from tests.dummy_task.task import DummyConfig, DummyTask
 

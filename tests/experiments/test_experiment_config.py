@@ -9,8 +9,8 @@ import yaml
 
 from posenc.config import from_dict, load_config
 from posenc.errors import ConfigError
-from posenc.tasks.translation.config import ExperimentConfig
 from posenc.experiments.runner import find_experiment, grid, run_config, run_experiment
+from posenc.tasks.translation.config import ExperimentConfig
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from posenc.config import load_config
+from posenc.experiments.runner import find_experiment, grid, run_config, run_experiment
 from posenc.tasks.translation.config import TRANSLATION_ANALYSES, ExperimentConfig
 from posenc.tasks.translation.report import mean_std
-from posenc.experiments.runner import find_experiment, grid, run_config, run_experiment
 from tests.helpers.tiny import assert_one_line_error, cli, read
 
 REPO = Path(__file__).resolve().parents[2]

@@ -130,9 +130,10 @@ def test_one_registry_of_analyses() -> None:
 
 def test_no_import_circle_between_report_and_runner() -> None:
     import ast
-    import posenc.tasks.translation.report as report
+
     import posenc.experiments.runner as runner
     import posenc.tasks.translation.driver as driver
+    import posenc.tasks.translation.report as report
     import posenc.tasks.translation.task as task
 
     def imports(module) -> set[str]:

@@ -12,8 +12,8 @@ import yaml
 
 from posenc.config import from_dict, load_config
 from posenc.errors import ConfigError
-from posenc.tasks.translation.config import ExperimentConfig
 from posenc.experiments.selection import SelectionConfig, best_value
+from posenc.tasks.translation.config import ExperimentConfig
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import cli
 

@@ -13,10 +13,10 @@ from posenc.data.batching import Batch, collate, token_batches
 from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.tasks.translation.task import Seq2SeqLoss
-from posenc.training import TrainConfig, TrainResult, Trainer
+from posenc.training import TrainConfig, Trainer, TrainResult
 from posenc.training import train as train_loop
-from posenc.training.loss import LossOutput
 from posenc.training.checkpoint import list_checkpoints
+from posenc.training.loss import LossOutput
 
 PAD, BOS, EOS, VOCAB = 0, 2, 3, 24
 

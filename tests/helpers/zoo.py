@@ -29,7 +29,7 @@ from torch import nn
 from posenc.config import from_dict
 from posenc.errors import ConfigError
 from posenc.models.config import ModelConfig
-from posenc.models.rnn_nmt import RNNConfig, RNNNMT
+from posenc.models.rnn_nmt import RNNNMT, RNNConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
 
 SIZES = ("base", "small", "tiny")

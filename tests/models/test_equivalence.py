@@ -148,7 +148,7 @@ def test_learned_position_out_of_range_is_a_data_error() -> None:
     ok_src, ok_mask = src[1:2, :4], src_mask[1:2, :4]
     state = m.init_state(m.encode(ok_src, ok_mask), ok_mask)  # a short source is fine
     with torch.no_grad():
-        for t in range(6):
+        for _ in range(6):
             m.step(torch.full((1,), BOS), state)
         with pytest.raises(DataError, match="outside the learned table"):  # decoding past the table
             m.step(torch.full((1,), BOS), state)

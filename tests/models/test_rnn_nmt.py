@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from posenc.errors import ConfigError, DataError
-from posenc.models.rnn_nmt import RNNConfig, RNNNMT
 from posenc.models.decoding_state import reorder_state
+from posenc.models.rnn_nmt import RNNNMT, RNNConfig
 
 
 def tiny_rnn(**overrides) -> RNNNMT:

@@ -28,7 +28,7 @@ from torch import Tensor
 from posenc.config import from_dict
 from posenc.decoding.search import Hypothesis, beam_search, gnmt_length_penalty, greedy_search
 from posenc.models.lm import DecoderLM, LMConfig
-from posenc.models.rnn_nmt import RNNConfig, RNNNMT
+from posenc.models.rnn_nmt import RNNNMT, RNNConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
 from tests.conftest import tiny_config
 from tests.helpers.methods import params_for, sequence_methods, uses

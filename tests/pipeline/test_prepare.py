@@ -13,8 +13,8 @@ from posenc.errors import DataError
 from posenc.pipeline import prepare as prep
 from posenc.pipeline.prepare import load_meta, prepare
 from posenc.runs.fingerprint import data_fingerprint
-from tests.pipeline.conftest import TOY_OPTIONS, toy_data
 from tests.helpers.tiny import hidden_leftovers, read
+from tests.pipeline.conftest import TOY_OPTIONS, toy_data
 
 
 def _lengths(tok: Tokenizer, lines: list[str]) -> list[int]:

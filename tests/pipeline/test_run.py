@@ -17,7 +17,7 @@ from posenc.pipeline.config import DecodeConfig, RunConfig
 from posenc.pipeline.prepare import load_meta
 from posenc.pipeline.run import find_checkpoint, load_run, translate_split
 from posenc.tasks.translation import train_run
-from tests.helpers.tiny import METHODS, NEAR_INIT, N_TEST, read, run_overrides
+from tests.helpers.tiny import METHODS, N_TEST, NEAR_INIT, read, run_overrides
 
 
 def _config(run: Path, data: Path, *extra: str) -> RunConfig:

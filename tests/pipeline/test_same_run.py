@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from posenc.config import to_dict
+from posenc.positions.config import PositionConfig
 from posenc.runs.fingerprint import fingerprint
 from posenc.runs.same_run import RunRecord, read_stored, same_run
-from posenc.positions.config import PositionConfig
 from tests.helpers.tiny import cli, run_overrides
 
 ROOT = Path(__file__).resolve().parents[2]

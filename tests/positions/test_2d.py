@@ -10,8 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from posenc.config import from_dict
-from posenc.errors import ConfigError
-from posenc.errors import DataError
+from posenc.errors import ConfigError, DataError
 from posenc.positions import PositionConfig, build_augmentation, build_input, registry
 from posenc.positions.grid2d import cape_frequencies, grid_shape, mean_normalize_2d, patch_centres, sinusoidal_2d
 

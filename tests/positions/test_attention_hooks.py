@@ -23,9 +23,9 @@ from torch import Tensor
 from posenc.config import from_dict
 from posenc.models.attention import MultiHeadAttention, attention_bias
 from posenc.models.lm import DecoderLM, LMConfig
+from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions import registry
 from posenc.positions.base import AttentionHook, PositionContext
-from posenc.models.seq2seq import Seq2SeqTransformer
 from tests.conftest import tiny_config
 from tests.helpers.reference_attention import hooked
 
@@ -122,7 +122,7 @@ def _use_paper_attention(model: torch.nn.Module, case: str, causal: Callable[[st
 
     for name, m in model.named_modules():
         if isinstance(m, MultiHeadAttention):
-            m._attend = types.MethodType(lambda mha, *a, c=causal(name): attend(mha, *a, is_causal=c), m)
+            m._attend = types.MethodType(lambda mha, *a, c=causal(name): attend(mha, *a, is_causal=c), m)  # noqa: B008
 
 
 #: Largest |fast − textbook| over the logits of all cases: measured 1.3e-6 (Intel Xeon, ATen's avx2 and

@@ -76,7 +76,7 @@ def test_incremental_equals_full_pass(extra: dict) -> None:
 def test_unique_small_equals_torch_unique() -> None:
     """The sort-free distinct keys: the same sorted keys and inverse as torch.unique, on the keys
     FIRE builds (queries beyond L get their own block) and on arbitrary small integers."""
-    from posenc.positions.fire import FirePosition, FireParams, unique_small
+    from posenc.positions.fire import FireParams, FirePosition, unique_small
 
     gen = torch.Generator().manual_seed(0)
     sparse = torch.tensor([[0, 10**9], [7, 0]])  # a maximum far above numel: the sort path

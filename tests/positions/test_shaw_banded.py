@@ -6,10 +6,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posenc.models.attention import MultiHeadAttention, attention_bias
+from posenc.models.attention import attention_bias
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions.base import default_positions
-from posenc.positions.shaw import RelativeContext, ShawParams, ShawRelativePosition, band_masks, relative_index, set_backend
+from posenc.positions.shaw import (
+    RelativeContext,
+    ShawParams,
+    ShawRelativePosition,
+    band_masks,
+    relative_index,
+    set_backend,
+)
 from tests.conftest import tiny_config
 from tests.helpers.reference_attention import explicit_shaw
 

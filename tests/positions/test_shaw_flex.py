@@ -17,10 +17,17 @@ from posenc.models.attention import MultiHeadAttention, attention_bias
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions import shaw_flex
 from posenc.positions.base import default_positions
-from posenc.positions.shaw import RelativeContext, ShawHook, ShawParams, ShawRelativePosition, relative_index, set_backend
+from posenc.positions.shaw import (
+    RelativeContext,
+    ShawHook,
+    ShawParams,
+    ShawRelativePosition,
+    relative_index,
+    set_backend,
+)
 from tests.conftest import tiny_config
-from tests.helpers.reference_attention import use_reference_path
 from tests.helpers.cuda import cuda_only
+from tests.helpers.reference_attention import use_reference_path
 
 D, H = 32, 2  # Dh = 16: the smallest head width FlexAttention's CUDA kernels take
 CUDA = cuda_only("CUDA FlexAttention path: needs a CUDA device")

@@ -17,8 +17,8 @@ import posenc.tasks.translation.driver as translation_driver
 from posenc.config import ABSENT, config_differences, load_config, load_yaml
 from posenc.errors import ConfigError
 from posenc.experiments.runner import run_config
-from posenc.runs.fingerprint import fingerprint
 from posenc.pipeline.config import located_config
+from posenc.runs.fingerprint import fingerprint
 from posenc.runs.rundir import open_run, write_run_files
 from posenc.runs.same_run import RunRecord, evaluation_record
 from posenc.tasks.translation.config import ExperimentConfig
@@ -117,7 +117,10 @@ def test_no_committed_fingerprint_changes() -> None:
         stored = RunRecord.read(json.loads((run / "fingerprint.json").read_text(encoding="utf-8")))
         diffs = config_differences(stored.fingerprint, fingerprint(cfg))
         active = set(cfg.model.position.name.split("+"))
-        unused_block = lambda k, now: k.startswith("model.position.") and now is ABSENT and k.split(".")[2] not in active
+
+        def unused_block(k: str, now: object) -> bool:
+            return k.startswith("model.position.") and now is ABSENT and k.split(".")[2] not in active
+
         assert all(was is ABSENT or unused_block(k, now) for k, was, now in diffs), (run, diffs[:3])
         assert not diffs or run.relative_to(COMMITTED).parts[0] == "multi30k_cpu", run
         assert rules.same_run(stored, cfg).kind == "fresh", run  # and every one still resumes

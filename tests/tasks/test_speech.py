@@ -15,13 +15,22 @@ import yaml
 from posenc.config import from_dict, load_config
 from posenc.data import speech as sd
 from posenc.errors import ConfigError, DataError
+from posenc.experiments.runner import run_experiment
 from posenc.models.ctc import ctc_loss
 from posenc.tasks.base import Task, run_task
 from posenc.tasks.speech import (
-    TASK, SpeechConfig, SpeechExperimentConfig, SpeechTask, build_model, cer, ctc_sums, eval_sets, evaluate_by_duration,
-    training_utterance, wer,
+    TASK,
+    SpeechConfig,
+    SpeechExperimentConfig,
+    SpeechTask,
+    build_model,
+    cer,
+    ctc_sums,
+    eval_sets,
+    evaluate_by_duration,
+    training_utterance,
+    wer,
 )
-from posenc.experiments.runner import run_experiment
 
 SR = 8000
 POS = {"sinusoidal": {"scale": 30.0}, "learned": {"max_positions": 16}, "shaw": {"k": 4},

@@ -9,9 +9,8 @@ import torch
 
 from posenc.config import from_dict, merge_overrides
 from posenc.pipeline.config import RunConfig
-from posenc.tasks.translation import train_run
 from posenc.tasks.base import Task, run_task
-from posenc.tasks.translation import TranslationTask
+from posenc.tasks.translation import TranslationTask, train_run
 from posenc.training import load_checkpoint
 from tests.helpers.tiny import run_overrides
 

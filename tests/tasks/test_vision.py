@@ -14,10 +14,17 @@ import posenc.tasks.vision.task as vision_task
 from posenc.config import from_dict, load_config, to_dict
 from posenc.data.images import ImageSet
 from posenc.errors import ConfigError, DataError
+from posenc.experiments.runner import run_experiment
 from posenc.models.vit import ViT
 from posenc.tasks.base import Task, run_task
-from posenc.experiments.runner import run_experiment
-from posenc.tasks.vision import TASK, VisionConfig, VisionExperimentConfig, VisionTask, evaluate_resolutions, evaluate_tta
+from posenc.tasks.vision import (
+    TASK,
+    VisionConfig,
+    VisionExperimentConfig,
+    VisionTask,
+    evaluate_resolutions,
+    evaluate_tta,
+)
 from tests.vision.test_images import make_split
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.tasks.translation.task import Seq2SeqLoss
 from posenc.positions.base import capture_blockers
+from posenc.tasks.translation.task import Seq2SeqLoss
 from tests.conftest import tiny_config
 from tests.helpers.lm import tiny_lm
 from tests.helpers.methods import params_for, sequence_methods

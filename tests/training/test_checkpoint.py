@@ -5,13 +5,18 @@ import torch
 from safetensors.torch import save_file
 
 from posenc.errors import CheckpointError
+from posenc.tasks.translation.task import Seq2SeqLoss
 from posenc.training import (
-    average_checkpoints, checkpoint_name, latest_checkpoint, list_checkpoints, load_checkpoint,
-    restore_model, save_average, save_checkpoint,
+    average_checkpoints,
+    checkpoint_name,
+    latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    restore_model,
+    save_average,
+    save_checkpoint,
 )
 from posenc.training import checkpoint as ck
-from posenc.tasks.translation.task import Seq2SeqLoss
-
 from tests.helpers.training import batch_of, prune_checkpoints, random_pairs, tiny_model
 
 

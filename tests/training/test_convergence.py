@@ -6,14 +6,28 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from posenc.training.config import TrainConfig
 from posenc.training.convergence import (
-    CONVERGED, IMPROVING, LOSS_FLOOR, NO_CURVE, NOT_FLAT, SPREAD_FLOOR, UNKNOWN, WARMUP, below_floor, best_validation,
-    convergence, end_slope, flat_t, is_flat, status, status_of, warmup_updates,
+    CONVERGED,
+    IMPROVING,
+    LOSS_FLOOR,
+    NO_CURVE,
+    NOT_FLAT,
+    SPREAD_FLOOR,
+    UNKNOWN,
+    WARMUP,
+    below_floor,
+    best_validation,
+    convergence,
+    end_slope,
+    flat_t,
+    is_flat,
+    status,
+    status_of,
+    warmup_updates,
 )
 from posenc.training.state import TrainState, record_validation
-from posenc.training.config import TrainConfig
-
-from tests.helpers.training import HandValidLoss, train, batch_of, batches_fn, random_pairs, tiny_model, train_config
+from tests.helpers.training import HandValidLoss, batch_of, batches_fn, random_pairs, tiny_model, train, train_config
 
 TRAIN = batches_fn(random_pairs(40, seed=2), max_tokens=48)
 VALID = [batch_of(random_pairs(4, seed=9))]

@@ -13,11 +13,10 @@ import pytest
 import torch
 
 from posenc.models.config import ModelConfig
-from posenc.runs.fingerprint import _auto_precision, fingerprint
 from posenc.pipeline.config import RunConfig
+from posenc.runs.fingerprint import _auto_precision, fingerprint
 from posenc.training import runtime
 from posenc.training.runtime import CPU_BF16_MIN_WIDTH, cpu_bf16_flags, forward_loss, resolve_precision
-
 from tests.helpers.training import PAD, batch_of, make_trainer, random_pairs, tiny_model, train_config
 
 CPU = torch.device("cpu")

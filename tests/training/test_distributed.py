@@ -13,8 +13,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from safetensors.torch import load_file, save_file
 
-
-from tests.helpers.training import make_trainer, batch_of, random_pairs, tiny_model, train_config
+from tests.helpers.training import batch_of, make_trainer, random_pairs, tiny_model, train_config
 
 WORLD = 2
 PAIRS = random_pairs(12, seed=4)

@@ -2,10 +2,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posenc.training import label_smoothed_nll
-
-from tests.helpers.training import PAD, batch_of, random_pairs, tiny_model
 from posenc.tasks.translation.task import Seq2SeqLoss
+from posenc.training import label_smoothed_nll
+from tests.helpers.training import PAD, batch_of, random_pairs, tiny_model
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])

@@ -13,14 +13,18 @@ import pytest
 import torch
 
 from posenc.tasks.translation.task import Seq2SeqLoss
-from posenc.training import Trainer, TrainConfig, load_checkpoint
-from posenc.training import runtime
+from posenc.training import TrainConfig, Trainer, load_checkpoint, runtime
 from posenc.training.runtime import (
-    _CPU_FUSED_ADAM, build_optimizer, forward_loss, load_optimizer_state, resolve_compile, resolve_precision, unwrap_compiled,
+    _CPU_FUSED_ADAM,
+    build_optimizer,
+    forward_loss,
+    load_optimizer_state,
+    resolve_compile,
+    resolve_precision,
+    unwrap_compiled,
 )
-
-from tests.helpers.training import make_trainer, train, batch_of, batches_fn, random_pairs, tiny_model, train_config
 from tests.helpers.cuda import cuda_only
+from tests.helpers.training import batch_of, batches_fn, make_trainer, random_pairs, tiny_model, train, train_config
 
 TRAIN = batches_fn(random_pairs(40, seed=2), max_tokens=48)
 CPU = torch.device("cpu")

@@ -9,8 +9,7 @@ import torch
 
 from posenc.training import load_checkpoint
 from posenc.training.state import best_steps
-
-from tests.helpers.training import HandValidLoss, train, batch_of, batches_fn, random_pairs, tiny_model, train_config
+from tests.helpers.training import HandValidLoss, batch_of, batches_fn, random_pairs, tiny_model, train, train_config
 
 TRAIN = batches_fn(random_pairs(40, seed=2), max_tokens=48)
 VALID = [batch_of(random_pairs(4, seed=9))]

@@ -4,13 +4,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from posenc.config import from_dict
 from posenc.errors import CheckpointError, ConfigError
 from posenc.tasks.translation.task import Seq2SeqLoss
-from posenc.config import from_dict
 from posenc.training import TrainConfig, Trainer, load_checkpoint
-
-from tests.helpers.training import make_trainer, train, batch_of, batches_fn, random_pairs, tiny_model, train_config
 from tests.helpers.cuda import cuda_only
+from tests.helpers.training import batch_of, batches_fn, make_trainer, random_pairs, tiny_model, train, train_config
 
 PAIRS = random_pairs(40, seed=2)
 TRAIN = batches_fn(PAIRS, max_tokens=48)

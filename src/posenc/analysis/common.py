@@ -37,14 +37,14 @@ class Buckets:
         object.__setattr__(self, "edges", e)
 
     @classmethod
-    def uniform(cls, width: int, last: int, first: int = 0) -> "Buckets":
+    def uniform(cls, width: int, last: int, first: int = 0) -> Buckets:
         """Buckets of ``width`` from ``first``; the open-ended last one starts at ``last``."""
         if width < 1:
             raise DataError(f"bucket width must be >= 1, got {width}")
         return cls(tuple(range(first, last + 1, width)))
 
     @classmethod
-    def parse(cls, text: str) -> "Buckets":
+    def parse(cls, text: str) -> Buckets:
         """``"0,10,20"`` → ``Buckets((0, 10, 20))``."""
         try:
             return cls(tuple(int(t) for t in text.split(",") if t.strip()))

@@ -46,13 +46,23 @@ from typing import Any, Callable
 import torch
 from torch import Tensor, nn
 
-from posenc.bench.core import BOS, EOS, TrainStep, autocast, batch_size, interleaved, paired_ratio, sync, synthetic_batch
+from posenc.bench.core import (
+    BOS,
+    EOS,
+    TrainStep,
+    autocast,
+    batch_size,
+    interleaved,
+    paired_ratio,
+    sync,
+    synthetic_batch,
+)
 from posenc.bench.report import write_json
 from posenc.bench.runner import NoEos, decode_runner
 from posenc.errors import ConfigError, PosencError
-from posenc.runs.rundir import check_user_output
 from posenc.models.config import PRESETS, ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
+from posenc.runs.rundir import check_user_output
 
 PAD = 0
 SYSTEMS = ("posenc", "marian")

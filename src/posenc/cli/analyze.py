@@ -11,10 +11,10 @@ from pathlib import Path
 from posenc.analysis.registry import REGISTRY
 from posenc.config import load_config
 from posenc.errors import ConfigError
-from posenc.tasks.translation.config import ExperimentConfig
-from posenc.tasks.translation.report import run_analysis
 from posenc.experiments.runner import check_report_dir, find_experiment
 from posenc.runs.rundir import check_outside_posenc_dirs, check_target, write_marker
+from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.report import run_analysis
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

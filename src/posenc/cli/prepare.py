@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from posenc.cli.common import add_config_arguments, run_config
-from posenc.pipeline.prepare import load_meta, prepare
 from posenc.files import os_errors
+from posenc.pipeline.prepare import load_meta, prepare
 from posenc.runs.rundir import LOCK_NAME, check_free_target, exclusive
 
 

@@ -41,7 +41,7 @@ class ImageSet:
     def __len__(self) -> int:
         return int(self.labels.shape[0])
 
-    def subset(self, n: int | None) -> "ImageSet":
+    def subset(self, n: int | None) -> ImageSet:
         """The first ``n`` examples (all when ``n`` is None)."""
         return self if n is None else ImageSet(self.images[:n], self.labels[:n])
 

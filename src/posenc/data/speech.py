@@ -272,7 +272,7 @@ class SpeechBatch:
     texts: list[str]
     durations: Tensor
 
-    def to(self, device: torch.device | str) -> "SpeechBatch":
+    def to(self, device: torch.device | str) -> SpeechBatch:
         move = {k: (v.to(device) if isinstance(v, Tensor) else v) for k, v in self.__dict__.items()}
         return SpeechBatch(**move)
 

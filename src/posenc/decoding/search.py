@@ -250,7 +250,7 @@ class _Beams:
     active: Tensor
 
     @classmethod
-    def start(cls, bsz: int, k: int, steps: int, device: torch.device) -> "_Beams":
+    def start(cls, bsz: int, k: int, steps: int, device: torch.device) -> _Beams:
         scores = torch.zeros(bsz, k, device=device)
         scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first one
         hist = torch.zeros(bsz, k, steps, dtype=torch.long, device=device)

@@ -27,8 +27,8 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from posenc.decoding.search import beam_search, greedy_search
 from posenc.data.text import iter_lines, open_binary
+from posenc.decoding.search import beam_search, greedy_search
 from posenc.errors import ConfigError, DataError
 from posenc.files import atomic_output
 

@@ -20,10 +20,10 @@ from typing import Any
 
 from posenc.config import from_dict, load_yaml, merge_overrides
 from posenc.errors import ConfigError
-from posenc.runs.same_run import Verdict
 from posenc.experiments.tasks import Cell, ExperimentTask, known_tasks, task_module, task_of
 from posenc.files import atomic_write_text
 from posenc.processes import interrupt_on_signals
+from posenc.runs.same_run import Verdict
 
 __all__ = ["Cell", "execute_cell", "find_experiment", "fresh_results", "grid", "known_tasks", "plan", "run_config", "run_experiment",
            "run_grid", "summary_line", "task_runner", "verdict"]

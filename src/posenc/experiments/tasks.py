@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, Protocol
 from posenc.errors import ConfigError
 from posenc.runs.same_run import Verdict
 
+
 class Cell(NamedTuple):
     """One run of an experiment grid, as the runner passes it around (log names, worker argv,
     results paths). ``group`` is the task's outer coordinate: translation's data setting, the

@@ -20,6 +20,7 @@ from posenc.hf.families import PositionInterface
 from posenc.positions import registry
 from posenc.positions.base import Augmentation
 
+
 def build_augmentation(name: str, **params: Any) -> Augmentation:
     """The registered augmentation ``name`` with its params dataclass built from ``params``."""
     if name not in registry.AUGMENT:

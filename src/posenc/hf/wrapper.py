@@ -19,10 +19,9 @@ seq2seq model.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
-
-import inspect
 
 import torch
 from torch import Tensor, nn

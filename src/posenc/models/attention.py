@@ -99,7 +99,7 @@ class KVCache:
         self.length = end
         return self.k[:, :, :end], self.v[:, :, :end]
 
-    def reorder(self, index: Tensor) -> "KVCache":
+    def reorder(self, index: Tensor) -> KVCache:
         """Rows ``index`` ``(N',)``: in place when ``N' = N`` (beam reordering), else a new cache."""
         if self.k is None or self.v is None:
             return self

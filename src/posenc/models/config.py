@@ -94,7 +94,7 @@ class ModelConfig:
         return stack_config(self, self.decoder_layers, causal=True, cross_attention=True)
 
     @classmethod
-    def from_preset(cls, name: str, **overrides: Any) -> "ModelConfig":
+    def from_preset(cls, name: str, **overrides: Any) -> ModelConfig:
         from posenc.config import from_dict
 
         return from_dict(cls, {"preset": name, **overrides})

@@ -10,7 +10,7 @@ mask), the encoder layer has none.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Union
+from typing import Callable
 
 from torch import Tensor, nn
 
@@ -19,7 +19,7 @@ from posenc.positions.base import PositionContext
 
 #: A self-attention cache: keys/values ``(B, H, L, Dh)`` grown by concatenation (a dict, empty at
 #: first) or preallocated and written in place (:class:`KVCache`).
-SelfCache = Union[dict[str, Tensor], KVCache]
+SelfCache = dict[str, Tensor] | KVCache
 
 
 class BeamInvariant(dict):

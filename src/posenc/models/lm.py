@@ -17,6 +17,7 @@ translation model. The output projection is tied to the token embedding (Press &
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 import torch
 from torch import Tensor, nn
 

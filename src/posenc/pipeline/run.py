@@ -24,13 +24,13 @@ from posenc.data.text import read_lines
 from posenc.decoding.translate import translate_file
 from posenc.errors import CheckpointError, ConfigError, RunDirError
 from posenc.evaluation.metrics import corpus_scores
+from posenc.files import atomic_write_text
 from posenc.models.config import ModelConfig
 from posenc.models.rnn_nmt import RNNConfig
 from posenc.pipeline.config import ARCH_SECTIONS, DataConfig, DecodeConfig, RunConfig, located_config
-from posenc.files import atomic_write_text
+from posenc.pipeline.train import build_model, source_bos
 from posenc.runs.rundir import FINGERPRINT_NAME, dir_kind, read_json_dict
 from posenc.runs.same_run import RunRecord
-from posenc.pipeline.train import build_model, source_bos
 from posenc.training import checkpoint as ck
 
 SPLITS = ("train", "valid", "test")

@@ -88,7 +88,7 @@ class RandomizedAugmentation(Augmentation):
         #: Incremental decoding must ask :meth:`decode_positions` (eval positions depend on the horizon).
         self.needs_decode_horizon = self.samples_in_eval = params.sampled_in_eval
 
-    def train(self, mode: bool = True) -> "RandomizedAugmentation":
+    def train(self, mode: bool = True) -> RandomizedAugmentation:
         """Entering eval re-seeds the eval generator: every evaluation draws the same positions."""
         if not mode:
             self.generator.manual_seed(self.params.eval_seed)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
@@ -39,7 +39,7 @@ from posenc.config import require
 from posenc.positions.base import AttentionHook, AttentionPosition, PositionContext
 from posenc.positions.registry import register
 
-Device = Union[torch.device, str]
+Device = torch.device | str
 
 
 @dataclass

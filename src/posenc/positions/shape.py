@@ -19,7 +19,6 @@ from posenc.config import require
 from posenc.positions.base import Augmentation
 from posenc.positions.registry import register
 
-
 #: Largest shift: positions stay exact integers in float32 (2^24).
 MAX_SHIFT = 2**24
 

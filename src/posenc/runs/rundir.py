@@ -22,10 +22,10 @@ import logging
 import os
 import re
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
-from contextlib import contextmanager
 
 import yaml
 

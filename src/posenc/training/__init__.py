@@ -2,8 +2,15 @@
 persistence (resume, best-N averaging) and the one training loop."""
 
 from posenc.training.checkpoint import (
-    Checkpoint, average_checkpoints, checkpoint_name, latest_checkpoint, list_checkpoints, load_checkpoint,
-    restore_model, save_average, save_checkpoint,
+    Checkpoint,
+    average_checkpoints,
+    checkpoint_name,
+    latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    restore_model,
+    save_average,
+    save_checkpoint,
 )
 from posenc.training.config import TrainConfig
 from posenc.training.loss import LossOutput, label_smoothed_nll

@@ -36,7 +36,7 @@ the report and the learning-curve plots all call :func:`status` / :func:`status_
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from scipy.stats import t as student_t
@@ -87,7 +87,7 @@ def end_slope(history: Sequence[Sequence[float]], window: int = FLAT_WINDOW) -> 
     return 1000.0 * slope, 1000.0 * (resid / (n - 2) / sxx) ** 0.5
 
 
-@lru_cache(maxsize=None)
+@cache
 def flat_t(points: int) -> float:
     """The one-sided :data:`FLAT_LEVEL` critical value of Student's t for a slope fitted to
     ``points`` validations (``points - 2`` degrees of freedom): 1.943 at 8 points."""

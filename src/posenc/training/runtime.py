@@ -19,8 +19,8 @@ from torch import nn
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from posenc.errors import ConfigError, DataError
-from posenc.training.distributed import DistInfo
 from posenc.training.config import TrainConfig
+from posenc.training.distributed import DistInfo
 from posenc.training.loss import LossOutput
 
 LossFn = Callable[[nn.Module, Any], LossOutput]

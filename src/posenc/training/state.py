@@ -31,6 +31,7 @@ from posenc.training.logging import log
 from posenc.training.rng import host_state, seed_everything, set_host_state, set_torch_states, torch_states
 from posenc.training.runtime import load_optimizer_state
 
+
 @dataclass
 class TrainState:
     """Everything about the loop's position that a checkpoint must restore."""

@@ -31,17 +31,42 @@ from posenc.errors import CheckpointError, ConfigError, DataError, RunDirError
 from posenc.positions.base import capture_blockers
 from posenc.training import checkpoint as ck
 from posenc.training.config import TrainConfig
-from posenc.training.distributed import DistInfo, all_reduce_min, all_reduce_sum, broadcast_floats, cleanup, init_distributed
+from posenc.training.convergence import warmup_updates
+from posenc.training.distributed import (
+    DistInfo,
+    all_reduce_min,
+    all_reduce_sum,
+    broadcast_floats,
+    cleanup,
+    init_distributed,
+)
 from posenc.training.logging import RunLogger, log, progress_bar
 from posenc.training.rng import isolated_rng, seed_everything
 from posenc.training.runtime import (
-    LossFn, ValidSource, WallClock, build_optimizer, forward_loss, move_to, resolve_compile, resolve_device,
-    resolve_precision, total_norm, unwrap_compiled, validation_loss, wrap_ddp,
+    LossFn,
+    ValidSource,
+    WallClock,
+    build_optimizer,
+    forward_loss,
+    move_to,
+    resolve_compile,
+    resolve_device,
+    resolve_precision,
+    total_norm,
+    unwrap_compiled,
+    validation_loss,
+    wrap_ddp,
 )
-from posenc.training.convergence import warmup_updates
 from posenc.training.schedule import build_scheduler, total_updates
-from posenc.training.state import (StateStore, TrainResult, TrainState, config_sections, patience_ran_out,
-                                   record_validation, write_summary)
+from posenc.training.state import (
+    StateStore,
+    TrainResult,
+    TrainState,
+    config_sections,
+    patience_ran_out,
+    record_validation,
+    write_summary,
+)
 
 BatchesFn = Callable[[int, int, int], Sequence[Any]]
 MetricFn = Callable[[nn.Module], float]

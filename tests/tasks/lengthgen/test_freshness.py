@@ -11,8 +11,8 @@ from pathlib import Path
 
 from posenc.config import from_dict, load_config
 from posenc.runs.fingerprint import placed_as
-from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, run_config
 from posenc.tasks.grid import config_record
+from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, run_config
 from posenc.tasks.lengthgen.driver import TASK
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -12,6 +12,7 @@ from posenc.tasks.grid import MethodsExperimentConfig
 from posenc.tasks.lengthgen.generators import POSITION_IDS, TASKS
 from posenc.training.config import TrainConfig
 
+
 @dataclass
 class LengthgenData:
     task: str = "parity"

@@ -43,7 +43,7 @@ class Batch:
     out_mask: Tensor  # (B, L) bool, output tokens (after SEP)
     positions: Tensor | None = None  # (B, L) float position ids (data.position_ids); None: 0..L−1
 
-    def to(self, device: torch.device | str) -> "Batch":
+    def to(self, device: torch.device | str) -> Batch:
         pos = None if self.positions is None else self.positions.to(device)
         return Batch(self.tokens.to(device), self.mask.to(device), self.out_mask.to(device), pos)
 
@@ -55,7 +55,7 @@ def collate(examples: list[Example], position_ids: str = "index") -> Batch:
     width = max(len(s) for s in seqs)
     tokens = torch.full((len(seqs), width), PAD, dtype=torch.long)
     out_mask = torch.zeros(len(seqs), width, dtype=torch.bool)
-    for i, ((inp, out), seq) in enumerate(zip(examples, seqs)):
+    for i, ((inp, _out), seq) in enumerate(zip(examples, seqs)):
         tokens[i, : len(seq)] = torch.tensor(seq)
         out_mask[i, len(inp) + 1: len(seq)] = True
     mask = torch.arange(width)[None, :] < torch.tensor([len(s) for s in seqs])[:, None]

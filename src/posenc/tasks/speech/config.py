@@ -15,6 +15,7 @@ from posenc.models.ctc import CTCModelConfig
 from posenc.tasks.grid import MethodsExperimentConfig
 from posenc.training.config import AdamWCosineConfig
 
+
 @dataclass
 class SpeechDataConfig:
     path: str = ""  # "" → $POSENC_FSDD, else ../shared/data/fsdd

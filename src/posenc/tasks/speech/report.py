@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
-
 def write_report(rows: Sequence[dict[str, Any]], out: Path, longest_training: float | None = None) -> None:
     """results.csv and wer_by_duration.png (a line at ``longest_training`` seconds) under ``out``."""
     write_csv(rows, out / "results.csv")

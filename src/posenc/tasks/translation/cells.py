@@ -8,8 +8,9 @@ import json
 
 from posenc.config import apply_mapping, from_dict, to_dict
 from posenc.experiments.tasks import Cell
-from posenc.tasks.translation.config import ExperimentConfig
 from posenc.pipeline.config import RunConfig
+from posenc.tasks.translation.config import ExperimentConfig
+
 
 def run_config(exp: ExperimentConfig, setting: str, method: str, seed: int) -> RunConfig:
     """Base config + setting overrides + method overrides + seed, with its directories."""

@@ -13,15 +13,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from posenc.tasks.translation.cells import Cell, grid, run_config
-from posenc.tasks.translation.config import ExperimentConfig
-from posenc.tasks.translation.convergence import run_status
-from posenc.training.convergence import UNKNOWN
 from posenc.experiments.selection import SelectionConfig
 from posenc.pipeline.config import RunConfig
 from posenc.runs.same_run import RunRecord, Verdict, evaluation_record, same_run
+from posenc.tasks.translation.cells import Cell, grid, run_config
+from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.convergence import run_status
 from posenc.tasks.translation.task import train_run
 from posenc.tasks.translation.tuning import alpha_key, replay, tune_length_penalty
+from posenc.training.convergence import UNKNOWN
 
 log = logging.getLogger("posenc")
 

@@ -22,15 +22,14 @@ from posenc.data import settings as data_settings
 from posenc.data.corpora import Pair
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
-from posenc.tasks.translation.config import ExperimentConfig
-from posenc.tasks.translation.convergence import judge_run, read_valid
-from posenc.training.convergence import CONVERGED
-from posenc.tasks.translation.cells import grid, run_config
 from posenc.experiments.selection import SelectionConfig, selection_lines
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.prepare import load_meta
 from posenc.pipeline.run import LoadedRun, decode_options, load_run
-from posenc.training.convergence import status_of
+from posenc.tasks.translation.cells import grid, run_config
+from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.convergence import judge_run, read_valid
+from posenc.training.convergence import CONVERGED, status_of
 
 log = logging.getLogger("posenc")
 

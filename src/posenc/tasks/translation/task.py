@@ -19,15 +19,22 @@ from posenc.config import to_dict
 from posenc.data.batching import Batch
 from posenc.data.spm import Tokenizer
 from posenc.errors import ConfigError
+from posenc.files import atomic_write_bytes
 from posenc.pipeline.config import RunConfig
 from posenc.pipeline.prepare import load_meta, prepare
-from posenc.files import atomic_write_bytes
-from posenc.pipeline.train import (ARCHS, EncodedSplit, build_model, resolve_model_config, source_bos, stopping_split,
-                                   train_split, validation_bleu)
+from posenc.pipeline.train import (
+    ARCHS,
+    EncodedSplit,
+    build_model,
+    resolve_model_config,
+    source_bos,
+    stopping_split,
+    train_split,
+    validation_bleu,
+)
 from posenc.tasks.base import run_task
 from posenc.training import checkpoint as ck
 from posenc.training.loss import LossOutput, label_smoothed_nll
-
 
 #: Tokens of the shortest pair worth training on: one target subword and EOS.
 MIN_PAIR_TOKENS = 2

@@ -35,7 +35,7 @@ class ImageBatch:
     labels: Tensor
     resolution: int
 
-    def to(self, device: torch.device) -> "ImageBatch":
+    def to(self, device: torch.device) -> ImageBatch:
         return ImageBatch(self.images.to(device), self.labels.to(device), self.resolution)
 
 

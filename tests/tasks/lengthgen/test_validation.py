@@ -144,6 +144,7 @@ def test_partial_report_from_committed_results(tmp_path: Path) -> None:
                                                       "config": config, "metrics": summarize(rows, 20)}))
     assert main(["lengthgen_cpu", str(tmp_path / "res"), str(tmp_path / "rep")]) == 0
     text = (tmp_path / "rep" / "README.md").read_text()
-    assert "| reverse | ape | 95.0 ± 0.0 | 20.0 ± 0.0 | 20.0 ± 0.0 | 1: capped @ 3000, 2: no curve @ 3000 |" in text  # patience, but no validation curve
-    assert "| copy | – |" in text and "1/2 (still improving)" in text
+    # seed 2 stopped by patience but recorded no validation curve: "no curve", never "converged"
+    assert "| reverse | ape | 95.0 ± 0.0 | 20.0 ± 0.0 | 20.0 ± 0.0 | 1: capped @ 3000, 2: no curve @ 3000 |" in text
+    assert "| copy | – |" in text and "| reverse | 0/2 (no curve, still improving) |" in text
     assert "- reverse / ape / seed 3: train.max_steps (123 -> 6000)" in text

@@ -198,7 +198,9 @@ def _set_path(data: dict[str, Any], path: list[str], value: Any) -> None:
     node[path[-1]] = value
 
 
-def apply_overrides(data: dict[str, Any] | None, items: list[tuple[list[str], Any]], cls: type | None = None) -> dict[str, Any]:
+def apply_overrides(
+    data: dict[str, Any] | None, items: list[tuple[list[str], Any]], cls: type | None = None
+) -> dict[str, Any]:
     """The one override applier: set every ``(path, value)`` on a copy of the raw config dict,
     then (when ``cls`` is given) resolve aliases against the final values, so the order of the
     overrides does not matter (``max_shift=500 name=shape`` = ``name=shape max_shift=500``), and

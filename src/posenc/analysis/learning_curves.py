@@ -51,7 +51,8 @@ def _draw(axes: Sequence, curves: Mapping[str, Sequence[Mapping[str, float]]], s
         style = SEED_STYLES[seed_index(name) % len(SEED_STYLES)]
         done = status.get(name) == CONVERGED
         kw = dict(color=colors[method], linestyle=style, linewidth=1.2)
-        by_step.plot([r["step"] for r in rows], [r["ppl"] for r in rows], label=f"{name} ({status.get(name, UNKNOWN)})", **kw)
+        by_step.plot([r["step"] for r in rows], [r["ppl"] for r in rows],
+                     label=f"{name} ({status.get(name, UNKNOWN)})", **kw)
         by_time.plot([r["wall_s"] for r in rows], [r["ppl"] for r in rows], **kw)
         tail = [r for r in rows if r["step"] >= start]
         zoom.plot([r["step"] for r in tail], [_loss(r) for r in tail], marker=".", markersize=3, **kw)
@@ -91,7 +92,9 @@ def _table_row(name: str, rows: Sequence[Mapping[str, float]], status: Mapping[s
             "status": status.get(name, UNKNOWN)}
 
 
-def learning_curves(curves: Mapping[str, Sequence[Mapping[str, float]]], status: Mapping[str, str], out: str | Path) -> Path:
+def learning_curves(
+    curves: Mapping[str, Sequence[Mapping[str, float]]], status: Mapping[str, str], out: str | Path
+) -> Path:
     """``curves``: run name (``method/seedN``) → valid.csv rows (step, ppl, loss, wall_s);
     ``status``: run name → status. Writes ``learning_curves.png`` (three panels) and
     ``curves.md``; returns the output directory."""
@@ -107,7 +110,7 @@ def learning_curves(curves: Mapping[str, Sequence[Mapping[str, float]]], status:
         f"{FLAT_WINDOW} validation losses (\"end slope\", ± its standard error) not significantly below zero "
         "(training/convergence.py). Not converged: \"still improving\" (reached the step cap), \"not flat\", "
         "\"best in warm-up\" or \"unknown\" (no stop reason recorded).\n\n"
-        + markdown_table(rows, ["run", "validations", "last step", "best ppl", "last ppl", "end slope (nats/1k updates)",
-                                "status"]) + "\n",
+        + markdown_table(rows, ["run", "validations", "last step", "best ppl", "last ppl",
+                                "end slope (nats/1k updates)", "status"]) + "\n",
         encoding="utf-8")
     return out

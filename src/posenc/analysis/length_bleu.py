@@ -72,19 +72,23 @@ def length_bleu(
     members = [[i for i, b in enumerate(index) if b == k] for k in range(len(buckets))]
     seen = seen_buckets(buckets, train_lengths, train_max, src_lengths)
     scores = {
-        name: [corpus_bleu([h[i] for i in m], [refs[i] for i in m], tokenize) for m in members] for name, h in hyps.items()
+        name: [corpus_bleu([h[i] for i in m], [refs[i] for i in m], tokenize) for m in members]
+        for name, h in hyps.items()
     }
     rows = []
     for name in hyps:
         for k, label in enumerate(buckets.labels()):
             bleu, ref_bleu = scores[name][k], scores[base][k]
             gain = None if bleu is None or ref_bleu is None else bleu - ref_bleu
-            rows.append({"model": name, "bucket": label, "sentences": len(members[k]), "bleu": bleu, "gain": gain, "seen": seen[k]})
+            rows.append({"model": name, "bucket": label, "sentences": len(members[k]), "bleu": bleu, "gain": gain,
+                         "seen": seen[k]})
     plot_length_bleu(rows, buckets.labels(), base, seen, plots.output_dir(out_dir))
     return rows
 
 
-def plot_length_bleu(rows: list[dict[str, Any]], labels: list[str], base: str, seen: list[bool | None], out: Path) -> None:
+def plot_length_bleu(
+    rows: list[dict[str, Any]], labels: list[str], base: str, seen: list[bool | None], out: Path
+) -> None:
     plots.write_csv(out / "length_bleu.csv", rows)
     models = list(dict.fromkeys(r["model"] for r in rows))
     by = {m: [r for r in rows if r["model"] == m] for m in models}
@@ -92,7 +96,8 @@ def plot_length_bleu(rows: list[dict[str, Any]], labels: list[str], base: str, s
     unseen = [k for k, s in enumerate(seen) if s is False]
     plots.shade(ax1, unseen)
     colors = plots.model_colors(models)
-    plots.categorical_lines(ax1, labels, {m: [r["bleu"] for r in by[m]] for m in models}, "source length", "BLEU", "BLEU by source length", colors)
+    plots.categorical_lines(ax1, labels, {m: [r["bleu"] for r in by[m]] for m in models}, "source length", "BLEU",
+                            "BLEU by source length", colors)
     plots.shade(ax2, unseen)
     others = {m: [r["gain"] for r in by[m]] for m in models if m != base}
     plots.bars(ax2, labels, others, "source length", f"BLEU gain over {base}", f"Gain over {base}", colors)

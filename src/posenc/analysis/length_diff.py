@@ -21,7 +21,9 @@ from posenc.analysis.length_bleu import DEFAULT_BUCKETS, seen_buckets
 from posenc.errors import DataError
 
 
-def check_lengths(src_lengths: Sequence[int], ref_lengths: Sequence[int], hyp_lengths: Mapping[str, Sequence[int]]) -> None:
+def check_lengths(
+    src_lengths: Sequence[int], ref_lengths: Sequence[int], hyp_lengths: Mapping[str, Sequence[int]]
+) -> None:
     if not hyp_lengths:
         raise DataError("length_diff: no model outputs given")
     check_same_length("length_diff: reference lengths", ref_lengths, len(src_lengths), "source lengths")
@@ -30,7 +32,8 @@ def check_lengths(src_lengths: Sequence[int], ref_lengths: Sequence[int], hyp_le
 
 
 def length_diff_table(
-    src_lengths: Sequence[int], ref_lengths: Sequence[int], hyp_lengths: Mapping[str, Sequence[int]], buckets: Buckets, seen: Sequence[bool | None]
+    src_lengths: Sequence[int], ref_lengths: Sequence[int], hyp_lengths: Mapping[str, Sequence[int]], buckets: Buckets,
+    seen: Sequence[bool | None],
 ) -> list[dict[str, Any]]:
     """Rows ``model, bucket, sentences, mean_diff, seen``."""
     index = np.array(buckets.assign(src_lengths), dtype=int)
@@ -40,11 +43,14 @@ def length_diff_table(
         diff = np.asarray(hyp, dtype=float) - refs
         for k, label in enumerate(buckets.labels()):
             d = diff[index == k]
-            rows.append({"model": name, "bucket": label, "sentences": int(d.size), "mean_diff": float(d.mean()) if d.size else None, "seen": seen[k]})
+            rows.append({"model": name, "bucket": label, "sentences": int(d.size),
+                         "mean_diff": float(d.mean()) if d.size else None, "seen": seen[k]})
     return rows
 
 
-def output_length_histogram(src_lengths: Sequence[int], hyp_lengths: Mapping[str, Sequence[int]], buckets: Buckets, label: str) -> list[dict[str, Any]]:
+def output_length_histogram(
+    src_lengths: Sequence[int], hyp_lengths: Mapping[str, Sequence[int]], buckets: Buckets, label: str
+) -> list[dict[str, Any]]:
     """Rows ``model, bucket, output_length, sentences`` for source-length bucket ``label``."""
     labels = buckets.labels()
     if label not in labels:
@@ -78,7 +84,8 @@ def length_diff(
     fig, (ax,) = plots.figure()
     plots.shade(ax, [k for k, s in enumerate(seen) if s is False])
     series = {m: [r["mean_diff"] for r in rows if r["model"] == m] for m in hyp_lengths}
-    plots.categorical_lines(ax, buckets.labels(), series, "source length", "output − reference length", "Length difference")
+    plots.categorical_lines(ax, buckets.labels(), series, "source length", "output − reference length",
+                            "Length difference")
     ax.axhline(0, color="black", linewidth=0.6)
     plots.save_png(fig, out / "length_diff.png")
     if hist_buckets:
@@ -86,12 +93,19 @@ def length_diff(
     return rows
 
 
-def write_histograms(src_lengths: Sequence[int], hyp_lengths: Mapping[str, Sequence[int]], buckets: Buckets, labels: Sequence[str], out: Path) -> None:
+def write_histograms(
+    src_lengths: Sequence[int], hyp_lengths: Mapping[str, Sequence[int]], buckets: Buckets, labels: Sequence[str],
+    out: Path,
+) -> None:
     hist = [r for label in labels for r in output_length_histogram(src_lengths, hyp_lengths, buckets, label)]
     plots.write_csv(out / "length_hist.csv", hist, ["model", "bucket", "output_length", "sentences"])
     fig, axes = plots.figure(ncols=len(labels))
     top = max((r["output_length"] for r in hist), default=1)
     for ax, label in zip(axes, labels):
-        values = {m: [r["output_length"] for r in hist if r["model"] == m and r["bucket"] == label for _ in range(r["sentences"])] for m in hyp_lengths}
+        values = {
+            m: [r["output_length"] for r in hist if r["model"] == m and r["bucket"] == label
+                for _ in range(r["sentences"])]
+            for m in hyp_lengths
+        }
         plots.histogram(ax, values, np.arange(-0.5, top + 1.5), "output length", title=f"source length {label}")
     plots.save_png(fig, out / "length_hist.png")

@@ -126,14 +126,21 @@ def lines(
         ax.legend(frameon=False, fontsize=8)
 
 
-def categorical_lines(ax: Axes, categories: Sequence[str], series: Mapping[str, Sequence[float | None]], xlabel: str, ylabel: str, title: str = "", colors: Mapping[str, str] | None = None) -> None:
+def categorical_lines(
+    ax: Axes, categories: Sequence[str], series: Mapping[str, Sequence[float | None]], xlabel: str, ylabel: str,
+    title: str = "", colors: Mapping[str, str] | None = None,
+) -> None:
     """Lines over categorical x positions (buckets) with the category names as tick labels."""
     lines(ax, {n: (range(len(categories)), y) for n, y in series.items()}, xlabel, ylabel, title, colors=colors)
     ax.set_xticks(range(len(categories)))
-    ax.set_xticklabels(categories, rotation=45 if len(categories) > 6 else 0, ha="right" if len(categories) > 6 else "center")
+    ax.set_xticklabels(categories, rotation=45 if len(categories) > 6 else 0,
+                       ha="right" if len(categories) > 6 else "center")
 
 
-def bars(ax: Axes, categories: Sequence[str], series: Mapping[str, Sequence[float | None]], xlabel: str, ylabel: str, title: str = "", colors: Mapping[str, str] | None = None) -> None:
+def bars(
+    ax: Axes, categories: Sequence[str], series: Mapping[str, Sequence[float | None]], xlabel: str, ylabel: str,
+    title: str = "", colors: Mapping[str, str] | None = None,
+) -> None:
     """Grouped bars: one group per category, one bar per named series."""
     n = max(len(series), 1)
     width = 0.8 / n
@@ -142,7 +149,8 @@ def bars(ax: Axes, categories: Sequence[str], series: Mapping[str, Sequence[floa
         color = colors.get(name) if colors else None
         ax.bar(x, [np.nan if v is None else v for v in values], width, label=name, color=color)
     ax.set_xticks(range(len(categories)))
-    ax.set_xticklabels(categories, rotation=45 if len(categories) > 6 else 0, ha="right" if len(categories) > 6 else "center")
+    ax.set_xticklabels(categories, rotation=45 if len(categories) > 6 else 0,
+                       ha="right" if len(categories) > 6 else "center")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.axhline(0, color="black", linewidth=0.6)
@@ -171,14 +179,16 @@ def heatmap(
     image = ax.imshow(np.ma.masked_invalid(m), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     ax.figure.colorbar(image, ax=ax)
     ax.set_xticks(range(len(col_labels)))
-    ax.set_xticklabels(col_labels, rotation=45 if len(col_labels) > 6 else 0, ha="right" if len(col_labels) > 6 else "center")
+    ax.set_xticklabels(col_labels, rotation=45 if len(col_labels) > 6 else 0,
+                       ha="right" if len(col_labels) > 6 else "center")
     ax.set_yticks(range(len(row_labels)))
     ax.set_yticklabels(row_labels)
     ax.grid(False)
     outline = [patheffects.withStroke(linewidth=2, foreground="white")]
     for i in range(m.shape[0]):
         for j in range(m.shape[1]):
-            text = annotations[i][j] if annotations is not None else ("n/a" if not np.isfinite(m[i, j]) else fmt.format(m[i, j]))
+            text = (annotations[i][j] if annotations is not None
+                    else ("n/a" if not np.isfinite(m[i, j]) else fmt.format(m[i, j])))
             ax.text(j, i, text, ha="center", va="center", fontsize=7, color="black", path_effects=outline)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -186,7 +196,10 @@ def heatmap(
         ax.set_title(title)
 
 
-def histogram(ax: Axes, values: Mapping[str, Sequence[int]], bins: Sequence[float], xlabel: str, ylabel: str = "sentences", title: str = "") -> None:
+def histogram(
+    ax: Axes, values: Mapping[str, Sequence[int]], bins: Sequence[float], xlabel: str, ylabel: str = "sentences",
+    title: str = "",
+) -> None:
     """Overlaid step histograms of integer values per named series."""
     for name, v in values.items():
         ax.hist(list(v), bins=list(bins), histtype="step", linewidth=1.2, label=name)

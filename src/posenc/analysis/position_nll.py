@@ -64,7 +64,8 @@ def position_nll(
     out = plots.output_dir(out_dir)
     plots.write_csv(out / "position_nll.csv", rows)
     fig, (ax,) = plots.figure(size=(6.5, 3.8))
-    series = {m: ([r["position"] for r in rows if r["model"] == m], [r["nll"] for r in rows if r["model"] == m]) for m in models}
+    series = {m: ([r["position"] for r in rows if r["model"] == m], [r["nll"] for r in rows if r["model"] == m])
+              for m in models}
     plots.lines(ax, series, "decoder position", "mean NLL (nats)", "NLL by target position", markers=window > 1)
     if train_max is not None:
         ax.axvline(train_max, color="grey", linestyle="--", linewidth=0.8)

@@ -120,14 +120,38 @@ class Analysis:
 
 
 REGISTRY: dict[str, Analysis] = {
-    "length_bleu": Analysis(_length_bleu.length_bleu, "BLEU and gain over a baseline by source-length bucket, unseen lengths shaded (SHAPE Fig. 3, Neishi Fig. 3)", LengthOptions, pooled=True),
-    "bootstrap": Analysis(_significance.bootstrap_table, "pairwise paired-bootstrap significance table between models (Neishi Table 4)", BootstrapOptions, pooled=True),
-    "length_diff": Analysis(_length_diff.length_diff, "mean output − reference length by source length, output-length histograms (Neishi Fig. 4, 5, 7)", LengthOptions, pooled=True),
-    "shift_invariance": Analysis(_shift_invariance.shift_invariance, "cosine similarity of encoder states under position offsets (default 0/100/250/500, SHAPE Fig. 2)", ShiftOptions, reads_models=True),
-    "speed": Analysis(_speed.speed, "relative training speed, training time, parameters and learning curves (SHAPE Tables 2/6, Fig. 8-9)"),
-    "tokenwise": Analysis(_tokenwise.tokenwise, "gold-token log-prob difference by decoder position × token frequency (SHAPE Fig. 4)", reads_models=True),
-    "position_nll": Analysis(_position_nll.position_nll, "mean NLL per target position on stacked test sets (CAPE Fig. 8)", PositionNllOptions, reads_models=True),
-    "swapped": Analysis(_swapped.swapped, "BLEU of the first sentence of 10-sentence groups in original vs swapped order, on a training subsample (SHAPE Table 1)", SwappedOptions, reads_models=True),
+    "length_bleu": Analysis(
+        _length_bleu.length_bleu,
+        "BLEU and gain over a baseline by source-length bucket, unseen lengths shaded (SHAPE Fig. 3, Neishi Fig. 3)",
+        LengthOptions, pooled=True),
+    "bootstrap": Analysis(
+        _significance.bootstrap_table,
+        "pairwise paired-bootstrap significance table between models (Neishi Table 4)",
+        BootstrapOptions, pooled=True),
+    "length_diff": Analysis(
+        _length_diff.length_diff,
+        "mean output − reference length by source length, output-length histograms (Neishi Fig. 4, 5, 7)",
+        LengthOptions, pooled=True),
+    "shift_invariance": Analysis(
+        _shift_invariance.shift_invariance,
+        "cosine similarity of encoder states under position offsets (default 0/100/250/500, SHAPE Fig. 2)",
+        ShiftOptions, reads_models=True),
+    "speed": Analysis(
+        _speed.speed,
+        "relative training speed, training time, parameters and learning curves (SHAPE Tables 2/6, Fig. 8-9)"),
+    "tokenwise": Analysis(
+        _tokenwise.tokenwise,
+        "gold-token log-prob difference by decoder position × token frequency (SHAPE Fig. 4)",
+        reads_models=True),
+    "position_nll": Analysis(
+        _position_nll.position_nll,
+        "mean NLL per target position on stacked test sets (CAPE Fig. 8)",
+        PositionNllOptions, reads_models=True),
+    "swapped": Analysis(
+        _swapped.swapped,
+        "BLEU of the first sentence of 10-sentence groups in original vs swapped order, on a training subsample "
+        "(SHAPE Table 1)",
+        SwappedOptions, reads_models=True),
 }
 
 

@@ -84,9 +84,11 @@ def shift_invariance(
     for name, model in models.items():
         own = sources[name] if isinstance(sources, Mapping) else sources
         matrix = shift_similarity(model, own, offsets, pad_id, batch_size)
-        rows += [{"model": name, "k1": offsets[a], "k2": offsets[b], "similarity": float(matrix[a, b])} for a in range(len(offsets)) for b in range(len(offsets))]
+        rows += [{"model": name, "k1": offsets[a], "k2": offsets[b], "similarity": float(matrix[a, b])}
+                 for a in range(len(offsets)) for b in range(len(offsets))]
         fig, (ax,) = plots.figure(size=(4.2, 3.6))
-        plots.heatmap(ax, matrix, labels, labels, f"{name}: cosine similarity", vmin=0.0, vmax=1.0, xlabel="offset k", ylabel="offset k")
+        plots.heatmap(ax, matrix, labels, labels, f"{name}: cosine similarity", vmin=0.0, vmax=1.0, xlabel="offset k",
+                      ylabel="offset k")
         plots.save_png(fig, out / f"shift_{plots.safe_name(name)}.png")
     plots.write_csv(out / "shift_invariance.csv", rows)
     return rows

@@ -49,7 +49,8 @@ def pairwise(hyps: Mapping[str, Sequence[str]], refs: Sequence[str], n_samples: 
             p_b = (r["n_samples"] - r["wins_b"]) / r["n_samples"]
             rows.append({
                 "a": a, "b": b, "bleu_a": r["bleu_a"], "bleu_b": r["bleu_b"],
-                "ci_a_low": r["ci_a"][0], "ci_a_high": r["ci_a"][1], "ci_b_low": r["ci_b"][0], "ci_b_high": r["ci_b"][1],
+                "ci_a_low": r["ci_a"][0], "ci_a_high": r["ci_a"][1],
+                "ci_b_low": r["ci_b"][0], "ci_b_high": r["ci_b"][1],
                 "p_a_better": p_a, "p_b_better": p_b, "symbol": symbol(p_a, p_b),
             })
     return rows
@@ -87,6 +88,7 @@ def bootstrap_table(
         p[i, j], p[j, i] = r["p_a_better"], r["p_b_better"]
     notes = [[table[i][c] for c in names] for i in range(len(names))]
     fig, (ax,) = plots.figure(size=(1.2 * len(names) + 2.5, 0.9 * len(names) + 1.5))
-    plots.heatmap(ax, p, names, names, f"p(row better), {n_samples} resamples", cmap="viridis_r", vmin=0.0, vmax=1.0, annotations=notes)
+    plots.heatmap(ax, p, names, names, f"p(row better), {n_samples} resamples", cmap="viridis_r", vmin=0.0, vmax=1.0,
+                  annotations=notes)
     plots.save_png(fig, out / "bootstrap.png")
     return rows

@@ -100,7 +100,8 @@ def speed(
     base_tps = next(r["tokens_per_s"] for r in rows if r["model"] == base)
     for r in rows:
         r["speed"] = r["tokens_per_s"] / base_tps if r["tokens_per_s"] and base_tps else None
-    columns = ["model", "steps", "train_time_s", "s_per_step", "tokens_per_s", "speed", "best_bleu", "best_step", "final_valid_loss", "params"]
+    columns = ["model", "steps", "train_time_s", "s_per_step", "tokens_per_s", "speed", "best_bleu", "best_step",
+               "final_valid_loss", "params"]
     out = plots.output_dir(out_dir)
     plots.write_csv(out / "speed.csv", rows, columns)
     plots.write_markdown(out / "speed.md", rows, columns)

@@ -76,10 +76,13 @@ def swapped(
     for name, translate in translators.items():
         original, swapped_out, misaligned = first_sentence_outputs(groups, translate, sep)
         a, b = corpus_bleu(original, refs, tokenize), corpus_bleu(swapped_out, refs, tokenize)
-        rows.append({"model": name, "original": a, "swapped": b, "drop": a - b, "groups": len(groups), "misaligned": misaligned})
+        rows.append({"model": name, "original": a, "swapped": b, "drop": a - b, "groups": len(groups),
+                     "misaligned": misaligned})
     out = plots.output_dir(out_dir)
     plots.write_csv(out / "swapped.csv", rows)
     fig, (ax,) = plots.figure()
-    plots.bars(ax, [r["model"] for r in rows], {"original": [r["original"] for r in rows], "swapped": [r["swapped"] for r in rows]}, "model", "BLEU of Y1'", "Original vs swapped order")
+    plots.bars(ax, [r["model"] for r in rows],
+               {"original": [r["original"] for r in rows], "swapped": [r["swapped"] for r in rows]},
+               "model", "BLEU of Y1'", "Original vs swapped order")
     plots.save_png(fig, out / "swapped.png")
     return rows

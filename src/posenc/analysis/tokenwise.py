@@ -81,7 +81,8 @@ def tokenwise_table(
             d = np.array(cells.get((f, p), []))
             mean = float(d.mean()) if d.size else None
             win = float((d > 0).mean()) if d.size else None
-            rows.append({"frequency": f_label, "position": p_label, "tokens": int(d.size), "mean_diff": mean, "win_ratio": win})
+            rows.append({"frequency": f_label, "position": p_label, "tokens": int(d.size), "mean_diff": mean,
+                         "win_ratio": win})
     return rows
 
 
@@ -110,7 +111,8 @@ def tokenwise(
     if baseline_pairs is not None and [t for _, t in baseline_pairs] != [t for _, t in pairs]:
         raise DataError("tokenwise: baseline_pairs must have the same targets as pairs")
     a = gold_logprobs(model, pairs, bos_id, eos_id, pad_id, batch_size)
-    b = gold_logprobs(baseline, baseline_pairs if baseline_pairs is not None else pairs, bos_id, eos_id, pad_id, batch_size)
+    b = gold_logprobs(baseline, baseline_pairs if baseline_pairs is not None else pairs, bos_id, eos_id, pad_id,
+                      batch_size)
     gold = [[*tgt, eos_id] for _, tgt in pairs]
     rows = tokenwise_table(a, b, gold, counts, position_buckets, freq_buckets, by)
     out = plots.output_dir(out_dir)
@@ -119,13 +121,17 @@ def tokenwise(
     return rows
 
 
-def plot_tokenwise(rows: list[dict[str, Any]], f_labels: list[str], p_labels: list[str], names: tuple[str, str], by: str, path: Path) -> None:
+def plot_tokenwise(
+    rows: list[dict[str, Any]], f_labels: list[str], p_labels: list[str], names: tuple[str, str], by: str, path: Path
+) -> None:
     shape = (len(f_labels), len(p_labels))
     diff = np.array([np.nan if r["mean_diff"] is None else r["mean_diff"] for r in rows]).reshape(shape)
     win = np.array([np.nan if r["win_ratio"] is None else r["win_ratio"] for r in rows]).reshape(shape)
     bound = float(np.nanmax(np.abs(diff))) if np.isfinite(diff).any() else 1.0
     fig, (ax1, ax2) = plots.figure(ncols=2, size=(6.0, 3.8))
     ylabel = "frequency rank" if by == "rank" else "training count"
-    plots.heatmap(ax1, diff, f_labels, p_labels, f"mean log-prob difference ({names[0]} − {names[1]})", cmap="RdBu", vmin=-bound, vmax=bound, xlabel="decoder position", ylabel=ylabel)
-    plots.heatmap(ax2, win, f_labels, p_labels, f"ratio {names[0]} > {names[1]}", cmap="RdBu", vmin=0.0, vmax=1.0, xlabel="decoder position", ylabel=ylabel)
+    plots.heatmap(ax1, diff, f_labels, p_labels, f"mean log-prob difference ({names[0]} − {names[1]})", cmap="RdBu",
+                  vmin=-bound, vmax=bound, xlabel="decoder position", ylabel=ylabel)
+    plots.heatmap(ax2, win, f_labels, p_labels, f"ratio {names[0]} > {names[1]}", cmap="RdBu", vmin=0.0, vmax=1.0,
+                  xlabel="decoder position", ylabel=ylabel)
     plots.save_png(fig, path)

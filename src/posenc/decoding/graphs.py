@@ -61,7 +61,8 @@ def _slots(state: Any) -> Iterator[_Slot]:
 
 
 def copy_into(static: Any, fresh: Any) -> None:
-    """Copy every tensor entry of ``fresh`` into the same entry of ``static`` (same structure) unless it is the same object."""
+    """Copy every tensor entry of ``fresh`` into the same entry of ``static`` (same structure) unless it is the
+    same object."""
     for s_slot, f_slot in zip(list(_slots(static)), list(_slots(fresh))):
         if s_slot.get() is not f_slot.get():
             s_slot.get().copy_(f_slot.get())

@@ -121,7 +121,9 @@ def _init_state(model: IncrementalModel, src: Tensor, src_mask: Tensor, steps: i
     return static(memory, src_mask, steps, fixed_shapes=True) if fixed else static(memory, src_mask, steps)
 
 
-def _stepper(model: IncrementalModel, src: Tensor, src_mask: Tensor, steps: int, rows: Tensor, graph: bool) -> _Eager | GraphedStep:
+def _stepper(
+    model: IncrementalModel, src: Tensor, src_mask: Tensor, steps: int, rows: Tensor, graph: bool
+) -> _Eager | GraphedStep:
     """The step runner over the initial state expanded to ``rows`` (``(N,)`` source rows).
 
     ``graph``: fixed shapes, captured as a CUDA graph on CUDA (run eagerly elsewhere); if the model
@@ -302,7 +304,8 @@ def beam_search(
         return []
     limit = max_lengths(src_mask, max_len_a, max_len_b)  # (B,)
     steps = int(limit.max()) + 1  # the one host sync before the loop
-    stepper = _stepper(model, src, src_mask, steps, torch.arange(bsz, device=device)[:, None].expand(-1, k).reshape(-1), cuda_graph)
+    stepper = _stepper(model, src, src_mask, steps, torch.arange(bsz, device=device)[:, None].expand(-1, k).reshape(-1),
+                       cuda_graph)
     state = stepper.state
     finished = _Finished(bsz, k, steps, device)
     beams = _Beams.start(bsz, k, steps, device)
@@ -311,7 +314,8 @@ def beam_search(
     for t in range(steps):
         force = t >= limit  # (B,)
         logp = torch.log_softmax(stepper.step(tokens, state).float(), -1)  # (B*K, V)
-        cand, origin, token = _top_candidates(beams.scores, _force_eos(logp, force[:, None].expand(-1, k).reshape(-1), eos_id), k)
+        cand, origin, token = _top_candidates(
+            beams.scores, _force_eos(logp, force[:, None].expand(-1, k).reshape(-1), eos_id), k)
         is_eos = token == eos_id
         paths = beams.hist.gather(1, origin[:, :k, None].expand(-1, -1, steps))  # (B, K, Tmax)
         finished.add(beams.active, paths, cand[:, :k], is_eos[:, :k], t, length_penalty)

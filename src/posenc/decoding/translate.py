@@ -106,8 +106,8 @@ def _decode_batch(
 ) -> list[str]:
     """Translate one batch of source id lists; returns the best hypotheses as text."""
     src, mask = _pad(seqs, tokenizer.pad_id, device)
-    common = dict(bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, max_len_a=opts["max_len_a"], max_len_b=opts["max_len_b"],
-                  cuda_graph=opts["cuda_graph"])
+    common = dict(bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, max_len_a=opts["max_len_a"],
+                  max_len_b=opts["max_len_b"], cuda_graph=opts["cuda_graph"])
     if opts["beam"] == 1:  # identical to beam search with K = 1, without the bookkeeping
         outputs = greedy_search(model, src, mask, **common)
     else:
@@ -118,7 +118,8 @@ def _decode_batch(
 
 
 def _translate_chunk(
-    model: nn.Module, tokenizer: Tokenizer, seqs: list[list[int]], batch_tokens: int, device: torch.device, opts: dict[str, Any]
+    model: nn.Module, tokenizer: Tokenizer, seqs: list[list[int]], batch_tokens: int, device: torch.device,
+    opts: dict[str, Any],
 ) -> list[str]:
     """Translate source id lists in length-sorted batches; outputs in the order of ``seqs``."""
     outputs: list[str] = [""] * len(seqs)  # empty sources stay empty
@@ -187,8 +188,8 @@ def translate_lines(
     """
     _check_options(beam, batch_tokens, chunk_lines, max_source_len, too_long)
     device = torch.device(device) if device is not None else _model_device(model)
-    opts = dict(beam=beam, length_penalty=length_penalty, max_len_a=max_len_a, max_len_b=max_len_b, cuda_graph=cuda_graph,
-                on_decoded=on_decoded)
+    opts = dict(beam=beam, length_penalty=length_penalty, max_len_a=max_len_a, max_len_b=max_len_b,
+                cuda_graph=cuda_graph, on_decoded=on_decoded)
     numbered = enumerate(lines, start=1)
     was_training = model.training
     model.eval()

@@ -76,7 +76,8 @@ class PositionSampler(nn.Module):
                 f"positions of {interface.model_type}"
             )
         reach = getattr(self.augmentation.params, "position_reach", None)  # randomized: N − 1, always reached
-        if family.bounded and interface.max_positions is not None and reach is not None and reach >= interface.max_positions:
+        if (family.bounded and interface.max_positions is not None and reach is not None
+                and reach >= interface.max_positions):
             raise ConfigError(
                 f"posenc.hf: {name} draws positions up to {reach} but {interface.model_type} has "
                 f"{interface.max_positions} learned positions: pass max_len <= {interface.max_positions}"
@@ -132,6 +133,7 @@ class PositionSampler(nn.Module):
         if real.numel() and (real.min() < 0 or real.max() >= n):
             raise DataError(
                 f"posenc.hf: {self.name} positions reach {int(real.max())} (min {int(real.min())}) but "
-                f"{self.interface.model_type} has {n} learned positions: shorten the sequences or the augmentation's range"
+                f"{self.interface.model_type} has {n} learned positions: "
+                "shorten the sequences or the augmentation's range"
             )
         return positions.long()

@@ -88,7 +88,10 @@ class PositionAugmentedSeq2Seq(nn.Module):
             src, tgt = augmentation.pair(src, src_mask, tgt, tgt_mask)
         return self.sampler.finish(src, src_mask), self.sampler.finish(tgt, tgt_mask)
 
-    def forward(self, input_ids: Tensor | None = None, attention_mask: Tensor | None = None, labels: Tensor | None = None, **kwargs: Any) -> Any:
+    def forward(
+        self, input_ids: Tensor | None = None, attention_mask: Tensor | None = None, labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """Same arguments and output as the wrapped model's ``forward`` (``labels`` named for the Trainer)."""
         if labels is not None:
             kwargs["labels"] = labels

@@ -43,7 +43,8 @@ class PositionAugmentedModel(nn.Module):
         self.sampler = PositionSampler(augment, inspect_model(model), **params)
 
     def forward(
-        self, input_ids: Tensor | None = None, attention_mask: Tensor | None = None, labels: Tensor | None = None, **kwargs: Any
+        self, input_ids: Tensor | None = None, attention_mask: Tensor | None = None, labels: Tensor | None = None,
+        **kwargs: Any,
     ) -> Any:
         """Same arguments and output as the wrapped model's ``forward``; logits ``(B, L, V)``.
         ``labels`` is named so that the ``Trainer`` keeps that column. In eval, given ``position_ids``
@@ -107,11 +108,14 @@ class PositionIdsCollator:
     loader only. The Hugging Face ``Trainer`` collates evaluation batches with the training collator,
     so there use :func:`augment_model` instead (it follows the Trainer's train/eval switch)."""
 
-    def __init__(self, collate: Callable[[list[Any]], dict[str, Tensor]], model: nn.Module, augment: str, **params: Any) -> None:
+    def __init__(
+        self, collate: Callable[[list[Any]], dict[str, Tensor]], model: nn.Module, augment: str, **params: Any
+    ) -> None:
         if not callable(collate):
             raise TypeError(f"posenc.hf: PositionIdsCollator needs a callable collator, got {type(collate).__name__}")
         self.collate = collate
-        self.sampler = PositionSampler(augment, inspect_model(require_module(model, "PositionIdsCollator")), **params).train()
+        self.sampler = PositionSampler(
+            augment, inspect_model(require_module(model, "PositionIdsCollator")), **params).train()
 
     def __call__(self, features: list[Any]) -> dict[str, Tensor]:
         batch = dict(self.collate(features))

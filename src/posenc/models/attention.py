@@ -200,7 +200,9 @@ class MultiHeadAttention(nn.Module):
         """The position hook given at construction (:class:`NullHook` when none)."""
         return self.slot.hook
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: Hook, ctx: PositionContext | None) -> Tensor:
+    def _attend(
+        self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, hook: Hook, ctx: PositionContext | None
+    ) -> Tensor:
         p = self.dropout if self.training else 0.0
         own = hook.attend(q, k, v, allowed, ctx, p)  # a hook's fused path (Shaw: FlexAttention on CUDA)
         if own is not None:

@@ -51,7 +51,8 @@ def check_layer_dims(cfg: Any, section: str) -> None:
     """Checks shared by the Transformer configs (seq2seq ``model``, decoder-only ``lm``): width,
     heads, dropouts, norm placement, activation and vocabulary size."""
     require(cfg.d_model > 0 and cfg.d_model % 2 == 0, f"{section}.d_model must be positive and even, got {cfg.d_model}")
-    require(cfg.heads >= 1 and cfg.d_model % cfg.heads == 0, f"{section}.d_model {cfg.d_model} not divisible by heads {cfg.heads}")
+    require(cfg.heads >= 1 and cfg.d_model % cfg.heads == 0,
+            f"{section}.d_model {cfg.d_model} not divisible by heads {cfg.heads}")
     require(0.0 <= cfg.dropout < 1.0 and 0.0 <= cfg.attention_dropout < 1.0, f"{section}: dropout must be in [0, 1)")
     require(cfg.norm in ("post", "pre"), f"{section}.norm must be 'post' or 'pre', got {cfg.norm!r}")
     require(cfg.activation in ("relu", "gelu"), f"{section}.activation must be relu or gelu, got {cfg.activation!r}")
@@ -82,9 +83,11 @@ class ModelConfig:
         return dict(PRESETS.get(name, {}))
 
     def __post_init__(self) -> None:
-        require(self.encoder_layers >= 0 and self.decoder_layers >= 1, "model: need >= 0 encoder and >= 1 decoder layers")
+        require(self.encoder_layers >= 0 and self.decoder_layers >= 1,
+                "model: need >= 0 encoder and >= 1 decoder layers")
         check_layer_dims(self, "model")
-        require(self.share_embeddings in ("none", "decoder", "all"), f"model.share_embeddings must be none|decoder|all, got {self.share_embeddings!r}")
+        require(self.share_embeddings in ("none", "decoder", "all"),
+                f"model.share_embeddings must be none|decoder|all, got {self.share_embeddings!r}")
         self.position.refuse_task_ids("a translation model")
 
     def encoder_stack(self) -> StackConfig:

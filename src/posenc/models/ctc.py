@@ -64,17 +64,23 @@ class CTCModelConfig:
     position: PositionConfig = field(default_factory=speech_positions)
 
     def __post_init__(self) -> None:
-        require(self.d_model > 0 and self.d_model % 2 == 0, f"model.d_model must be positive and even, got {self.d_model}")
-        require(self.heads >= 1 and self.d_model % self.heads == 0, f"model.d_model {self.d_model} is not divisible by model.heads {self.heads}")
-        require(self.layers >= 0 and self.d_ff >= 1 and self.conv_channels >= 1, "model.layers must be >= 0, model.d_ff and model.conv_channels >= 1")
+        require(self.d_model > 0 and self.d_model % 2 == 0,
+                f"model.d_model must be positive and even, got {self.d_model}")
+        require(self.heads >= 1 and self.d_model % self.heads == 0,
+                f"model.d_model {self.d_model} is not divisible by model.heads {self.heads}")
+        require(self.layers >= 0 and self.d_ff >= 1 and self.conv_channels >= 1,
+                "model.layers must be >= 0, model.d_ff and model.conv_channels >= 1")
         require(0.0 <= self.dropout < 1.0, f"model.dropout must be in [0, 1), got {self.dropout}")
         require(self.norm in ("pre", "post"), f"model.norm must be 'pre' or 'post', got {self.norm!r}")
-        require(self.conv_kernel >= 1 and self.conv_kernel % 2 == 1, f"model.conv_kernel must be odd (frame centres stay on input frames), got {self.conv_kernel}")
-        require(len(self.conv_strides) >= 1 and all(s >= 1 for s in self.conv_strides), f"model.conv_strides must be a non-empty list of integers >= 1, got {self.conv_strides}")
+        require(self.conv_kernel >= 1 and self.conv_kernel % 2 == 1,
+                f"model.conv_kernel must be odd (frame centres stay on input frames), got {self.conv_kernel}")
+        require(len(self.conv_strides) >= 1 and all(s >= 1 for s in self.conv_strides),
+                f"model.conv_strides must be a non-empty list of integers >= 1, got {self.conv_strides}")
         self.position.refuse_task_ids("a speech model")
         methods = self.position.methods
         require(methods.attention is None or self.frame_positions,
-                f"model.position {self.position.name!r}: a continuous input method (seconds) cannot be combined with an attention method (frames)")
+                f"model.position {self.position.name!r}: a continuous input method (seconds) cannot be combined "
+                "with an attention method (frames)")
 
     @property
     def frame_positions(self) -> bool:
@@ -140,7 +146,8 @@ class CTCModel(nn.Module):
 
     def __init__(self, cfg: CTCModelConfig, n_features: int, vocab_size: int, hop_seconds: float) -> None:
         super().__init__()
-        require(n_features >= 1 and vocab_size >= 2 and hop_seconds > 0, "CTCModel: need n_features >= 1, vocab_size >= 2, hop_seconds > 0")
+        require(n_features >= 1 and vocab_size >= 2 and hop_seconds > 0,
+                "CTCModel: need n_features >= 1, vocab_size >= 2, hop_seconds > 0")
         self.cfg, self.spacing = cfg, hop_seconds * cfg.downsample
         self.frontend = GLUFrontEnd(n_features, cfg)
         self.encoder = Encoder(cfg.encoder())

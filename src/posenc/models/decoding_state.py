@@ -59,8 +59,8 @@ class Steps:
         if self.decode_positions is not None:
             return self.decode_positions.value[:, t : t + 1].expand(rows, 1)
         if augment.needs_decode_horizon:
-            raise ConfigError("randomized positions sampled at eval need a decoding horizon: use init_static_state(..., max_len) "
-                              "or model.position.randomized.eval=sequential")
+            raise ConfigError("randomized positions sampled at eval need a decoding horizon: "
+                              "use init_static_state(..., max_len) or model.position.randomized.eval=sequential")
         return augment.eval_target(torch.full((rows, 1), float(t), device=device))
 
     def attend(self, augment: Augmentation, rows: int, device: torch.device,

@@ -54,11 +54,13 @@ class RNNConfig:
         require(self.embed >= 0, f"rnn.embed must be >= 0, got {self.embed}")
         require(self.encoder_layers >= 1 and self.decoder_layers >= 1, "rnn: need >= 1 encoder and >= 1 decoder layer")
         require(0.0 <= self.dropout < 1.0, f"rnn.dropout must be in [0, 1), got {self.dropout}")
-        require(self.share_embeddings in ("none", "decoder", "all"), f"rnn.share_embeddings must be none|decoder|all, got {self.share_embeddings!r}")
+        require(self.share_embeddings in ("none", "decoder", "all"),
+                f"rnn.share_embeddings must be none|decoder|all, got {self.share_embeddings!r}")
         require(self.vocab_size >= 0, f"rnn.vocab_size must be >= 0, got {self.vocab_size}")
         require(
             self.share_embeddings != "all" or self.embed_dim == self.hidden,
-            f"rnn.share_embeddings=all ties the output layer to the embeddings and needs embed == hidden ({self.embed} != {self.hidden})",
+            f"rnn.share_embeddings=all ties the output layer to the embeddings and needs embed == hidden "
+            f"({self.embed} != {self.hidden})",
         )
 
     @property
@@ -94,9 +96,11 @@ class RNNNMT(nn.Module):
         self.cfg, self.pad_id = cfg, pad_id
         e, h = cfg.embed_dim, cfg.hidden
         self.src_embed = nn.Embedding(cfg.vocab_size, e, padding_idx=pad_id)
-        self.tgt_embed = self.src_embed if cfg.share_embeddings == "all" else nn.Embedding(cfg.vocab_size, e, padding_idx=pad_id)
+        self.tgt_embed = (self.src_embed if cfg.share_embeddings == "all"
+                          else nn.Embedding(cfg.vocab_size, e, padding_idx=pad_id))
         drop_between = cfg.dropout if cfg.encoder_layers > 1 else 0.0
-        self.encoder = nn.LSTM(e, h // 2, cfg.encoder_layers, batch_first=True, bidirectional=True, dropout=drop_between)
+        self.encoder = nn.LSTM(e, h // 2, cfg.encoder_layers, batch_first=True, bidirectional=True,
+                               dropout=drop_between)
         drop_between = cfg.dropout if cfg.decoder_layers > 1 else 0.0
         self.decoder = nn.LSTM(e + h, h, cfg.decoder_layers, batch_first=True, dropout=drop_between)
         self.combine = nn.Linear(2 * h, h, bias=False)  # W_c (Luong Eq. 5)
@@ -106,7 +110,8 @@ class RNNNMT(nn.Module):
         elif e == h:
             self.output = None  # tied to the target embedding
         else:
-            raise ConfigError(f"rnn.share_embeddings={cfg.share_embeddings} ties the output layer and needs embed == hidden")
+            raise ConfigError(
+                f"rnn.share_embeddings={cfg.share_embeddings} ties the output layer and needs embed == hidden")
 
     def logits(self, h: Tensor) -> Tensor:
         """Attentional states ``(..., H)`` → logits ``(..., V)``."""

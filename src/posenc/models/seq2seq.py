@@ -24,7 +24,8 @@ class Seq2SeqTransformer(nn.Module):
             raise ConfigError("model.vocab_size is not set (it comes from the tokenizer)")
         self.cfg, self.pad_id = cfg, pad_id
         self.src_embed = Embedding(cfg.vocab_size, cfg.d_model, pad_id)
-        self.tgt_embed = self.src_embed if cfg.share_embeddings == "all" else Embedding(cfg.vocab_size, cfg.d_model, pad_id)
+        self.tgt_embed = (self.src_embed if cfg.share_embeddings == "all"
+                          else Embedding(cfg.vocab_size, cfg.d_model, pad_id))
         self.encoder, self.decoder = Encoder(cfg), Decoder(cfg)
         self.augment = build_augmentation(cfg.position)
         if cfg.share_embeddings == "none":
@@ -66,7 +67,9 @@ class Seq2SeqTransformer(nn.Module):
             layers.append(DecoderLayerCache({}, BeamInvariant(k=k, v=v)))
         return Seq2SeqState(layers, memory_mask, Steps(memory.new_zeros(memory.shape[0], 0)))
 
-    def init_static_state(self, memory: Tensor, memory_mask: Tensor, max_len: int, fixed_shapes: bool = False) -> Seq2SeqState:
+    def init_static_state(
+        self, memory: Tensor, memory_mask: Tensor, max_len: int, fixed_shapes: bool = False
+    ) -> Seq2SeqState:
         """:meth:`init_state` with preallocated self-attention caches for ``max_len`` steps
         (:class:`~posenc.models.attention.KVCache`, written in place instead of concatenated).
 

@@ -59,8 +59,8 @@ class Stack(nn.Module):
         self.attn_pos = build_attention(pos, d, spec.num_layers, spec.heads, spec.causal)
         layer_cls = DecoderLayer if spec.cross_attention else EncoderLayer
         self.layers = nn.ModuleList(
-            layer_cls(d, spec.heads, spec.d_ff, spec.dropout, spec.attention_dropout, spec.norm == "pre", spec.activation,
-                      hook=self.attn_pos.hook(i))  # each layer gets its hook once, at construction
+            layer_cls(d, spec.heads, spec.d_ff, spec.dropout, spec.attention_dropout, spec.norm == "pre",
+                      spec.activation, hook=self.attn_pos.hook(i))  # each layer gets its hook once, at construction
             for i in range(spec.num_layers)
         )
         self.final_norm = nn.LayerNorm(d) if spec.norm == "pre" else nn.Identity()

@@ -47,9 +47,11 @@ class ViTConfig:
 
     def __post_init__(self) -> None:
         require(self.patch >= 1, f"model.patch must be >= 1, got {self.patch}")
-        require(self.image_size % self.patch == 0, f"model.image_size {self.image_size} is not divisible by model.patch {self.patch}")
+        require(self.image_size % self.patch == 0,
+                f"model.image_size {self.image_size} is not divisible by model.patch {self.patch}")
         require(self.channels >= 1 and self.num_classes >= 2, "model.channels must be >= 1 and model.num_classes >= 2")
-        require(self.d_model % self.heads == 0, f"model.d_model {self.d_model} is not divisible by model.heads {self.heads}")
+        require(self.d_model % self.heads == 0,
+                f"model.d_model {self.d_model} is not divisible by model.heads {self.heads}")
         require(self.d_model % 2 == 0, f"model.d_model must be even, got {self.d_model}")
         require(self.layers >= 1 and self.d_ff >= 1, "model.layers and model.d_ff must be >= 1")
         require(0.0 <= self.dropout < 1.0, f"model.dropout must be in [0, 1), got {self.dropout}")

@@ -47,7 +47,8 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         require(self.setting in SETTINGS, f"data.setting must be one of {', '.join(SETTINGS)}, got {self.setting!r}")
-        require(self.length_split in LENGTH_SPLITS, f"data.length_split must be short, middle, long or empty, got {self.length_split!r}")
+        require(self.length_split in LENGTH_SPLITS,
+                f"data.length_split must be short, middle, long or empty, got {self.length_split!r}")
         require(self.max_train_len >= 1, f"data.max_train_len must be >= 1, got {self.max_train_len}")
         require(self.max_len >= 1, f"data.max_len must be >= 1, got {self.max_len}")
         require(self.group >= 2, f"data.group must be >= 2, got {self.group}")

@@ -40,7 +40,9 @@ class EncodedSplit:
     ``max_len`` tokens are dropped and counted in ``dropped``, so no batch exceeds the budget.
     """
 
-    def __init__(self, tok: Tokenizer, data_dir: Path, split: str, prepend_src_bos: bool, max_len: int | None = None) -> None:
+    def __init__(
+        self, tok: Tokenizer, data_dir: Path, split: str, prepend_src_bos: bool, max_len: int | None = None
+    ) -> None:
         src = [tok.encode(s) for s in read_lines(data_dir / f"{split}.src")]
         tgt = [tok.encode(t) for t in read_lines(data_dir / f"{split}.tgt")]
         extra = 1 if prepend_src_bos else 0
@@ -49,14 +51,17 @@ class EncodedSplit:
         self.dropped = len(src) - len(keep)
         self.tok, self.prepend_src_bos = tok, prepend_src_bos
 
-    def batches(self, max_tokens: int, shuffle: bool, seed: int, epoch: int, rank: int = 0, world: int = 1) -> list[Batch]:
+    def batches(
+        self, max_tokens: int, shuffle: bool, seed: int, epoch: int, rank: int = 0, world: int = 1
+    ) -> list[Batch]:
         extra = 1 if self.prepend_src_bos else 0
         src_lens = [len(s) + extra for s in self.src]
         tgt_lens = [len(t) + 1 for t in self.tgt]  # BOS + tokens / tokens + EOS
         groups = token_batches(src_lens, tgt_lens, max_tokens, shuffle, seed, epoch, rank, world)
         t = self.tok
         return [
-            collate([self.src[i] for i in g], [self.tgt[i] for i in g], t.pad_id, t.bos_id, t.eos_id, g, self.prepend_src_bos)
+            collate([self.src[i] for i in g], [self.tgt[i] for i in g], t.pad_id, t.bos_id, t.eos_id, g,
+                    self.prepend_src_bos)
             for g in groups
         ]
 
@@ -110,7 +115,9 @@ def train_split(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool) -> En
     return split
 
 
-def stopping_split(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool, train: EncodedSplit) -> tuple[EncodedSplit, str]:
+def stopping_split(
+    cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool, train: EncodedSplit
+) -> tuple[EncodedSplit, str]:
     """The validation pairs whose loss drives patience and best-N checkpoint selection, and a
     description for the summary. EXTRAPOLATE: only pairs inside the training length range (source
     and target <= ``data.max_len`` subwords, the filter training had; with ``data.length_split``
@@ -129,10 +136,12 @@ def stopping_split(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool, tr
     bounds = (min(map(len, train.src)), max(map(len, train.src))) if cfg.data.length_split else None
     keep = data_settings.in_range([len(s) for s in split.src], [len(t) for t in split.tgt], cfg.data.max_len, bounds)
     if not keep:
-        raise DataError(f"no validation pair inside the training length range (data.max_len={cfg.data.max_len}) in {data_dir}")
+        raise DataError(
+            f"no validation pair inside the training length range (data.max_len={cfg.data.max_len}) in {data_dir}")
     split.src, split.tgt = [split.src[i] for i in keep], [split.tgt[i] for i in keep]
     where = f"source {bounds[0]}-{bounds[1]} and " if bounds else ""
-    return split, f"validation pairs with {where}source and target <= {cfg.data.max_len} subwords ({len(keep)} of {total})"
+    return split, (f"validation pairs with {where}source and target <= {cfg.data.max_len} subwords "
+                   f"({len(keep)} of {total})")
 
 
 def validation_bleu(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool) -> Callable[[nn.Module], float] | None:

@@ -40,7 +40,8 @@ class AbacusParams:
 
 
 @register("augment", "abacus", AbacusParams,
-          paper="McLeish et al. 2024 (Abacus)", what="a random offset of the digit ids (> 0) in training, none at inference")
+          paper="McLeish et al. 2024 (Abacus)",
+          what="a random offset of the digit ids (> 0) in training, none at inference")
 class AbacusAugmentation(Augmentation):
     integer_valued = True  # integer ids plus an integer k
     needs_task_ids = True  # digit places (data.position_ids: coupled); over 0..L−1 it would shift all but token 0

@@ -77,7 +77,8 @@ class AlibiPosition(AttentionPosition[AlibiContext]):
 
     ct2_refusal = "ALiBi bias, CTranslate2 has it for decoder-only models"
 
-    def __init__(self, d_model: int, params: AlibiParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
+    def __init__(self, d_model: int, params: AlibiParams, num_layers: int, num_heads: int, causal: bool = False,
+                 **_: Any) -> None:
         super().__init__()
         self.shared = AlibiHook(torch.tensor(alibi_slopes(num_heads)))
         self.left_offset = 0.5 if params.asymmetric and not causal else 0.0  # causal: the paper's form

@@ -32,7 +32,8 @@ def capture_blockers(model: nn.Module) -> list[str]:
     graphs): the ``capture_blocker`` of every submodule that declares ``capturable = False`` (a method
     declares it next to its code), one ``"ClassName: reason"`` each, sorted; empty when nothing does.
     tests/training/test_capture.py compiles every other registered method with ``fullgraph=True``."""
-    found = {f"{type(m).__name__}: {m.capture_blocker}" for m in model.modules() if getattr(m, "capturable", True) is False}
+    found = {f"{type(m).__name__}: {m.capture_blocker}" for m in model.modules()
+             if getattr(m, "capturable", True) is False}
     return sorted(found)
 
 

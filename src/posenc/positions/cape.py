@@ -47,7 +47,8 @@ class CapeParams:
             require(ok, f"cape.{name} must be a finite number, got {value!r}")
         require(self.max_global_shift >= 0, f"cape.max_global_shift must be >= 0, got {self.max_global_shift}")
         require(self.max_local_shift >= 0, f"cape.max_local_shift must be >= 0, got {self.max_local_shift}")
-        require(self.max_global_scaling >= 1, f"cape.max_global_scaling (λmax) must be >= 1, got {self.max_global_scaling}")
+        require(self.max_global_scaling >= 1,
+                f"cape.max_global_scaling (λmax) must be >= 1, got {self.max_global_scaling}")
         require(self.source_scale >= 0, f"cape.source_scale (α) must be >= 0 (0 = auto), got {self.source_scale}")
 
     @property
@@ -69,7 +70,8 @@ def unit_uniform(batch: int, width: int, like: Tensor) -> Tensor:
 
 
 @register("augment", "cape", CapeParams,
-          paper="Likhomanenko et al. 2021 (CAPE)", what="global shift, local jitter and global scaling of the positions in training")
+          paper="Likhomanenko et al. 2021 (CAPE)",
+          what="global shift, local jitter and global scaling of the positions in training")
 class CapeAugmentation(Augmentation):
     def __init__(self, params: CapeParams, **_: Any) -> None:
         super().__init__()

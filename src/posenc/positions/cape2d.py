@@ -37,7 +37,8 @@ class Cape2dParams:
     def __post_init__(self) -> None:
         require(self.max_global_shift >= 0, f"cape2d.max_global_shift must be >= 0, got {self.max_global_shift}")
         require(self.local_shift >= 0, f"cape2d.local_shift must be >= 0, got {self.local_shift}")
-        require(self.max_global_scaling >= 1, f"cape2d.max_global_scaling (λmax) must be >= 1, got {self.max_global_scaling}")
+        require(self.max_global_scaling >= 1,
+                f"cape2d.max_global_scaling (λmax) must be >= 1, got {self.max_global_scaling}")
 
 
 def _uniform(shape: tuple[int, ...], bound: Tensor | float, like: Tensor) -> Tensor:

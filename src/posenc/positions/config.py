@@ -81,8 +81,10 @@ def resolve(name: str) -> Methods:
     readers = [m for m in (methods.input, methods.attention) if m]
     if aug and not any(aug in registry.entry(m).augmentable_by for m in readers):
         inputs = sorted(e.name for e in registry.entries() if aug in e.augmentable_by and e.name in registry.INPUT)
-        attention = sorted(e.name for e in registry.entries() if aug in e.augmentable_by and e.name in registry.ATTENTION)
-        needs = f"input method {' or '.join(inputs)}" + (f" or attention method {' or '.join(attention)}" if attention else "")
+        attention = sorted(e.name for e in registry.entries()
+                           if aug in e.augmentable_by and e.name in registry.ATTENTION)
+        needs = f"input method {' or '.join(inputs)}" + (
+            f" or attention method {' or '.join(attention)}" if attention else "")
         raise ConfigError(
             f"position {name!r}: {aug} augments absolute positions and needs {needs}, "
             f"not {methods.input}+{methods.attention or '-'}"
@@ -151,8 +153,9 @@ class _PositionConfigBase:
     def refuse_task_ids(self, where: str) -> None:
         """One-line ConfigError when the augmentation needs task-given ids that ``where`` does not give."""
         require(not self.needs_task_ids,
-                f"model.position {self.name!r}: {self.methods.augment} shifts task-given digit ids (the length suite with "
-                f"data.position_ids=coupled); {where} reads token indices, where it would shift every position but the first")
+                f"model.position {self.name!r}: {self.methods.augment} shifts task-given digit ids "
+                f"(the length suite with data.position_ids=coupled); {where} reads token indices, "
+                "where it would shift every position but the first")
 
     def _active_flag(self, flag: str) -> bool:
         """True when an active method's params declare ``flag`` (a property) as true."""

@@ -73,15 +73,19 @@ class CopeHook(AttentionHook[PositionContext]):
 
 
 @register("attention", "cope", CopeParams, causal_only=True,
-          paper="Golovneva et al. 2024", what="contextual positions: gated counts of the keys between, interpolated embeddings in the logits")
+          paper="Golovneva et al. 2024",
+          what="contextual positions: gated counts of the keys between, interpolated embeddings in the logits")
 class CopePosition(AttentionPosition[PositionContext]):
     """One table per layer; no context (the positions come from the gates)."""
 
     ct2_refusal = "positions counted by gates of q and k; CTranslate2 has no such attention"
 
-    def __init__(self, d_model: int, params: CopeParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
+    def __init__(self, d_model: int, params: CopeParams, num_layers: int, num_heads: int, causal: bool = False,
+                 **_: Any) -> None:
         super().__init__()
-        require(causal, "cope is causal only (Golovneva et al. 2024 count the keys up to the query); not in a bidirectional stack")
+        require(causal,
+                "cope is causal only (Golovneva et al. 2024 count the keys up to the query); "
+                "not in a bidirectional stack")
         self.hooks = nn.ModuleList(CopeHook(d_model // num_heads, params.max_positions) for _ in range(num_layers))
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> None:

@@ -121,9 +121,12 @@ class FirePosition(AttentionPosition[FireContext]):
     capture_blocker = "the distinct (distance, query) pairs of FireHook.distinct have a data-dependent count"
     ct2_refusal = "an MLP bias of normalised distances; CTranslate2 has no such bias"
 
-    def __init__(self, d_model: int, params: FireParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
+    def __init__(self, d_model: int, params: FireParams, num_layers: int, num_heads: int, causal: bool = False,
+                 **_: Any) -> None:
         super().__init__()
-        require(causal, "fire is causal only (Li et al. 2023 define b(i, j) for j <= i); use t5 or alibi in a bidirectional stack")
+        require(causal,
+                "fire is causal only (Li et al. 2023 define b(i, j) for j <= i); "
+                "use t5 or alibi in a bidirectional stack")
         self.hooks = nn.ModuleList(FireHook(num_heads, params) for _ in range(num_layers if params.per_layer else 1))
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> FireContext:

@@ -55,7 +55,8 @@ def grid_shape(positions: Tensor, grid: tuple[int, int] | None = None) -> tuple[
         grid = round(1.0 / (y0 + 1.0)), round(1.0 / (x0 + 1.0))
     gh, gw = (int(g) for g in grid)
     if gh * gw != positions.shape[1]:
-        raise DataError(f"2-D positions: {positions.shape[1]} patches are not the full {gh}x{gw} grid their first centre implies")
+        raise DataError(f"2-D positions: {positions.shape[1]} patches are not the full {gh}x{gw} grid "
+                        "their first centre implies")
     return gh, gw
 
 

@@ -77,7 +77,8 @@ def sorted_subsets(lengths: Tensor, width: int, n: int, generator: torch.Generat
 
 
 @register("augment", "randomized", RandomizedParams,
-          paper="Ruoss et al. 2023", what="an ordered random subset of {0..N−1} as positions, in training and evaluation")
+          paper="Ruoss et al. 2023",
+          what="an ordered random subset of {0..N−1} as positions, in training and evaluation")
 class RandomizedAugmentation(Augmentation):
     integer_valued = True  # an ordered subset of {0..N−1}
 

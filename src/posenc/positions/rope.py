@@ -85,10 +85,14 @@ class RopeParams:
         require(self.scaling in SCALINGS, f"rope.scaling {self.scaling!r} unknown (known: {', '.join(SCALINGS)})")
         if self.scaling == "none":
             return
-        require(self.interpolation == 1 and self.ntk == 1, f"rope.scaling={self.scaling} replaces rope.interpolation and rope.ntk (leave them 1)")
-        require(self.original_max_position >= 1, f"rope.scaling={self.scaling} needs rope.original_max_position (the training length) >= 1")
-        require(self.factor >= 1 and self.attention_factor >= 0, "rope.factor must be >= 1 and rope.attention_factor >= 0")
-        require(self.high_freq_factor > self.low_freq_factor > 0, "rope.high_freq_factor must exceed rope.low_freq_factor > 0")
+        require(self.interpolation == 1 and self.ntk == 1,
+                f"rope.scaling={self.scaling} replaces rope.interpolation and rope.ntk (leave them 1)")
+        require(self.original_max_position >= 1,
+                f"rope.scaling={self.scaling} needs rope.original_max_position (the training length) >= 1")
+        require(self.factor >= 1 and self.attention_factor >= 0,
+                "rope.factor must be >= 1 and rope.attention_factor >= 0")
+        require(self.high_freq_factor > self.low_freq_factor > 0,
+                "rope.high_freq_factor must exceed rope.low_freq_factor > 0")
         require(self.scaling != "longrope" or (bool(self.short_factor) and bool(self.long_factor)),
                 "rope.scaling=longrope needs rope.short_factor and rope.long_factor (one factor per rotated pair)")
 
@@ -123,9 +127,11 @@ def _yarn(pairs: int, p: RopeParams, device: Device = "cpu") -> tuple[Tensor, fl
 def _longrope(pairs: int, p: RopeParams, device: Device = "cpu") -> tuple[Tensor, float]:
     """LongRoPE (Ding et al. 2024), static: θ_j = base^(−j/P) / λ_j with the long factors beyond L."""
     factors = p.long_factor if p.target_length > p.original_max_position else p.short_factor
-    require(len(factors) == pairs, f"rope.short_factor/long_factor need {pairs} factors (one per rotated pair), got {len(factors)}")
+    require(len(factors) == pairs,
+            f"rope.short_factor/long_factor need {pairs} factors (one per rotated pair), got {len(factors)}")
     scale = math.sqrt(1 + math.log(p.factor) / math.log(p.original_max_position)) if p.factor > 1 else 1.0
-    return _plain(pairs, p, device)[0] / torch.tensor(factors, dtype=torch.float64, device=device), p.attention_factor or scale
+    return (_plain(pairs, p, device)[0] / torch.tensor(factors, dtype=torch.float64, device=device),
+            p.attention_factor or scale)
 
 
 def _llama3(pairs: int, p: RopeParams, device: Device = "cpu") -> tuple[Tensor, float]:
@@ -136,7 +142,8 @@ def _llama3(pairs: int, p: RopeParams, device: Device = "cpu") -> tuple[Tensor, 
     gamma = (p.original_max_position / wavelength - p.low_freq_factor) / (p.high_freq_factor - p.low_freq_factor)
     smooth = (1 - gamma) * theta / p.factor + gamma * theta
     out = torch.where(wavelength > p.original_max_position / p.low_freq_factor, theta / p.factor, theta)
-    medium = (wavelength >= p.original_max_position / p.high_freq_factor) & (wavelength <= p.original_max_position / p.low_freq_factor)
+    medium = ((wavelength >= p.original_max_position / p.high_freq_factor)
+              & (wavelength <= p.original_max_position / p.low_freq_factor))
     return torch.where(medium, smooth, out), p.attention_factor or 1.0
 
 
@@ -198,7 +205,8 @@ class RopeHook(AttentionHook[RopeContext]):
 # rope+shape would be a silent no-op and is rejected like alibi/t5/shaw+shape. CAPE's jitter and
 # scaling and randomized positions change m − n.
 @register("attention", "rope", RopeParams, augmentable_by=("cape", "randomized"),
-          paper="Su et al. 2021 (RoFormer)", what="rotary q/k (partial rotary, PI, NTK, YaRN, LongRoPE, Llama-3 scaling)")
+          paper="Su et al. 2021 (RoFormer)",
+          what="rotary q/k (partial rotary, PI, NTK, YaRN, LongRoPE, Llama-3 scaling)")
 class RotaryPosition(AttentionPosition[RopeContext]):
     def __init__(self, d_model: int, params: RopeParams, num_layers: int, num_heads: int, **_: Any) -> None:
         super().__init__()

@@ -296,8 +296,8 @@ class ShawHook(AttentionHook[RelativeContext]):
                 nn.init.xavier_uniform_(p)
 
     #: Full-pass self-attention backend: "auto" (FlexAttention on CUDA from ``flex_min_len`` query
-    #: positions on, "banded" on CPU from ``banded_min_len`` on, the layer's explicit paths below), "explicit" (always the
-    #: layer's paths), "banded" (:class:`ToeplitzShaw` on CPU where it applies, else the layer's
+    #: positions on, "banded" on CPU from ``banded_min_len`` on, the layer's explicit paths below),
+    #: "explicit" (always the layer's paths), "banded" (:class:`ToeplitzShaw` on CPU where it applies, else the layer's
     #: paths), or a region backend of ``shaw_flex.REGIONS`` on any device ("flex"; "dense", the reference).
     backend: str = "auto"
     #: Shortest sequence "auto" sends to FlexAttention on CUDA (the crossover measured in docs/performance.md).
@@ -313,7 +313,9 @@ class ShawHook(AttentionHook[RelativeContext]):
             return "banded" if length >= self.banded_min_len else "explicit"
         return "flex" if length >= self.flex_min_len else "explicit"
 
-    def banded(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, ctx: RelativeContext, dropout_p: float) -> Tensor | None:
+    def banded(
+        self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, ctx: RelativeContext, dropout_p: float
+    ) -> Tensor | None:
         """:class:`ToeplitzShaw` for full self-attention passes on CPU (Lq = Lk = L ≥ 2k − 2,
         Toeplitz positions with shift 0, fp32 without autocast, no attention dropout, a value
         table); None (the layer's paths) for anything else. The masks are built once per stack."""
@@ -337,7 +339,9 @@ class ShawHook(AttentionHook[RelativeContext]):
         lq, lk = ctx.index.shape[-2:]
         return shaw_flex.REGIONS[name] if ctx.shift == 0 and lq == lk == q.shape[-2] and lq >= 2 else None
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, ctx: RelativeContext, dropout_p: float) -> Tensor | None:
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, ctx: RelativeContext, dropout_p: float
+    ) -> Tensor | None:
         """Shaw Eq. 3-4 through :meth:`banded` (CPU) or :func:`shaw_flex.shaw_attention` when
         :meth:`region` picks one."""
         if (self.auto_backend(q.is_cuda, q.shape[-2]) if self.backend == "auto" else self.backend) == "banded":
@@ -363,7 +367,8 @@ class ShawHook(AttentionHook[RelativeContext]):
 
 
 @register("attention", "shaw", ShawParams, augmentable_by=("randomized",),
-          paper="Shaw et al. 2018", what="relative position representations: learned key and value terms per clipped distance")
+          paper="Shaw et al. 2018",
+          what="relative position representations: learned key and value terms per clipped distance")
 class ShawRelativePosition(AttentionPosition[RelativeContext]):
     """Per-layer Shaw tables for a stack; the distance index is computed once per stack."""
 

@@ -48,7 +48,9 @@ def region_allowed(lq: int, c: int, side: str, device: torch.device) -> Tensor:
     return rel <= -c if side == "left" else rel >= c
 
 
-def dense_region(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, c: int, side: str, cache: dict) -> tuple[Tensor, Tensor]:
+def dense_region(
+    q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, c: int, side: str, cache: dict
+) -> tuple[Tensor, Tensor]:
     """Explicit masked softmax over one region; rows without keys give out 0, lse −inf (as the kernel)."""
     mask = allowed & region_allowed(q.shape[-2], c, side, q.device)  # (B, 1, L, L)
     has_key = mask.any(-1)  # (B, 1, L)
@@ -89,7 +91,9 @@ def _region_mask_mod(allowed: Tensor, bounds: Tensor) -> Callable:
     return mask_mod
 
 
-def flex_region(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, c: int, side: str, cache: dict) -> tuple[Tensor, Tensor]:
+def flex_region(
+    q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, c: int, side: str, cache: dict
+) -> tuple[Tensor, Tensor]:
     """One FlexAttention call over a region; its block mask is built once per (allowed, side) and
     kept in ``cache`` (the stack's context, shared by all layers)."""
     from torch.nn.attention.flex_attention import AuxRequest
@@ -191,7 +195,8 @@ def merge_function(compiled: bool) -> Callable[..., Tensor]:
 
 
 def shaw_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, key_table: Tensor | None,
-                   value_table: Tensor | None, c: int, region: Region, cache: dict, compiled: bool | None = None) -> Tensor:
+                   value_table: Tensor | None, c: int, region: Region, cache: dict,
+                   compiled: bool | None = None) -> Tensor:
     """Shaw self-attention (Eq. 3-4, Toeplitz positions) → ``(B, H, L, Dh)``.
 
     q, k, v ``(B, H, L, Dh)``; ``allowed (B, 1, L, L)`` bool, broadcastable (padding, causality);

@@ -75,7 +75,8 @@ class T5Hook(AttentionHook[T5Context]):
 class T5RelativeBias(AttentionPosition[T5Context]):
     """One ``(R, H)`` table per stack; ``causal`` picks the bucket layout."""
 
-    def __init__(self, d_model: int, params: T5Params, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
+    def __init__(self, d_model: int, params: T5Params, num_layers: int, num_heads: int, causal: bool = False,
+                 **_: Any) -> None:
         super().__init__()
         self.params, self.causal = params, causal
         table = nn.Embedding(params.num_buckets, num_heads)

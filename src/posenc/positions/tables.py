@@ -115,7 +115,8 @@ def block(name: str) -> list[str]:
 
 def render(text: str) -> str:
     """``text`` with every generated block replaced by its current lines."""
-    return BLOCK.sub(lambda m: f"<!-- {m['name']} -->\n" + "\n".join(block(m["name"])) + f"\n<!-- /{m['name']} -->", text)
+    return BLOCK.sub(
+        lambda m: f"<!-- {m['name']} -->\n" + "\n".join(block(m["name"])) + f"\n<!-- /{m['name']} -->", text)
 
 
 def undocumented() -> list[str]:
@@ -133,7 +134,8 @@ def main(argv: list[str]) -> int:
     stale = [p for p in DOCS if render(p.read_text(encoding="utf-8")) != p.read_text(encoding="utf-8")]
     if "--check" in argv:
         for p in stale:
-            print(f"{p}: generated method tables are out of date; run python -m posenc.positions.tables", file=sys.stderr)
+            print(f"{p}: generated method tables are out of date; run python -m posenc.positions.tables",
+                  file=sys.stderr)
         return 1 if stale else 0
     for p in stale:
         p.write_text(render(p.read_text(encoding="utf-8")), encoding="utf-8")

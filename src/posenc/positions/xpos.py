@@ -79,9 +79,11 @@ class XposHook(AttentionHook[XposContext]):
 class XposPosition(AttentionPosition[XposContext]):
     ct2_refusal = "rotary q/k scaled per position; CTranslate2's rotary embeddings have no scale"
 
-    def __init__(self, d_model: int, params: XposParams, num_layers: int, num_heads: int, causal: bool = False, **_: Any) -> None:
+    def __init__(self, d_model: int, params: XposParams, num_layers: int, num_heads: int, causal: bool = False,
+                 **_: Any) -> None:
         super().__init__()
-        require(causal, "xpos is causal only (Sun et al. 2022: the decay needs n >= m); use rope in a bidirectional stack")
+        require(causal,
+                "xpos is causal only (Sun et al. 2022: the decay needs n >= m); use rope in a bidirectional stack")
         self.params, self.pairs = params, (d_model // num_heads) // 2
         require(self.pairs >= 1, "xpos needs a head width >= 2")
         self.rope = RopeParams(base=params.base)
@@ -95,7 +97,8 @@ class XposPosition(AttentionPosition[XposContext]):
         def scale(positions: Tensor, sign: float) -> Tensor:
             return torch.exp(sign * positions.double()[:, None, :, None] / self.params.scale_base * log_zeta)
 
-        return XposContext(rope_angles(q_positions, self.pairs, self.rope), rope_angles(k_positions, self.pairs, self.rope),
+        return XposContext(rope_angles(q_positions, self.pairs, self.rope),
+                           rope_angles(k_positions, self.pairs, self.rope),
                            scale(q_positions, 1.0), scale(k_positions, -1.0))
 
     def hook(self, layer: int) -> XposHook:

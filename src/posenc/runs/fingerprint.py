@@ -1,7 +1,8 @@
 """Run fingerprints: what determines a run's data and model, so a run directory never lies.
 
 A run directory's ``fingerprint.json`` records :func:`fingerprint` of the resolved config it was
-trained with (in its :class:`~posenc.runs.same_run.RunRecord`). Whether a stored record and today's config are the same run is decided in one place,
+trained with (in its :class:`~posenc.runs.same_run.RunRecord`). Whether a stored record and today's
+config are the same run is decided in one place,
 :func:`posenc.runs.same_run.same_run` (``posenc train``, ``posenc experiment`` and the methods
 grids all ask it): differences that only extend or observe training (:data:`EXTENSION_KEYS`:
 step/epoch caps, patience, logging, checkpoint bookkeeping, device) never make a run stale.
@@ -107,7 +108,8 @@ DATA_RUNTIME_KEYS = frozenset({"max_source_len", "max_train_len"})
 def data_fingerprint(data_cfg: Any) -> dict[str, Any]:
     """What determines a prepared data directory: the data config minus :data:`DATA_RUNTIME_KEYS`."""
     data = to_dict(data_cfg)
-    return json.loads(json.dumps({k: v for k, v in data.items() if k not in DATA_RUNTIME_KEYS}, sort_keys=True, default=str))
+    return json.loads(json.dumps({k: v for k, v in data.items() if k not in DATA_RUNTIME_KEYS}, sort_keys=True,
+                                 default=str))
 
 
 def digest(fp: dict[str, Any]) -> str:

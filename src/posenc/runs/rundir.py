@@ -320,7 +320,8 @@ def stored_run(out_dir: str | Path, config_type: type) -> RunRecord | None:
     error); None when it holds no run."""
     out = Path(out_dir)
     if (out / FINGERPRINT_NAME).is_file():
-        return RunRecord.read(read_json_dict(out / FINGERPRINT_NAME, "use --no-resume to start afresh or another out_dir"))
+        return RunRecord.read(
+            read_json_dict(out / FINGERPRINT_NAME, "use --no-resume to start afresh or another out_dir"))
     if (out / CONFIG_NAME).is_file() and (out / "checkpoints").is_dir():
         with naming(out / CONFIG_NAME):
             data = load_yaml(out / CONFIG_NAME)

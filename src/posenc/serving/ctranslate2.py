@@ -89,8 +89,8 @@ def eval_offsets(model: Seq2SeqTransformer) -> tuple[int, int]:
     offsets = [s[mask if s.shape[0] == 2 else mask[1:]] for s in shifts]
     if not all(torch.equal(o, o[:1].expand_as(o)) and float(o[0]).is_integer() for o in offsets):
         name = model.cfg.position.methods.augment
-        raise ConfigError(f"posenc export: position augmentation {name!r} changes inference positions beyond a constant "
-                          "shift (no CTranslate2 position table expresses it)")
+        raise ConfigError(f"posenc export: position augmentation {name!r} changes inference positions "
+                          "beyond a constant shift (no CTranslate2 position table expresses it)")
     if float(offsets[1][0]) != float(offsets[2][0]):
         raise ConfigError("posenc export: target positions of teacher forcing and decoding differ")
     return int(offsets[0][0]), int(offsets[1][0])
@@ -100,7 +100,8 @@ def check_exportable(run: LoadedRun) -> None:
     """One-line ConfigError for a run whose model has no exact CTranslate2 form."""
     model = run.model
     if not isinstance(model, Seq2SeqTransformer):
-        raise ConfigError(f"posenc export: arch {run.cfg.arch!r} is not a Transformer; CTranslate2's TransformerSpec cannot hold it")
+        raise ConfigError(f"posenc export: arch {run.cfg.arch!r} is not a Transformer; "
+                          "CTranslate2's TransformerSpec cannot hold it")
     methods = model.cfg.position.methods
     for name, method in ((methods.input, model.encoder.input_pos), (methods.attention, model.encoder.attn_pos)):
         if method.ct2_refusal is not None:  # declared by the method (positions/*.py)
@@ -110,7 +111,8 @@ def check_exportable(run: LoadedRun) -> None:
     adds_table = model.encoder.input_pos.ct2_table(1, 0) is not None
     if methods.attention is not None and adds_table:  # measured: CTranslate2 then drops the table
         raise ConfigError(f"posenc export: position {model.cfg.position.name!r} combines input {methods.input!r} with "
-                          f"attention {methods.attention!r}; a CTranslate2 spec with relative positions has no position table")
+                          f"attention {methods.attention!r}; "
+                          "a CTranslate2 spec with relative positions has no position table")
     if model.cfg.encoder_layers < 1:
         raise ConfigError("posenc export: a model without encoder layers has no CTranslate2 TransformerSpec")
 
@@ -307,7 +309,9 @@ class Exported:
         return [self.index.get(p, self.tokenizer.unk_id) for p in pieces]
 
 
-def load_export(directory: str | Path, device: str = "cpu", threads: int = 0, compute_type: str = "default") -> Exported:
+def load_export(
+    directory: str | Path, device: str = "cpu", threads: int = 0, compute_type: str = "default"
+) -> Exported:
     """Open an export written by :func:`export_run`, its files checked first (serving/validate.py):
     a one-line ConfigError naming the file for a missing, tampered or foreign one."""
     ct2, directory = require_ctranslate2(), Path(directory)
@@ -357,7 +361,8 @@ def translate_lines(model: Exported, lines: Iterable[str], *, beam: int = 4, len
     (decoding/translate.py); ``length_penalty`` is CTranslate2's α (score / |y|^α)."""
     if beam < 1 or batch_tokens < 1 or chunk_lines < 1:
         raise ConfigError(f"beam, batch_tokens and chunk_lines must be >= 1, got {beam}, {batch_tokens}, {chunk_lines}")
-    opts = dict(beam=beam, length_penalty=length_penalty, max_len_a=max_len_a, max_len_b=max_len_b, batch_tokens=batch_tokens)
+    opts = dict(beam=beam, length_penalty=length_penalty, max_len_a=max_len_a, max_len_b=max_len_b,
+                batch_tokens=batch_tokens)
     bos, longest = bool(model.info["prepend_src_bos"]), int(model.info["max_source_len"])
     numbered = enumerate(lines, start=1)
     while chunk := list(islice(numbered, chunk_lines)):

@@ -21,7 +21,8 @@ from posenc.training.trainer import Trainer, train
 
 __all__ = [
     "SCHEDULES", "Checkpoint", "LossOutput", "TrainConfig", "TrainResult", "TrainState", "Trainer",
-    "average_checkpoints", "build_scheduler", "checkpoint_name", "cosine_factor", "label_smoothed_nll", "latest_checkpoint", "list_checkpoints",
+    "average_checkpoints", "build_scheduler", "checkpoint_name", "cosine_factor", "label_smoothed_nll",
+    "latest_checkpoint", "list_checkpoints",
     "load_checkpoint", "noam_factor", "noam_lr", "noam_scheduler", "restore_model",
     "save_average", "save_checkpoint", "seed_everything", "train",
 ]

@@ -281,7 +281,9 @@ def _write_failure(err: BaseException) -> str:
 
 
 # ----------------------------------------------------------------------------- load
-def _read_tensors(path: Path, expected: dict[str, Any] | None, verify: bool) -> tuple[dict[str, Tensor], dict[str, str]]:
+def _read_tensors(
+    path: Path, expected: dict[str, Any] | None, verify: bool
+) -> tuple[dict[str, Tensor], dict[str, str]]:
     where = f"{path.parent.name}/{path.name}"
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path.parent}: missing {path.name}")

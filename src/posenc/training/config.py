@@ -53,7 +53,8 @@ class TrainConfig:
     label_smoothing: float = 0.1
     clip_norm: float = 0.0  # 0 = no clipping
     precision: str = "auto"  # auto | fp32 | bf16 | fp16 (training/runtime.resolve_precision)
-    compile: str | bool = "off"  # off | auto | on | reduce-overhead: torch.compile the forward+loss (YAML on/off are booleans)
+    # off | auto | on | reduce-overhead: torch.compile the forward+loss (YAML on/off are booleans)
+    compile: str | bool = "off"
     validate_every: int = 1000  # steps; 0 = only at the end
     save_every: int = 5000  # steps; 0 = only at the end
     keep_last: int = 10  # checkpoints kept on disk; 0 = keep all
@@ -97,26 +98,35 @@ class TrainConfig:
         self.betas = [float(b) for b in self.betas]
         require(self.eps > 0, f"train.eps must be > 0, got {self.eps}")
         require(self.weight_decay >= 0, f"train.weight_decay must be >= 0, got {self.weight_decay}")
-        require(0.0 <= self.label_smoothing < 1.0, f"train.label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        require(0.0 <= self.label_smoothing < 1.0,
+                f"train.label_smoothing must be in [0, 1), got {self.label_smoothing}")
         require(self.clip_norm >= 0, f"train.clip_norm must be >= 0, got {self.clip_norm}")
         if isinstance(self.compile, bool):
             self.compile = "on" if self.compile else "off"
-        require(self.compile in COMPILE_MODES, f"train.compile must be one of {'|'.join(COMPILE_MODES)}, got {self.compile!r}")
-        require(self.precision in PRECISIONS, f"train.precision must be one of {'|'.join(PRECISIONS)}, got {self.precision!r}")
+        require(self.compile in COMPILE_MODES,
+                f"train.compile must be one of {'|'.join(COMPILE_MODES)}, got {self.compile!r}")
+        require(self.precision in PRECISIONS,
+                f"train.precision must be one of {'|'.join(PRECISIONS)}, got {self.precision!r}")
         for name in ("validate_every", "save_every", "keep_last", "average_last", "num_threads", "metric_every"):
             require(getattr(self, name) >= 0, f"train.{name} must be >= 0, got {getattr(self, name)}")
         require(self.log_every >= 1, f"train.log_every must be >= 1, got {self.log_every}")
-        require(self.patience is None or self.patience >= 1, f"train.patience must be >= 1 or null, got {self.patience}")
-        require(self.schedule in SCHEDULE_NAMES, f"train.schedule must be one of {'|'.join(SCHEDULE_NAMES)}, got {self.schedule!r}")
-        require(self.optimizer in OPTIMIZERS, f"train.optimizer must be one of {'|'.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        require(self.patience is None or self.patience >= 1,
+                f"train.patience must be >= 1 or null, got {self.patience}")
+        require(self.schedule in SCHEDULE_NAMES,
+                f"train.schedule must be one of {'|'.join(SCHEDULE_NAMES)}, got {self.schedule!r}")
+        require(self.optimizer in OPTIMIZERS,
+                f"train.optimizer must be one of {'|'.join(OPTIMIZERS)}, got {self.optimizer!r}")
         require(0.0 <= self.warmup_fraction < 1.0 and 0.0 <= self.lr_floor <= 1.0,
-                f"train.warmup_fraction must be in [0, 1) and train.lr_floor in [0, 1], got {self.warmup_fraction}, {self.lr_floor}")
+                f"train.warmup_fraction must be in [0, 1) and train.lr_floor in [0, 1], "
+                f"got {self.warmup_fraction}, {self.lr_floor}")
         require(self.average_best >= 0 and 0.0 <= self.min_delta < 1.0,
-                f"train.average_best must be >= 0 and train.min_delta in [0, 1), got {self.average_best}, {self.min_delta}")
+                f"train.average_best must be >= 0 and train.min_delta in [0, 1), "
+                f"got {self.average_best}, {self.min_delta}")
         require(self.min_delta_abs >= 0, f"train.min_delta_abs must be >= 0, got {self.min_delta_abs}")
         require(self.smooth_window >= 1, f"train.smooth_window must be >= 1, got {self.smooth_window}")
         require(self.average_best <= 1 or (self.validate_every > 0 and self.save_every % self.validate_every == 0),
-                "train.average_best needs validation at every checkpoint: save_every must be a multiple of validate_every (> 0)")
+                "train.average_best needs validation at every checkpoint: "
+                "save_every must be a multiple of validate_every (> 0)")
         require(self.device in DEVICES, f"train.device must be one of {'|'.join(DEVICES)}, got {self.device!r}")
         require(
             self.keep_last == 0 or self.average_last <= self.keep_last,

@@ -66,7 +66,8 @@ def cpu_has_native_bf16() -> bool:
     try:
         return cpu_bf16_flags(Path("/proc/cpuinfo").read_text(errors="replace"))
     except OSError:
-        probes = [getattr(torch._C._cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+        probes = [getattr(torch._C._cpu, name, None)
+                  for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
         return any(bool(probe()) for probe in probes if callable(probe))
 
 
@@ -182,7 +183,9 @@ def total_norm(params: list[nn.Parameter], clip_norm: float) -> torch.Tensor:
 _CPU_FUSED_ADAM = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 4)
 
 
-def build_optimizer(params: list[nn.Parameter], cfg: TrainConfig, device: torch.device | None = None) -> torch.optim.Optimizer:
+def build_optimizer(
+    params: list[nn.Parameter], cfg: TrainConfig, device: torch.device | None = None
+) -> torch.optim.Optimizer:
     """``train.optimizer``: Adam (L2 ``weight_decay`` in the gradient) or AdamW (decoupled).
 
     The fused kernel (``fused=True``: one pass over all parameters) on CUDA, and on the CPU where
@@ -202,8 +205,8 @@ _IMPL_KEYS = ("fused", "foreach", "capturable")
 
 def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
     """``optimizer.load_state_dict(state)`` keeping this run's implementation (fused, or foreach
-    where torch has no fused kernel for the device) rather than the checkpoint's, with ``step`` where that implementation wants
-    it (on the parameter's device for fused/capturable, on the CPU otherwise)."""
+    where torch has no fused kernel for the device) rather than the checkpoint's, with ``step`` where that
+    implementation wants it (on the parameter's device for fused/capturable, on the CPU otherwise)."""
     impl = [{k: g.get(k) for k in _IMPL_KEYS if k in g} for g in optimizer.param_groups]
     optimizer.load_state_dict(state)
     for group, kept in zip(optimizer.param_groups, impl):
@@ -314,7 +317,9 @@ class WallClock:
             self.pause_start = None
 
 
-def validation_loss(model: nn.Module, loss_fn: LossFn, batches: ValidSource, device: torch.device, precision: str) -> dict[str, float]:
+def validation_loss(
+    model: nn.Module, loss_fn: LossFn, batches: ValidSource, device: torch.device, precision: str
+) -> dict[str, float]:
     """Loss, NLL and perplexity per target token (item) on ``batches`` (eval mode, no grad)."""
     source = batches() if callable(batches) else batches
     sums = torch.zeros(3, dtype=torch.float64, device=device)
@@ -330,7 +335,8 @@ def validation_loss(model: nn.Module, loss_fn: LossFn, batches: ValidSource, dev
     loss, nll, ntokens = sums.tolist()
     if ntokens <= 0:
         raise DataError("validation batches contain no target tokens")
-    return {"loss": loss / ntokens, "nll": nll / ntokens, "ppl": math.exp(min(nll / ntokens, 700.0)), "ntokens": ntokens}
+    return {"loss": loss / ntokens, "nll": nll / ntokens, "ppl": math.exp(min(nll / ntokens, 700.0)),
+            "ntokens": ntokens}
 
 
 def wrap_ddp(model: nn.Module, dist: DistInfo, device: torch.device, find_unused: bool) -> nn.Module:

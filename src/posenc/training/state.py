@@ -196,7 +196,9 @@ class StateStore:
         return set(best_steps(state.valid_history, saved, self.cfg.average_best))
 
     # ------------------------------------------------------------------ resume
-    def resume(self, source: bool | str | Path, model: nn.Module, optimizer: Any, scheduler: Any, scaler: Any) -> TrainState | None:
+    def resume(
+        self, source: bool | str | Path, model: nn.Module, optimizer: Any, scheduler: Any, scaler: Any
+    ) -> TrainState | None:
         """Restore everything from ``source`` (True: the latest checkpoint; a path; False: none).
         Returns the restored state, or None when there was nothing to resume from."""
         if source is False or source is None:
@@ -239,7 +241,8 @@ class StateStore:
             seed_everything(self.cfg.seed + 7919 * step + rank)
             return
         set_host_state(hosts[rank])
-        states = {name: ckpt.tensors[f"rng.{name}.{rank}"] for name in ("torch", "cuda") if f"rng.{name}.{rank}" in ckpt.tensors}
+        states = {name: ckpt.tensors[f"rng.{name}.{rank}"] for name in ("torch", "cuda")
+                  if f"rng.{name}.{rank}" in ckpt.tensors}
         if "torch" not in states:
             raise CheckpointError(f"{ckpt.path}: optim.safetensors lacks the torch RNG state of rank {rank}")
         set_torch_states(states, self.device)

@@ -77,7 +77,8 @@ class Trainer:
 
     ``config`` holds extra sections for each checkpoint's config.yaml (e.g. ``{"model": ...,
     "data": ...}``; the ``model`` section is taken from ``model.cfg`` when absent), ``record`` the
-    run's record kept in every checkpoint's state (the run directory's opener judges it on resume). ``loss_fn`` is the task's loss hook; ``d_model`` the model width of the Noam schedule
+    run's record kept in every checkpoint's state (the run directory's opener judges it on resume).
+    ``loss_fn`` is the task's loss hook; ``d_model`` the model width of the Noam schedule
     (None: a schedule that needs none, e.g. cosine; ``noam`` then stops with one line).
     ``summary`` holds extra entries of the run's ``summary.json`` (a task's, e.g. its stopping
     signal), written with the trainer's own once training ends: one summary, one writer.
@@ -211,10 +212,12 @@ class Trainer:
         return result
 
     def _start(self, resume: bool | str | Path, on_start: Callable[[], None] | None) -> None:
-        restored = self._agreed(lambda: self.store.resume(resume, self.model, self.optimizer, self.scheduler, self.scaler),
-                                CheckpointError("another rank could not restore the checkpoint it resumes from; see its error"))
+        restored = self._agreed(
+            lambda: self.store.resume(resume, self.model, self.optimizer, self.scheduler, self.scaler),
+            CheckpointError("another rank could not restore the checkpoint it resumes from; see its error"))
         with isolated_rng(self.device):  # the caller's writes never move the restored generators
-            self._agreed(on_start or (lambda: None), RunDirError("another rank could not write the run directory; see its error"))
+            self._agreed(on_start or (lambda: None),
+                         RunDirError("another rank could not write the run directory; see its error"))
         if restored is None:
             seed_everything(self.cfg.seed + self.dist.rank)
         else:
@@ -257,7 +260,9 @@ class Trainer:
             return "max_epochs"
         return self._stop
 
-    def _loop(self, train_batches: BatchesFn, valid: ValidSource | None, metric_fn: MetricFn | None, result: TrainResult) -> None:
+    def _loop(
+        self, train_batches: BatchesFn, valid: ValidSource | None, metric_fn: MetricFn | None, result: TrainResult
+    ) -> None:
         bar = progress_bar(self.cfg.max_steps or None, self.state.step, self.is_main)
         try:
             while not self._limit_reached():
@@ -402,7 +407,8 @@ class Trainer:
         self._last_valid_step = self.state.step
         if row["loss"] is not None and record_validation(self.state, row["loss"], self.cfg) and not self._stop:
             self._stop = "patience"  # not after a cap: the final validation of a capped run never relabels it
-            log.info("early stop at step %d: no validation improvement in %d validations", self.state.step, self.state.bad_validations)
+            log.info("early stop at step %d: no validation improvement in %d validations", self.state.step,
+                     self.state.bad_validations)
         return row
 
     # ------------------------------------------------------------------ checkpoints

@@ -24,7 +24,8 @@ from posenc.errors import ConfigError, PosencError
 from posenc.files import os_call
 from posenc.runs.rundir import check_outside_posenc_dirs, check_target, check_user_output, write_marker
 
-QUICK: dict[str, Any] = dict(lengths=[32, 128, 512], reps=2, batch_tokens=512, decode_batch=4, decode_len=16, decode_reps=2)
+QUICK: dict[str, Any] = dict(lengths=[32, 128, 512], reps=2, batch_tokens=512, decode_batch=4, decode_len=16,
+                             decode_reps=2)
 
 
 def _ints(text: str) -> list[int]:
@@ -36,7 +37,8 @@ def _ints(text: str) -> list[int]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m posenc.bench", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="3 lengths (32,128,512), 2 rounds, 512-token batches (a few minutes on 2 CPU cores)")
+    p.add_argument("--quick", action="store_true",
+                   help="3 lengths (32,128,512), 2 rounds, 512-token batches (a few minutes on 2 CPU cores)")
     p.add_argument("--out", help="write the records as a JSON list to this file")
     p.add_argument("--plot", help="write a PNG of cost vs length to this file")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (cuda: bf16 autocast and MFU)")
@@ -57,25 +59,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--shaw-backend", default="auto", choices=SHAW_BACKENDS, help="Shaw attention: auto (FlexAttention "
                    "regions on CUDA, explicit softmax on CPU), explicit, flex, or dense (reference)")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
-                   help="training autocast (default auto: bf16 on CUDA with bf16 support; on a CPU bf16 only with native "
-                   "bf16 and d_model >= 256, else fp32); bf16 also times fp32 steps in the same rounds (column ×fp32)")
+                   help="training autocast (default auto: bf16 on CUDA with bf16 support; on a CPU bf16 only with "
+                   "native bf16 and d_model >= 256, else fp32); bf16 also times fp32 steps in the same rounds "
+                   "(column ×fp32)")
     p.add_argument("--compile", nargs="?", const="on", default="off", choices=["auto", "on", "off"],
                    help="torch.compile the training step (default off; auto: on for CUDA only; bare --compile = on)")
     p.add_argument("--loop-steps", type=int, help="also time this many steps of the real Trainer (transformer-small "
                    "by default, eager fp32 vs the chosen precision/compile); 0 = off (default)")
     p.add_argument("--loop-tokens", type=int, help="train.max_tokens of that loop (default 8192)")
     p.add_argument("--loop-preset", help="model preset of that loop (default transformer-small)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1: on a shared 2-core machine, "
-                   "2 threads ran 3-6x slower under contention; 0 = torch default)")
-    p.add_argument("--profile", metavar="DIR", help="also write torch.profiler tables and traces per method and length to DIR")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1: on a shared "
+                   "2-core machine, 2 threads ran 3-6x slower under contention; 0 = torch default)")
+    p.add_argument("--profile", metavar="DIR",
+                   help="also write torch.profiler tables and traces per method and length to DIR")
     return p.parse_args(argv)
 
 
 def build_config(args: argparse.Namespace) -> BenchConfig:
     """Defaults ← --quick ← explicit flags."""
     values: dict[str, Any] = dict(QUICK) if args.quick else {}
-    flags = dict(lengths=args.lengths, reps=args.reps, warmup=args.warmup, batch_tokens=args.batch_tokens, preset=args.preset,
-                 vocab=args.vocab, decode_batch=args.decode_batch, decode_len=args.decode_len, decode_reps=args.decode_reps,
+    flags = dict(lengths=args.lengths, reps=args.reps, warmup=args.warmup, batch_tokens=args.batch_tokens,
+                 preset=args.preset, vocab=args.vocab, decode_batch=args.decode_batch, decode_len=args.decode_len,
+                 decode_reps=args.decode_reps,
                  loop_steps=args.loop_steps, loop_tokens=args.loop_tokens, loop_preset=args.loop_preset)
     values.update({k: v for k, v in flags.items() if v is not None})
     values["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -116,9 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-        dev = torch.cuda.get_device_name() if cfg.device.startswith("cuda") else platform.processor() or platform.machine()
+        dev = (torch.cuda.get_device_name() if cfg.device.startswith("cuda")
+               else platform.processor() or platform.machine())
         log(f"posenc.bench: torch {torch.__version__}, {dev}, {torch.get_num_threads()} threads, "
-            f"training {cfg.train_precision()} {'compiled' if cfg.compiled() else 'eager'}, config {json.dumps(cfg.__dict__)}")
+            f"training {cfg.train_precision()} {'compiled' if cfg.compiled() else 'eager'}, "
+            f"config {json.dumps(cfg.__dict__)}")
         records = run(cfg, decode=not args.no_decode, log=log)
         if args.profile:
             profile_run(cfg, args.profile, log=log)

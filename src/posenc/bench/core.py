@@ -78,7 +78,8 @@ class BenchConfig:
         if self.reps < 1 or self.warmup < 0 or self.batch_tokens < 1:
             raise ConfigError("bench: reps >= 1, warmup >= 0 and batch_tokens >= 1 are required")
         if self.shaw_backend not in SHAW_BACKENDS:
-            raise ConfigError(f"bench: shaw_backend must be one of {', '.join(SHAW_BACKENDS)}, got {self.shaw_backend!r}")
+            raise ConfigError(f"bench: shaw_backend must be one of {', '.join(SHAW_BACKENDS)}, "
+                              f"got {self.shaw_backend!r}")
         if self.loop_steps < 0 or self.loop_tokens < 1:
             raise ConfigError("bench: loop_steps >= 0 and loop_tokens >= 1 are required")
         if self.precision not in PRECISIONS or self.compile not in COMPILE_MODES:

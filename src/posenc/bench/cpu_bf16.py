@@ -46,10 +46,11 @@ def main() -> None:
                               preset=preset, model=model, precision="bf16", memory=False, threads=args.threads)
             rec = train_records(cfg, length)[0]
             rows.append({"model": label, "d_model": cfg.width(), "length": length, "batch": rec["batch"],
-                         "bf16_tokens_per_s": rec["tokens_per_s"], "bf16_over_fp32": rec["ratio_to_fp32"], "reps": args.reps})
+                         "bf16_tokens_per_s": rec["tokens_per_s"], "bf16_over_fp32": rec["ratio_to_fp32"],
+                         "reps": args.reps})
             print(f"{label:26s} L={length:4d} bf16/fp32 {rec['ratio_to_fp32']:.2f}", flush=True)
-    meta = {"cpu": platform.processor() or platform.machine(), "native_bf16": cpu_has_native_bf16(), "threads": args.threads,
-            "torch": torch.__version__, "batch_tokens": args.batch_tokens}
+    meta = {"cpu": platform.processor() or platform.machine(), "native_bf16": cpu_has_native_bf16(),
+            "threads": args.threads, "torch": torch.__version__, "batch_tokens": args.batch_tokens}
     print(f"\nnative bf16 (avx512_bf16/amx_bf16): {meta['native_bf16']}, {args.threads} thread(s)")
     print("| model | d_model | length | batch | bf16 tok/s | speed bf16 / fp32 |\n|---|---|---|---|---|---|")
     for r in rows:

@@ -34,7 +34,8 @@ def train_step(compiled: bool, dropout: float) -> Callable[[], None]:
     mcfg = from_dict(ModelConfig, dict(encoder_layers=3, decoder_layers=3, d_model=256, heads=4, d_ff=1024,
                                        dropout=dropout, vocab_size=SIZE["vocab"], position={"name": "ape"}))
     model = Seq2SeqTransformer(mcfg, pad_id=0).train()
-    opt = build_optimizer(list(model.parameters()), TrainConfig(lr=1e-4, betas=[0.9, 0.98], eps=1e-9), torch.device("cpu"))
+    opt = build_optimizer(list(model.parameters()), TrainConfig(lr=1e-4, betas=[0.9, 0.98], eps=1e-9),
+                          torch.device("cpu"))
     src, tgt = synthetic(SIZE, SIZE["batch"], SIZE["length"], 0)
     mask = torch.ones_like(src, dtype=torch.bool)
 
@@ -92,7 +93,8 @@ def main() -> None:
             times[kind].append(thread_ms(step, 3))
     e, c = (statistics.median(times[k]) for k in ("eager", "compiled"))
     ratios = [round(a / b, 3) for a, b in zip(times["eager"], times["compiled"])]
-    print(f"dropout {args.dropout}: eager {e:.1f} ms, compiled {c:.1f} ms per step; eager/compiled {e / c:.3f} {ratios}")
+    print(f"dropout {args.dropout}: eager {e:.1f} ms, compiled {c:.1f} ms per step; "
+          f"eager/compiled {e / c:.3f} {ratios}")
 
 
 if __name__ == "__main__":

@@ -33,8 +33,8 @@ sys.path[:0] = [str(HERE / "peer_workers"), str(HERE.parents[1])]  # the workers
 
 import torch  # noqa: E402
 
-WORKERS = {"posenc": ("posenc_worker", "ape"), "posenc-rpe": ("posenc_worker", "rpe"), "marian": ("marian_worker", "ape"),
-           "onmt": ("onmt_worker", "ape")}
+WORKERS = {"posenc": ("posenc_worker", "ape"), "posenc-rpe": ("posenc_worker", "rpe"),
+           "marian": ("marian_worker", "ape"), "onmt": ("onmt_worker", "ape")}
 
 
 def build(name: str, base: dict[str, Any]) -> dict[str, Callable[[], int]]:
@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=25)
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    base = {"vocab": 8000, "layers": 3, "d_model": 256, "heads": 4, "d_ff": 1024, "dropout": 0.1, "rpe_k": 16, "beam": 4,
-            "batch": 32, "length": 32, "decode_batch": 16, "decode_len": 24, "threads": 1}
+    base = {"vocab": 8000, "layers": 3, "d_model": 256, "heads": 4, "d_ff": 1024, "dropout": 0.1, "rpe_k": 16,
+            "beam": 4, "batch": 32, "length": 32, "decode_batch": 16, "decode_len": 24, "threads": 1}
     names = [n for n in args.workers.split(",") if n]
     runners = {n: build(n, base) for n in names}
     if args.profile:

@@ -86,8 +86,9 @@ def main() -> None:
             "identical_to_posenc": sum(a == b for a, b in zip(outputs[name], outputs["posenc"])) / len(lines),
             "bleu": corpus_scores(outputs[name], refs)["bleu"], "rounds": secs,
         })
-    meta = {"run": args.run, "split": args.split, "sentences": len(lines), "threads": args.threads, "cpu": platform.processor(),
-            "torch": torch.__version__, "ctranslate2": __import__("ctranslate2").__version__, "alpha": args.alpha}
+    meta = {"run": args.run, "split": args.split, "sentences": len(lines), "threads": args.threads,
+            "cpu": platform.processor(), "torch": torch.__version__,
+            "ctranslate2": __import__("ctranslate2").__version__, "alpha": args.alpha}
     print("| engine | s per pass | sentences/s | × posenc | identical to posenc | BLEU |\n|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['engine']} | {r['seconds']:.2f} | {r['sentences_per_s']:.1f} | {r['speed_vs_posenc']:.2f} | "

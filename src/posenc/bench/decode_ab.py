@@ -30,10 +30,12 @@ def ab_records(cfg: BenchConfig) -> list[dict[str, Any]]:
     records = []
     for method in cfg.methods:
         model = NoEos(build_model(method, cfg).eval())
-        runs = {name: decode_runner(f"beam{cfg.beam}", model, batch["src"], batch["src_mask"], cfg.beam, cfg.device, name == "graph")
+        runs = {name: decode_runner(f"beam{cfg.beam}", model, batch["src"], batch["src_mask"], cfg.beam, cfg.device,
+                                    name == "graph")
                 for name in ("eager", "graph")}
         times = interleaved(runs, cfg.decode_reps, 1)
-        rec: dict[str, Any] = {"kind": f"beam{cfg.beam}", "method": method, "length": cfg.decode_len, "batch": cfg.decode_batch}
+        rec: dict[str, Any] = {"kind": f"beam{cfg.beam}", "method": method, "length": cfg.decode_len,
+                               "batch": cfg.decode_batch}
         for name in runs:
             rec[f"{name}_sentences_per_s"] = cfg.decode_batch / statistics.median(times[name])
         rec["graph_over_eager"] = paired_ratio(times, "graph", ref="eager")
@@ -58,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--device {a.device}: CUDA is not available on this machine")
         if a.out:
             check_user_output(a.out, "--out")  # before measuring: the results are never lost at the end
-        cfg = BenchConfig(methods=a.methods.split(","), preset=a.preset, vocab=a.vocab, device=a.device, decode_batch=a.decode_batch,
-                          decode_len=a.decode_len, decode_reps=a.decode_reps, beam=a.beam)
+        cfg = BenchConfig(methods=a.methods.split(","), preset=a.preset, vocab=a.vocab, device=a.device,
+                          decode_batch=a.decode_batch, decode_len=a.decode_len, decode_reps=a.decode_reps, beam=a.beam)
         records = ab_records(cfg)
         if a.out:
             write_json(records, a.out)
@@ -68,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print("| method | eager sent/s | graph sent/s | graph ×eager |\n|---|---|---|---|")
     for r in records:
-        print(f"| {r['method']} | {r['eager_sentences_per_s']:.1f} | {r['graph_sentences_per_s']:.1f} | {r['graph_over_eager']:.2f} |")
+        print(f"| {r['method']} | {r['eager_sentences_per_s']:.1f} | {r['graph_sentences_per_s']:.1f} | "
+              f"{r['graph_over_eager']:.2f} |")
     return 0
 
 

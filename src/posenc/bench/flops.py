@@ -53,7 +53,8 @@ def train_flops(model: nn.Module, batch: int, src_len: int, tgt_len: int) -> flo
     out = matmul_params(model.output) if model.output is not None else vocab * d  # tied projection
     src_tokens, tgt_tokens = batch * src_len, batch * tgt_len
     dense = 6.0 * (enc * src_tokens + (dec + out) * tgt_tokens)
-    attn = 12.0 * d * (cfg.encoder_layers * src_len * src_tokens + cfg.decoder_layers * (tgt_len + src_len) * tgt_tokens)
+    attn = 12.0 * d * (cfg.encoder_layers * src_len * src_tokens
+                       + cfg.decoder_layers * (tgt_len + src_len) * tgt_tokens)
     return dense + attn
 
 

@@ -67,7 +67,8 @@ from posenc.runs.rundir import check_user_output
 PAD = 0
 SYSTEMS = ("posenc", "marian")
 #: Keys of every record written by ``--out``.
-RECORD_KEYS = ("kind", "method", "length", "batch", "tokens_per_s", "ratio_to_posenc", "seconds", "reps", "precision", "device")
+RECORD_KEYS = ("kind", "method", "length", "batch", "tokens_per_s", "ratio_to_posenc", "seconds", "reps", "precision",
+               "device")
 
 
 @dataclass
@@ -91,8 +92,10 @@ class CompareConfig:
             raise ConfigError(f"hf_compare: unknown preset {self.preset!r} (known: {', '.join(PRESETS)})")
         if not self.lengths or min(self.lengths) < 2:
             raise ConfigError(f"hf_compare: lengths must be >= 2, got {self.lengths}")
-        if min(self.reps, self.batch_tokens, self.decode_batch, self.decode_len, self.decode_reps, self.beam) < 1 or self.warmup < 0:
-            raise ConfigError("hf_compare: reps, batch_tokens, decode_batch, decode_len, decode_reps, beam >= 1 and warmup >= 0")
+        if (min(self.reps, self.batch_tokens, self.decode_batch, self.decode_len, self.decode_reps, self.beam) < 1
+                or self.warmup < 0):
+            raise ConfigError("hf_compare: reps, batch_tokens, decode_batch, decode_len, decode_reps, beam >= 1 "
+                              "and warmup >= 0")
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ConfigError(f"hf_compare: --device must be cpu or cuda[:N], got {self.device!r}")
 
@@ -124,7 +127,8 @@ def marian_config(mcfg: ModelConfig, max_positions: int) -> Any:
 
 
 class MarianSeq2Seq(nn.Module):
-    """posenc's training interface over a ``MarianMTModel``: ``(src, src_mask, tgt_in, tgt_mask)`` → logits ``(B, T, V)``."""
+    """posenc's training interface over a ``MarianMTModel``: ``(src, src_mask, tgt_in, tgt_mask)`` → logits
+    ``(B, T, V)``."""
 
     def __init__(self, marian: nn.Module) -> None:
         super().__init__()
@@ -160,7 +164,8 @@ def load_posenc_weights(marian: nn.Module, posenc: Seq2SeqTransformer) -> None:
     sin/cos PE (:func:`~posenc.positions.sinusoidal.sinusoidal_embedding`) into Marian's frozen tables."""
     from posenc.positions.sinusoidal import sinusoidal_embedding
 
-    if len(posenc.encoder.layers) != len(marian.model.encoder.layers) or len(posenc.decoder.layers) != len(marian.model.decoder.layers):
+    if (len(posenc.encoder.layers) != len(marian.model.encoder.layers)
+            or len(posenc.decoder.layers) != len(marian.model.decoder.layers)):
         raise ConfigError("hf_compare: posenc and Marian have different numbers of layers")
     marian.model.shared.weight.copy_(posenc.src_embed.weight)
     for ours, theirs in _layer_pairs(posenc, marian):
@@ -191,7 +196,8 @@ def parameter_counts(model: nn.Module) -> dict[str, int]:
     }
 
 
-def _record(kind: str, system: str, length: int, batch: int, tokens: int, times: dict[str, list[float]], cfg: CompareConfig) -> dict[str, Any]:
+def _record(kind: str, system: str, length: int, batch: int, tokens: int, times: dict[str, list[float]],
+            cfg: CompareConfig) -> dict[str, Any]:
     sec = statistics.median(times[system])
     return {
         "kind": kind, "method": system, "length": length, "batch": batch, "tokens_per_s": tokens / sec,
@@ -239,13 +245,15 @@ def decode_compare(cfg: CompareConfig, models: dict[str, nn.Module]) -> list[dic
     src, mask = batch["src"], batch["src_mask"]
     posenc, marian = models["posenc"].eval(), models["marian"].marian.eval()
     runs = {
-        "posenc": decode_runner(f"beam{cfg.beam}", NoEos(posenc), src, mask, cfg.beam, cfg.device, cfg.device.startswith("cuda")),
+        "posenc": decode_runner(f"beam{cfg.beam}", NoEos(posenc), src, mask, cfg.beam, cfg.device,
+                                cfg.device.startswith("cuda")),
         "marian": marian_decoder(marian, src, mask, cfg.beam, cfg.device),
     }
     times = interleaved(runs, cfg.decode_reps, 1)
     records = []
     for name in SYSTEMS:
-        rec = _record(f"beam{cfg.beam}", name, cfg.decode_len, cfg.decode_batch, cfg.decode_batch * cfg.decode_len, times, cfg)
+        rec = _record(f"beam{cfg.beam}", name, cfg.decode_len, cfg.decode_batch, cfg.decode_batch * cfg.decode_len,
+                      times, cfg)
         rec["sentences_per_s"] = cfg.decode_batch / rec["seconds"]
         rec["beam"] = cfg.beam
         records.append(rec)
@@ -265,7 +273,8 @@ def run(cfg: CompareConfig, log: Callable[[str], None] = lambda _: None) -> list
 
 def table(records: list[dict[str, Any]]) -> str:
     """Markdown: per kind and length, tokens/s of both systems and posenc's speed-up over Marian."""
-    lines = ["| kind | length | batch | posenc tok/s | Marian tok/s | Marian ×posenc | posenc ×Marian |", "|---|---|---|---|---|---|---|"]
+    lines = ["| kind | length | batch | posenc tok/s | Marian tok/s | Marian ×posenc | posenc ×Marian |",
+             "|---|---|---|---|---|---|---|"]
     by_key = {(r["kind"], r["length"], r["method"]): r for r in records}
     for kind, length in dict.fromkeys((r["kind"], r["length"]) for r in records):
         p, m = by_key[(kind, length, "posenc")], by_key[(kind, length, "marian")]
@@ -310,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         if out:
             check_user_output(out, "--out")  # before measuring: the results are never lost at the end
         log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-        log(f"hf_compare: torch {torch.__version__}, {torch.cuda.get_device_name() if cfg.device.startswith('cuda') else 'cpu'}")
+        log(f"hf_compare: torch {torch.__version__}, "
+            f"{torch.cuda.get_device_name() if cfg.device.startswith('cuda') else 'cpu'}")
         records = run(cfg, log)
         if out:
             write_json(records, out)

@@ -3,8 +3,8 @@
 CPU: torch has no allocator statistics on CPU and tracemalloc does not see its buffers, so each
 configuration runs in a fresh subprocess (``python -m posenc.bench.memory``) that resets its
 resident-set high-water mark after building the model (Linux ``/proc/self/clear_refs``) and reports
-how far ``VmHWM`` rises over one forward+backward. CUDA: ``torch.cuda.max_memory_allocated`` during a forward+backward minus the memory allocated
-before it (after one warm-up step).
+how far ``VmHWM`` rises over one forward+backward. CUDA: ``torch.cuda.max_memory_allocated`` during a
+forward+backward minus the memory allocated before it (after one warm-up step).
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ def step_peak_mb(method: str, length: int, cfg: BenchConfig) -> float:
 
 def measure_in_subprocess(method: str, length: int, cfg: BenchConfig, timeout: float = 900.0) -> float | None:
     """Run :func:`step_peak_mb` in a fresh interpreter (CPU); None when it fails."""
-    cmd = [sys.executable, "-m", "posenc.bench.memory", "--method", method, "--length", str(length), "--config", json.dumps(asdict(cfg))]
+    cmd = [sys.executable, "-m", "posenc.bench.memory", "--method", method, "--length", str(length),
+           "--config", json.dumps(asdict(cfg))]
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
     except subprocess.TimeoutExpired:

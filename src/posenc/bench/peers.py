@@ -36,8 +36,9 @@ INSTALL: dict[str, list[list[str]]] = {
     "hf": [[TORCH, "transformers", "sentencepiece"]],
     "onmt": [[TORCH, "configargparse", "ctranslate2>=4,<5", "pyonmttok", "pyyaml", "sacrebleu", "six", "rapidfuzz",
               "pyahocorasick", "spacy", "fasttext-wheel"], ["--no-deps", "OpenNMT-py==3.5.1"]],
-    "fairseq": [[TORCH, "hydra-core==1.3.2", "omegaconf==2.3.0", "cython", "bitarray", "regex", "sacrebleu", "scikit-learn",
-                 "numpy", "setuptools", "wheel", "tqdm"], ["--no-deps", "--no-build-isolation", "fairseq-fixed==0.12.3.1"]],
+    "fairseq": [[TORCH, "hydra-core==1.3.2", "omegaconf==2.3.0", "cython", "bitarray", "regex", "sacrebleu",
+                 "scikit-learn", "numpy", "setuptools", "wheel", "tqdm"],
+                ["--no-deps", "--no-build-isolation", "fairseq-fixed==0.12.3.1"]],
 }
 #: peer name → (venv key or "posenc", worker script, position)
 PEERS: dict[str, tuple[str, str, str]] = {
@@ -72,7 +73,8 @@ class Worker:
         self.name = name
         self.proc = subprocess.Popen([str(python), str(HERE / "peer_workers" / script)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": str(cfg["threads"])})
+                                     env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin",
+                                          "OMP_NUM_THREADS": str(cfg["threads"])})
         self.info = self._ask(json.dumps(cfg))
 
     def _ask(self, line: str) -> dict[str, Any]:
@@ -122,7 +124,8 @@ def summarise(res: dict[str, list[dict[str, Any]]], kind: str, ref: str) -> list
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--peers", default="marian,onmt,onmt-rpe,fairseq", help=f"comma-separated subset of {','.join(PEERS)}")
+    p.add_argument("--peers", default="marian,onmt,onmt-rpe,fairseq",
+                   help=f"comma-separated subset of {','.join(PEERS)}")
     p.add_argument("--cache", default=str(Path.home() / ".cache" / "posenc-peers"), help="where the peers' venvs live")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--warmup", type=int, default=1)

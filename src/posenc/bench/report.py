@@ -39,15 +39,19 @@ def markdown_table(records: list[dict[str, Any]], kind: str = "train") -> str:
     """Rows of one kind: method × length with tokens/s, ratio to APE and peak memory."""
     rows = [r for r in records if r.get("kind", "train") == kind]
     vs_fp32 = kind == "train" and any("ratio_to_fp32" in r for r in rows)  # --precision bf16
-    head = "| method | length | batch | tokens/s | ×APE | peak MB |" if kind == "train" else "| method | src len | batch | sentences/s | tokens/s | ×APE |"
+    head = ("| method | length | batch | tokens/s | ×APE | peak MB |" if kind == "train"
+            else "| method | src len | batch | sentences/s | tokens/s | ×APE |")
     head += " bf16 ×fp32 | fp32 ×APE |" if vs_fp32 else ""
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         if kind == "train":
-            extra = f" {_fmt(r.get('ratio_to_fp32'), '.3f')} | {_fmt(r.get('ratio_to_ape_fp32'), '.3f')} |" if vs_fp32 else ""
-            lines.append(f"| {r['method']} | {r['length']} | {r['batch']} | {r['tokens_per_s']:.0f} | {r['ratio_to_ape']:.3f} | {_fmt(r['peak_mem_mb'], '.0f')} |{extra}")
+            extra = (f" {_fmt(r.get('ratio_to_fp32'), '.3f')} | {_fmt(r.get('ratio_to_ape_fp32'), '.3f')} |"
+                     if vs_fp32 else "")
+            lines.append(f"| {r['method']} | {r['length']} | {r['batch']} | {r['tokens_per_s']:.0f} | "
+                         f"{r['ratio_to_ape']:.3f} | {_fmt(r['peak_mem_mb'], '.0f')} |{extra}")
         else:
-            lines.append(f"| {r['method']} | {r['length']} | {r['batch']} | {r['sentences_per_s']:.2f} | {r['tokens_per_s']:.0f} | {r['ratio_to_ape']:.3f} |")
+            lines.append(f"| {r['method']} | {r['length']} | {r['batch']} | {r['sentences_per_s']:.2f} | "
+                         f"{r['tokens_per_s']:.0f} | {r['ratio_to_ape']:.3f} |")
     return "\n".join(lines)
 
 

@@ -6,7 +6,8 @@ memory is measured). A decoding record (``kind`` is
 ``greedy`` or ``beam<K>``) has ``length`` = source length, ``tokens_per_s`` = generated tokens/s,
 ``sentences_per_s``, ``beam``, ``seconds_per_batch``, ``precision`` (bf16 autocast on CUDA),
 ``cuda_graph`` (True on CUDA) and ``peak_mem_mb = None``; it times the device-batched search with the
-static KV cache (on CUDA with the step captured as a CUDA graph, capture included in the time). Tokens are source + target tokens of the batch.
+static KV cache (on CUDA with the step captured as a CUDA graph, capture included in the time). Tokens are
+source + target tokens of the batch.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def train_records(cfg: BenchConfig, length: int, log: Log = _quiet) -> list[dict
     batch = synthetic_batch(b, length, cfg.vocab, cfg.device, cfg.seed)
     steps = {m: make_step(build_model(m, cfg), batch, cfg) for m in cfg.methods}
     if cfg.fp32_reference():  # the same models (same seed) in fp32, timed in the same rounds
-        steps.update({f"{m}{FP32}": TrainStep(build_model(m, cfg), batch, cfg.device, "fp32", cfg.compiled()) for m in cfg.methods})
+        steps.update({f"{m}{FP32}": TrainStep(build_model(m, cfg), batch, cfg.device, "fp32", cfg.compiled())
+                      for m in cfg.methods})
     # Compiled: 2+ untimed rounds, so every method runs once after all have compiled (a method
     # whose graph breaks adds frames to the shared caches that another's next call may recompile).
     times = interleaved(steps, cfg.reps, max(cfg.warmup, 2) if cfg.compiled() else cfg.warmup)
@@ -73,7 +75,8 @@ def train_records(cfg: BenchConfig, length: int, log: Log = _quiet) -> list[dict
             rec["ratio_to_ape_fp32"] = paired_ratio(times, f"{m}{FP32}", f"ape{FP32}")
         records.append(rec)
         vs = f"  ×fp32 {rec['ratio_to_fp32']:.3f}" if "ratio_to_fp32" in rec else ""
-        log(f"train {m:6s} L={length:5d} B={b:4d} {rec['tokens_per_s']:10.0f} tok/s  ×APE {rec['ratio_to_ape']:.3f}{vs}")
+        log(f"train {m:6s} L={length:5d} B={b:4d} {rec['tokens_per_s']:10.0f} tok/s  "
+            f"×APE {rec['ratio_to_ape']:.3f}{vs}")
     del steps
     return records
 
@@ -138,7 +141,8 @@ def greedy_loop(model: Any, src: Tensor, src_mask: Tensor, max_len: int) -> Tens
     return torch.stack(out, 1)
 
 
-def decode_runner(kind: str, model: Any, src: Tensor, mask: Tensor, beam: int, device: str, cuda_graph: bool = False) -> Callable[[], float]:
+def decode_runner(kind: str, model: Any, src: Tensor, mask: Tensor, beam: int, device: str,
+                  cuda_graph: bool = False) -> Callable[[], float]:
     """A timed decode of the whole batch (output length = source length) for ``kind``;
     ``cuda_graph``: the search replays one captured step (the capture is part of the timed call)."""
     try:
@@ -185,7 +189,8 @@ def decode_records(cfg: BenchConfig, log: Log = _quiet) -> list[dict[str, Any]]:
                 "tokens_per_s": cfg.decode_batch * cfg.decode_len / sec,
                 "sentences_per_s": cfg.decode_batch / sec, "ratio_to_ape": paired_ratio(times, m),
                 "peak_mem_mb": None, "reps": cfg.decode_reps, "beam": 1 if kind == "greedy" else cfg.beam,
-                "seconds_per_batch": sec, "precision": "bf16" if cfg.device.startswith("cuda") else "fp32", "cuda_graph": graphs,
+                "seconds_per_batch": sec, "precision": "bf16" if cfg.device.startswith("cuda") else "fp32",
+                "cuda_graph": graphs,
             }
             records.append(rec)
             log(f"{kind:7s} {m:6s} {rec['sentences_per_s']:8.2f} sent/s  ×APE {rec['ratio_to_ape']:.3f}")

@@ -15,7 +15,8 @@ and of Shaw with each CPU backend (``--backends``, default explicit,banded), int
 one process, ratio to APE as the paired median. ``--clock thread`` times with the thread's CPU time
 (one torch thread): on a shared machine it is far less noisy than wall time (``--clock wall``).
 
-Usage: ``python -m posenc.bench.shaw_paths [--device cuda] [--lengths 128,512,1024] [--tokens 2048] [--reps 7] [--causal] [--clock thread]``
+Usage: ``python -m posenc.bench.shaw_paths [--device cuda] [--lengths 128,512,1024] [--tokens 2048] [--reps 7]
+       [--causal] [--clock thread]``
        ``python -m posenc.bench.shaw_paths --model --lengths 32,128 --tokens 512 --reps 9 [--clock thread]``
 """
 
@@ -124,23 +125,27 @@ def main() -> None:
     p.add_argument("--causal", action="store_true", help="decoder self-attention mask")
     p.add_argument("--d", type=int, default=256)
     p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall", help="wall time or the thread's CPU time (CPU, one thread)")
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                   help="wall time or the thread's CPU time (CPU, one thread)")
     p.add_argument("--model", action="store_true", help="whole training steps of APE and Shaw per CPU backend")
     p.add_argument("--backends", default="explicit,banded", help="Shaw CPU backends for --model")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     if args.model:
-        model_rounds([int(t) for t in args.lengths.split(",")], args.tokens, args.reps, args.backends.split(","), CLOCKS[args.clock])
+        model_rounds([int(t) for t in args.lengths.split(",")], args.tokens, args.reps, args.backends.split(","),
+                     CLOCKS[args.clock])
         return
     paths = (*CPU_PATHS, "flex") if args.device.startswith("cuda") else CPU_PATHS
     print("| L | path | ms (median) | speed / reference | speed / sdpa | peak MB / sdpa |\n|---|---|---|---|---|---|")
     for length in (int(t) for t in args.lengths.split(",")):
-        runs = {n: runner(n, length, args.tokens, args.d, args.heads, 16, args.device, args.causal, CLOCKS[args.clock]) for n in paths}
+        runs = {n: runner(n, length, args.tokens, args.d, args.heads, 16, args.device, args.causal, CLOCKS[args.clock])
+                for n in paths}
         times = interleaved(runs, args.reps, 1)
         peaks = {n: peak_mb(runs[n], args.device) for n in paths}
         for name in runs:
             mem = "—" if peaks[name] is None else f"{peaks[name]:.0f} / {peaks['sdpa']:.0f}"
-            print(f"| {length} | {name} | {1e3 * statistics.median(times[name]):.1f} | {paired_ratio(times, name, 'reference'):.3f} "
+            print(f"| {length} | {name} | {1e3 * statistics.median(times[name]):.1f} | "
+                  f"{paired_ratio(times, name, 'reference'):.3f} "
                   f"| {paired_ratio(times, name, 'sdpa'):.3f} | {mem} |", flush=True)
 
 

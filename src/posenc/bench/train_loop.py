@@ -43,14 +43,16 @@ def loop_batches(n_batches: int, max_tokens: int, vocab: int, seed: int = 0) -> 
     return [collate([src[i] for i in g], [tgt[i] for i in g], PAD, BOS, EOS, g) for g in groups]
 
 
-def _timed_fit(model: Seq2SeqTransformer, batches: list[Batch], cfg: BenchConfig, label: str, warm: int, steps: int) -> dict[str, Any]:
+def _timed_fit(model: Seq2SeqTransformer, batches: list[Batch], cfg: BenchConfig, label: str, warm: int,
+               steps: int) -> dict[str, Any]:
     """Train ``warm + steps`` updates (log rows every ``warm`` steps, the only host syncs) and time
     the steps after the first row from the rows' training wall clock."""
     precision, compile_ = label.split("-")[1], "on" if label.startswith("compiled") else "off"
     rounds = -(-steps // warm)
     tcfg = TrainConfig(max_steps=warm * (1 + rounds), max_tokens=cfg.loop_tokens, warmup=4000, lr=1.0, log_every=warm,
-                       validate_every=0, save_every=0, keep_last=1, device="cuda" if cfg.device.startswith("cuda") else "cpu",
-                       precision=precision, compile=compile_, seed=cfg.seed)
+                       validate_every=0, save_every=0, keep_last=1,
+                       device="cuda" if cfg.device.startswith("cuda") else "cpu", precision=precision,
+                       compile=compile_, seed=cfg.seed)
     with tempfile.TemporaryDirectory(prefix="posenc-bench-") as out:
         trainer = Trainer(model, tcfg, out, Seq2SeqLoss(tcfg.label_smoothing, model.pad_id), d_model=model.cfg.d_model)
         result = trainer.fit(lambda epoch, rank, world: batches, resume=False)
@@ -90,10 +92,11 @@ def loop_records(cfg: BenchConfig, log: Callable[[str], None] = lambda _: None, 
 
 def loop_table(records: list[dict[str, Any]]) -> str:
     """Markdown rows of the ``train_loop`` records."""
-    lines = ["| config | preset | max tokens | mean batch | steps/s | tokens/s | × eager-fp32 | MFU |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| config | preset | max tokens | mean batch | steps/s | tokens/s | × eager-fp32 | MFU |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in records:
         if r.get("kind") == "train_loop":
             mfu = "—" if r.get("mfu") is None else f"{r['mfu']:.1%}"
-            lines.append(f"| {r['config']} | {r['preset']} | {r['max_tokens']} | {r['batch']} | {r['steps_per_s']:.2f} | "
-                         f"{r['tokens_per_s']:.0f} | {r['speedup']:.2f} | {mfu} |")
+            lines.append(f"| {r['config']} | {r['preset']} | {r['max_tokens']} | {r['batch']} | "
+                         f"{r['steps_per_s']:.2f} | {r['tokens_per_s']:.0f} | {r['speedup']:.2f} | {mfu} |")
     return "\n".join(lines)

@@ -81,7 +81,8 @@ def _check_args(args: argparse.Namespace) -> None:
     if args.length_penalty is not None and not (0 <= args.length_penalty < float("inf")):
         raise ConfigError(f"--length-penalty must be a number >= 0, got {args.length_penalty}")
     if args.length_penalty is not None and args.engine == "ctranslate2":
-        raise ConfigError("--length-penalty is for --engine posenc (an export decodes with the options it was exported with)")
+        raise ConfigError("--length-penalty is for --engine posenc "
+                          "(an export decodes with the options it was exported with)")
     if args.beam is not None and args.beam < 1:
         raise ConfigError(f"decode.beam (--beam) must be >= 1, got {args.beam}")
     if args.input and args.input != "-" and Path(args.input).is_dir():
@@ -151,7 +152,8 @@ def _run_ctranslate2(args: argparse.Namespace) -> int:
     from posenc.serving import ctranslate2 as ct2
 
     if args.split:
-        raise ConfigError("--engine ctranslate2 translates --input FILE (score the output with posenc evaluate), not --split")
+        raise ConfigError("--engine ctranslate2 translates --input FILE (score the output with posenc evaluate), "
+                          "not --split")
     model = ct2.load_export(args.run, device=args.device)
     opts = {**ct2.decode_options(model, args.beam), "too_long": args.too_long}
     lines = _input_lines(args)

@@ -21,7 +21,8 @@ __all__ = ["check_aligned", "corpus_scores", "evaluate_files", "sentence_bleu"]
 _SENTENCE_BLEU = BLEU(effective_order=True)
 
 
-def check_aligned(hyps: Sequence[str], refs: Sequence[str], hyp_name: str = "hypotheses", ref_name: str = "references") -> None:
+def check_aligned(hyps: Sequence[str], refs: Sequence[str], hyp_name: str = "hypotheses",
+                  ref_name: str = "references") -> None:
     """Raise :class:`DataError` unless ``hyps`` and ``refs`` are non-empty and equally long."""
     if len(hyps) != len(refs):
         raise DataError(f"line counts differ: {hyp_name} has {len(hyps)} lines, {ref_name} has {len(refs)}")

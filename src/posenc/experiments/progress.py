@@ -47,7 +47,8 @@ class Progress:
     ``name(key)`` → how the run is named in the line."""
 
     def __init__(self, run_dir: Callable[[Any], Path], cap: Callable[[Any], int], name: Callable[[Any], str],
-                 stream: IO[str] | None = None, interval_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 stream: IO[str] | None = None, interval_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.run_dir, self.cap, self.name, self.clock = run_dir, cap, name, clock
         self.stream = stream or sys.stdout
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())

@@ -25,8 +25,8 @@ from posenc.files import atomic_write_text
 from posenc.processes import interrupt_on_signals
 from posenc.runs.same_run import Verdict
 
-__all__ = ["Cell", "execute_cell", "find_experiment", "fresh_results", "grid", "known_tasks", "plan", "run_config", "run_experiment",
-           "run_grid", "summary_line", "task_runner", "verdict"]
+__all__ = ["Cell", "execute_cell", "find_experiment", "fresh_results", "grid", "known_tasks", "plan", "run_config",
+           "run_experiment", "run_grid", "summary_line", "task_runner", "verdict"]
 
 log = logging.getLogger("posenc")
 
@@ -155,7 +155,8 @@ def run_grid(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: 
         exp = run_selection(exp, task_of(exp), _complete_sweep)
         results, left = fresh_results(exp)
         if not results:
-            raise ConfigError(f"--report-only: none of the {len(left)} runs of {exp.name} is done and fresh; nothing to report")
+            raise ConfigError(f"--report-only: none of the {len(left)} runs of {exp.name} is done and fresh; "
+                              "nothing to report")
         if left:
             print(f"report only: {len(left)} of {len(left) + len(results)} runs left out (not trained or not fresh): "
                   + ", ".join(left), flush=True)
@@ -176,8 +177,9 @@ def _note_left_out(readme: Path, left: list[str], total: int) -> None:
     """Append the runs a ``--report-only`` report leaves out to its README (every task's report)."""
     if readme.is_file():
         text = readme.read_text(encoding="utf-8").rstrip("\n")
-        atomic_write_text(readme, text + f"\n\n## Runs left out of this report (`--report-only`)\n\n{len(left)} of {total} "
-                          "runs are not trained or not fresh (setting/method/seed): " + ", ".join(left) + ".\n")
+        atomic_write_text(readme, text + "\n\n## Runs left out of this report (`--report-only`)\n\n"
+                          f"{len(left)} of {total} runs are not trained or not fresh (setting/method/seed): "
+                          + ", ".join(left) + ".\n")
 
 
 def bring_up_to_date(exp: Any, jobs: int | str = 1, rerun_stale: bool = False,

@@ -185,7 +185,8 @@ def run_submitit(exp: Any, cells: list[Cell], jobs: int, execute: Execute, summa
             job.result()
             print(_finished(exp, cell, 0, summarize), flush=True)
         except Exception as exc:
-            print(f"FAILED {cell[1]} {cell[0]} seed {cell[2]}: {str(exc).splitlines()[-1] if str(exc) else exc!r}", flush=True)
+            print(f"FAILED {cell[1]} {cell[0]} seed {cell[2]}: "
+                  f"{str(exc).splitlines()[-1] if str(exc) else exc!r}", flush=True)
             failed.append(cell)
     return failed
 

@@ -70,7 +70,8 @@ def best_value(sel: SelectionConfig, means: dict[str, float]) -> Any:
     return sel.values[best]
 
 
-def choose(sel: SelectionConfig, results: list[dict[str, Any]], score: Callable[[dict[str, Any], str], float]) -> dict[str, Any]:
+def choose(sel: SelectionConfig, results: list[dict[str, Any]],
+           score: Callable[[dict[str, Any], str], float]) -> dict[str, Any]:
     """The selection record: per value the seeds' validation scores and their mean, and the chosen value."""
     per_value: dict[str, list[float]] = {sel.label(v): [] for v in sel.values}
     for r in sorted(results, key=lambda r: r["seed"]):
@@ -124,11 +125,12 @@ def selection_lines(exp: Any) -> list[str]:
     seeds = record["seeds"]
     lines = [f"## Selection of `{record['key']}` on validation", "",
              f"Chosen on setting `{record['setting']}`, seed(s) {seeds}, by validation {record['metric']} "
-             f"({'higher' if record['higher_is_better'] else 'lower'} is better; the best mean over the seeds, ties: the "
-             f"first listed). The test split is not decoded in the sweep. **Chosen: {record['chosen']}**, used by method "
-             f"`{record['method']}` in the table above.", "",
+             f"({'higher' if record['higher_is_better'] else 'lower'} is better; the best mean over the seeds, "
+             "ties: the first listed). The test split is not decoded in the sweep. "
+             f"**Chosen: {record['chosen']}**, used by method `{record['method']}` in the table above.", "",
              "| value | " + " | ".join(f"seed {s}" for s in seeds) + " | mean | |", "|---|" + "---|" * (len(seeds) + 2)]
     for row in record["rows"]:
         mark = "chosen" if row["value"] == record["chosen"] else ""
-        lines.append(f"| {row['value']} | " + " | ".join(f"{v:.2f}" for v in row["scores"]) + f" | {row['mean']:.2f} | {mark} |")
+        lines.append(f"| {row['value']} | " + " | ".join(f"{v:.2f}" for v in row["scores"])
+                     + f" | {row['mean']:.2f} | {mark} |")
     return lines + [""]

@@ -42,7 +42,8 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt as err:
         print("worker: interrupted", file=sys.stderr, flush=True)
         return interrupt_exit_code(err)
-    print(json.dumps({k: result[k] for k in ("setting", "task", "method", "seed", "summary") if k in result}, default=str))
+    print(json.dumps({k: result[k] for k in ("setting", "task", "method", "seed", "summary") if k in result},
+                     default=str))
     return 0
 
 

@@ -131,11 +131,14 @@ def _run_locked(task: Task, cfg: Any, out: Path, resume: bool, is_main: bool) ->
     state = _hook(task, "checkpoint_state", cfg)
     trainer = Trainer(model, cfg.train, out, task.loss, d_model=task.width(cfg), config=sections, summary=extra,
                       record=record.to_dict(), checkpoint_state=state)
-    write = partial(commit_run, cfg, out, opening.resumes, getattr(task, "write_files", None), record) if is_main else None
-    result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=opening.checkpoint or False, on_start=write)
+    write = (partial(commit_run, cfg, out, opening.resumes, getattr(task, "write_files", None), record)
+             if is_main else None)
+    result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=opening.checkpoint or False,
+                         on_start=write)
     summary = result.run_record  # what the Trainer wrote to summary.json
     model.eval()
-    metrics = task.evaluate(cfg, model, out, result) if is_main else {}  # rank 0 evaluates (and writes); under DDP the others do not
+    # rank 0 evaluates (and writes); under DDP the others do not
+    metrics = task.evaluate(cfg, model, out, result) if is_main else {}
     return TaskRun(model, result, metrics, summary)
 
 
@@ -148,4 +151,5 @@ def _hook(task: Task, name: str, *args: Any) -> Any:
 def _sections(cfg: Any) -> dict[str, Any]:
     """Config sections stored with every checkpoint (the ``model`` one must match on resume);
     the Trainer stores them as plain types (:func:`~posenc.training.state.config_sections`)."""
-    return {name: getattr(cfg, name) for name in ("model", "data") if dataclasses.is_dataclass(getattr(cfg, name, None))}
+    return {name: getattr(cfg, name) for name in ("model", "data")
+            if dataclasses.is_dataclass(getattr(cfg, name, None))}

@@ -76,7 +76,8 @@ class MethodsExperimentConfig:
 
     def __post_init__(self) -> None:
         require(len(self.methods) >= 1, f"experiment {self.name}: give at least one method ({NEW_FORM})")
-        require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds), "experiment.seeds must be distinct and non-empty")
+        require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds),
+                "experiment.seeds must be distinct and non-empty")
         for label, over in self.methods.items():
             require(label.replace("-", "").replace("_", "").replace("+", "").isalnum(),
                     f"method label {label!r}: use letters, digits, -, _ or +")

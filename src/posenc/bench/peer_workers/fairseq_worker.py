@@ -29,9 +29,10 @@ def _dictionary(size: int) -> Dictionary:
 
 def setup(cfg: dict[str, Any]) -> dict[str, Callable[[], int]]:
     args = argparse.Namespace(
-        encoder_layers=cfg["layers"], decoder_layers=cfg["layers"], encoder_embed_dim=cfg["d_model"], decoder_embed_dim=cfg["d_model"],
-        encoder_attention_heads=cfg["heads"], decoder_attention_heads=cfg["heads"], encoder_ffn_embed_dim=cfg["d_ff"],
-        decoder_ffn_embed_dim=cfg["d_ff"], dropout=cfg["dropout"], activation_dropout=cfg["dropout"], share_all_embeddings=True, max_source_positions=4096,
+        encoder_layers=cfg["layers"], decoder_layers=cfg["layers"], encoder_embed_dim=cfg["d_model"],
+        decoder_embed_dim=cfg["d_model"], encoder_attention_heads=cfg["heads"], decoder_attention_heads=cfg["heads"],
+        encoder_ffn_embed_dim=cfg["d_ff"], decoder_ffn_embed_dim=cfg["d_ff"], dropout=cfg["dropout"],
+        activation_dropout=cfg["dropout"], share_all_embeddings=True, max_source_positions=4096,
         max_target_positions=4096)
     base_architecture(args)
     d = _dictionary(cfg["vocab"])

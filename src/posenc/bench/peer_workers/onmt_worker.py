@@ -47,7 +47,8 @@ def _translator(model: Any, vocabs: dict[str, Any], model_opt: Any, cfg: dict[st
     opt, _ = parser.parse_known_args(["-model", "x", "-src", "x", "-beam_size", str(cfg["beam"]), "-min_length", n,
                                       "-max_length", n, "-n_best", "1", "-length_penalty", "wu", "-alpha", "0.6"])
     scorer = GNMTGlobalScorer.from_opt(opt)
-    return Translator.from_opt(model, vocabs, opt, model_opt, global_scorer=scorer, out_file=open(os.devnull, "w"), report_score=False)
+    return Translator.from_opt(model, vocabs, opt, model_opt, global_scorer=scorer, out_file=open(os.devnull, "w"),
+                               report_score=False)
 
 
 def setup(cfg: dict[str, Any]) -> dict[str, Callable[[], int]]:
@@ -63,7 +64,8 @@ def setup(cfg: dict[str, Any]) -> dict[str, Callable[[], int]]:
     src3, tgt3, src_len = src[:, :, None], tgt[:, :, None], torch.full((src.shape[0],), src.shape[1])
     dsrc, _ = synthetic(cfg, cfg["decode_batch"], cfg["decode_len"], 1)
     translator = _translator(model, vocabs, model_opt, cfg)
-    dbatch = {"src": dsrc[:, :, None], "srclen": torch.full((dsrc.shape[0],), dsrc.shape[1]), "indices": torch.arange(dsrc.shape[0])}
+    dbatch = {"src": dsrc[:, :, None], "srclen": torch.full((dsrc.shape[0],), dsrc.shape[1]),
+              "indices": torch.arange(dsrc.shape[0])}
 
     def train() -> int:
         model.train()

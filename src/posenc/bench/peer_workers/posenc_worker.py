@@ -18,12 +18,14 @@ from posenc.training.runtime import build_optimizer
 
 def setup(cfg: dict[str, Any]) -> dict[str, Callable[[], int]]:
     pos = {"name": "rpe", "shaw": {"k": cfg["rpe_k"]}} if cfg["position"] == "rpe" else {"name": "ape"}
-    mcfg = from_dict(ModelConfig, dict(encoder_layers=cfg["layers"], decoder_layers=cfg["layers"], d_model=cfg["d_model"], heads=cfg["heads"],
-                                       d_ff=cfg["d_ff"], dropout=cfg["dropout"], vocab_size=cfg["vocab"], position=pos))
+    mcfg = from_dict(ModelConfig, dict(encoder_layers=cfg["layers"], decoder_layers=cfg["layers"],
+                                       d_model=cfg["d_model"], heads=cfg["heads"], d_ff=cfg["d_ff"],
+                                       dropout=cfg["dropout"], vocab_size=cfg["vocab"], position=pos))
     model = Seq2SeqTransformer(mcfg, pad_id=0)
     cfg["_params"] = sum(p.numel() for p in model.parameters())
     # the optimizer posenc's Trainer builds (fused Adam where torch has it), same hyper-parameters as the peers
-    opt = build_optimizer(list(model.parameters()), TrainConfig(lr=1e-4, betas=[0.9, 0.98], eps=1e-9), torch.device("cpu"))
+    opt = build_optimizer(list(model.parameters()), TrainConfig(lr=1e-4, betas=[0.9, 0.98], eps=1e-9),
+                          torch.device("cpu"))
     src, tgt = synthetic(cfg, cfg["batch"], cfg["length"], 0)
     mask = torch.ones_like(src, dtype=torch.bool)
     dsrc, _ = synthetic(cfg, cfg["decode_batch"], cfg["decode_len"], 1)

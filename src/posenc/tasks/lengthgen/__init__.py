@@ -5,4 +5,5 @@ from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentCo
 from posenc.tasks.lengthgen.driver import TASK, experiment
 from posenc.tasks.lengthgen.task import LengthgenTask
 
-__all__ = ["TASK", "LengthgenConfig", "LengthgenExperimentConfig", "LengthgenTask", "expand", "experiment", "run_config"]
+__all__ = ["TASK", "LengthgenConfig", "LengthgenExperimentConfig", "LengthgenTask", "expand", "experiment",
+           "run_config"]

@@ -38,10 +38,14 @@ class LengthgenData:
     def __post_init__(self) -> None:
         require(self.task in TASKS, f"data.task {self.task!r} unknown (known: {', '.join(TASKS)})")
         low = max(self.train_min_length, TASKS[self.task][1])
-        require(low <= self.train_max_length, f"data: train lengths [{self.train_min_length}, {self.train_max_length}] are empty for {self.task}")
-        require(self.test_step >= 1 and self.test_max_length >= self.test_step, "data: need test_max_length >= test_step >= 1")
-        require(self.valid_seed != self.eval_seed, f"data.valid_seed must differ from data.eval_seed ({self.eval_seed})")
-        require(self.position_ids in POSITION_IDS, f"data.position_ids {self.position_ids!r} unknown (known: {', '.join(POSITION_IDS)})")
+        require(low <= self.train_max_length,
+                f"data: train lengths [{self.train_min_length}, {self.train_max_length}] are empty for {self.task}")
+        require(self.test_step >= 1 and self.test_max_length >= self.test_step,
+                "data: need test_max_length >= test_step >= 1")
+        require(self.valid_seed != self.eval_seed,
+                f"data.valid_seed must differ from data.eval_seed ({self.eval_seed})")
+        require(self.position_ids in POSITION_IDS,
+                f"data.position_ids {self.position_ids!r} unknown (known: {', '.join(POSITION_IDS)})")
         require(self.curriculum_steps >= 0, f"data.curriculum_steps must be >= 0, got {self.curriculum_steps}")
         for name in ("batch_size", "steps_per_epoch", "eval_samples", "eval_batch_size", "valid_lengths"):
             require(getattr(self, name) >= 1, f"data.{name} must be >= 1, got {getattr(self, name)}")
@@ -124,18 +128,21 @@ class LengthgenExperimentConfig(MethodsExperimentConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         require(self.task == "lengthgen", f"task must be 'lengthgen' for this schema, got {self.task!r}")
-        require(len(self.tasks) >= 1 and len(set(self.tasks)) == len(self.tasks), "experiment.tasks must be distinct and non-empty")
+        require(len(self.tasks) >= 1 and len(set(self.tasks)) == len(self.tasks),
+                "experiment.tasks must be distinct and non-empty")
         bad = [t for t in self.tasks if t not in TASKS]
         require(not bad, f"experiment.tasks: {bad[0] if bad else ''!r} unknown (known: {', '.join(TASKS)})")
         unknown = [t for t in self.task_overrides if t not in TASKS]
-        require(not unknown, f"experiment.task_overrides: {unknown[0] if unknown else ''!r} is not a task (known: {', '.join(TASKS)})")
+        require(not unknown, f"experiment.task_overrides: {unknown[0] if unknown else ''!r} is not a task "
+                f"(known: {', '.join(TASKS)})")
 
 
 def run_config(exp: LengthgenExperimentConfig, task: str, method: str, seed: int) -> LengthgenConfig:
     """Base + method overrides + task overrides + task + seed, with its run directory ``root/task/method/seedN``."""
     data = apply_mapping(exp.base, exp.methods[method], LengthgenConfig)
     data = apply_mapping(data, exp.task_overrides.get(task, {}), LengthgenConfig)
-    data = apply_mapping(data, {"data.task": task, "train.seed": seed, "out_dir": str(exp.root / task / method / f"seed{seed}")}, LengthgenConfig)
+    data = apply_mapping(data, {"data.task": task, "train.seed": seed,
+                                "out_dir": str(exp.root / task / method / f"seed{seed}")}, LengthgenConfig)
     return from_dict(LengthgenConfig, data)
 
 

@@ -79,7 +79,8 @@ def collect(root: Path) -> list[dict[str, Any]]:
     (:func:`~posenc.tasks.lengthgen.report.with_curves`: what the report's status tests)."""
     from posenc.tasks.lengthgen.report import with_curves
 
-    return with_curves([json.loads(p.read_text(encoding="utf-8")) for p in sorted(Path(root).glob("*/*/seed*/results.json"))], root)
+    return with_curves([json.loads(p.read_text(encoding="utf-8"))
+                        for p in sorted(Path(root).glob("*/*/seed*/results.json"))], root)
 
 
 def main(argv: list[str]) -> int:

@@ -73,7 +73,8 @@ def long_table(exp: Any, results: list[dict[str, Any]]) -> list[str]:
     (mean ± std over seeds), each seed's convergence status and stopping step (``GPU`` marks a run
     trained on a GPU), and the mean training wall clock per run and device (``summary.wall_s``,
     minutes; the machine's load is not recorded)."""
-    lines = ["| task | method | seen seq. acc. | unseen seq. acc. | unseen token acc. | runs (seed: status @ step) | train min/run |",
+    lines = ["| task | method | seen seq. acc. | unseen seq. acc. | unseen token acc. | runs (seed: status @ step) "
+             "| train min/run |",
              "|---|---|---|---|---|---|---|"]
     for task in exp.tasks:
         for method in exp.methods:
@@ -82,7 +83,8 @@ def long_table(exp: Any, results: list[dict[str, Any]]) -> list[str]:
                 continue
             seeds = ", ".join(f"{r['seed']}: {_SHORT.get(run_status(r), '?')} @ {r['summary'].get('steps')}"
                               + (" GPU" if _device(r) == "GPU" else "") for r in runs)
-            lines.append(f"| {task} | {method} | {_cell(runs, 'seen_seq_acc', with_max=False)} | {_cell(runs, 'unseen_seq_acc', with_max=False)} | "
+            lines.append(f"| {task} | {method} | {_cell(runs, 'seen_seq_acc', with_max=False)} | "
+                         f"{_cell(runs, 'unseen_seq_acc', with_max=False)} | "
                          f"{_cell(runs, 'unseen_token_acc', with_max=False)} | {seeds} | {_minutes(runs)} |")
     return lines
 
@@ -105,7 +107,8 @@ def table(exp: Any, results: list[dict[str, Any]], key: str) -> list[str]:
     methods = list(exp.methods)
     lines = ["| task | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
     for task in exp.tasks:
-        cells = [_status_cell(_by(results, task, m)) if key == "status" else _cell(_by(results, task, m), key) for m in methods]
+        cells = [_status_cell(_by(results, task, m)) if key == "status" else _cell(_by(results, task, m), key)
+                 for m in methods]
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
     return lines
 
@@ -126,7 +129,8 @@ def leaderboard(exp: Any, results: list[dict[str, Any]]) -> list[str]:
     unseen sequence accuracy first (token accuracy beside it, and how many seeds converged: a fitted
     run may still be capped); then the cells left out and why (seeds below :data:`FIT` on seen
     lengths, or fewer seeds than the grid's: a grid reported before it is complete)."""
-    lines = ["| task | rank | method | unseen seq. acc. | unseen token acc. | seeds converged |", "|---|---|---|---|---|---|"]
+    lines = ["| task | rank | method | unseen seq. acc. | unseen token acc. | seeds converged |",
+             "|---|---|---|---|---|---|"]
     left_out: list[str] = []
     seeds = len(getattr(exp, "seeds", ())) or 1
     for task in exp.tasks:
@@ -184,8 +188,8 @@ def plot_task(exp: Any, results: list[dict[str, Any]], task: str, path: Path) ->
     plt.close(fig)
 
 
-def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path, stale: Sequence[tuple[dict[str, Any], str]] = (),
-                 root: Path | None = None) -> Path:
+def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path,
+                 stale: Sequence[tuple[dict[str, Any], str]] = (), root: Path | None = None) -> Path:
     """``README.md`` + ``<task>.png`` under ``out_dir``; returns ``out_dir``. ``stale``: results
     trained with another config than the grid's for their cell, with what differs; listed, never
     in the tables. ``root`` (default ``exp.root``) holds the run directories whose valid.csv the
@@ -196,16 +200,17 @@ def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path, stale: 
         plot_task(exp, results, task, out_dir / f"{task}.png")
     seeds = ", ".join(str(s) for s in exp.seeds)
     lines = [f"# {exp.name}: length generalization", "", exp.description, "",
-             f"Accuracy (%) averaged over unseen test lengths (> the longest training input); mean ± std over seeds {seeds} "
-             "(max = best seed). Teacher-forced argmax; sequence accuracy equals greedy decoding's.", "",
+             "Accuracy (%) averaged over unseen test lengths (> the longest training input); "
+             f"mean ± std over seeds {seeds} (max = best seed). "
+             "Teacher-forced argmax; sequence accuracy equals greedy decoding's.", "",
              f"## Leaderboard: cells that fitted their training lengths (every seed ≥ {100 * FIT:.0f} % seen)", "",
              *leaderboard(exp, results), "",
              "## Sequence accuracy, unseen lengths", "", *table(exp, results, "unseen_seq_acc"), "",
              "## Token accuracy, unseen lengths", "", *table(exp, results, "unseen_token_acc"), "",
              "## Sequence accuracy, seen lengths", "", *table(exp, results, "seen_seq_acc"), "",
              "## Convergence (converged runs / runs; training/convergence.py)", "", *table(exp, results, "status"), "",
-             "## Every cell (mean ± std over seeds; conv = stopped by patience after warm-up with a flat validation curve, "
-             "capped = max_steps, no curve = stopped by patience with no validation curve recorded)", "",
+             "## Every cell (mean ± std over seeds; conv = stopped by patience after warm-up with a flat validation "
+             "curve, capped = max_steps, no curve = stopped by patience with no validation curve recorded)", "",
              *long_table(exp, results), "",
              "## Plots", ""]
     lines += [f"![{task}]({task}.png)" for task in exp.tasks]

@@ -77,7 +77,8 @@ def output_loss(model: nn.Module, batch: Batch) -> LossOutput:
     """Summed cross entropy over the output tokens only."""
     logits, scored = predictions(model, batch)
     target = batch.tokens[:, 1:].masked_fill(~scored, -100)
-    nll = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="sum")
+    nll = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100,
+                          reduction="sum")
     return LossOutput(nll, nll.detach(), scored.sum())
 
 
@@ -109,11 +110,13 @@ def evaluate_lengths(cfg: LengthgenConfig, model: nn.Module, device: torch.devic
         seq, tok = [], []
         for start in range(0, d.eval_samples, d.eval_batch_size):
             count = min(d.eval_batch_size, d.eval_samples - start)
-            batch = collate([example(d.task, length, d.eval_seed, start + j) for j in range(count)], d.position_ids).to(device)
+            batch = collate([example(d.task, length, d.eval_seed, start + j) for j in range(count)],
+                            d.position_ids).to(device)
             s, t = accuracy(model, batch)
             seq.append(s.float().cpu())
             tok.append(t.cpu())
-        rows.append({"length": length, "seq_acc": float(torch.cat(seq).mean()), "token_acc": float(torch.cat(tok).mean())})
+        rows.append({"length": length, "seq_acc": float(torch.cat(seq).mean()),
+                     "token_acc": float(torch.cat(tok).mean())})
     return summarize(rows, d.train_max_length)
 
 
@@ -151,9 +154,11 @@ def evaluation_model(cfg: LengthgenConfig, model: nn.Module) -> nn.Module:
     device = next(model.parameters()).device
     scaled = DecoderLM(replace(cfg.eval_model(), vocab_size=VOCAB_SIZE), pad_id=PAD).to(device).eval()
     trained, wanted = model.state_dict(), scaled.state_dict()
-    odd = sorted(k for k in trained.keys() | wanted.keys() if k not in trained or k not in wanted or trained[k].shape != wanted[k].shape)
+    odd = sorted(k for k in trained.keys() | wanted.keys()
+                 if k not in trained or k not in wanted or trained[k].shape != wanted[k].shape)
     if odd:
-        raise ConfigError(f"data.eval_position changes the model's parameters ({odd[0]}); only parameter-free options can change at test time")
+        raise ConfigError(f"data.eval_position changes the model's parameters ({odd[0]}); "
+                          "only parameter-free options can change at test time")
     scaled.load_state_dict(trained)
     return scaled
 
@@ -176,7 +181,8 @@ class LengthgenTask:
         """One batch per validation length (training lengths that are not test lengths), drawn
         from ``data.valid_seed``: never a test example, never the training stream."""
         d = cfg.data
-        return [collate([example(d.task, n, d.valid_seed, j) for j in range(d.eval_batch_size)], d.position_ids) for n in d.validation_lengths]
+        return [collate([example(d.task, n, d.valid_seed, j) for j in range(d.eval_batch_size)], d.position_ids)
+                for n in d.validation_lengths]
 
     def width(self, cfg: LengthgenConfig) -> int:
         return cfg.model.d_model

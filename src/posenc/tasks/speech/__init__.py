@@ -7,6 +7,6 @@ from posenc.tasks.speech.evaluate import cer, eval_sets, evaluate_by_duration, t
 from posenc.tasks.speech.task import SpeechTask, build_model, ctc_sums, training_utterance
 
 __all__ = [
-    "TASK", "SpeechConfig", "SpeechDataConfig", "SpeechExperimentConfig", "SpeechTask", "SpeechTrainConfig", "build_model",
-    "cer", "ctc_sums", "eval_sets", "evaluate_by_duration", "training_utterance", "transcribe", "wer",
+    "TASK", "SpeechConfig", "SpeechDataConfig", "SpeechExperimentConfig", "SpeechTask", "SpeechTrainConfig",
+    "build_model", "cer", "ctc_sums", "eval_sets", "evaluate_by_duration", "training_utterance", "transcribe", "wer",
 ]

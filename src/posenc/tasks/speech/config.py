@@ -42,11 +42,14 @@ class SpeechDataConfig:
         require(self.sample_rate > 0, f"data.sample_rate must be > 0, got {self.sample_rate}")
         require(0 < self.hop_ms <= self.window_ms, f"data.hop_ms must be in (0, window_ms], got {self.hop_ms}")
         require(self.max_train_words >= 1, f"data.max_train_words must be >= 1, got {self.max_train_words}")
-        require(0.0 <= self.gap_min <= self.gap_max, f"data: need 0 <= gap_min <= gap_max, got {self.gap_min}, {self.gap_max}")
-        require(self.max_train_duration > 0 and self.noise_std >= 0, "data.max_train_duration must be > 0 and data.noise_std >= 0")
+        require(0.0 <= self.gap_min <= self.gap_max,
+                f"data: need 0 <= gap_min <= gap_max, got {self.gap_min}, {self.gap_max}")
+        require(self.max_train_duration > 0 and self.noise_std >= 0,
+                "data.max_train_duration must be > 0 and data.noise_std >= 0")
         require(all(d > 0 for d in self.eval_durations), f"data.eval_durations must be > 0, got {self.eval_durations}")
         require(self.eval_count >= 1 and self.limit >= 0, "data.eval_count must be >= 1 and data.limit >= 0")
-        require(min(self.batch_size, self.pool_batches, self.eval_batch) >= 1, "data.batch_size, pool_batches and eval_batch must be >= 1")
+        require(min(self.batch_size, self.pool_batches, self.eval_batch) >= 1,
+                "data.batch_size, pool_batches and eval_batch must be >= 1")
 
     @property
     def hop(self) -> float:
@@ -82,7 +85,8 @@ class SpeechConfig:
         shift = getattr(p.params(augment), "max_local_shift", None) if augment else None
         # CAPE §5.2: a local shift (in seconds) at most half the frame spacing keeps the frame order.
         require(shift is None or shift <= half + 1e-12,
-                f"model.position.{augment}.max_local_shift {shift} s exceeds half the output frame spacing ({half:g} s) and could reorder frames")
+                f"model.position.{augment}.max_local_shift {shift} s exceeds half the output frame spacing "
+                f"({half:g} s) and could reorder frames")
 
 
 @dataclass

@@ -40,7 +40,8 @@ def eval_sets(cfg: SpeechConfig, data: sd.Fsdd) -> dict[str, list[sd.Utterance]]
     if d.eval_clips:
         sets["clips"] = [sd.Utterance(c.wave, c.text) for c in data.test]
     for dur in d.eval_durations:
-        sets[f"{dur:g}s"] = sd.duration_set(data.test, dur, d.eval_count, d.sample_rate, (d.gap_min, d.gap_max), d.noise_std, d.seed)
+        sets[f"{dur:g}s"] = sd.duration_set(data.test, dur, d.eval_count, d.sample_rate, (d.gap_min, d.gap_max),
+                                            d.noise_std, d.seed)
     return sets
 
 

@@ -75,9 +75,11 @@ class SpeechTask:
         d, bs, vocab = cfg.data, cfg.data.batch_size, sd.CharVocab()
         rng = np.random.default_rng([cfg.train.seed, d.seed, epoch])
         pool = self.data(cfg).train
-        utts = sorted((training_utterance(pool, d, rng) for _ in range(bs * d.pool_batches)), key=lambda u: u.wave.shape[0])
+        utts = sorted((training_utterance(pool, d, rng) for _ in range(bs * d.pool_batches)),
+                      key=lambda u: u.wave.shape[0])
         order = [int(k) for k in rng.permutation(d.pool_batches)][rank::world]
-        return [sd.collate(utts[k * bs: (k + 1) * bs], vocab, d.sample_rate, d.hop, d.win, d.padding_free, d.surround_boundary)
+        return [sd.collate(utts[k * bs: (k + 1) * bs], vocab, d.sample_rate, d.hop, d.win, d.padding_free,
+                           d.surround_boundary)
                 for k in order]
 
     def valid_batches(self, cfg: SpeechConfig) -> None:

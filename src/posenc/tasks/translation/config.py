@@ -50,8 +50,10 @@ class ExperimentConfig:
         require(self.task == "translation", f"experiment.task {self.task!r}: this schema is for translation")
         require(len(self.methods) >= 1, f"experiment {self.name}: give at least one method")
         require(len(self.settings) >= 1, f"experiment {self.name}: give at least one setting")
-        require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds), "experiment.seeds must be distinct and non-empty")
-        require(not self.baseline or self.baseline in self.methods, f"experiment.baseline {self.baseline!r} is not a method label")
+        require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds),
+                "experiment.seeds must be distinct and non-empty")
+        require(not self.baseline or self.baseline in self.methods,
+                f"experiment.baseline {self.baseline!r} is not a method label")
         require(
             self.task != "translation" or set(self.analyses) <= set(TRANSLATION_ANALYSES),
             f"experiment.analyses must be among {', '.join(TRANSLATION_ANALYSES)}, got {self.analyses}",
@@ -60,19 +62,23 @@ class ExperimentConfig:
         if self.selection.enabled:
             sel = self.selection
             require(sel.method in self.methods, f"selection.method {sel.method!r} is not a method label")
-            require(not sel.setting or sel.setting in self.settings, f"selection.setting {sel.setting!r} is not a setting")
-            require(sel.metric == "bleu", f"selection.metric for translation is bleu (validation BLEU), got {sel.metric!r}")
+            require(not sel.setting or sel.setting in self.settings,
+                    f"selection.setting {sel.setting!r} is not a setting")
+            require(sel.metric == "bleu",
+                    f"selection.metric for translation is bleu (validation BLEU), got {sel.metric!r}")
         require(len(self.splits) >= 1, "experiment.splits must not be empty")
         require(self.gpu_jobs >= 1, f"experiment.gpu_jobs must be >= 1, got {self.gpu_jobs}")
         self.tune_length_penalty = [float(a) for a in self.tune_length_penalty]
-        require(all(a >= 0 for a in self.tune_length_penalty) and len(set(self.tune_length_penalty)) == len(self.tune_length_penalty),
+        require(all(a >= 0 for a in self.tune_length_penalty)
+                and len(set(self.tune_length_penalty)) == len(self.tune_length_penalty),
                 f"experiment.tune_length_penalty must be distinct values >= 0, got {self.tune_length_penalty}")
         self.tune_length_penalty_max = float(self.tune_length_penalty_max)
         require(not self.tune_length_penalty or self.tune_length_penalty_max >= max(self.tune_length_penalty),
                 f"experiment.tune_length_penalty_max must be >= the largest α of tune_length_penalty "
                 f"({max(self.tune_length_penalty, default=0):g}), got {self.tune_length_penalty_max:g}")
         for label in list(self.methods) + list(self.settings):
-            require(label.replace("-", "").replace("_", "").replace(".", "").isalnum(), f"experiment label {label!r}: use letters, digits, -, _ or .")
+            require(label.replace("-", "").replace("_", "").replace(".", "").isalnum(),
+                    f"experiment label {label!r}: use letters, digits, -, _ or .")
 
     def skip_reason(self, analysis: str) -> str:
         """Why ``analysis`` cannot run on this grid (it is skipped with this note), or ""."""

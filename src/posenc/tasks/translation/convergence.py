@@ -17,7 +17,8 @@ from typing import Any
 
 from posenc.training.convergence import UNKNOWN, end_slope, status_of
 
-SUMMARY_FILES = ("summary.json", "train_summary.json")  # the run's; the trainer's own in runs written before one summary
+# the run's; the trainer's own in runs written before one summary
+SUMMARY_FILES = ("summary.json", "train_summary.json")
 
 
 def read_valid(run_dir: str | Path) -> list[dict[str, float]]:
@@ -31,7 +32,8 @@ def read_valid(run_dir: str | Path) -> list[dict[str, float]]:
             if row.get("loss"):
                 loss = float(row["loss"])
                 ppl = float(row["ppl"]) if row.get("ppl") else math.exp(loss)
-                rows.append({"step": float(row["step"]), "loss": loss, "ppl": ppl, "wall_s": float(row.get("wall_s") or 0.0)})
+                rows.append({"step": float(row["step"]), "loss": loss, "ppl": ppl,
+                             "wall_s": float(row.get("wall_s") or 0.0)})
     return rows
 
 

@@ -111,7 +111,8 @@ class TranslationExperiment:
                 seen.add(cfg.prepared_dir)
                 prepare(cfg.data, cfg.prepared_dir)
 
-    def run_cell(self, exp: ExperimentConfig, cell: Cell, verdict: Verdict | None, old: dict[str, Any] | None) -> dict[str, Any]:
+    def run_cell(self, exp: ExperimentConfig, cell: Cell, verdict: Verdict | None,
+                 old: dict[str, Any] | None) -> dict[str, Any]:
         """rescore → translate again with the trained model; extend or missing → train (resuming
         from the run's last checkpoint) and score, with the run's averaged/latest checkpoint."""
         from posenc.pipeline.run import load_run, translate_split

@@ -90,7 +90,8 @@ def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: s
         cells.setdefault((r["method"], r["setting"]), []).append(r)
     settings = list(exp.settings)
     mixed = len({_device(r) for r in results}) > 1  # a grid trained on several machines: name each wall time's
-    head = f"| method | {' | '.join(f'{s} BLEU' for s in settings)} | params | train s (first setting) | steps | status |"
+    head = (f"| method | {' | '.join(f'{s} BLEU' for s in settings)} | params | train s (first setting) | steps "
+            "| status |")
     lines = [head, "|" + "---|" * (len(settings) + 5)]
     for method in exp.methods:
         bleu = []
@@ -114,8 +115,8 @@ def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: s
                      "improving\"), stopped by patience while its validation curve still fell (\"not flat\"), best "
                      "validation inside warm-up, or no stop reason recorded (\"unknown\"). Converged means stopped by "
                      "patience before the cap, with the best validation after warm-up and a flat end of the validation "
-                     "curve (training/convergence.py); a longer run may change a starred number and any comparison drawn "
-                     "from it.")
+                     "curve (training/convergence.py); a longer run may change a starred number and any comparison "
+                     "drawn from it.")
     return "\n".join(lines)
 
 
@@ -231,7 +232,8 @@ class SettingView:
         bos = [self.tok.bos_id] if self.source_bos(method) else []
         return [(bos + self.tok.encode(s), self.tok.encode(t)) for s, t in zip(src, tgt)]
 
-    def pairs_by_method(self, src: list[str], tgt: list[str], methods: list[str]) -> dict[str, list[tuple[list[int], list[int]]]]:
+    def pairs_by_method(self, src: list[str], tgt: list[str],
+                        methods: list[str]) -> dict[str, list[tuple[list[int], list[int]]]]:
         return {m: self.pairs(src, tgt, m) for m in methods}
 
 
@@ -255,8 +257,8 @@ def an_bootstrap(v: SettingView, out: Path) -> None:
 
 def an_length_diff(v: SettingView, out: Path) -> None:
     hyp_lengths = {m: v.lengths(v.hyps(m)) for m in v.exp.methods}
-    analysis.ANALYSES["length_diff"](v.lengths(v.src), v.lengths(v.ref), hyp_lengths, out, _length_buckets(v, "length_diff"),
-                                     train_lengths=v.train_lengths)
+    analysis.ANALYSES["length_diff"](v.lengths(v.src), v.lengths(v.ref), hyp_lengths, out,
+                                     _length_buckets(v, "length_diff"), train_lengths=v.train_lengths)
 
 
 def an_shift_invariance(v: SettingView, out: Path) -> None:
@@ -305,8 +307,8 @@ def an_tokenwise(v: SettingView, out: Path) -> None:
     for m in v.exp.methods:
         if m != base:
             analysis.ANALYSES["tokenwise"](v.run(m).model, v.run(base).model, v.pairs(v.src, v.ref, m), counts,
-                                           out / f"tokenwise_{m}", v.tok.bos_id, v.tok.eos_id, v.tok.pad_id, names=(m, base),
-                                           baseline_pairs=v.pairs(v.src, v.ref, base))
+                                           out / f"tokenwise_{m}", v.tok.bos_id, v.tok.eos_id, v.tok.pad_id,
+                                           names=(m, base), baseline_pairs=v.pairs(v.src, v.ref, base))
 
 
 def an_position_nll(v: SettingView, out: Path) -> None:
@@ -319,7 +321,8 @@ def an_position_nll(v: SettingView, out: Path) -> None:
         return
     pairs = v.pairs_by_method([p.src for p in stacked], [p.tgt for p in stacked], list(v.exp.methods))
     analysis.ANALYSES["position_nll"](v.models(), pairs, out,
-                                      v.tok.bos_id, v.tok.eos_id, v.tok.pad_id, train_max=v.meta["train"]["max_tgt_len"])
+                                      v.tok.bos_id, v.tok.eos_id, v.tok.pad_id,
+                                      train_max=v.meta["train"]["max_tgt_len"])
 
 
 def training_subsample(v: SettingView, n: int, seed: int = 0) -> tuple[list[str], list[str]]:
@@ -443,7 +446,8 @@ def stopping_lines(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list
     for setting in exp.settings:
         signals = sorted({str(r.get("summary", {}).get("stopping_signal", "not recorded"))
                           for r in results if r["setting"] == setting})
-        lines.append(f"- stopping signal ({setting}): {'; '.join(signals) or 'no runs'} (patience and best-checkpoint selection)")
+        lines.append(f"- stopping signal ({setting}): {'; '.join(signals) or 'no runs'} "
+                     "(patience and best-checkpoint selection)")
     lines.append("- converged = stopped by patience (`train.patience` validations without a relative gain > "
                  "`train.min_delta`) before the step cap, with the best validation after warm-up and a flat end of the "
                  "validation curve (least-squares slope of the last 8 validations not significantly below zero: "
@@ -459,12 +463,15 @@ def length_penalty_section(exp: ExperimentConfig, results: list[dict[str, Any]])
         return []
     decoded = {float(k) for r in results for k in (r.get("length_penalty") or {}).get("sweep", {})}
     keys = [f"{a:g}" for a in sorted(decoded | set(exp.tune_length_penalty))]
-    rule = ("the highest validation BLEU, ties: the first listed" if exp.tune_length_penalty_max <= max(exp.tune_length_penalty)
+    rule = ("the highest validation BLEU, ties: the first listed"
+            if exp.tune_length_penalty_max <= max(exp.tune_length_penalty)
             else f"the validation peak: the grid extended by its step while its top or bottom α was the strict best, "
                  f"up to α = {exp.tune_length_penalty_max:g}; ties: the smallest α; \"–\": not decoded")
-    at_bound = [f"{r['setting']}/{r['method']}/seed{r['seed']}" for r in results if (r.get("length_penalty") or {}).get("at_bound")]
+    at_bound = [f"{r['setting']}/{r['method']}/seed{r['seed']}" for r in results
+                if (r.get("length_penalty") or {}).get("at_bound")]
     note = ([f"Chosen at the search's bound α = {exp.tune_length_penalty_max:g} with validation BLEU still rising "
-             f"(no peak found): {', '.join(at_bound)}.", ""] if at_bound and exp.tune_length_penalty_max > max(exp.tune_length_penalty)
+             f"(no peak found): {', '.join(at_bound)}.", ""]
+            if at_bound and exp.tune_length_penalty_max > max(exp.tune_length_penalty)
             else [])
     lines = ["## Length penalty chosen on validation", "",
              "Validation BLEU (beam search on the validation split) for each GNMT α; the test BLEU above uses "
@@ -510,7 +517,8 @@ def evaluation_protocol(exp: ExperimentConfig, results: list[dict[str, Any]]) ->
             ""]
 
 
-def done_part(exp: ExperimentConfig, setting: str, results: list[dict[str, Any]]) -> tuple[ExperimentConfig | None, str]:
+def done_part(exp: ExperimentConfig, setting: str,
+              results: list[dict[str, Any]]) -> tuple[ExperimentConfig | None, str]:
     """The part of ``setting``'s grid that the analyses can compare (a grid reported before it is
     complete, ``--report-only``): the methods with results and the seeds every one of them has, so
     pooled seeds pair like with like; ``(exp, "")`` for a complete setting, ``(None, why)`` when
@@ -531,7 +539,8 @@ def done_part(exp: ExperimentConfig, setting: str, results: list[dict[str, Any]]
     part = replace(exp, methods={m: exp.methods[m] for m in methods}, seeds=seeds,
                    selection=SelectionConfig())  # the choice is already in the methods (and in selection.json)
     return part, (f"**Partial grid**: the analyses below compare the runs done so far ({', '.join(methods)}; "
-                  f"seed(s) {', '.join(map(str, seeds))}); {left} run(s) of this setting are left out (not trained or not fresh).")
+                  f"seed(s) {', '.join(map(str, seeds))}); {left} run(s) of this setting are left out "
+                  "(not trained or not fresh).")
 
 
 def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]]) -> Path:
@@ -539,8 +548,8 @@ def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]
     report = exp.root / "report"
     report.mkdir(parents=True, exist_ok=True)
     results = judged(exp, results)
-    md = [f"# {exp.name}", "", exp.description, "", f"## {exp.splits[0].capitalize()} BLEU (sacreBLEU, seeds {exp.seeds})", "",
-          results_table(exp, results), ""]
+    md = [f"# {exp.name}", "", exp.description, "",
+          f"## {exp.splits[0].capitalize()} BLEU (sacreBLEU, seeds {exp.seeds})", "", results_table(exp, results), ""]
     md += seed_test_section(exp, results)
     md += selection_lines(exp)
     md += length_penalty_section(exp, results)

@@ -117,5 +117,6 @@ def tuned_alpha(run_dir: str | Path) -> float | None:
         return None
     chosen = tuning["chosen"]
     if isinstance(chosen, bool) or not isinstance(chosen, (int, float)) or not chosen >= 0:
-        raise ConfigError(f"{path}: length_penalty.chosen must be a number >= 0, got {chosen!r}; pass --length-penalty A")
+        raise ConfigError(f"{path}: length_penalty.chosen must be a number >= 0, got {chosen!r}; "
+                          "pass --length-penalty A")
     return float(chosen)

@@ -79,7 +79,8 @@ class VisionConfig:
 
     def __post_init__(self) -> None:
         p = self.model.patch
-        for where, sizes in (("univit.resolutions", self.univit.resolutions), ("eval.resolutions", self.eval.resolutions)):
+        for where, sizes in (("univit.resolutions", self.univit.resolutions),
+                             ("eval.resolutions", self.eval.resolutions)):
             bad = [r for r in sizes if r < p or r % p]
             require(not bad, f"{where}: {bad[0] if bad else ''} is not a positive multiple of model.patch {p}")
 

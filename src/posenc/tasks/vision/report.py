@@ -10,7 +10,8 @@ from typing import Any
 
 def result_rows(name: str, metrics: dict[str, Any], train_resolution: int) -> list[dict[str, Any]]:
     """CSV rows of one run: one per test resolution (JSON keys: text), plus the TTA row."""
-    rows = [{"run": name, "eval": "single", "resolution": int(r), "accuracy": a} for r, a in metrics["accuracy"].items()]
+    rows = [{"run": name, "eval": "single", "resolution": int(r), "accuracy": a}
+            for r, a in metrics["accuracy"].items()]
     tta = "tta:" + "/".join(map(str, metrics["tta_resolutions"]))
     return rows + [{"run": name, "eval": tta, "resolution": train_resolution, "accuracy": metrics["tta"]}]
 
@@ -40,7 +41,8 @@ def plot_accuracy(rows: list[dict[str, Any]], path: str | Path, train_resolution
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     for name in dict.fromkeys(r["run"] for r in rows):
         pts = sorted((r["resolution"], r["accuracy"]) for r in rows if r["run"] == name and r["eval"] == "single")
-        ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], marker="o", linestyle="--" if "univit" in name else "-", label=name)
+        ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], marker="o", linestyle="--" if "univit" in name else "-",
+                label=name)
     ax.axvline(train_resolution, color="grey", linewidth=0.8)
     ax.set_xlabel("test resolution (px)")
     ax.set_ylabel("top-1 accuracy (%)")

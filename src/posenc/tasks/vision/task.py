@@ -53,7 +53,8 @@ class VisionTask:
             self._train = load_fashion_mnist("train", cfg.data.root, cfg.data.train_size)
         data = self._train
         if len(data) == 0 or int(data.labels.max()) >= cfg.model.num_classes:
-            raise DataError(f"training labels must be in 0..{cfg.model.num_classes - 1} (model.num_classes) and the set non-empty")
+            raise DataError(f"training labels must be in 0..{cfg.model.num_classes - 1} (model.num_classes) "
+                            "and the set non-empty")
         return data
 
     def test_set(self, cfg: VisionConfig) -> ImageSet:
@@ -70,7 +71,8 @@ class VisionTask:
         gen = torch.Generator().manual_seed(cfg.train.seed * 100003 + epoch)
         chunks = torch.randperm(len(data), generator=gen).split(cfg.data.batch_size)
         sizes = cfg.univit.resolutions
-        res = [sizes[int(i)] for i in torch.randint(len(sizes), (len(chunks),), generator=gen)] if cfg.univit.enabled else None
+        res = ([sizes[int(i)] for i in torch.randint(len(sizes), (len(chunks),), generator=gen)]
+               if cfg.univit.enabled else None)
         return [ImageBatch(data.images[idx], data.labels[idx], res[k] if res else cfg.model.image_size)
                 for k, idx in enumerate(chunks) if k % world == rank]
 
@@ -80,7 +82,8 @@ class VisionTask:
             full = load_fashion_mnist("train", cfg.data.root)
             n = len(full)
             if cfg.data.valid_size + (cfg.data.train_size or n) > n:
-                raise DataError(f"data.valid_size {cfg.data.valid_size} + data.train_size overlap within the {n} training images")
+                raise DataError(f"data.valid_size {cfg.data.valid_size} + data.train_size overlap within the {n} "
+                                "training images")
             self._valid = ImageSet(full.images[n - cfg.data.valid_size:], full.labels[n - cfg.data.valid_size:])
         return self._valid
 
@@ -106,4 +109,5 @@ class VisionTask:
         logits = {r: predict_logits(model, test.images, r, bs) for r in cfg.eval.resolutions}
         acc = evaluate_resolutions(model, test, cfg.eval.resolutions, bs, cache=logits)
         tta_res = tta_resolutions(cfg)
-        return {"accuracy": acc, "tta": evaluate_tta(model, test, tta_res, bs, cache=logits), "tta_resolutions": tta_res}
+        return {"accuracy": acc, "tta": evaluate_tta(model, test, tta_res, bs, cache=logits),
+                "tta_resolutions": tta_res}

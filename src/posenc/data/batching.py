@@ -35,7 +35,7 @@ def bucket_rows(n: int) -> int:
     return rows
 
 
-def _pad_to(t: torch.Tensor, rows: int, length: int, value: int | bool) -> torch.Tensor:
+def pad_to(t: torch.Tensor, rows: int, length: int, value: float | bool) -> torch.Tensor:
     """``t (B, L)`` right- and bottom-padded with ``value`` to ``(rows, length)``."""
     out = t.new_full((rows, length), value)
     out[: t.shape[0], : t.shape[1]] = t
@@ -85,10 +85,10 @@ class Batch:
         which the loss ignores. ``ntokens`` and ``indices`` stay those of the real rows."""
         rows = bucket_rows(len(self))
         ls, lt = bucket_length(self.src.shape[1]), bucket_length(self.tgt_in.shape[1])
-        src_mask, tgt_mask = _pad_to(self.src_mask, rows, ls, False), _pad_to(self.tgt_mask, rows, lt, False)
+        src_mask, tgt_mask = pad_to(self.src_mask, rows, ls, False), pad_to(self.tgt_mask, rows, lt, False)
         src_mask[len(self):, 0] = tgt_mask[len(self):, 0] = True
-        return Batch(_pad_to(self.src, rows, ls, self.pad_id), _pad_to(self.tgt_in, rows, lt, self.pad_id),
-                     _pad_to(self.tgt_out, rows, lt, self.pad_id), src_mask, tgt_mask, self.ntokens,
+        return Batch(pad_to(self.src, rows, ls, self.pad_id), pad_to(self.tgt_in, rows, lt, self.pad_id),
+                     pad_to(self.tgt_out, rows, lt, self.pad_id), src_mask, tgt_mask, self.ntokens,
                      list(self.indices), self.pad_id)
 
 

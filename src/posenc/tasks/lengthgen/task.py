@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc.config import to_dict
+from posenc.data.batching import bucket_length, bucket_rows, pad_to
 from posenc.errors import ConfigError
 from posenc.files import atomic_write_text
 from posenc.models.lm import DecoderLM
@@ -46,6 +47,19 @@ class Batch:
     def to(self, device: torch.device | str) -> Batch:
         pos = None if self.positions is None else self.positions.to(device)
         return Batch(self.tokens.to(device), self.mask.to(device), self.out_mask.to(device), pos)
+
+    def bucketed(self) -> Batch:
+        """This batch padded to a static shape for a captured step (``train.compile:
+        reduce-overhead``): rows to :func:`~posenc.data.batching.bucket_rows`, and the model's input
+        length ``L − 1`` to :func:`~posenc.data.batching.bucket_length`. Padding is PAD under a False
+        mask and out_mask (position 0 of a padded row stays unmasked, so no attention row has every
+        key masked), so the loss, its token count and its gradients are unchanged (causal attention:
+        no real token sees a later pad)."""
+        rows, length = bucket_rows(self.tokens.shape[0]), bucket_length(self.tokens.shape[1] - 1) + 1
+        mask = pad_to(self.mask, rows, length, False)
+        mask[self.tokens.shape[0]:, 0] = True
+        pos = None if self.positions is None else pad_to(self.positions, rows, length, 0.0)
+        return Batch(pad_to(self.tokens, rows, length, PAD), mask, pad_to(self.out_mask, rows, length, False), pos)
 
 
 def collate(examples: list[Example], position_ids: str = "index") -> Batch:

@@ -302,6 +302,23 @@ def test_experiment_run_translates_its_split_from_the_shared_prepared_data(
     assert snapshot(prepared) == before
 
 
+def test_prepared_data_named_by_a_run_cannot_link_outside(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                          trained: Path, prepared: Path) -> None:
+    """The prepared data a run's config names are read only inside that directory: a test.src
+    that is a symlink to a file elsewhere is refused in one line (the run directory is untrusted)."""
+    run, data = _copy(trained, tmp_path / "run"), Path(shutil.copytree(prepared, tmp_path / "data"))
+    secret = tmp_path / "secret.txt"
+    secret.write_text("ka lo\n")
+    (data / "test.src").unlink()
+    (data / "test.src").symlink_to(secret)
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg["data_dir"] = str(data)
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    code, _, err = cli(capsys, "translate", "--run", run, "--split", "test")
+    assert_one_line_error(code, err, "lies outside its prepared data")
+    assert not (run / "translations").exists() or not any((run / "translations").glob("test.*lp*"))
+
+
 # ------------------------------------------------------------------------------ finding 8
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")

@@ -30,6 +30,8 @@ def test_read_lines_final_newline_empty_file_and_bom(tmp_path: Path) -> None:
     assert read_lines(_write(tmp_path / "a.txt", b"x\ny\n")) == ["x", "y"]
     assert read_lines(_write(tmp_path / "e.txt", b"")) == []
     assert read_lines(_write(tmp_path / "b.txt", b"\xef\xbb\xbfhi\n")) == ["hi"]
+    assert read_lines(_write(tmp_path / "bom.txt", b"\xef\xbb\xbf")) == []  # only a BOM: no line
+    assert read_lines(_write(tmp_path / "bom1.txt", b"\xef\xbb\xbf\n")) == [""]
 
 
 def test_read_lines_splits_only_on_newline(tmp_path: Path) -> None:

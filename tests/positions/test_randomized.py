@@ -203,3 +203,21 @@ def test_lm_eval_draws_each_padded_row_over_its_own_length() -> None:
     mask[:, 0] = True
     pos = model.positions(default_positions(mask), mask)
     assert abs(pos[:, 0].mean().item() - 31.5) < 2.0
+
+
+def test_padding_columns_past_max_len_draw_the_same_positions() -> None:
+    """A batch padded past ``max_len`` (bucketed for a captured step) whose real rows fit draws the
+    same positions for its real tokens as the unpadded batch under the same seed; a real row longer
+    than ``max_len`` is still one DataError."""
+    aug = augmentation(10).train()
+    lengths = torch.tensor([7, 10, 3])
+    mask = torch.arange(10)[None, :] < lengths[:, None]
+    wide = torch.cat([mask, torch.zeros(3, 6, dtype=torch.bool)], dim=1)  # 16 columns > max_len 10
+    torch.manual_seed(5)
+    narrow_pos = aug(default_positions(mask), mask)
+    torch.manual_seed(5)
+    wide_pos = aug(default_positions(wide), wide)
+    assert torch.equal(wide_pos[:, :10][mask], narrow_pos[mask])
+    with pytest.raises(DataError, match="sequence length 11 exceeds randomized.max_len 10"):
+        long_row = torch.arange(16)[None, :] < 11
+        aug(default_positions(long_row), long_row)

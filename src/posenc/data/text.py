@@ -105,6 +105,8 @@ def iter_lines(stream: BinaryIO, name: str, max_line_bytes: int | None = None,
             raw = raw[:-1] if raw.endswith(b"\r") else raw
             if number == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM):]
+                if not raw and chunk == _BOM:  # a file holding only the BOM has no lines
+                    return
             if len(raw) > limit:
                 raw = _over_long(stream, raw, chunk, name, number, limit, too_long)
             yield _decode(raw, name, number)

@@ -216,6 +216,8 @@ def read_lines_lazily(path: str | os.PathLike[str], too_long: str = "error") -> 
 
 def read_stdin_lines(too_long: str = "error") -> Iterator[str]:
     """The lines of standard input, read like :func:`read_lines_lazily` (``<stdin>`` in errors)."""
+    if sys.stdin is None:  # the process was started with stdin closed
+        raise DataError("<stdin>: standard input is closed; give --input FILE")
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:  # a text stream substituted for stdin (tests): already decoded
         return (line.rstrip("\n").rstrip("\r") for line in sys.stdin)

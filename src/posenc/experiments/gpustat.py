@@ -113,7 +113,7 @@ class GpuMonitor:
         self.last = now
         try:
             taken = self.source[1]()
-        except (OSError, subprocess.SubprocessError, RuntimeError, ValueError) as err:
+        except Exception as err:  # noqa: BLE001 -- a monitor: any probe failure (e.g. pynvml's NVMLError) ends sampling
             self.failed = str(err).splitlines()[0] if str(err) else type(err).__name__
             return []
         with self.path.open("a", encoding="utf-8", newline="") as fh:

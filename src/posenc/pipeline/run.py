@@ -137,11 +137,11 @@ def decode_options(dc: DecodeConfig, run: LoadedRun) -> dict[str, Any]:
     )
 
 
-def _inside(path: Path, root: Path, what: str) -> Path:
-    """``path`` (symlinks resolved) if it lies inside ``root``, else a one-line ConfigError."""
+def _inside(path: Path, root: Path, what: str, where: str = "the run directory") -> Path:
+    """``path`` (symlinks resolved) if it lies inside ``root`` (``where``), else a one-line ConfigError."""
     real, base = path.resolve(), root.resolve()
     if not real.is_relative_to(base):
-        raise ConfigError(f"{what} {path} lies outside the run directory {root}; pass --data DIR to use it")
+        raise ConfigError(f"{what} {path} lies outside {where} {root}; pass --data DIR to use it")
     return real
 
 
@@ -153,8 +153,9 @@ def split_files(run: LoadedRun, split: str, data_dir: str | Path | None = None) 
         raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     data = Path(data_dir) if data_dir is not None else Path(run.cfg.prepared_dir)
     src, ref = data / f"{split}.src", data / f"{split}.tgt"
-    if run.confine and data_dir is None and dir_kind(data) != "data":
-        src, ref = _inside(src, run.root, "data file"), _inside(ref, run.root, "data file")
+    if run.confine and data_dir is None:  # no symlink out of the run, or of the posenc-prepared data it names
+        root, where = (data, "its prepared data") if dir_kind(data) == "data" else (run.root, "the run directory")
+        src, ref = _inside(src, root, "data file", where), _inside(ref, root, "data file", where)
     for f in (src, ref):
         if not f.is_file():
             raise ConfigError(f"{f}: no such file (the run's prepared data; pass --data DIR)")

@@ -98,11 +98,17 @@ class RandomizedAugmentation(Augmentation):
     def _sample(self, positions: Tensor, mask: Tensor) -> Tensor:
         """Sorted random positions for the real tokens of each row ``(B, L)``; pads keep theirs."""
         n, width = self.params.max_len, positions.shape[1]
-        if width > n:
-            raise DataError(f"sequence length {width} exceeds randomized.max_len {n}")
         real = mask.bool()
-        drawn = sorted_subsets(real.sum(-1), width, n, None if self.training else self.generator)
-        rank = (real.long().cumsum(-1) - 1).clamp_min(0)  # k-th real token gets the k-th drawn position
+        lengths = real.sum(-1)
+        if width > n:  # legal only when the columns past n are padding (a batch bucketed for capture)
+            if torch.compiler.is_compiling():
+                torch._assert_async((lengths <= n).all(), f"a sequence exceeds randomized.max_len {n}")
+            elif int(lengths.max()) > n:
+                raise DataError(f"sequence length {int(lengths.max())} exceeds randomized.max_len {n}")
+        cols = min(width, n)
+        drawn = sorted_subsets(lengths, cols, n, None if self.training else self.generator)
+        drawn = torch.nn.functional.pad(drawn, (0, width - cols), value=float(n))
+        rank = (real.long().cumsum(-1) - 1).clamp(0, cols - 1)  # k-th real token gets the k-th drawn position
         return torch.where(real, drawn.gather(1, rank).to(positions.dtype), positions)
 
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:

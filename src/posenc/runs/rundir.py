@@ -78,7 +78,7 @@ def read_marker(directory: str | Path) -> str | None:
 
 def _legacy_kind(directory: Path) -> str | None:
     """What a directory written by an older posenc (no marker) is, judged by its files."""
-    checkpoints = any((directory / "checkpoints").glob("ckpt_*"))
+    checkpoints = any(p.is_dir() and CHECKPOINT_DIR.match(p.name) for p in (directory / "checkpoints").glob("ckpt_*"))
     has_run_files = (directory / FINGERPRINT_NAME).is_file() or checkpoints
     if has_run_files and _is_run_config(directory / CONFIG_NAME):
         return "run"

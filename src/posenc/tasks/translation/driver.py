@@ -65,11 +65,13 @@ def trained_elsewhere(cfg: RunConfig) -> dict[str, Any] | None:
     if not (out / "summary.json").is_file() or not (out / "checkpoints" / "average" / "model.safetensors").is_file():
         return None
     opening = read_run(cfg, out)
-    if opening.checkpoint is not None or opening.verdict is None or opening.verdict.kind != "fresh":
+    if opening.checkpoint is not None or opening.verdict is None or opening.verdict.kind not in ("fresh", "extend"):
         return None
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    if summary.get("stopped") == "patience":  # ended by its own plateau: other caps or logging change nothing
+        return summary
     capped = summary.get("stopped") == "max_steps" and summary.get("max_steps") == cfg.train.max_steps
-    return summary if summary.get("stopped") == "patience" or capped else None
+    return summary if capped and opening.verdict.kind == "fresh" else None
 
 
 class TranslationExperiment:

@@ -20,6 +20,7 @@ chosen α (:mod:`posenc.tasks.translation.driver`), and results.json records it.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -116,7 +117,7 @@ def tuned_alpha(run_dir: str | Path) -> float | None:
     if not isinstance(tuning, dict) or "chosen" not in tuning:
         return None
     chosen = tuning["chosen"]
-    if isinstance(chosen, bool) or not isinstance(chosen, (int, float)) or not chosen >= 0:
-        raise ConfigError(f"{path}: length_penalty.chosen must be a number >= 0, got {chosen!r}; "
+    if isinstance(chosen, bool) or not isinstance(chosen, (int, float)) or not 0 <= chosen < math.inf:
+        raise ConfigError(f"{path}: length_penalty.chosen must be a finite number >= 0, got {chosen!r}; "
                           "pass --length-penalty A")
     return float(chosen)

@@ -314,9 +314,10 @@ def test_prepared_data_named_by_a_run_cannot_link_outside(capsys: pytest.Capture
     cfg = yaml.safe_load((run / "config.yaml").read_text())
     cfg["data_dir"] = str(data)
     (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    before = snapshot(run)
     code, _, err = cli(capsys, "translate", "--run", run, "--split", "test")
     assert_one_line_error(code, err, "lies outside its prepared data")
-    assert not (run / "translations").exists() or not any((run / "translations").glob("test.*lp*"))
+    assert snapshot(run) == before  # nothing translated or written
 
 
 # ------------------------------------------------------------------------------ finding 8

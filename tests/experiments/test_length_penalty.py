@@ -59,6 +59,15 @@ def test_search_monotone_to_the_bound_stops_there_and_says_so() -> None:
 def test_search_extends_downward_to_zero() -> None:
     assert _search(lambda a: -a)[0][5:] == ["0.4", "0.2", "0"] and _search(lambda a: -a)[1] == 0.0
     assert _search(lambda a: -(a - 0.35) ** 2)[0][5:] == ["0.4", "0.2"]  # 0.4 beats 0.2: bracketed
+    # a step past 0 tries 0 itself (grid 0.3, 1.0: the next step down would be -0.4)
+    assert _search(lambda a: -a, grid=[0.3, 1.0]) == (["0.3", "1", "0"], 0.0, False)
+
+
+def test_a_grid_finer_than_the_rounding_ends_the_search() -> None:
+    """Grid values closer than 1e-6 round to an α already decoded: the search stops, never loops."""
+    decoded: list[float] = []
+    out = search_alphas([0.6, 0.6000001], 5.0, lambda a: decoded.append(a) or a)
+    assert decoded == [0.6, 0.6000001] and out["chosen"] == 0.6000001  # the step up rounds to 0.6000001 again
 
 
 def test_plateau_ties_go_to_the_smallest_alpha_and_stop_the_search() -> None:

@@ -53,13 +53,13 @@ def _next_edge(scores: dict[float, float], grid: Sequence[float], bound: float) 
         return None
     alphas, best = sorted(scores), max(scores.values())
     top, bottom = alphas[-1], alphas[0]
+    nxt: float | None = None
     if scores[top] == best and list(scores.values()).count(best) == 1:
-        nxt = round(top + (grid[-1] - grid[-2]), DIGITS)
-        return nxt if nxt <= bound + 10 ** -DIGITS else None
-    if scores[bottom] == best and list(scores.values()).count(best) == 1:
-        nxt = round(bottom - (grid[1] - grid[0]), DIGITS)
-        return max(nxt, 0.0) + 0.0 if nxt >= -(10 ** -DIGITS) else None  # + 0.0: never -0.0
-    return None
+        up = round(top + (grid[-1] - grid[-2]), DIGITS)
+        nxt = up if up <= bound + 10 ** -DIGITS else None
+    elif scores[bottom] == best and list(scores.values()).count(best) == 1 and bottom > 0:
+        nxt = max(round(bottom - (grid[1] - grid[0]), DIGITS), 0.0) + 0.0  # a step past 0 tries 0; never -0.0
+    return None if nxt is None or nxt in scores else nxt  # a value already scored (grid finer than DIGITS) ends it
 
 
 def search_alphas(grid: Sequence[float], bound: float, score: Callable[[float], float]) -> dict[str, Any]:

@@ -113,6 +113,10 @@ def _failing_worker(rank: int, port: int, out: str, where: str) -> None:
     except Exception as err:  # noqa: BLE001 - the outcome is what the test reads
         outcome = f"{type(err).__name__}: {err}"
     Path(out, f"rank{rank}.txt").write_text(json.dumps({"outcome": outcome, "called": called}))
+    # The outcome is on disk; leave without the interpreter's teardown, where gloo's threads of a
+    # process group torn down on an error path sometimes abort the process ("terminate called
+    # without an active exception": 2 of 21 runs of this test on the 2-core dev VM).
+    os._exit(0)
 
 
 @pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="torch.distributed/gloo not available")

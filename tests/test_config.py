@@ -289,7 +289,7 @@ def test_round_trip(name: str, tmp_path: Path) -> None:
 def test_config_differences_is_the_one_comparison() -> None:
     """Sorted dotted keys with both values; an absent side, tuple = list and NaN = NaN; the
     checkpoint check and the fingerprint diff both read it."""
-    from posenc.config import ABSENT, config_differences
+    from posenc.runs.differences import ABSENT, config_differences
     from posenc.runs.fingerprint import describe_diff, diff_keys
 
     saved = {"heads": 2, "dims": (4, 8), "drop": float("nan"), "pos": {"name": "ape", "gone": 1}}

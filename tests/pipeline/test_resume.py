@@ -71,6 +71,19 @@ def test_resume_with_another_model_is_an_error(capsys: pytest.CaptureFixture[str
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["ckpt_00000003"]
 
 
+def test_resume_under_a_cap_below_the_trained_steps_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                              toy_prepared: Path) -> None:
+    """max_steps 6 -> 3 cannot be honoured by resuming from step 6: a stale run (one line naming
+    max_steps and the steps trained), nothing written; the old code resumed it as an 'extend'."""
+    run = tmp_path / "run"
+    _train(capsys, run, toy_prepared, 6)
+    before = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    code, _, err = cli(capsys, "train", *run_overrides(run, toy_prepared, *RESUME), "train.max_steps=3")
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert "train.max_steps (6 -> 3)" in err and "6 steps already trained" in err
+    assert {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
 def test_no_resume_starts_afresh(capsys: pytest.CaptureFixture[str], tmp_path: Path, toy_prepared: Path) -> None:
     run = tmp_path / "run"
     _train(capsys, run, toy_prepared, 3)

@@ -14,10 +14,11 @@ import posenc.runs.rundir as rundir
 import posenc.runs.same_run as rules
 import posenc.tasks.grid as methods_grid
 import posenc.tasks.translation.driver as translation_driver
-from posenc.config import ABSENT, config_differences, load_config, load_yaml
+from posenc.config import load_config, load_yaml
 from posenc.errors import ConfigError
 from posenc.experiments.runner import run_config
 from posenc.pipeline.config import located_config
+from posenc.runs.differences import ABSENT, config_differences
 from posenc.runs.fingerprint import fingerprint
 from posenc.runs.rundir import open_run, write_run_files
 from posenc.runs.same_run import RunRecord, evaluation_record

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from posenc.config import describe_differences, from_dict, load_yaml, naming, shared_differences, to_dict
+from posenc.config import from_dict, load_yaml, naming, to_dict
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
 from posenc.decoding.translate import translate_file
@@ -30,7 +30,7 @@ from posenc.models.rnn_nmt import RNNConfig
 from posenc.pipeline.config import ARCH_SECTIONS, DataConfig, DecodeConfig, RunConfig, located_config
 from posenc.pipeline.train import build_model, source_bos
 from posenc.runs.rundir import FINGERPRINT_NAME, dir_kind, read_json_dict
-from posenc.runs.same_run import RunRecord
+from posenc.runs.same_run import RunRecord, same_run
 from posenc.training import checkpoint as ck
 
 SPLITS = ("train", "valid", "test")
@@ -70,22 +70,33 @@ def find_checkpoint(run_dir: Path, which: str = "auto") -> Path:
     return Path(which)
 
 
-def check_checkpoint_fingerprint(run_dir: str | Path, config: dict[str, Any], where: str | Path) -> None:
-    """Refuse a checkpoint whose stored ``arch``/``data``/``model`` sections are not those of the
-    run in ``run_dir`` (its fingerprint.json; runs without one are not checked): a checkpoint of
-    another model copied into a run is never decoded with the run's vocabulary or averaged in."""
+def check_checkpoint_run(run_dir: str | Path, cfg: RunConfig, sections: dict[str, Any], where: str | Path) -> None:
+    """Refuse a checkpoint of another run by the one rule (:func:`~posenc.runs.same_run.same_run`):
+    the run's record (its fingerprint.json; runs without one are not checked) with the
+    checkpoint's stored ``arch``/``data``/model sections in place of its own is judged against the
+    run's config ``cfg``. A checkpoint of another model copied into a run is never decoded with the
+    run's vocabulary or averaged in; options added since either was written pass."""
     path = Path(run_dir) / FINGERPRINT_NAME
     if not path.is_file():
         return
-    saved = RunRecord.read(read_json_dict(path, "the run directory is damaged")).fingerprint or {}
-    arch = str(config.get("arch", saved.get("arch", "transformer")))
-    section = ARCH_SECTIONS.get(arch, "model")
-    run = {"arch": saved.get("arch", "transformer"), "data": saved.get("data"), "model": saved.get(section)}
-    ckpt = json.loads(json.dumps({"arch": arch, "data": config.get("data"), "model": config.get("model")}, default=str))
-    diffs = shared_differences(run, ckpt)  # the run-level rule read both through today's defaults
-    if diffs:
+    stored = RunRecord.read(read_json_dict(path, "the run directory is damaged"))
+    if not isinstance(stored.fingerprint, dict):
+        return
+    arch = str(sections.get("arch", stored.fingerprint.get("arch", "transformer")))
+    own = {"data": sections.get("data"), ARCH_SECTIONS.get(arch, "model"): sections.get("model")}
+    mixed = {**stored.fingerprint, "arch": arch, **{k: v for k, v in own.items() if isinstance(v, dict)}}
+    verdict = same_run(replace(stored, fingerprint=mixed), cfg)
+    if verdict.kind == "stale":
         raise CheckpointError(f"{where}: a checkpoint of another model or data than the run {run_dir} "
-                              f"({describe_differences(diffs)}); remove it or pass the run it belongs to")
+                              f"({verdict.detail}); remove it or pass the run it belongs to")
+
+
+def read_run_config(run_dir: Path) -> RunConfig:
+    """The config of the run in ``run_dir`` (its config.yaml, paths resolved against it)."""
+    if not (run_dir / "config.yaml").is_file():
+        raise CheckpointError(f"{run_dir}: not a run directory (no config.yaml)")
+    with naming(run_dir / "config.yaml"):
+        return located_config(load_yaml(run_dir / "config.yaml"), run_dir)
 
 
 def config_with_checkpoint(cfg: RunConfig, saved: dict[str, Any], where: Path) -> RunConfig:
@@ -104,13 +115,10 @@ def config_with_checkpoint(cfg: RunConfig, saved: dict[str, Any], where: Path) -
 
 def load_run(run_dir: str | Path, checkpoint: str = "auto", device: str = "cpu", confine: bool = False) -> LoadedRun:
     run_dir = Path(run_dir)
-    if not (run_dir / "config.yaml").is_file():
-        raise CheckpointError(f"{run_dir}: not a run directory (no config.yaml)")
-    with naming(run_dir / "config.yaml"):
-        cfg = located_config(load_yaml(run_dir / "config.yaml"), run_dir)
+    cfg = read_run_config(run_dir)
     path = find_checkpoint(run_dir, checkpoint)
     saved = ck.load_checkpoint(path, with_optimizer=False)
-    check_checkpoint_fingerprint(run_dir, saved.config, path)
+    check_checkpoint_run(run_dir, cfg, saved.config, path)
     cfg = config_with_checkpoint(cfg, saved.config, path)
     tok = Tokenizer.from_file(run_dir / "spm.model")
     check_vocabulary(cfg, tok, run_dir)

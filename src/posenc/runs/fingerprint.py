@@ -19,7 +19,8 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from posenc.config import config_differences, describe_differences, to_dict
+from posenc.config import to_dict
+from posenc.runs.differences import config_differences, describe_differences
 
 #: ``train.*`` options that may change between a run and its resumption: they extend training
 #: or only change what is logged/kept, never what has been trained so far.

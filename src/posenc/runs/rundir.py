@@ -376,13 +376,17 @@ def open_run(cfg: Any, out: str | Path, resume: bool) -> Opening:
 def read_run(cfg: Any, out: Path) -> Opening:
     """The run directory ``out`` judged against ``cfg`` by the one rule (:func:`same_run`): the
     verdict on the run it records, stale too when the checkpoint it would resume from (its latest)
-    records another run; changes that only extend training, and options and methods added since,
-    pass. Nothing is raised for a stale run: :func:`open_run` refuses it."""
+    records another run, or a ``max_steps`` below the step it resumes from; changes that only extend
+    training, and options and methods added since, pass. Nothing is raised for a stale run:
+    :func:`open_run` refuses it."""
     stored = stored_run(out, type(cfg))
     if stored is None:
         return Opening()
-    verdict, path = same_run(stored, cfg), latest_checkpoint(out / "checkpoints")
-    record = checkpoint_state(path).get("record") if path is not None and verdict.kind != "stale" else None
+    path = latest_checkpoint(out / "checkpoints")
+    state = checkpoint_state(path) if path is not None else {}
+    step = state.get("step")  # a cap below the steps it resumes from is no extension
+    verdict = same_run(replace(stored, steps=step if isinstance(step, int) else None), cfg)
+    record = state.get("record") if verdict.kind != "stale" else None
     if record is not None:  # a checkpoint written before checkpoints kept their record: its run's judged it
         judged = same_run(RunRecord.read(record), cfg)
         if judged.kind == "stale":

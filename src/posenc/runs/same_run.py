@@ -33,8 +33,9 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from posenc.config import ABSENT, config_differences, describe_differences, from_dict, to_dict
+from posenc.config import from_dict, to_dict
 from posenc.errors import ConfigError
+from posenc.runs.differences import ABSENT, config_differences, describe_differences
 from posenc.runs.fingerprint import EXTENSION_KEYS, PLACEMENT_KEYS, fingerprint, placed_as
 
 #: Keys filled in from the prepared data (vocabulary size, CAPE's α): an unresolved 0 in a new
@@ -131,44 +132,48 @@ def read_stored(config_type: type, data: dict[str, Any], out_dir: Any = None) ->
     return from_dict(config_type, data)
 
 
-def _fingerprint_changes(saved: Any, cfg: Any) -> list[tuple[str, Any, Any]]:
-    """Differences between two configs' fingerprints, but an unresolved derived key (0 or absent
-    in ``cfg``: "take it from the data") is none."""
-    was_fp, now_fp = fingerprint(placed_as(saved, cfg)), fingerprint(cfg)
-    diffs = config_differences(was_fp, now_fp)
-    return [(k, was, now) for k, was, now in diffs
-            if not (k in DERIVED_KEYS and was is not ABSENT and (now is ABSENT or not now))]
+def _fingerprint_changes(was: dict[str, Any], now: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Differences between two fingerprints, but an unresolved derived key (0 or absent in
+    ``now``: "take it from the data") is none."""
+    return [(k, old, new) for k, old, new in config_differences(was, now)
+            if not (k in DERIVED_KEYS and old is not ABSENT and (new is ABSENT or not new))]
 
 
-def _extensions(stored: RunRecord, saved: Any, cfg: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """The stored and current extension values (placement left out), read through today's
-    defaults; None when the record holds none (a bare fingerprint)."""
-    if not hasattr(cfg, "train") or not stored.whole:
-        return None
-    old, now = to_dict(saved.train), to_dict(cfg.train)
-    keys = sorted((EXTENSION_KEYS - PLACEMENT_KEYS) & set(now))
-    return {k: old[k] for k in keys}, {k: now[k] for k in keys}
+def _extension_changes(stored: RunRecord, was: RunRecord, now: RunRecord) -> list[tuple[str, Any, Any]]:
+    """Differences of the training-extension values (where a run trained left out); none when
+    ``stored`` records none (a bare fingerprint)."""
+    if not stored.whole:
+        return []
+    moved = {k: v for k, v in was.extension.items() if k not in PLACEMENT_KEYS}
+    return config_differences({"train": moved}, {"train": {k: v for k, v in now.extension.items()
+                                                          if k not in PLACEMENT_KEYS}})
 
 
 def same_run(stored: RunRecord | None, cfg: Any, evaluation: dict[str, Any] | None = None) -> Verdict:
     """The verdict on ``stored`` (None: nothing recorded) against today's run config ``cfg`` (a
     dataclass), and ``evaluation`` (:func:`evaluation_record`) where the caller scores runs. The
     one answer to "is this the same run?": run directories, grid cells and the checkpoint a run
-    resumes from are all judged here."""
+    resumes from are all judged here, by comparing the stored record, read through today's
+    config classes, with ``cfg``'s record (:meth:`RunRecord.of`)."""
     if stored is None or not isinstance(stored.config, dict):
         return Verdict("stale", "the run records no config (written before posenc recorded one)")
     try:
         saved = read_stored(type(cfg), stored.config, getattr(cfg, "out_dir", None))
     except ConfigError as err:
         return Verdict("stale", f"its recorded config no longer loads ({err})")
-    diffs = _fingerprint_changes(saved, cfg)
+    was, now = RunRecord.of(placed_as(saved, cfg)), RunRecord.of(cfg)
+    return _judge(stored, was, now, evaluation)
+
+
+def _judge(stored: RunRecord, was: RunRecord, now: RunRecord, evaluation: dict[str, Any] | None) -> Verdict:
+    """The verdict from the stored record ``was`` (read through today's classes) and ``now``."""
+    diffs = _fingerprint_changes(was.fingerprint or {}, now.fingerprint or {})
     if diffs:
         return Verdict("stale", describe_differences(diffs), tuple(k for k, _, _ in diffs))
-    ext = _extensions(stored, saved, cfg)
-    if ext is not None and ext[0] != ext[1]:
-        changed = config_differences({"train": ext[0]}, {"train": ext[1]})
+    changed = _extension_changes(stored, was, now)
+    if changed:
         detail, keys = describe_differences(changed), tuple(k for k, _, _ in changed)
-        cap = int(ext[1].get("max_steps") or 0)
+        cap = int(now.extension.get("max_steps") or 0)
         if cap and stored.steps is not None and stored.steps > cap:
             return Verdict("stale", f"{detail}: {stored.steps} steps already trained exceed the new max_steps", keys)
         return Verdict("extend", detail, keys)

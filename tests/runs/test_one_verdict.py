@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import posenc.pipeline.run as translation_load
 import posenc.runs.rundir as rundir
 import posenc.runs.same_run as rules
 import posenc.tasks.grid as methods_grid
@@ -28,7 +29,7 @@ from tests.experiments.tiny_grid import write_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results"
-CALLERS = (rundir, methods_grid, translation_driver)
+CALLERS = (rundir, methods_grid, translation_driver, translation_load)
 
 
 def _cfg(tmp_path: Path, **train: Any) -> tuple[Any, ExperimentConfig]:
@@ -93,6 +94,24 @@ def test_a_checkpoint_of_another_run_is_refused_before_anything_is_written(tmp_p
     with pytest.raises(ConfigError, match=r"its checkpoint ckpt_00000003 is another run's \(train.lr"):
         open_run(cfg, out, resume=True)
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+@pytest.mark.parametrize(("model", "refused"), [({}, False), ({"d_ff": 48}, True)])
+def test_a_loaded_checkpoint_is_judged_by_the_one_rule(tmp_path: Path, model: dict, refused: bool) -> None:
+    """``load_run``/``posenc average``: the run's record with the checkpoint's sections, judged by same_run."""
+    from dataclasses import replace
+
+    from posenc.config import to_dict
+    from posenc.errors import CheckpointError
+
+    cfg, _ = _cfg(tmp_path)
+    out = _run_dir(cfg, cfg)
+    sections = {"arch": cfg.arch, "data": to_dict(cfg.data), "model": to_dict(replace(cfg.model, **model))}
+    if refused:
+        with pytest.raises(CheckpointError, match=r"ckpt: a checkpoint of another model .*model.d_ff \(\d+ -> 48\)"):
+            translation_load.check_checkpoint_run(out, cfg, sections, "ckpt")
+    else:
+        translation_load.check_checkpoint_run(out, cfg, sections, "ckpt")
 
 
 def _committed_runs() -> list[Path]:

@@ -95,6 +95,20 @@ def test_the_untampered_export_loads_and_translates(capsys: pytest.CaptureFixtur
     assert len(out.read_text().splitlines()) == 2
 
 
+def test_the_export_translates_through_a_users_symlink(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                       export: Path) -> None:
+    """``--output LINK``: the link's target gets the lines (its mode kept), the link stays."""
+    src, target, link = tmp_path / "in.txt", tmp_path / "hyp.txt", tmp_path / "latest.txt"
+    src.write_text("a b c\n")
+    target.write_text("old\n")
+    target.chmod(0o640)
+    link.symlink_to(target)
+    code, _, err = cli(capsys, "translate", "--engine", "ctranslate2", "--run", export, "--input", src,
+                       "--output", link)
+    assert code == 0, err
+    assert link.is_symlink() and len(target.read_text().splitlines()) == 1 and target.stat().st_mode & 0o777 == 0o640
+
+
 def test_an_engine_error_while_translating_names_the_model(export: Path) -> None:
     """A model.bin that loads but fails to decode (the engine raises): one line, not a traceback."""
     loaded = load_export(export)

@@ -245,18 +245,20 @@ def write_translations(
     tokenizer: Tokenizer,
     lines: Iterable[str],
     out_path: str | os.PathLike[str],
+    follow_symlink: bool = False,
     **options: Any,
 ) -> int:
     """Translate ``lines`` into ``out_path``; returns the number of lines. The output goes to a
     temporary file next to ``out_path``, renamed over it only when every line is done (an old
-    ``out_path`` stays intact on any failure; its directory must exist). ``options`` are
-    :func:`translate_lines`'s."""
+    ``out_path`` stays intact on any failure; its directory must exist). ``follow_symlink`` (an
+    output the user named): a symlink ``out_path`` stays and its target gets the lines
+    (:func:`posenc.files.atomic_output`). ``options`` are :func:`translate_lines`'s."""
     target = Path(out_path)
     if target.is_dir():
         raise DataError(f"{target}: is a directory; give an output file name")
     count = 0
     try:
-        with atomic_output(target) as f:  # its directory must exist: none is created
+        with atomic_output(target, follow_symlink=follow_symlink) as f:  # its directory must exist: none is created
             for text in translate_lines(model, tokenizer, lines, **options):
                 f.write(text + "\n")
                 count += 1

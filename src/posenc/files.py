@@ -2,7 +2,12 @@
 
 Write through a temporary file next to the target and rename it over the target only when
 everything was written, so a failure (disk full, Ctrl-C, a bad input line) leaves the old file
-intact and no partial file behind; an OSError becomes a one-line RunDirError."""
+intact and no partial file behind; an OSError becomes a one-line RunDirError.
+
+An output the user names (``translate --output``, a benchmark's ``--out``) that is a symlink is
+written through (``follow_symlink``): its final target is replaced and the user's link stays. posenc's
+own files are written with the link itself replaced, so a link planted in a run directory (which
+posenc does not trust) never redirects a write to a file outside it."""
 
 from __future__ import annotations
 
@@ -39,12 +44,15 @@ def replacement_mode(path: str | os.PathLike[str]) -> int:
 
 
 @contextmanager
-def atomic_output(path: str | os.PathLike[str], binary: bool = False, mode: int | None = None) -> Iterator[IO]:
+def atomic_output(path: str | os.PathLike[str], binary: bool = False, mode: int | None = None,
+                  follow_symlink: bool = False) -> Iterator[IO]:
     """Yield a file object for ``path``'s replacement; on a clean exit it is flushed, fsynced and
     renamed over ``path``, on any exception removed. Its permission bits are ``mode``, by default
-    :func:`replacement_mode` (the replaced file's, else the umask's). OSError from creating it
-    propagates."""
-    target = Path(path)
+    :func:`replacement_mode` (the replaced file's, else the umask's). ``follow_symlink``: a ``path``
+    that is a symlink (or a chain of them) is written through: the temporary file goes beside the
+    final target and is renamed over it, the links stay; otherwise the link itself is replaced.
+    OSError from creating it propagates."""
+    target = Path(os.path.realpath(path)) if follow_symlink else Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         opening = {"mode": "wb"} if binary else {"mode": "w", "encoding": "utf-8", "newline": "\n"}
@@ -59,15 +67,16 @@ def atomic_output(path: str | os.PathLike[str], binary: bool = False, mode: int 
         raise
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``path`` through a temporary file renamed over it: a failure leaves the old file."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: str | Path, text: str, follow_symlink: bool = False) -> None:
+    """Write ``path`` through a temporary file renamed over it: a failure leaves the old file
+    (``follow_symlink``: as :func:`atomic_output`'s, for an output file the user named)."""
+    atomic_write_bytes(path, text.encode("utf-8"), follow_symlink)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+def atomic_write_bytes(path: str | Path, data: bytes, follow_symlink: bool = False) -> None:
     """Bytes version of :func:`atomic_write_text` (OSError becomes a one-line RunDirError)."""
     def write() -> None:
-        with atomic_output(path, binary=True) as fh:
+        with atomic_output(path, binary=True, follow_symlink=follow_symlink) as fh:
             fh.write(data)
 
     os_call(write, path)

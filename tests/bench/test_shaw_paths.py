@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -164,3 +168,46 @@ def test_bench_shaw_backend_reaches_every_hook() -> None:
     assert all(h.backend == "auto" for h in build_model("shaw", BenchConfig(preset="transformer-tiny", vocab=50)).modules() if isinstance(h, ShawHook))
     with pytest.raises(ConfigError, match="shaw_backend"):
         BenchConfig(shaw_backend="triton")
+
+
+def test_bench_reference_path_equals_the_tests_reference() -> None:
+    """``posenc.bench.reference`` (the bench's own textbook path) gives the tests' reference output
+    and gradients on a general Shaw index with padding (the bench copy never replaces the tests')."""
+    from posenc.bench.reference import use_textbook_shaw
+
+    mha, hook = _pair(VARIANTS["keys+values"])
+    mask = torch.arange(9)[None, :] < torch.tensor([9, 4])[:, None]
+    x, pos = torch.randn(2, 9, D), default_positions(mask)
+    allowed = attention_bias(mask, 9, causal=False)
+    ctx = RelativeContext(relative_index(pos, pos, 3))
+    want, want_grads = _run(mha, hook, x, allowed, ctx, "reference")
+    use_reference_path(mha, False)
+    use_textbook_shaw(mha)
+    x_ = x.clone().requires_grad_(True)
+    got = mha(x_, x_, allowed, ctx)
+    grads = torch.autograd.grad((got * torch.linspace(-1, 1, got.numel()).view_as(got)).sum(),
+                                [x_, *mha.parameters(), *hook.parameters()])
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+    for g, w in zip(grads, want_grads):
+        torch.testing.assert_close(g, w, rtol=0, atol=1e-6)
+
+
+def test_shaw_paths_runs_from_an_installed_copy_without_the_tests(tmp_path: Path) -> None:
+    """The bench as a wheel installs it: ``posenc`` alone on the path (a copy of src/posenc, run from
+    another directory), so ``tests`` cannot be imported; ``--help`` and a tiny timing run work."""
+    import subprocess
+    import sys
+
+    import posenc
+
+    site = tmp_path / "site"
+    shutil.copytree(Path(posenc.__file__).parent, site / "posenc", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+    cmd = [sys.executable, "-m", "posenc.bench.shaw_paths"]
+    shown = subprocess.run([*cmd, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0 and "--lengths" in shown.stdout, shown.stderr
+    tiny = ["--lengths", "8", "--tokens", "16", "--reps", "1", "--d", "16", "--heads", "2"]
+    ran = subprocess.run([*cmd, *tiny], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    rows = [line.split("|")[2].strip() for line in ran.stdout.splitlines() if line.startswith("| 8 |")]
+    assert rows == ["reference", "scatter", "banded", "sdpa"]

@@ -216,6 +216,62 @@ def test_atomic_writers_follow_the_umask_and_keep_a_replaced_mode(tmp_path: Path
     assert old.read_text() != "mine\n"
 
 
+def test_translate_output_through_a_users_symlink(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                 trained: Path) -> None:
+    """``--output LINK`` (a symlink to the user's file elsewhere): the target gets the lines with its
+    mode kept, the link stays as it was."""
+    src, target, link = tmp_path / "in.txt", tmp_path / "results" / "hyp.txt", tmp_path / "latest.txt"
+    src.write_text("a b c\n")
+    target.parent.mkdir()
+    target.write_text("old\n")
+    target.chmod(0o640)
+    link.symlink_to(target)
+    code, _, err = cli(capsys, "translate", "--run", trained, "--input", src, "--output", link)
+    assert code == 0, err
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_text() != "old\n" and len(target.read_text().splitlines()) == 1 and _mode(target) == 0o640
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["hyp.txt", "in.txt", "latest.txt", "results"]
+
+
+def test_bench_out_through_a_users_symlink(tmp_path: Path) -> None:
+    from posenc.bench.report import write_json
+
+    target, link = tmp_path / "bench.json", tmp_path / "latest.json"
+    target.write_text("[]\n")
+    target.chmod(0o600)
+    link.symlink_to(target)
+    write_json([{"a": 1}], link)
+    assert link.is_symlink() and json.loads(target.read_text()) == [{"a": 1}] and _mode(target) == 0o600
+
+
+@pytest.mark.parametrize("inside", ["run/config.yaml", "run/new.txt", "export/model.bin", "report/README.md"])
+def test_translate_output_link_into_posenc_dirs_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                          run_copy: Path, inside: str) -> None:
+    """A symlink whose target (an existing file or a new one) lies in a posenc directory is refused
+    as that path is: the link is resolved before the check, and nothing is written through it."""
+    _posenc_dirs(tmp_path)
+    src, link = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("a b c\n")
+    link.symlink_to(tmp_path / inside)
+    before = md5s(tmp_path)
+    code, _, err = cli(capsys, "translate", "--run", run_copy, "--input", src, "--output", link)
+    assert_one_line_error(code, err, "--output", "lies inside the posenc", str(tmp_path / inside.split("/")[0]))
+    assert md5s(tmp_path) == before
+
+
+def test_bench_out_link_into_a_run_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch, run_copy: Path) -> None:
+    import posenc.bench.__main__ as bench
+
+    measured: list[int] = []
+    monkeypatch.setattr(bench, "run", lambda *a, **k: measured.append(1) or [])
+    (tmp_path / "bench.json").symlink_to(run_copy / "bench.json")
+    before = md5s(tmp_path)
+    code = bench.main(["--quick", "--methods", "ape", "--out", str(tmp_path / "bench.json")])
+    assert_one_line_error(code, capsys.readouterr().err, "--out", "lies inside the posenc")
+    assert measured == [] and md5s(tmp_path) == before
+
+
 def test_export_directory_and_files_follow_the_umask(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                      run_copy: Path) -> None:
     pytest.importorskip("ctranslate2")

@@ -249,3 +249,49 @@ def test_bad_jobs(capsys: pytest.CaptureFixture[str], tmp_path: Path, jobs: str,
 def test_auto_refused_with_submitit(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = cli(capsys, "experiment", str(_dummy(tmp_path)), "--jobs", "auto", "--backend", "submitit")
     assert_one_line_error(code, err, "--jobs auto needs --backend local")
+
+
+def test_auto_jobs_reads_logs_only_until_final(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A counting spy on the train.csv reader: while a level is measured each poll reads each running
+    run's train.csv once; the poll that settles the last level is the last to read; none after it."""
+    from posenc.experiments import autojobs
+
+    reads: list[str] = []
+    real = autojobs.last_row
+
+    def spy(path: Path) -> dict[str, str] | None:
+        reads.append(path.parent.name)
+        return real(path)
+
+    monkeypatch.setattr(autojobs, "last_row", spy)
+    clock = Clock()
+    auto = AutoJobs(Limits(2), StepRates(lambda k: tmp_path / k), 2, 1, 1, window_s=10.0, clock=clock)
+    per_poll, polled, finals = [], [], []
+    for t in range(1, 60):
+        running = ["a", "b"][:auto.jobs]
+        clock.t = float(t)
+        for key in running:
+            (tmp_path / key).mkdir(exist_ok=True)
+            (tmp_path / key / "train.csv").write_text(f"step,loss\n{20 * t},1.0\n")
+        before = len(reads)
+        auto(running)
+        per_poll.append(sorted(reads[before:]))
+        polled.append(running)
+        finals.append(auto.final)
+    settled = finals.index(True)
+    assert auto.measured == {1: pytest.approx(20.0), 2: pytest.approx(40.0)} and auto.jobs == 2
+    assert per_poll[:settled + 1] == polled[:settled + 1]  # measuring: each running log once per poll
+    assert per_poll[settled] == ["a", "b"]  # the final measurement itself reads both logs
+    assert per_poll[settled + 1:] == [[]] * (len(per_poll) - settled - 1)  # decided: no more reads
+
+
+def test_auto_jobs_nothing_to_decide_reads_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cap of one run leaves nothing to measure: the controller never opens a train.csv."""
+    from posenc.experiments import autojobs
+
+    reads: list[Path] = []
+    monkeypatch.setattr(autojobs, "last_row", lambda path: reads.append(path))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "train.csv").write_text("step,loss\n5,1.0\n")
+    auto = AutoJobs(Limits(1), StepRates(lambda k: tmp_path / k), 1, 1, 1, window_s=10.0, clock=Clock())
+    assert auto.final and [auto(["a"]) for _ in range(3)] == [1, 1, 1] and reads == []

@@ -1,5 +1,6 @@
 """The textbook attention path (every hook kind, or only hooks with a value term) and the general
-Shaw context: references for tests and ``python -m posenc.bench.shaw_paths`` (moved out of src, issue 19).
+Shaw context: references for the tests (``python -m posenc.bench.shaw_paths`` has its own,
+``posenc/bench/reference.py``, so the installed package never imports the tests).
 
 Shape legend: B batch, H heads, Lq/Lk query/key length, Dh head width.
 """

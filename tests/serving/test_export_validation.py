@@ -60,6 +60,23 @@ TAMPERED: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "manifest-bool-beam": (_manifest(lambda i: i["decode"].update(beam=True)), ("posenc_export.json", "beam")),
     "manifest-beam-over-cap": (_manifest(lambda i: i["decode"].update(beam=100000)),
                                ("posenc_export.json", "decode.beam 100000", "limit of 256")),
+    # a source of max_source_len tokens holds the BOS (where the run prepends one) and a token; no EOS
+    "manifest-source-len-1": (_manifest(lambda i: i.update(max_source_len=1)),
+                              ("posenc_export.json", "max_source_len must be >= 2", "got 1")),
+    "manifest-source-len-0": (_manifest(lambda i: i.update(max_source_len=0)),
+                              ("posenc_export.json", "max_source_len must be >= 2", "got 0")),
+    "manifest-source-len-negative": (_manifest(lambda i: i.update(max_source_len=-5)),
+                                     ("posenc_export.json", "max_source_len must be >= 2", "got -5")),
+    "manifest-rows-short-of-source": (_manifest(lambda i: i.update(position_rows=i["max_source_len"])),
+                                      ("posenc_export.json", "position_rows", "max_source_len")),
+    "manifest-rows-negative": (_manifest(lambda i: i.update(position_rows=-1)), ("posenc_export.json", "position_rows")),
+    "manifest-len-a-negative": (_manifest(lambda i: i["decode"].update(max_len_a=-1.0)),
+                                ("posenc_export.json", "decode.max_len_a")),
+    "manifest-len-b-negative": (_manifest(lambda i: i["decode"].update(max_len_b=-3)),
+                                ("posenc_export.json", "decode.max_len_a/b")),
+    "manifest-batch-tokens-0": (_manifest(lambda i: i["decode"].update(batch_tokens=0)),
+                                ("posenc_export.json", "decode.batch_tokens")),
+    "manifest-beam-0": (_manifest(lambda i: i["decode"].update(beam=0)), ("posenc_export.json", "decode.beam")),
     "manifest-other-format": (_manifest(lambda i: i.update(format="onnx")), ("posenc_export.json", "format")),
     "config-garbage": (_bytes("config.json", lambda b: b"garbage{"), ("config.json",)),
     "config-a-list": (_bytes("config.json", lambda b: b"[1]"), ("config.json", "JSON object")),
@@ -93,6 +110,20 @@ def test_the_untampered_export_loads_and_translates(capsys: pytest.CaptureFixtur
     code, _, err = cli(capsys, "translate", "--engine", "ctranslate2", "--run", export, "--input", src, "--output", out)
     assert code == 0 and err == f"translated 2 lines -> {out}\n"
     assert len(out.read_text().splitlines()) == 2
+
+
+def test_the_export_translates_through_a_users_symlink(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                       export: Path) -> None:
+    """``--output LINK``: the link's target gets the lines (its mode kept), the link stays."""
+    src, target, link = tmp_path / "in.txt", tmp_path / "hyp.txt", tmp_path / "latest.txt"
+    src.write_text("a b c\n")
+    target.write_text("old\n")
+    target.chmod(0o640)
+    link.symlink_to(target)
+    code, _, err = cli(capsys, "translate", "--engine", "ctranslate2", "--run", export, "--input", src,
+                       "--output", link)
+    assert code == 0, err
+    assert link.is_symlink() and len(target.read_text().splitlines()) == 1 and target.stat().st_mode & 0o777 == 0o640
 
 
 def test_an_engine_error_while_translating_names_the_model(export: Path) -> None:

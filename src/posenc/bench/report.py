@@ -13,8 +13,9 @@ REQUIRED_KEYS = ("method", "length", "tokens_per_s", "ratio_to_ape", "peak_mem_m
 
 
 def write_json(records: list[dict[str, Any]], path: str | Path) -> None:
-    """The records as a JSON list, written atomically (a failure leaves the old file)."""
-    atomic_write_text(path, json.dumps(records, indent=1) + "\n")
+    """The records as a JSON list, written atomically (a failure leaves the old file; a symlink is
+    written through to its target and stays)."""
+    atomic_write_text(path, json.dumps(records, indent=1) + "\n", follow_symlink=True)
 
 
 def plot_formats() -> set[str]:
@@ -80,7 +81,7 @@ def plot(records: list[dict[str, Any]], path: str | Path) -> None:
     ax2.legend()
     fig.tight_layout()
     try:
-        with atomic_output(path, binary=True) as fh:  # a failure leaves the old file
+        with atomic_output(path, binary=True, follow_symlink=True) as fh:  # a failure leaves the old file
             fig.savefig(fh, dpi=110, format=Path(path).suffix.lstrip(".").lower() or "png")
     finally:
         plt.close(fig)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Shaw attention paths, one self-attention layer forward+backward, interleaved and paired.
 
-Paths: ``reference`` (general (B, 1, L, L) index, textbook order, scatter value term), ``scatter``
+Paths: ``reference`` (general (B, 1, L, L) index, textbook order, scatter value term:
+``bench/reference.py``), ``scatter``
 (Toeplitz context + in-place explicit path + scatter value term; the ``explicit`` CPU backend),
 ``banded`` (``ToeplitzShaw``: dense ops, strided band view, the CPU default), ``flex``
 (FlexAttention left/right regions + O(L·k) band merge, ``positions/shaw_flex.py``; the CUDA default;
@@ -24,20 +25,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Callable
 
 import torch
 
 from posenc.bench.core import autocast, interleaved, paired_ratio, sync
+from posenc.bench.reference import use_textbook_shaw
 from posenc.models.attention import MultiHeadAttention, attention_bias
 from posenc.positions.base import default_positions
 from posenc.positions.shaw import RelativeContext, ShawParams, ShawRelativePosition, relative_index
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository root: tests.helpers
-from tests.helpers.reference_attention import hooked, use_reference_path  # noqa: E402  (textbook path, test-only code)
 
 CPU_PATHS = ("reference", "scatter", "banded", "sdpa")
 CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
@@ -47,10 +44,12 @@ def runner(path: str, length: int, tokens: int, d: int, heads: int, k: int, devi
            clock: Callable[[], float] = time.perf_counter) -> Callable[[], float]:
     b = max(1, tokens // length)
     torch.manual_seed(0)
-    mha = MultiHeadAttention(d, heads).to(device)
     rel = ShawRelativePosition(d, ShawParams(k=k), 1, heads).to(device)
     hook = rel.hook(0)
     hook.backend = path if path in ("flex", "banded") else "explicit"
+    mha = MultiHeadAttention(d, heads, hook=None if path == "sdpa" else hook).to(device)
+    if path == "reference":
+        use_textbook_shaw(mha)
     mask = torch.ones(b, length, dtype=torch.bool, device=device)
     pos = default_positions(mask)
     allowed = attention_bias(mask, length, causal=causal)
@@ -64,9 +63,7 @@ def runner(path: str, length: int, tokens: int, d: int, heads: int, k: int, devi
                 out = mha(x, x, allowed)
             else:
                 ctx = RelativeContext(relative_index(pos, pos, k)) if path == "reference" else rel.context(pos, pos)
-                use_reference_path(mha, path == "reference")
-                with hooked(mha, hook):
-                    out = mha(x, x, allowed, ctx)
+                out = mha(x, x, allowed, ctx)
         out.float().sum().backward()
         sync(device)
         return clock() - start

@@ -124,7 +124,8 @@ def _to_file(loaded: LoadedRun, args: argparse.Namespace, opts: dict[str, Any]) 
     lines = _input_lines(args)
     progress = Progress()
     try:
-        n = write_translations(loaded.model, loaded.tokenizer, lines, args.output, on_decoded=progress, **opts)
+        n = write_translations(loaded.model, loaded.tokenizer, lines, args.output, follow_symlink=True,
+                               on_decoded=progress, **opts)
     finally:
         progress.close()
     print(f"translated {n} lines -> {args.output}", file=sys.stderr)

@@ -45,6 +45,8 @@ DECODER_ROWS = 1 << 14
 #: Decoder tokens ``B * K * S`` per batch (the batch's token budget shrinks to this over ``K``);
 #: the defaults (4,096 tokens at beam <= 16) never reach it.
 DECODER_TOKENS = 1 << 16
+#: The shortest ``max_source_len``: the BOS (where the run prepends one) and one token (no source EOS).
+MIN_SOURCE_LEN = 2
 
 
 class Tokenizer(Protocol):
@@ -140,8 +142,8 @@ def _check_options(beam: int, batch_tokens: int, chunk_lines: int, max_source_le
         raise ConfigError(f"beam, batch_tokens and chunk_lines must be >= 1, got {beam}, {batch_tokens}, {chunk_lines}")
     if beam > MAX_BEAM:
         raise ConfigError(f"beam {beam} is over the limit of {MAX_BEAM} (decoding memory grows with batch x beam)")
-    if max_source_len < 2:
-        raise ConfigError(f"max_source_len must be >= 2, got {max_source_len}")  # room for BOS + 1
+    if max_source_len < MIN_SOURCE_LEN:
+        raise ConfigError(f"max_source_len must be >= {MIN_SOURCE_LEN}, got {max_source_len}")  # room for BOS + 1
     if too_long not in ("error", "truncate"):
         raise ConfigError(f"too_long must be 'error' or 'truncate', got {too_long!r}")
 
@@ -245,18 +247,20 @@ def write_translations(
     tokenizer: Tokenizer,
     lines: Iterable[str],
     out_path: str | os.PathLike[str],
+    follow_symlink: bool = False,
     **options: Any,
 ) -> int:
     """Translate ``lines`` into ``out_path``; returns the number of lines. The output goes to a
     temporary file next to ``out_path``, renamed over it only when every line is done (an old
-    ``out_path`` stays intact on any failure; its directory must exist). ``options`` are
-    :func:`translate_lines`'s."""
+    ``out_path`` stays intact on any failure; its directory must exist). ``follow_symlink`` (an
+    output the user named): a symlink ``out_path`` stays and its target gets the lines
+    (:func:`posenc.files.atomic_output`). ``options`` are :func:`translate_lines`'s."""
     target = Path(out_path)
     if target.is_dir():
         raise DataError(f"{target}: is a directory; give an output file name")
     count = 0
     try:
-        with atomic_output(target) as f:  # its directory must exist: none is created
+        with atomic_output(target, follow_symlink=follow_symlink) as f:  # its directory must exist: none is created
             for text in translate_lines(model, tokenizer, lines, **options):
                 f.write(text + "\n")
                 count += 1

@@ -109,7 +109,8 @@ class AutoJobs:
     poll with the running keys): measures each level's aggregate updates/s over ``window_s`` once
     every run of the level has logged a step, then moves to :func:`next_jobs`'s choice. A run that
     finishes inside a window restarts it (its replacement has to log first). ``memory()`` → (MiB
-    used by the grid's runs on all GPUs, MiB per GPU) or None; it tightens the cap after a level."""
+    used by the grid's runs on all GPUs, MiB per GPU) or None; it tightens the cap after a level.
+    Once the level is final no train.csv is read again."""
 
     def __init__(self, limits: Limits, rates: StepRates, cores: int, threads: int, gpus: int,
                  memory: Callable[[], tuple[float, float] | None] = lambda: None,
@@ -121,10 +122,10 @@ class AutoJobs:
         self.window: tuple[float, frozenset[Any]] | None = None  # (start, running keys)
 
     def __call__(self, keys: list[Any]) -> int:
+        if self.final:  # decided: the logs are not read again
+            return self.jobs
         now = self.clock()
         self.rates.observe(keys, now)
-        if self.final:
-            return self.jobs
         members = frozenset(keys)
         ready = len(keys) >= self.jobs and all(self.rates.seen.get(k) for k in keys)
         if not ready or (self.window is not None and self.window[1] != members):

@@ -11,7 +11,8 @@ Paths (chosen per call, all numerically equal to the textbook definition):
   The default ("fast") explicit path scales q before the products (so the score term comes out
   scaled), adds the score term and the mask in place into the fresh logits, and adds the value term
   in place into α·V, so only α (B, H, Lq, Lk) is kept for backward (the textbook order of
-  operations, the reference in tests and benchmarks, is ``tests/helpers/reference_attention.py``);
+  operations, the reference of the tests, is ``tests/helpers/reference_attention.py``; the Shaw
+  benchmark's is ``posenc/bench/reference.py``);
 * a hook may supply its own attention for a call (``AttentionHook.attend``): Shaw does on CUDA,
   through FlexAttention without any (Lq, Lk) tensor kept for backward (``positions/shaw_flex.py``).
 """

@@ -379,7 +379,7 @@ def write_translations(model: Exported, lines: Iterable[str], out_path: str | Pa
     target = Path(out_path)
     check_user_output(target, "output")
     count = 0
-    with atomic_output(target) as f:
+    with atomic_output(target, follow_symlink=True) as f:  # a user's symlink stays: its target gets the lines
         for text in translate_lines(model, lines, **options):
             f.write(text + "\n")
             count += 1

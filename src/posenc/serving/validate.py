@@ -2,7 +2,8 @@
 
 An export (serving/ctranslate2.py) is untrusted input, like a run directory: its description
 ``posenc_export.json`` is checked against :class:`ExportInfo` (a JSON object, every key present
-with its type, the stored beam within decoding's cap), ``config.json`` must be a JSON object,
+with its type, the stored beam within decoding's cap, ``max_source_len`` room for a BOS and a
+token and within the exported position tables), ``config.json`` must be a JSON object,
 the vocabulary must be the pieces of the export's ``spm.model``, and any error of the engine
 opening ``model.bin`` becomes one line naming the file (a :class:`ConfigError`, exit 2).
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc.config import from_dict
-from posenc.decoding.translate import MAX_BEAM
+from posenc.decoding.translate import MAX_BEAM, MIN_SOURCE_LEN
 from posenc.errors import ConfigError
 from posenc.pipeline.config import DecodeConfig
 
@@ -73,8 +74,12 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {err}") from None
     if info.format != "ctranslate2":
         raise ConfigError(f"{path}: format must be 'ctranslate2', got {info.format!r}")
-    if info.max_source_len < 1:
-        raise ConfigError(f"{path}: max_source_len must be >= 1, got {info.max_source_len}")
+    if info.max_source_len < MIN_SOURCE_LEN:  # as decoding/translate.py refuses it for the run itself
+        raise ConfigError(f"{path}: max_source_len must be >= {MIN_SOURCE_LEN} (a BOS where the run prepends one "
+                          f"and a token), got {info.max_source_len}")
+    if info.position_rows < 0 or 0 < info.position_rows <= info.max_source_len:  # 0: an export that kept none
+        raise ConfigError(f"{path}: position_rows {info.position_rows} does not cover max_source_len "
+                          f"{info.max_source_len} (the exported position tables are shorter than a source)")
     return data
 
 

@@ -1,12 +1,12 @@
 """Run an experiment grid cell by cell (resumable, ``--jobs`` worker processes), then its report.
 
 An experiment is a grid of cells (:class:`~posenc.experiments.tasks.Cell`: group, method, seed);
-the runner knows no task. The
-task named by the YAML's ``task:`` key (:mod:`posenc.experiments.tasks`) supplies its experiment
-schema, the cells and their run configs, whether a finished cell is still fresh, how to bring a
-cell up to date and the report. Every cell is a run directory (the cell config's ``out_dir``)
-that holds ``results.json`` once done (written here, atomically), so an interrupted grid resumes
-cell by cell; ``<root>/report/`` holds the report.
+the runner knows no task. The task named by the YAML's ``task:`` key (:mod:`posenc.experiments.tasks`)
+supplies its experiment schema, the cells and their run configs, whether a finished cell is still
+fresh, how to bring a cell up to date and the report. It is looked up once per experiment (once
+per worker process) and travels with the config as a :class:`Grid`. Every cell is a run
+directory (the cell config's ``out_dir``) that holds ``results.json`` once done (written here,
+atomically), so an interrupted grid resumes cell by cell; ``<root>/report/`` holds the report.
 """
 
 from __future__ import annotations

@@ -26,10 +26,9 @@ from posenc.analysis.registry import REGISTRY
 from posenc.config import apply_mapping, from_dict, load_config, load_yaml, to_dict
 from posenc.data.corpora import CORPORA
 from posenc.experiments.runner import (
+    Grid,
     find_experiment,
-    grid,
     known_tasks,
-    run_config,
     shipped_configs,  # noqa: E402
 )
 from posenc.pipeline.config import RunConfig
@@ -106,11 +105,12 @@ def test_a_built_wheel_ships_every_config(tmp_path: Path) -> None:
 def _check_translation(path: Path, exp: ExperimentConfig) -> None:
     unknown = [a for a in exp.analyses if a not in REGISTRY]
     assert not unknown, f"{path}: unknown analyses {unknown}"
-    cells = grid(exp)
+    grid = Grid.of(exp)
+    cells = grid.cells()
     assert len(cells) == len(exp.settings) * len(exp.methods) * len(exp.seeds)
     prepared: dict[tuple[str, str], set[str]] = {}
     for setting, method, seed in cells:
-        cfg = run_config(exp, setting, method, seed)
+        cfg = grid.config((setting, method, seed))
         assert isinstance(cfg, RunConfig) and cfg.train.seed == seed
         assert Path(cfg.out_dir) == exp.root / setting / method / f"seed{seed}"
         loader = CORPORA.get(cfg.data.corpus)
@@ -162,8 +162,9 @@ def test_gpu_configs(name: str) -> None:
     assert raw["average_best"] >= 2 and raw["keep_last"] >= raw["average_best"]
     exp = load_config(ExperimentConfig, find_experiment(name))
     assert exp.seeds == [1, 2, 3]
-    for cell in grid(exp):
-        cfg = run_config(exp, *cell)
+    grid = Grid.of(exp)
+    for cell in grid.cells():
+        cfg = grid.config(cell)
         assert cfg.train.precision == "bf16" and cfg.train.patience and cfg.train.max_steps > 0
         assert cfg.arch == "rnn-nmt" or (cfg.model.d_model, cfg.model.encoder_layers) == (256, 3)  # transformer-small
 
@@ -176,8 +177,9 @@ def test_neishi_configs_filter_then_split(name: str) -> None:
     exp = load_config(ExperimentConfig, find_experiment(name))
     assert list(exp.settings)[0] == "all" and {"short", "middle", "long"} <= set(exp.settings)
     assert len(exp.methods) == 5
+    grid = Grid.of(exp)
     for setting in exp.settings:
-        data = run_config(exp, setting, exp.baseline_label, exp.seeds[0]).data
+        data = grid.config((setting, exp.baseline_label, exp.seeds[0])).data
         assert (data.setting, data.max_len) == ("extrapolate", 49)
         assert data.length_split == ("" if setting == "all" else setting)
 

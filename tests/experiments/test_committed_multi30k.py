@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from posenc.config import load_config
-from posenc.experiments.runner import find_experiment, grid, verdict
+from posenc.experiments.runner import Grid, find_experiment
 from posenc.tasks.translation import report
 from posenc.tasks.translation.config import ExperimentConfig
 from posenc.training.convergence import CONVERGED, IMPROVING, NO_CURVE, NOT_FLAT, status_of
@@ -26,14 +26,14 @@ def _exp() -> ExperimentConfig:
 
 def _results() -> dict[tuple[str, str, int], dict]:
     return {cell: json.loads((COMMITTED / cell[0] / cell[1] / f"seed{cell[2]}" / "results.json").read_text(encoding="utf-8"))
-            for cell in grid(_exp())}
+            for cell in Grid.of(_exp()).cells()}
 
 
 def test_every_committed_cell_is_fresh() -> None:
-    exp = _exp()
-    cells = grid(exp)
+    grid = Grid.of(_exp())
+    cells = grid.cells()
     assert len(cells) == 2 * 3 * 3
-    assert {cell: verdict(exp, *cell).kind for cell in cells} == dict.fromkeys(cells, "fresh")
+    assert {cell: grid.verdict(cell).kind for cell in cells} == dict.fromkeys(cells, "fresh")
 
 
 def test_statuses_follow_the_one_rule() -> None:

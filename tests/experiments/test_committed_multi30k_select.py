@@ -15,7 +15,7 @@ import pytest
 
 from posenc.config import load_config
 from posenc.evaluation.seeds import seed_test
-from posenc.experiments.runner import find_experiment, verdict
+from posenc.experiments.runner import Grid, find_experiment
 from posenc.experiments.selection import resolved
 from posenc.tasks.translation import report
 from posenc.tasks.translation.config import ExperimentConfig
@@ -50,10 +50,10 @@ def test_committed_cells_are_fresh() -> None:
     exp = _exp()
     sel = resolved(exp)
     sweep = TASK.selection_experiment(exp, sel)
-    assert {c: verdict(sweep, *c).kind for c in TASK.cells(sweep)} == dict.fromkeys(TASK.cells(sweep), "fresh")
+    assert {c: Grid(sweep, TASK).verdict(c).kind for c in TASK.cells(sweep)} == dict.fromkeys(TASK.cells(sweep), "fresh")
     grid = TASK.with_selection(exp, 10)
     cells = [(setting, m, s) for setting in SETTINGS for m in METHODS for s in SEEDS]
-    assert {c: verdict(grid, *c).kind for c in cells} == dict.fromkeys(cells, "fresh")
+    assert {c: Grid(grid, TASK).verdict(c).kind for c in cells} == dict.fromkeys(cells, "fresh")
 
 
 #: Runs stopped by patience on an end slope between -2.0 and -1.943 standard errors: flat by the

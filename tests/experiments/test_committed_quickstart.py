@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from posenc.config import load_config
-from posenc.experiments.runner import find_experiment, grid, verdict
+from posenc.experiments.runner import Grid, find_experiment
 from posenc.tasks.translation.config import ExperimentConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,8 +27,8 @@ def _flat(path: Path) -> str:
 
 
 def test_every_committed_cell_is_fresh_and_converged() -> None:
-    exp = replace(load_config(ExperimentConfig, find_experiment("quickstart")), out_dir=str(COMMITTED))
-    assert {verdict(exp, *cell).kind for cell in grid(exp)} == {"fresh"} and len(grid(exp)) == 4
+    grid = Grid.of(replace(load_config(ExperimentConfig, find_experiment("quickstart")), out_dir=str(COMMITTED)))
+    assert {grid.verdict(cell).kind for cell in grid.cells()} == {"fresh"} and len(grid.cells()) == 4
     assert {r["summary"]["status"] for r in _results().values()} == {"converged"}
 
 

@@ -9,7 +9,7 @@ import yaml
 
 from posenc.config import from_dict, load_config
 from posenc.errors import ConfigError
-from posenc.experiments.runner import find_experiment, grid, run_config, run_experiment
+from posenc.experiments.runner import Grid, find_experiment, run_experiment
 from posenc.tasks.translation.config import ExperimentConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,25 +33,25 @@ def _exp(**changes) -> ExperimentConfig:
 
 def test_grid_order_and_size() -> None:
     exp = _exp()
-    cells = grid(exp)
+    cells = Grid.of(exp).cells()
     assert cells[:3] == [("vanilla", "ape", 3), ("vanilla", "ape", 4), ("vanilla", "shape", 3)]
     assert len(cells) == len(set(cells)) == 2 * 3 * 2
 
 
 def test_run_config_layers_base_setting_method_seed() -> None:
-    exp = _exp()
-    cfg = run_config(exp, "extra", "shape", 4)
+    grid = Grid.of(_exp())
+    cfg = grid.config(("extra", "shape", 4))
     assert cfg.model.position.name == "shape" and cfg.model.position.shape.max_shift == 7  # alias resolved
     assert cfg.data.setting == "extrapolate" and cfg.data.max_len == 20  # from the setting
     assert cfg.train.seed == 4 and cfg.train.max_steps == 3  # the grid's seed wins over base
     assert cfg.model.d_model == 64  # transformer-tiny preset
     assert cfg.out_dir == "/tmp/unit-exp/extra/shape/seed4"
-    assert run_config(exp, "extra", "short", 3).data.max_len == 9  # the method is applied after the setting
+    assert grid.config(("extra", "short", 3)).data.max_len == 9  # the method is applied after the setting
 
 
 def test_prepared_data_is_shared_when_the_data_is_the_same() -> None:
-    exp = _exp()
-    dirs = {(s, m, seed): run_config(exp, s, m, seed).prepared_dir for s, m, seed in grid(exp)}
+    grid = Grid.of(_exp())
+    dirs = {cell: grid.config(cell).prepared_dir for cell in grid.cells()}
     assert dirs[("vanilla", "ape", 3)] == dirs[("vanilla", "shape", 4)]
     assert dirs[("vanilla", "ape", 3)].startswith("/tmp/unit-exp/data/vanilla-")
     assert dirs[("vanilla", "ape", 3)] != dirs[("extra", "ape", 3)]
@@ -78,7 +78,7 @@ def test_bad_experiment(changes: dict, needle: str) -> None:
 def test_bad_cell_is_an_error() -> None:
     exp = _exp(methods={"bad": {"model.position.name": "gru+shape"}})
     with pytest.raises(ConfigError, match="gru"):
-        run_config(exp, "vanilla", "bad", 3)
+        Grid.of(exp).config(("vanilla", "bad", 3))
 
 
 def test_find_experiment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,7 +106,7 @@ def test_overrides_on_an_experiment(tmp_path: Path) -> None:
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(EXP), encoding="utf-8")
     exp = load_config(ExperimentConfig, path, ["seeds=[5]", "settings={v: {}}"])
-    assert grid(exp) == [("v", "ape", 5), ("v", "shape", 5), ("v", "short", 5)]
+    assert Grid.of(exp).cells() == [("v", "ape", 5), ("v", "shape", 5), ("v", "short", 5)]
 
 
 def test_unknown_analysis_is_rejected_up_front() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from posenc.config import load_config
-from posenc.experiments.runner import run_config
+from posenc.experiments.runner import Grid
 from posenc.runs.same_run import RunRecord, evaluation_record, same_run
 from posenc.tasks.translation.config import ExperimentConfig
 from tests.experiments.tiny_grid import write_experiment
@@ -19,12 +19,12 @@ from tests.helpers.tiny import assert_one_line_error, cli
 
 def _results(path: Path) -> dict:
     exp = load_config(ExperimentConfig, path)
-    return json.loads((Path(run_config(exp, "vanilla", "ape", 1).out_dir) / "results.json").read_text())
+    return json.loads((Path(Grid.of(exp).config(("vanilla", "ape", 1)).out_dir) / "results.json").read_text())
 
 
 def _cfg(tmp_path: Path, **kw):
     exp = load_config(ExperimentConfig, write_experiment(tmp_path, **kw))
-    return run_config(exp, "vanilla", "ape", 1), exp.splits
+    return Grid.of(exp).config(("vanilla", "ape", 1)), exp.splits
 
 
 def run_record(cfg, splits: list[str]) -> dict:
@@ -81,7 +81,7 @@ def test_changed_model_stops_or_reruns(capsys: pytest.CaptureFixture[str], tmp_p
 def test_rerun_stale_keeps_files_posenc_did_not_write(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = write_experiment(tmp_path)
     assert cli(capsys, "experiment", path)[0] == 0
-    run_dir = Path(run_config(load_config(ExperimentConfig, path), "vanilla", "ape", 1).out_dir)
+    run_dir = Path(Grid.of(load_config(ExperimentConfig, path)).config(("vanilla", "ape", 1)).out_dir)
     (run_dir / "notes.txt").write_text("mine\n", encoding="utf-8")
     write_experiment(tmp_path, model={"d_model": 48, "d_ff": 64})
     code, _, _ = cli(capsys, "experiment", path, "--rerun-stale")
@@ -92,7 +92,7 @@ def test_rerun_stale_keeps_files_posenc_did_not_write(capsys: pytest.CaptureFixt
 def test_changed_decoding_rescores_without_training(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = write_experiment(tmp_path)
     assert cli(capsys, "experiment", path)[0] == 0
-    run_dir = Path(run_config(load_config(ExperimentConfig, path), "vanilla", "ape", 1).out_dir)
+    run_dir = Path(Grid.of(load_config(ExperimentConfig, path)).config(("vanilla", "ape", 1)).out_dir)
     weights = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*.safetensors")}
     assert weights
     write_experiment(tmp_path, decode={"beam": 1})
@@ -105,7 +105,7 @@ def test_changed_decoding_rescores_without_training(capsys: pytest.CaptureFixtur
 def test_results_without_a_fingerprint_are_stale(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = write_experiment(tmp_path)
     assert cli(capsys, "experiment", path)[0] == 0
-    done = Path(run_config(load_config(ExperimentConfig, path), "vanilla", "ape", 1).out_dir) / "results.json"
+    done = Path(Grid.of(load_config(ExperimentConfig, path)).config(("vanilla", "ape", 1)).out_dir) / "results.json"
     legacy = json.loads(done.read_text())
     del legacy["record"]
     done.write_text(json.dumps(legacy))

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from posenc.config import load_config
-from posenc.experiments.runner import find_experiment, grid, run_config, run_experiment
+from posenc.experiments.runner import Grid, find_experiment, run_experiment
 from posenc.tasks.translation.config import TRANSLATION_ANALYSES, ExperimentConfig
 from posenc.tasks.translation.report import mean_std
 from tests.helpers.tiny import assert_one_line_error, cli, read
@@ -51,30 +51,31 @@ def experiment(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Experime
 
 
 def _results(exp: ExperimentConfig) -> dict[tuple[str, str, int], dict]:
-    return {(s, m, seed): json.loads((Path(run_config(exp, s, m, seed).out_dir) / "results.json").read_text())
-            for s, m, seed in grid(exp)}
+    grid = Grid.of(exp)
+    return {cell: json.loads(grid.results_path(cell).read_text()) for cell in grid.cells()}
 
 
 def test_every_cell_ran(experiment) -> None:
     _, exp, report = experiment
     assert report == exp.root / "report"
+    grid = Grid.of(exp)
     results = _results(exp)
     assert sorted(results) == sorted((s, m, seed) for s in SETTINGS for m in METHODS for seed in SEEDS)
     for (setting, method, seed), r in results.items():
         assert (r["setting"], r["method"], r["seed"]) == (setting, method, seed)
         assert r["summary"]["steps"] == 3 and set(r["scores"]) == {"test"}
-        cfg = yaml.safe_load((Path(run_config(exp, setting, method, seed).out_dir) / "config.yaml").read_text())
+        cfg = yaml.safe_load((grid.results_path((setting, method, seed)).parent / "config.yaml").read_text())
         assert cfg["train"]["seed"] == seed and cfg["model"]["position"]["name"] == method
     # one prepared directory per setting, shared by its methods and seeds
     data_dirs = sorted(p.name for p in (exp.root / "data").iterdir() if not p.name.startswith("."))
     assert len(data_dirs) == 2 and [d.split("-")[0] for d in data_dirs] == ["interpolate", "vanilla"]
-    assert {run_config(exp, "vanilla", m, s).prepared_dir for m in METHODS for s in SEEDS} == {
+    assert {grid.config(("vanilla", m, s)).prepared_dir for m in METHODS for s in SEEDS} == {
         str(exp.root / "data" / next(d for d in data_dirs if d.startswith("vanilla")))}
 
 
 def test_seeds_give_different_runs(experiment) -> None:
     _, exp, _ = experiment
-    hyps = [read(Path(run_config(exp, "vanilla", "ape", seed).out_dir) / "translations" / "test.beam2.hyp") for seed in SEEDS]
+    hyps = [read(Path(Grid.of(exp).config(("vanilla", "ape", seed)).out_dir) / "translations" / "test.beam2.hyp") for seed in SEEDS]
     assert hyps[0] != hyps[1]
 
 
@@ -121,7 +122,7 @@ def test_report_has_every_analysis(experiment) -> None:
                     assert len(list(csv.DictReader(fh))) >= 1, csv_path
     from posenc.analysis.registry import REGISTRY
 
-    n_test = len(read(Path(run_config(exp, "vanilla", "ape", 1).prepared_dir) / "test.src"))
+    n_test = len(read(Path(Grid.of(exp).config(("vanilla", "ape", 1)).prepared_dir) / "test.src"))
     with open(report / "vanilla" / "length_bleu" / "length_bleu.csv", newline="", encoding="utf-8") as fh:
         ape = [r for r in csv.DictReader(fh) if r["model"] == "ape"]
     assert sum(int(r["sentences"]) for r in ape) == len(SEEDS) * n_test  # every seed's outputs, pooled
@@ -137,7 +138,8 @@ def test_report_has_every_analysis(experiment) -> None:
 
 def test_rerun_reuses_results(capsys: pytest.CaptureFixture[str], experiment) -> None:
     path, exp, report = experiment
-    cells = [Path(run_config(exp, s, m, seed).out_dir) for s, m, seed in grid(exp)]
+    grid = Grid.of(exp)
+    cells = [Path(grid.config(cell).out_dir) for cell in grid.cells()]
     before = {p: p.stat().st_mtime_ns for c in cells for p in [c / "results.json", *c.rglob("*.safetensors")]}
     readme = (report / "README.md").read_text(encoding="utf-8")
     code, out, _ = cli(capsys, "experiment", path)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from posenc.config import load_config
-from posenc.experiments.runner import execute_cell, summary_line
+from posenc.experiments.runner import Grid
 from posenc.experiments.scheduler import log_path, run_submitit
 from posenc.processes import worker_env
 from posenc.tasks.translation.cells import grid, run_config
@@ -71,10 +71,9 @@ def test_submitit_local_backend(tmp_path: Path) -> None:
     pytest.importorskip("submitit", reason="submitit not installed (pip install submitit; in the test extra)")
     path = write_experiment(tmp_path, methods=("ape",), seeds=(1,))
     exp = load_config(ExperimentConfig, path)
-    from posenc.experiments.runner import prepare_data
-
-    prepare_data(exp, grid(exp))
-    assert run_submitit(exp, grid(exp), 1, execute_cell, summary_line, cluster="debug") == []
+    whole = Grid.of(exp)
+    whole.prepare(whole.cells())
+    assert run_submitit(whole, whole.cells(), 1, cluster="debug") == []
     r = json.loads((Path(run_config(exp, "vanilla", "ape", 1).out_dir) / "results.json").read_text())
     assert r["summary"]["steps"] == 3 and r["record"]["extension"]["max_steps"] == 3
 

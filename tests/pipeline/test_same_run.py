@@ -54,7 +54,7 @@ assert "throwaway_scale" in dataclasses.fields(PositionConfig().rope)[-1].name
 from posenc.cli.main import main
 from posenc.config import load_config
 from posenc.tasks.translation.config import ExperimentConfig
-from posenc.experiments.runner import find_experiment, grid, verdict
+from posenc.experiments.runner import Grid, find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig, run_config
 from posenc.tasks.lengthgen.driver import TASK
 
@@ -63,7 +63,8 @@ multi = dataclasses.replace(load_config(ExperimentConfig, find_experiment("multi
                             out_dir=str(root / "docs/results/multi30k_cpu"))
 lengthgen = dataclasses.replace(load_config(LengthgenExperimentConfig, find_experiment("lengthgen_cpu")),
                                 out_dir=str(root / "docs/results/lengthgen_cpu"))
-out = {"multi30k": sorted({verdict(multi, *c).kind for c in grid(multi)})}
+multi_grid = Grid.of(multi)
+out = {"multi30k": sorted({multi_grid.verdict(c).kind for c in multi_grid.cells()})}
 kinds = []
 for path in sorted((root / "docs/results/lengthgen_cpu").glob("*/*/seed*/results.json")):
     res = json.loads(path.read_text())

@@ -17,7 +17,7 @@ import posenc.tasks.grid as methods_grid
 import posenc.tasks.translation.driver as translation_driver
 from posenc.config import load_config, load_yaml
 from posenc.errors import ConfigError
-from posenc.experiments.runner import run_config
+from posenc.experiments.runner import Grid
 from posenc.pipeline.config import located_config
 from posenc.runs.differences import ABSENT, config_differences
 from posenc.runs.fingerprint import fingerprint
@@ -34,7 +34,7 @@ CALLERS = (rundir, methods_grid, translation_driver, translation_load)
 
 def _cfg(tmp_path: Path, **train: Any) -> tuple[Any, ExperimentConfig]:
     exp = load_config(ExperimentConfig, write_experiment(tmp_path, train=train or None))
-    return run_config(exp, "vanilla", "ape", 1), exp
+    return Grid.of(exp).config(("vanilla", "ape", 1)), exp
 
 
 def _run_dir(cfg: Any, saved: Any) -> Path:

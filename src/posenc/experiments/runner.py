@@ -1,12 +1,12 @@
 """Run an experiment grid cell by cell (resumable, ``--jobs`` worker processes), then its report.
 
 An experiment is a grid of cells (:class:`~posenc.experiments.tasks.Cell`: group, method, seed);
-the runner knows no task. The
-task named by the YAML's ``task:`` key (:mod:`posenc.experiments.tasks`) supplies its experiment
-schema, the cells and their run configs, whether a finished cell is still fresh, how to bring a
-cell up to date and the report. Every cell is a run directory (the cell config's ``out_dir``)
-that holds ``results.json`` once done (written here, atomically), so an interrupted grid resumes
-cell by cell; ``<root>/report/`` holds the report.
+the runner knows no task. The task named by the YAML's ``task:`` key (:mod:`posenc.experiments.tasks`)
+supplies its experiment schema, the cells and their run configs, whether a finished cell is still
+fresh, how to bring a cell up to date and the report. It is looked up once per experiment (once
+per worker process) and travels with the config as a :class:`Grid`. Every cell is a run
+directory (the cell config's ``out_dir``) that holds ``results.json`` once done (written here,
+atomically), so an interrupted grid resumes cell by cell; ``<root>/report/`` holds the report.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,72 +26,110 @@ from posenc.files import atomic_write_text
 from posenc.processes import interrupt_on_signals
 from posenc.runs.same_run import Verdict
 
-__all__ = ["Cell", "execute_cell", "find_experiment", "fresh_results", "grid", "known_tasks", "plan", "run_config",
-           "run_experiment", "run_grid", "summary_line", "task_runner", "verdict"]
+__all__ = ["Cell", "Grid", "find_experiment", "known_tasks", "run_experiment", "run_grid", "task_runner"]
 
 log = logging.getLogger("posenc")
-
-
-def grid(exp: Any) -> list[Cell]:
-    """Every cell of ``exp``'s grid."""
-    return task_of(exp).cells(exp)
-
-
-def run_config(exp: Any, group: str, method: str, seed: int) -> Any:
-    """The run config of one cell (its ``out_dir`` is the cell's run directory)."""
-    return task_of(exp).cell_config(exp, Cell(group, method, seed))
-
-
-def _results_path(exp: Any, cell: Cell) -> Path:
-    return Path(run_config(exp, *cell).out_dir) / "results.json"
 
 
 def _load_results(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def verdict(exp: Any, group: str, method: str, seed: int) -> Verdict | None:
-    """None when the cell has to run, else how its results relate to the current config."""
-    cell = Cell(group, method, seed)
-    return task_of(exp).verdict(exp, cell, _load_results(_results_path(exp, cell)))
+@dataclass(frozen=True, eq=False)
+class Grid:
+    """An experiment config and its task, looked up once (:meth:`of`) and passed along: every
+    cell-level step of the runner. A cell is a :class:`Cell` or a plain ``(group, method, seed)``."""
 
+    exp: Any
+    task: ExperimentTask
 
-def execute_cell(exp: Any, group: str, method: str, seed: int) -> dict[str, Any]:
-    """Bring one grid cell up to date with the current config and return its results: fresh →
-    the stored results; otherwise the task runs the cell and its results are stored. Stale cells
-    must have been cleared (``--rerun-stale``) or refused by :func:`plan` before."""
-    cell = Cell(group, method, seed)
-    done = _results_path(exp, cell)
-    old = _load_results(done)
-    v = task_of(exp).verdict(exp, cell, old)
-    if v is not None and v.kind == "fresh":
-        return old or {}
-    if v is not None and v.kind == "stale":
-        raise ConfigError(f"{done.parent}: stale results ({v.detail}); rerun with --rerun-stale")
-    result = task_of(exp).run_cell(exp, cell, v, old)
-    atomic_write_text(done, json.dumps(result, indent=2))
-    return result
+    @classmethod
+    def of(cls, exp: Any) -> Grid:
+        """``exp`` with the task its ``task:`` key names (the one lookup of an experiment's task)."""
+        return cls(exp, task_of(exp))
 
+    def on(self, exp: Any) -> Grid:
+        """Another experiment of the same task (a selection sweep, the grid with the chosen value)."""
+        return replace(self, exp=exp)
 
-def plan(exp: Any, rerun_stale: bool = False) -> list[Cell]:
-    """The cells that need work. Stale cells stop the experiment with one line naming the differing
-    keys, or with ``rerun_stale`` have their run directory cleared so they train from scratch."""
-    pending, stale = [], []
-    for cell in grid(exp):
-        v = verdict(exp, *cell)
+    def cells(self) -> list[Cell]:
+        """Every cell of the grid, in report order."""
+        return self.task.cells(self.exp)
+
+    def config(self, cell: tuple[str, str, int]) -> Any:
+        """The run config of one cell (its ``out_dir`` is the cell's run directory)."""
+        return self.task.cell_config(self.exp, Cell(*cell))
+
+    def results_path(self, cell: tuple[str, str, int]) -> Path:
+        """Where the cell's ``results.json`` is (or will be)."""
+        return Path(self.config(cell).out_dir) / "results.json"
+
+    def verdict(self, cell: tuple[str, str, int]) -> Verdict | None:
+        """None when the cell has to run, else how its stored results relate to the current config."""
+        return self.task.verdict(self.exp, Cell(*cell), _load_results(self.results_path(cell)))
+
+    def execute(self, cell: tuple[str, str, int]) -> dict[str, Any]:
+        """Bring one cell up to date with the current config and return its results: fresh → the
+        stored results; otherwise the task runs the cell and its results are stored. Stale cells
+        must have been cleared (``--rerun-stale``) or refused by :meth:`plan` before."""
+        cell = Cell(*cell)
+        done = self.results_path(cell)
+        old = _load_results(done)
+        v = self.task.verdict(self.exp, cell, old)
+        if v is not None and v.kind == "fresh":
+            return old or {}
         if v is not None and v.kind == "stale":
-            stale.append((cell, v))
-        if v is None or v.kind != "fresh":
-            pending.append(cell)
-    if stale and not rerun_stale:
-        (s, m, seed), v = stale[0]
-        more = f" (and {len(stale) - 1} more runs)" if len(stale) > 1 else ""
-        raise ConfigError(f"stale results in {run_config(exp, s, m, seed).out_dir}{more}: the config changed: "
-                          f"{v.detail}; rerun with --rerun-stale, or use another out_dir")
-    for cell, _ in stale:
-        _clear_stale(run_config(exp, *cell).out_dir)
-        log.info("== %s / %s / seed %d: stale, its outputs removed for a fresh run", *cell)
-    return pending
+            raise ConfigError(f"{done.parent}: stale results ({v.detail}); rerun with --rerun-stale")
+        result = self.task.run_cell(self.exp, cell, v, old)
+        atomic_write_text(done, json.dumps(result, indent=2))
+        return result
+
+    def summary_line(self, result: dict[str, Any]) -> str:
+        """The task's line for a finished run."""
+        return self.task.summary_line(self.exp, result)
+
+    def prepare(self, cells: list[Cell]) -> None:
+        """The task's preparation of ``cells`` before any runs (e.g. data prepared once per setting)."""
+        prepare = getattr(self.task, "prepare", None)
+        if prepare is not None:
+            prepare(self.exp, cells)
+
+    def report(self, results: list[dict[str, Any]]) -> Path:
+        """The task's report of ``results``; returns its directory."""
+        return self.task.report(self.exp, results)
+
+    def plan(self, rerun_stale: bool = False) -> list[Cell]:
+        """The cells that need work. Stale cells stop the experiment with one line naming the
+        differing keys, or with ``rerun_stale`` have their run directory cleared so they train
+        from scratch."""
+        pending, stale = [], []
+        for cell in self.cells():
+            v = self.verdict(cell)
+            if v is not None and v.kind == "stale":
+                stale.append((cell, v))
+            if v is None or v.kind != "fresh":
+                pending.append(cell)
+        if stale and not rerun_stale:
+            cell, v = stale[0]
+            more = f" (and {len(stale) - 1} more runs)" if len(stale) > 1 else ""
+            raise ConfigError(f"stale results in {self.config(cell).out_dir}{more}: the config changed: "
+                              f"{v.detail}; rerun with --rerun-stale, or use another out_dir")
+        for cell, _ in stale:
+            _clear_stale(self.config(cell).out_dir)
+            log.info("== %s / %s / seed %d: stale, its outputs removed for a fresh run", *cell)
+        return pending
+
+    def fresh_results(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """The stored results of the fresh cells, in grid order (trains nothing), and
+        ``setting/method/seed`` (with the verdict when there is one) of every other cell."""
+        results, left = [], []
+        for cell in self.cells():
+            v = self.verdict(cell)
+            if v is not None and v.kind == "fresh":
+                results.append(_load_results(self.results_path(cell)) or {})
+            else:
+                left.append("/".join(map(str, cell)) + ("" if v is None else f" ({v.kind})"))
+        return results, left
 
 
 def _clear_stale(out_dir: str) -> None:
@@ -100,18 +139,6 @@ def _clear_stale(out_dir: str) -> None:
 
     check_target(out_dir, "run")
     clear_run(out_dir)
-
-
-def prepare_data(exp: Any, cells: list[Cell]) -> None:
-    """The task's preparation of ``cells`` before any runs (e.g. data prepared once per setting)."""
-    prepare = getattr(task_of(exp), "prepare", None)
-    if prepare is not None:
-        prepare(exp, cells)
-
-
-def summary_line(exp: Any, result: dict[str, Any]) -> str:
-    """The task's line for a finished run."""
-    return task_of(exp).summary_line(exp, result)
 
 
 def check_report_dir(exp: Any) -> None:
@@ -134,14 +161,14 @@ def _older_report(report: Path, name: str) -> bool:
 
 
 def run_grid(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: str = "local",
-             report_only: bool = False) -> Path:
+             report_only: bool = False, task: ExperimentTask | None = None) -> Path:
     """Every cell of ``exp`` brought up to date (``jobs`` > 1, ``"auto"`` or another backend: worker
     processes, :mod:`posenc.experiments.scheduler`), then the report; returns its directory.
     An experiment with a ``selection`` block first runs its validation sweep the same way
     (:mod:`posenc.experiments.selection`) and the grid then uses the chosen value.
-    ``report_only``: train nothing; the report reads the fresh cells (a grid that spans sessions)."""
+    ``report_only``: train nothing; the report reads the fresh cells (a grid that spans sessions).
+    ``task``: the experiment's task when the caller has it (else looked up here, once)."""
     from posenc.experiments.scheduler import AUTO, parse_jobs
-    from posenc.experiments.selection import run_selection
     from posenc.runs.rundir import write_marker
 
     jobs = parse_jobs(jobs)
@@ -150,27 +177,42 @@ def run_grid(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: 
     if report_only and rerun_stale:
         raise ConfigError("--report-only trains nothing and clears nothing: drop --rerun-stale (or --report-only)")
     check_report_dir(exp)  # before any training: never a user's files
-    left: list[str] = []
+    grid = Grid(exp, task) if task is not None else Grid.of(exp)
     if report_only:
-        exp = run_selection(exp, task_of(exp), _complete_sweep)
-        results, left = fresh_results(exp)
-        if not results:
-            raise ConfigError(f"--report-only: none of the {len(left)} runs of {exp.name} is done and fresh; "
-                              "nothing to report")
-        if left:
-            print(f"report only: {len(left)} of {len(left) + len(results)} runs left out (not trained or not fresh): "
-                  + ", ".join(left), flush=True)
+        grid, results, left = _report_only_results(grid)
     else:
         up_to_date = partial(bring_up_to_date, jobs=jobs, rerun_stale=rerun_stale, backend=backend)
-        exp = run_selection(exp, task_of(exp), up_to_date)  # a selection stage first, if the YAML has one
-        results = up_to_date(exp)
-    (exp.root / "report").mkdir(parents=True, exist_ok=True)
-    write_marker(exp.root / "report", "report")  # before writing: a report that fails halfway is still posenc's
-    report = task_of(exp).report(exp, results)
+        grid = _with_selection(grid, up_to_date)  # a selection stage first, if the YAML has one
+        results, left = up_to_date(grid), []
+    (grid.exp.root / "report").mkdir(parents=True, exist_ok=True)
+    write_marker(grid.exp.root / "report", "report")  # before writing: a report that fails halfway is still posenc's
+    report = grid.report(results)
     if left:
         _note_left_out(report / "README.md", left, len(left) + len(results))
     write_marker(report, "report")
     return report
+
+
+def _with_selection(grid: Grid, up_to_date: Callable[[Grid], list[dict[str, Any]]]) -> Grid:
+    """The grid with its selection stage's choice (:func:`~posenc.experiments.selection.run_selection`,
+    whose sweep ``up_to_date`` brings up to date); ``grid`` itself when it selects nothing."""
+    from posenc.experiments.selection import run_selection
+
+    return grid.on(run_selection(grid.exp, grid.task, lambda sub: up_to_date(grid.on(sub))))
+
+
+def _report_only_results(grid: Grid) -> tuple[Grid, list[dict[str, Any]], list[str]]:
+    """``--report-only``: the grid (with its complete selection sweep's choice), the results of its
+    fresh cells and the names of the others (printed); one-line error when none is fresh."""
+    grid = _with_selection(grid, _complete_sweep)
+    results, left = grid.fresh_results()
+    if not results:
+        raise ConfigError(f"--report-only: none of the {len(left)} runs of {grid.exp.name} is done and fresh; "
+                          "nothing to report")
+    if left:
+        print(f"report only: {len(left)} of {len(left) + len(results)} runs left out (not trained or not fresh): "
+              + ", ".join(left), flush=True)
+    return grid, results, left
 
 
 def _note_left_out(readme: Path, left: list[str], total: int) -> None:
@@ -182,41 +224,28 @@ def _note_left_out(readme: Path, left: list[str], total: int) -> None:
                           + ", ".join(left) + ".\n")
 
 
-def bring_up_to_date(exp: Any, jobs: int | str = 1, rerun_stale: bool = False,
+def bring_up_to_date(grid: Grid, jobs: int | str = 1, rerun_stale: bool = False,
                      backend: str = "local") -> list[dict[str, Any]]:
-    """Train/score every cell of ``exp`` that is not fresh (``jobs`` at once) and return the
+    """Train/score every cell of ``grid`` that is not fresh (``jobs`` at once) and return the
     results of all its cells, in grid order."""
     from posenc.experiments.scheduler import check_logs_dir, run_cells
 
     serial = jobs == 1 and backend == "local"
     if not serial:
-        check_logs_dir(exp)
-    pending = plan(exp, rerun_stale)
-    prepare_data(exp, pending)
+        check_logs_dir(grid.exp)
+    pending = grid.plan(rerun_stale)
+    grid.prepare(pending)
     if serial:
         for cell in pending:
-            print(summary_line(exp, execute_cell(exp, *cell)), flush=True)
+            print(grid.summary_line(grid.execute(cell)), flush=True)
     else:
-        run_cells(exp, pending, jobs, execute_cell, summary_line, backend)
-    return [execute_cell(exp, *cell) for cell in grid(exp)]  # all fresh now: read back
+        run_cells(grid, pending, jobs, backend)
+    return [grid.execute(cell) for cell in grid.cells()]  # all fresh now: read back
 
 
-def fresh_results(exp: Any) -> tuple[list[dict[str, Any]], list[str]]:
-    """The stored results of the cells of ``exp`` that are fresh, in grid order (trains nothing),
-    and ``setting/method/seed`` (with the verdict when there is one) of every other cell."""
-    results, left = [], []
-    for cell in grid(exp):
-        v = verdict(exp, *cell)
-        if v is not None and v.kind == "fresh":
-            results.append(_load_results(_results_path(exp, cell)) or {})
-        else:
-            left.append("/".join(map(str, cell)) + ("" if v is None else f" ({v.kind})"))
-    return results, left
-
-
-def _complete_sweep(exp: Any) -> list[dict[str, Any]]:
+def _complete_sweep(grid: Grid) -> list[dict[str, Any]]:
     """A selection sweep's results under ``--report-only``: its choice needs every cell."""
-    results, left = fresh_results(exp)
+    results, left = grid.fresh_results()
     if left:
         raise ConfigError(f"--report-only: the selection sweep is not complete ({len(left)} runs left: "
                           f"{', '.join(left[:3])}{' ...' if len(left) > 3 else ''}); run it without --report-only")
@@ -228,7 +257,7 @@ def run_grid_experiment(task: ExperimentTask, data: dict[str, Any], overrides: l
     the task's experiment schema, then :func:`run_grid`."""
     schema = task.experiment_config
     exp = from_dict(schema, merge_overrides(data, overrides, schema))
-    return run_grid(exp, **options)
+    return run_grid(exp, **options, task=task)
 
 
 def task_runner(task: str) -> Callable[..., Path]:

@@ -26,16 +26,19 @@ import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posenc.config import to_dict
 from posenc.errors import ConfigError
 from posenc.experiments.autojobs import AutoJobs, Limits, StepRates, cpu_auto_jobs, job_cap
 from posenc.experiments.gpustat import GpuMonitor, find_probe
 from posenc.experiments.progress import Progress
-from posenc.experiments.tasks import Cell, task_of
+from posenc.experiments.tasks import Cell
 from posenc.files import atomic_write_text
 from posenc.processes import SlotLimit, run_processes, usable_cores, visible_gpus
+
+if TYPE_CHECKING:
+    from posenc.experiments.runner import Grid
 
 BACKENDS = ("local", "submitit")
 AUTO = "auto"
@@ -87,60 +90,51 @@ def log_path(exp: Any, cell: Cell) -> Path:
     return exp.root / "logs" / f"{group}-{method}-seed{seed}.log"
 
 
-#: ``summarize(exp, result)``: the line printed as a run finishes (runner.summary_line).
-Summarize = Callable[[Any, dict[str, Any]], str]
-#: ``execute(exp, group, method, seed)``: bring one cell up to date (runner.execute_cell).
-Execute = Callable[[Any, str, str, int], dict[str, Any]]
-
-
-def _finished(exp: Any, cell: Cell, rc: int, summarize: Summarize) -> str:
+def _finished(grid: Grid, cell: Cell, rc: int) -> str:
+    """The line printed as a worker ends: the task's summary line, or where the failed run logged."""
     if rc != 0:
-        return f"FAILED {cell[1]} {cell[0]} seed {cell[2]} (exit {rc}); see {log_path(exp, cell)}"
-    out_dir = task_of(exp).cell_config(exp, cell).out_dir
-    result = json.loads((Path(out_dir) / "results.json").read_text(encoding="utf-8"))
-    return summarize(exp, result)
+        return f"FAILED {cell[1]} {cell[0]} seed {cell[2]} (exit {rc}); see {log_path(grid.exp, cell)}"
+    return grid.summary_line(json.loads(grid.results_path(cell).read_text(encoding="utf-8")))
 
 
-def run_local(exp: Any, cells: list[Cell], jobs: Jobs, summarize: Summarize, poll_s: float = 0.2) -> list[Cell]:
+def run_local(grid: Grid, cells: list[Cell], jobs: Jobs, poll_s: float = 0.2) -> list[Cell]:
     """Run ``cells`` with at most ``jobs`` worker processes (``python -m posenc.experiments.worker``;
     ``auto``: :func:`grid_slots`); returns the cells that failed."""
-    spec = write_spec(exp)
+    spec = write_spec(grid.exp)
     argv = lambda c: [sys.executable, "-m", "posenc.experiments.worker", str(spec), c[0], c[1], str(c[2])]  # noqa: E731
-    work = [(cell, argv(cell), log_path(exp, cell)) for cell in cells]
-    slots, threads, closing = grid_slots(exp, cells, jobs, visible_gpus(), usable_cores())
+    work = [(cell, argv(cell), log_path(grid.exp, cell)) for cell in cells]
+    slots, threads, closing = grid_slots(grid, cells, jobs, visible_gpus(), usable_cores())
     try:
-        return run_processes(work, slots, lambda cell, rc: _finished(exp, cell, rc, summarize), poll_s,
-                             progress_of(exp), threads=threads)
+        return run_processes(work, slots, partial(_finished, grid), poll_s, progress_of(grid), threads=threads)
     finally:
         for line in closing():
             print(line, flush=True)
 
 
-def cell_train(exp: Any, cells: list[Cell], key: str, default: Any) -> list[Any]:
+def cell_train(grid: Grid, cells: list[Cell], key: str, default: Any) -> list[Any]:
     """``train.<key>`` of each cell's run config (``default`` where a task's config has none)."""
-    task = task_of(exp)
-    return [getattr(getattr(task.cell_config(exp, c), "train", None), key, default) for c in cells]
+    return [getattr(getattr(grid.config(c), "train", None), key, default) for c in cells]
 
 
-def grid_slots(exp: Any, cells: list[Cell], jobs: Jobs, gpus: list[str],
+def grid_slots(grid: Grid, cells: list[Cell], jobs: Jobs, gpus: list[str],
                cores: int) -> tuple[int | SlotLimit, int, Callable[[], list[str]]]:
     """How a local grid runs: ``(slots, threads per worker, closing lines)``. ``slots`` is ``jobs``,
     or under ``auto`` ``min(cores // threads, cells)`` on a CPU and an :class:`AutoJobs` limit on
     CUDA (GPUs visible and not every cell on ``train.device=cpu``); there the GPUs are sampled to
     ``logs/gpu.csv`` and the closing lines summarise them (and the levels measured)."""
-    threads = max([int(t or 0) for t in cell_train(exp, cells, "num_threads", 0)] + [0])
-    on_cuda = bool(gpus) and any(d != "cpu" for d in cell_train(exp, cells, "device", "auto"))
+    threads = max([int(t or 0) for t in cell_train(grid, cells, "num_threads", 0)] + [0])
+    on_cuda = bool(gpus) and any(d != "cpu" for d in cell_train(grid, cells, "device", "auto"))
     if not on_cuda:
         if jobs == AUTO:
             jobs = cpu_auto_jobs(cores, threads or 1, len(cells))
             print(f"--jobs auto: {jobs} runs at once (no GPU: min({cores} cores // {threads or 1} threads "
                   f"per run, {len(cells)} runs))", flush=True)
         return int(jobs), threads or max(1, cores // int(jobs)), list
-    monitor = GpuMonitor(exp.root / "logs" / "gpu.csv", find_probe(gpus))
+    monitor = GpuMonitor(grid.exp.root / "logs" / "gpu.csv", find_probe(gpus))
     auto = None
     if jobs == AUTO:
         limits = Limits(job_cap(cores, threads or 1, len(cells)), step=len(gpus))
-        run_dir = lambda cell: Path(task_of(exp).cell_config(exp, cell).out_dir)  # noqa: E731
+        run_dir = lambda cell: Path(grid.config(cell).out_dir)  # noqa: E731
         auto = AutoJobs(limits, StepRates(run_dir), cores, threads or 1, len(gpus), partial(_memory, monitor))
     threads = threads or max(1, cores // (auto.limits.cap if auto else int(jobs)))
 
@@ -159,31 +153,33 @@ def _memory(monitor: GpuMonitor) -> tuple[float, float] | None:
     return sum(s.memory_used or 0.0 for s in taken), min(s.memory_total or 0.0 for s in taken)
 
 
-def progress_of(exp: Any) -> Progress:
+def progress_of(grid: Grid) -> Progress:
     """Each running cell's step, validation loss and ETA from its run directory (experiments/progress.py)."""
-    task = task_of(exp)
 
     def cap(cell: Cell) -> int:
-        return int(getattr(getattr(task.cell_config(exp, cell), "train", None), "max_steps", 0) or 0)
+        return int(getattr(getattr(grid.config(cell), "train", None), "max_steps", 0) or 0)
 
-    return Progress(lambda cell: Path(task.cell_config(exp, cell).out_dir), cap, lambda c: f"{c[1]}/{c[0]}/seed{c[2]}")
+    return Progress(lambda cell: Path(grid.config(cell).out_dir), cap, lambda c: f"{c[1]}/{c[0]}/seed{c[2]}")
 
 
-def run_submitit(exp: Any, cells: list[Cell], jobs: int, execute: Execute, summarize: Summarize,
-                 cluster: str | None = None, parameters: dict[str, Any] | None = None) -> list[Cell]:
-    """Hand ``cells`` to submitit (SLURM when available; ``cluster='local'``/``'debug'`` otherwise)."""
+def run_submitit(grid: Grid, cells: list[Cell], jobs: int, cluster: str | None = None,
+                 parameters: dict[str, Any] | None = None) -> list[Cell]:
+    """Hand ``cells`` to submitit (SLURM when available; ``cluster='local'``/``'debug'`` otherwise);
+    each job looks the task up once (:func:`posenc.experiments.worker.execute`)."""
     try:
         import submitit
     except ImportError as exc:
         raise ConfigError("--backend submitit needs the submitit package (pip install submitit)") from exc
-    executor = submitit.AutoExecutor(folder=check_logs_dir(exp) / "submitit", cluster=cluster)
+    from posenc.experiments.worker import execute
+
+    executor = submitit.AutoExecutor(folder=check_logs_dir(grid.exp) / "submitit", cluster=cluster)
     executor.update_parameters(**(parameters or {"timeout_min": 60, "slurm_array_parallelism": jobs}))
-    submitted = [(cell, executor.submit(execute, exp, *cell)) for cell in cells]
+    submitted = [(cell, executor.submit(execute, grid.exp, cell)) for cell in cells]
     failed = []
     for cell, job in submitted:
         try:
             job.result()
-            print(_finished(exp, cell, 0, summarize), flush=True)
+            print(_finished(grid, cell, 0), flush=True)
         except Exception as exc:
             print(f"FAILED {cell[1]} {cell[0]} seed {cell[2]}: "
                   f"{str(exc).splitlines()[-1] if str(exc) else exc!r}", flush=True)
@@ -191,17 +187,16 @@ def run_submitit(exp: Any, cells: list[Cell], jobs: int, execute: Execute, summa
     return failed
 
 
-def run_cells(exp: Any, cells: list[Cell], jobs: Jobs, execute: Execute, summarize: Summarize,
-              backend: str = "local") -> None:
+def run_cells(grid: Grid, cells: list[Cell], jobs: Jobs, backend: str = "local") -> None:
     """Bring ``cells`` up to date with ``jobs`` at once; one line per finished run; failures raise."""
     if backend not in BACKENDS:
         raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if backend == "local":
-        failed = run_local(exp, cells, jobs, summarize)
+        failed = run_local(grid, cells, jobs)
     elif jobs == AUTO:
         raise ConfigError("--jobs auto needs --backend local (give submitit a number of runs at once)")
     else:
-        failed = run_submitit(exp, cells, int(jobs), execute, summarize)
+        failed = run_submitit(grid, cells, int(jobs))
     if failed:
         names = ", ".join(f"{s}/{m}/seed{seed}" for s, m, seed in failed)
-        raise ConfigError(f"{len(failed)} run(s) failed: {names} (logs under {exp.root / 'logs'})")
+        raise ConfigError(f"{len(failed)} run(s) failed: {names} (logs under {grid.exp.root / 'logs'})")

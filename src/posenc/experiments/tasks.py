@@ -89,12 +89,17 @@ def find_task(ref: str) -> ExperimentTask | None:
     return getattr(task_module(ref), "TASK", None)
 
 
+def grid_task(ref: str) -> ExperimentTask:
+    """The ``TASK`` of ``task: ref``; a one-line error for a task that runs its own loop."""
+    task = find_task(ref)
+    if task is None:
+        raise ConfigError(f"experiment task {ref!r} runs its own loop, not grid cells")
+    return task
+
+
 def task_of(exp: Any) -> ExperimentTask:
     """The experiment side of the task of the experiment config ``exp``."""
-    task = find_task(exp.task)
-    if task is None:
-        raise ConfigError(f"experiment task {exp.task!r} runs its own loop, not grid cells")
-    return task
+    return grid_task(exp.task)
 
 
 def known_tasks() -> list[str]:

@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from posenc.config import from_dict
-from posenc.experiments.runner import execute_cell
-from posenc.experiments.tasks import find_task
+from posenc.experiments.runner import Grid
+from posenc.experiments.tasks import Cell, grid_task
 from posenc.processes import interrupt_exit_code, interrupt_on_signals
 
 
@@ -27,8 +27,14 @@ def run_cell(spec: str, group: str, method: str, seed: int) -> dict[str, Any]:
         torch.set_num_threads(threads)
     with open(spec, encoding="utf-8") as fh:
         data = json.load(fh)
-    exp = from_dict(find_task(data["task"]).experiment_config, data)  # the task's own schema
-    return execute_cell(exp, group, method, int(seed))
+    task = grid_task(data["task"])  # looked up once in this process
+    exp = from_dict(task.experiment_config, data)  # the task's own schema
+    return Grid(exp, task).execute(Cell(group, method, int(seed)))
+
+
+def execute(exp: Any, cell: Cell) -> dict[str, Any]:
+    """Bring one cell of ``exp`` up to date in this process (a submitit job), its task looked up once."""
+    return Grid.of(exp).execute(cell)
 
 
 def main(argv: list[str]) -> int:

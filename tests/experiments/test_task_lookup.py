@@ -1,0 +1,88 @@
+"""Issue 40: an experiment's task is looked up once (per process) and passed along as a
+:class:`~posenc.experiments.runner.Grid`, not once per runner step and cell. Counted on the dummy
+task's grid (2 methods × 2 seeds) by a spy on :func:`posenc.experiments.tasks.task_module`, which
+every lookup goes through."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from posenc.config import from_dict, merge_overrides
+from posenc.experiments import runner, scheduler, tasks, worker
+
+TASK = "tests.dummy_task"
+CELLS = [("plain", m, s) for m in ("nobias", "bias") for s in (1, 2)]
+
+
+def _write(tmp_path: Path) -> Path:
+    exp = {"name": "dummy", "task": TASK, "out_dir": str(tmp_path / "exp"),
+           "base": {"model": {"dim": 3}, "train": {"max_steps": 2}},
+           "settings": {"plain": {}}, "methods": {"nobias": {}, "bias": {"model.bias": True}}, "seeds": [1, 2]}
+    path = tmp_path / "dummy.yaml"
+    path.write_text(yaml.safe_dump(exp), encoding="utf-8")
+    return path
+
+
+def _exp(path: Path) -> Any:
+    schema = tasks.find_task(TASK).experiment_config
+    return from_dict(schema, merge_overrides(yaml.safe_load(path.read_text(encoding="utf-8")), [], schema))
+
+
+def _count_lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Wrap ``task_module`` (where the tasks module and the runner call it) with a spy; returns its calls."""
+    calls: list[str] = []
+    real = tasks.task_module
+
+    def spy(ref: str) -> Any:
+        calls.append(ref)
+        return real(ref)
+
+    monkeypatch.setattr(tasks, "task_module", spy)
+    monkeypatch.setattr(runner, "task_module", spy)
+    return calls
+
+
+def _trained(exp: Any) -> list[tuple[str, str, int]]:
+    """The cells with a results.json holding their own coordinates (read from disk)."""
+    found = []
+    for path in sorted(exp.root.glob("*/*/seed*/results.json")):
+        r = json.loads(path.read_text(encoding="utf-8"))
+        found.append((r["setting"], r["method"], r["seed"]))
+    return found
+
+
+def test_a_serial_grid_looks_its_task_up_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    exp = _exp(_write(tmp_path))
+    calls = _count_lookups(monkeypatch)
+    report = runner.run_grid(exp, jobs=1)
+    assert calls == [TASK]  # plan, 4 verdicts, 4 runs, 4 summary lines, read-back, report: one lookup
+    assert sorted(_trained(exp)) == sorted(CELLS)
+    assert capsys.readouterr().out.count("done ") == 4
+    assert (report / "README.md").read_text(encoding="utf-8").count("| plain |") == 4
+    calls.clear()
+    runner.run_grid(exp, jobs=1, report_only=True)  # every cell fresh: read back, reported
+    assert calls == [TASK]
+
+
+def test_run_experiment_looks_its_task_up_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path)
+    calls = _count_lookups(monkeypatch)
+    runner.run_experiment(str(path), jobs=1)  # task_runner finds the module; run_grid gets its TASK
+    assert calls == [TASK]
+    assert sorted(_trained(_exp(path))) == sorted(CELLS)
+
+
+def test_a_worker_looks_its_task_up_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exp = _exp(_write(tmp_path))
+    spec = scheduler.write_spec(exp)
+    calls = _count_lookups(monkeypatch)
+    result = worker.run_cell(str(spec), "plain", "bias", 2)
+    assert calls == [TASK]
+    assert (result["setting"], result["method"], result["seed"]) == ("plain", "bias", 2)
+    assert _trained(exp) == [("plain", "bias", 2)]

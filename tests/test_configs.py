@@ -33,7 +33,7 @@ from posenc.experiments.runner import (
     shipped_configs,  # noqa: E402
 )
 from posenc.pipeline.config import RunConfig
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 
 CONFIGS = shipped_configs()  # package data (src/posenc/configs; README `configs/...` paths resolve to it)
 FILES = sorted(p for p in CONFIGS.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())

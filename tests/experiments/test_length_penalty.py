@@ -15,7 +15,7 @@ from posenc.config import load_config
 from posenc.experiments.runner import verdict
 from posenc.pipeline.run import load_run, translate_split
 from posenc.tasks.translation.cells import run_config
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.tuning import argmax_first, replay, search_alphas, tune_length_penalty
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import cli

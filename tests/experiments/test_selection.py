@@ -13,7 +13,7 @@ import yaml
 from posenc.config import from_dict, load_config
 from posenc.errors import ConfigError
 from posenc.experiments.selection import SelectionConfig, best_value
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import cli
 

@@ -53,7 +53,7 @@ assert "throwaway_scale" in dataclasses.fields(PositionConfig().rope)[-1].name
 
 from posenc.cli.main import main
 from posenc.config import load_config
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.experiments.runner import find_experiment, grid, verdict
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig, run_config
 from posenc.tasks.lengthgen.driver import TASK

@@ -21,7 +21,7 @@ from posenc.pipeline.config import located_config
 from posenc.runs.fingerprint import fingerprint
 from posenc.runs.rundir import open_run, write_run_files
 from posenc.runs.same_run import RunRecord, evaluation_record
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.training.checkpoint import checkpoint_name, save_checkpoint
 from tests.experiments.tiny_grid import write_experiment
 

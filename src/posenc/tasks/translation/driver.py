@@ -1,6 +1,6 @@
 """The experiment side of the translation task (:class:`posenc.experiments.tasks.ExperimentTask`):
 settings × methods × seeds over a base :class:`~posenc.pipeline.config.RunConfig`
-(:class:`~posenc.tasks.translation.config.ExperimentConfig`), each cell's freshness from the record in
+(:class:`~posenc.tasks.translation.experiment.ExperimentConfig`), each cell's freshness from the record in
 its ``results.json`` (the one rule, :mod:`posenc.runs.same_run`), BLEU on ``exp.splits`` and the
 translation report with its analyses (:mod:`posenc.tasks.translation.report`).
 """
@@ -17,8 +17,8 @@ from posenc.experiments.selection import SelectionConfig
 from posenc.pipeline.config import RunConfig
 from posenc.runs.same_run import RunRecord, Verdict, evaluation_record, same_run
 from posenc.tasks.translation.cells import Cell, grid, run_config
-from posenc.tasks.translation.config import ExperimentConfig
 from posenc.tasks.translation.convergence import run_status
+from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.task import train_run
 from posenc.tasks.translation.tuning import alpha_key, replay, tune_length_penalty
 from posenc.training.convergence import UNKNOWN

@@ -27,8 +27,8 @@ from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.pipeline.prepare import load_meta
 from posenc.pipeline.run import LoadedRun, decode_options, load_run
 from posenc.tasks.translation.cells import grid, run_config
-from posenc.tasks.translation.config import ExperimentConfig
 from posenc.tasks.translation.convergence import judge_run, read_valid
+from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.training.convergence import CONVERGED, status_of
 
 log = logging.getLogger("posenc")

@@ -32,7 +32,7 @@ from posenc.experiments.runner import (
     run_config,
     shipped_configs,  # noqa: E402
 )
-from posenc.pipeline.config import RunConfig
+from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.experiment import ExperimentConfig
 
 CONFIGS = shipped_configs()  # package data (src/posenc/configs; README `configs/...` paths resolve to it)
@@ -184,8 +184,8 @@ def test_neishi_configs_filter_then_split(name: str) -> None:
 
 def test_filter_precedes_length_split() -> None:
     from posenc.data.corpora import Corpus, Pair
-    from posenc.pipeline.config import DataConfig
-    from posenc.pipeline.prepare import apply_setting
+    from posenc.tasks.translation.config import DataConfig
+    from posenc.tasks.translation.prepare import apply_setting
 
     class Words:  # one subword per word
         def encode(self, text: str) -> list[str]:

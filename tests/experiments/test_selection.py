@@ -46,7 +46,7 @@ def test_selection_block_is_checked() -> None:
 
 def test_selection_picks_the_validation_argmax_and_never_reads_test(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import posenc.pipeline.run as run_module
+    import posenc.tasks.translation.load as run_module
 
     read, real = [], run_module.split_files
     monkeypatch.setattr(run_module, "split_files",

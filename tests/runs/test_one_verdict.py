@@ -17,10 +17,10 @@ import posenc.tasks.translation.driver as translation_driver
 from posenc.config import ABSENT, config_differences, load_config, load_yaml
 from posenc.errors import ConfigError
 from posenc.experiments.runner import run_config
-from posenc.pipeline.config import located_config
 from posenc.runs.fingerprint import fingerprint
 from posenc.runs.rundir import open_run, write_run_files
 from posenc.runs.same_run import RunRecord, evaluation_record
+from posenc.tasks.translation.config import located_config
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.training.checkpoint import checkpoint_name, save_checkpoint
 from tests.experiments.tiny_grid import write_experiment
@@ -99,8 +99,8 @@ def _committed_runs() -> list[Path]:
 
 
 def _config_type(run: Path) -> type:
-    from posenc.pipeline.config import RunConfig
     from posenc.tasks.lengthgen.config import LengthgenConfig
+    from posenc.tasks.translation.config import RunConfig
 
     return LengthgenConfig if run.relative_to(COMMITTED).parts[0].startswith("lengthgen") else RunConfig
 

@@ -8,7 +8,7 @@ import json
 
 from posenc.config import apply_mapping, from_dict, to_dict
 from posenc.experiments.tasks import Cell
-from posenc.pipeline.config import RunConfig
+from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.experiment import ExperimentConfig
 
 

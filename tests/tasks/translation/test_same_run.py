@@ -18,7 +18,7 @@ from posenc.runs.fingerprint import fingerprint
 from posenc.runs.same_run import RunRecord, read_stored, same_run
 from tests.helpers.tiny import cli, run_overrides
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 #: Run in a fresh interpreter: registers a throwaway attention method and gives RoPE a throwaway
 #: option whose default (1.0) reproduces RoPE, *before* posenc builds its config classes, exactly as

@@ -11,7 +11,6 @@ import yaml
 from posenc.config import apply_mapping, from_dict, load_config, merge_overrides, parse_override, parse_text, to_dict
 from posenc.errors import ConfigError, PosencError
 from posenc.models.config import PRESETS, ModelConfig
-from posenc.pipeline.config import RunConfig
 from posenc.positions import Methods, PositionConfig, resolve
 from posenc.positions.base import NullAttention, NullAugmentation
 from posenc.positions.cape import CapeAugmentation
@@ -22,6 +21,7 @@ from posenc.positions.none import NoPosition
 from posenc.positions.shape import ShapeAugmentation
 from posenc.positions.shaw import ShawRelativePosition
 from posenc.positions.sinusoidal import SinusoidalPosition
+from posenc.tasks.translation.config import RunConfig
 from tests.conftest import tiny_config
 
 METHODS = ["ape", "learned", "shape", "learned+shape", "cape", "rpe", "ape+shaw", "rnn", "rr", "nopos"]

@@ -31,8 +31,8 @@ from posenc.experiments.runner import (
     known_tasks,
     shipped_configs,  # noqa: E402
 )
-from posenc.pipeline.config import RunConfig
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.config import RunConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 
 CONFIGS = shipped_configs()  # package data (src/posenc/configs; README `configs/...` paths resolve to it)
 FILES = sorted(p for p in CONFIGS.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
@@ -186,8 +186,8 @@ def test_neishi_configs_filter_then_split(name: str) -> None:
 
 def test_filter_precedes_length_split() -> None:
     from posenc.data.corpora import Corpus, Pair
-    from posenc.pipeline.config import DataConfig
-    from posenc.pipeline.prepare import apply_setting
+    from posenc.tasks.translation.config import DataConfig
+    from posenc.tasks.translation.prepare import apply_setting
 
     class Words:  # one subword per word
         def encode(self, text: str) -> list[str]:

@@ -15,7 +15,7 @@ from posenc.analysis.registry import REGISTRY, LengthOptions, check_options, opt
 from posenc.config import load_config
 from posenc.errors import ConfigError
 from posenc.experiments.runner import find_experiment
-from posenc.tasks.translation.config import TRANSLATION_ANALYSES, ExperimentConfig
+from posenc.tasks.translation.experiment import TRANSLATION_ANALYSES, ExperimentConfig
 from tests.helpers.tiny import assert_one_line_error, cli
 
 #: The defaults tasks/translation/report.py read with ``analysis_options.get(key, default)`` before the registry.

@@ -194,7 +194,7 @@ def test_bad_decode_options_are_refused_before_anything_is_written(capsys: pytes
 
 def test_the_largest_beam_translate_accepts_is_accepted() -> None:
     from posenc.decoding.translate import MAX_BEAM
-    from posenc.pipeline.config import DecodeConfig
+    from posenc.tasks.translation.config import DecodeConfig
 
     assert DecodeConfig(beam=MAX_BEAM).beam == MAX_BEAM == 256
 

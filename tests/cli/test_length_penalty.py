@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from posenc.pipeline.run import alpha_key
+from posenc.tasks.translation.load import alpha_key
 from tests.helpers.tiny import assert_one_line_error, cli
 
 

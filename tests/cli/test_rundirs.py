@@ -55,8 +55,8 @@ def _copy(run: Path, to: Path) -> Path:
 
 def test_run_dir_stores_config_and_fingerprint(own_run: Path) -> None:
     from posenc.config import from_dict
-    from posenc.pipeline.config import RunConfig
     from posenc.runs.fingerprint import fingerprint
+    from posenc.tasks.translation.config import RunConfig
 
     saved = yaml.safe_load((own_run / "config.yaml").read_text())
     assert saved["out_dir"] == "." and saved["data_dir"] == ""  # relative to the run directory
@@ -210,9 +210,9 @@ def test_overlong_training_pair_is_dropped(capsys: pytest.CaptureFixture[str], c
 def test_batches_never_exceed_the_token_budget(tmp_path: Path) -> None:
     from posenc.config import load_config
     from posenc.data.spm import Tokenizer
-    from posenc.pipeline.config import RunConfig
-    from posenc.pipeline.prepare import prepare
-    from posenc.pipeline.train import train_split
+    from posenc.tasks.translation.config import RunConfig
+    from posenc.tasks.translation.prepare import prepare
+    from posenc.tasks.translation.train import train_split
 
     cfg = load_config(RunConfig, None, [f"out_dir={tmp_path}", *TOY, *TINY, "train.max_tokens=40", "data.max_train_len=30"])
     data = prepare(cfg.data, tmp_path / "data")
@@ -231,7 +231,7 @@ def test_batches_never_exceed_the_token_budget(tmp_path: Path) -> None:
 def test_corpus_option_stays_a_string(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = cli(capsys, "prepare", *run_overrides(tmp_path / "run"), "data.options.task=5")
     assert_one_line_error(code, err, "unknown toy task '5'")  # the text the user typed, not the number 5
-    from posenc.pipeline.config import DataConfig
+    from posenc.tasks.translation.config import DataConfig
 
     assert DataConfig._option_types("options", {"corpus": "bible"})["src"] is str
 

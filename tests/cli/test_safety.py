@@ -461,7 +461,7 @@ def test_progress_comes_per_batch_not_per_chunk(trained: Path, prepared: Path) -
     import torch
 
     from posenc.decoding.translate import translate_lines
-    from posenc.pipeline.run import decode_options, load_run
+    from posenc.tasks.translation.load import decode_options, load_run
 
     loaded = load_run(trained)
     sources = read(prepared / "test.src")

@@ -13,7 +13,7 @@ from pathlib import Path
 from posenc.config import load_config
 from posenc.experiments.runner import Grid, find_experiment
 from posenc.tasks.translation import report
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.training.convergence import CONVERGED, IMPROVING, NO_CURVE, NOT_FLAT, status_of
 
 ROOT = Path(__file__).resolve().parents[2]

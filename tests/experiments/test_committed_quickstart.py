@@ -10,7 +10,7 @@ from pathlib import Path
 
 from posenc.config import load_config
 from posenc.experiments.runner import Grid, find_experiment
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results" / "quickstart"

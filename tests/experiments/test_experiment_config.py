@@ -10,7 +10,7 @@ import yaml
 from posenc.config import from_dict, load_config
 from posenc.errors import ConfigError
 from posenc.experiments.runner import Grid, find_experiment, run_experiment
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ import pytest
 from posenc.config import load_config
 from posenc.experiments.runner import Grid
 from posenc.runs.same_run import RunRecord, evaluation_record, same_run
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import assert_one_line_error, cli
 

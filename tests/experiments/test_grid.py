@@ -14,7 +14,7 @@ import yaml
 
 from posenc.config import load_config
 from posenc.experiments.runner import Grid, find_experiment, run_experiment
-from posenc.tasks.translation.config import TRANSLATION_ANALYSES, ExperimentConfig
+from posenc.tasks.translation.experiment import TRANSLATION_ANALYSES, ExperimentConfig
 from posenc.tasks.translation.report import mean_std
 from tests.helpers.tiny import assert_one_line_error, cli, read
 

@@ -13,9 +13,9 @@ import pytest
 
 from posenc.config import load_config
 from posenc.experiments.runner import Grid
-from posenc.pipeline.run import load_run, translate_split
 from posenc.tasks.translation.cells import run_config
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.load import load_run, translate_split
 from posenc.tasks.translation.tuning import argmax_first, replay, search_alphas, tune_length_penalty
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import cli
@@ -130,7 +130,7 @@ def test_tuning_never_reads_the_test_split(capsys: pytest.CaptureFixture[str], t
     data = Path(cfg.prepared_dir)
     for name in ("test.src", "test.tgt"):  # gone: reading them would stop with "no such file"
         (data / name).rename(tmp_path / name)
-    import posenc.pipeline.run as run_module
+    import posenc.tasks.translation.load as run_module
 
     read, real = [], run_module.split_files
     monkeypatch.setattr(run_module, "split_files", lambda run, split, data_dir=None: read.append(split) or real(run, split, data_dir))

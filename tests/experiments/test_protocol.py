@@ -10,7 +10,7 @@ import torch
 
 from posenc.analysis.position_nll import position_nll
 from posenc.config import load_config
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.report import SettingView, an_position_nll
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import cli
@@ -120,7 +120,7 @@ def test_swapped_uses_a_training_subsample_and_protocol_is_named(capsys: pytest.
 def test_one_registry_of_analyses() -> None:
     """Issue 9/13: the schema, the report and `posenc analyze` all use the analysis registry."""
     from posenc.analysis import ANALYSES, DESCRIPTIONS, REGISTRY
-    from posenc.tasks.translation.config import TRANSLATION_ANALYSES
+    from posenc.tasks.translation.experiment import TRANSLATION_ANALYSES
     from posenc.tasks.translation.report import ADAPTERS
 
     assert tuple(REGISTRY) == TRANSLATION_ANALYSES

@@ -48,7 +48,7 @@ def test_partial_view_of_a_grid_with_a_selection_stage(tmp_path: Path) -> None:
     """The selected method not trained yet: the partial view keeps the methods with runs (the
     selection block, already applied, is not re-validated against them)."""
     from posenc.config import load_config
-    from posenc.tasks.translation.config import ExperimentConfig
+    from posenc.tasks.translation.experiment import ExperimentConfig
     from posenc.tasks.translation.report import done_part
 
     path = write_experiment(tmp_path, methods=("ape", "shape"), seeds=(1, 2))

@@ -13,7 +13,7 @@ from posenc.experiments.runner import Grid
 from posenc.experiments.scheduler import log_path, run_submitit
 from posenc.processes import worker_env
 from posenc.tasks.translation.cells import grid, run_config
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import assert_one_line_error, cli
 

@@ -13,7 +13,7 @@ import yaml
 from posenc.config import from_dict, load_config
 from posenc.errors import ConfigError
 from posenc.experiments.selection import SelectionConfig, best_value
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import cli
 
@@ -46,7 +46,7 @@ def test_selection_block_is_checked() -> None:
 
 def test_selection_picks_the_validation_argmax_and_never_reads_test(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import posenc.pipeline.run as run_module
+    import posenc.tasks.translation.load as run_module
 
     read, real = [], run_module.split_files
     monkeypatch.setattr(run_module, "split_files",

@@ -1,4 +1,4 @@
-"""Tiny runs for the pipeline, CLI and experiment tests: toy data, a 2-layer d_model=32
+"""Tiny runs for the translation task, CLI and experiment tests: toy data, a 2-layer d_model=32
 transformer, a few steps. All paths are absolute (under pytest's tmp_path), so nothing
 depends on the current directory."""
 

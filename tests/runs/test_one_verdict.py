@@ -10,20 +10,20 @@ from typing import Any
 
 import pytest
 
-import posenc.pipeline.run as translation_load
 import posenc.runs.rundir as rundir
 import posenc.runs.same_run as rules
 import posenc.tasks.grid as methods_grid
 import posenc.tasks.translation.driver as translation_driver
+import posenc.tasks.translation.load as translation_load
 from posenc.config import load_config, load_yaml
 from posenc.errors import ConfigError
 from posenc.experiments.runner import Grid
-from posenc.pipeline.config import located_config
 from posenc.runs.differences import ABSENT, config_differences
 from posenc.runs.fingerprint import fingerprint
 from posenc.runs.rundir import open_run, write_run_files
 from posenc.runs.same_run import RunRecord, evaluation_record
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.config import located_config
+from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.training.checkpoint import checkpoint_name, save_checkpoint
 from tests.experiments.tiny_grid import write_experiment
 
@@ -119,8 +119,8 @@ def _committed_runs() -> list[Path]:
 
 
 def _config_type(run: Path) -> type:
-    from posenc.pipeline.config import RunConfig
     from posenc.tasks.lengthgen.config import LengthgenConfig
+    from posenc.tasks.translation.config import RunConfig
 
     return LengthgenConfig if run.relative_to(COMMITTED).parts[0].startswith("lengthgen") else RunConfig
 

@@ -13,11 +13,11 @@ import pytest
 from posenc.errors import ConfigError
 from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.pipeline.config import RunConfig
-from posenc.pipeline.run import LoadedRun
 from posenc.positions import registry
 from posenc.positions.base import AttentionPosition, InputPosition
 from posenc.serving import ctranslate2 as serving
+from posenc.tasks.translation.config import RunConfig
+from posenc.tasks.translation.load import LoadedRun
 
 #: Per family: the base class and the method that gives a CTranslate2 form.
 FORM = {"input": (InputPosition, "ct2_table"), "attention": (AttentionPosition, "ct2_spec")}

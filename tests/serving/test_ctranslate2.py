@@ -31,11 +31,11 @@ from posenc.decoding.translate import translate_lines  # noqa: E402
 from posenc.errors import ConfigError  # noqa: E402
 from posenc.models.config import ModelConfig  # noqa: E402
 from posenc.models.seq2seq import Seq2SeqTransformer  # noqa: E402
-from posenc.pipeline.config import RunConfig  # noqa: E402
-from posenc.pipeline.run import LoadedRun, decode_options, load_run  # noqa: E402
 from posenc.serving.ctranslate2 import build_spec, eval_offsets, export_run, load_export  # noqa: E402
 from posenc.serving.ctranslate2 import decode_options as ct2_decode_options  # noqa: E402
 from posenc.serving.ctranslate2 import translate_lines as ct2_translate_lines  # noqa: E402
+from posenc.tasks.translation.config import RunConfig  # noqa: E402
+from posenc.tasks.translation.load import LoadedRun, decode_options, load_run  # noqa: E402
 from tests.helpers.tiny import assert_one_line_error, cli  # noqa: E402
 
 #: A toy run that learns (reversal of 300 pairs, 300 updates, about 15 s on one core).

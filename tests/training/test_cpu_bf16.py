@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from posenc.models.config import ModelConfig
-from posenc.pipeline.config import RunConfig
 from posenc.runs.fingerprint import _auto_precision, fingerprint
+from posenc.tasks.translation.config import RunConfig
 from posenc.training import runtime
 from posenc.training.runtime import CPU_BF16_MIN_WIDTH, cpu_bf16_flags, forward_loss, resolve_precision
 from tests.helpers.training import PAD, batch_of, make_trainer, random_pairs, tiny_model, train_config

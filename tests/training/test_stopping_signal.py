@@ -10,9 +10,9 @@ from pathlib import Path
 from posenc.config import load_config
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
-from posenc.pipeline.config import RunConfig
-from posenc.pipeline.train import EncodedSplit, stopping_split
 from posenc.tasks.translation import train_run
+from posenc.tasks.translation.config import RunConfig
+from posenc.tasks.translation.train import EncodedSplit, stopping_split
 from tests.helpers.tiny import run_overrides
 
 MAX_LEN = 16

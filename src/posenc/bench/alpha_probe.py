@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from posenc.pipeline.run import load_run
+from posenc.tasks.translation.load import load_run
 from posenc.tasks.translation.tuning import tune_length_penalty
 
 

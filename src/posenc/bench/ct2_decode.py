@@ -26,8 +26,8 @@ import torch
 from posenc.data.text import read_lines
 from posenc.decoding.translate import translate_lines as native_lines
 from posenc.evaluation.metrics import corpus_scores
-from posenc.pipeline.run import decode_options, load_run, split_files
 from posenc.serving import ctranslate2 as ct2
+from posenc.tasks.translation.load import decode_options, load_run, split_files
 
 
 def engines(run_dir: str, threads: int, tmp: Path, alpha: float | None) -> dict[str, Callable[[list[str]], list[str]]]:

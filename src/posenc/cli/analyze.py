@@ -13,7 +13,7 @@ from posenc.config import load_config
 from posenc.errors import ConfigError
 from posenc.experiments.runner import check_report_dir, find_experiment
 from posenc.runs.rundir import check_outside_posenc_dirs, check_target, write_marker
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.report import run_analysis
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from posenc.data.spm import Tokenizer
 from posenc.errors import CheckpointError
 from posenc.files import os_errors
-from posenc.pipeline.run import check_checkpoint_run, read_run_config
 from posenc.runs.rundir import check_average_output
+from posenc.tasks.translation.load import check_checkpoint_run, read_run_config
 from posenc.training.checkpoint import check_vocab, checkpoint_config, checkpoint_state, list_checkpoints, save_average
 
 

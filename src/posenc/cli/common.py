@@ -8,8 +8,8 @@ import torch
 
 from posenc.config import load_config
 from posenc.errors import ConfigError
-from posenc.pipeline.config import RunConfig
 from posenc.positions.config import METHOD_ALIASES, MODEL_ALIASES
+from posenc.tasks.translation.config import RunConfig
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:

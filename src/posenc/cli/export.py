@@ -12,8 +12,8 @@ import json
 import sys
 
 from posenc.files import os_errors
-from posenc.pipeline.run import load_run
 from posenc.serving.ctranslate2 import QUANTIZATIONS, export_run
+from posenc.tasks.translation.load import load_run
 
 #: ``--format`` → the exporter (one so far).
 FORMATS = {"ctranslate2": export_run}

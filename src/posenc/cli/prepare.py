@@ -7,8 +7,8 @@ from pathlib import Path
 
 from posenc.cli.common import add_config_arguments, run_config
 from posenc.files import os_errors
-from posenc.pipeline.prepare import load_meta, prepare
 from posenc.runs.rundir import LOCK_NAME, check_free_target, exclusive
+from posenc.tasks.translation.prepare import load_meta, prepare
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -35,7 +35,7 @@ class CapeParams:
     max_global_scaling: float = 1.0
     #: step (i) and its eval counterpart
     mean_normalize: bool = True
-    #: $\alpha$ for translation (see below); 0: the translation pipeline sets it from the corpus
+    #: $\alpha$ for translation (see below); 0: the translation task sets it from the corpus
     source_scale: float = 0.0
     #: prepend BOS to the source in translation (§5.3)
     source_bos: bool = True

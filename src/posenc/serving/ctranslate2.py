@@ -46,10 +46,10 @@ from posenc.errors import ConfigError
 from posenc.files import atomic_output, atomic_write_text, new_dir_mode, replacement_mode
 from posenc.models.attention import MultiHeadAttention
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.pipeline.run import LoadedRun
 from posenc.positions import registry
 from posenc.runs.rundir import EXPORT_MANIFEST, check_outside_posenc_dirs, check_target, check_user_output, write_marker
 from posenc.serving.validate import check_engine_files, open_translator, read_manifest
+from posenc.tasks.translation.load import LoadedRun
 
 #: ``posenc export --quantization`` → CTranslate2's weight type (``bf16`` is an alias).
 QUANTIZATIONS = {"float32": "float32", "int8": "int8", "bfloat16": "bfloat16", "bf16": "bfloat16"}

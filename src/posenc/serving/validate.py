@@ -19,7 +19,7 @@ from typing import Any
 from posenc.config import from_dict
 from posenc.decoding.translate import MAX_BEAM, MIN_SOURCE_LEN
 from posenc.errors import ConfigError
-from posenc.pipeline.config import DecodeConfig
+from posenc.tasks.translation.config import DecodeConfig
 
 #: The vocabulary files CTranslate2 may have written (a shared one, or one per side).
 VOCABULARIES = tuple(f"{side}_vocabulary.{ext}" for side in ("shared", "source", "target") for ext in ("json", "txt"))

@@ -1,5 +1,12 @@
-"""The translation task (SHAPE, Shaw RPE, RNN-/RR-Transformer, CAPE MT): a wrapper of
-:mod:`posenc.pipeline` behind the :class:`~posenc.tasks.base.Task` interface."""
+"""The translation task (SHAPE, Shaw RPE, RNN-/RR-Transformer, CAPE MT).
+
+One run: its config (:mod:`~posenc.tasks.translation.config`, ``RunConfig``), data preparation
+(:mod:`~posenc.tasks.translation.prepare`), training pieces (:mod:`~posenc.tasks.translation.train`),
+the :class:`~posenc.tasks.base.Task` that ``posenc train`` runs (:mod:`~posenc.tasks.translation.task`)
+and loading a trained run to decode and score it (:mod:`~posenc.tasks.translation.load`).
+The experiment side: its schema (:mod:`~posenc.tasks.translation.experiment`, ``ExperimentConfig``),
+cells, driver, report, convergence and length-penalty tuning. ``posenc train`` imports only the
+run side, never the report's analyses."""
 
 from posenc.tasks.translation.task import TranslationTask, train_run
 

@@ -8,8 +8,8 @@ import json
 
 from posenc.config import apply_mapping, from_dict, to_dict
 from posenc.experiments.tasks import Cell
-from posenc.pipeline.config import RunConfig
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.config import RunConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 
 
 def run_config(exp: ExperimentConfig, setting: str, method: str, seed: int) -> RunConfig:

@@ -1,96 +1,129 @@
-"""``ExperimentConfig``: a grid of methods × settings × seeds over a base run config."""
+"""``RunConfig``: everything one translation run needs (data, model, training, decoding)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from posenc.analysis import REGISTRY as _ANALYSIS_REGISTRY
-from posenc.analysis import check_options
-from posenc.config import require
-from posenc.experiments.selection import SelectionConfig
+from posenc.config import from_dict, require
+from posenc.data.corpora import corpus_option_types
+from posenc.decoding.translate import MAX_BEAM
+from posenc.models.config import ModelConfig
+from posenc.models.rnn_nmt import RNNConfig
+from posenc.training.config import TrainConfig
 
-#: Analysis names an experiment may ask for: the analysis registry's (one list, not a copy).
-TRANSLATION_ANALYSES = tuple(_ANALYSIS_REGISTRY)
-#: Analyses that compare methods with each other, and how many methods each needs.
-MIN_METHODS = {"bootstrap": 2}
+#: Architecture → the config section that configures its model.
+ARCH_SECTIONS = {"transformer": "model", "rnn-nmt": "rnn"}
+ARCHS = tuple(ARCH_SECTIONS)
+SETTINGS = ("vanilla", "extrapolate", "interpolate")
+LENGTH_SPLITS = ("", "short", "middle", "long")
 
 
 @dataclass
-class ExperimentConfig:
-    name: str = "experiment"
-    task: str = "translation"  # other tasks use their own schemas (runner.task_runner)
-    out_dir: str = ""  # default runs/NAME
-    description: str = ""
-    base: dict[str, Any] = field(default_factory=dict)  # the task's run config (a mapping)
-    methods: dict[str, dict[str, Any]] = field(default_factory=dict)  # label → dotted overrides
-    settings: dict[str, dict[str, Any]] = field(default_factory=lambda: {"vanilla": {}})
-    seeds: list[int] = field(default_factory=lambda: [1])
-    baseline: str = ""  # method label that gains are measured against (default: the first)
-    splits: list[str] = field(default_factory=lambda: ["test"])
-    analyses: list[str] = field(default_factory=lambda: list(TRANSLATION_ANALYSES))
-    analysis_options: dict[str, Any] = field(default_factory=dict)  # flat; schema: analysis/registry.py
-    #: Shipped experiment to run instead when a CUDA GPU is visible (the quickstart's GPU-sized
-    #: comparison), with ``gpu_jobs`` runs at once unless ``--jobs`` is given.
-    on_gpu: str = ""
-    gpu_jobs: int = 4
-    #: GNMT length penalties α tried first on the validation split of every trained run; the
-    #: search then extends the grid while its top (bottom) α is the strict best, and the run's splits
-    #: are decoded with the validation peak (tasks/translation/tuning.py). Empty: no search, every
-    #: run decodes with its ``decode.length_penalty``.
-    tune_length_penalty: list[float] = field(default_factory=list)
-    #: The hard upper bound of that search (>= the grid's largest α; equal to it: the grid only).
-    tune_length_penalty_max: float = 5.0
-    #: A selection stage before the grid (experiments/selection.py; empty key = none).
-    selection: SelectionConfig = field(default_factory=SelectionConfig)
+class DataConfig:
+    """Corpus, dataset setting (SHAPE §4 / Neishi §6) and subword vocabulary."""
+
+    corpus: str = "bible"
+    options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the corpus loader
+    setting: str = "vanilla"
+    max_len: int = 50  # EXTRAPOLATE: drop training pairs longer than this (subwords)
+    group: int = 10  # INTERPOLATE: neighbouring pairs joined with <sep>
+    length_split: str = ""  # Neishi's length-controlled training data: short | middle | long
+    max_train_pairs: int = 0  # 0 = all; otherwise the first N after the setting is applied
+    max_valid_pairs: int = 0
+    max_test_pairs: int = 0
+    vocab_size: int = 8000
+    spm_type: str = "unigram"
+    max_source_len: int = 1024  # longer inputs are an error at translation time
+    max_train_len: int = 1024  # training pairs longer than this (subwords, either side) are dropped
+
+    @staticmethod
+    def _option_types(key: str, data: dict[str, Any]) -> dict[str, Any]:
+        """Types of the corpus loader's keyword arguments, for typing command-line text: a
+        parameter that accepts a string (or is unannotated) keeps the text as it was typed."""
+        return corpus_option_types(str(data.get("corpus", "bible")))
 
     def __post_init__(self) -> None:
-        require(bool(self.name), "experiment.name must not be empty")
-        require(self.task == "translation", f"experiment.task {self.task!r}: this schema is for translation")
-        require(len(self.methods) >= 1, f"experiment {self.name}: give at least one method")
-        require(len(self.settings) >= 1, f"experiment {self.name}: give at least one setting")
-        require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds),
-                "experiment.seeds must be distinct and non-empty")
-        require(not self.baseline or self.baseline in self.methods,
-                f"experiment.baseline {self.baseline!r} is not a method label")
-        require(
-            self.task != "translation" or set(self.analyses) <= set(TRANSLATION_ANALYSES),
-            f"experiment.analyses must be among {', '.join(TRANSLATION_ANALYSES)}, got {self.analyses}",
-        )
-        check_options(self.analysis_options)
-        if self.selection.enabled:
-            sel = self.selection
-            require(sel.method in self.methods, f"selection.method {sel.method!r} is not a method label")
-            require(not sel.setting or sel.setting in self.settings,
-                    f"selection.setting {sel.setting!r} is not a setting")
-            require(sel.metric == "bleu",
-                    f"selection.metric for translation is bleu (validation BLEU), got {sel.metric!r}")
-        require(len(self.splits) >= 1, "experiment.splits must not be empty")
-        require(self.gpu_jobs >= 1, f"experiment.gpu_jobs must be >= 1, got {self.gpu_jobs}")
-        self.tune_length_penalty = [float(a) for a in self.tune_length_penalty]
-        require(all(a >= 0 for a in self.tune_length_penalty)
-                and len(set(self.tune_length_penalty)) == len(self.tune_length_penalty),
-                f"experiment.tune_length_penalty must be distinct values >= 0, got {self.tune_length_penalty}")
-        self.tune_length_penalty_max = float(self.tune_length_penalty_max)
-        require(not self.tune_length_penalty or self.tune_length_penalty_max >= max(self.tune_length_penalty),
-                f"experiment.tune_length_penalty_max must be >= the largest α of tune_length_penalty "
-                f"({max(self.tune_length_penalty, default=0):g}), got {self.tune_length_penalty_max:g}")
-        for label in list(self.methods) + list(self.settings):
-            require(label.replace("-", "").replace("_", "").replace(".", "").isalnum(),
-                    f"experiment label {label!r}: use letters, digits, -, _ or .")
+        require(self.setting in SETTINGS, f"data.setting must be one of {', '.join(SETTINGS)}, got {self.setting!r}")
+        require(self.length_split in LENGTH_SPLITS,
+                f"data.length_split must be short, middle, long or empty, got {self.length_split!r}")
+        require(self.max_train_len >= 1, f"data.max_train_len must be >= 1, got {self.max_train_len}")
+        require(self.max_len >= 1, f"data.max_len must be >= 1, got {self.max_len}")
+        require(self.group >= 2, f"data.group must be >= 2, got {self.group}")
+        require(self.vocab_size >= 16, f"data.vocab_size must be >= 16, got {self.vocab_size}")
+        require(self.spm_type in ("unigram", "bpe"), f"data.spm_type must be unigram or bpe, got {self.spm_type!r}")
+        for name in ("max_train_pairs", "max_valid_pairs", "max_test_pairs"):
+            require(getattr(self, name) >= 0, f"data.{name} must be >= 0")
 
-    def skip_reason(self, analysis: str) -> str:
-        """Why ``analysis`` cannot run on this grid (it is skipped with this note), or ""."""
-        need = MIN_METHODS.get(analysis, 1)
-        if len(self.methods) < need:
-            return f"{analysis} compares at least {need} methods; this experiment has {len(self.methods)}"
-        return ""
+
+@dataclass
+class DecodeConfig:
+    beam: int = 4
+    length_penalty: float = 0.6  # Shaw et al. 2018 use α = 0.6
+    max_len_a: float = 1.2
+    max_len_b: int = 10
+    batch_tokens: int = 4000
+
+    def __post_init__(self) -> None:
+        """Refuse what ``posenc translate`` would refuse later (so a run never stores it)."""
+        require(1 <= self.beam <= MAX_BEAM, f"decode.beam must be in 1..{MAX_BEAM} (decoding memory grows with "
+                f"batch x beam), got {self.beam}")
+        require(0 <= self.length_penalty < math.inf,
+                f"decode.length_penalty must be a finite number >= 0, got {self.length_penalty}")
+        require(0 <= self.max_len_a < math.inf and 0 <= self.max_len_b < math.inf,
+                f"decode.max_len_a/b must be finite numbers >= 0, got {self.max_len_a}, {self.max_len_b}")
+        require(self.batch_tokens >= 1, f"decode.batch_tokens must be >= 1, got {self.batch_tokens}")
+
+
+@dataclass
+class RunConfig:
+    out_dir: str = "runs/default"
+    data_dir: str = ""  # prepared data; default OUT_DIR/data (experiments share one per setting)
+    data: DataConfig = field(default_factory=DataConfig)
+    arch: str = "transformer"  # transformer | rnn-nmt (Neishi's RNN baseline, configured by ``rnn``)
+    model: ModelConfig = field(default_factory=lambda: ModelConfig(preset="transformer-small"))
+    rnn: RNNConfig = field(default_factory=RNNConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def __post_init__(self) -> None:
+        require(bool(self.out_dir), "out_dir must not be empty")
+        require(self.arch in ARCHS, f"arch must be one of {', '.join(ARCHS)}, got {self.arch!r}")
 
     @property
-    def root(self) -> Path:
-        return Path(self.out_dir or f"runs/{self.name}")
+    def model_section(self) -> str:
+        """Name of the section that configures the model of ``arch`` (``model`` or ``rnn``)."""
+        return ARCH_SECTIONS[self.arch]
 
     @property
-    def baseline_label(self) -> str:
-        return self.baseline or next(iter(self.methods))
+    def inactive_sections(self) -> tuple[str, ...]:
+        """Model sections of the other architectures (not part of this run's fingerprint)."""
+        return tuple(s for s in ARCH_SECTIONS.values() if s != self.model_section)
+
+    @property
+    def prepared_dir(self) -> str:
+        return self.data_dir or f"{self.out_dir}/data"
+
+    def stored_form(self) -> RunConfig:
+        """This config as its run directory's config.yaml stores it: ``out_dir = "."`` and
+        ``data_dir`` relative to the run directory when it lies inside it (absolute otherwise)."""
+        out = Path(self.out_dir).resolve()
+        data = Path(self.prepared_dir).resolve()
+        if data == out / "data":
+            data_dir = ""
+        elif data.is_relative_to(out):
+            data_dir = str(data.relative_to(out))
+        else:
+            data_dir = str(data)
+        return replace(self, out_dir=".", data_dir=data_dir)
+
+
+def located_config(data: dict[str, Any], run_dir: Path) -> RunConfig:
+    """Inverse of :meth:`RunConfig.stored_form`: a stored config resolved against ``run_dir``."""
+    cfg = from_dict(RunConfig, data)
+    data_dir = cfg.data_dir
+    if data_dir and not Path(data_dir).is_absolute():
+        data_dir = str(run_dir / data_dir)
+    return replace(cfg, out_dir=str(run_dir), data_dir=data_dir)

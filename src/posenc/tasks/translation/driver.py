@@ -1,6 +1,6 @@
 """The experiment side of the translation task (:class:`posenc.experiments.tasks.ExperimentTask`):
-settings × methods × seeds over a base :class:`~posenc.pipeline.config.RunConfig`
-(:class:`~posenc.tasks.translation.config.ExperimentConfig`), each cell's freshness from the record in
+settings × methods × seeds over a base :class:`~posenc.tasks.translation.config.RunConfig`
+(:class:`~posenc.tasks.translation.experiment.ExperimentConfig`), each cell's freshness from the record in
 its ``results.json`` (the one rule, :mod:`posenc.runs.same_run`), BLEU on ``exp.splits`` and the
 translation report with its analyses (:mod:`posenc.tasks.translation.report`).
 """
@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from posenc.experiments.selection import SelectionConfig
-from posenc.pipeline.config import RunConfig
 from posenc.runs.same_run import RunRecord, Verdict, evaluation_record, same_run
 from posenc.tasks.translation.cells import Cell, grid, run_config
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.convergence import run_status
+from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.task import train_run
 from posenc.tasks.translation.tuning import alpha_key, replay, tune_length_penalty
 from posenc.training.convergence import UNKNOWN
@@ -104,7 +104,7 @@ class TranslationExperiment:
 
     def prepare_data(self, exp: ExperimentConfig, cells: list[Cell]) -> None:
         """Every data directory ``cells`` need, prepared once each (idempotent: a prepared one is kept)."""
-        from posenc.pipeline.prepare import prepare
+        from posenc.tasks.translation.prepare import prepare
 
         seen: set[str] = set()
         for cell in cells:
@@ -117,7 +117,7 @@ class TranslationExperiment:
                  old: dict[str, Any] | None) -> dict[str, Any]:
         """rescore → translate again with the trained model; extend or missing → train (resuming
         from the run's last checkpoint) and score, with the run's averaged/latest checkpoint."""
-        from posenc.pipeline.run import load_run, translate_split
+        from posenc.tasks.translation.load import load_run, translate_split
 
         cfg = run_config(exp, *cell)
         setting, method, seed = cell

@@ -24,11 +24,11 @@ from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
 from posenc.experiments.selection import SelectionConfig, selection_lines
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.pipeline.prepare import load_meta
-from posenc.pipeline.run import LoadedRun, decode_options, load_run
 from posenc.tasks.translation.cells import grid, run_config
-from posenc.tasks.translation.config import ExperimentConfig
 from posenc.tasks.translation.convergence import judge_run, read_valid
+from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.load import LoadedRun, decode_options, load_run
+from posenc.tasks.translation.prepare import load_meta
 from posenc.training.convergence import CONVERGED, status_of
 
 log = logging.getLogger("posenc")
@@ -223,7 +223,7 @@ class SettingView:
 
     def source_bos(self, method: str) -> bool:
         """Whether ``method`` was trained with a source BOS (CAPE): its own source format."""
-        from posenc.pipeline.train import source_bos
+        from posenc.tasks.translation.train import source_bos
 
         return source_bos(self.run(method).cfg)
 

@@ -1,9 +1,11 @@
-"""The translation task: the pipeline's Seq2Seq model, token batches, label-smoothed loss and
+"""The translation task: its Seq2Seq model, token batches, label-smoothed loss and
 BLEU/chrF scoring behind the :class:`~posenc.tasks.base.Task` interface.
 
-It wraps :mod:`posenc.pipeline` (data preparation, model building, batching, decoding) instead of
-re-implementing it. ``posenc train`` is :func:`train_run`: :func:`posenc.tasks.base.run_task` of
-this task without test splits, so a run trained alone and one of an experiment grid are the same.
+It puts together the package's pieces (data preparation in :mod:`~posenc.tasks.translation.prepare`,
+model building and batching in :mod:`~posenc.tasks.translation.train`, decoding in
+:mod:`~posenc.tasks.translation.load`) instead of re-implementing them. ``posenc train`` is
+:func:`train_run`: :func:`posenc.tasks.base.run_task` of this task without test splits, so a run
+trained alone and one of an experiment grid are the same.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from posenc.data.batching import Batch
 from posenc.data.spm import Tokenizer
 from posenc.errors import ConfigError
 from posenc.files import atomic_write_bytes
-from posenc.pipeline.config import RunConfig
-from posenc.pipeline.prepare import load_meta, prepare
-from posenc.pipeline.train import (
+from posenc.tasks.base import run_task
+from posenc.tasks.translation.config import RunConfig
+from posenc.tasks.translation.prepare import load_meta, prepare
+from posenc.tasks.translation.train import (
     ARCHS,
     EncodedSplit,
     build_model,
@@ -32,7 +35,6 @@ from posenc.pipeline.train import (
     train_split,
     validation_bleu,
 )
-from posenc.tasks.base import run_task
 from posenc.training import checkpoint as ck
 from posenc.training.loss import LossOutput, label_smoothed_nll
 
@@ -62,7 +64,7 @@ class _Prepared:
 @dataclass
 class _Splits:
     train: EncodedSplit  # without pairs longer than data.max_train_len / train.max_tokens
-    valid: EncodedSplit  # the pairs whose loss drives patience (pipeline.train.stopping_split)
+    valid: EncodedSplit  # the pairs whose loss drives patience (train.stopping_split)
     signal: str  # which validation pairs those are, for the summary
 
 
@@ -96,7 +98,7 @@ class TranslationTask:
         return self._prepared[str(cfg.prepared_dir)].cfg
 
     def prepared(self, cfg: RunConfig) -> _Prepared:
-        """Prepare the data once (pipeline/prepare.py) and resolve the model config from it."""
+        """Prepare the data once (prepare.py) and resolve the model config from it."""
         key = str(cfg.prepared_dir)
         if key not in self._prepared:
             data_dir = prepare(cfg.data, cfg.prepared_dir)
@@ -166,10 +168,10 @@ class TranslationTask:
         return self._loss(model, batch)
 
     def evaluate(self, cfg: RunConfig, model: nn.Module, out_dir: Path, result: Any = None) -> dict[str, Any]:
-        """BLEU/chrF of ``model`` on ``self.splits`` (pipeline/run.py's decoding and scoring)."""
+        """BLEU/chrF of ``model`` on ``self.splits`` (load.py's decoding and scoring)."""
         if not self.splits:
             return {}
-        from posenc.pipeline.run import LoadedRun, translate_split
+        from posenc.tasks.translation.load import LoadedRun, translate_split
 
         p = self.prepared(cfg)
         run_cfg = p.cfg if Path(p.cfg.out_dir) == Path(out_dir) else replace(p.cfg, out_dir=str(out_dir))

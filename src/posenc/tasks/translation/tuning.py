@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from posenc.errors import ConfigError
-from posenc.pipeline.config import DecodeConfig
-from posenc.pipeline.run import LoadedRun, alpha_key, translate_split
+from posenc.tasks.translation.config import DecodeConfig
+from posenc.tasks.translation.load import LoadedRun, alpha_key, translate_split
 
 #: The split α is chosen on (never a test split).
 TUNING_SPLIT = "valid"

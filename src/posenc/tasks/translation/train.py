@@ -1,4 +1,4 @@
-"""The translation pipeline's training pieces: prepared data → token batches, the model
+"""The translation task's training pieces: prepared data → token batches, the model
 architectures (Seq2SeqTransformer, RNN-NMT), the stopping split and validation BLEU.
 
 ``posenc train`` runs them as :func:`posenc.tasks.translation.train_run` (the translation task
@@ -28,7 +28,7 @@ from posenc.errors import ConfigError, DataError
 from posenc.evaluation.metrics import corpus_scores
 from posenc.models.rnn_nmt import RNNNMT
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.pipeline.config import RunConfig
+from posenc.tasks.translation.config import RunConfig
 
 log = logging.getLogger("posenc")
 
@@ -78,7 +78,7 @@ def resolve_model_config(cfg: RunConfig, meta: dict[str, Any]) -> RunConfig:
 
 @dataclass(frozen=True)
 class Arch:
-    """An architecture of the pipeline: which config section it reads and how to build it.
+    """A translation architecture: which config section it reads and how to build it.
     Every model follows Seq2SeqTransformer's decoding protocol (forward/encode/init_state/step)."""
 
     section: Callable[[RunConfig], Any]  # its config dataclass within the run config

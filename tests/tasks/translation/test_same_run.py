@@ -18,7 +18,7 @@ from posenc.runs.fingerprint import fingerprint
 from posenc.runs.same_run import RunRecord, read_stored, same_run
 from tests.helpers.tiny import cli, run_overrides
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 #: Run in a fresh interpreter: registers a throwaway attention method and gives RoPE a throwaway
 #: option whose default (1.0) reproduces RoPE, *before* posenc builds its config classes, exactly as
@@ -53,7 +53,7 @@ assert "throwaway_scale" in dataclasses.fields(PositionConfig().rope)[-1].name
 
 from posenc.cli.main import main
 from posenc.config import load_config
-from posenc.tasks.translation.config import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.experiments.runner import Grid, find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig, run_config
 from posenc.tasks.lengthgen.driver import TASK

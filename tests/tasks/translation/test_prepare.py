@@ -1,4 +1,4 @@
-"""``posenc.pipeline.prepare``: dataset settings, truncation, α, idempotence and atomicity."""
+"""``posenc.tasks.translation.prepare``: dataset settings, truncation, α, idempotence and atomicity."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 from posenc.data.corpora import load_toy
 from posenc.data.spm import Tokenizer
 from posenc.errors import DataError
-from posenc.pipeline import prepare as prep
-from posenc.pipeline.prepare import load_meta, prepare
 from posenc.runs.fingerprint import data_fingerprint
+from posenc.tasks.translation import prepare as prep
+from posenc.tasks.translation.prepare import load_meta, prepare
 from tests.helpers.tiny import hidden_leftovers, read
-from tests.pipeline.conftest import TOY_OPTIONS, toy_data
+from tests.tasks.translation.conftest import TOY_OPTIONS, toy_data
 
 
 def _lengths(tok: Tokenizer, lines: list[str]) -> list[int]:
@@ -139,8 +139,8 @@ def test_concurrent_prepare_of_the_same_directory(tmp_path: Path, monkeypatch: p
 
 
 def test_every_configurable_arch_has_a_builder() -> None:
-    """RunConfig validates ``arch`` against the names the pipeline can build (and only those)."""
-    from posenc.pipeline import config, train
+    """RunConfig validates ``arch`` against the names the translation task can build (and only those)."""
+    from posenc.tasks.translation import config, train
 
     assert set(config.ARCHS) == set(train.ARCHS)
 

@@ -1,4 +1,4 @@
-"""A prepared toy directory shared by the pipeline tests."""
+"""A prepared toy directory shared by the translation task tests."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from posenc.pipeline.config import DataConfig
-from posenc.pipeline.prepare import prepare
+from posenc.tasks.translation.config import DataConfig
+from posenc.tasks.translation.prepare import prepare
 from tests.helpers.tiny import N_TEST, N_TRAIN, N_VALID
 
 TOY_OPTIONS = {"n_train": N_TRAIN, "n_valid": N_VALID, "n_test": N_TEST}
@@ -19,4 +19,4 @@ def toy_data(**kw) -> DataConfig:
 
 @pytest.fixture(scope="session")
 def toy_prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepare(toy_data(), tmp_path_factory.mktemp("pipeline-data") / "toy")
+    return prepare(toy_data(), tmp_path_factory.mktemp("translation-data") / "toy")

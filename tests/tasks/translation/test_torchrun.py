@@ -1,6 +1,6 @@
 """``posenc train`` under ``torchrun --nproc_per_node 2`` (Gloo on CPU) writes one run directory.
 
-The trainer's DDP arithmetic is covered by tests/training; this only checks the pipeline glue.
+The trainer's DDP arithmetic is covered by tests/training; this only checks the translation task's glue.
 Skipped where torchrun or Gloo is unavailable.
 """
 

@@ -27,10 +27,10 @@ from posenc.evaluation.metrics import corpus_scores
 from posenc.files import atomic_write_text
 from posenc.models.config import ModelConfig
 from posenc.models.rnn_nmt import RNNConfig
-from posenc.pipeline.config import ARCH_SECTIONS, DataConfig, DecodeConfig, RunConfig, located_config
-from posenc.pipeline.train import build_model, source_bos
 from posenc.runs.rundir import FINGERPRINT_NAME, dir_kind, read_json_dict
 from posenc.runs.same_run import RunRecord, same_run
+from posenc.tasks.translation.config import ARCH_SECTIONS, DataConfig, DecodeConfig, RunConfig, located_config
+from posenc.tasks.translation.train import build_model, source_bos
 from posenc.training import checkpoint as ck
 
 SPLITS = ("train", "valid", "test")

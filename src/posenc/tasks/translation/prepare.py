@@ -26,10 +26,10 @@ from posenc.data.corpora import Corpus, Pair, load_corpus
 from posenc.data.spm import Tokenizer, train_spm
 from posenc.data.text import write_lines_atomic
 from posenc.errors import DataError, RunDirError
-from posenc.pipeline.config import DataConfig
 from posenc.processes import pid_alive
 from posenc.runs.fingerprint import data_fingerprint, describe_diff, diff_keys
 from posenc.runs.rundir import MARKER_NAME, check_target, read_json_dict, read_marker, write_marker
+from posenc.tasks.translation.config import DataConfig
 
 FINGERPRINT_NAME = "fingerprint.json"
 

@@ -1,5 +1,5 @@
 """Translation task: run_task through the Task interface trains exactly what ``posenc train``
-(pipeline/train.py) trains, and evaluates with the pipeline's BLEU scoring."""
+(train_run) trains, and evaluates with load.py's BLEU scoring."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import torch
 
 from posenc.config import from_dict, merge_overrides
-from posenc.pipeline.config import RunConfig
 from posenc.tasks.base import Task, run_task
 from posenc.tasks.translation import TranslationTask, train_run
+from posenc.tasks.translation.config import RunConfig
 from posenc.training import load_checkpoint
 from tests.helpers.tiny import run_overrides
 
@@ -19,7 +19,7 @@ def _cfg(out: Path, data: Path) -> RunConfig:
     return from_dict(RunConfig, merge_overrides({}, run_overrides(out, data, "model.position.name=shape", "model.position.max_shift=20"), RunConfig))
 
 
-def test_run_task_equals_the_pipeline(tmp_path: Path, toy_prepared: Path) -> None:
+def test_run_task_equals_posenc_train(tmp_path: Path, toy_prepared: Path) -> None:
     task = TranslationTask(splits=("valid",))
     assert isinstance(task, Task)
     run = run_task(task, _cfg(tmp_path / "task", toy_prepared), tmp_path / "task")

@@ -1,0 +1,96 @@
+"""``ExperimentConfig``: a grid of methods × settings × seeds over a base run config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from posenc.analysis import REGISTRY as _ANALYSIS_REGISTRY
+from posenc.analysis import check_options
+from posenc.config import require
+from posenc.experiments.selection import SelectionConfig
+
+#: Analysis names an experiment may ask for: the analysis registry's (one list, not a copy).
+TRANSLATION_ANALYSES = tuple(_ANALYSIS_REGISTRY)
+#: Analyses that compare methods with each other, and how many methods each needs.
+MIN_METHODS = {"bootstrap": 2}
+
+
+@dataclass
+class ExperimentConfig:
+    name: str = "experiment"
+    task: str = "translation"  # other tasks use their own schemas (runner.task_runner)
+    out_dir: str = ""  # default runs/NAME
+    description: str = ""
+    base: dict[str, Any] = field(default_factory=dict)  # the task's run config (a mapping)
+    methods: dict[str, dict[str, Any]] = field(default_factory=dict)  # label → dotted overrides
+    settings: dict[str, dict[str, Any]] = field(default_factory=lambda: {"vanilla": {}})
+    seeds: list[int] = field(default_factory=lambda: [1])
+    baseline: str = ""  # method label that gains are measured against (default: the first)
+    splits: list[str] = field(default_factory=lambda: ["test"])
+    analyses: list[str] = field(default_factory=lambda: list(TRANSLATION_ANALYSES))
+    analysis_options: dict[str, Any] = field(default_factory=dict)  # flat; schema: analysis/registry.py
+    #: Shipped experiment to run instead when a CUDA GPU is visible (the quickstart's GPU-sized
+    #: comparison), with ``gpu_jobs`` runs at once unless ``--jobs`` is given.
+    on_gpu: str = ""
+    gpu_jobs: int = 4
+    #: GNMT length penalties α tried first on the validation split of every trained run; the
+    #: search then extends the grid while its top (bottom) α is the strict best, and the run's splits
+    #: are decoded with the validation peak (tasks/translation/tuning.py). Empty: no search, every
+    #: run decodes with its ``decode.length_penalty``.
+    tune_length_penalty: list[float] = field(default_factory=list)
+    #: The hard upper bound of that search (>= the grid's largest α; equal to it: the grid only).
+    tune_length_penalty_max: float = 5.0
+    #: A selection stage before the grid (experiments/selection.py; empty key = none).
+    selection: SelectionConfig = field(default_factory=SelectionConfig)
+
+    def __post_init__(self) -> None:
+        require(bool(self.name), "experiment.name must not be empty")
+        require(self.task == "translation", f"experiment.task {self.task!r}: this schema is for translation")
+        require(len(self.methods) >= 1, f"experiment {self.name}: give at least one method")
+        require(len(self.settings) >= 1, f"experiment {self.name}: give at least one setting")
+        require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds),
+                "experiment.seeds must be distinct and non-empty")
+        require(not self.baseline or self.baseline in self.methods,
+                f"experiment.baseline {self.baseline!r} is not a method label")
+        require(
+            self.task != "translation" or set(self.analyses) <= set(TRANSLATION_ANALYSES),
+            f"experiment.analyses must be among {', '.join(TRANSLATION_ANALYSES)}, got {self.analyses}",
+        )
+        check_options(self.analysis_options)
+        if self.selection.enabled:
+            sel = self.selection
+            require(sel.method in self.methods, f"selection.method {sel.method!r} is not a method label")
+            require(not sel.setting or sel.setting in self.settings,
+                    f"selection.setting {sel.setting!r} is not a setting")
+            require(sel.metric == "bleu",
+                    f"selection.metric for translation is bleu (validation BLEU), got {sel.metric!r}")
+        require(len(self.splits) >= 1, "experiment.splits must not be empty")
+        require(self.gpu_jobs >= 1, f"experiment.gpu_jobs must be >= 1, got {self.gpu_jobs}")
+        self.tune_length_penalty = [float(a) for a in self.tune_length_penalty]
+        require(all(a >= 0 for a in self.tune_length_penalty)
+                and len(set(self.tune_length_penalty)) == len(self.tune_length_penalty),
+                f"experiment.tune_length_penalty must be distinct values >= 0, got {self.tune_length_penalty}")
+        self.tune_length_penalty_max = float(self.tune_length_penalty_max)
+        require(not self.tune_length_penalty or self.tune_length_penalty_max >= max(self.tune_length_penalty),
+                f"experiment.tune_length_penalty_max must be >= the largest α of tune_length_penalty "
+                f"({max(self.tune_length_penalty, default=0):g}), got {self.tune_length_penalty_max:g}")
+        for label in list(self.methods) + list(self.settings):
+            require(label.replace("-", "").replace("_", "").replace(".", "").isalnum(),
+                    f"experiment label {label!r}: use letters, digits, -, _ or .")
+
+    def skip_reason(self, analysis: str) -> str:
+        """Why ``analysis`` cannot run on this grid (it is skipped with this note), or ""."""
+        need = MIN_METHODS.get(analysis, 1)
+        if len(self.methods) < need:
+            return f"{analysis} compares at least {need} methods; this experiment has {len(self.methods)}"
+        return ""
+
+    @property
+    def root(self) -> Path:
+        return Path(self.out_dir or f"runs/{self.name}")
+
+    @property
+    def baseline_label(self) -> str:
+        return self.baseline or next(iter(self.methods))

@@ -177,6 +177,8 @@ BAD_DECODE = {
     "max_len_a": ("decode.max_len_a=-1", ["decode.max_len_a/b", ">= 0"]),
     "max_len_b": ("decode.max_len_b=-3", ["decode.max_len_a/b", ">= 0"]),
     "batch_tokens": ("decode.batch_tokens=0", ["decode.batch_tokens", ">= 1"]),
+    # translate (and a CTranslate2 export) refuse a source bound below 2; the run refuses it first
+    "max_source_len": ("data.max_source_len=1", ["data.max_source_len", ">= 2", "got 1"]),
 }
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from posenc.config import from_dict, require
 from posenc.data.corpora import corpus_option_types
-from posenc.decoding.translate import MAX_BEAM
+from posenc.decoding.translate import MAX_BEAM, MIN_SOURCE_LEN
 from posenc.models.config import ModelConfig
 from posenc.models.rnn_nmt import RNNConfig
 from posenc.training.config import TrainConfig
@@ -50,6 +50,8 @@ class DataConfig:
         require(self.length_split in LENGTH_SPLITS,
                 f"data.length_split must be short, middle, long or empty, got {self.length_split!r}")
         require(self.max_train_len >= 1, f"data.max_train_len must be >= 1, got {self.max_train_len}")
+        require(self.max_source_len >= MIN_SOURCE_LEN, f"data.max_source_len must be >= {MIN_SOURCE_LEN} "
+                f"(a source BOS where the run prepends one, and a token), got {self.max_source_len}")
         require(self.max_len >= 1, f"data.max_len must be >= 1, got {self.max_len}")
         require(self.group >= 2, f"data.group must be >= 2, got {self.group}")
         require(self.vocab_size >= 16, f"data.vocab_size must be >= 16, got {self.vocab_size}")

@@ -38,7 +38,7 @@ from posenc.files import atomic_write_text
 from posenc.processes import SlotLimit, run_processes, usable_cores, visible_gpus
 
 if TYPE_CHECKING:
-    from posenc.experiments.runner import Grid
+    from posenc.experiments.grid import Grid
 
 BACKENDS = ("local", "submitit")
 AUTO = "auto"

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from posenc.config import from_dict
-from posenc.experiments.runner import Grid
+from posenc.experiments.grid import Grid
 from posenc.experiments.tasks import Cell, grid_task
 from posenc.processes import interrupt_exit_code, interrupt_on_signals
 

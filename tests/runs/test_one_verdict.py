@@ -107,11 +107,13 @@ def test_a_loaded_checkpoint_is_judged_by_the_one_rule(tmp_path: Path, model: di
     cfg, _ = _cfg(tmp_path)
     out = _run_dir(cfg, cfg)
     sections = {"arch": cfg.arch, "data": to_dict(cfg.data), "model": to_dict(replace(cfg.model, **model))}
+    stored = translation_load.read_run_config(out)
+    loaded = translation_load.config_with_checkpoint(stored, sections, out, Path("ckpt"))
     if refused:
-        with pytest.raises(CheckpointError, match=r"ckpt: a checkpoint of another model .*model.d_ff \(48 -> \d+\)"):
-            translation_load.check_checkpoint_run(out, cfg, sections, "ckpt")
+        with pytest.raises(CheckpointError, match=r"ckpt: a checkpoint of another model .*model.d_ff \(\d+ -> 48\)"):
+            translation_load.check_checkpoint_run(out, loaded, Path("ckpt"))
     else:
-        translation_load.check_checkpoint_run(out, cfg, sections, "ckpt")
+        translation_load.check_checkpoint_run(out, loaded, Path("ckpt"))
 
 
 def _committed_runs() -> list[Path]:

@@ -11,30 +11,27 @@ written except what the command line names.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from posenc.config import from_dict, load_yaml, naming, to_dict
+from posenc.config import load_yaml, naming
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
 from posenc.decoding.translate import translate_file
 from posenc.errors import CheckpointError, ConfigError, RunDirError
 from posenc.evaluation.metrics import corpus_scores
 from posenc.files import atomic_write_text
-from posenc.models.config import ModelConfig
-from posenc.models.rnn_nmt import RNNConfig
 from posenc.runs.rundir import FINGERPRINT_NAME, dir_kind, read_json_dict
 from posenc.runs.same_run import RunRecord, same_run
-from posenc.tasks.translation.config import ARCH_SECTIONS, DataConfig, DecodeConfig, RunConfig, located_config
+from posenc.tasks.translation.config import ARCH_SECTIONS, DecodeConfig, RunConfig, located_config
 from posenc.tasks.translation.train import build_model, source_bos
 from posenc.training import checkpoint as ck
 
 SPLITS = ("train", "valid", "test")
-SECTION_TYPES = {"model": ModelConfig, "rnn": RNNConfig}
 
 
 @dataclass
@@ -70,56 +67,53 @@ def find_checkpoint(run_dir: Path, which: str = "auto") -> Path:
     return Path(which)
 
 
-def check_checkpoint_run(run_dir: str | Path, cfg: RunConfig, sections: dict[str, Any], where: str | Path) -> None:
+def read_run_config(run_dir: Path) -> dict[str, Any]:
+    """The run's config.yaml as stored (a one-line error naming it when it is missing or no config)."""
+    if not (run_dir / "config.yaml").is_file():
+        raise CheckpointError(f"{run_dir}: not a run directory (no config.yaml)")
+    with naming(run_dir / "config.yaml"):
+        return load_yaml(run_dir / "config.yaml")
+
+
+def config_with_checkpoint(stored: dict[str, Any], sections: dict[str, Any], run_dir: Path, where: Path) -> RunConfig:
+    """The run's stored config with the ``arch``, ``data`` and model sections saved with the
+    checkpoint at ``where`` in place of its own, resolved against ``run_dir``: what the model is
+    rebuilt from (never a file a later command could change)."""
+    arch = str(sections.get("arch", stored.get("arch", "transformer")))
+    own = {"data": sections.get("data"), ARCH_SECTIONS.get(arch, "model"): sections.get("model")}
+    merged = {**stored, "arch": arch, **{k: v for k, v in own.items() if isinstance(v, dict)}}
+    try:
+        return located_config(merged, run_dir)
+    except ConfigError as err:
+        raise CheckpointError(f"{run_dir / 'config.yaml'} with the sections saved in {where}: not a usable "
+                              f"run config ({err})") from None
+
+
+def check_checkpoint_run(run_dir: Path, cfg: RunConfig, where: Path) -> None:
     """Refuse a checkpoint of another run by the one rule (:func:`~posenc.runs.same_run.same_run`):
-    the run's record (its fingerprint.json; runs without one are not checked) with the
-    checkpoint's stored ``arch``/``data``/model sections in place of its own is judged against the
-    run's config ``cfg``. A checkpoint of another model copied into a run is never decoded with the
-    run's vocabulary or averaged in; options added since either was written pass."""
-    path = Path(run_dir) / FINGERPRINT_NAME
+    the run's record (its fingerprint.json; runs without one are not checked) against ``cfg``, the
+    run's config with the checkpoint's sections (:func:`config_with_checkpoint`). A checkpoint of
+    another model copied into a run is never decoded with the run's vocabulary or averaged in;
+    options added since either was written pass."""
+    path = run_dir / FINGERPRINT_NAME
     if not path.is_file():
         return
-    stored = RunRecord.read(read_json_dict(path, "the run directory is damaged"))
-    if not isinstance(stored.fingerprint, dict):
-        return
-    arch = str(sections.get("arch", stored.fingerprint.get("arch", "transformer")))
-    own = {"data": sections.get("data"), ARCH_SECTIONS.get(arch, "model"): sections.get("model")}
-    mixed = {**stored.fingerprint, "arch": arch, **{k: v for k, v in own.items() if isinstance(v, dict)}}
-    verdict = same_run(replace(stored, fingerprint=mixed), cfg)
+    verdict = same_run(RunRecord.read(read_json_dict(path, "the run directory is damaged")), cfg)
     if verdict.kind == "stale":
         raise CheckpointError(f"{where}: a checkpoint of another model or data than the run {run_dir} "
                               f"({verdict.detail}); remove it or pass the run it belongs to")
 
 
-def read_run_config(run_dir: Path) -> RunConfig:
-    """The config of the run in ``run_dir`` (its config.yaml, paths resolved against it)."""
-    if not (run_dir / "config.yaml").is_file():
-        raise CheckpointError(f"{run_dir}: not a run directory (no config.yaml)")
-    with naming(run_dir / "config.yaml"):
-        return located_config(load_yaml(run_dir / "config.yaml"), run_dir)
-
-
-def config_with_checkpoint(cfg: RunConfig, saved: dict[str, Any], where: Path) -> RunConfig:
-    """``cfg`` with the architecture, data and model sections stored in a checkpoint."""
-    try:
-        out = from_dict(RunConfig, {**to_dict(cfg), "arch": str(saved.get("arch", cfg.arch))})
-        section = out.model_section
-        if isinstance(saved.get("model"), dict):
-            out = replace(out, **{section: from_dict(SECTION_TYPES[section], saved["model"], section)})
-        if isinstance(saved.get("data"), dict):
-            out = replace(out, data=from_dict(DataConfig, saved["data"], "data"))
-    except ConfigError as err:
-        raise CheckpointError(f"{where}: config saved with the checkpoint is not usable ({err})") from None
-    return out
-
-
 def load_run(run_dir: str | Path, checkpoint: str = "auto", device: str = "cpu", confine: bool = False) -> LoadedRun:
+    """The trained run in ``run_dir`` with the weights of ``checkpoint`` (``auto``: the average if
+    present, else the latest; ``latest``, ``average`` or a path), its model rebuilt from the
+    config saved with that checkpoint, checked against the run's record and vocabulary."""
     run_dir = Path(run_dir)
-    cfg = read_run_config(run_dir)
+    stored = read_run_config(run_dir)
     path = find_checkpoint(run_dir, checkpoint)
     saved = ck.load_checkpoint(path, with_optimizer=False)
-    check_checkpoint_run(run_dir, cfg, saved.config, path)
-    cfg = config_with_checkpoint(cfg, saved.config, path)
+    cfg = config_with_checkpoint(stored, saved.config, run_dir, path)
+    check_checkpoint_run(run_dir, cfg, path)
     tok = Tokenizer.from_file(run_dir / "spm.model")
     check_vocabulary(cfg, tok, run_dir)
     ck.check_vocab(saved.state, tok.sha256, run_dir / "spm.model", path)

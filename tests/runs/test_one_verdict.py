@@ -77,7 +77,7 @@ def test_run_dir_grid_cell_and_checkpoint_get_one_verdict(tmp_path: Path, monkey
         assert len(calls) == 2  # the run directory's record, then its checkpoint's
     results = {"record": RunRecord.of(saved, evaluation_record(saved, exp.splits)).to_dict(), "summary": {"steps": 3}}
     cell = translation_driver.TASK.verdict(exp_now, ("vanilla", "ape", 1), results)
-    grid_cell = methods_grid.recorded_verdict(cfg, {"config": methods_grid.config_record(saved), "summary": {"steps": 3}})
+    grid_cell = methods_grid.recorded_verdict(cfg, {"record": RunRecord.of(saved).to_dict(), "summary": {"steps": 3}})
     assert cell is not None and grid_cell is not None and cell.kind == grid_cell.kind == kind
     assert {k for k, _ in calls} == {kind} and len(set(calls)) == 1  # one verdict, word for word
 

@@ -1,12 +1,18 @@
 """Every methods grid (vision, speech, lengthgen, a user's task) judges a finished cell by the
-config its results.json records (tasks/grid.recorded_verdict), not by a config.yaml beside it."""
+record its results.json holds (tasks/grid.recorded_verdict), not by a config.yaml beside it."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from posenc.tasks.grid import config_record, recorded_verdict
+import pytest
+
+from posenc.config import to_dict
+from posenc.runs.same_run import RunRecord
+from posenc.tasks.grid import recorded_verdict
 
 
 @dataclass
@@ -15,10 +21,21 @@ class Run:
     out_dir: str = ""
 
 
-def test_recorded_config_decides_freshness(tmp_path: Path) -> None:
+def _record(cfg: object) -> dict:
+    """What a cell's results.json holds: the run's record, as in its fingerprint.json."""
+    return {"record": RunRecord.of(cfg).to_dict()}
+
+
+def _whole_config(cfg: object) -> dict:
+    """The form of results written before records: the whole config but its out_dir."""
+    return {"config": {k: v for k, v in to_dict(cfg).items() if k != "out_dir"}}
+
+
+@pytest.mark.parametrize("form", [_record, _whole_config])
+def test_recorded_config_decides_freshness(tmp_path: Path, form: Callable[[object], dict]) -> None:
     cfg = Run(out_dir=str(tmp_path / "a"))
-    results = {"config": config_record(cfg), "metrics": {}}
-    assert "out_dir" not in results["config"]
+    results = {**form(cfg), "metrics": {}}
+    assert "out_dir" not in json.dumps(results)
     assert recorded_verdict(replace(cfg, out_dir=str(tmp_path / "b")), results).kind == "fresh"
     stale = recorded_verdict(replace(cfg, width=8), results)
     assert stale.kind == "stale" and "width (4 -> 8)" in stale.detail
@@ -45,8 +62,8 @@ def test_where_a_cell_trained_never_makes_it_stale(tmp_path: Path) -> None:
     started elsewhere resumes here."""
     cfg = TrainedRun(Train(), out_dir=str(tmp_path / "run"))
     gpu = TrainedRun(Train(device="cuda", num_threads=1), out_dir=cfg.out_dir)
-    assert recorded_verdict(cfg, {"config": config_record(gpu)}).kind == "fresh"
-    other = recorded_verdict(cfg, {"config": config_record(replace(gpu, train=Train(lr=0.2, device="cuda")))})
+    assert recorded_verdict(cfg, _record(gpu)).kind == recorded_verdict(cfg, _whole_config(gpu)).kind == "fresh"
+    other = recorded_verdict(cfg, _record(replace(gpu, train=Train(lr=0.2, device="cuda"))))
     assert other.kind == "stale" and "lr (0.2 -> 0.1)" in other.detail
     Path(cfg.out_dir).mkdir()
     (Path(cfg.out_dir) / "config.yaml").write_text("train: {device: cuda, num_threads: 1}\n")

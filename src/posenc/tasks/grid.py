@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from posenc.config import apply_mapping, from_dict, load_yaml, require, to_dict
+from posenc.config import apply_mapping, from_dict, load_yaml, require
 from posenc.experiments.tasks import Cell
 from posenc.runs.same_run import RunRecord, Verdict, same_run
 from posenc.tasks.base import Task, TaskRun, run_task
@@ -35,21 +35,20 @@ NEW_FORM = ("the run config now goes under `base:` and `methods:` maps label -> 
             "e.g. `methods: {cape: {model.position.name: cape}}` (docs/architecture.md, 'A task')")
 
 
-def config_record(cfg: Any) -> dict[str, Any]:
-    """A run config as ``results.json`` records it: everything but where the run lies, so a
-    results file judges its own freshness wherever it is copied or committed."""
-    record = to_dict(cfg)
-    record.pop("out_dir", None)
-    return record
+def recorded(results: dict[str, Any]) -> RunRecord:
+    """The record a cell's ``results.json`` holds, read by the one adapter (:meth:`RunRecord.read`):
+    its ``record`` or, in results written before records, the whole ``config``; with the steps trained."""
+    summary = results.get("summary")
+    steps = summary.get("steps") if isinstance(summary, dict) else None
+    return RunRecord.read(results.get("record", results.get("config")), steps)
 
 
 def recorded_verdict(cfg: Any, results: dict[str, Any] | None) -> Verdict | None:
-    """A cell's freshness by the one rule (:func:`posenc.runs.same_run.same_run`) on the config
-    its results record; without results, stale when the run's saved config.yaml is another run
+    """A cell's freshness by the one rule (:func:`posenc.runs.same_run.same_run`) on the record
+    its results hold; without results, stale when the run's saved config.yaml is another run
     (a run started, not finished); None when it has to run."""
     if results is not None:
-        steps = results.get("summary", {}).get("steps") if isinstance(results.get("summary"), dict) else None
-        return same_run(RunRecord.read(results.get("config"), steps), cfg)
+        return same_run(recorded(results), cfg)
     saved = Path(cfg.out_dir) / "config.yaml"
     if saved.is_file():
         verdict = same_run(RunRecord.read(load_yaml(saved)), cfg)
@@ -123,14 +122,15 @@ class MethodsGrid:
 
     def train_cell(self, cfg: Any, cell: Cell) -> dict[str, Any]:
         """Train (resuming) and evaluate the run ``cfg`` of ``cell``; what ``results.json`` stores:
-        the cell, the run config (:func:`config_record`), a summary with the trainer's stop reason
-        and convergence status (:mod:`posenc.training.convergence`) and the task's metrics."""
+        the cell, the run's record (:meth:`RunRecord.of`, as in its fingerprint.json), a summary
+        with the trainer's stop reason and convergence status (:mod:`posenc.training.convergence`)
+        and the task's metrics."""
         task, method, seed = cell
         run = run_task(self.new_task(), cfg)
         s, conv = run.result.state, run.result.summary()
         summary = {"steps": s.step, "wall_s": round(s.wall_s, 2), "params": run.summary.get("params"),
                    **{k: conv[k] for k in ("stopped", "status", "converged") if k in conv}}
-        done = {"task": task, "method": method, "seed": seed, "config": config_record(cfg),
+        done = {"task": task, "method": method, "seed": seed, "record": RunRecord.of(cfg).to_dict(),
                 "summary": summary, "metrics": run.metrics}
         return self.results(done, run)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from posenc.config import from_dict, load_config
 from posenc.runs.fingerprint import placed_as
-from posenc.tasks.grid import config_record
+from posenc.runs.same_run import RunRecord
 from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, run_config
 from posenc.tasks.lengthgen.driver import TASK
 
@@ -25,7 +25,8 @@ def _exp(out_dir: Path) -> LengthgenExperimentConfig:
 
 
 def _results(cfg) -> dict:
-    return {"task": cfg.data.task, "method": "ape", "seed": cfg.train.seed, "config": config_record(cfg), "summary": {}, "metrics": {}}
+    return {"task": cfg.data.task, "method": "ape", "seed": cfg.train.seed, "record": RunRecord.of(cfg).to_dict(),
+            "summary": {}, "metrics": {}}
 
 
 def test_results_of_the_same_config_are_fresh_wherever_they_lie(tmp_path: Path) -> None:

@@ -126,7 +126,7 @@ def test_partial_report_from_committed_results(tmp_path: Path) -> None:
     a result of another config (stale) is listed with what differs, never in the tables."""
     import json
 
-    from posenc.tasks.grid import config_record
+    from posenc.runs.same_run import RunRecord
     from posenc.tasks.lengthgen.config import run_config
     from posenc.tasks.lengthgen.driver import main
     from posenc.tasks.lengthgen.task import summarize
@@ -136,12 +136,12 @@ def test_partial_report_from_committed_results(tmp_path: Path) -> None:
     for seed, stopped in ((1, "max_steps"), (2, "patience"), (3, "patience")):
         run = tmp_path / "res" / "reverse" / "ape" / f"seed{seed}"
         run.mkdir(parents=True)
-        config = config_record(run_config(exp, "reverse", "ape", seed))
+        record = RunRecord.of(run_config(exp, "reverse", "ape", seed)).to_dict()
         if seed == 3:
-            config["train"]["max_steps"] = 123  # trained with another budget
+            record["extension"]["max_steps"] = 123  # trained with another budget
         summary = {"steps": 3000, "stopped": stopped, "best_step": 2800, "warmup": 100}
         (run / "results.json").write_text(json.dumps({"task": "reverse", "method": "ape", "seed": seed, "summary": summary,
-                                                      "config": config, "metrics": summarize(rows, 20)}))
+                                                      "record": record, "metrics": summarize(rows, 20)}))
     assert main(["lengthgen_cpu", str(tmp_path / "res"), str(tmp_path / "rep")]) == 0
     text = (tmp_path / "rep" / "README.md").read_text()
     # seed 2 stopped by patience but recorded no validation curve: "no curve", never "converged"

@@ -8,6 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
+from posenc.tasks.grid import recorded
 from posenc.training.convergence import CONVERGED, NO_CURVE, status_of
 
 
@@ -45,7 +46,7 @@ def run_status(run: dict[str, Any]) -> str:
     reached the cap is capped even where patience was recorded at that step) and the flatness of
     its validation curve (``valid_history``, :func:`with_curves`; else the summary's recorded
     ``flat``; a run with neither is "no curve", never converged)."""
-    cap = run.get("config", {}).get("train", {}).get("max_steps")
+    cap = _train(run).get("max_steps")
     return status_of(run.get("summary"), int(cap) if cap is not None else None, run.get("valid_history") or None)
 
 
@@ -65,7 +66,13 @@ _SHORT = {CONVERGED: "conv", "still improving": "capped", "best in warm-up": "wa
 
 def _device(run: dict[str, Any]) -> str:
     """``GPU`` for a run whose recorded config trained on CUDA, else ``CPU`` (``train.device``)."""
-    return "GPU" if "cuda" in str(run.get("config", {}).get("train", {}).get("device", "cpu")) else "CPU"
+    return "GPU" if "cuda" in str(_train(run).get("device", "cpu")) else "CPU"
+
+
+def _train(run: dict[str, Any]) -> dict[str, Any]:
+    """The ``train`` section a run's results record (:func:`posenc.tasks.grid.recorded`)."""
+    train = (recorded(run).config or {}).get("train")
+    return train if isinstance(train, dict) else {}
 
 
 def long_table(exp: Any, results: list[dict[str, Any]]) -> list[str]:

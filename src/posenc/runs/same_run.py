@@ -1,11 +1,11 @@
 """Is a stored run the run today's config asks for? The one rule, asked everywhere.
 
 A run records one :class:`RunRecord` (fingerprint, extension values, evaluation), computed once
-from its resolved config and stored in one form in ``fingerprint.json``, a translation cell's
+from its resolved config and stored in one form in ``fingerprint.json``, every grid cell's
 ``results.json`` and every checkpoint's state. :func:`same_run` judges it: the run directory's
 opener (:func:`posenc.runs.rundir.open_run`: ``posenc train``, every task's runs) on its
 ``fingerprint.json`` and on the checkpoint it resumes from, ``posenc experiment`` on every cell's
-``results.json`` (a methods grid's records its whole config). One answer, :class:`Verdict`:
+``results.json``. One answer, :class:`Verdict`:
 
 ``fresh``
     nothing that determines the run differs: its results are reused, its directory resumes.
@@ -88,8 +88,8 @@ class RunRecord:
     @classmethod
     def read(cls, data: Any, steps: int | None = None) -> RunRecord:
         """The one reader of every stored form, of any posenc version: a record (:meth:`to_dict`),
-        a bare fingerprint (an older ``fingerprint.json``) or a whole config (a methods grid's
-        ``results.json`` ``config``, a ``config.yaml``); anything else records no config."""
+        a bare fingerprint (an older ``fingerprint.json``) or a whole config (an older methods
+        grid's ``results.json`` ``config``, a ``config.yaml``); anything else records no config."""
         if not isinstance(data, dict) or not data:
             return cls(None, steps=steps)
         if "fingerprint" in data and "extension" in data:

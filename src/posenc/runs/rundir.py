@@ -361,14 +361,19 @@ def open_run(cfg: Any, out: str | Path, resume: bool) -> Opening:
     """Validate a run before anything of it is written, and say what it continues: its
     ``train.device`` is usable on this machine (a one-line error for ``cuda`` without CUDA), and
     with ``resume`` the run recorded in ``out`` is one this config continues (:func:`read_run`;
-    a stale verdict is a one-line :class:`ConfigError` naming the differing keys); without, the
-    earlier outputs can be replaced."""
+    a stale verdict is a one-line :class:`ConfigError` naming the differing keys, and a finished
+    run without a checkpoint to resume from is refused, never trained again over its files);
+    without, the earlier outputs can be replaced."""
     opening = read_run(cfg, Path(out)) if resume else Opening()
     if opening.verdict is not None and opening.verdict.kind == "stale":
         raise ConfigError(f"{out} holds a run with another config: {opening.verdict.detail}; "
                           "use --no-resume to start afresh or another out_dir")
     if not opening.resumes:
         check_clearable(out)
+    elif opening.checkpoint is None and (Path(out) / "summary.json").is_file():
+        raise RunDirError(f"{out} holds a finished run but no checkpoint to resume from (trained elsewhere and "
+                          "copied back without checkpoints/ckpt_*?): training would start again over it; score "
+                          "it as it is, or use --no-resume to start afresh or another out_dir")
     resolve_device(cfg.train.device, env_int("LOCAL_RANK", 0))
     return opening
 

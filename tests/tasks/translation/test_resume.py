@@ -84,6 +84,25 @@ def test_resume_under_a_cap_below_the_trained_steps_is_refused(capsys: pytest.Ca
     assert {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 
+def test_a_finished_run_without_checkpoints_is_not_trained_again(capsys: pytest.CaptureFixture[str],
+                                                                tmp_path: Path, toy_prepared: Path) -> None:
+    """A finished run copied back without its resumable checkpoints (summary.json kept): the old
+    code started again at step 0 in that directory, over its files; now one line, exit 2, nothing
+    changed; --no-resume still starts afresh."""
+    import shutil
+
+    run = tmp_path / "run"
+    _train(capsys, run, toy_prepared, 3)
+    shutil.rmtree(run / "checkpoints" / "ckpt_00000003")
+    before = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    code, _, err = cli(capsys, "train", *run_overrides(run, toy_prepared, *RESUME), "train.max_steps=3")
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert "finished run but no checkpoint to resume from" in err and str(run) in err
+    assert {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    code, out, _ = cli(capsys, "train", "--no-resume", *run_overrides(run, toy_prepared, *RESUME), "train.max_steps=3")
+    assert code == 0 and json.loads(out)["steps"] == 3
+
+
 def test_no_resume_starts_afresh(capsys: pytest.CaptureFixture[str], tmp_path: Path, toy_prepared: Path) -> None:
     run = tmp_path / "run"
     _train(capsys, run, toy_prepared, 3)

@@ -203,3 +203,27 @@ def test_validation_split_feeds_best_n_averaging(tmp_path: Path):
     assert run.result.averaged_from == [f"ckpt_{int(s):08d}" for s, _ in best]
     direct = run_task(VisionTask(quadrant_images(128), quadrant_images(8), valid), cfg, tmp_path)  # resumed: no training
     assert direct.result.state.valid_history == history and direct.result.state.step == 8  # no re-validation
+
+
+def test_report_summary_is_mean_and_sd_over_seeds(tmp_path: Path):
+    """README.md of the report on hand-made results: mean ± sample sd over seeds per resolution,
+    TTA, and the unseen-resolution mean (all but 28 px; UniViT: outside its 16-40 training range)."""
+    from posenc.tasks.vision.report import unseen, write_summary
+
+    def run(method: str, seed: int, acc: dict[int, float], tta: float, status: str = "still improving") -> dict:
+        metrics = {"accuracy": {str(r): a for r, a in acc.items()}, "tta": tta, "tta_resolutions": [20, 28, 36]}
+        return {"method": method, "seed": seed, "metrics": metrics, "summary": {"steps": 237, "status": status}}
+
+    results = [run("learned-2d", 0, {12: 0.5, 28: 0.8, 48: 0.6}, 0.7),
+               run("learned-2d", 1, {12: 0.7, 28: 0.9, 48: 0.8}, 0.9),
+               run("univit-cape-2d", 0, {12: 0.4, 28: 0.6, 48: 0.2}, 0.5, "converged")]
+    text = write_summary("grid", results, 28, {"learned-2d": [], "univit-cape-2d": [16, 40]}, tmp_path)
+    assert (tmp_path / "README.md").read_text(encoding="utf-8") == text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| method")]
+    # learned-2d: 12 px 50/70 -> 60.0 ± 14.1; unseen = mean(12, 48) per seed: 55, 75 -> 65.0 ± 14.1
+    assert rows[0] == "| learned-2d | 60.0 ± 14.1 | 85.0 ± 7.1 | 70.0 ± 14.1 | 80.0 ± 14.1 | 65.0 ± 14.1 | 237 " \
+                      "| still improving |"
+    assert rows[1] == "| univit-cape-2d | 40.0 | 60.0 | 20.0 | 50.0 | 30.0 | 237 | converged |"
+    assert "| method | 12 | 28* | 48 | TTA | unseen | steps | status |" in text
+    assert unseen([12, 16, 28, 40, 48], 28, None) == [12, 16, 40, 48]
+    assert unseen([12, 16, 28, 40, 48], 28, [16, 20, 40]) == [12, 48]

@@ -10,7 +10,7 @@ from typing import Any
 
 from posenc.tasks.grid import MethodsGrid
 from posenc.tasks.vision.config import VisionConfig, VisionExperimentConfig
-from posenc.tasks.vision.report import write_report
+from posenc.tasks.vision.report import write_report, write_summary
 from posenc.tasks.vision.task import VisionTask
 
 
@@ -34,11 +34,16 @@ class VisionExperiment(MethodsGrid):
         return f"{run_name(exp, result)}: {result['summary']['steps']} steps; {acc} tta:{m['tta']:.4f}"
 
     def report(self, exp: VisionExperimentConfig, results: list[dict[str, Any]]) -> Path:
-        """results.csv and accuracy.png under ``<root>/report``."""
+        """results.csv, accuracy.png and README.md (mean ± sd over seeds) under ``<root>/report``."""
         out = exp.root / "report"
         out.mkdir(parents=True, exist_ok=True)
         train_resolution = self.cell_config(exp, self.cells(exp)[0]).model.image_size
         write_report([dict(r, run=run_name(exp, r)) for r in results], out, train_resolution)
+        univit = {}
+        for cell in self.cells(exp):
+            cfg = self.cell_config(exp, cell)
+            univit[cell.method] = list(cfg.univit.resolutions) if cfg.univit.enabled else []
+        write_summary(exp.name, results, train_resolution, univit, out)
         return out
 
 

@@ -1,11 +1,14 @@
-"""The vision report: ``results.csv`` (run, eval, resolution, accuracy) and ``accuracy.png``
-(accuracy against test resolution) of the runs :mod:`posenc.tasks.vision.driver` trained."""
+"""The vision report: ``results.csv`` (run, eval, resolution, accuracy), ``accuracy.png``
+(accuracy against test resolution) and ``README.md`` (per method: mean ± sd over seeds at every
+test resolution, TTA, the mean over the resolutions a model never trained at, steps and
+convergence status) of the runs :mod:`posenc.tasks.vision.driver` trained."""
 
 from __future__ import annotations
 
 import csv
+import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 
 def result_rows(name: str, metrics: dict[str, Any], train_resolution: int) -> list[dict[str, Any]]:
@@ -51,3 +54,54 @@ def plot_accuracy(rows: list[dict[str, Any]], path: str | Path, train_resolution
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def unseen(resolutions: Sequence[int], train_resolution: int, univit: Sequence[int] | None) -> list[int]:
+    """The test resolutions a model never trained at: all but ``train_resolution``; for a UniViT
+    model (trained at every resolution in ``univit``) those outside the range of ``univit``."""
+    if univit:
+        return [r for r in resolutions if r < min(univit) or r > max(univit)]
+    return [r for r in resolutions if r != train_resolution]
+
+
+def mean_sd(values: Sequence[float]) -> str:
+    """``mean ± sd`` in percent (sample sd over seeds), ``mean`` alone for one value."""
+    pct = [100 * v for v in values]
+    mean = statistics.fmean(pct)
+    return f"{mean:.1f} ± {statistics.stdev(pct):.1f}" if len(pct) > 1 else f"{mean:.1f}"
+
+
+def method_row(method: str, runs: Sequence[dict[str, Any]], resolutions: Sequence[int],
+               unseen_at: Sequence[int]) -> str:
+    """One Markdown row: accuracy by resolution, TTA, unseen-resolution mean, steps, statuses."""
+    cells = [mean_sd([r["metrics"]["accuracy"][str(res)] for r in runs]) for res in resolutions]
+    cells.append(mean_sd([r["metrics"]["tta"] for r in runs]))
+    cells.append(mean_sd([statistics.fmean(r["metrics"]["accuracy"][str(res)] for res in unseen_at) for r in runs])
+                 if unseen_at else "–")
+    steps = sorted({int(r["summary"].get("steps", 0)) for r in runs})
+    status = ", ".join(sorted({str(r["summary"].get("status", "unknown")) for r in runs}))
+    return f"| {method} | " + " | ".join(cells) + f" | {'/'.join(map(str, steps))} | {status} |"
+
+
+def write_summary(name: str, results: Sequence[dict[str, Any]], train_resolution: int,
+                  univit: dict[str, list[int]], out: Path) -> str:
+    """``README.md`` of the report: per method, mean ± sd over its seeds (``univit``: method →
+    the UniViT training resolutions, empty for a single-resolution model); returns the text."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        by.setdefault(r["method"], []).append(r)
+    resolutions = sorted({int(k) for r in results for k in r["metrics"]["accuracy"]})
+    seeds = sorted({r["seed"] for r in results})
+    head = " | ".join(f"{res}{'*' if res == train_resolution else ''}" for res in resolutions)
+    lines = [f"# {name}", "",
+             f"Top-1 accuracy (%) by test resolution (px), mean ± sd over seeds {seeds}; models trained at "
+             f"{train_resolution} px (*), UniViT models at several. 'unseen' averages the resolutions a model never "
+             "trained at (UniViT: outside its training range). Status: the convergence rule of "
+             "posenc.training.convergence ('still improving' = stopped by its step/epoch cap).", "",
+             f"| method | {head} | TTA | unseen | steps | status |", "|---" * (len(resolutions) + 5) + "|"]
+    for method, runs in by.items():
+        unseen_at = unseen(resolutions, train_resolution, univit.get(method))
+        lines.append(method_row(method, runs, resolutions, unseen_at))
+    text = "\n".join(lines) + "\n"
+    (out / "README.md").write_text(text, encoding="utf-8")
+    return text

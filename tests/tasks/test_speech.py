@@ -188,3 +188,26 @@ def test_wer_curves_average_seeds_per_duration() -> None:
              {"method": "cape", "bucket": "4s", "duration_s": 4.0, "wer": 50.0},
              {"method": "ape", "bucket": "1s", "duration_s": 1.0, "wer": 7.0}]
     assert wer_curves(rows) == {"cape": [(1.0, 15.0, 10.0, 20.0), (4.0, 40.0, 30.0, 50.0)], "ape": [(1.0, 7.0, 7.0, 7.0)]}
+
+
+def test_report_summary_is_mean_and_sd_over_seeds(tmp_path: Path) -> None:
+    """README.md of the speech report on hand-made results: WER mean ± sample sd over seeds per
+    bucket and the mean over buckets longer than the training maximum (4 s, 8 s here)."""
+    from posenc.tasks.speech.report import write_summary
+
+    def run(method: str, seed: int, wers: dict[str, float]) -> dict:
+        durations = {"clips": 0.43, "2s": 2.0, "4s": 4.0, "8s": 8.0}
+        rows = [{"bucket": b, "duration_s": durations[b], "wer": w} for b, w in wers.items()]
+        return {"method": method, "seed": seed, "metrics": {"rows": rows},
+                "summary": {"steps": 500, "status": "still improving"}}
+
+    results = [run("cape", 0, {"clips": 10.0, "2s": 20.0, "4s": 30.0, "8s": 50.0}),
+               run("cape", 1, {"clips": 12.0, "2s": 22.0, "4s": 40.0, "8s": 60.0}),
+               run("rpe", 0, {"clips": 9.0, "2s": 19.0, "4s": 25.0, "8s": 35.0})]
+    text = write_summary("fsdd", results, 2.0, tmp_path)
+    assert (tmp_path / "README.md").read_text(encoding="utf-8") == text
+    assert "4s, 8s are durations never seen in training" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| method")]
+    # cape unseen per seed: (30+50)/2 = 40, (40+60)/2 = 50 -> 45.0 ± 7.1
+    assert rows == ["| cape | 11.0 ± 1.4 | 21.0 ± 1.4 | 35.0 ± 7.1 | 55.0 ± 7.1 | 45.0 ± 7.1 | 500 | still improving |",
+                    "| rpe | 9.0 | 19.0 | 25.0 | 35.0 | 30.0 | 500 | still improving |"]

@@ -11,7 +11,7 @@ from typing import Any
 from posenc.tasks.base import TaskRun
 from posenc.tasks.grid import MethodsGrid
 from posenc.tasks.speech.config import SpeechConfig, SpeechExperimentConfig
-from posenc.tasks.speech.report import write_report
+from posenc.tasks.speech.report import write_report, write_summary
 from posenc.tasks.speech.task import SpeechTask
 
 
@@ -40,10 +40,11 @@ class SpeechExperiment(MethodsGrid):
                 + ", ".join(f"{r['bucket']} WER {r['wer']}" for r in rows))
 
     def report(self, exp: SpeechExperimentConfig, results: list[dict[str, Any]]) -> Path:
-        """results.csv and wer_by_duration.png under ``<root>/report``."""
+        """results.csv, wer_by_duration.png and README.md (mean ± sd over seeds) under ``<root>/report``."""
         out = exp.root / "report"
         longest = self.cell_config(exp, self.cells(exp)[0]).data.max_train_duration
         write_report([row for r in results for row in r["metrics"]["rows"]], out, longest)
+        write_summary(exp.name, results, longest, out)
         return out
 
 

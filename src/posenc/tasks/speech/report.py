@@ -1,9 +1,12 @@
-"""The speech report: ``results.csv`` (one row per method and duration bucket) and
-``wer_by_duration.png`` (WER against duration, CAPE Fig. 5 style)."""
+"""The speech report: ``results.csv`` (one row per method and duration bucket),
+``wer_by_duration.png`` (WER against duration, CAPE Fig. 5 style) and ``README.md`` (per method:
+mean ± sd over seeds of the WER in every bucket, the mean over durations never seen in training,
+steps and convergence status)."""
 
 from __future__ import annotations
 
 import csv
+import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -55,3 +58,36 @@ def plot_wer(rows: Sequence[dict[str, Any]], path: Path, train_max: float | None
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _mean_sd(values: Sequence[float]) -> str:
+    """``mean ± sd`` (sample sd over seeds), ``mean`` alone for one value."""
+    mean = statistics.fmean(values)
+    return f"{mean:.1f} ± {statistics.stdev(values):.1f}" if len(values) > 1 else f"{mean:.1f}"
+
+
+def write_summary(name: str, results: Sequence[dict[str, Any]], longest: float, out: Path) -> str:
+    """``README.md``: per method, WER (%) of every bucket as mean ± sd over its seeds, and the
+    mean over the fixed-duration buckets longer than ``longest`` (training maximum, seconds)."""
+    buckets = list(dict.fromkeys(row["bucket"] for r in results for row in r["metrics"]["rows"]))
+    unseen = sorted({row["bucket"] for r in results for row in r["metrics"]["rows"]
+                     if row["bucket"] != "clips" and float(row["duration_s"]) > longest})
+    seeds = sorted({r["seed"] for r in results})
+    lines = [f"# {name}", "", f"WER (%) by test bucket, mean ± sd over seeds {seeds}; training utterances are at "
+             f"most {longest:g} s, so {', '.join(unseen) or 'no bucket'} are durations never seen in training "
+             "('unseen': their mean). Status: posenc.training.convergence ('still improving' = stopped by its "
+             "step/epoch cap).", "", f"| method | {' | '.join(buckets)} | unseen | steps | status |",
+             "|---" * (len(buckets) + 4) + "|"]
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        by.setdefault(r["method"], []).append(r)
+    for method, runs in by.items():
+        wer = [{row["bucket"]: float(row["wer"]) for row in r["metrics"]["rows"]} for r in runs]
+        cells = [_mean_sd([w[b] for w in wer]) for b in buckets]
+        cells.append(_mean_sd([statistics.fmean(w[b] for b in unseen) for w in wer]) if unseen else "–")
+        steps = "/".join(map(str, sorted({int(r["summary"].get("steps", 0)) for r in runs})))
+        status = ", ".join(sorted({str(r["summary"].get("status", "unknown")) for r in runs}))
+        lines.append(f"| {method} | " + " | ".join(cells) + f" | {steps} | {status} |")
+    text = "\n".join(lines) + "\n"
+    (out / "README.md").write_text(text, encoding="utf-8")
+    return text

@@ -78,7 +78,8 @@ def test_shift_invariance_is_the_committed_report() -> None:
 
 
 @pytest.mark.parametrize("prefix, page, quotes", [
-    ("CAPE, §5.1", "results_vision.md", {"cape-2d 54.8 %": "cape-2d 54.8 %", "learned (abspos) 61.1 %": "learned 61.1 %"}),
+    ("CAPE, §5.1", "results_vision.md", {"cape-2d 53.3 %": "cape-2d 53.3 %", "learned-2d 59.4 %": "learned 59.4 %",
+                                          "by +14.0 points": "sinusoidal-2d +14.0"}),
     ("CAPE, §5.2", "results_speech.md", {"43.0 % for both CAPE": "43.0 % CAPE", "34.5 % for rpe": "34.5 % RPE"}),
 ])
 def test_capped_rows_quote_their_pages(prefix: str, page: str, quotes: dict[str, str]) -> None:

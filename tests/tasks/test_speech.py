@@ -196,18 +196,18 @@ def test_report_summary_is_mean_and_sd_over_seeds(tmp_path: Path) -> None:
     from posenc.tasks.speech.report import write_summary
 
     def run(method: str, seed: int, wers: dict[str, float]) -> dict:
-        durations = {"clips": 0.43, "2s": 2.0, "4s": 4.0, "8s": 8.0}
+        durations = {"clips": 0.43, "2s": 2.0, "4s": 4.0, "8s": 8.0, "16s": 16.0}
         rows = [{"bucket": b, "duration_s": durations[b], "wer": w} for b, w in wers.items()]
         return {"method": method, "seed": seed, "metrics": {"rows": rows},
                 "summary": {"steps": 500, "status": "still improving"}}
 
-    results = [run("cape", 0, {"clips": 10.0, "2s": 20.0, "4s": 30.0, "8s": 50.0}),
-               run("cape", 1, {"clips": 12.0, "2s": 22.0, "4s": 40.0, "8s": 60.0}),
-               run("rpe", 0, {"clips": 9.0, "2s": 19.0, "4s": 25.0, "8s": 35.0})]
+    results = [run("cape", 0, {"clips": 10.0, "2s": 20.0, "4s": 30.0, "8s": 50.0, "16s": 70.0}),
+               run("cape", 1, {"clips": 12.0, "2s": 22.0, "4s": 40.0, "8s": 60.0, "16s": 80.0}),
+               run("rpe", 0, {"clips": 9.0, "2s": 19.0, "4s": 25.0, "8s": 35.0, "16s": 45.0})]
     text = write_summary("fsdd", results, 2.0, tmp_path)
     assert (tmp_path / "README.md").read_text(encoding="utf-8") == text
-    assert "4s, 8s are durations never seen in training" in text
+    assert "4s, 8s, 16s are durations never seen in training" in text  # in bucket order, not as text
     rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| method")]
-    # cape unseen per seed: (30+50)/2 = 40, (40+60)/2 = 50 -> 45.0 ± 7.1
-    assert rows == ["| cape | 11.0 ± 1.4 | 21.0 ± 1.4 | 35.0 ± 7.1 | 55.0 ± 7.1 | 45.0 ± 7.1 | 500 | still improving |",
-                    "| rpe | 9.0 | 19.0 | 25.0 | 35.0 | 30.0 | 500 | still improving |"]
+    # cape unseen per seed: (30+50+70)/3 = 50, (40+60+80)/3 = 60 -> 55.0 ± 7.1
+    assert rows == ["| cape | 11.0 ± 1.4 | 21.0 ± 1.4 | 35.0 ± 7.1 | 55.0 ± 7.1 | 75.0 ± 7.1 | 55.0 ± 7.1 | 500 "
+                    "| still improving |", "| rpe | 9.0 | 19.0 | 25.0 | 35.0 | 45.0 | 35.0 | 500 | still improving |"]

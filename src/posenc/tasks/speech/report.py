@@ -70,8 +70,9 @@ def write_summary(name: str, results: Sequence[dict[str, Any]], longest: float, 
     """``README.md``: per method, WER (%) of every bucket as mean ± sd over its seeds, and the
     mean over the fixed-duration buckets longer than ``longest`` (training maximum, seconds)."""
     buckets = list(dict.fromkeys(row["bucket"] for r in results for row in r["metrics"]["rows"]))
-    unseen = sorted({row["bucket"] for r in results for row in r["metrics"]["rows"]
-                     if row["bucket"] != "clips" and float(row["duration_s"]) > longest})
+    longer = {row["bucket"] for r in results for row in r["metrics"]["rows"]
+              if row["bucket"] != "clips" and float(row["duration_s"]) > longest}
+    unseen = [b for b in buckets if b in longer]  # in bucket order
     seeds = sorted({r["seed"] for r in results})
     lines = [f"# {name}", "", f"WER (%) by test bucket, mean ± sd over seeds {seeds}; training utterances are at "
              f"most {longest:g} s, so {', '.join(unseen) or 'no bucket'} are durations never seen in training "

@@ -57,5 +57,5 @@ def test_the_documents_table_and_numbers_are_the_committed_ones() -> None:
     quoted = ("the WER was {rpe:.1f} % for rpe, {sinusoidal:.1f} % for\nsinusoidal, {learned:.1f} % for learned, "
               "{nopos:.1f} % for nopos and {cape:.1f} % for CAPE").format(**unseen)
     assert quoted in doc
-    best = [min(((_wer(r, b), r["method"]) for r in results if r["seed"] == s))[1] for s in (0, 1, 2) for b in UNSEEN]
+    best = [min((_wer(r, b), r["method"]) for r in results if r["seed"] == s)[1] for s in (0, 1, 2) for b in UNSEEN]
     assert best == ["rpe"] * 9 and "in every seed (9 of 9)" in doc

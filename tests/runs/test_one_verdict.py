@@ -121,10 +121,16 @@ def _committed_runs() -> list[Path]:
 
 
 def _config_type(run: Path) -> type:
+    """The run config class of a committed run, by its grid's directory (translation's by default)."""
     from posenc.tasks.lengthgen.config import LengthgenConfig
+    from posenc.tasks.speech.config import SpeechConfig
     from posenc.tasks.translation.config import RunConfig
+    from posenc.tasks.vision.config import VisionConfig
 
-    return LengthgenConfig if run.relative_to(COMMITTED).parts[0].startswith("lengthgen") else RunConfig
+    grid = run.relative_to(COMMITTED).parts[0]
+    if grid.startswith("lengthgen"):
+        return LengthgenConfig
+    return {"fashion_mnist_small": VisionConfig, "fsdd_small": SpeechConfig}.get(grid, RunConfig)
 
 
 def test_no_committed_fingerprint_changes() -> None:

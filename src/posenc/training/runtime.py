@@ -21,6 +21,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from posenc.errors import ConfigError, DataError
 from posenc.training.config import TrainConfig
 from posenc.training.distributed import DistInfo
+from posenc.training.logging import log
 from posenc.training.loss import LossOutput
 
 LossFn = Callable[[nn.Module, Any], LossOutput]
@@ -97,10 +98,37 @@ def resolve_precision(precision: str, device: torch.device, width: int | None = 
     return precision
 
 
-def resolve_compile(mode: str, device: torch.device) -> bool:
-    """``train.compile``: ``auto`` → compiled on CUDA, eager on CPU; ``on``/``reduce-overhead``
-    compiled, ``off`` eager."""
-    return device.type == "cuda" if mode == "auto" else mode in ("on", "reduce-overhead")
+def resolve_compile(mode: str, device: torch.device, capture: bool = True) -> bool:
+    """``train.compile``: ``auto`` → compiled on CUDA, eager on CPU; ``on`` compiled, ``off`` eager;
+    ``reduce-overhead`` compiled where the step is captured (``capture``, :func:`resolve_capture`),
+    else eager."""
+    if mode == "reduce-overhead":
+        return capture
+    return device.type == "cuda" if mode == "auto" else mode == "on"
+
+
+def capture_blockers(model: nn.Module) -> list[str]:
+    """Why ``model``'s training step cannot be captured whole (``torch.compile(fullgraph=True)``, CUDA
+    graphs): the ``capture_blocker`` of every submodule that declares ``capturable = False`` (a position
+    method or a model declares it next to its code), one ``"ClassName: reason"`` each, sorted; empty
+    when nothing does. tests/training/test_capture.py compiles every other registered method with
+    ``fullgraph=True``."""
+    found = {f"{type(m).__name__}: {m.capture_blocker}" for m in model.modules()
+             if getattr(m, "capturable", True) is False}
+    return sorted(found)
+
+
+def resolve_capture(mode: str, model: nn.Module) -> bool:
+    """Whether the training step of ``model`` is captured whole: ``train.compile: reduce-overhead``
+    and no submodule blocks it (:func:`capture_blockers`); where one does, one logged line says why
+    and the run trains eagerly."""
+    if mode != "reduce-overhead":
+        return False
+    blockers = capture_blockers(model)
+    if blockers:
+        log.warning("train.compile=reduce-overhead: the step cannot be captured (%s); training eagerly",
+                    "; ".join(blockers))
+    return not blockers
 
 
 #: torch.compile's backend for ``train.compile`` (None: inductor). A seam for the CPU tests, which set

@@ -28,7 +28,6 @@ import torch
 from torch import nn
 
 from posenc.errors import CheckpointError, ConfigError, DataError, RunDirError
-from posenc.positions.base import capture_blockers
 from posenc.training import checkpoint as ck
 from posenc.training.config import TrainConfig
 from posenc.training.convergence import warmup_updates
@@ -49,6 +48,7 @@ from posenc.training.runtime import (
     build_optimizer,
     forward_loss,
     move_to,
+    resolve_capture,
     resolve_compile,
     resolve_device,
     resolve_precision,
@@ -107,13 +107,12 @@ class Trainer:
         self.dist: DistInfo = init_distributed(wants_cuda)
         self.device = resolve_device(cfg.device, self.dist.local_rank)
         self.precision = resolve_precision(cfg.precision, self.device, d_model)  # auto on a CPU: by width
-        self.compiled = resolve_compile(cfg.compile, self.device)
         self.model = unwrap_compiled(model).to(self.device)  # checkpoints hold its plain state_dict
+        #: train.compile=reduce-overhead: the step captured whole over bucketed (static) batch shapes
+        self.capture = resolve_capture(cfg.compile, self.model)
+        self.compiled = resolve_compile(cfg.compile, self.device, self.capture)
         self.net = wrap_ddp(self.model, self.dist, self.device, find_unused_parameters)
         self.loss_fn = loss_fn
-        #: train.compile=reduce-overhead: the step captured whole over bucketed (static) batch shapes
-        self.capture = cfg.compile == "reduce-overhead" and self._capturable()
-        self.compiled = self.compiled and (self.capture or cfg.compile != "reduce-overhead")
         self._unbucketed: set[str] = set()
         self.forward_loss = forward_loss(self.loss_fn, self.net, self.precision, self.compiled, cfg.compile == "auto",
                                          self.device.type, self.capture)
@@ -138,15 +137,6 @@ class Trainer:
         self._last_update: dict[str, Any] = {"lr": 0.0, "gnorm": torch.zeros(())}
         self._last_valid_step = self._last_save_step = -1
         self.history: list[dict[str, Any]] = []
-
-    def _capturable(self) -> bool:
-        """Whether the model's step can be captured whole; if not, one logged line says why (the
-        model's ``capture_blockers``) and the run trains eagerly."""
-        blockers = capture_blockers(self.model)
-        if blockers:
-            log.warning("train.compile=reduce-overhead: the step cannot be captured (%s); training eagerly",
-                        "; ".join(blockers))
-        return not blockers
 
     def _bucketed(self, batch: Any) -> Any:
         """``batch`` padded to its static shape (``batch.bucketed()``) when the step is captured; a

@@ -1,6 +1,7 @@
-"""Run-time helpers of the training loop: device and precision resolution, autocast, moving
-batches, the gradient norm, the optimizer by name, the training wall clock and the validation
-loss. Kept apart from the loop (trainer.py) and the state persistence (state.py).
+"""Run-time helpers of the training loop: device, precision, compile and capture resolution,
+autocast and the compiled forward+loss, moving batches, the gradient norm, the optimizer by name,
+the training wall clock and the validation loss. Kept apart from the loop (trainer.py) and the
+state persistence (state.py, checkpoint.py: restoring an optimizer's state lives there).
 """
 
 from __future__ import annotations
@@ -225,25 +226,6 @@ def build_optimizer(
     fused = device is not None and (device.type == "cuda" or (device.type == "cpu" and _CPU_FUSED_ADAM))
     impl = {"fused": True} if fused else {"foreach": True}
     return kind(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, **impl)
-
-
-#: Implementation switches of torch's Adam that belong to this run, not to a checkpoint.
-_IMPL_KEYS = ("fused", "foreach", "capturable")
-
-
-def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
-    """``optimizer.load_state_dict(state)`` keeping this run's implementation (fused, or foreach
-    where torch has no fused kernel for the device) rather than the checkpoint's, with ``step`` where that
-    implementation wants it (on the parameter's device for fused/capturable, on the CPU otherwise)."""
-    impl = [{k: g.get(k) for k in _IMPL_KEYS if k in g} for g in optimizer.param_groups]
-    optimizer.load_state_dict(state)
-    for group, kept in zip(optimizer.param_groups, impl):
-        group.update(kept)
-        on_device = bool(kept.get("fused") or kept.get("capturable"))
-        for p in group["params"]:
-            entry = optimizer.state.get(p, {})
-            if isinstance(entry.get("step"), torch.Tensor):
-                entry["step"] = entry["step"].to(device=p.device if on_device else "cpu", dtype=torch.float32)
 
 
 def autocast(precision: str, device_type: str = "cuda") -> ContextManager[Any]:

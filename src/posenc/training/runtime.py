@@ -182,6 +182,19 @@ def _to_cuda(batch: Any, device: torch.device) -> Any:
     return batch
 
 
+def bucketed(batch: Any, unbucketed: set[str]) -> Any:
+    """``batch`` padded to its static shape (``batch.bucketed()``), as a captured step
+    (:func:`resolve_capture`) takes it; a batch type without ``bucketed`` is used as it is, logged
+    once per type (``unbucketed`` holds the type names logged so far)."""
+    if callable(getattr(batch, "bucketed", None)):
+        return batch.bucketed()
+    if type(batch).__name__ not in unbucketed:
+        unbucketed.add(type(batch).__name__)
+        log.warning("train.compile=reduce-overhead: %s batches have no bucketed(); their shapes are not padded",
+                    type(batch).__name__)
+    return batch
+
+
 def batch_tensors(batch: Any) -> Iterator[torch.Tensor]:
     """Every tensor of a batch (tensor, dataclass, dict, list or tuple of those)."""
     if isinstance(batch, torch.Tensor):

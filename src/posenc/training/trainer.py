@@ -45,6 +45,7 @@ from posenc.training.runtime import (
     LossFn,
     ValidSource,
     WallClock,
+    bucketed,
     build_optimizer,
     forward_loss,
     move_to,
@@ -113,7 +114,7 @@ class Trainer:
         self.compiled = resolve_compile(cfg.compile, self.device, self.capture)
         self.net = wrap_ddp(self.model, self.dist, self.device, find_unused_parameters)
         self.loss_fn = loss_fn
-        self._unbucketed: set[str] = set()
+        self._unbucketed: set[str] = set()  # batch types logged as having no bucketed() (runtime.bucketed)
         self.forward_loss = forward_loss(self.loss_fn, self.net, self.precision, self.compiled, cfg.compile == "auto",
                                          self.device.type, self.capture)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -137,19 +138,6 @@ class Trainer:
         self._last_update: dict[str, Any] = {"lr": 0.0, "gnorm": torch.zeros(())}
         self._last_valid_step = self._last_save_step = -1
         self.history: list[dict[str, Any]] = []
-
-    def _bucketed(self, batch: Any) -> Any:
-        """``batch`` padded to its static shape (``batch.bucketed()``) when the step is captured; a
-        batch type without ``bucketed`` is used as it is (logged once per type)."""
-        if not self.capture:
-            return batch
-        if callable(getattr(batch, "bucketed", None)):
-            return batch.bucketed()
-        if type(batch).__name__ not in self._unbucketed:
-            self._unbucketed.add(type(batch).__name__)
-            log.warning("train.compile=reduce-overhead: %s batches have no bucketed(); their shapes are not padded",
-                        type(batch).__name__)
-        return batch
 
     @property
     def is_main(self) -> bool:
@@ -280,7 +268,9 @@ class Trainer:
         """Backward of the summed losses of ``group``; returns local (loss, nll, tokens) sums."""
         sums = torch.zeros(3, dtype=torch.float64, device=self.device)
         for i, batch in enumerate(group):
-            batch = move_to(self._bucketed(batch), self.device)
+            if self.capture:
+                batch = bucketed(batch, self._unbucketed)
+            batch = move_to(batch, self.device)
             last = i == len(group) - 1
             no_sync = self.net.no_sync() if self.dist.enabled and not last else nullcontext()
             with no_sync:

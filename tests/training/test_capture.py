@@ -1,7 +1,7 @@
 """Every registered position method's training forward + loss + backward traces as one graph
 (``torch.compile(fullgraph=True)``, the eager backend: tracing only, fast on CPU), so a CUDA-graph or
 ``mode="reduce-overhead"`` step can capture it; a method that cannot declares ``capturable = False``
-with its reason (posenc.positions.base.capture_blockers), and indeed does not trace."""
+with its reason (posenc.training.runtime.capture_blockers), and indeed does not trace."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.positions.base import capture_blockers
 from posenc.tasks.translation.task import Seq2SeqLoss
+from posenc.training.runtime import capture_blockers
 from tests.conftest import tiny_config
 from tests.helpers.lm import tiny_lm
 from tests.helpers.methods import params_for, sequence_methods

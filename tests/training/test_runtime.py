@@ -14,11 +14,11 @@ import torch
 
 from posenc.tasks.translation.task import Seq2SeqLoss
 from posenc.training import TrainConfig, Trainer, load_checkpoint, runtime
+from posenc.training.checkpoint import load_optimizer_state
 from posenc.training.runtime import (
     _CPU_FUSED_ADAM,
     build_optimizer,
     forward_loss,
-    load_optimizer_state,
     resolve_compile,
     resolve_precision,
     unwrap_compiled,

@@ -27,16 +27,6 @@ import torch
 from torch import Tensor, nn
 
 
-def capture_blockers(model: nn.Module) -> list[str]:
-    """Why ``model``'s training step cannot be captured whole (``torch.compile(fullgraph=True)``, CUDA
-    graphs): the ``capture_blocker`` of every submodule that declares ``capturable = False`` (a method
-    declares it next to its code), one ``"ClassName: reason"`` each, sorted; empty when nothing does.
-    tests/training/test_capture.py compiles every other registered method with ``fullgraph=True``."""
-    found = {f"{type(m).__name__}: {m.capture_blocker}" for m in model.modules()
-             if getattr(m, "capturable", True) is False}
-    return sorted(found)
-
-
 def default_positions(mask: Tensor) -> Tensor:
     """Positions 0, 1, ..., L-1 for every row of ``mask (B, L)``, as float ``(B, L)``.
 
@@ -53,7 +43,7 @@ class InputPosition(nn.Module):
     #: augmentations (which only change positions) have an effect.
     uses_positions: bool = False
     #: False when its training pass cannot be traced whole (a graph break or data-dependent shape);
-    #: ``capture_blocker`` says why, in one line (:func:`capture_blockers`).
+    #: ``capture_blocker`` says why, in one line (:func:`posenc.training.runtime.capture_blockers`).
     capturable: bool = True
     capture_blocker: str = ""
     #: Why the method has no exact CTranslate2 form, in a few words (``posenc export`` refuses with

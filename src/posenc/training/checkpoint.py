@@ -366,7 +366,22 @@ def load_checkpoint(path: str | Path, verify: bool = True, with_optimizer: bool 
     return Checkpoint(directory, model, state, _read_config(directory), tensors)
 
 
-# ----------------------------------------------------------------------------- compatibility
+# ----------------------------------------------------------------------------- compatibility and restoring
+def load_resumable(path: str | Path, expected: dict[str, Any]) -> Checkpoint:
+    """The training checkpoint ``path`` (:func:`load_checkpoint`) that a run resumes from: one with
+    its optimizer state, whose state.json stores every entry of ``expected`` (e.g. the vocabulary's
+    hash) as this run has it (a key it lacks is not checked); a one-line CheckpointError otherwise."""
+    ckpt = load_checkpoint(path)
+    if ckpt.state.get("kind") != "train" or ckpt.state.get("optimizer") is None:
+        raise CheckpointError(f"{path}: model-only checkpoint (no optimizer state); cannot resume training from it")
+    for key, value in expected.items():
+        saved = ckpt.state.get(key)
+        if saved is not None and saved != value:
+            raise CheckpointError(f"{ckpt.path}: saved with another {key} ({str(saved)[:12]}, this run "
+                                  f"{str(value)[:12]}); cannot resume training from it")
+    return ckpt
+
+
 def check_state_compatible(model_state: dict[str, Tensor], expected: dict[str, Tensor], where: str) -> None:
     """Raise CheckpointError unless the two state dicts have the same keys and shapes."""
     missing = [k for k in expected if k not in model_state]
@@ -388,6 +403,25 @@ def restore_model(model: torch.nn.Module, ckpt: Checkpoint) -> None:
     """Load ``ckpt``'s weights into ``model`` after a key/shape check (CheckpointError)."""
     check_state_compatible(ckpt.model, model.state_dict(), str(ckpt.path))
     model.load_state_dict(ckpt.model, strict=True)
+
+
+#: Implementation switches of torch's Adam that belong to this run, not to a checkpoint.
+_IMPL_KEYS = ("fused", "foreach", "capturable")
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """``optimizer.load_state_dict(state)`` keeping this run's implementation (fused, or foreach
+    where torch has no fused kernel for the device) rather than the checkpoint's, with ``step`` where that
+    implementation wants it (on the parameter's device for fused/capturable, on the CPU otherwise)."""
+    impl = [{k: g.get(k) for k in _IMPL_KEYS if k in g} for g in optimizer.param_groups]
+    optimizer.load_state_dict(state)
+    for group, kept in zip(optimizer.param_groups, impl):
+        group.update(kept)
+        on_device = bool(kept.get("fused") or kept.get("capturable"))
+        for p in group["params"]:
+            entry = optimizer.state.get(p, {})
+            if isinstance(entry.get("step"), torch.Tensor):
+                entry["step"] = entry["step"].to(device=p.device if on_device else "cpu", dtype=torch.float32)
 
 
 # ----------------------------------------------------------------------------- directory management

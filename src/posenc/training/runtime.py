@@ -1,6 +1,7 @@
-"""Run-time helpers of the training loop: device and precision resolution, autocast, moving
-batches, the gradient norm, the optimizer by name, the training wall clock and the validation
-loss. Kept apart from the loop (trainer.py) and the state persistence (state.py).
+"""Run-time helpers of the training loop: device, precision, compile and capture resolution,
+autocast and the compiled forward+loss, moving batches, the gradient norm, the optimizer by name,
+the training wall clock and the validation loss. Kept apart from the loop (trainer.py) and the
+state persistence (state.py, checkpoint.py: restoring an optimizer's state lives there).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from posenc.errors import ConfigError, DataError
 from posenc.training.config import TrainConfig
 from posenc.training.distributed import DistInfo
+from posenc.training.logging import log
 from posenc.training.loss import LossOutput
 
 LossFn = Callable[[nn.Module, Any], LossOutput]
@@ -97,10 +99,37 @@ def resolve_precision(precision: str, device: torch.device, width: int | None = 
     return precision
 
 
-def resolve_compile(mode: str, device: torch.device) -> bool:
-    """``train.compile``: ``auto`` → compiled on CUDA, eager on CPU; ``on``/``reduce-overhead``
-    compiled, ``off`` eager."""
-    return device.type == "cuda" if mode == "auto" else mode in ("on", "reduce-overhead")
+def resolve_compile(mode: str, device: torch.device, capture: bool = True) -> bool:
+    """``train.compile``: ``auto`` → compiled on CUDA, eager on CPU; ``on`` compiled, ``off`` eager;
+    ``reduce-overhead`` compiled where the step is captured (``capture``, :func:`resolve_capture`),
+    else eager."""
+    if mode == "reduce-overhead":
+        return capture
+    return device.type == "cuda" if mode == "auto" else mode == "on"
+
+
+def capture_blockers(model: nn.Module) -> list[str]:
+    """Why ``model``'s training step cannot be captured whole (``torch.compile(fullgraph=True)``, CUDA
+    graphs): the ``capture_blocker`` of every submodule that declares ``capturable = False`` (a position
+    method or a model declares it next to its code), one ``"ClassName: reason"`` each, sorted; empty
+    when nothing does. tests/training/test_capture.py compiles every other registered method with
+    ``fullgraph=True``."""
+    found = {f"{type(m).__name__}: {m.capture_blocker}" for m in model.modules()
+             if getattr(m, "capturable", True) is False}
+    return sorted(found)
+
+
+def resolve_capture(mode: str, model: nn.Module) -> bool:
+    """Whether the training step of ``model`` is captured whole: ``train.compile: reduce-overhead``
+    and no submodule blocks it (:func:`capture_blockers`); where one does, one logged line says why
+    and the run trains eagerly."""
+    if mode != "reduce-overhead":
+        return False
+    blockers = capture_blockers(model)
+    if blockers:
+        log.warning("train.compile=reduce-overhead: the step cannot be captured (%s); training eagerly",
+                    "; ".join(blockers))
+    return not blockers
 
 
 #: torch.compile's backend for ``train.compile`` (None: inductor). A seam for the CPU tests, which set
@@ -153,6 +182,19 @@ def _to_cuda(batch: Any, device: torch.device) -> Any:
     return batch
 
 
+def bucketed(batch: Any, unbucketed: set[str]) -> Any:
+    """``batch`` padded to its static shape (``batch.bucketed()``), as a captured step
+    (:func:`resolve_capture`) takes it; a batch type without ``bucketed`` is used as it is, logged
+    once per type (``unbucketed`` holds the type names logged so far)."""
+    if callable(getattr(batch, "bucketed", None)):
+        return batch.bucketed()
+    if type(batch).__name__ not in unbucketed:
+        unbucketed.add(type(batch).__name__)
+        log.warning("train.compile=reduce-overhead: %s batches have no bucketed(); their shapes are not padded",
+                    type(batch).__name__)
+    return batch
+
+
 def batch_tensors(batch: Any) -> Iterator[torch.Tensor]:
     """Every tensor of a batch (tensor, dataclass, dict, list or tuple of those)."""
     if isinstance(batch, torch.Tensor):
@@ -197,25 +239,6 @@ def build_optimizer(
     fused = device is not None and (device.type == "cuda" or (device.type == "cpu" and _CPU_FUSED_ADAM))
     impl = {"fused": True} if fused else {"foreach": True}
     return kind(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, **impl)
-
-
-#: Implementation switches of torch's Adam that belong to this run, not to a checkpoint.
-_IMPL_KEYS = ("fused", "foreach", "capturable")
-
-
-def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
-    """``optimizer.load_state_dict(state)`` keeping this run's implementation (fused, or foreach
-    where torch has no fused kernel for the device) rather than the checkpoint's, with ``step`` where that
-    implementation wants it (on the parameter's device for fused/capturable, on the CPU otherwise)."""
-    impl = [{k: g.get(k) for k in _IMPL_KEYS if k in g} for g in optimizer.param_groups]
-    optimizer.load_state_dict(state)
-    for group, kept in zip(optimizer.param_groups, impl):
-        group.update(kept)
-        on_device = bool(kept.get("fused") or kept.get("capturable"))
-        for p in group["params"]:
-            entry = optimizer.state.get(p, {})
-            if isinstance(entry.get("step"), torch.Tensor):
-                entry["step"] = entry["step"].to(device=p.device if on_device else "cpu", dtype=torch.float32)
 
 
 def autocast(precision: str, device_type: str = "cuda") -> ContextManager[Any]:

@@ -29,7 +29,6 @@ from posenc.training.convergence import convergence, is_flat
 from posenc.training.distributed import DistInfo, barrier, gather_bytes
 from posenc.training.logging import log
 from posenc.training.rng import host_state, seed_everything, set_host_state, set_torch_states, torch_states
-from posenc.training.runtime import load_optimizer_state
 
 
 @dataclass
@@ -206,13 +205,10 @@ class StateStore:
         path = ck.latest_checkpoint(self.ckpt_dir) if source is True else Path(source)
         if path is None:
             return None
-        ckpt = ck.load_checkpoint(path)
-        if ckpt.state.get("kind") != "train" or ckpt.state.get("optimizer") is None:
-            raise CheckpointError(f"{path}: model-only checkpoint (no optimizer state); cannot resume training from it")
-        self._check_extra(ckpt)
+        ckpt = ck.load_resumable(path, self.extra)
         ck.restore_model(model, ckpt)
         try:
-            load_optimizer_state(optimizer, ckpt.optimizer_state())
+            ck.load_optimizer_state(optimizer, ckpt.optimizer_state())
             scheduler.load_state_dict(ckpt.state["scheduler"])
             if scaler is not None and ckpt.state.get("scaler"):
                 scaler.load_state_dict(ckpt.state["scaler"])
@@ -222,14 +218,6 @@ class StateStore:
         self._restore_rng(ckpt, state.step)
         log.info("resumed from %s at step %d", path, state.step)
         return state
-
-    def _check_extra(self, ckpt: ck.Checkpoint) -> None:
-        """CheckpointError naming the first ``extra`` key whose value ``ckpt`` stores differently."""
-        for key, value in self.extra.items():
-            saved = ckpt.state.get(key)
-            if saved is not None and saved != value:
-                raise CheckpointError(f"{ckpt.path}: saved with another {key} ({str(saved)[:12]}, this run "
-                                      f"{str(value)[:12]}); cannot resume training from it")
 
     def _restore_rng(self, ckpt: ck.Checkpoint, step: int) -> None:
         rank, hosts = self.dist.rank, ckpt.state.get("rng", {}).get("host", [])

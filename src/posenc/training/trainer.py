@@ -28,7 +28,6 @@ import torch
 from torch import nn
 
 from posenc.errors import CheckpointError, ConfigError, DataError, RunDirError
-from posenc.positions.base import capture_blockers
 from posenc.training import checkpoint as ck
 from posenc.training.config import TrainConfig
 from posenc.training.convergence import warmup_updates
@@ -46,9 +45,11 @@ from posenc.training.runtime import (
     LossFn,
     ValidSource,
     WallClock,
+    bucketed,
     build_optimizer,
     forward_loss,
     move_to,
+    resolve_capture,
     resolve_compile,
     resolve_device,
     resolve_precision,
@@ -107,14 +108,13 @@ class Trainer:
         self.dist: DistInfo = init_distributed(wants_cuda)
         self.device = resolve_device(cfg.device, self.dist.local_rank)
         self.precision = resolve_precision(cfg.precision, self.device, d_model)  # auto on a CPU: by width
-        self.compiled = resolve_compile(cfg.compile, self.device)
         self.model = unwrap_compiled(model).to(self.device)  # checkpoints hold its plain state_dict
+        #: train.compile=reduce-overhead: the step captured whole over bucketed (static) batch shapes
+        self.capture = resolve_capture(cfg.compile, self.model)
+        self.compiled = resolve_compile(cfg.compile, self.device, self.capture)
         self.net = wrap_ddp(self.model, self.dist, self.device, find_unused_parameters)
         self.loss_fn = loss_fn
-        #: train.compile=reduce-overhead: the step captured whole over bucketed (static) batch shapes
-        self.capture = cfg.compile == "reduce-overhead" and self._capturable()
-        self.compiled = self.compiled and (self.capture or cfg.compile != "reduce-overhead")
-        self._unbucketed: set[str] = set()
+        self._unbucketed: set[str] = set()  # batch types logged as having no bucketed() (runtime.bucketed)
         self.forward_loss = forward_loss(self.loss_fn, self.net, self.precision, self.compiled, cfg.compile == "auto",
                                          self.device.type, self.capture)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -138,28 +138,6 @@ class Trainer:
         self._last_update: dict[str, Any] = {"lr": 0.0, "gnorm": torch.zeros(())}
         self._last_valid_step = self._last_save_step = -1
         self.history: list[dict[str, Any]] = []
-
-    def _capturable(self) -> bool:
-        """Whether the model's step can be captured whole; if not, one logged line says why (the
-        model's ``capture_blockers``) and the run trains eagerly."""
-        blockers = capture_blockers(self.model)
-        if blockers:
-            log.warning("train.compile=reduce-overhead: the step cannot be captured (%s); training eagerly",
-                        "; ".join(blockers))
-        return not blockers
-
-    def _bucketed(self, batch: Any) -> Any:
-        """``batch`` padded to its static shape (``batch.bucketed()``) when the step is captured; a
-        batch type without ``bucketed`` is used as it is (logged once per type)."""
-        if not self.capture:
-            return batch
-        if callable(getattr(batch, "bucketed", None)):
-            return batch.bucketed()
-        if type(batch).__name__ not in self._unbucketed:
-            self._unbucketed.add(type(batch).__name__)
-            log.warning("train.compile=reduce-overhead: %s batches have no bucketed(); their shapes are not padded",
-                        type(batch).__name__)
-        return batch
 
     @property
     def is_main(self) -> bool:
@@ -290,7 +268,9 @@ class Trainer:
         """Backward of the summed losses of ``group``; returns local (loss, nll, tokens) sums."""
         sums = torch.zeros(3, dtype=torch.float64, device=self.device)
         for i, batch in enumerate(group):
-            batch = move_to(self._bucketed(batch), self.device)
+            if self.capture:
+                batch = bucketed(batch, self._unbucketed)
+            batch = move_to(batch, self.device)
             last = i == len(group) - 1
             no_sync = self.net.no_sync() if self.dist.enabled and not last else nullcontext()
             with no_sync:

@@ -5,15 +5,13 @@ tables and numbers are computed here from them."""
 
 from __future__ import annotations
 
-import json
 import statistics
-from dataclasses import replace
 from pathlib import Path
 
-from posenc.config import load_config
-from posenc.experiments.runner import Grid, find_experiment
+from posenc.experiments.runner import Grid
 from posenc.tasks.vision.config import VisionExperimentConfig
 from posenc.tasks.vision.report import unseen, write_summary
+from tests.helpers.committed import assert_all_fresh, committed_grid, committed_results, report_rows_in
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results" / "fashion_mnist_small"
@@ -21,12 +19,11 @@ DOC = ROOT / "docs" / "results_vision.md"
 
 
 def _grid() -> Grid:
-    exp = load_config(VisionExperimentConfig, find_experiment("vision/fashion_mnist_small"))
-    return Grid.of(replace(exp, out_dir=str(COMMITTED)))
+    return committed_grid(VisionExperimentConfig, "vision/fashion_mnist_small", COMMITTED)
 
 
 def _results(grid: Grid) -> list[dict]:
-    return [json.loads(grid.results_path(cell).read_text(encoding="utf-8")) for cell in grid.cells()]
+    return committed_results(grid)
 
 
 def _univit(grid: Grid) -> dict[str, list[int]]:
@@ -35,9 +32,7 @@ def _univit(grid: Grid) -> dict[str, list[int]]:
 
 
 def test_every_committed_cell_answers_the_shipped_config() -> None:
-    grid = _grid()
-    assert len(grid.cells()) == 7 * 3
-    assert {cell: grid.verdict(cell).kind for cell in grid.cells()} == {cell: "fresh" for cell in grid.cells()}
+    assert_all_fresh(_grid(), 7 * 3)
 
 
 def test_the_committed_report_is_the_report_of_the_committed_results(tmp_path: Path) -> None:
@@ -48,9 +43,7 @@ def test_the_committed_report_is_the_report_of_the_committed_results(tmp_path: P
 
 def test_the_documents_table_and_numbers_are_the_committed_ones() -> None:
     doc = DOC.read_text(encoding="utf-8")
-    report = (COMMITTED / "report" / "README.md").read_text(encoding="utf-8")
-    rows = [line for line in report.splitlines() if line.startswith("| ")]
-    assert rows and all(row in doc for row in rows), "the document's table is the committed report's"
+    assert report_rows_in(doc, COMMITTED / "report" / "README.md"), "the document's table is the committed report's"
     grid = _grid()
     results, univit = _results(grid), _univit(grid)
 

@@ -1,0 +1,33 @@
+"""A committed methods grid (docs/results/<name>) read back as the shipped experiment's grid."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from posenc.config import load_config
+from posenc.experiments.runner import Grid, find_experiment
+
+
+def committed_grid(schema: type, experiment: str, committed: Path) -> Grid:
+    """The shipped ``experiment`` (its ``schema``) with ``out_dir`` at the committed copy."""
+    exp = load_config(schema, find_experiment(experiment))
+    return Grid.of(replace(exp, out_dir=str(committed)))
+
+
+def committed_results(grid: Grid) -> list[dict]:
+    """Every cell's results.json, in grid order."""
+    return [json.loads(grid.results_path(cell).read_text(encoding="utf-8")) for cell in grid.cells()]
+
+
+def assert_all_fresh(grid: Grid, cells: int) -> None:
+    """``cells`` committed cells, each answering the shipped config (the one rule says fresh)."""
+    assert len(grid.cells()) == cells
+    assert {cell: grid.verdict(cell).kind for cell in grid.cells()} == {cell: "fresh" for cell in grid.cells()}
+
+
+def report_rows_in(doc: str, report: Path) -> bool:
+    """Whether every table row of the committed report's README.md appears in ``doc``."""
+    rows = [line for line in report.read_text(encoding="utf-8").splitlines() if line.startswith("| ")]
+    return bool(rows) and all(row in doc for row in rows)

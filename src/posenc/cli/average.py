@@ -13,7 +13,7 @@ from posenc.data.spm import Tokenizer
 from posenc.errors import CheckpointError
 from posenc.files import os_errors
 from posenc.runs.rundir import check_average_output
-from posenc.tasks.translation.load import check_checkpoint_run, config_with_checkpoint, read_run_config
+from posenc.tasks.translation.load import check_checkpoint_run
 from posenc.training.checkpoint import check_vocab, checkpoint_config, checkpoint_state, list_checkpoints, save_average
 
 
@@ -36,10 +36,8 @@ def run(args: argparse.Namespace) -> int:
     check_average_output(target)
     vocab = Path(args.run) / "spm.model"
     digest = Tokenizer(vocab).sha256 if vocab.is_file() else None
-    stored = read_run_config(Path(args.run))
     for path in chosen:
-        cfg = config_with_checkpoint(stored, checkpoint_config(path), Path(args.run), path)
-        check_checkpoint_run(Path(args.run), cfg, path)
+        check_checkpoint_run(Path(args.run), checkpoint_config(path), path)
         if digest is not None:
             check_vocab(checkpoint_state(path), digest, vocab, path)
     with os_errors():

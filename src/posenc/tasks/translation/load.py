@@ -26,7 +26,7 @@ from posenc.errors import CheckpointError, ConfigError, RunDirError
 from posenc.evaluation.metrics import corpus_scores
 from posenc.files import atomic_write_text
 from posenc.runs.rundir import FINGERPRINT_NAME, dir_kind, read_json_dict
-from posenc.runs.same_run import RunRecord, same_run
+from posenc.runs.same_run import RunRecord, read_stored, same_run
 from posenc.tasks.translation.config import ARCH_SECTIONS, DecodeConfig, RunConfig, located_config
 from posenc.tasks.translation.train import build_model, source_bos
 from posenc.training import checkpoint as ck
@@ -75,30 +75,43 @@ def read_run_config(run_dir: Path) -> dict[str, Any]:
         return load_yaml(run_dir / "config.yaml")
 
 
+def _with_sections(stored: dict[str, Any], sections: dict[str, Any]) -> dict[str, Any]:
+    """``stored`` (a config or a record's fingerprint) with the ``arch``, ``data`` and model
+    sections saved with a checkpoint in place of its own."""
+    arch = str(sections.get("arch", stored.get("arch", "transformer")))
+    own = {"data": sections.get("data"), ARCH_SECTIONS.get(arch, "model"): sections.get("model")}
+    return {**stored, "arch": arch, **{k: v for k, v in own.items() if isinstance(v, dict)}}
+
+
 def config_with_checkpoint(stored: dict[str, Any], sections: dict[str, Any], run_dir: Path, where: Path) -> RunConfig:
     """The run's stored config with the ``arch``, ``data`` and model sections saved with the
     checkpoint at ``where`` in place of its own, resolved against ``run_dir``: what the model is
     rebuilt from (never a file a later command could change)."""
-    arch = str(sections.get("arch", stored.get("arch", "transformer")))
-    own = {"data": sections.get("data"), ARCH_SECTIONS.get(arch, "model"): sections.get("model")}
-    merged = {**stored, "arch": arch, **{k: v for k, v in own.items() if isinstance(v, dict)}}
     try:
-        return located_config(merged, run_dir)
+        return located_config(_with_sections(stored, sections), run_dir)
     except ConfigError as err:
         raise CheckpointError(f"{run_dir / 'config.yaml'} with the sections saved in {where}: not a usable "
                               f"run config ({err})") from None
 
 
-def check_checkpoint_run(run_dir: Path, cfg: RunConfig, where: Path) -> None:
+def check_checkpoint_run(run_dir: Path, sections: dict[str, Any], where: Path) -> None:
     """Refuse a checkpoint of another run by the one rule (:func:`~posenc.runs.same_run.same_run`):
-    the run's record (its fingerprint.json; runs without one are not checked) against ``cfg``, the
-    run's config with the checkpoint's sections (:func:`config_with_checkpoint`). A checkpoint of
-    another model copied into a run is never decoded with the run's vocabulary or averaged in;
-    options added since either was written pass."""
+    the run's record (its fingerprint.json; runs without one are not checked) against that record
+    with the checkpoint's stored ``arch``/``data``/model ``sections`` in place of its own, so only
+    those sections can differ (where the run trained, e.g. the precision ``auto`` chose there,
+    never does). A checkpoint of another model copied into a run is never decoded with the run's
+    vocabulary or averaged in; options added since either was written pass."""
     path = run_dir / FINGERPRINT_NAME
     if not path.is_file():
         return
-    verdict = same_run(RunRecord.read(read_json_dict(path, "the run directory is damaged")), cfg)
+    stored = RunRecord.read(read_json_dict(path, "the run directory is damaged"))
+    if not isinstance(stored.config, dict):
+        return
+    try:
+        saved = read_stored(RunConfig, _with_sections(stored.config, sections), str(run_dir))
+    except ConfigError as err:
+        raise CheckpointError(f"{where}: the config saved with the checkpoint is not usable ({err})") from None
+    verdict = same_run(stored, saved)
     if verdict.kind == "stale":
         raise CheckpointError(f"{where}: a checkpoint of another model or data than the run {run_dir} "
                               f"({verdict.detail}); remove it or pass the run it belongs to")
@@ -112,8 +125,8 @@ def load_run(run_dir: str | Path, checkpoint: str = "auto", device: str = "cpu",
     stored = read_run_config(run_dir)
     path = find_checkpoint(run_dir, checkpoint)
     saved = ck.load_checkpoint(path, with_optimizer=False)
+    check_checkpoint_run(run_dir, saved.config, path)
     cfg = config_with_checkpoint(stored, saved.config, run_dir, path)
-    check_checkpoint_run(run_dir, cfg, path)
     tok = Tokenizer.from_file(run_dir / "spm.model")
     check_vocabulary(cfg, tok, run_dir)
     ck.check_vocab(saved.state, tok.sha256, run_dir / "spm.model", path)

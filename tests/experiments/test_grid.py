@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from posenc.config import load_config
+from posenc.evaluation.seeds import mean_std
 from posenc.experiments.runner import Grid, find_experiment, run_experiment
 from posenc.tasks.translation.experiment import TRANSLATION_ANALYSES, ExperimentConfig
-from posenc.tasks.translation.report import mean_std
 from tests.helpers.tiny import assert_one_line_error, cli, read
 
 REPO = Path(__file__).resolve().parents[2]

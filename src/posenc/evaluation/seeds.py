@@ -29,6 +29,15 @@ class SeedTest:
     high: float = math.nan
 
 
+def mean_std(values: Sequence[float], digits: int = 2, scale: float = 1.0) -> str:
+    """``mean ± std`` of per-seed ``values`` times ``scale`` (sample std), with ``digits``
+    decimals; the mean alone for one value: the cell every report table shows for a method."""
+    mean = scale * statistics.mean(values)
+    if len(values) == 1:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {scale * statistics.stdev(values):.{digits}f}"
+
+
 def seed_test(a: Sequence[float], b: Sequence[float]) -> SeedTest:
     """Welch's two-sided t-test of per-seed scores ``a`` vs ``b`` (at least 2 seeds each)."""
     if len(a) < 2 or len(b) < 2:

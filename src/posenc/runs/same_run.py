@@ -144,9 +144,8 @@ def _extension_changes(stored: RunRecord, was: RunRecord, now: RunRecord) -> lis
     ``stored`` records none (a bare fingerprint)."""
     if not stored.whole:
         return []
-    moved = {k: v for k, v in was.extension.items() if k not in PLACEMENT_KEYS}
-    return config_differences({"train": moved}, {"train": {k: v for k, v in now.extension.items()
-                                                          if k not in PLACEMENT_KEYS}})
+    kept = [{k: v for k, v in r.extension.items() if k not in PLACEMENT_KEYS} for r in (was, now)]
+    return config_differences({"train": kept[0]}, {"train": kept[1]})
 
 
 def same_run(stored: RunRecord | None, cfg: Any, evaluation: dict[str, Any] | None = None) -> Verdict:

@@ -8,6 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
+from posenc.evaluation.seeds import mean_std
 from posenc.tasks.grid import recorded
 from posenc.training.convergence import CONVERGED, NO_CURVE, status_of
 
@@ -21,11 +22,8 @@ def _cell(runs: list[dict[str, Any]], key: str, with_max: bool = True) -> str:
     values = [r["metrics"][key] for r in runs if r["metrics"].get(key) is not None]
     if not values:
         return "–"
-    mean = 100 * statistics.fmean(values)
-    if len(values) == 1:
-        return f"{mean:.1f}"
-    best = f" (max {100 * max(values):.1f})" if with_max else ""
-    return f"{mean:.1f} ± {100 * statistics.stdev(values):.1f}{best}"
+    best = f" (max {100 * max(values):.1f})" if with_max and len(values) > 1 else ""
+    return mean_std(values, 1, 100) + best
 
 
 def with_curves(results: list[dict[str, Any]], root: Path) -> list[dict[str, Any]]:

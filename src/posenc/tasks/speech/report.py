@@ -10,6 +10,8 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
+from posenc.evaluation.seeds import mean_std
+
 
 def write_report(rows: Sequence[dict[str, Any]], out: Path, longest_training: float | None = None) -> None:
     """results.csv and wer_by_duration.png (a line at ``longest_training`` seconds) under ``out``."""
@@ -60,12 +62,6 @@ def plot_wer(rows: Sequence[dict[str, Any]], path: Path, train_max: float | None
     plt.close(fig)
 
 
-def _mean_sd(values: Sequence[float]) -> str:
-    """``mean ± sd`` (sample sd over seeds), ``mean`` alone for one value."""
-    mean = statistics.fmean(values)
-    return f"{mean:.1f} ± {statistics.stdev(values):.1f}" if len(values) > 1 else f"{mean:.1f}"
-
-
 def write_summary(name: str, results: Sequence[dict[str, Any]], longest: float, out: Path) -> str:
     """``README.md``: per method, WER (%) of every bucket as mean ± sd over its seeds, and the
     mean over the fixed-duration buckets longer than ``longest`` (training maximum, seconds)."""
@@ -84,8 +80,8 @@ def write_summary(name: str, results: Sequence[dict[str, Any]], longest: float, 
         by.setdefault(r["method"], []).append(r)
     for method, runs in by.items():
         wer = [{row["bucket"]: float(row["wer"]) for row in r["metrics"]["rows"]} for r in runs]
-        cells = [_mean_sd([w[b] for w in wer]) for b in buckets]
-        cells.append(_mean_sd([statistics.fmean(w[b] for b in unseen) for w in wer]) if unseen else "–")
+        cells = [mean_std([w[b] for w in wer], 1) for b in buckets]
+        cells.append(mean_std([statistics.fmean(w[b] for b in unseen) for w in wer], 1) if unseen else "–")
         steps = "/".join(map(str, sorted({int(r["summary"].get("steps", 0)) for r in runs})))
         status = ", ".join(sorted({str(r["summary"].get("status", "unknown")) for r in runs}))
         lines.append(f"| {method} | " + " | ".join(cells) + f" | {steps} | {status} |")

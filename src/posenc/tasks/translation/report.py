@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import statistics
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +21,7 @@ from posenc.data import settings as data_settings
 from posenc.data.corpora import Pair
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
+from posenc.evaluation.seeds import mean_std
 from posenc.experiments.selection import SelectionConfig, selection_lines
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.tasks.translation.cells import grid, run_config
@@ -32,12 +32,6 @@ from posenc.tasks.translation.prepare import load_meta
 from posenc.training.convergence import CONVERGED, status_of
 
 log = logging.getLogger("posenc")
-
-
-def mean_std(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
 def _cap(r: dict[str, Any]) -> int | None:

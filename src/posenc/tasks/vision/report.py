@@ -10,6 +10,8 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
+from posenc.evaluation.seeds import mean_std
+
 
 def result_rows(name: str, metrics: dict[str, Any], train_resolution: int) -> list[dict[str, Any]]:
     """CSV rows of one run: one per test resolution (JSON keys: text), plus the TTA row."""
@@ -64,19 +66,17 @@ def unseen(resolutions: Sequence[int], train_resolution: int, univit: Sequence[i
     return [r for r in resolutions if r != train_resolution]
 
 
-def mean_sd(values: Sequence[float]) -> str:
-    """``mean ± sd`` in percent (sample sd over seeds), ``mean`` alone for one value."""
-    pct = [100 * v for v in values]
-    mean = statistics.fmean(pct)
-    return f"{mean:.1f} ± {statistics.stdev(pct):.1f}" if len(pct) > 1 else f"{mean:.1f}"
+def _percent(values: Sequence[float]) -> str:
+    """Accuracies (fractions) over seeds as ``mean ± sd`` in percent."""
+    return mean_std(values, 1, 100)
 
 
 def method_row(method: str, runs: Sequence[dict[str, Any]], resolutions: Sequence[int],
                unseen_at: Sequence[int]) -> str:
     """One Markdown row: accuracy by resolution, TTA, unseen-resolution mean, steps, statuses."""
-    cells = [mean_sd([r["metrics"]["accuracy"][str(res)] for r in runs]) for res in resolutions]
-    cells.append(mean_sd([r["metrics"]["tta"] for r in runs]))
-    cells.append(mean_sd([statistics.fmean(r["metrics"]["accuracy"][str(res)] for res in unseen_at) for r in runs])
+    cells = [_percent([r["metrics"]["accuracy"][str(res)] for r in runs]) for res in resolutions]
+    cells.append(_percent([r["metrics"]["tta"] for r in runs]))
+    cells.append(_percent([statistics.fmean(r["metrics"]["accuracy"][str(res)] for res in unseen_at) for r in runs])
                  if unseen_at else "–")
     steps = sorted({int(r["summary"].get("steps", 0)) for r in runs})
     status = ", ".join(sorted({str(r["summary"].get("status", "unknown")) for r in runs}))

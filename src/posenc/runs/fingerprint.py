@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
 from typing import Any
 
 from posenc.config import to_dict
@@ -127,12 +126,3 @@ def describe_diff(saved: dict[str, Any], new: dict[str, Any], limit: int = 4) ->
     """One-line description: ``model.d_model (256 -> 512), data.corpus ('bible' -> 'toy')``."""
     return describe_differences(config_differences(saved, new), limit)
 
-
-def placed_as(saved: Any, current: Any) -> Any:
-    """``saved`` (a run config dataclass) with ``current``'s :data:`PLACEMENT_KEYS`, so comparing
-    the two ignores where each run trained."""
-    train, now = getattr(saved, "train", None), getattr(current, "train", None)
-    if train is None or now is None:
-        return saved
-    moved = {k: getattr(now, k) for k in PLACEMENT_KEYS if hasattr(train, k) and hasattr(now, k)}
-    return replace(saved, train=replace(train, **moved))

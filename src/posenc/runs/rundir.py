@@ -390,13 +390,16 @@ def read_run(cfg: Any, out: Path) -> Opening:
     path = latest_checkpoint(out / "checkpoints")
     state = checkpoint_state(path) if path is not None else {}
     step = state.get("step")  # a cap below the steps it resumes from is no extension
-    verdict = same_run(replace(stored, steps=step if isinstance(step, int) else None), cfg)
-    record = state.get("record") if verdict.kind != "stale" else None
-    if record is not None:  # a checkpoint written before checkpoints kept their record: its run's judged it
-        judged = same_run(RunRecord.read(record), cfg)
-        if judged.kind == "stale":
-            verdict = replace(judged, detail=f"its checkpoint {path.name} is another run's ({judged.detail})")
-    return Opening(verdict, path)
+    records = [(replace(stored, steps=step if isinstance(step, int) else None), "{}")]
+    if state.get("record") is not None:  # a checkpoint older than checkpoint records: the run's record judged it
+        records.append((RunRecord.read(state["record"]), f"its checkpoint {path.name} is another run's ({{}})"))
+    verdicts = []
+    for record, says in records:
+        verdict = same_run(record, cfg)
+        if verdict.kind == "stale":
+            return Opening(replace(verdict, detail=says.format(verdict.detail)), path)
+        verdicts.append(verdict)
+    return Opening(verdicts[0], path)
 
 
 def check_clearable(out_dir: str | Path) -> None:

@@ -36,7 +36,7 @@ from typing import Any
 from posenc.config import from_dict, to_dict
 from posenc.errors import ConfigError
 from posenc.runs.differences import ABSENT, config_differences, describe_differences
-from posenc.runs.fingerprint import EXTENSION_KEYS, PLACEMENT_KEYS, fingerprint, placed_as
+from posenc.runs.fingerprint import EXTENSION_KEYS, PLACEMENT_KEYS, fingerprint
 
 #: Keys filled in from the prepared data (vocabulary size, CAPE's α): an unresolved 0 in a new
 #: config means "take it from the data", so it is not a difference.
@@ -132,20 +132,14 @@ def read_stored(config_type: type, data: dict[str, Any], out_dir: Any = None) ->
     return from_dict(config_type, data)
 
 
-def _fingerprint_changes(was: dict[str, Any], now: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """Differences between two fingerprints, but an unresolved derived key (0 or absent in
-    ``now``: "take it from the data") is none."""
-    return [(k, old, new) for k, old, new in config_differences(was, now)
-            if not (k in DERIVED_KEYS and old is not ABSENT and (new is ABSENT or not new))]
-
-
-def _extension_changes(stored: RunRecord, was: RunRecord, now: RunRecord) -> list[tuple[str, Any, Any]]:
-    """Differences of the training-extension values (where a run trained left out); none when
-    ``stored`` records none (a bare fingerprint)."""
-    if not stored.whole:
-        return []
-    kept = [{k: v for k, v in r.extension.items() if k not in PLACEMENT_KEYS} for r in (was, now)]
-    return config_differences({"train": kept[0]}, {"train": kept[1]})
+def placed_as(saved: Any, current: Any) -> Any:
+    """``saved`` (a run config dataclass) with ``current``'s :data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`,
+    so the two records compare as if trained in one place (``precision: auto`` resolved alike)."""
+    train, now = getattr(saved, "train", None), getattr(current, "train", None)
+    if train is None or now is None:
+        return saved
+    moved = {k: getattr(now, k) for k in PLACEMENT_KEYS if hasattr(train, k) and hasattr(now, k)}
+    return dataclasses.replace(saved, train=dataclasses.replace(train, **moved))
 
 
 def same_run(stored: RunRecord | None, cfg: Any, evaluation: dict[str, Any] | None = None) -> Verdict:
@@ -165,11 +159,18 @@ def same_run(stored: RunRecord | None, cfg: Any, evaluation: dict[str, Any] | No
 
 
 def _judge(stored: RunRecord, was: RunRecord, now: RunRecord, evaluation: dict[str, Any] | None) -> Verdict:
-    """The verdict from the stored record ``was`` (read through today's classes) and ``now``."""
-    diffs = _fingerprint_changes(was.fingerprint or {}, now.fingerprint or {})
-    if diffs:
-        return Verdict("stale", describe_differences(diffs), tuple(k for k, _, _ in diffs))
-    changed = _extension_changes(stored, was, now)
+    """The verdict from the stored record ``was`` (read through today's classes, placed as ``now``)
+    and ``now``, compared in one form (:attr:`RunRecord.config`: the fingerprint with the extension
+    values): a differing fingerprint key is stale, a differing extension key (compared only where
+    ``stored`` records them) extends; an unresolved derived key (0 or absent in ``now``: "take it
+    from the data") is no difference. Then the evaluation: rescore."""
+    extension = {f"train.{k}" for k in now.extension if k not in (now.fingerprint or {}).get("train", {})}
+    diffs = [(k, old, new) for k, old, new in config_differences(was.config or {}, now.config or {})
+             if not (k in DERIVED_KEYS and old is not ABSENT and (new is ABSENT or not new))]
+    stale = [d for d in diffs if d[0] not in extension]
+    if stale:
+        return Verdict("stale", describe_differences(stale), tuple(k for k, _, _ in stale))
+    changed = diffs if stored.whole else []  # a bare fingerprint records no extension values
     if changed:
         detail, keys = describe_differences(changed), tuple(k for k, _, _ in changed)
         cap = int(now.extension.get("max_steps") or 0)

@@ -2,17 +2,26 @@
 
 Exact resume needs the generators of ``random``, NumPy and torch (CPU and CUDA) to be restored
 to their state right after the checkpointed update. Torch states are uint8 tensors (saved in
-safetensors); the ``random`` and NumPy states are encoded as plain JSON lists.
+safetensors); the ``random`` and NumPy states are encoded as plain JSON lists. A checkpoint keeps
+every rank's states (:func:`rank_states`) and each rank restores its own (:func:`restore_rank_states`).
 """
 
 from __future__ import annotations
 
+import json
 import random
+import warnings
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import torch
+
+from posenc.errors import CheckpointError
+from posenc.training.distributed import DistInfo, gather_bytes
+
+if TYPE_CHECKING:
+    from posenc.training.checkpoint import Checkpoint
 
 
 def seed_everything(seed: int) -> None:
@@ -63,3 +72,36 @@ def isolated_rng(device: torch.device) -> Iterator[None]:
     finally:
         set_host_state(host)
         set_torch_states(dev, device)
+
+
+def rank_states(dist: DistInfo, device: torch.device) -> tuple[dict[str, torch.Tensor], list[dict[str, Any]]]:
+    """Every rank's generator states as a checkpoint keeps them (a collective: every rank calls
+    it): the torch ones as uint8 tensors named ``rng.<name>.<rank>``, the host ones
+    (:func:`host_state`) as a list by rank."""
+    tensors: dict[str, torch.Tensor] = {}
+    for name, state in torch_states(device).items():
+        for rank, t in enumerate(gather_bytes(state, dist)):
+            tensors[f"rng.{name}.{rank}"] = t
+    host = torch.frombuffer(bytearray(json.dumps(host_state()).encode()), dtype=torch.uint8)
+    hosts = [json.loads(bytes(t.tolist()).decode()) for t in gather_bytes(host, dist)]
+    return tensors, hosts
+
+
+def restore_rank_states(ckpt: Checkpoint, dist: DistInfo, device: torch.device, reseed: int) -> None:
+    """This rank's generators as :func:`rank_states` left them in ``ckpt`` (its state's ``rng.host``
+    list and tensors); a checkpoint saved with another world size has no states of this rank's
+    stream, so the generators are seeded with ``reseed`` instead (with a warning)."""
+    rank, hosts = dist.rank, ckpt.state.get("rng", {}).get("host", [])
+    if ckpt.state.get("world_size") != dist.world_size or rank >= len(hosts):
+        warnings.warn(
+            f"{ckpt.path.name}: saved with world size {ckpt.state.get('world_size')}, now "
+            f"{dist.world_size}; reseeding instead of restoring the exact RNG states", stacklevel=3
+        )
+        seed_everything(reseed)
+        return
+    set_host_state(hosts[rank])
+    states = {name: ckpt.tensors[f"rng.{name}.{rank}"] for name in ("torch", "cuda")
+              if f"rng.{name}.{rank}" in ckpt.tensors}
+    if "torch" not in states:
+        raise CheckpointError(f"{ckpt.path}: optim.safetensors lacks the torch RNG state of rank {rank}")
+    set_torch_states(states, device)

@@ -26,9 +26,9 @@ from posenc.files import atomic_write_text
 from posenc.training import checkpoint as ck
 from posenc.training.config import TrainConfig
 from posenc.training.convergence import convergence, is_flat
-from posenc.training.distributed import DistInfo, barrier, gather_bytes
+from posenc.training.distributed import DistInfo, barrier
 from posenc.training.logging import log
-from posenc.training.rng import host_state, seed_everything, set_host_state, set_torch_states, torch_states
+from posenc.training.rng import rank_states, restore_rank_states
 
 
 @dataclass
@@ -159,19 +159,9 @@ class StateStore:
         self.extra = dict(extra or {})
 
     # ------------------------------------------------------------------ save
-    def _rng_payload(self) -> tuple[dict[str, torch.Tensor], list[dict[str, Any]]]:
-        """Every rank's generator states: torch ones as tensors, host ones as JSON."""
-        tensors: dict[str, torch.Tensor] = {}
-        for name, state in torch_states(self.device).items():
-            for rank, t in enumerate(gather_bytes(state, self.dist)):
-                tensors[f"rng.{name}.{rank}"] = t
-        host = torch.frombuffer(bytearray(json.dumps(host_state()).encode()), dtype=torch.uint8)
-        hosts = [json.loads(bytes(t.tolist()).decode()) for t in gather_bytes(host, self.dist)]
-        return tensors, hosts
-
     def save(self, state: TrainState, model: nn.Module, optimizer: Any, scheduler: Any, scaler: Any) -> Path:
         """Checkpoint ``state`` with the weights, optimizer, schedule, scaler and RNG states."""
-        rng_tensors, hosts = self._rng_payload()
+        rng_tensors, hosts = rank_states(self.dist, self.device)
         path = self.ckpt_dir / ck.checkpoint_name(state.step)
         barrier(self.dist)
         if self.dist.is_main:
@@ -215,25 +205,9 @@ class StateStore:
             state = TrainState(**ckpt.state["train"])
         except (KeyError, TypeError, ValueError) as err:
             raise CheckpointError(f"{path}: optimizer/training state does not fit this run ({err})") from None
-        self._restore_rng(ckpt, state.step)
+        restore_rank_states(ckpt, self.dist, self.device, reseed=self.cfg.seed + 7919 * state.step + self.dist.rank)
         log.info("resumed from %s at step %d", path, state.step)
         return state
-
-    def _restore_rng(self, ckpt: ck.Checkpoint, step: int) -> None:
-        rank, hosts = self.dist.rank, ckpt.state.get("rng", {}).get("host", [])
-        if ckpt.state.get("world_size") != self.dist.world_size or rank >= len(hosts):
-            warnings.warn(
-                f"{ckpt.path.name}: saved with world size {ckpt.state.get('world_size')}, now "
-                f"{self.dist.world_size}; reseeding instead of restoring the exact RNG states", stacklevel=3
-            )
-            seed_everything(self.cfg.seed + 7919 * step + rank)
-            return
-        set_host_state(hosts[rank])
-        states = {name: ckpt.tensors[f"rng.{name}.{rank}"] for name in ("torch", "cuda")
-                  if f"rng.{name}.{rank}" in ckpt.tensors}
-        if "torch" not in states:
-            raise CheckpointError(f"{ckpt.path}: optim.safetensors lacks the torch RNG state of rank {rank}")
-        set_torch_states(states, self.device)
 
     # ------------------------------------------------------------------ averaging
     def average(self, state: TrainState) -> tuple[Path | None, list[str]]:

@@ -359,18 +359,15 @@ class Trainer:
                 result.last_checkpoint = self.save()
 
     # ------------------------------------------------------------------ validation
-    def evaluate(self, batches: ValidSource) -> dict[str, float]:
-        """Loss and perplexity per target token on ``batches`` (eval mode, no grad)."""
-        return validation_loss(self.model, self.loss_fn, batches, self.device, self.precision)
-
     def validate(self, valid: ValidSource | None, metric_fn: MetricFn | None, result: TrainResult) -> dict[str, Any]:
-        """Validation on rank 0 (RNG-isolated, so it never changes training randomness);
-        updates the patience counter on every rank."""
+        """Validation on rank 0 (RNG-isolated, so it never changes training randomness): the loss
+        and perplexity per target token on ``valid`` and the metric; updates the patience counter
+        on every rank."""
         values = [math.nan, math.nan, math.nan]
         if self.is_main:
             with isolated_rng(self.device):
                 if valid is not None:
-                    metrics = self.evaluate(valid)
+                    metrics = validation_loss(self.model, self.loss_fn, valid, self.device, self.precision)
                     values[:2] = [metrics["loss"], metrics["ppl"]]
                 if metric_fn is not None:
                     self.model.eval()

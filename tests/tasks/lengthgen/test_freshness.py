@@ -10,8 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from posenc.config import from_dict, load_config
-from posenc.runs.fingerprint import placed_as
-from posenc.runs.same_run import RunRecord
+from posenc.runs.same_run import RunRecord, placed_as
 from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, run_config
 from posenc.tasks.lengthgen.driver import TASK
 

@@ -171,3 +171,25 @@ def test_a_derived_key_left_unresolved_is_no_difference() -> None:
     R, M = VocabRun, Vocab
     assert same_run(RunRecord.read({"model": {"vocab_size": 400}}), R()).kind == "fresh"
     assert same_run(RunRecord.read({"model": {"vocab_size": 400}}), R(M(300))).kind == "stale"
+
+
+@dataclass
+class CosineTrain(Train):
+    schedule: str = "cosine"
+
+
+@dataclass
+class CosineRun:
+    train: CosineTrain = field(default_factory=CosineTrain)
+    model: Model = field(default_factory=Model)
+
+
+@pytest.mark.parametrize(("change", "kind"), [({"max_steps": 20}, "stale"), ({"patience": 5}, "extend")])
+def test_a_cosine_horizon_is_compared_as_the_fingerprint(change: dict, kind: str) -> None:
+    """Under a cosine schedule ``max_steps`` is in the fingerprint (every update's learning rate
+    depends on it): a new cap is another run, while another extension key still extends."""
+    saved, now = CosineRun(), CosineRun(train=CosineTrain(**{**to_dict(CosineTrain()), **change}))
+    record = {"fingerprint": fingerprint(saved), "extension": {"max_steps": 10, "patience": 3, "device": "cpu"}}
+    for stored in (RunRecord.read(to_dict(saved), steps=5), RunRecord.read(record, steps=5)):
+        verdict = same_run(stored, now)
+        assert verdict.kind == kind and verdict.keys == (f"train.{next(iter(change))}",)

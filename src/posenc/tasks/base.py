@@ -51,7 +51,7 @@ from posenc.runs.rundir import check_free_target, commit_run, exclusive, open_ru
 from posenc.runs.same_run import RunRecord
 from posenc.training.distributed import env_int
 from posenc.training.loss import LossOutput
-from posenc.training.state import TrainResult
+from posenc.training.result import TrainResult
 from posenc.training.trainer import Trainer
 
 

@@ -14,9 +14,10 @@ from posenc.training.checkpoint import (
 )
 from posenc.training.config import TrainConfig
 from posenc.training.loss import LossOutput, label_smoothed_nll
+from posenc.training.result import TrainResult
 from posenc.training.rng import seed_everything
 from posenc.training.schedule import SCHEDULES, build_scheduler, cosine_factor, noam_factor, noam_lr, noam_scheduler
-from posenc.training.state import TrainResult, TrainState
+from posenc.training.state import TrainState
 from posenc.training.trainer import Trainer, train
 
 __all__ = [

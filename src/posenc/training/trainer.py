@@ -40,6 +40,7 @@ from posenc.training.distributed import (
     init_distributed,
 )
 from posenc.training.logging import RunLogger, log, progress_bar
+from posenc.training.result import TrainResult, write_summary
 from posenc.training.rng import isolated_rng, seed_everything
 from posenc.training.runtime import (
     LossFn,
@@ -59,15 +60,7 @@ from posenc.training.runtime import (
     wrap_ddp,
 )
 from posenc.training.schedule import build_scheduler, total_updates
-from posenc.training.state import (
-    StateStore,
-    TrainResult,
-    TrainState,
-    config_sections,
-    patience_ran_out,
-    record_validation,
-    write_summary,
-)
+from posenc.training.state import StateStore, TrainState, config_sections, patience_ran_out, record_validation
 
 BatchesFn = Callable[[int, int, int], Sequence[Any]]
 MetricFn = Callable[[nn.Module], float]

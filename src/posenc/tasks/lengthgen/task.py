@@ -32,7 +32,7 @@ from posenc.tasks.lengthgen.config import LengthgenConfig
 from posenc.tasks.lengthgen.generators import PAD, POSITION_IDS, SEP, VOCAB_SIZE, Example, example
 from posenc.training import checkpoint as ck
 from posenc.training.loss import LossOutput
-from posenc.training.state import TrainResult
+from posenc.training.result import TrainResult
 
 log = logging.getLogger("posenc")
 

@@ -131,12 +131,14 @@ def _stepper(
     """
     tokens = torch.zeros_like(rows)
     if graph and getattr(model, "init_static_state", None) is not None:
-        state = reorder_state(_init_state(model, src, src_mask, steps, fixed=True), rows)
+        fixed = _init_state(model, src, src_mask, steps, fixed=True)
+        state = reorder_state(fixed, rows)
         try:
             return GraphedStep(model, state, tokens)
         except RuntimeError as err:  # e.g. a host sync inside the step
             warnings.warn(f"CUDA graph capture failed ({err}); decoding without graphs", stacklevel=3)
-    return _Eager(model, reorder_state(_init_state(model, src, src_mask, steps), rows))
+    initial = _init_state(model, src, src_mask, steps)
+    return _Eager(model, reorder_state(initial, rows))
 
 
 def _all_done(active: Tensor, t: int, check_every: int) -> bool:

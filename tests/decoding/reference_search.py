@@ -11,7 +11,7 @@ Model protocol (``Seq2SeqTransformer``, and any other model exposing the same me
     state  = model.init_state(memory, src_mask)    # nested dict/list of tensors, batch on dim 0
     logits = model.step(tokens (B,), state)        # (B, V); updates ``state``
 
-Rows of a state are selected/duplicated with :func:`posenc.models.decoding_state.reorder_state`,
+Rows of a state are selected/duplicated with :func:`posenc.decoding.search.reorder_state`,
 which is how beams are reordered and how finished sentences are dropped from the batch.
 
 Output conventions (both searches):
@@ -42,8 +42,8 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from posenc.decoding.search import reorder_state
 from posenc.errors import ConfigError
-from posenc.models.decoding_state import reorder_state
 
 __all__ = ["Hypothesis", "IncrementalModel", "beam_search", "greedy_search", "gnmt_length_penalty", "max_lengths"]
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from posenc.decoding import beam_search, greedy_search
+from posenc.decoding.search import reorder_state
 from posenc.errors import ConfigError
 from posenc.models.attention import KVCache, MultiHeadAttention, attention_bias
-from posenc.models.decoding_state import reorder_state
 from posenc.models.layers import BeamInvariant
 from posenc.models.seq2seq import Seq2SeqTransformer
 from tests.conftest import tiny_config

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from posenc.decoding.search import reorder_state
 from posenc.errors import ConfigError, DataError
-from posenc.models.decoding_state import reorder_state
 from posenc.models.rnn_nmt import RNNNMT, RNNConfig
 
 

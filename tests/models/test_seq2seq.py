@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posenc.models.decoding_state import reorder_state
+from posenc.decoding.search import reorder_state
 from posenc.models.seq2seq import Seq2SeqState, Seq2SeqTransformer
 from tests.conftest import tiny_config
 from tests.helpers.methods import params_for, sequence_methods

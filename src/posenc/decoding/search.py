@@ -11,8 +11,8 @@ Model protocol (``Seq2SeqTransformer``, and any other model exposing the same me
 
 Optionally ``state = model.init_static_state(memory, src_mask, max_len)`` preallocates the
 self-attention caches for ``max_len`` steps (a static KV cache written in place); the search uses it
-when the model has it. Rows of a state are selected/duplicated with
-:func:`posenc.models.decoding_state.reorder_state`, which is how beams are reordered.
+when the model has it. Rows of a state are selected/duplicated with :func:`reorder_state`, which
+is how beams are reordered.
 
 Everything stays on the device (GPU-friendly): the batch keeps all ``B`` sentences (``B * K`` model
 rows) for the whole search; a finished sentence is masked out (its rows are still computed but never
@@ -42,6 +42,7 @@ normalisation is not searched for. With ``K = 1`` this reduces exactly to greedy
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -51,9 +52,11 @@ from torch import Tensor
 
 from posenc.decoding.graphs import GraphedStep
 from posenc.errors import ConfigError
-from posenc.models.decoding_state import reorder_state
+from posenc.models.attention import KVCache
+from posenc.models.layers import BeamInvariant
 
-__all__ = ["Hypothesis", "IncrementalModel", "beam_search", "greedy_search", "gnmt_length_penalty", "max_lengths"]
+__all__ = ["Hypothesis", "IncrementalModel", "beam_search", "greedy_search", "gnmt_length_penalty", "max_lengths",
+           "reorder_state"]
 
 
 class IncrementalModel(Protocol):
@@ -109,6 +112,31 @@ class _Eager:
     def step(self, tokens: Tensor, state: Any) -> Tensor:
         self.state = state
         return self.model.step(tokens, state)
+
+
+def reorder_state(state: Any, index: Tensor, within_groups: bool = False) -> Any:
+    """Select rows ``index`` (dim 0) of every tensor in a nested decoding state (dataclasses,
+    dicts, lists).
+
+    A :class:`~posenc.models.attention.KVCache` is reordered in place when ``index`` keeps the
+    number of rows (so the old state must not be used afterwards). ``within_groups=True`` promises
+    that ``index`` maps every row to a row of its own beam group (beam reordering with a fixed
+    number of sentences); :class:`BeamInvariant` entries are then not copied.
+    """
+    if isinstance(state, Tensor):
+        return state.index_select(0, index)
+    if isinstance(state, KVCache):
+        return state.reorder(index)
+    if isinstance(state, BeamInvariant):
+        return state if within_groups else BeamInvariant(reorder_state(dict(state), index))
+    if dataclasses.is_dataclass(state) and not isinstance(state, type):
+        return dataclasses.replace(state, **{f.name: reorder_state(getattr(state, f.name), index, within_groups)
+                                             for f in dataclasses.fields(state)})
+    if isinstance(state, dict):
+        return {k: reorder_state(v, index, within_groups) for k, v in state.items()}
+    if isinstance(state, list):
+        return [reorder_state(v, index, within_groups) for v in state]
+    return state
 
 
 def _init_state(model: IncrementalModel, src: Tensor, src_mask: Tensor, steps: int, fixed: bool = False) -> Any:

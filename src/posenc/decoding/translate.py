@@ -259,9 +259,10 @@ def write_translations(
     if target.is_dir():
         raise DataError(f"{target}: is a directory; give an output file name")
     count = 0
+    outputs = translate_lines(model, tokenizer, lines, **options)  # lazy: each line is decoded as it is written
     try:
         with atomic_output(target, follow_symlink=follow_symlink) as f:  # its directory must exist: none is created
-            for text in translate_lines(model, tokenizer, lines, **options):
+            for text in outputs:
                 f.write(text + "\n")
                 count += 1
     except OSError as err:  # creating, writing or renaming the output (inputs were opened before)

@@ -1,6 +1,6 @@
 """Incremental-decoding state: the typed per-model states (:class:`Seq2SeqState`,
-:class:`LMState`), their step bookkeeping (:class:`Steps`, :class:`FixedSteps`, :class:`Fixed`) and
-:func:`reorder_state`, which beam search uses to select rows of any of them.
+:class:`LMState`) and their step bookkeeping (:class:`Steps`, :class:`FixedSteps`, :class:`Fixed`).
+Beam search selects rows of any of them with :func:`posenc.decoding.search.reorder_state`.
 
 Every tensor of a state has the batch on dim 0, except :class:`Fixed` entries (a device step
 counter, the positions of every step). The step bookkeeping is a :class:`Steps` (positions grown by
@@ -13,24 +13,22 @@ H heads, Dh head width.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch import Tensor
 
 from posenc.errors import ConfigError
-from posenc.models.attention import KVCache, attention_bias
-from posenc.models.layers import BeamInvariant, DecoderLayerCache, SelfCache
+from posenc.models.attention import attention_bias
+from posenc.models.layers import DecoderLayerCache, SelfCache
 from posenc.positions import Augmentation
 
-__all__ = ["Fixed", "FixedSteps", "LMState", "Seq2SeqState", "Steps", "reorder_state"]
+__all__ = ["Fixed", "FixedSteps", "LMState", "Seq2SeqState", "Steps"]
 
 
 class Fixed:
     """A decoding-state entry without a batch dimension (a device step counter, the positions of
-    every step): :func:`reorder_state` leaves it alone; ``value`` is updated in place only."""
+    every step): :func:`~posenc.decoding.search.reorder_state` leaves it alone; ``value`` is updated in place only."""
 
     def __init__(self, value: Tensor) -> None:
         self.value = value
@@ -132,28 +130,3 @@ class LMState:
     layers: list[SelfCache]
     steps: Steps
     input: dict[str, Tensor] = field(default_factory=dict)
-
-
-def reorder_state(state: Any, index: Tensor, within_groups: bool = False) -> Any:
-    """Select rows ``index`` (dim 0) of every tensor in a nested decoding state (dataclasses,
-    dicts, lists).
-
-    A :class:`~posenc.models.attention.KVCache` is reordered in place when ``index`` keeps the
-    number of rows (so the old state must not be used afterwards). ``within_groups=True`` promises
-    that ``index`` maps every row to a row of its own beam group (beam reordering with a fixed
-    number of sentences); :class:`BeamInvariant` entries are then not copied.
-    """
-    if isinstance(state, Tensor):
-        return state.index_select(0, index)
-    if isinstance(state, KVCache):
-        return state.reorder(index)
-    if isinstance(state, BeamInvariant):
-        return state if within_groups else BeamInvariant(reorder_state(dict(state), index))
-    if dataclasses.is_dataclass(state) and not isinstance(state, type):
-        return dataclasses.replace(state, **{f.name: reorder_state(getattr(state, f.name), index, within_groups)
-                                             for f in dataclasses.fields(state)})
-    if isinstance(state, dict):
-        return {k: reorder_state(v, index, within_groups) for k, v in state.items()}
-    if isinstance(state, list):
-        return [reorder_state(v, index, within_groups) for v in state]
-    return state

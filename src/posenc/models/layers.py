@@ -24,7 +24,7 @@ SelfCache = dict[str, Tensor] | KVCache
 
 class BeamInvariant(dict):
     """A state entry equal on every row of a sentence's beam group (the cross-attention keys and
-    values): :func:`~posenc.models.decoding_state.reorder_state` with ``within_groups=True`` leaves it as it is."""
+    values): :func:`~posenc.decoding.search.reorder_state` with ``within_groups=True`` leaves it as it is."""
 
 
 @dataclass

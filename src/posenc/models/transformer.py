@@ -12,7 +12,7 @@ each self-attention layer its hook; the augmentation (SHAPE, CAPE) rewrites the 
 Incremental decoding keeps its per-step quantities in a small typed state object per model
 (:mod:`posenc.models.decoding_state`: :class:`~posenc.models.decoding_state.Seq2SeqState`,
 :class:`~posenc.models.decoding_state.LMState`) whose tensors all have the batch on dim 0, so beam
-search reorders it with :func:`~posenc.models.decoding_state.reorder_state`.
+search reorders it with :func:`~posenc.decoding.search.reorder_state`.
 """
 
 from __future__ import annotations

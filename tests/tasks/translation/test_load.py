@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,21 @@ def test_find_checkpoint_errors(tmp_path: Path) -> None:
         find_checkpoint(tmp_path, "average")
     with pytest.raises(CheckpointError, match="not a run directory"):
         load_run(tmp_path)
+
+
+def test_a_config_yaml_the_checkpoint_cannot_be_rebuilt_from_is_one_line(tmp_path: Path, cape_run: Path) -> None:
+    """The model is rebuilt from config.yaml with the checkpoint's sections; a config.yaml that
+    today's RunConfig refuses (the run's record, which judges the checkpoint, is intact) names
+    both files in one line."""
+    run = tmp_path / "run"
+    shutil.copytree(cape_run, run)
+    with (run / "config.yaml").open("a", encoding="utf-8") as f:
+        f.write("bogus: 1\n")
+    with pytest.raises(CheckpointError) as err:
+        load_run(run)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{run / 'config.yaml'} with the sections saved in ")
+    assert f"{run / 'checkpoints' / 'average'}: not a usable run config (bogus: unknown option" in message
 
 
 def test_translate_split_scores_with_sacrebleu(cape_run: Path, toy_prepared: Path) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from posenc.config import load_yaml, naming
+from posenc.config import load_yaml
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
 from posenc.decoding.translate import translate_file
@@ -67,14 +67,6 @@ def find_checkpoint(run_dir: Path, which: str = "auto") -> Path:
     return Path(which)
 
 
-def read_run_config(run_dir: Path) -> dict[str, Any]:
-    """The run's config.yaml as stored (a one-line error naming it when it is missing or no config)."""
-    if not (run_dir / "config.yaml").is_file():
-        raise CheckpointError(f"{run_dir}: not a run directory (no config.yaml)")
-    with naming(run_dir / "config.yaml"):
-        return load_yaml(run_dir / "config.yaml")
-
-
 def _with_sections(stored: dict[str, Any], sections: dict[str, Any]) -> dict[str, Any]:
     """``stored`` (a config or a record's fingerprint) with the ``arch``, ``data`` and model
     sections saved with a checkpoint in place of its own."""
@@ -83,32 +75,23 @@ def _with_sections(stored: dict[str, Any], sections: dict[str, Any]) -> dict[str
     return {**stored, "arch": arch, **{k: v for k, v in own.items() if isinstance(v, dict)}}
 
 
-def config_with_checkpoint(stored: dict[str, Any], sections: dict[str, Any], run_dir: Path, where: Path) -> RunConfig:
-    """The run's stored config with the ``arch``, ``data`` and model sections saved with the
-    checkpoint at ``where`` in place of its own, resolved against ``run_dir``: what the model is
-    rebuilt from (never a file a later command could change)."""
-    try:
-        return located_config(_with_sections(stored, sections), run_dir)
-    except ConfigError as err:
-        raise CheckpointError(f"{run_dir / 'config.yaml'} with the sections saved in {where}: not a usable "
-                              f"run config ({err})") from None
-
-
 def check_checkpoint_run(run_dir: Path, sections: dict[str, Any], where: Path) -> None:
     """Refuse a checkpoint of another run by the one rule (:func:`~posenc.runs.same_run.same_run`):
     the run's record (its fingerprint.json; runs without one are not checked) against that record
     with the checkpoint's stored ``arch``/``data``/model ``sections`` in place of its own, so only
-    those sections can differ (where the run trained, e.g. the precision ``auto`` chose there,
-    never does). A checkpoint of another model copied into a run is never decoded with the run's
-    vocabulary or averaged in; options added since either was written pass."""
+    those sections can differ. The record, not config.yaml, is the reference: where the run
+    trained (e.g. the precision ``auto`` chose there, bf16 on a GPU) is recorded there and must
+    not refuse the run on a CPU. A checkpoint of another model copied into a run is never decoded
+    with the run's vocabulary or averaged in; options added since either was written pass."""
     path = run_dir / FINGERPRINT_NAME
     if not path.is_file():
         return
     stored = RunRecord.read(read_json_dict(path, "the run directory is damaged"))
     if not isinstance(stored.config, dict):
         return
+    data = _with_sections(stored.config, sections)
     try:
-        saved = read_stored(RunConfig, _with_sections(stored.config, sections), str(run_dir))
+        saved = read_stored(RunConfig, data, str(run_dir))
     except ConfigError as err:
         raise CheckpointError(f"{where}: the config saved with the checkpoint is not usable ({err})") from None
     verdict = same_run(stored, saved)
@@ -117,31 +100,48 @@ def check_checkpoint_run(run_dir: Path, sections: dict[str, Any], where: Path) -
                               f"({verdict.detail}); remove it or pass the run it belongs to")
 
 
+def checkpoint_run_config(run_dir: Path, sections: dict[str, Any], where: Path) -> RunConfig:
+    """What the model of the checkpoint at ``where`` is rebuilt from: the run's config.yaml with
+    the ``arch``, ``data`` and model ``sections`` saved with that checkpoint in place of its own,
+    resolved against ``run_dir`` (never a file a later command could change), once the checkpoint
+    is judged to be the run's (:func:`check_checkpoint_run`)."""
+    check_checkpoint_run(run_dir, sections, where)
+    stored = load_yaml(run_dir / "config.yaml")
+    data = _with_sections(stored, sections)
+    try:
+        return located_config(data, run_dir)
+    except ConfigError as err:
+        raise CheckpointError(f"{run_dir / 'config.yaml'} with the sections saved in {where}: not a usable "
+                              f"run config ({err})") from None
+
+
+def check_vocabulary(cfg: RunConfig, tok: Tokenizer, state: dict[str, Any], run_dir: Path, where: Path) -> None:
+    """The run's spm.model (``tok``) must be the vocabulary the checkpoint at ``where`` was trained
+    with: first its size against the model's (``cfg``; token ids beyond the embedding would crash
+    decoding), then its hash against the one stored in the checkpoint's ``state``. One-line
+    CheckpointError otherwise."""
+    expected = int(getattr(getattr(cfg, cfg.model_section), "vocab_size", 0) or 0)
+    if expected and tok.vocab_size != expected:
+        raise CheckpointError(f"{run_dir / 'spm.model'}: {tok.vocab_size} pieces, but the checkpoint's model has a "
+                              f"vocabulary of {expected}: spm.model belongs to another run")
+    ck.check_vocab(state, tok.sha256, run_dir / "spm.model", where)
+
+
 def load_run(run_dir: str | Path, checkpoint: str = "auto", device: str = "cpu", confine: bool = False) -> LoadedRun:
     """The trained run in ``run_dir`` with the weights of ``checkpoint`` (``auto``: the average if
     present, else the latest; ``latest``, ``average`` or a path), its model rebuilt from the
     config saved with that checkpoint, checked against the run's record and vocabulary."""
     run_dir = Path(run_dir)
-    stored = read_run_config(run_dir)
+    if not (run_dir / "config.yaml").is_file():
+        raise CheckpointError(f"{run_dir}: not a run directory (no config.yaml)")
     path = find_checkpoint(run_dir, checkpoint)
     saved = ck.load_checkpoint(path, with_optimizer=False)
-    check_checkpoint_run(run_dir, saved.config, path)
-    cfg = config_with_checkpoint(stored, saved.config, run_dir, path)
     tok = Tokenizer.from_file(run_dir / "spm.model")
-    check_vocabulary(cfg, tok, run_dir)
-    ck.check_vocab(saved.state, tok.sha256, run_dir / "spm.model", path)
+    cfg = checkpoint_run_config(run_dir, saved.config, path)
     model = build_model(cfg, tok.pad_id)
+    check_vocabulary(cfg, tok, saved.state, run_dir, path)  # before the weights: a clearer error than their shapes
     ck.restore_model(model, saved)
     return LoadedRun(cfg, model.to(device).eval(), tok, path, run_dir, confine)
-
-
-def check_vocabulary(cfg: RunConfig, tok: Tokenizer, run_dir: Path) -> None:
-    """The run's spm.model must be the vocabulary the model was trained with (same size), else
-    token ids beyond the embedding would crash decoding: one-line CheckpointError instead."""
-    expected = int(getattr(getattr(cfg, cfg.model_section), "vocab_size", 0) or 0)
-    if expected and tok.vocab_size != expected:
-        raise CheckpointError(f"{run_dir / 'spm.model'}: {tok.vocab_size} pieces, but the checkpoint's model has a "
-                              f"vocabulary of {expected}: spm.model belongs to another run")
 
 
 def decode_options(dc: DecodeConfig, run: LoadedRun) -> dict[str, Any]:
@@ -218,10 +218,11 @@ def translate_split(run: LoadedRun, split: str, decode: DecodeConfig | None = No
     hyp, scored = out / f"{name}.hyp", out / f"{name}.json"
     if user:
         _check_not_recorded(root, (hyp, scored))
+    options = decode_options(dc, run)
     out.mkdir(parents=True, exist_ok=True)
     with torch.inference_mode():
         # a split line over data.max_source_len is truncated with a warning (scored, never fatal)
-        translate_file(run.model, run.tokenizer, src, hyp, **decode_options(dc, run), too_long="truncate")
+        translate_file(run.model, run.tokenizer, src, hyp, **options, too_long="truncate")
     scores = corpus_scores(read_lines(hyp), read_lines(ref), hyp_name=str(hyp), ref_name=f"{split}.tgt")
     keep = {k: scores[k] for k in ("bleu", "chrf", "bleu_signature", "chrf_signature", "bleu_text", "lines")}
     keep.update(split=split, beam=dc.beam, length_penalty=dc.length_penalty, hyp=_relative(hyp, root),

@@ -24,6 +24,7 @@ test: setup
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports --no-cache
 
 bench: setup
 	$(BIN)/python -m posenc.bench --quick

@@ -18,12 +18,13 @@ ABSENT: Any = _Absent()
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested dicts → ``{"a.b.c": leaf}`` with every key after ``prefix``; an empty dict is a leaf."""
+    """Nested dicts → ``{"a.b.c": leaf}`` with every key after ``prefix``; an empty dict under a
+    key is a leaf, an empty dict at the top (no ``prefix``) has no keys."""
     if isinstance(value, dict):
         flat: dict[str, Any] = {}
         for key, sub in value.items():
             flat.update(flatten(sub, f"{prefix}{key}."))
-        return flat or {prefix.rstrip("."): {}}
+        return flat or ({prefix.rstrip("."): {}} if prefix else {})
     return {prefix.rstrip("."): value}
 
 

@@ -124,3 +124,21 @@ def test_rnn_nmt_has_no_source_bos(tmp_path: Path, toy_prepared: Path) -> None:
     loaded = load_run(run)
     assert type(loaded.model).__name__ == "RNNNMT" and not loaded.prepend_src_bos
     assert summary["params"] == sum(p.numel() for p in loaded.model.parameters())
+
+
+@pytest.mark.parametrize("emptied", ["config.yaml", "checkpoints/average/config.yaml"])
+def test_an_emptied_config_of_the_run_or_its_checkpoint_is_refused_in_one_line(
+        tmp_path: Path, cape_run: Path, emptied: str) -> None:
+    """posenc writes both files whole (atomically); an empty one is damage, never "all defaults":
+    the model would otherwise be rebuilt from defaults or from config.yaml alone."""
+    run = tmp_path / "run"
+    shutil.copytree(cape_run, run)
+    (run / emptied).write_text("", encoding="utf-8")
+    with pytest.raises(CheckpointError) as err:
+        load_run(run)
+    message = str(err.value)
+    assert "\n" not in message
+    if emptied == "config.yaml":
+        assert message.startswith(f"{run / 'config.yaml'}: empty")
+    else:
+        assert message.startswith(f"{run / 'checkpoints' / 'average'}: its config.yaml records no model section")

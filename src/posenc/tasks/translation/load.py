@@ -104,9 +104,15 @@ def checkpoint_run_config(run_dir: Path, sections: dict[str, Any], where: Path) 
     """What the model of the checkpoint at ``where`` is rebuilt from: the run's config.yaml with
     the ``arch``, ``data`` and model ``sections`` saved with that checkpoint in place of its own,
     resolved against ``run_dir`` (never a file a later command could change), once the checkpoint
-    is judged to be the run's (:func:`check_checkpoint_run`)."""
+    is judged to be the run's (:func:`check_checkpoint_run`). Both files hold what posenc wrote
+    there or the run is refused: a model section in the checkpoint's, a run config in config.yaml."""
+    if not isinstance(sections.get("model"), dict):
+        raise CheckpointError(f"{where}: its config.yaml records no model section (not a complete posenc checkpoint)")
     check_checkpoint_run(run_dir, sections, where)
     stored = load_yaml(run_dir / "config.yaml")
+    if not stored:
+        raise CheckpointError(f"{run_dir / 'config.yaml'}: empty (the run's config is gone); restore it from the "
+                              "run's copy or retrain")
     data = _with_sections(stored, sections)
     try:
         return located_config(data, run_dir)

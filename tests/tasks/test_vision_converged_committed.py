@@ -75,7 +75,8 @@ def test_every_run_stopped_by_patience_before_its_cap_and_its_status_is_the_rule
         again = convergence(history, summary["stopped"], summary["warmup"], summary["steps"], None)
         floats = {k for k, v in again.items() if isinstance(v, float)}  # valid.csv keeps 8 digits
         assert {k: summary[k] for k in again if k not in floats} == {k: again[k] for k in again if k not in floats}
-        assert [summary[k] for k in sorted(floats)] == pytest.approx([again[k] for k in sorted(floats)], rel=1e-6, abs=1e-6)
+        expected = pytest.approx([again[k] for k in sorted(floats)], rel=1e-6, abs=1e-6)
+        assert [summary[k] for k in sorted(floats)] == expected, run
 
 
 def test_the_committed_report_is_the_report_of_the_committed_results(tmp_path: Path) -> None:
@@ -127,9 +128,11 @@ def _claims() -> dict[str, str]:
     walls = [r["wall_s"] for runs in stops.values() for r in runs]
     claims |= {"cape-2d over sinusoidal-2d, unseen": f"+{statistics.fmean(gain):.1f} points ({_signed(gain)})",
                "the same at 3 epochs": f"+{statistics.fmean(small_gain):.1f} ({_signed(small_gain)})",
-               "cape-2d minus learned-2d, unseen": f"{statistics.fmean(vs_learned):+.1f} points ({_signed(vs_learned)})",
+               "cape-2d minus learned-2d, unseen":
+                   f"{statistics.fmean(vs_learned):+.1f} points ({_signed(vs_learned)})",
                "cape-2d at 28 px at 3 epochs": f"{_mean(_at(small, 'cape-2d', TRAIN_RES))} %",
-               "cape-2d 28 px gap to sinusoidal-2d": f"{gap_at_28(conv, 'sinusoidal-2d'):.1f} points below sinusoidal-2d",
+               "cape-2d 28 px gap to sinusoidal-2d":
+                   f"{gap_at_28(conv, 'sinusoidal-2d'):.1f} points below sinusoidal-2d",
                "the same at 3 epochs, 28 px": f"{gap_at_28(small, 'sinusoidal-2d'):.1f} at 3 epochs",
                "lr at the stop": f"{100 * min(lrs):.0f}–{100 * max(lrs):.0f} % of the peak",
                "training time": f"{min(walls):.0f}–{max(walls):.0f} s of training per run",
@@ -148,7 +151,8 @@ def _comparisons(conv: list[dict], small: list[dict], stops: dict[str, list[dict
     cape_steps = [r["steps"] for r in stops["cape-2d"]]
     return {"cape-2d 28 px gap to learned-2d": f"{gap_at_28(conv, 'learned-2d'):.1f} points below learned-2d",
             "sinusoidal-2d unseen at 3 epochs": f"{_mean(_unseen(small, 'sinusoidal-2d'))} % at 3 epochs",
-            "cape-2d unseen gain": f"gains {mean(_unseen(conv, 'cape-2d')) - mean(_unseen(small, 'cape-2d')):.1f} points",
+            "cape-2d unseen gain":
+                f"gains {mean(_unseen(conv, 'cape-2d')) - mean(_unseen(small, 'cape-2d')):.1f} points",
             "cape-2d minus learned-2d at 3 epochs": f"{small_vs_learned:+.1f} at 3 epochs",
             "TTA gaps": f"{min(close):.1f}–{max(close):.1f} points for cape-2d, learned-2d and none, "
                         f"and by {tta_gap['sinusoidal-2d']:.1f} for sinusoidal-2d",
@@ -191,8 +195,15 @@ def test_the_documents_tables_and_numbers_are_the_committed_ones() -> None:
         assert text in doc, (what, text)
 
 
-def test_the_claims_row_quotes_the_committed_grid() -> None:
-    row = next(line for line in SUMMARY_DOC.read_text(encoding="utf-8").splitlines() if line.startswith("| CAPE, §5.1"))
+def test_the_claims_row_and_section_3_quote_the_committed_grid() -> None:
+    """docs/results.md: the CAPE §5.1 claims row and the §3 vision paragraph."""
+    text = SUMMARY_DOC.read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| CAPE, §5.1"))
     claims = _claims()
-    for what in ("cape-2d unseen", "learned-2d unseen", "cape-2d over sinusoidal-2d, unseen", "converged"):
+    for what in ("cape-2d unseen", "learned-2d unseen", "cape-2d over sinusoidal-2d, unseen", "converged",
+                 "cape-2d minus learned-2d, unseen"):
         assert claims[what] in row, (what, claims[what])
+    section = " ".join(text[text.index("### Vision: Fashion-MNIST"):text.index("### Speech: FSDD")].split())
+    for what in ("cape-2d at 28 px", "cape-2d 28 px gap to sinusoidal-2d", "cape-2d unseen", "learned-2d unseen",
+                 "cape-2d over sinusoidal-2d, unseen", "converged"):
+        assert claims[what] in section, (what, claims[what])

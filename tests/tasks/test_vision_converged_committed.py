@@ -17,7 +17,9 @@ import pytest
 from posenc.experiments.runner import Grid
 from posenc.tasks.vision.config import VisionExperimentConfig
 from posenc.tasks.vision.report import unseen, write_summary
+from posenc.training.config import TrainConfig
 from posenc.training.convergence import convergence
+from posenc.training.state import TrainState, record_validation
 from tests.helpers.committed import assert_all_fresh, committed_grid, committed_results, report_rows_in
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -207,3 +209,28 @@ def test_the_claims_row_and_section_3_quote_the_committed_grid() -> None:
     for what in ("cape-2d at 28 px", "cape-2d 28 px gap to sinusoidal-2d", "cape-2d unseen", "learned-2d unseen",
                  "cape-2d over sinusoidal-2d, unseen", "converged"):
         assert claims[what] in section, (what, claims[what])
+
+
+def _patience_stop(history: list[list[float]], cfg: TrainConfig) -> tuple[int, float]:
+    """(update, best loss) at which the trainer's patience rule would stop on ``history``."""
+    state = TrainState()
+    for step, loss in history:
+        state.step = int(step)
+        if record_validation(state, loss, cfg):
+            return state.step, float(state.best_valid)
+    raise AssertionError("patience never ran out")
+
+
+def test_the_pilots_lesson_holds_on_the_committed_cape_curve() -> None:
+    """cape-2d seed 0's committed curve: patience 4 alone stops at 1,040 (best 0.531); the shipped
+    rule stops where the run did, and the loss fell to 0.455 at update 1,960 in between."""
+    grid = _grid()
+    cell = next(c for c in grid.cells() if (c.method, c.seed) == ("cape-2d", 0))
+    history, shipped = _valid_history(grid.results_path(cell).parent), grid.config(cell).train
+    naive = TrainConfig(max_epochs=shipped.max_epochs, patience=4, min_delta=shipped.min_delta)
+    step, best = _patience_stop(history, naive)
+    assert (step, f"{best:.3f}") == (1040, "0.531")
+    assert _patience_stop(history, shipped)[0] == history[-1][0] == 2200
+    assert min(history, key=lambda p: p[1]) == [1960, pytest.approx(0.455, abs=5e-4)]
+    doc = " ".join(DOC.read_text(encoding="utf-8").split())
+    assert "stopped it after 1,040 updates (best 0.531), while the loss went on to 0.455 at update 1,960" in doc

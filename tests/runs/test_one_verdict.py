@@ -135,7 +135,9 @@ def _config_type(run: Path) -> type:
     grid = run.relative_to(COMMITTED).parts[0]
     if grid.startswith("lengthgen"):
         return LengthgenConfig
-    return {"fashion_mnist_small": VisionConfig, "fsdd_small": SpeechConfig}.get(grid, RunConfig)
+    if grid.startswith("fashion_mnist"):  # fashion_mnist_small, fashion_mnist_converged
+        return VisionConfig
+    return {"fsdd_small": SpeechConfig}.get(grid, RunConfig)
 
 
 def test_no_committed_fingerprint_changes() -> None:

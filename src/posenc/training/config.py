@@ -70,9 +70,9 @@ class TrainConfig:
     # alone never sees its plateau. 0 = off (relative rule only).
     min_delta_abs: float = 0.0
     # Stopping that does not fire on noise: patience compares the moving average of the
-    # last ``smooth_window`` validation losses (1 = the raw loss, the rule before), and with
+    # last ``smooth_window`` validation losses (1 = the raw loss), and with
     # ``require_flat`` it stops only once the last 8 validations no longer fall significantly
-    # (training/convergence.is_flat; False = stop as soon as patience runs out, the rule before).
+    # (training/convergence.is_flat; False = stop as soon as patience runs out).
     smooth_window: int = 1
     require_flat: bool = False
     log_every: int = 100

@@ -37,6 +37,10 @@ class SpeechDataConfig:
     batch_size: int = 32  # utterances per training batch
     pool_batches: int = 8  # batches drawn (and sorted by length) at a time: one Trainer "epoch"
     eval_batch: int = 16  # utterances per evaluation batch
+    # > 0: that many validation utterances (the patience signal), built like training ones from
+    # held-out training recordings (indices 5 .. 4 + valid_holdout of every digit and speaker).
+    valid_size: int = 0
+    valid_holdout: int = 2  # training recordings per (digit, speaker) held out when valid_size > 0
 
     def __post_init__(self) -> None:
         require(self.sample_rate > 0, f"data.sample_rate must be > 0, got {self.sample_rate}")
@@ -50,6 +54,9 @@ class SpeechDataConfig:
         require(self.eval_count >= 1 and self.limit >= 0, "data.eval_count must be >= 1 and data.limit >= 0")
         require(min(self.batch_size, self.pool_batches, self.eval_batch) >= 1,
                 "data.batch_size, pool_batches and eval_batch must be >= 1")
+        require(self.valid_size >= 0 and self.valid_holdout >= 1,
+                f"data.valid_size must be >= 0 and data.valid_holdout >= 1, got {self.valid_size}, "
+                f"{self.valid_holdout}")
 
     @property
     def hop(self) -> float:

@@ -11,6 +11,7 @@ import torch
 
 from posenc.data import speech as sd
 from posenc.errors import ConfigError, DataError
+from posenc.runs.fingerprint import fingerprint
 from posenc.tasks.speech import SpeechTask, training_utterance
 from tests.tasks.test_speech import SR, config, synthetic_fsdd, tone
 
@@ -95,3 +96,12 @@ def test_validation_split_refusals() -> None:
     only_late = sd.Fsdd([c for c in marked_fsdd().train if c.index >= 7], marked_fsdd().test)
     with pytest.raises(DataError, match="0 held-out recordings"):
         SpeechTask(only_late).check(config(data={"valid_size": 4}))
+
+
+def test_fingerprint_names_the_validation_split_only_when_there_is_one() -> None:
+    """Without a split the options change nothing, so runs from before they existed stay fresh; with
+    one, the held-out recordings change the training data and both options determine the run."""
+    plain, split = fingerprint(config())["data"], fingerprint(config(data={"valid_size": 8}))["data"]
+    assert "valid_size" not in plain and "valid_holdout" not in plain
+    assert (split["valid_size"], split["valid_holdout"]) == (8, 2)
+    assert {k: v for k, v in split.items() if not k.startswith("valid_")} == plain

@@ -7,9 +7,10 @@ warm-up over ``warmup`` updates then cosine decay to 5 % of ``lr`` at ``max_step
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
-from posenc.config import require
+from posenc.config import require, to_dict
 from posenc.data import speech as sd
 from posenc.models.ctc import CTCModelConfig
 from posenc.tasks.grid import MethodsExperimentConfig
@@ -57,6 +58,15 @@ class SpeechDataConfig:
         require(self.valid_size >= 0 and self.valid_holdout >= 1,
                 f"data.valid_size must be >= 0 and data.valid_holdout >= 1, got {self.valid_size}, "
                 f"{self.valid_holdout}")
+
+    def determining_dict(self) -> dict[str, Any]:
+        """This section's part of a run fingerprint (:mod:`posenc.runs.fingerprint`): every field, but
+        without a validation split (``valid_size`` 0) neither validation option, which then changes
+        nothing about the run (runs from before the options existed stay fresh)."""
+        out = {f.name: to_dict(getattr(self, f.name)) for f in fields(self) if f.init}
+        if self.valid_size == 0:
+            del out["valid_size"], out["valid_holdout"]
+        return out
 
     @property
     def hop(self) -> float:

@@ -17,9 +17,7 @@ import pytest
 from posenc.experiments.runner import Grid
 from posenc.tasks.speech.config import SpeechExperimentConfig
 from posenc.tasks.speech.report import write_summary
-from posenc.training.config import TrainConfig
 from posenc.training.convergence import convergence
-from posenc.training.state import TrainState, record_validation
 from tests.helpers.committed import assert_all_fresh, committed_grid, committed_results, report_rows_in
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,6 +123,14 @@ def _claims() -> dict[str, str]:
                "training time": f"{min(walls):.0f}–{max(walls):.0f} s of training per run",
                "updates": f"{min(steps):,}–{max(steps):,} updates",
                "converged": f"{sum(r['status'] == 'converged' for r in runs)} of {len(runs)}"}
+    nopos = [f"{v:.1f}" for v in _unseen(conv, "nopos")]
+    absolute = ("sinusoidal", "learned", "cape", "nopos")
+    at16, at1 = ([_bucket(conv, m, b) for m in absolute] for b in ("16s", "1s"))
+    gap = statistics.fmean(_unseen(small, "cape")) - statistics.fmean(_unseen(small, "sinusoidal"))
+    claims |= {"nopos per seed": f"{nopos[0]}, {nopos[1]} and {nopos[2]} %",
+               "16 s range": f"is {min(at16):.0f}–{max(at16):.0f} %, "
+                             f"against {min(at1):.1f}–{max(at1):.1f} % at 1 s",
+               "cape 500-update gap": f"cape was {gap:.1f} points behind"}
     return claims
 
 
@@ -144,12 +150,3 @@ def test_the_claims_row_quotes_the_committed_grid() -> None:
     for what in ("cape unseen", "sinusoidal unseen", "rpe unseen", "converged"):
         assert claims[what] in row, (what, claims[what])
 
-
-def _patience_stop(history: list[list[float]], cfg: TrainConfig) -> int | None:
-    """The update at which the trainer's patience rule would stop on ``history`` (None: never)."""
-    state = TrainState()
-    for step, loss in history:
-        state.step = int(step)
-        if record_validation(state, loss, cfg):
-            return state.step
-    return None

@@ -137,7 +137,9 @@ def _config_type(run: Path) -> type:
         return LengthgenConfig
     if grid.startswith("fashion_mnist"):  # fashion_mnist_small, fashion_mnist_converged
         return VisionConfig
-    return {"fsdd_small": SpeechConfig}.get(grid, RunConfig)
+    if grid.startswith("fsdd"):  # fsdd_small, fsdd_converged
+        return SpeechConfig
+    return RunConfig
 
 
 def test_no_committed_fingerprint_changes() -> None:

@@ -123,9 +123,19 @@ def list_recordings(root: Path) -> list[Path]:
     return files
 
 
+FIRST_TRAIN_INDEX = 5  # official split: index 0-4 test, 5-49 train
+
+
 def is_test(index: int) -> bool:
     """Official FSDD split: recordings 0-4 of every (digit, speaker) are the test set."""
-    return index <= 4
+    return index < FIRST_TRAIN_INDEX
+
+
+def hold_out(clips: Sequence[Clip], per_pair: int) -> tuple[list[Clip], list[Clip]]:
+    """Split training recordings into (kept, held out): held out are the ``per_pair`` lowest training
+    indices (5 .. 4 + per_pair) of every (digit, speaker); both keep the order of ``clips``."""
+    held = [c for c in clips if c.index < FIRST_TRAIN_INDEX + per_pair]
+    return [c for c in clips if c.index >= FIRST_TRAIN_INDEX + per_pair], held
 
 
 @dataclass

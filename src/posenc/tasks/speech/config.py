@@ -7,9 +7,10 @@ warm-up over ``warmup`` updates then cosine decay to 5 % of ``lr`` at ``max_step
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
-from posenc.config import require
+from posenc.config import require, to_dict
 from posenc.data import speech as sd
 from posenc.models.ctc import CTCModelConfig
 from posenc.tasks.grid import MethodsExperimentConfig
@@ -37,6 +38,10 @@ class SpeechDataConfig:
     batch_size: int = 32  # utterances per training batch
     pool_batches: int = 8  # batches drawn (and sorted by length) at a time: one Trainer "epoch"
     eval_batch: int = 16  # utterances per evaluation batch
+    # > 0: that many validation utterances (the patience signal), built like training ones from
+    # held-out training recordings (indices 5 .. 4 + valid_holdout of every digit and speaker).
+    valid_size: int = 0
+    valid_holdout: int = 2  # training recordings per (digit, speaker) held out when valid_size > 0
 
     def __post_init__(self) -> None:
         require(self.sample_rate > 0, f"data.sample_rate must be > 0, got {self.sample_rate}")
@@ -50,6 +55,18 @@ class SpeechDataConfig:
         require(self.eval_count >= 1 and self.limit >= 0, "data.eval_count must be >= 1 and data.limit >= 0")
         require(min(self.batch_size, self.pool_batches, self.eval_batch) >= 1,
                 "data.batch_size, pool_batches and eval_batch must be >= 1")
+        require(self.valid_size >= 0 and self.valid_holdout >= 1,
+                f"data.valid_size must be >= 0 and data.valid_holdout >= 1, got {self.valid_size}, "
+                f"{self.valid_holdout}")
+
+    def determining_dict(self) -> dict[str, Any]:
+        """This section's part of a run fingerprint (:mod:`posenc.runs.fingerprint`): every field, but
+        without a validation split (``valid_size`` 0) neither validation option, which then changes
+        nothing about the run (runs from before the options existed stay fresh)."""
+        out = {f.name: to_dict(getattr(self, f.name)) for f in fields(self) if f.init}
+        if self.valid_size == 0:
+            del out["valid_size"], out["valid_holdout"]
+        return out
 
     @property
     def hop(self) -> float:

@@ -7,6 +7,10 @@ Training utterances are 1..``max_train_words`` random digit clips (≤ ``max_tra
 One Trainer "epoch" is a pool of ``data.pool_batches`` batches drawn with a generator seeded by
 (train.seed, data.seed, epoch), sorted by length and cut into batches in a random order, so every
 epoch is a pure function of its number (exact resume) and a batch holds similar durations.
+
+With ``data.valid_size > 0`` the ``valid_holdout`` lowest training indices of every (digit, speaker)
+are never trained on; ``valid_size`` utterances built from them like training ones (seeded by
+``data.seed`` alone, so every model seed sees the same set) give the validation loss for patience.
 """
 
 from __future__ import annotations
@@ -20,10 +24,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.data import speech as sd
+from posenc.errors import DataError
 from posenc.models.ctc import CTCModel, CTCOutput
 from posenc.tasks.speech.config import SpeechConfig, SpeechDataConfig
 from posenc.tasks.speech.evaluate import eval_sets, evaluate_by_duration
 from posenc.training.loss import LossOutput
+
+VALID_STREAM = 0x7A11D  # second seed word of the validation utterances' generator (training uses 3 words)
 
 
 def build_model(cfg: SpeechConfig) -> CTCModel:
@@ -58,6 +65,7 @@ class SpeechTask:
 
     def __init__(self, data: sd.Fsdd | None = None) -> None:
         self._data = data
+        self._valid: dict[str, list[sd.SpeechBatch]] = {}
 
     def data(self, cfg: SpeechConfig) -> sd.Fsdd:
         if self._data is None:
@@ -65,8 +73,22 @@ class SpeechTask:
         return self._data
 
     def check(self, cfg: SpeechConfig) -> None:
-        """The recordings are there (a one-line DataError before the run directory is touched)."""
+        """The recordings (and held-out ones when validating) are there: a one-line DataError before
+        the run directory is touched."""
         self.data(cfg)
+        self.pools(cfg)
+
+    def pools(self, cfg: SpeechConfig) -> tuple[list[sd.Clip], list[sd.Clip]]:
+        """(training, validation) recordings: all training recordings and none when
+        ``data.valid_size`` is 0, else :func:`~posenc.data.speech.hold_out` of them."""
+        train = self.data(cfg).train
+        if cfg.data.valid_size == 0:
+            return train, []
+        kept, held = sd.hold_out(train, cfg.data.valid_holdout)
+        if not kept or not held:
+            raise DataError(f"data.valid_holdout {cfg.data.valid_holdout} leaves {len(kept)} training and "
+                            f"{len(held)} held-out recordings; both must be non-empty")
+        return kept, held
 
     def build_model(self, cfg: SpeechConfig) -> nn.Module:
         return build_model(cfg)
@@ -74,7 +96,7 @@ class SpeechTask:
     def train_batches(self, cfg: SpeechConfig, epoch: int, rank: int, world: int) -> list[sd.SpeechBatch]:
         d, bs, vocab = cfg.data, cfg.data.batch_size, sd.CharVocab()
         rng = np.random.default_rng([cfg.train.seed, d.seed, epoch])
-        pool = self.data(cfg).train
+        pool = self.pools(cfg)[0]
         utts = sorted((training_utterance(pool, d, rng) for _ in range(bs * d.pool_batches)),
                       key=lambda u: u.wave.shape[0])
         order = [int(k) for k in rng.permutation(d.pool_batches)][rank::world]
@@ -82,8 +104,22 @@ class SpeechTask:
                            d.surround_boundary)
                 for k in order]
 
-    def valid_batches(self, cfg: SpeechConfig) -> None:
-        return None  # scored after training by duration bucket
+    def valid_batches(self, cfg: SpeechConfig) -> list[sd.SpeechBatch] | None:
+        """``data.valid_size`` utterances of held-out recordings, built like training ones, sorted by
+        length and cut into batches of ``eval_batch`` (the same for every call); None when 0."""
+        d, vocab = cfg.data, sd.CharVocab()
+        if d.valid_size == 0:
+            return None
+        key = repr(d)
+        if key not in self._valid:
+            rng = np.random.default_rng([d.seed, VALID_STREAM])
+            held = self.pools(cfg)[1]
+            utts = sorted((training_utterance(held, d, rng) for _ in range(d.valid_size)),
+                          key=lambda u: u.wave.shape[0])
+            self._valid[key] = [sd.collate(utts[k: k + d.eval_batch], vocab, d.sample_rate, d.hop, d.win,
+                                           d.padding_free, d.surround_boundary)
+                                for k in range(0, len(utts), d.eval_batch)]
+        return self._valid[key]
 
     def width(self, cfg: SpeechConfig) -> int:
         return cfg.model.d_model

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -31,3 +32,9 @@ def report_rows_in(doc: str, report: Path) -> bool:
     """Whether every table row of the committed report's README.md appears in ``doc``."""
     rows = [line for line in report.read_text(encoding="utf-8").splitlines() if line.startswith("| ")]
     return bool(rows) and all(row in doc for row in rows)
+
+
+def valid_history(run: Path) -> list[list[float]]:
+    """A committed run's validation curve, ``[[step, loss], ...]`` from its valid.csv."""
+    with open(run / "valid.csv", newline="", encoding="utf-8") as fh:
+        return [[int(r["step"]), float(r["loss"])] for r in csv.DictReader(fh)]

@@ -18,7 +18,13 @@ from posenc.experiments.runner import Grid
 from posenc.tasks.speech.config import SpeechExperimentConfig
 from posenc.tasks.speech.report import write_summary
 from posenc.training.convergence import convergence
-from tests.helpers.committed import assert_all_fresh, committed_grid, committed_results, report_rows_in
+from tests.helpers.committed import (
+    assert_all_fresh,
+    committed_grid,
+    committed_results,
+    report_rows_in,
+    valid_history,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results" / "fsdd_converged"
@@ -36,11 +42,6 @@ def _grid() -> Grid:
 
 def _small_results() -> list[dict]:
     return committed_results(committed_grid(SpeechExperimentConfig, "speech/fsdd_small", SMALL))
-
-
-def _valid_history(run: Path) -> list[list[float]]:
-    with open(run / "valid.csv", newline="", encoding="utf-8") as fh:
-        return [[int(r["step"]), float(r["loss"])] for r in csv.DictReader(fh)]
 
 
 def _wer(result: dict, bucket: str) -> float:
@@ -72,7 +73,7 @@ def test_every_runs_stop_and_status_are_the_rules() -> None:
         summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
         cap = grid.config(cell).train.max_steps
         assert (summary["stopped"], summary["steps"] < cap) in {("patience", True), ("max_steps", False)}, run
-        history = _valid_history(run)
+        history = valid_history(run)
         assert history[-1][0] == summary["steps"]
         again = convergence(history, summary["stopped"], summary["warmup"], summary["steps"], cap)
         floats = {k for k, v in again.items() if isinstance(v, float)}  # valid.csv keeps 8 digits

@@ -20,7 +20,13 @@ from posenc.tasks.vision.report import unseen, write_summary
 from posenc.training.config import TrainConfig
 from posenc.training.convergence import convergence
 from posenc.training.state import TrainState, record_validation
-from tests.helpers.committed import assert_all_fresh, committed_grid, committed_results, report_rows_in
+from tests.helpers.committed import (
+    assert_all_fresh,
+    committed_grid,
+    committed_results,
+    report_rows_in,
+    valid_history,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results" / "fashion_mnist_converged"
@@ -38,11 +44,6 @@ def _grid() -> Grid:
 
 def _small_results() -> list[dict]:
     return committed_results(committed_grid(VisionExperimentConfig, "vision/fashion_mnist_small", SMALL))
-
-
-def _valid_history(run: Path) -> list[list[float]]:
-    with open(run / "valid.csv", newline="", encoding="utf-8") as fh:
-        return [[int(r["step"]), float(r["loss"])] for r in csv.DictReader(fh)]
 
 
 def _at(results: list[dict], method: str, res: int) -> list[float]:
@@ -72,7 +73,7 @@ def test_every_run_stopped_by_patience_before_its_cap_and_its_status_is_the_rule
         summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
         cfg = grid.config(cell)
         assert summary["stopped"] == "patience" and summary["epochs"] < cfg.train.max_epochs, run
-        history = _valid_history(run)
+        history = valid_history(run)
         assert history[-1][0] == summary["steps"]
         again = convergence(history, summary["stopped"], summary["warmup"], summary["steps"], None)
         floats = {k for k, v in again.items() if isinstance(v, float)}  # valid.csv keeps 8 digits
@@ -226,7 +227,7 @@ def test_the_pilots_lesson_holds_on_the_committed_cape_curve() -> None:
     rule stops where the run did, and the loss fell to 0.455 at update 1,960 in between."""
     grid = _grid()
     cell = next(c for c in grid.cells() if (c.method, c.seed) == ("cape-2d", 0))
-    history, shipped = _valid_history(grid.results_path(cell).parent), grid.config(cell).train
+    history, shipped = valid_history(grid.results_path(cell).parent), grid.config(cell).train
     naive = TrainConfig(max_epochs=shipped.max_epochs, patience=4, min_delta=shipped.min_delta)
     step, best = _patience_stop(history, naive)
     assert (step, f"{best:.3f}") == (1040, "0.531")

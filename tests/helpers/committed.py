@@ -7,8 +7,11 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from posenc.config import load_config
 from posenc.experiments.runner import Grid, find_experiment
+from posenc.training.convergence import convergence
 
 
 def committed_grid(schema: type, experiment: str, committed: Path) -> Grid:
@@ -38,3 +41,15 @@ def valid_history(run: Path) -> list[list[float]]:
     """A committed run's validation curve, ``[[step, loss], ...]`` from its valid.csv."""
     with open(run / "valid.csv", newline="", encoding="utf-8") as fh:
         return [[int(r["step"]), float(r["loss"])] for r in csv.DictReader(fh)]
+
+
+def assert_status_is_the_rules(run: Path, summary: dict, cap: int | None) -> None:
+    """The committed run's recorded stop step and convergence fields are the convergence rule's on
+    its own valid.csv (recomputed here, not read back); floats to valid.csv's 8 digits."""
+    history = valid_history(run)
+    assert history[-1][0] == summary["steps"], run
+    again = convergence(history, summary["stopped"], summary["warmup"], summary["steps"], cap)
+    floats = {k for k, v in again.items() if isinstance(v, float)}
+    assert {k: summary[k] for k in again if k not in floats} == {k: again[k] for k in again if k not in floats}, run
+    expected = pytest.approx([again[k] for k in sorted(floats)], rel=1e-6, abs=1e-6)
+    assert [summary[k] for k in sorted(floats)] == expected, run

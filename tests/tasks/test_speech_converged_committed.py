@@ -12,18 +12,15 @@ import json
 import statistics
 from pathlib import Path
 
-import pytest
-
 from posenc.experiments.runner import Grid
 from posenc.tasks.speech.config import SpeechExperimentConfig
 from posenc.tasks.speech.report import write_summary
-from posenc.training.convergence import convergence
 from tests.helpers.committed import (
     assert_all_fresh,
+    assert_status_is_the_rules,
     committed_grid,
     committed_results,
     report_rows_in,
-    valid_history,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,13 +70,7 @@ def test_every_runs_stop_and_status_are_the_rules() -> None:
         summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
         cap = grid.config(cell).train.max_steps
         assert (summary["stopped"], summary["steps"] < cap) in {("patience", True), ("max_steps", False)}, run
-        history = valid_history(run)
-        assert history[-1][0] == summary["steps"]
-        again = convergence(history, summary["stopped"], summary["warmup"], summary["steps"], cap)
-        floats = {k for k, v in again.items() if isinstance(v, float)}  # valid.csv keeps 8 digits
-        assert {k: summary[k] for k in again if k not in floats} == {k: again[k] for k in again if k not in floats}
-        expected = pytest.approx([again[k] for k in sorted(floats)], rel=1e-6, abs=1e-6)
-        assert [summary[k] for k in sorted(floats)] == expected, run
+        assert_status_is_the_rules(run, summary, cap)
 
 
 def test_the_committed_report_is_the_report_of_the_committed_results(tmp_path: Path) -> None:

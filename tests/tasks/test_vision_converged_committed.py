@@ -18,10 +18,10 @@ from posenc.experiments.runner import Grid
 from posenc.tasks.vision.config import VisionExperimentConfig
 from posenc.tasks.vision.report import unseen, write_summary
 from posenc.training.config import TrainConfig
-from posenc.training.convergence import convergence
 from posenc.training.state import TrainState, record_validation
 from tests.helpers.committed import (
     assert_all_fresh,
+    assert_status_is_the_rules,
     committed_grid,
     committed_results,
     report_rows_in,
@@ -73,13 +73,7 @@ def test_every_run_stopped_by_patience_before_its_cap_and_its_status_is_the_rule
         summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
         cfg = grid.config(cell)
         assert summary["stopped"] == "patience" and summary["epochs"] < cfg.train.max_epochs, run
-        history = valid_history(run)
-        assert history[-1][0] == summary["steps"]
-        again = convergence(history, summary["stopped"], summary["warmup"], summary["steps"], None)
-        floats = {k for k, v in again.items() if isinstance(v, float)}  # valid.csv keeps 8 digits
-        assert {k: summary[k] for k in again if k not in floats} == {k: again[k] for k in again if k not in floats}
-        expected = pytest.approx([again[k] for k in sorted(floats)], rel=1e-6, abs=1e-6)
-        assert [summary[k] for k in sorted(floats)] == expected, run
+        assert_status_is_the_rules(run, summary, None)
 
 
 def test_the_committed_report_is_the_report_of_the_committed_results(tmp_path: Path) -> None:

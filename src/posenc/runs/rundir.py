@@ -390,16 +390,16 @@ def read_run(cfg: Any, out: Path) -> Opening:
     path = latest_checkpoint(out / "checkpoints")
     state = checkpoint_state(path) if path is not None else {}
     step = state.get("step")  # a cap below the steps it resumes from is no extension
-    records = [(replace(stored, steps=step if isinstance(step, int) else None), "{}")]
+    records = [("", replace(stored, steps=step if isinstance(step, int) else None))]
     if state.get("record") is not None:  # a checkpoint older than checkpoint records: the run's record judged it
-        records.append((RunRecord.read(state["record"]), f"its checkpoint {path.name} is another run's ({{}})"))
-    verdicts = []
-    for record, says in records:
+        records.append((f"its checkpoint {path.name} is another run's", RunRecord.read(state["record"])))
+    first: Verdict | None = None
+    for whose, record in records:  # the run's record first: its verdict is the opening's
         verdict = same_run(record, cfg)
         if verdict.kind == "stale":
-            return Opening(replace(verdict, detail=says.format(verdict.detail)), path)
-        verdicts.append(verdict)
-    return Opening(verdicts[0], path)
+            return Opening(replace(verdict, detail=f"{whose} ({verdict.detail})" if whose else verdict.detail), path)
+        first = first or verdict
+    return Opening(first, path)
 
 
 def check_clearable(out_dir: str | Path) -> None:

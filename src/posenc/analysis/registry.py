@@ -18,6 +18,7 @@ from typing import Any
 
 from posenc.analysis import length_bleu as _length_bleu
 from posenc.analysis import length_diff as _length_diff
+from posenc.analysis import long_sources as _long_sources
 from posenc.analysis import position_nll as _position_nll
 from posenc.analysis import shift_invariance as _shift_invariance
 from posenc.analysis import significance as _significance
@@ -132,6 +133,11 @@ REGISTRY: dict[str, Analysis] = {
         _length_diff.length_diff,
         "mean output − reference length by source length, output-length histograms (Neishi Fig. 4, 5, 7)",
         LengthOptions, pooled=True),
+    "long_sources": Analysis(
+        _long_sources.long_sources,
+        "BLEU and output − reference length on sources longer than any training source, each method vs the "
+        "baseline by one-sided Welch over seeds and paired bootstrap (Neishi Table 3, Fig. 3-4)",
+        BootstrapOptions, pooled=True),
     "shift_invariance": Analysis(
         _shift_invariance.shift_invariance,
         "cosine similarity of encoder states under position offsets (default 0/100/250/500, SHAPE Fig. 2)",

@@ -255,6 +255,22 @@ def an_length_diff(v: SettingView, out: Path) -> None:
                                      _length_buckets(v, "length_diff"), train_lengths=v.train_lengths)
 
 
+def an_long_sources(v: SettingView, out: Path) -> None:
+    """Neishi's long-sentence endpoints: sources longer than every training source, per seed."""
+    n = len(v.src) // len(v.seeds)
+    src_lengths, ref_lengths = v.lengths(v.src[:n]), v.lengths(v.ref[:n])
+    hyps = {m: _by_seed(v.hyps(m), n) for m in v.exp.methods}
+    hyp_lengths = {m: [v.lengths(h) for h in per_seed] for m, per_seed in hyps.items()}
+    analysis.ANALYSES["long_sources"](src_lengths, v.ref[:n], ref_lengths, hyps, hyp_lengths, out,
+                                      train_max=max(v.train_lengths), baseline=v.exp.baseline_label,
+                                      n_samples=v.options("long_sources").bootstrap_samples)
+
+
+def _by_seed(pooled: list[str], n: int) -> list[list[str]]:
+    """Seed-after-seed outputs (:meth:`SettingView.hyps`) cut back into one list per seed."""
+    return [pooled[k : k + n] for k in range(0, len(pooled), n)]
+
+
 def an_shift_invariance(v: SettingView, out: Path) -> None:
     options = v.options("shift_invariance")
     n = options.shift_sentences
@@ -354,6 +370,7 @@ def an_swapped(v: SettingView, out: Path) -> None:
 #: a :class:`SettingView`; not a list of analyses of its own: the names come from the registry.
 ADAPTERS: dict[str, Callable[[SettingView, Path], None]] = {
     "length_bleu": an_length_bleu, "bootstrap": an_bootstrap, "length_diff": an_length_diff,
+    "long_sources": an_long_sources,
     "shift_invariance": an_shift_invariance, "speed": an_speed, "tokenwise": an_tokenwise,
     "position_nll": an_position_nll, "swapped": an_swapped,
 }

@@ -116,6 +116,9 @@ def test_report_has_every_analysis(experiment) -> None:
             if name == "swapped" and setting == "vanilla":
                 assert not any(p.is_file() for p in out.rglob("*"))  # needs <sep>-joined groups: INTERPOLATE only
                 continue
+            if name == "long_sources" and _analysis_files(out) == {".md"}:  # every test source as long as training's
+                assert "No test source is longer than the longest training source" in (out / f"{name}.md").read_text()
+                continue
             assert {".csv", ".png"} <= _analysis_files(out), (setting, name)
             for csv_path in out.rglob("*.csv"):
                 with open(csv_path, newline="", encoding="utf-8") as fh:
@@ -245,6 +248,36 @@ def test_model_analyses_run_on_the_seeds_that_keep_checkpoints(tmp_path: Path, e
         assert sorted(p.name for p in (clone / SETTINGS[1] / name).iterdir()) == ["seed1", "seed2"]
     assert read(clone / SETTINGS[0] / "shift_invariance" / "seed2" / "shift_invariance.csv") == read(
         report / SETTINGS[0] / "shift_invariance" / "seed2" / "shift_invariance.csv")
+
+
+def test_a_report_rewritten_without_checkpoints_keeps_the_model_analyses_it_cannot_redo(tmp_path: Path,
+                                                                                         experiment) -> None:
+    """A committed grid's report regenerated in a clone (no checkpoints): the per-seed outputs of the
+    analyses that read the models stay as the report that had the models wrote them, and say so;
+    the seed whose models are here is computed again; the text analyses are rewritten."""
+    import shutil
+
+    from posenc.analysis.registry import REGISTRY
+
+    path, exp, report = experiment
+    shutil.copytree(exp.root, tmp_path / "exp", ignore=shutil.ignore_patterns(".posenc.lock"))
+    for method in METHODS:
+        shutil.rmtree(tmp_path / "exp" / SETTINGS[0] / method / "seed1" / "checkpoints")
+    stale = tmp_path / "exp" / "report" / SETTINGS[0] / "length_bleu" / "stale.csv"
+    stale.write_text("from an earlier report\n")
+    spec = yaml.safe_load(path.read_text())
+    spec["out_dir"] = str(tmp_path / "exp")
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    clone = run_experiment(str(tmp_path / "tiny.yaml"), report_only=True)
+    text = (clone / "README.md").read_text(encoding="utf-8")
+    per_seed = sorted(n for n in exp.analyses if REGISTRY[n].reads_models and not REGISTRY[n].pooled and n != "swapped")
+    assert text.count("Seed(s) 1: kept as an earlier report wrote them where the models were") == len(per_seed) + (
+        "swapped" in exp.analyses and (report / SETTINGS[0] / "swapped" / "seed1").is_dir())
+    for name in per_seed:
+        assert sorted(p.name for p in (clone / SETTINGS[0] / name).iterdir()) == ["seed1", "seed2"]
+    kept = SETTINGS[0] + "/shift_invariance/seed1/shift_invariance.csv"
+    assert read(clone / kept) == read(report / kept)
+    assert not stale.exists()  # an output the analyses no longer write is not kept
 
 
 def test_runs_of_several_devices_name_them_and_skip_wall_clock_speed(tmp_path: Path, experiment) -> None:

@@ -15,6 +15,7 @@ import torch
 
 from posenc import analysis
 from posenc.analysis import learning_curves as _learning_curves  # noqa: F401 - analysis.learning_curves
+from posenc.analysis import long_sources as _long_sources  # noqa: F401 - analysis.long_sources
 from posenc.analysis.common import Buckets
 from posenc.analysis.registry import REGISTRY
 from posenc.data import settings as data_settings
@@ -259,6 +260,11 @@ def an_long_sources(v: SettingView, out: Path) -> None:
     """Neishi's long-sentence endpoints: sources longer than every training source, per seed."""
     n = len(v.src) // len(v.seeds)
     src_lengths, ref_lengths = v.lengths(v.src[:n]), v.lengths(v.ref[:n])
+    if not analysis.long_sources.long_subset(src_lengths, max(v.train_lengths)):
+        (out / "long_sources.md").write_text(f"No test source is longer than the longest training source "
+                                             f"({max(v.train_lengths)} subwords): nothing to compare.\n",
+                                             encoding="utf-8")
+        return
     hyps = {m: _by_seed(v.hyps(m), n) for m in v.exp.methods}
     hyp_lengths = {m: [v.lengths(h) for h in per_seed] for m, per_seed in hyps.items()}
     analysis.ANALYSES["long_sources"](src_lengths, v.ref[:n], ref_lengths, hyps, hyp_lengths, out,
@@ -379,24 +385,50 @@ ADAPTERS: dict[str, Callable[[SettingView, Path], None]] = {
 def run_analysis(exp: ExperimentConfig, setting: str, name: str, out: Path) -> list[str]:
     """Run registered analysis ``name`` on every seed of ``setting`` into ``out``: pooled over the
     seeds when the registry says so (outputs only), else once per seed into ``out/seed<N>``.
-    Returns Markdown lines."""
+    An analysis that reads the trained models runs on the seeds whose runs keep a checkpoint; a
+    seed without one keeps the output an earlier report wrote where its models were (checkpoints
+    are not committed, their analyses are). Returns Markdown lines."""
     if exp.skip_reason(name):
+        shutil.rmtree(out, ignore_errors=True)
         return [f"Skipped: {exp.skip_reason(name)}.", ""]
     seeds, note = list(exp.seeds), ""
     if REGISTRY[name].reads_models:
         seeds, note = _seeds_with_checkpoints(exp, setting, name)
+        note += _kept_outputs(exp, name, out, seeds)
         if not seeds:
-            return [note, ""]
+            return [note.strip(), ""]
+    else:
+        shutil.rmtree(out, ignore_errors=True)  # posenc's report dir: no output of an earlier, other grid part
     if REGISTRY[name].pooled:
         out.mkdir(parents=True, exist_ok=True)
         with torch.inference_mode():
             ADAPTERS[name](SettingView(exp, setting), out)
         return [f"All seeds pooled ({', '.join(map(str, exp.seeds))}): each test sentence once per seed.", ""]
     for seed in seeds:
+        shutil.rmtree(out / f"seed{seed}", ignore_errors=True)
         (out / f"seed{seed}").mkdir(parents=True, exist_ok=True)
         with torch.inference_mode():
             ADAPTERS[name](SettingView(exp, setting, [seed]), out / f"seed{seed}")
     return [f"One result per seed ({', '.join(f'seed{s}' for s in seeds)}).{note}", ""]
+
+
+def _kept_outputs(exp: ExperimentConfig, name: str, out: Path, seeds: list[int]) -> str:
+    """Clear what analysis ``name`` will not write again in ``out``, except the outputs of the
+    grid's seeds it cannot recompute here (no checkpoint); returns a note naming those it keeps."""
+    if REGISTRY[name].pooled:
+        if not seeds and out.is_dir():
+            return " Kept: the output of an earlier report, written where the models were."
+        shutil.rmtree(out, ignore_errors=True)
+        return ""
+    kept = [s for s in exp.seeds if s not in seeds and (out / f"seed{s}").is_dir()]
+    if out.is_dir():
+        for entry in out.iterdir():
+            if entry.name not in {f"seed{s}" for s in kept}:
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    if not kept:
+        return ""
+    return (f" Seed(s) {', '.join(map(str, kept))}: kept as an earlier report wrote them where the models were "
+            "(their checkpoints are not here).")
 
 
 def _without_checkpoints(exp: ExperimentConfig, setting: str, seed: int) -> list[str]:
@@ -574,7 +606,6 @@ def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]
         md += [why, ""] if why else []
         for name in exp.analyses if part is not None else []:
             out = report / setting / name
-            shutil.rmtree(out, ignore_errors=True)  # posenc's report dir: no output of an earlier, other grid part
             md += [f"### {name}", ""] + run_analysis(part, setting, name, out)
             md += [f"![{p.stem}]({p.relative_to(report)})" for p in sorted(out.rglob("*.png"))]
             md += [(p.read_text(encoding="utf-8")) for p in sorted(out.rglob("*.md"))] + [""]

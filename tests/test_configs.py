@@ -184,6 +184,61 @@ def test_neishi_configs_filter_then_split(name: str) -> None:
         assert data.length_split == ("" if setting == "all" else setting)
 
 
+#: The grids of the three papers at paper scale (Bible, GPU or multi-day CPU): each must answer its
+#: paper the way multi30k_select does (docs/experiments.md, "Choosing on validation").
+PAPER_SCALE = sorted(p.stem for p in (CONFIGS / "experiments").glob("*.yaml")
+                     if p.stem.startswith(("neishi_", "cape_mt_", "shape_")))
+
+
+def test_the_paper_scale_grids_are_found() -> None:
+    assert PAPER_SCALE == [f"{paper}_{size}" for paper in ("cape_mt", "neishi", "shape")
+                           for size in ("gpu", "paper", "small")]
+
+
+@pytest.mark.parametrize("name", PAPER_SCALE)
+def test_paper_scale_configs_follow_the_protocol(name: str) -> None:
+    """Every run stops on a flat validation plateau with the step cap only a cap; SHAPE's K is
+    chosen on EXTRAPOLATE validation BLEU (App. B); the length penalty is searched on past its grid
+    to a bracketed validation peak, except for Neishi & Yoshinaga's grids, which decode greedily as
+    the paper did (no α enters greedy search, so none is searched); CAPE's MT settings (§5.3)."""
+    from posenc.tasks.translation.tuning import search_alphas
+
+    exp = load_config(ExperimentConfig, find_experiment(name))
+    grid = Grid.of(exp)
+    configs = [grid.config(cell) for cell in grid.cells()]
+    for cfg in configs:
+        train = cfg.train
+        assert train.patience and train.patience >= 1 and train.min_delta > 0 and train.require_flat
+        assert train.average_best >= 2 and train.validate_every > 0
+        # a cap, not a budget: 4x the ~5,000 updates SHAPE needed on this data and model
+        assert train.max_steps >= 4 * 5000
+    beams = {cfg.decode.beam for cfg in configs}
+    if name.startswith("neishi_"):
+        assert beams == {1} and not exp.tune_length_penalty  # greedy: the paper's decoding
+    else:
+        assert min(beams) > 1 and exp.tune_length_penalty
+        alphas = sorted(exp.tune_length_penalty)
+        assert exp.tune_length_penalty_max > alphas[-1]
+        # a validation BLEU still rising at the grid's top is followed to its peak, not cut at the grid
+        peak = round(alphas[-1] + 3 * (alphas[-1] - alphas[-2]), 6)
+        found = search_alphas(alphas, exp.tune_length_penalty_max, lambda a: -abs(a - peak))
+        assert found["chosen"] == pytest.approx(peak) and not found["at_bound"]
+    if name.startswith("shape_"):
+        sel = exp.selection
+        assert sel.enabled and sel.key == "model.position.max_shift" and sel.metric == "bleu"
+        assert sel.values == [10, 20, 30, 40, 100, 500] and sel.setting == "extrapolate" and sel.seeds == [1]
+        assert exp.methods[sel.method]["model.position.name"] == "shape"
+        assert {"ape", "rpe", "shape-k500"} <= set(exp.methods)  # K = 500: the paper's default beside K*
+        assert set(exp.settings) == {"vanilla", "extrapolate", "interpolate"}
+    if name.startswith("cape_mt_"):
+        by_method = {c.method: grid.config(c).model.position for c in grid.cells()}
+        assert by_method["relpos"].params("shaw").k == 150  # "covers max train content: 150 left/right tokens"
+        assert by_method["abspos"].params("learned").max_positions == 1024  # "covers 1k tokens"
+        cape = by_method["cape"].params("cape")
+        assert (cape.max_global_shift, cape.max_local_shift, cape.mean_normalize) == (5.0, 0.5, False)
+        assert "position_nll" in exp.analyses and exp.analysis_options["stack_tokens"] >= 300
+
+
 def test_filter_precedes_length_split() -> None:
     from posenc.data.corpora import Corpus, Pair
     from posenc.tasks.translation.config import DataConfig

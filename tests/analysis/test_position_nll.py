@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from posenc.analysis.position_nll import position_nll, position_nll_table
+from posenc.analysis.position_nll import position_nll, position_nll_table, seen_and_unseen
 from posenc.models.rnn_nmt import RNNNMT, RNNConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
 from tests.conftest import tiny_config
@@ -51,3 +51,14 @@ def test_position_nll_equals_hand_cross_entropy(tmp_path):
             assert r["nll"] == pytest.approx(np.mean(expected[r["position"]]), rel=1e-5)
     assert (tmp_path / "position_nll.csv").read_text().splitlines()[0] == "model,position,tokens,nll"
     assert (tmp_path / "position_nll.png").is_file()
+
+
+def test_seen_and_unseen_are_token_weighted_means_either_side_of_the_training_eos():
+    rows = [{"model": "a", "position": p, "tokens": t, "nll": n}
+            for p, t, n in ((1, 4, 1.0), (2, 2, 2.0), (3, 2, 5.0), (4, 1, 8.0))]
+    # train_max 1: positions 1-2 (the longest training target and its EOS) are seen
+    assert seen_and_unseen(rows, 1) == [
+        {"model": "a", "span": "seen", "positions": 2, "tokens": 6, "nll": (4 * 1.0 + 2 * 2.0) / 6},
+        {"model": "a", "span": "unseen", "positions": 2, "tokens": 3, "nll": (2 * 5.0 + 8.0) / 3},
+    ]
+    assert [r["span"] for r in seen_and_unseen(rows, 3)] == ["seen"]  # nothing past position 4

@@ -36,6 +36,22 @@ def position_nll_table(logprobs: Sequence[np.ndarray], window: int = 1) -> list[
     return rows
 
 
+def seen_and_unseen(rows: Sequence[Mapping[str, Any]], train_max: int) -> list[dict[str, Any]]:
+    """Token-weighted mean NLL per model over the positions training reached (``seen``: up to
+    ``train_max`` + 1, the EOS after the longest training target) and over those past them
+    (``unseen``; CAPE Fig. 8's "positions not seen during training"). Rows ``model, span,
+    positions, tokens, nll``; a span without tokens is left out."""
+    out = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        for span, inside in (("seen", True), ("unseen", False)):
+            part = [r for r in rows if r["model"] == model and (r["position"] <= train_max + 1) == inside]
+            tokens = sum(r["tokens"] for r in part)
+            if tokens:
+                nll = sum(r["nll"] * r["tokens"] for r in part) / tokens
+                out.append({"model": model, "span": span, "positions": len(part), "tokens": tokens, "nll": nll})
+    return out
+
+
 def position_nll(
     models: Mapping[str, nn.Module],
     pairs: Sequence[tuple[Sequence[int], Sequence[int]]] | Mapping[str, Sequence[tuple[Sequence[int], Sequence[int]]]],
@@ -51,7 +67,8 @@ def position_nll(
 
     ``pairs`` are (source ids, target ids without BOS/EOS), e.g. stacked test sentences, or a
     mapping model name → its own pairs (each model scored with the source format it was trained on);
-    ``train_max`` (longest training target) draws a vertical line in the plot.
+    ``train_max`` (longest training target) draws a vertical line in the plot and adds
+    ``position_nll_spans.csv`` (:func:`seen_and_unseen`).
     Rows: ``model, position, tokens, nll``.
     """
     if not pairs:
@@ -63,6 +80,8 @@ def position_nll(
         rows += [{"model": name, **r} for r in table]
     out = plots.output_dir(out_dir)
     plots.write_csv(out / "position_nll.csv", rows)
+    if train_max is not None:
+        plots.write_csv(out / "position_nll_spans.csv", seen_and_unseen(rows, train_max))
     fig, (ax,) = plots.figure(size=(6.5, 3.8))
     series = {m: ([r["position"] for r in rows if r["model"] == m], [r["nll"] for r in rows if r["model"] == m])
               for m in models}

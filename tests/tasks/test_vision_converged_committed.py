@@ -169,6 +169,12 @@ def test_the_sections_orderings_are_the_committed_ones() -> None:
     assert ahead == [16, 24]
     per_seed = [c - s for c, s in zip(_unseen(conv, "cape-2d"), _unseen(conv, "learned-2d"))]
     assert all(d < 0 for d in per_seed)  # "the learned table is ahead in every seed"
+    text = " ".join((ROOT / "docs" / "results_vision.md").read_text(encoding="utf-8").split())
+    gaps = sorted(-d for d in per_seed)
+    assert f"ahead in every seed, by {gaps[0]:.1f} to {gaps[-1]:.1f} points" in text
+    unseen = statistics.fmean(_unseen(conv, "learned-2d")) / 100
+    se = 100 * (unseen * (1 - unseen) / 2000) ** 0.5
+    assert f"(≈ {se:.1f} points at {100 * unseen:.0f} %)" in text and gaps[-1] > se > gaps[0]
     runs = [r for rs in stops.values() for r in rs]
     lowest_lr = min(runs, key=lambda r: r["lr_at_stop"])
     assert lowest_lr is stops["cape-2d"][0] and lowest_lr["steps"] == max(r["steps"] for r in runs)

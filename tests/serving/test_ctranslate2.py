@@ -260,3 +260,23 @@ def test_every_target_position_scores_the_same(runs: dict[str, Path], tmp_path: 
         logp = torch.log_softmax(model(src, src != -1, tgt_in, tgt_in != -1).float(), -1)[0]
     ours = logp.gather(1, torch.tensor([*tgt_ids, EOS])[:, None])[:, 0]
     torch.testing.assert_close(theirs, ours, rtol=0, atol=1e-4)
+
+
+def test_the_agreement_bench_scores_differing_lines_by_posencs_objective(runs: dict[str, Path]) -> None:
+    """bench/ct2_decode's objective is posenc's beam score (log-probability with EOS over GNMT's
+    length penalty), and its count of differing lines splits them by that score."""
+    from posenc.bench.ct2_decode import differing, objective
+
+    run = load_run(runs["ape"])
+    sources = read_lines(Path(run.cfg.prepared_dir) / "test.src")[:6]
+    ours = list(translate_lines(run.model, run.tokenizer, sources, **decode_options(run.cfg.decode, run)))
+    ids = [run.tokenizer.encode(o) for o in ours]
+    for alpha in (0.0, 0.6):
+        expected = [_score(run.model, run.tokenizer.encode(s), o) / ((5 + len(o) + 1) / 6) ** alpha
+                    for s, o in zip(sources, ids)]
+        assert objective(run, sources, ours, alpha) == pytest.approx(expected, abs=1e-4)
+    assert differing(run, sources, ours, ours, 0.6) == {"lines": 0, "theirs_higher": 0, "theirs_lower": 0, "tied": 0}
+    truncated = [" ".join(o.split()[:-1]) or o for o in ours]
+    d = differing(run, sources, ours, truncated, 0.0)
+    assert d["lines"] == sum(a != b for a, b in zip(ours, truncated))
+    assert d["theirs_higher"] + d["theirs_lower"] + d["tied"] == d["lines"]

@@ -160,3 +160,26 @@ def test_docs_quote_binary_addition_and_the_ranked_count() -> None:
     exp = replace(load_config(LengthgenExperimentConfig, find_experiment("lengthgen_frontier")), out_dir=str(COMMITTED))
     ranked = [line for line in leaderboard(exp, _results()) if line.startswith("| ") and line.split("|")[2].strip().isdigit()]
     assert f"Of the 54 frontier cells (9 methods × 6 tasks, 162 runs), {len(ranked)} are ranked" in doc and len(ranked) == 18
+
+
+def test_docs_name_the_copy_runs_that_did_not_converge() -> None:
+    """The copy paragraph's count of converged runs and the runs it names not flat or capped (the
+    one rule on each run's valid.csv)."""
+    from posenc.tasks.lengthgen.report import run_status
+
+    doc = " ".join((ROOT / "docs" / "lengthgen.md").read_text(encoding="utf-8").split())
+    runs = [r for r in _results() if r["task"] == "copy"]
+    others = {(r["method"], r["seed"]): (run_status(r), r["summary"]["steps"]) for r in runs if run_status(r) != "converged"}
+    assert others == {("nope", 1): ("not flat", others[("nope", 1)][1]),
+                      ("fire+randomized", 2): ("not flat", others[("fire+randomized", 2)][1]),
+                      ("nope", 2): ("still improving", _cap(runs))}
+    assert (f"Of the {len(runs)} copy runs {len(runs) - len(others)} converged; NoPE seed 1 (at "
+            f"{others[('nope', 1)][1]:,} updates) and FIRE + randomized seed 2 (at {others[('fire+randomized', 2)][1]:,}) "
+            f"are **not flat**") in doc
+    assert f"NoPE seed 2 reached the {_cap(runs):,}-update cap (still improving)" in doc
+
+
+def _cap(runs: list[dict]) -> int:
+    """The copy runs' step cap (one per task in the grid)."""
+    (cap,) = {r["config"]["train"]["max_steps"] for r in runs}
+    return int(cap)

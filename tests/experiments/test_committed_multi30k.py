@@ -5,6 +5,7 @@ std of the committed per-run BLEU."""
 
 from __future__ import annotations
 
+import csv
 import json
 import statistics
 from dataclasses import replace
@@ -37,8 +38,8 @@ def test_every_committed_cell_is_fresh() -> None:
 
 
 def test_statuses_follow_the_one_rule() -> None:
-    """Read as the report reads them (summary, cap, valid.csv: the end-slope test of issue 26), not
-    from the stored ``status``: 14 of 18 converged, one capped, three stopped on a falling curve."""
+    """Read as the report reads them (summary, cap, valid.csv: the end-slope test), and stored so:
+    14 of 18 converged, one capped, three stopped on a falling curve."""
     exp, results = _exp(), _results()
     judged = {r["setting"] + "/" + r["method"] + f"/{r['seed']}": r["judged"] for r in report.judged(exp, list(results.values()))}
     assert {k: v["status"] for k, v in judged.items() if v["status"] != CONVERGED} == {
@@ -46,8 +47,12 @@ def test_statuses_follow_the_one_rule() -> None:
         "vanilla/shape/1": NOT_FLAT, "vanilla/shape/2": NOT_FLAT, "vanilla/rpe/3": NOT_FLAT}
     assert results[("vanilla", "shape", 3)]["summary"]["stopped"] == "max_steps"
     assert round(judged["vanilla/shape/1"]["valid_slope"], 4) == -0.0192  # nats per 1,000 updates, last 8 validations
-    # the summary alone (no validation curve, no recorded flatness): never "converged" (issue 39)
-    assert all(status_of(r["summary"]) == {CONVERGED: NO_CURVE}.get(r["summary"]["status"], r["summary"]["status"])
+    # the stored status is the rule's; the summary alone (no validation curve, no recorded
+    # flatness) is never "converged"
+    assert {f"{s}/{m}/{seed}": r["summary"]["status"] for (s, m, seed), r in results.items()} == {
+        k: v["status"] for k, v in judged.items()}
+    assert all(status_of(r["summary"]) == {CONVERGED: NO_CURVE, NOT_FLAT: NO_CURVE}.get(r["summary"]["status"],
+                                                                                       r["summary"]["status"])
                for r in results.values())
 
 
@@ -78,8 +83,6 @@ def _replay(history: list[tuple[int, float]], **options) -> int | None:  # noqa:
 def test_stopping_options_replayed_on_the_committed_curves() -> None:
     """docs/experiments.md: the defaults reproduce every recorded stop; require_flat keeps exactly
     the three runs that stopped on a falling curve training; smooth_window 4 would move 13 of 18."""
-    import csv
-
     stops: dict[str, tuple[int | None, ...]] = {}
     for (setting, method, seed), r in _results().items():
         with (COMMITTED / setting / method / f"seed{seed}" / "valid.csv").open(encoding="utf-8") as fh:
@@ -107,3 +110,68 @@ def test_docs_quote_the_test_across_seeds() -> None:
     assert f"(p = {p[('vanilla', 'ape', 'shape')]:.2f} and" in doc and shape_p.split()[-1] + ")" in doc
     assert f"RPE > APE is not (p = {p[('vanilla', 'rpe', 'ape')]:.2f} and {p[('extrapolate', 'rpe', 'ape')]:.2f})" in doc
     assert f"VANILLA p = {p[('vanilla', 'rpe', 'ape')]:.2f}, EXTRAPOLATE\np = {p[('extrapolate', 'rpe', 'ape')]:.2f}" in doc
+
+
+def _section() -> str:
+    """docs/results.md §0b, whitespace-normalized."""
+    doc = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    return " ".join(doc.split("## 0b.")[1].split("\n## ")[0].split())
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _csv(*parts: str) -> list[dict[str, str]]:
+    """A committed report CSV's rows of non-empty buckets."""
+    return [r for r in _rows(COMMITTED.joinpath(*parts)) if r["sentences"] != "0"]
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.1f}".replace("-", "−")
+
+
+def test_length_tables_are_the_regenerated_report() -> None:
+    """§0b's BLEU-by-length table, its reading and the output-length numbers are the committed
+    report's EXTRAPOLATE length_bleu.csv / length_diff.csv (seeds pooled, subwords)."""
+    text, rows = _section(), _csv("report", "extrapolate", "length_bleu", "length_bleu.csv")
+    by = {m: [r for r in rows if r["model"] == m] for m in ("ape", "shape", "rpe")}
+    assert "| sentences (×3) | " + " | ".join(f"{int(r['sentences']):,}" for r in by["ape"]) + " |" in text
+    assert "| APE | " + " | ".join(f"{float(r['bleu']):.1f}" for r in by["ape"]) + " |" in text
+    for method, label in (("shape", "SHAPE"), ("rpe", "RPE")):
+        assert f"| {label} − APE | " + " | ".join(_signed(float(r["gain"])) for r in by[method]) + " |" in text
+    seen = [float(r["gain"]) for r in by["shape"] if r["seen"] == "True"]
+    straddle = next(r for r in by["shape"] if r["bucket"] == "20-24")
+    longer = [r for r in by["ape"] if int(r["bucket"].split("-")[0]) >= 25]
+    assert straddle["seen"] == "False" and [r["bucket"] for r in by["shape"] if r["seen"] == "True"] == ["5-9", "10-14", "15-19"]
+    assert (f"(5–19 subwords: {_signed(max(seen))} to {_signed(min(seen))}) and on 20–24 subwords "
+            f"({_signed(float(straddle['gain']))})") in text
+    assert f"on the longer buckets ({sum(int(r['sentences']) for r in longer)} sentence-seeds in all)" in text
+    assert all(float(r["gain"]) >= 0 for r in by["shape"] + by["rpe"] if int(r["bucket"].split("-")[0]) >= 25)
+    diff = {(r["model"], r["bucket"]): float(r["mean_diff"]) for r in _csv("report", "extrapolate", "length_diff",
+                                                                           "length_diff.csv")}
+    at = {b: [diff[(m, b)] for m in ("ape", "shape", "rpe")] for b in ("25-29", "20-24")}
+    assert (f"e.g. {_signed(at['25-29'][0])} (APE), {_signed(at['25-29'][1])} (SHAPE), {_signed(at['25-29'][2])} (RPE) "
+            f"subwords at 25–29 source subwords, " + "/".join(_signed(x) for x in at["20-24"]) + " at 20–24") in text
+
+
+def test_bootstrap_and_shift_invariance_are_the_committed_files() -> None:
+    """§0b's bootstrap verdicts are the regenerated report's; its shift-invariance table is the
+    report written where the runs were trained (checkpoints are not committed; regenerated reports keep it)."""
+    text = _section()
+    for setting in ("vanilla", "extrapolate"):
+        lines = (COMMITTED / "report" / setting / "bootstrap" / "bootstrap.md").read_text(encoding="utf-8").splitlines()
+        # row: model, BLEU, then the verdict against ape, shape, rpe
+        cells = {row[0]: row for row in ([c.strip() for c in line.strip("|").split("|")] for line in lines[2:])}
+        assert (f"{setting.upper()}: APE {cells['ape'][3]} SHAPE, RPE {cells['rpe'][3]} SHAPE, "
+                f"RPE {cells['rpe'][2]} APE.") in text, setting
+    sims: dict[tuple[str, int], list[float]] = {}
+    for seed in (1, 2, 3):
+        path = COMMITTED / "report" / "vanilla" / "shift_invariance" / f"seed{seed}" / "shift_invariance.csv"
+        for r in _rows(path):
+            if r["k1"] == "0" and r["k2"] in ("100", "250", "500"):
+                sims.setdefault((r["model"], int(r["k2"])), []).append(float(r["similarity"]))
+    for model, label in (("ape", "APE"), ("shape", "SHAPE K=40")):
+        cells = [f"{statistics.fmean(sims[(model, k)]):.3f} ± {statistics.stdev(sims[(model, k)]):.3f}" for k in (100, 250, 500)]
+        assert f"| {label} | " + " | ".join(cells) + " |" in text, model

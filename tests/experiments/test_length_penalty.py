@@ -107,14 +107,17 @@ def test_sweep_is_the_validation_argmax_and_test_uses_it(capsys: pytest.CaptureF
     assert tuning["chosen"] == float(argmax_first(again, sorted(again, key=float)))  # the peak; ties: smallest α
     test = translate_split(loaded, "test", replace(cfg.decode, length_penalty=tuning["chosen"]), stem="check")
     assert result["scores"]["test"]["bleu"] == test["bleu"]  # test decoded with the chosen α
-    # the α used is recorded: in the record, in the scores and in translations/test.beam<K>.json
+    # the α used and whether it sat at the bound are recorded: in the record, in the scores and in
+    # translations/test.beam<K>.json
     assert result["record"]["evaluation"]["decode"]["length_penalty"] == tuning["chosen"]
-    assert result["scores"]["test"]["length_penalty"] == tuning["chosen"]
+    assert tuning["at_bound"] == search_alphas(ALPHAS, exp.tune_length_penalty_max, lambda a: again[f"{a:g}"])["at_bound"]
     written = json.loads((Path(cfg.out_dir) / result["scores"]["test"]["hyp"]).with_suffix(".json").read_text())
-    assert written["length_penalty"] == tuning["chosen"]
+    for scored in (result["scores"]["test"], written):
+        assert (scored["length_penalty"], scored["at_bound"]) == (tuning["chosen"], tuning["at_bound"])
     for name in tuning["sweep"]:
         (path,) = (Path(cfg.out_dir) / "translations").glob(f"valid.lp{name}.beam*.json")
-        assert json.loads(path.read_text())["length_penalty"] == float(name)
+        swept = json.loads(path.read_text())
+        assert swept["length_penalty"] == float(name) and "at_bound" not in swept  # a candidate, not the choice
     report = (exp.root / "report" / "README.md").read_text(encoding="utf-8")
     assert "## Length penalty chosen on validation" in report
     assert "chosen per run on validation BLEU from {0, 0.6, 2}, searched on to the validation peak, α <= 5" in report

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from posenc.config import load_config
+from posenc.config import load_config, load_yaml
 from posenc.experiments.runner import Grid, find_experiment
-from posenc.training.convergence import convergence
+from posenc.tasks.translation.convergence import read_valid, run_status
+from posenc.training.convergence import CONVERGED, convergence, is_flat
 
 
 def committed_grid(schema: type, experiment: str, committed: Path) -> Grid:
@@ -53,3 +54,45 @@ def assert_status_is_the_rules(run: Path, summary: dict, cap: int | None) -> Non
     assert {k: summary[k] for k in again if k not in floats} == {k: again[k] for k in again if k not in floats}, run
     expected = pytest.approx([again[k] for k in sorted(floats)], rel=1e-6, abs=1e-6)
     assert [summary[k] for k in sorted(floats)] == expected, run
+
+
+#: The files that store a run's status: its summary, the trainer's summary of older runs, and the
+#: ``summary`` of its results.json.
+STATUS_FILES = ("summary.json", "train_summary.json", "results.json")
+#: The stored fields the one rule decides.
+STATUS_KEYS = ("status", "converged", "flat")
+
+
+def stored_statuses(root: Path) -> list[tuple[Path, str, dict]]:
+    """(run directory, file name, stored summary) for every file under ``root`` whose summary
+    stores a status, ``converged`` or ``flat``."""
+    out = []
+    for name in STATUS_FILES:
+        for path in sorted(root.rglob(name)):
+            data = json.loads(path.read_text(encoding="utf-8"))
+            summary = data.get("summary") if name == "results.json" else data
+            if isinstance(summary, dict) and set(STATUS_KEYS) & set(summary):
+                out.append((path.parent, name, summary))
+    return out
+
+
+def recorded_cap(run: Path, summary: dict) -> int | None:
+    """The run's ``max_steps``: its summary's, else its recorded config's (config.yaml, or the
+    ``config`` a results.json carries); None when neither records one."""
+    if summary.get("max_steps"):
+        return int(summary["max_steps"])
+    configs = [load_yaml(run / "config.yaml")] if (run / "config.yaml").is_file() else []
+    if (run / "results.json").is_file():
+        configs.append(json.loads((run / "results.json").read_text(encoding="utf-8")).get("config") or {})
+    caps = [(c.get("train") or {}).get("max_steps") for c in configs]
+    return next((int(cap) for cap in caps if cap is not None), None)
+
+
+def rule_fields(run: Path, summary: dict) -> dict:
+    """The status fields ``summary`` stores, as the one rule decides them now from the run's
+    committed valid.csv (``flat`` recomputed only where there is a curve: without one, the stored
+    ``flat`` is the rule's input)."""
+    history = [[r["step"], r["loss"]] for r in read_valid(run)]
+    status = run_status(run, summary, recorded_cap(run, summary))
+    rule = {"status": status, "converged": status == CONVERGED, "flat": is_flat(history) if history else summary.get("flat")}
+    return {k: rule[k] for k in STATUS_KEYS if k in summary}

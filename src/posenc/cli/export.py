@@ -1,8 +1,9 @@
 """``posenc export --run DIR --format ctranslate2 --out DIR [--quantization int8|bfloat16|float32]``.
 
 Writes the run's model for another inference engine (serving/ctranslate2.py): into a new or
-empty directory or an earlier export, with the run's SentencePiece model and decoding options,
-so ``posenc translate --engine ctranslate2 --run OUT`` translates with it.
+empty directory or an earlier export, with the run's SentencePiece model and decoding options (the
+length penalty its experiment tuned on validation, where it tuned one), so
+``posenc translate --engine ctranslate2 --run OUT`` translates with it.
 """
 
 from __future__ import annotations

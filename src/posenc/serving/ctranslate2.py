@@ -50,6 +50,7 @@ from posenc.positions import registry
 from posenc.runs.rundir import EXPORT_MANIFEST, check_outside_posenc_dirs, check_target, check_user_output, write_marker
 from posenc.serving.validate import check_engine_files, open_translator, read_manifest
 from posenc.tasks.translation.load import LoadedRun
+from posenc.tasks.translation.tuning import tuned_alpha
 
 #: ``posenc export --quantization`` → CTranslate2's weight type (``bf16`` is an alias).
 QUANTIZATIONS = {"float32": "float32", "int8": "int8", "bfloat16": "bfloat16", "bf16": "bfloat16"}
@@ -233,7 +234,8 @@ def _vocabularies(spec: Any, tok: Tokenizer) -> None:
 # --------------------------------------------------------------------------- export
 def export_run(run: LoadedRun, out: str | Path, quantization: str = "float32") -> dict[str, Any]:
     """Write ``run`` as a CTranslate2 model into ``out`` (new, empty or an earlier export):
-    ``model.bin``, ``config.json``, the vocabulary, ``spm.model`` and ``posenc_export.json``.
+    ``model.bin``, ``config.json``, the vocabulary, ``spm.model`` and ``posenc_export.json`` (its
+    decoding options, with the run's tuned α: :func:`export_alpha`).
     Everything is built and saved in a temporary directory next to ``out`` first, so a refused or
     failing export leaves ``out`` as it was. Returns the description written."""
     if quantization not in QUANTIZATIONS:
@@ -272,18 +274,31 @@ def _move_into(tmp: Path, out: Path) -> None:
         os.replace(f, out / f.name)
 
 
+def export_alpha(run: LoadedRun) -> tuple[float, str]:
+    """The length penalty α an export decodes with by default, and where it was read: the α the
+    run's experiment chose on validation (results.json ``length_penalty.chosen``, the α behind the
+    run's reported BLEU, as ``posenc translate --run`` uses it), else the run's
+    ``decode.length_penalty``."""
+    tuned = tuned_alpha(run.root, remedy="fix it, or move it away to export with the run's decode.length_penalty")
+    if tuned is None:
+        return run.cfg.decode.length_penalty, "decode.length_penalty"
+    return tuned, "results.json length_penalty.chosen"
+
+
 def _describe(run: LoadedRun, ct2: ModuleType, quantization: str) -> dict[str, Any]:
     """What ``posenc translate --engine ctranslate2`` needs besides the model (the run's decoding
-    options and source format), and where it came from."""
+    options, with its tuned α, and source format), and where it came from."""
     dc = run.cfg.decode
+    alpha, alpha_from = export_alpha(run)
     src_offset, tgt_offset = eval_offsets(run.model)
     return {
         "format": "ctranslate2", "ctranslate2_version": ct2.__version__, "quantization": quantization,
         "run": str(run.root.resolve()), "checkpoint": str(run.checkpoint), "position": run.model.cfg.position.name,
         "position_offsets": [src_offset, tgt_offset], "position_rows": position_rows(run),
         "max_source_len": run.cfg.data.max_source_len, "prepend_src_bos": run.prepend_src_bos,
-        "decode": {"beam": dc.beam, "length_penalty": dc.length_penalty, "max_len_a": dc.max_len_a,
+        "decode": {"beam": dc.beam, "length_penalty": alpha, "max_len_a": dc.max_len_a,
                    "max_len_b": dc.max_len_b, "batch_tokens": dc.batch_tokens},
+        "length_penalty_from": alpha_from,
     }
 
 

@@ -41,6 +41,8 @@ class ExportInfo:
     position: str = ""
     position_offsets: list[int] = field(default_factory=list)
     position_rows: int = 0
+    #: Where ``decode.length_penalty`` was read: the run's tuned α or its config's.
+    length_penalty_from: str = ""
 
 
 def _missing(data: dict[str, Any]) -> list[str]:

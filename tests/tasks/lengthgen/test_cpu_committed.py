@@ -181,3 +181,23 @@ def test_docs_addition_paragraph() -> None:
              for root in (COMMITTED, ROOT / "docs" / "results" / "lengthgen_frontier")]
     assert first[0][0] == first[1][0] == "100" and first[0][6] == first[1][6]  # update 100, the same token count
     assert f"({first[0][2]} against {first[1][2]} at update 100 for NoPE seed 2, the {int(first[0][6]):,} target tokens" in doc
+
+
+def test_reverse_seed1_table_is_the_committed_runs_by_the_one_rule() -> None:
+    """The "Reverse with the new config" table: each seed-1 reverse run's status (the one rule,
+    from its results.json and valid.csv where it has one) at its steps, and its accuracies."""
+    from posenc.tasks.lengthgen.report import run_status
+
+    section = DOC.read_text(encoding="utf-8").split("### Reverse with the new config")[1].split("\n### ")[0]
+    rows = {line.split(" | ")[0][2:]: line for line in section.splitlines()
+            if line.startswith("| ") and " @ " in line and not line.startswith("| method |")}
+    runs = {r["method"]: r for r in _results() if (r["task"], r["seed"]) == ("reverse", 1)}
+    assert set(rows) == set(runs) == set(_exp().methods)
+    for method, r in runs.items():
+        status = run_status(r)
+        cap = " (cap)" if status == "still improving" else ""
+        seen = [f"{100 * x['seq_acc']:.0f}" for x in r["metrics"]["by_length"] if x["length"] <= 20]
+        m = r["metrics"]
+        assert rows[method].startswith(f"| {method} | {status} @ {r['summary']['steps']:,}{cap} | "), method
+        assert rows[method].endswith(f"| {100 * m['seen_seq_acc']:.1f} ({' / '.join(seen)}) | "
+                                     f"{100 * m['unseen_seq_acc']:.1f} | {100 * m['unseen_token_acc']:.1f} |"), method

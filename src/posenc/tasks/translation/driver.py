@@ -140,7 +140,8 @@ class TranslationExperiment:
         if exp.tune_length_penalty:  # α chosen on validation BLEU; the splits decoded with it
             tuning = tune_length_penalty(loaded, exp.tune_length_penalty, cfg.decode, exp.tune_length_penalty_max)
             decode = replace(cfg.decode, length_penalty=tuning["chosen"])
-        scores = {split: translate_split(loaded, split, decode) for split in exp.splits}
+        at_bound = tuning["at_bound"] if tuning else None  # recorded with each split decoded at the chosen α
+        scores = {split: translate_split(loaded, split, decode, at_bound=at_bound) for split in exp.splits}
         summary = dict(summary, status=run_status(cfg.out_dir, summary, cfg.train.max_steps))
         result = {"setting": setting, "method": method, "seed": seed, "summary": summary, "scores": scores,
                   # the α the splits were decoded with

@@ -208,10 +208,13 @@ def recorded_translations(root: Path) -> set[str]:
 
 
 def translate_split(run: LoadedRun, split: str, decode: DecodeConfig | None = None,
-                    data_dir: str | Path | None = None, stem: str | None = None, user: bool = False) -> dict[str, Any]:
+                    data_dir: str | Path | None = None, stem: str | None = None, user: bool = False,
+                    at_bound: bool | None = None) -> dict[str, Any]:
     """Translate ``split`` of the run's prepared data; write hypotheses and scores into the run
     directory's ``translations/`` (as ``<stem>.beam<K>.hyp``/``.json``, ``stem`` defaulting to the
-    split's name); return scores (paths relative to the run directory). A ``user`` decode
+    split's name); return scores (paths relative to the run directory), which record the α decoded
+    with and, when ``at_bound`` is given (an α chosen by the validation search), whether that α sat
+    at the search's hard bound. A ``user`` decode
     (``posenc translate --split``) is named ``<split>.beam<K>.lp<α>`` instead, beside the files
     an experiment scored, and a RunDirError refuses it before decoding if results.json names it."""
     src, ref = split_files(run, split, data_dir)
@@ -233,6 +236,8 @@ def translate_split(run: LoadedRun, split: str, decode: DecodeConfig | None = No
     keep = {k: scores[k] for k in ("bleu", "chrf", "bleu_signature", "chrf_signature", "bleu_text", "lines")}
     keep.update(split=split, beam=dc.beam, length_penalty=dc.length_penalty, hyp=_relative(hyp, root),
                 checkpoint=_relative(run.checkpoint, root))
+    if at_bound is not None:
+        keep["at_bound"] = bool(at_bound)
     atomic_write_text(scored, json.dumps(keep, indent=2))
     return keep
 

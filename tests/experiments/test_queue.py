@@ -93,3 +93,26 @@ def test_a_bad_queue_is_a_one_line_error(dummy: Path, tmp_path: Path, capsys: py
     assert "not a packed payload" in error("run", good, "--until", "9999999999", "--archive", tmp_path / "a.tar.gz",
                                            "--payload", tmp_path)
     assert not (tmp_path / "exp").exists()  # nothing trained
+
+
+def test_packed_data_is_placed_wherever_a_queue_cell_reads_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One data config read by two grids (two out_dirs): packed once, placed at both; one already
+    there is kept."""
+    from posenc.experiments.payload import place
+    from posenc.experiments.queue import queue_cells
+    from tests.experiments.tiny_grid import write_experiment
+
+    exp = write_experiment(tmp_path)
+    entries = [{"experiment": str(exp), "overrides": [f"out_dir={tmp_path / name}"], "cell_minutes": 1}
+               for name in ("a", "b")]
+    (tmp_path / "queue.yaml").write_text(yaml.safe_dump({"entries": entries}))
+    code, out, err = cli(capsys, "queue", "pack", tmp_path / "queue.yaml", tmp_path / "payload")
+    assert code == 0, err
+    assert out.startswith("packed 1 prepared data directories")
+    (data_a,) = (tmp_path / "a" / "data").glob("vanilla-*")
+    assert not (tmp_path / "b" / "data").exists()  # prepared once
+    cells = queue_cells(load_queue(tmp_path / "queue.yaml"))
+    assert place(cells, tmp_path / "payload") == "payload: placed 1 prepared data directories, kept 1 already here"
+    data_b = tmp_path / "b" / "data" / data_a.name
+    assert sorted(p.name for p in data_b.iterdir()) == sorted(p.name for p in data_a.iterdir())
+    assert (data_b / "train.src").read_bytes() == (data_a / "train.src").read_bytes()

@@ -135,6 +135,7 @@ class CellArchive:
         try:
             with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
                 self._fill(tar, cells)
+            os.chmod(tmp, 0o644)  # mkstemp made it 0600
             os.replace(tmp, self.path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -30,35 +30,40 @@ FORMAT = "posenc-payload/1"
 DATA_ARCHIVE, INDEX = "data.tar.gz", "payload.json"
 
 
-def data_dirs(cells: list[tuple[Grid, Cell]]) -> dict[str, tuple[Path, Any]]:
-    """``{digest: (prepared directory, data config)}`` of the cells' run configs, each data config once."""
-    found: dict[str, tuple[Path, Any]] = {}
+def data_dirs(cells: list[tuple[Grid, Cell]]) -> dict[str, tuple[Any, list[Path]]]:
+    """``{digest: (data config, [prepared directories])}`` of the cells' run configs: each data
+    config once, with every place a cell reads it from (grids at other out_dirs share a config)."""
+    found: dict[str, tuple[Any, list[Path]]] = {}
     for grid, cell in cells:
         cfg = grid.config(cell)
         where = getattr(cfg, "prepared_dir", None)
         if where is not None and hasattr(cfg, "data"):
-            found.setdefault(digest(data_fingerprint(cfg.data)), (Path(where), cfg.data))
+            _, places = found.setdefault(digest(data_fingerprint(cfg.data)), (cfg.data, []))
+            if Path(where) not in places:
+                places.append(Path(where))
     return found
 
 
 def pack(cells: list[tuple[Grid, Cell]], out: Path) -> str:
     """Prepare every data directory of ``cells`` (a queue's, with their grids) here and write them to
     ``out`` (``data.tar.gz`` and ``payload.json``); returns one line saying what and how much."""
-    for grid in {id(g): g for g, _ in cells}.values():
-        grid.prepare([c for g, c in cells if g is grid])
     dirs = data_dirs(cells)
+    first = {places[0] for _, places in dirs.values()}  # each data config is prepared (and packed) once
+    for grid in {id(g): g for g, _ in cells}.values():
+        grid.prepare([c for g, c in cells if g is grid and Path(g.config(c).prepared_dir) in first])
     out.mkdir(parents=True, exist_ok=True)
     index: dict[str, Any] = {"format": FORMAT, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "dirs": {}}
     raw = 0
     tmp = out / f".{DATA_ARCHIVE}.tmp"
     with tarfile.open(tmp, "w:gz") as tar:
-        for key, (where, data) in sorted(dirs.items()):
+        for key, (data, places) in sorted(dirs.items()):
+            where = places[0]
             files = sorted(p for p in where.iterdir() if p.is_file() and not p.is_symlink())
             size = sum(p.stat().st_size for p in files)
             for p in files:
                 tar.add(p, f"{key}/{p.name}", recursive=False)
             index["dirs"][key] = {"data": data_fingerprint(data), "files": len(files), "bytes": size,
-                                  "from": str(where)}
+                                  "for": [str(p) for p in places]}
             raw += size
     os.replace(tmp, out / DATA_ARCHIVE)
     (out / INDEX).write_text(json.dumps(index, indent=1), encoding="utf-8")
@@ -87,14 +92,15 @@ def place(cells: list[tuple[Grid, Cell]], payload: Path) -> str:
     wanted = data_dirs(cells)
     with tarfile.open(payload / DATA_ARCHIVE, "r:gz") as tar:
         members = tar.getmembers()
-        for key, (where, _) in wanted.items():
-            if (where / "meta.json").is_file():
-                kept += 1
-            elif key not in index["dirs"]:
-                missing.append(str(where))
-            else:
-                _unpack(tar, [m for m in members if m.name.startswith(f"{key}/")], key, where)
-                placed += 1
+        for key, (_, places) in wanted.items():
+            for where in places:
+                if (where / "meta.json").is_file():
+                    kept += 1
+                elif key not in index["dirs"]:
+                    missing.append(str(where))
+                else:
+                    _unpack(tar, [m for m in members if m.name.startswith(f"{key}/")], key, where)
+                    placed += 1
     gone = f", {len(missing)} not in the payload (e.g. {missing[0]}: pack again)" if missing else ""
     return f"payload: placed {placed} prepared data directories, kept {kept} already here{gone}"
 

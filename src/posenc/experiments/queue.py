@@ -64,8 +64,9 @@ class QueueEntry:
 
     def label(self) -> str:
         """The entry in a line: its experiment and the subset it asks for."""
-        parts = [",".join(map(str, p)) for p in (self.settings, self.methods, self.seeds) if p]
-        return self.experiment + (f" [{' × '.join(parts)}]" if parts else "")
+        subset = {"settings": self.settings, "methods": self.methods, "seeds": self.seeds}
+        parts = [f"{name} {','.join(map(str, values))}" for name, values in subset.items() if values]
+        return self.experiment + (f" [{'; '.join(parts)}]" if parts else "")
 
 
 @dataclass
@@ -146,12 +147,14 @@ class QueueSession:
         self.finished = self.failed = self.refused = self.blocked = 0
 
     def run(self, queue: Queue) -> None:
-        """Every entry in order; the archive is written at the end however the session ends."""
+        """Every entry in order; the archive is written and the session's line printed at the end,
+        however the session ends (SIGINT at an outer limit too)."""
         try:
             for i, entry in enumerate(queue.entries, 1):
                 print(f"queue entry {i}/{len(queue.entries)}: {self.run_entry(entry)}", flush=True)
         finally:
             self.archive.write()
+            print(self.line(), flush=True)
 
     def run_entry(self, entry: QueueEntry) -> str:
         """Train what ``entry`` asks for until the deadline; its summary line."""

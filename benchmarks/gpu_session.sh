@@ -69,9 +69,13 @@ for dep in [*deps, "pytest", "pytest-timeout"]:
 try:
     import torch
     if device == "cuda" and torch.cuda.is_available():
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=60).stdout.strip().splitlines()
-        parts.append(f"{smi[0] if smi else torch.cuda.get_device_name()} (name, driver)")
+        try:
+            smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=60).stdout.strip().splitlines()
+        except (OSError, subprocess.SubprocessError):
+            smi = []
+        name, _, driver = (smi[0] if smi else f"{torch.cuda.get_device_name()}, ?").partition(", ")
+        parts.append(f"{name} (driver {driver})")
         parts.append(f"torch {torch.__version__}, CUDA {torch.version.cuda}")
     else:
         failed = device == "cuda"

@@ -133,6 +133,8 @@ class EntryCount:
     blocked: list[str] = field(default_factory=list)
 
     def line(self, entry: QueueEntry, gate: CellGate, total: int) -> str:
+        """The entry's line: of its ``total`` cells how many were committed, finished, failed or
+        cut, not started (and why) and left alone (with the first reason)."""
         refused = f", {self.refused} not started ({gate.why_not()})" if self.refused else ""
         blocked = f", {len(self.blocked)} left alone (e.g. {self.blocked[0]})" if self.blocked else ""
         return (f"{entry.label()}: {total} cells: {self.committed} committed, {self.finished} finished, "
@@ -144,7 +146,7 @@ class QueueSession:
 
     def __init__(self, until: float, archive: CellArchive) -> None:
         self.until, self.archive = until, archive
-        self.finished = self.failed = self.refused = self.blocked = 0
+        self.counts: list[EntryCount] = []  # every entry's so far (an interrupted one's too)
 
     def run(self, queue: Queue) -> None:
         """Every entry in order; the archive is written and the session's line printed at the end,
@@ -160,14 +162,13 @@ class QueueSession:
         """Train what ``entry`` asks for until the deadline; its summary line."""
         gate = CellGate(self.until, entry.cell_minutes * 60)
         count = EntryCount()
+        self.counts.append(count)
         try:
             grid = entry_grid(entry)
             cells = self._stage_cells(entry, grid, gate, count, sweep=True)
             cells += self._stage_cells(entry, grid, gate, count, sweep=False)
         except PosencError as err:
             return f"{entry.label()}: skipped: {err}"
-        self.finished, self.failed = self.finished + count.finished, self.failed + count.failed
-        self.refused, self.blocked = self.refused + count.refused, self.blocked + len(count.blocked)
         return count.line(entry, gate, cells)
 
     def _stage_cells(self, entry: QueueEntry, grid: Grid, gate: CellGate, count: EntryCount, sweep: bool) -> int:
@@ -205,6 +206,8 @@ class QueueSession:
         count.refused += len(gate.refused) - refused_before
 
     def _admit(self, entry: QueueEntry, grid: Grid, gate: CellGate) -> Callable[[Cell], bool]:
+        """The pool's ``admit``: the gate's answer; a started cell's log joins the archive."""
+
         def admit(cell: Cell) -> bool:
             if not gate.admit(cell):
                 return False
@@ -214,6 +217,9 @@ class QueueSession:
         return admit
 
     def _after(self, entry: QueueEntry, grid: Grid, gate: CellGate, count: EntryCount) -> Callable[[Cell, int], None]:
+        """Called as a worker ends: a cell with fresh results is measured and archived (the archive
+        rewritten now), anything else counted as failed or cut."""
+
         def after(cell: Cell, rc: int) -> None:
             verdict = grid.verdict(cell) if rc == 0 else None
             if verdict is not None and verdict.kind == "fresh":
@@ -232,9 +238,10 @@ class QueueSession:
         size = archive.path.stat().st_size / 2**20 if archive.path.is_file() else 0.0
         over = (f"; left out over {archive.limit // 2**20} MiB: {', '.join(archive.left_out)}"
                 if archive.left_out else "")
-        return (f"queue: {self.finished} cells finished, {self.failed} failed or cut, {self.refused} not started "
-                f"(deadline), {self.blocked} left alone; archive {archive.path} ({archive.cell_count()} cells, "
-                f"{size:.2f} MiB){over}")
+        finished, failed = sum(c.finished for c in self.counts), sum(c.failed for c in self.counts)
+        refused, blocked = sum(c.refused for c in self.counts), sum(len(c.blocked) for c in self.counts)
+        return (f"queue: {finished} cells finished, {failed} failed or cut, {refused} not started (deadline), "
+                f"{blocked} left alone; archive {archive.path} ({archive.cell_count()} cells, {size:.2f} MiB){over}")
 
 
 def run_queue(path: str | Path, until: float, archive: str | Path, payload: str | Path | None = None) -> QueueSession:

@@ -157,15 +157,23 @@ def _start(argv: list[str], log: Path, env: dict[str, str]) -> tuple[subprocess.
 SlotLimit = Callable[[list[Any]], int]
 
 
+#: ``admit(key)`` → whether the job may start now (False: it is dropped, never started).
+Admit = Callable[[Any], bool]
+
+
 def run_processes(jobs: list[tuple[Any, list[str], Path]], slots: int | SlotLimit,
                   finished: Callable[[Any, int], str], poll_s: float = 0.2, progress: Any = None,
-                  threads: int | None = None) -> list[Any]:
+                  threads: int | None = None, admit: Admit | None = None, stop_at: float | None = None) -> list[Any]:
     """Run ``(key, argv, log)`` jobs, at most ``slots`` at once (a number, or a callable asked after
     every poll with the running keys), each pinned by :func:`worker_env` (slot ``k`` to GPU
     ``k % n_gpus``; ``threads`` CPU threads each when given); prints ``finished(key, returncode)``
     as each ends and returns the keys of the failed ones. ``progress`` (optional): called with the
     running keys after every poll, and its ``clear()`` before a finished line is printed (e.g.
     :class:`posenc.experiments.progress.Progress`).
+
+    ``admit`` (optional) is asked before each job starts; a job it refuses is dropped. At
+    ``stop_at`` (wall clock, :func:`time.time`) no job starts any more and the running ones are
+    stopped (:func:`stop_workers`); they count as failed.
 
     Workers die with this process (:func:`die_with_parent`, even on SIGKILL); on SIGTERM, SIGINT
     or any error here they are stopped (:func:`stop_workers`) before the exception propagates."""
@@ -175,11 +183,16 @@ def run_processes(jobs: list[tuple[Any, list[str], Path]], slots: int | SlotLimi
     with interrupt_on_signals():
         try:
             while queue or running:
+                if stop_at is not None and time.time() >= stop_at:
+                    queue.clear()
+                    stop_workers(list(running))
                 allowed = max(1, limit([key for key, _, _ in running.values()]))
                 while queue and len(running) < allowed:
                     used = {slot for _, slot, _ in running.values()}
                     slot = min(set(range(allowed)) - used)
                     key, argv, log = queue.pop(0)
+                    if admit is not None and not admit(key):
+                        continue
                     proc, fh = _start(argv, log, worker_env(slot, allowed, gpus, threads=threads))
                     running[proc] = (key, slot, fh)
                 time.sleep(poll_s)

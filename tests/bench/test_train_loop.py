@@ -62,3 +62,37 @@ def test_cuda_loop_compares_compiled_bf16_with_eager_fp32() -> None:
     assert [r["config"] for r in records] == ["eager-fp32", f"compiled-{bf16}"]
     assert records[0]["speedup"] == 1.0 and records[1]["speedup"] > 0
     assert all("mfu" in r for r in records)
+
+
+def test_captured_loop_is_timed_after_every_shape_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--compile reduce-overhead``: the loop trains with train.compile: reduce-overhead (here through
+    the tests' tracing backend) and times only after one untimed pass over the batches."""
+    from posenc.training import runtime
+
+    monkeypatch.setattr(runtime, "COMPILE_BACKEND", "eager")
+    cfg = BenchConfig(preset="transformer-tiny", vocab=40, loop_steps=3, loop_tokens=96, loop_preset="transformer-tiny",
+                      precision="fp32", compile="reduce-overhead", loop_model={"d_model": 32, "d_ff": 64})
+    assert cfg.loop_label() == "captured-fp32"
+    records = loop_records(cfg, warm=2)
+    assert [r["config"] for r in records] == ["eager-fp32", "captured-fp32"]
+    eager, captured = records
+    assert eager["reps"] == 4 and captured["reps"] >= len(loop_batches(5, 96, 40))  # one whole pass untimed
+    assert captured["speedup"] == pytest.approx(captured["steps_per_s"] / eager["steps_per_s"])
+
+
+def test_cli_loop_only_times_an_experiments_model(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--loop-only --loop-experiment NAME``: only the loop, with the experiment's model, vocabulary
+    and max_tokens (explicit flags win); --loop-only without --loop-steps is a one-line error."""
+    from posenc.bench.__main__ import loop_model_of
+    from tests.experiments.tiny_grid import write_experiment
+
+    exp = write_experiment(tmp_path)
+    assert loop_model_of(str(exp)) == {"loop_preset": "transformer-tiny", "loop_model": {"d_model": 32, "d_ff": 64},
+                                       "vocab": 40, "loop_tokens": 400}
+    out = tmp_path / "loop.json"
+    assert main(["--loop-only", "--loop-experiment", str(exp), "--loop-steps", "2", "--loop-tokens", "96",
+                 "--out", str(out)]) == 0
+    (rec,) = json.loads(out.read_text())
+    assert rec["kind"] == "train_loop" and rec["max_tokens"] == 96 and rec["preset"] == "transformer-tiny"
+    assert main(["--loop-only"]) == 2
+    assert capsys.readouterr().err.strip().endswith("--loop-only times the training loop: give --loop-steps N (N >= 1)")

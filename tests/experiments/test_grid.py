@@ -290,20 +290,24 @@ def test_runs_of_several_devices_name_them_and_skip_wall_clock_speed(tmp_path: P
     moved = tmp_path / "exp" / SETTINGS[0] / METHODS[1] / "seed1" / "results.json"
     result = json.loads(moved.read_text())
     assert result["record"]["extension"]["device"] == "cpu"
+    assert result["summary"]["device"] == "cpu"  # where it trained, as its summary.json says
     result["record"]["extension"]["device"] = "cuda"
+    result["summary"]["device"] = "cuda: NVIDIA H100 80GB HBM3"
     moved.write_text(json.dumps(result))
     spec = yaml.safe_load(path.read_text())
     spec["out_dir"] = str(tmp_path / "exp")
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     clone = run_experiment(str(tmp_path / "tiny.yaml"))
     text = (clone / "README.md").read_text(encoding="utf-8")
-    wall = {m: re.search(rf"^\| {m} \|.*?\| [\d.]+ \((\w+)\) \|", text, re.M) for m in METHODS}
-    assert {m: w.group(1) for m, w in wall.items() if w} == {METHODS[0]: "cpu", METHODS[1]: "cuda"}
-    note = f"Not compared (seed 1): its runs trained on different devices ({METHODS[0]}: cpu, {METHODS[1]}: cuda)"
+    wall = {m: re.search(rf"^\| {m} \|.*?\| [\d.]+ \(([^)]+)\) \|", text, re.M) for m in METHODS}
+    gpu = "cuda: NVIDIA H100 80GB HBM3"
+    assert {m: w.group(1) for m, w in wall.items() if w} == {METHODS[0]: "cpu", METHODS[1]: gpu}
+    note = f"Not compared (seed 1): its runs trained on different devices ({METHODS[0]}: cpu, {METHODS[1]}: {gpu})"
     assert text.count(note) == 1 and (clone / SETTINGS[0] / "speed" / "seed1" / "speed.md").read_text().startswith(note)
     assert not (clone / SETTINGS[0] / "speed" / "seed1" / "speed.csv").exists()
     assert read(clone / SETTINGS[0] / "speed" / "seed2" / "speed.csv") == read(report / SETTINGS[0] / "speed" / "seed2" / "speed.csv")
     assert "(cpu)" not in (report / "README.md").read_text(encoding="utf-8")  # one device: no labels
+    assert f"| {gpu} | 1 | {SETTINGS[0]}/{METHODS[1]}/seed1 |" in text  # the report names each run's device
 
 
 def test_a_run_brought_back_with_only_its_average_is_scored_not_retrained(tmp_path: Path, experiment) -> None:

@@ -62,12 +62,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="training autocast (default auto: bf16 on CUDA with bf16 support; on a CPU bf16 only with "
                    "native bf16 and d_model >= 256, else fp32); bf16 also times fp32 steps in the same rounds "
                    "(column ×fp32)")
-    p.add_argument("--compile", nargs="?", const="on", default="off", choices=["auto", "on", "off"],
-                   help="torch.compile the training step (default off; auto: on for CUDA only; bare --compile = on)")
+    p.add_argument("--compile", nargs="?", const="on", default="off", choices=["auto", "on", "off", "reduce-overhead"],
+                   help="torch.compile the training step (default off; auto: on for CUDA only; bare --compile = on; "
+                        "reduce-overhead: the --loop-steps loop's step captured whole, train.compile: reduce-overhead)")
     p.add_argument("--loop-steps", type=int, help="also time this many steps of the real Trainer (transformer-small "
                    "by default, eager fp32 vs the chosen precision/compile); 0 = off (default)")
     p.add_argument("--loop-tokens", type=int, help="train.max_tokens of that loop (default 8192)")
     p.add_argument("--loop-preset", help="model preset of that loop (default transformer-small)")
+    p.add_argument("--loop-experiment", metavar="NAME",
+                   help="that loop's model, vocabulary and max_tokens from an experiment's base run config "
+                        "(e.g. multi30k_select); explicit --loop-preset/--vocab/--loop-tokens win")
+    p.add_argument("--loop-only", action="store_true",
+                   help="time only the --loop-steps training loop (no per-method steps, memory or decoding)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1: on a shared "
                    "2-core machine, 2 threads ran 3-6x slower under contention; 0 = torch default)")
     p.add_argument("--profile", metavar="DIR",
@@ -78,11 +84,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def build_config(args: argparse.Namespace) -> BenchConfig:
     """Defaults ← --quick ← explicit flags."""
     values: dict[str, Any] = dict(QUICK) if args.quick else {}
+    if args.loop_experiment:
+        values.update(loop_model_of(args.loop_experiment))
     flags = dict(lengths=args.lengths, reps=args.reps, warmup=args.warmup, batch_tokens=args.batch_tokens,
                  preset=args.preset, vocab=args.vocab, decode_batch=args.decode_batch, decode_len=args.decode_len,
                  decode_reps=args.decode_reps,
                  loop_steps=args.loop_steps, loop_tokens=args.loop_tokens, loop_preset=args.loop_preset)
     values.update({k: v for k, v in flags.items() if v is not None})
+    if args.loop_only and not values.get("loop_steps"):
+        raise ConfigError("--loop-only times the training loop: give --loop-steps N (N >= 1)")
     values["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
     values["device"] = args.device
     values["memory"] = not args.no_memory
@@ -94,6 +104,23 @@ def build_config(args: argparse.Namespace) -> BenchConfig:
     if not (args.device == "cpu" or args.device.startswith("cuda")):
         raise ConfigError(f"--device must be cpu or cuda[:N], got {args.device!r}")
     return BenchConfig(**values)
+
+
+def loop_model_of(experiment: str) -> dict[str, Any]:
+    """The training loop's model of an experiment: its base run config's model preset and options
+    (positions left to the loop: APE), vocabulary size and ``train.max_tokens``."""
+    from posenc.config import load_yaml
+    from posenc.experiments.runner import find_experiment
+
+    base = load_yaml(find_experiment(experiment)).get("base") or {}
+    model = {k: v for k, v in (base.get("model") or {}).items() if k not in ("preset", "position")}
+    out: dict[str, Any] = {"loop_preset": (base.get("model") or {}).get("preset", "transformer-small"),
+                           "loop_model": model}
+    if (base.get("data") or {}).get("vocab_size"):
+        out["vocab"] = int(base["data"]["vocab_size"])
+    if (base.get("train") or {}).get("max_tokens"):
+        out["loop_tokens"] = int(base["train"]["max_tokens"])
+    return out
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -124,9 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         dev = (torch.cuda.get_device_name() if cfg.device.startswith("cuda")
                else platform.processor() or platform.machine())
         log(f"posenc.bench: torch {torch.__version__}, {dev}, {torch.get_num_threads()} threads, "
-            f"training {cfg.train_precision()} {'compiled' if cfg.compiled() else 'eager'}, "
+            f"training {cfg.loop_label()}, "
             f"config {json.dumps(cfg.__dict__)}")
-        records = run(cfg, decode=not args.no_decode, log=log)
+        records = run(cfg, decode=not (args.no_decode or args.loop_only), log=log, train=not args.loop_only)
         if args.profile:
             profile_run(cfg, args.profile, log=log)
             write_marker(args.profile, "report")
@@ -141,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     except PosencError as err:  # e.g. the disk filled up while measuring
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(markdown_table(records, "train"))
+    if any(r["kind"] == "train" for r in records):
+        print(markdown_table(records, "train"))
     for kind in dict.fromkeys(r["kind"] for r in records if r["kind"] not in ("train", "train_loop")):
         print(f"\n{kind}:\n" + markdown_table(records, kind))
     if any(r["kind"] == "train_loop" for r in records):

@@ -34,7 +34,9 @@ BOS, EOS = 2, 3
 #: Shaw attention backends the bench can force (``--shaw-backend``; see ``ShawHook.backend``).
 SHAW_BACKENDS = ("auto", "explicit", *REGIONS)
 PRECISIONS = ("auto", "fp32", "bf16")  # auto: training/runtime.resolve_precision (fp32 on CPU below d_model 256)
-COMPILE_MODES = ("auto", "on", "off")  # auto: torch.compile on CUDA, eager on CPU
+#: auto: torch.compile on CUDA, eager on CPU; reduce-overhead: the training loop's step captured whole
+#: (``train.compile: reduce-overhead``; the per-method steps are compiled as with ``on``)
+COMPILE_MODES = ("auto", "on", "off", "reduce-overhead")
 
 
 @dataclass
@@ -61,6 +63,7 @@ class BenchConfig:
     loop_steps: int = 0  # timed Trainer steps of the training-loop benchmark (bench/train_loop.py); 0 = off
     loop_tokens: int = 8192  # its train.max_tokens (padded tokens per batch)
     loop_preset: str = "transformer-small"
+    loop_model: dict[str, Any] = field(default_factory=dict)  # ModelConfig overrides of that loop's model
 
     def __post_init__(self) -> None:
         self.methods = list(dict.fromkeys(self.methods))
@@ -102,6 +105,12 @@ class BenchConfig:
     def compiled(self) -> bool:
         """Whether the training step is compiled (``auto``: on CUDA only; training/runtime.resolve_compile)."""
         return resolve_compile(self.compile, torch.device(self.device))
+
+    def loop_label(self) -> str:
+        """The training loop's configuration as its records name it: ``captured-``, ``compiled-`` or
+        ``eager-`` and the resolved precision."""
+        how = "captured" if self.compile == "reduce-overhead" else "compiled" if self.compiled() else "eager"
+        return f"{how}-{self.train_precision()}"
 
 
 def build_model(method: str, cfg: BenchConfig) -> Seq2SeqTransformer:

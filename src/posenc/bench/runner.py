@@ -197,14 +197,14 @@ def decode_records(cfg: BenchConfig, log: Log = _quiet) -> list[dict[str, Any]]:
     return records
 
 
-def run(cfg: BenchConfig, decode: bool = True, log: Log = _quiet) -> list[dict[str, Any]]:
-    """Every training length, then memory (if enabled), decoding (if asked) and the training
-    loop (if ``cfg.loop_steps``)."""
+def run(cfg: BenchConfig, decode: bool = True, log: Log = _quiet, train: bool = True) -> list[dict[str, Any]]:
+    """Every training length (unless not ``train``), then memory (if enabled), decoding (if asked)
+    and the training loop (if ``cfg.loop_steps``)."""
     torch.manual_seed(cfg.seed)
     records: list[dict[str, Any]] = []
-    for length in cfg.lengths:
+    for length in cfg.lengths if train else []:
         records += train_records(cfg, length, log)
-    if cfg.memory:
+    if cfg.memory and train:
         add_memory(records, cfg, log)
     if decode:
         records += decode_records(cfg, log)

@@ -1,10 +1,12 @@
 """``posenc experiment NAME|CONFIG [KEY=VALUE ...] [--jobs N|auto] [--rerun-stale] [--backend B] [--report-only]``:
-run a grid and write its report (the results table, with each run's convergence status, is printed)."""
+run a grid and write its report (the results table, with each run's convergence status, is printed).
+``--merge ARCHIVE``: place the cells a timed session brought back into the grid, then its report."""
 
 from __future__ import annotations
 
 import argparse
 
+from posenc.errors import ConfigError
 from posenc.experiments.runner import run_experiment
 from posenc.experiments.scheduler import parse_jobs
 
@@ -24,6 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-only", action="store_true",
                         help="train nothing: write the report from the runs that are done and fresh "
                              "(the others are named and left out)")
+    parser.add_argument("--merge", metavar="ARCHIVE",
+                        help="train nothing: place the finished cells of a timed session's archive "
+                             "(benchmarks/gpu_session.sh) into the grid's out_dir, each judged by the \"same run?\" "
+                             "rule, never over a cell that is here, then regenerate the report")
 
 
 def _number_or_word(value: str) -> int | str:
@@ -35,6 +41,8 @@ def _number_or_word(value: str) -> int | str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.merge:
+        return merge(args)
     options = {"jobs": parse_jobs(args.jobs), "rerun_stale": args.rerun_stale, "backend": args.backend}
     if args.report_only:
         options["report_only"] = True
@@ -46,3 +54,20 @@ def run(args: argparse.Namespace) -> int:
         print("## " + sections[1].strip())  # the results table, with each run's convergence status
     print(f"\nreport: {summary if summary.is_file() else report}")
     return 0
+
+
+def merge(args: argparse.Namespace) -> int:
+    """``--merge ARCHIVE``: one line per archived cell, then the counts; exit 1 when one was refused."""
+    from posenc.experiments.merge import merge_archive
+    from posenc.experiments.runner import load_grid
+
+    other = {"--jobs": args.jobs != 1, "--backend": args.backend != "local", "--rerun-stale": args.rerun_stale,
+             "--report-only": args.report_only}
+    given = [flag for flag, on in other.items() if on]
+    if given:
+        raise ConfigError(f"--merge trains nothing: drop {', '.join(given)}")
+    result = merge_archive(load_grid(args.config, args.overrides), args.merge)
+    for line in result.lines:
+        print(line)
+    print(result.summary())
+    return 1 if result.refused else 0

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("posenc.cli.export", "write a trained run for another inference engine (CTranslate2)"),
     "experiment": ("posenc.cli.experiment", "run a grid of methods x settings x seeds and write a report"),
     "analyze": ("posenc.cli.analyze", "run one of the papers' analyses on trained runs"),
+    "queue": ("posenc.cli.queue", "a timed session's grid cells: pack their data beforehand, run them to a deadline"),
 }
 
 

@@ -24,7 +24,8 @@ from posenc.experiments.tasks import Cell, ExperimentTask, known_tasks, task_mod
 from posenc.files import atomic_write_text
 from posenc.processes import interrupt_on_signals
 
-__all__ = ["Cell", "Grid", "find_experiment", "known_tasks", "run_experiment", "run_grid", "task_runner"]
+__all__ = ["Cell", "Grid", "find_experiment", "grid_stages", "known_tasks", "load_grid", "run_experiment", "run_grid",
+           "task_runner"]
 
 log = logging.getLogger("posenc")
 
@@ -129,6 +130,35 @@ def bring_up_to_date(grid: Grid, jobs: int | str = 1, rerun_stale: bool = False,
     else:
         run_cells(grid, pending, jobs, backend)
     return [grid.execute(cell) for cell in grid.cells()]  # all fresh now: read back
+
+
+def load_grid(name_or_path: str, overrides: list[str] | None = None) -> Grid:
+    """The grid of a shipped or user experiment with dotted ``overrides``, validated by its task's
+    schema (no ``on_gpu`` variant: the experiment as named). One-line ConfigError for a task that
+    runs its own loop."""
+    from posenc.experiments.tasks import grid_task
+
+    data = load_yaml(find_experiment(name_or_path))
+    task = grid_task(data.get("task", "translation"))
+    schema = task.experiment_config
+    return Grid(from_dict(schema, merge_overrides(data, list(overrides or []), schema)), task)
+
+
+def grid_stages(grid: Grid) -> tuple[Grid | None, Grid, bool]:
+    """``(sweep, test grid, waits)``: the selection sweep of ``grid`` as a grid (None when it selects
+    nothing) and the test grid, with the sweep's choice (recorded in ``selection.json``) once every
+    sweep cell is fresh; until then the test grid as configured and ``waits`` True (the cells of the
+    selected method wait for the choice; the others do not depend on it)."""
+    from posenc.experiments.selection import apply_choice, resolved
+
+    sel = getattr(grid.exp, "selection", None)
+    if sel is None or not sel.enabled:
+        return None, grid, False
+    sweep = grid.on(grid.task.selection_experiment(grid.exp, resolved(grid.exp)))
+    results, left = sweep.fresh_results()
+    if left:
+        return sweep, grid, True
+    return sweep, grid.on(apply_choice(grid.exp, grid.task, results)), False
 
 
 def _complete_sweep(grid: Grid) -> list[dict[str, Any]]:

@@ -35,7 +35,7 @@ from posenc.experiments.gpustat import GpuMonitor, find_probe
 from posenc.experiments.progress import Progress
 from posenc.experiments.tasks import Cell
 from posenc.files import atomic_write_text
-from posenc.processes import SlotLimit, run_processes, usable_cores, visible_gpus
+from posenc.processes import Admit, SlotLimit, run_processes, usable_cores, visible_gpus
 
 if TYPE_CHECKING:
     from posenc.experiments.grid import Grid
@@ -97,15 +97,26 @@ def _finished(grid: Grid, cell: Cell, rc: int) -> str:
     return grid.summary_line(json.loads(grid.results_path(cell).read_text(encoding="utf-8")))
 
 
-def run_local(grid: Grid, cells: list[Cell], jobs: Jobs, poll_s: float = 0.2) -> list[Cell]:
+def run_local(grid: Grid, cells: list[Cell], jobs: Jobs, poll_s: float = 0.2, admit: Admit | None = None,
+              stop_at: float | None = None, after: Callable[[Cell, int], None] | None = None) -> list[Cell]:
     """Run ``cells`` with at most ``jobs`` worker processes (``python -m posenc.experiments.worker``;
-    ``auto``: :func:`grid_slots`); returns the cells that failed."""
+    ``auto``: :func:`grid_slots`); returns the cells that failed. ``admit`` and ``stop_at``: see
+    :func:`~posenc.processes.run_processes` (a timed session's deadline); ``after(cell, returncode)``
+    is called as each worker ends, after its line is made."""
     spec = write_spec(grid.exp)
     argv = lambda c: [sys.executable, "-m", "posenc.experiments.worker", str(spec), c[0], c[1], str(c[2])]  # noqa: E731
     work = [(cell, argv(cell), log_path(grid.exp, cell)) for cell in cells]
     slots, threads, closing = grid_slots(grid, cells, jobs, visible_gpus(), usable_cores())
+
+    def finished(cell: Cell, rc: int) -> str:
+        line = _finished(grid, cell, rc)
+        if after is not None:
+            after(cell, rc)
+        return line
+
     try:
-        return run_processes(work, slots, partial(_finished, grid), poll_s, progress_of(grid), threads=threads)
+        return run_processes(work, slots, finished, poll_s, progress_of(grid), threads=threads, admit=admit,
+                             stop_at=stop_at)
     finally:
         for line in closing():
             print(line, flush=True)

@@ -108,11 +108,18 @@ def run_selection(exp: Any, task: Any, bring_up_to_date: Callable[[Any], list[di
     if sel is None or not sel.enabled:
         return exp
     sel = resolved(exp)
-    record = choose(sel, bring_up_to_date(task.selection_experiment(exp, sel)), task.selection_score)
-    selection_path(exp).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(selection_path(exp), json.dumps(record, indent=2))
+    chosen = apply_choice(exp, task, bring_up_to_date(task.selection_experiment(exp, sel)))
+    record = read_selection(exp) or {}
     print(f"selection: {sel.key} = {record['chosen']} (validation {sel.metric}; "
           + ", ".join(f"{row['value']}: {row['mean']:.2f}" for row in record["rows"]) + ")", flush=True)
+    return chosen
+
+
+def apply_choice(exp: Any, task: Any, results: list[dict[str, Any]]) -> Any:
+    """The test grid with the choice of the complete sweep ``results``, recorded in ``selection.json``."""
+    record = choose(resolved(exp), results, task.selection_score)
+    selection_path(exp).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(selection_path(exp), json.dumps(record, indent=2))
     return task.with_selection(exp, record["chosen"])
 
 

@@ -39,8 +39,6 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from scipy.stats import t as student_t
-
 CONVERGED, IMPROVING, WARMUP, UNKNOWN = "converged", "still improving", "best in warm-up", "unknown"
 NOT_FLAT, NO_CURVE = "not flat", "no curve"
 STATUSES = (CONVERGED, IMPROVING, WARMUP, NOT_FLAT, NO_CURVE, UNKNOWN)
@@ -90,7 +88,10 @@ def end_slope(history: Sequence[Sequence[float]], window: int = FLAT_WINDOW) -> 
 @cache
 def flat_t(points: int) -> float:
     """The one-sided :data:`FLAT_LEVEL` critical value of Student's t for a slope fitted to
-    ``points`` validations (``points - 2`` degrees of freedom): 1.943 at 8 points."""
+    ``points`` validations (``points - 2`` degrees of freedom): 1.943 at 8 points. (scipy.stats
+    is imported here, when a curve is judged: it costs seconds at every process's start.)"""
+    from scipy.stats import t as student_t
+
     return float(student_t.ppf(1.0 - FLAT_LEVEL, points - 2))
 
 

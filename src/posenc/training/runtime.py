@@ -38,6 +38,14 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     return torch.device("cpu")
 
 
+def device_label(device: torch.device) -> str:
+    """Where a run trains, for its summary and reports: ``cpu``, or ``cuda`` with the GPU's name
+    (``cuda: NVIDIA H200``): wall-clock times compare only between runs of one kind of machine."""
+    if device.type != "cuda":
+        return device.type
+    return f"cuda: {torch.cuda.get_device_name(device)}"
+
+
 #: ``/proc/cpuinfo`` flags of a CPU that computes bf16 products natively (x86: AVX512-BF16, AMX).
 CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 

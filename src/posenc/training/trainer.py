@@ -48,6 +48,7 @@ from posenc.training.runtime import (
     WallClock,
     bucketed,
     build_optimizer,
+    device_label,
     forward_loss,
     move_to,
     resolve_capture,
@@ -177,7 +178,8 @@ class Trainer:
                 self.logger.close()
             self.close()
         result.state, result.stopped, result.train = self.state, self._stop, self.history
-        result.run_record = {**result.run_summary(self.model, self.out_dir), **self.summary_extra}
+        result.run_record = {**result.run_summary(self.model, self.out_dir), "device": device_label(self.device),
+                             **self.summary_extra}
         if self.is_main and self.state.step > 0:
             write_summary(result.run_record, self.out_dir)
         return result

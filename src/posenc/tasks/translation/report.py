@@ -53,8 +53,27 @@ def judged(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[dict[st
 
 
 def _device(r: dict[str, Any]) -> str:
-    """The device a run's results were trained on (its record), "unknown" for older records."""
-    return r.get("record", {}).get("extension", {}).get("device") or "unknown"
+    """Where a run trained: its summary's device (with the GPU's name), else the ``train.device``
+    its record names (runs from before summaries recorded it); "unknown" where neither says."""
+    named = (r.get("summary") or {}).get("device")
+    if named:
+        return str(named)
+    configured = r.get("record", {}).get("extension", {}).get("device")
+    return configured if configured in ("cpu", "cuda") else "unknown"
+
+
+def devices_section(results: list[dict[str, Any]]) -> list[str]:
+    """Which runs trained on which device (:func:`_device`), one row per device."""
+    runs: dict[str, list[str]] = {}
+    for r in results:
+        runs.setdefault(_device(r), []).append(f"{r['setting']}/{r['method']}/seed{r['seed']}")
+    if not runs:
+        return []
+    rows = [f"| {device} | {len(names)} | {', '.join(names)} |" for device, names in runs.items()]
+    return ["## Where each run trained", "",
+            "The device of each run's last training session (its summary.json; older runs: the `train.device` "
+            "of their record). Wall-clock times compare only runs of one device.", "",
+            "| device | runs | which |", "|---|---|---|", *rows, ""]
 
 
 def _status(r: dict[str, Any]) -> str:
@@ -597,6 +616,7 @@ def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]
     md += selection_lines(exp)
     md += length_penalty_section(exp, results)
     md += evaluation_protocol(exp, results)
+    md += devices_section(results)
     md += learning_curves_section(exp, results, report)
     for setting in exp.settings:
         md += [f"## {setting}", ""]

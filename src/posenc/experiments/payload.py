@@ -1,0 +1,120 @@
+"""The prepared data a timed session carries: every data directory the queue's cells read,
+prepared here beforehand (corpus, dataset setting, SentencePiece model, splits), so the lent machine
+prepares nothing and downloads nothing.
+
+:func:`pack` prepares them (each grid's own ``prepare``: idempotent, a prepared directory is kept)
+and writes one ``data.tar.gz`` into a folder, each distinct data config once (under the digest of
+its data fingerprint), with ``payload.json`` listing them. :func:`place` puts each one back where a
+queue cell looks for its prepared data (``prepared_dir`` of its run config) when nothing is there
+yet; a directory already there is kept (the task checks its fingerprint before training). A task's
+run config that has no ``prepared_dir`` carries nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from posenc.errors import ConfigError
+from posenc.experiments.grid import Grid
+from posenc.experiments.tasks import Cell
+from posenc.runs.fingerprint import data_fingerprint, digest
+
+FORMAT = "posenc-payload/1"
+DATA_ARCHIVE, INDEX = "data.tar.gz", "payload.json"
+
+
+def data_dirs(cells: list[tuple[Grid, Cell]]) -> dict[str, tuple[Any, list[Path]]]:
+    """``{digest: (data config, [prepared directories])}`` of the cells' run configs: each data
+    config once, with every place a cell reads it from (grids at other out_dirs share a config)."""
+    found: dict[str, tuple[Any, list[Path]]] = {}
+    for grid, cell in cells:
+        cfg = grid.config(cell)
+        where = getattr(cfg, "prepared_dir", None)
+        if where is not None and hasattr(cfg, "data"):
+            _, places = found.setdefault(digest(data_fingerprint(cfg.data)), (cfg.data, []))
+            if Path(where) not in places:
+                places.append(Path(where))
+    return found
+
+
+def pack(cells: list[tuple[Grid, Cell]], out: Path) -> str:
+    """Prepare every data directory of ``cells`` (a queue's, with their grids) here and write them to
+    ``out`` (``data.tar.gz`` and ``payload.json``); returns one line saying what and how much."""
+    dirs = data_dirs(cells)
+    first = {places[0] for _, places in dirs.values()}  # each data config is prepared (and packed) once
+    for grid in {id(g): g for g, _ in cells}.values():
+        grid.prepare([c for g, c in cells if g is grid and Path(g.config(c).prepared_dir) in first])
+    out.mkdir(parents=True, exist_ok=True)
+    index: dict[str, Any] = {"format": FORMAT, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "dirs": {}}
+    raw = 0
+    tmp = out / f".{DATA_ARCHIVE}.tmp"
+    with tarfile.open(tmp, "w:gz") as tar:
+        for key, (data, places) in sorted(dirs.items()):
+            where = places[0]
+            files = sorted(p for p in where.iterdir() if p.is_file() and not p.is_symlink())
+            size = sum(p.stat().st_size for p in files)
+            for p in files:
+                tar.add(p, f"{key}/{p.name}", recursive=False)
+            index["dirs"][key] = {"data": data_fingerprint(data), "files": len(files), "bytes": size,
+                                  "for": [str(p) for p in places]}
+            raw += size
+    os.replace(tmp, out / DATA_ARCHIVE)
+    (out / INDEX).write_text(json.dumps(index, indent=1), encoding="utf-8")
+    packed = (out / DATA_ARCHIVE).stat().st_size
+    return (f"packed {len(dirs)} prepared data directories ({raw / 2**20:.1f} MiB) into {out / DATA_ARCHIVE} "
+            f"({packed / 2**20:.1f} MiB)")
+
+
+def read_index(payload: Path) -> dict[str, Any]:
+    """``payload.json`` of a packed folder (one-line ConfigError when it is not one)."""
+    try:
+        index = json.loads((payload / INDEX).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        index = None
+    if not isinstance(index, dict) or index.get("format") != FORMAT or not (payload / DATA_ARCHIVE).is_file():
+        raise ConfigError(f"{payload}: not a packed payload (no {INDEX} of format {FORMAT} beside {DATA_ARCHIVE}); "
+                          "run `gpu_session.sh pack` first")
+    return index
+
+
+def place(cells: list[tuple[Grid, Cell]], payload: Path) -> str:
+    """Put each packed data directory where one of ``cells`` reads it, where nothing is yet; one
+    line saying how many were placed, kept and missing from the payload."""
+    index = read_index(payload)
+    placed, kept, missing = 0, 0, []
+    wanted = data_dirs(cells)
+    with tarfile.open(payload / DATA_ARCHIVE, "r:gz") as tar:
+        members = tar.getmembers()
+        for key, (_, places) in wanted.items():
+            for where in places:
+                if (where / "meta.json").is_file():
+                    kept += 1
+                elif key not in index["dirs"]:
+                    missing.append(str(where))
+                else:
+                    _unpack(tar, [m for m in members if m.name.startswith(f"{key}/")], key, where)
+                    placed += 1
+    gone = f", {len(missing)} not in the payload (e.g. {missing[0]}: pack again)" if missing else ""
+    return f"payload: placed {placed} prepared data directories, kept {kept} already here{gone}"
+
+
+def _unpack(tar: tarfile.TarFile, members: list[tarfile.TarInfo], key: str, where: Path) -> None:
+    """Unpack the members of ``key`` into a new directory ``where`` (built aside, then renamed)."""
+    where.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{where.name}.", dir=where.parent))
+    try:
+        flat = [m.replace(name=m.name[len(key) + 1:], deep=False) for m in members if m.isfile()]
+        tar.extractall(tmp, members=flat, filter="data")
+        if where.is_dir() and not any(where.iterdir()):
+            where.rmdir()
+        os.rename(tmp, where)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

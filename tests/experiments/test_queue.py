@@ -1,0 +1,118 @@
+"""The queue of a timed session: the committed queue's grids and what their overrides mean, which
+cells a session trains (none committed, none half-run here), one-line errors for a bad queue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from posenc.experiments.queue import blocker, check_entries, entry_cells, load_queue
+from posenc.experiments.runner import load_grid, run_experiment
+from posenc.experiments.tasks import Cell
+from posenc.runs.same_run import RunRecord, same_run
+from tests.helpers.tiny import assert_one_line_error, cli
+
+REPO = Path(__file__).resolve().parents[2]
+QUEUE = REPO / "benchmarks" / "gpu_queue.yaml"
+ADDED = ["rnn", "rr", "rnn-nmt", "cape", "learned"]
+
+
+def test_the_committed_queue_starts_with_vanilla_of_the_added_methods() -> None:
+    entries = check_entries(load_queue(QUEUE))
+    first, second = entries[0][0], entries[1][0]
+    assert (first.experiment, first.settings, first.methods) == ("multi30k_select", ["vanilla"], ADDED)
+    assert second.experiment == "multi30k_select" and not (second.settings or second.methods or second.seeds)
+    assert [e.experiment for e, _ in entries[2:]] == ["neishi_gpu", "shape_gpu", "multi30k_select"]
+    assert entries[2][0].settings == ["short", "middle", "long"] and entries[3][0].settings == ["interpolate"]
+    assert all(e.cell_minutes > 0 for e, _ in entries)
+
+
+def test_the_queues_placement_overrides_keep_every_runs_identity() -> None:
+    """multi30k_select's base says device cpu: trained on the GPU with the queue's overrides, each cell
+    is the same run as here (train.device is a placement key; fp32 is what auto is on a CPU at d 128)."""
+    for entry, grid in check_entries(load_queue(QUEUE)):
+        placed = [o for o in entry.overrides if o.startswith("base.train.")]
+        if not placed:
+            continue
+        assert sorted(placed) == ["base.train.device=cuda", "base.train.precision=fp32"]
+        here = load_grid(entry.experiment, [o for o in entry.overrides if o not in placed])
+        configs = {cell: stage.config(cell) for stage, cell in entry_cells(entry, here)}
+        for stage, cell in entry_cells(entry, grid):
+            gpu = stage.config(cell)
+            assert gpu.train.device == "cuda" and configs[cell].train.device == "cpu"
+            verdict = same_run(RunRecord.of(gpu), configs[cell])
+            assert verdict.kind == "fresh", (cell, verdict.detail)
+
+
+@pytest.fixture
+def dummy(tmp_path: Path) -> Path:
+    exp = {"name": "dummy", "task": "tests.dummy_task", "out_dir": str(tmp_path / "exp"),
+           "base": {"model": {"dim": 3}, "train": {"max_steps": 4}}, "settings": {"plain": {}},
+           "methods": {"nobias": {}, "bias": {"model.bias": True}}, "seeds": [1, 2]}
+    path = tmp_path / "dummy.yaml"
+    path.write_text(yaml.safe_dump(exp), encoding="utf-8")
+    return path
+
+
+def test_a_session_trains_only_cells_without_results_or_run_directory(dummy: Path, tmp_path: Path) -> None:
+    run_experiment(str(dummy), ["seeds=[1]", "methods={nobias: {}}"])
+    grid = load_grid(str(dummy))
+    assert blocker(grid, Cell("plain", "nobias", 1)) == ""  # committed: skipped
+    assert blocker(grid, Cell("plain", "bias", 1)) is None  # to train
+    partial = Path(grid.config(Cell("plain", "bias", 2)).out_dir)
+    partial.mkdir(parents=True)
+    (partial / "train.csv").write_text("step,loss\n")
+    assert blocker(grid, Cell("plain", "bias", 2)) == f"{partial} already holds a run without results"
+    changed = load_grid(str(dummy), ["base.model.dim=2"])
+    assert blocker(changed, Cell("plain", "nobias", 1)).startswith("stale results here (model.dim (3 -> 2)")
+
+
+def _queue(tmp_path: Path, entry: dict) -> Path:
+    path = tmp_path / "queue.yaml"
+    path.write_text(yaml.safe_dump({"entries": [entry]}), encoding="utf-8")
+    return path
+
+
+def test_a_bad_queue_is_a_one_line_error(dummy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def error(*argv: object) -> str:
+        return assert_one_line_error(*cli(capsys, "queue", *argv)[::2])
+
+    ok = {"experiment": str(dummy), "cell_minutes": 1}
+    assert "methods ['nope'] not in the grid (['bias', 'nobias'])" in error(
+        "pack", _queue(tmp_path, {**ok, "methods": ["nope"]}), tmp_path / "pack")
+    assert "settings ['long'] not in the grid" in error("pack", _queue(tmp_path, {**ok, "settings": ["long"]}),
+                                                      tmp_path / "pack")
+    assert "cell_minutes must be > 0" in error("pack", _queue(tmp_path, {"experiment": str(dummy)}), tmp_path / "p")
+    assert "minutes: unknown option" in error("pack", _queue(tmp_path, {**ok, "minutes": 2}), tmp_path / "p")
+    assert "--jobs must be >= 1" in error("pack", _queue(tmp_path, {**ok, "jobs": 0}), tmp_path / "p")
+    good = _queue(tmp_path, ok)
+    assert "needs --until EPOCH and --archive FILE" in error("run", good)
+    assert "has already passed" in error("run", good, "--until", "1", "--archive", tmp_path / "a.tar.gz")
+    assert "not a packed payload" in error("run", good, "--until", "9999999999", "--archive", tmp_path / "a.tar.gz",
+                                           "--payload", tmp_path)
+    assert not (tmp_path / "exp").exists()  # nothing trained
+
+
+def test_packed_data_is_placed_wherever_a_queue_cell_reads_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One data config read by two grids (two out_dirs): packed once, placed at both; one already
+    there is kept."""
+    from posenc.experiments.payload import place
+    from posenc.experiments.queue import queue_cells
+    from tests.experiments.tiny_grid import write_experiment
+
+    exp = write_experiment(tmp_path)
+    entries = [{"experiment": str(exp), "overrides": [f"out_dir={tmp_path / name}"], "cell_minutes": 1}
+               for name in ("a", "b")]
+    (tmp_path / "queue.yaml").write_text(yaml.safe_dump({"entries": entries}))
+    code, out, err = cli(capsys, "queue", "pack", tmp_path / "queue.yaml", tmp_path / "payload")
+    assert code == 0, err
+    assert out.startswith("packed 1 prepared data directories")
+    (data_a,) = (tmp_path / "a" / "data").glob("vanilla-*")
+    assert not (tmp_path / "b" / "data").exists()  # prepared once
+    cells = queue_cells(load_queue(tmp_path / "queue.yaml"))
+    assert place(cells, tmp_path / "payload") == "payload: placed 1 prepared data directories, kept 1 already here"
+    data_b = tmp_path / "b" / "data" / data_a.name
+    assert sorted(p.name for p in data_b.iterdir()) == sorted(p.name for p in data_a.iterdir())
+    assert (data_b / "train.src").read_bytes() == (data_a / "train.src").read_bytes()

@@ -1,0 +1,32 @@
+"""The report names where each run trained: the device its summary.json records (with the GPU's
+name), else the ``train.device`` of its record (runs from before summaries recorded it)."""
+
+from __future__ import annotations
+
+import torch
+
+from posenc.tasks.translation.report import _device, devices_section
+from posenc.training.runtime import device_label
+
+
+def _run(method: str, seed: int, summary_device: str | None = None, configured: str | None = None) -> dict:
+    summary = {"steps": 10} if summary_device is None else {"steps": 10, "device": summary_device}
+    record = {"extension": {"device": configured}} if configured else {}
+    return {"setting": "vanilla", "method": method, "seed": seed, "summary": summary, "record": record}
+
+
+def test_the_summary_names_the_device_older_runs_their_record() -> None:
+    assert _device(_run("ape", 1, "cuda: NVIDIA H200", "cuda")) == "cuda: NVIDIA H200"
+    assert _device(_run("ape", 1, None, "cuda")) == "cuda"  # a committed run of before: its record
+    assert _device(_run("ape", 1, None, "auto")) == "unknown"  # auto says nothing of where it ran
+    assert _device(_run("ape", 1)) == "unknown"
+    assert device_label(torch.device("cpu")) == "cpu"
+
+
+def test_the_section_groups_the_runs_by_device() -> None:
+    runs = [_run("ape", 1, "cuda: NVIDIA H200"), _run("rnn", 1, "cuda: NVIDIA H200"), _run("ape", 2, None, "cpu")]
+    lines = devices_section(runs)
+    assert lines[0] == "## Where each run trained"
+    assert "| cuda: NVIDIA H200 | 2 | vanilla/ape/seed1, vanilla/rnn/seed1 |" in lines
+    assert "| cpu | 1 | vanilla/ape/seed2 |" in lines
+    assert devices_section([]) == []

@@ -53,10 +53,12 @@ OWN_CHILDREN = {
     "translations": re.compile(r"^\.?[\w-]+(\.lp[-+.\de]+)?\.beam\d+(\.lp[-+.\de]+)?\.(hyp|json)(\..+\.tmp)?$"),
     "tensorboard": re.compile(r"^events\.out\.tfevents\..+$"),
 }
-#: Names posenc may leave in a directory besides its marked contents (lock, SentencePiece cache).
-SCRATCH_NAMES = frozenset({LOCK_NAME, MARKER_NAME, ".spm-cache"})
 KIND_WORDS = {"run": "run directory", "data": "prepared data directory", "report": "report directory",
               "logs": "log directory", "export": "CTranslate2 export directory", "checkpoint": "checkpoint directory"}
+#: The SentencePiece cache posenc keeps beside prepared data (tasks/translation/prepare.py).
+SPM_CACHE_NAME = ".spm-cache"
+#: Names posenc may leave in a directory besides its marked contents (lock, SentencePiece cache).
+SCRATCH_NAMES = frozenset({LOCK_NAME, MARKER_NAME, SPM_CACHE_NAME})
 #: The description file of a CTranslate2 export (serving/ctranslate2.py); it marks older unmarked exports.
 EXPORT_MANIFEST = "posenc_export.json"
 #: Files of a checkpoint directory (training/checkpoint.py): an average written elsewhere, a moved checkpoint.
@@ -214,19 +216,41 @@ def _holder(path: Path) -> int:
         return 0
 
 
+def missing_directories(directory: Path) -> list[Path]:
+    """``directory`` and those of its ancestors that do not exist, deepest first: what
+    ``mkdir(parents=True)`` would create."""
+    missing = []
+    for d in (directory, *directory.parents):
+        if d.exists() or d.is_symlink():
+            break
+        missing.append(d)
+    return missing
+
+
+def remove_created(created: list[Path]) -> None:
+    """Remove the directories of ``created`` that are still empty, deepest first (a parent after
+    its children): a failed command leaves none of the directories it created, and touches no other."""
+    for d in sorted(created, key=lambda p: len(p.parts), reverse=True):
+        try:
+            d.rmdir()  # only if empty
+        except OSError:
+            pass
+
+
 @contextmanager
 def exclusive(directory: str | Path, lock_name: str = LOCK_NAME) -> Iterator[Path]:
     """Hold an exclusive lock on ``directory`` (file ``directory/LOCK_NAME`` with our pid).
 
     The lock is an ``fcntl.flock`` on that file, so the kernel releases it when its process
     dies: a lock file left by a dead pid is taken over (and logged); one held by a live process
-    is a one-line :class:`ConfigError`. On exit the lock file is removed, and ``directory`` too
-    if this call created it and it is still empty, so a failed command leaves no trace.
+    is a one-line :class:`ConfigError`. On exit the lock file is removed, and
+    so is every directory this call created (``directory`` and missing parents) that is still
+    empty, so a failed command leaves no trace.
     """
     import fcntl
 
     directory = Path(directory)
-    created = not directory.exists()
+    created = missing_directories(directory)
     os_call(lambda: directory.mkdir(parents=True, exist_ok=True), directory)
     path = directory / lock_name
     while True:
@@ -236,7 +260,7 @@ def exclusive(directory: str | Path, lock_name: str = LOCK_NAME) -> Iterator[Pat
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            _cleanup_dir(directory, created)
+            remove_created(created)
             raise ConfigError(
                 f"{directory} is in use by another posenc process (pid {_holder(path) or '?'}); "
                 "wait for it to finish or use another out_dir"
@@ -254,7 +278,7 @@ def exclusive(directory: str | Path, lock_name: str = LOCK_NAME) -> Iterator[Pat
         path.unlink(missing_ok=True)
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-        _cleanup_dir(directory, created)
+        remove_created(created)
 
 
 def in_use(directory: str | Path, lock_name: str = LOCK_NAME) -> int | None:
@@ -288,28 +312,20 @@ def check_free_target(directory: str | Path, kind: str, what: str = "out_dir") -
         raise
 
 
-def _open_lock(path: Path, directory: Path, created: bool) -> int:
+def _open_lock(path: Path, directory: Path, created: list[Path]) -> int:
     """Open (create) the lock file, never through a symlink and never a directory."""
     if path.is_symlink() or (path.exists() and not path.is_file()):
-        _cleanup_dir(directory, created)
+        remove_created(created)
         kind = "a symlink" if path.is_symlink() else "not a regular file"
         raise RunDirError(f"lock file {path} is {kind}; remove it if no posenc process is using {directory}")
     try:
         return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except OSError as err:
-        _cleanup_dir(directory, created)
+        remove_created(created)
         if err.errno in (errno.ELOOP, errno.EISDIR):
             raise RunDirError(f"lock file {path} is not a regular file; remove it if no posenc process "
                               f"is using {directory}") from None
         raise RunDirError(f"cannot lock {directory}: {os_error_message(err, path)}") from None
-
-
-def _cleanup_dir(directory: Path, created: bool) -> None:
-    if created:
-        try:
-            directory.rmdir()  # only if empty
-        except OSError:
-            pass
 
 
 # ----------------------------------------------------------------------------- fingerprint check

@@ -28,7 +28,16 @@ from posenc.data.text import write_lines_atomic
 from posenc.errors import DataError, RunDirError
 from posenc.processes import pid_alive
 from posenc.runs.fingerprint import data_fingerprint, describe_diff, diff_keys
-from posenc.runs.rundir import MARKER_NAME, check_target, read_json_dict, read_marker, write_marker
+from posenc.runs.rundir import (
+    MARKER_NAME,
+    SPM_CACHE_NAME,
+    check_target,
+    missing_directories,
+    read_json_dict,
+    read_marker,
+    remove_created,
+    write_marker,
+)
 from posenc.tasks.translation.config import DataConfig
 
 FINGERPRINT_NAME = "fingerprint.json"
@@ -151,6 +160,8 @@ def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = Non
     rebuilt. A symlink to a directory is followed (the data go to its target; the link stays).
     A new directory is built aside and renamed into place; an existing (empty or posenc's) one is
     claimed with the marker and filled in place (:func:`_fill`). Permissions follow the umask.
+    A failure removes the directories this call created that it left empty (the parents of
+    ``out``, the SentencePiece cache unless it holds an entry that was completed).
     """
     given = Path(out)
     out = given.resolve() if given.is_symlink() and given.is_dir() else given
@@ -162,11 +173,16 @@ def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = Non
     corpus = load_corpus(cfg.corpus, **cfg.options)
     if not corpus.train:
         raise DataError(f"corpus {cfg.corpus!r} has no training pairs")
-    cache = Path(cache_dir) if cache_dir else given.parent / ".spm-cache"
-    if out.is_dir():
-        _prepare_in_place(cfg, corpus, out, cache)
-    else:
-        _prepare_new(cfg, corpus, out, cache)
+    cache = Path(cache_dir) if cache_dir else given.parent / SPM_CACHE_NAME
+    created = missing_directories(cache) + missing_directories(out.parent)
+    try:
+        if out.is_dir():
+            _prepare_in_place(cfg, corpus, out, cache)
+        else:
+            _prepare_new(cfg, corpus, out, cache)
+    except BaseException:
+        remove_created(created)  # those left empty: a cache entry that was completed stays
+        raise
     return given
 
 

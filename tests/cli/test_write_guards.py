@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from posenc.runs.rundir import exclusive
 from tests.cli.test_files_corpus import files_overrides, write_corpus
+from tests.cli.test_safety_round2 import md5s
 from tests.helpers.tiny import TINY, TOY, assert_one_line_error, cli
 
 
@@ -19,6 +21,28 @@ def run_copy(tmp_path: Path, trained: Path) -> Path:
     run = tmp_path / "run"
     shutil.copytree(trained, run)
     return run
+
+
+# ------------------------------------------------------------------------------ the run's lock
+
+@pytest.mark.parametrize("command", [("average", "--last", "2"), ("translate", "--split", "test")])
+def test_commands_writing_into_a_run_being_trained_are_refused(capsys: pytest.CaptureFixture[str],
+                                                               run_copy: Path, command: tuple[str, ...]) -> None:
+    """``average`` (into RUN/checkpoints/average) and ``translate --split`` (into RUN/translations)
+    while ``posenc train`` holds the run's lock (taken here as train takes it)."""
+    with exclusive(run_copy):
+        before = md5s(run_copy)
+        code, out, err = cli(capsys, command[0], "--run", run_copy, *command[1:])
+        assert_one_line_error(code, err, str(run_copy), "in use by another posenc process")
+        assert out == "" and md5s(run_copy) == before
+
+
+def test_average_into_a_free_run_still_works_and_leaves_no_lock(capsys: pytest.CaptureFixture[str],
+                                                                run_copy: Path) -> None:
+    code, _, err = cli(capsys, "average", "--run", run_copy, "--last", "2")
+    assert code == 0, err
+    assert (run_copy / "checkpoints" / "average" / "model.safetensors").is_file()
+    assert not (run_copy / ".posenc.lock").exists()
 
 
 # ------------------------------------------------------------------------------ failures leave no directories

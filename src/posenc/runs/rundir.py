@@ -216,6 +216,10 @@ def _holder(path: Path) -> int:
         return 0
 
 
+#: What a command refused by a held lock can do, by default (a command that names an out_dir).
+IN_USE_ADVICE = "wait for it to finish or use another out_dir"
+
+
 def missing_directories(directory: Path) -> list[Path]:
     """``directory`` and those of its ancestors that do not exist, deepest first: what
     ``mkdir(parents=True)`` would create."""
@@ -238,12 +242,12 @@ def remove_created(created: list[Path]) -> None:
 
 
 @contextmanager
-def exclusive(directory: str | Path, lock_name: str = LOCK_NAME) -> Iterator[Path]:
+def exclusive(directory: str | Path, lock_name: str = LOCK_NAME, advice: str = IN_USE_ADVICE) -> Iterator[Path]:
     """Hold an exclusive lock on ``directory`` (file ``directory/LOCK_NAME`` with our pid).
 
     The lock is an ``fcntl.flock`` on that file, so the kernel releases it when its process
     dies: a lock file left by a dead pid is taken over (and logged); one held by a live process
-    is a one-line :class:`ConfigError`. On exit the lock file is removed, and
+    is a one-line :class:`ConfigError` ending in ``advice``. On exit the lock file is removed, and
     so is every directory this call created (``directory`` and missing parents) that is still
     empty, so a failed command leaves no trace.
     """
@@ -262,8 +266,7 @@ def exclusive(directory: str | Path, lock_name: str = LOCK_NAME) -> Iterator[Pat
             os.close(fd)
             remove_created(created)
             raise ConfigError(
-                f"{directory} is in use by another posenc process (pid {_holder(path) or '?'}); "
-                "wait for it to finish or use another out_dir"
+                f"{directory} is in use by another posenc process (pid {_holder(path) or '?'}); {advice}"
             ) from None
         if path.exists() and os.fstat(fd).st_ino == os.stat(path).st_ino:
             break  # else the previous holder removed the file between our open and flock: retry

@@ -45,6 +45,61 @@ def test_average_into_a_free_run_still_works_and_leaves_no_lock(capsys: pytest.C
     assert not (run_copy / ".posenc.lock").exists()
 
 
+# ------------------------------------------------------------------------------ outputs inside posenc's data
+
+def _experiment_data(tmp_path: Path) -> Path:
+    """The data directory of a tiny experiment, prepared as ``posenc experiment`` prepares it
+    (one prepared directory per setting and the SentencePiece cache beside them)."""
+    from posenc.config import load_config
+    from posenc.tasks.translation.cells import grid
+    from posenc.tasks.translation.driver import TranslationExperiment
+    from posenc.tasks.translation.experiment import ExperimentConfig
+    from tests.experiments.tiny_grid import write_experiment
+
+    exp = load_config(ExperimentConfig, write_experiment(tmp_path / "exp"))
+    TranslationExperiment().prepare(exp, grid(exp))
+    return exp.root / "data"
+
+
+@pytest.mark.parametrize("target", ["x.txt", ".spm-cache/new.txt", ".spm-cache/sub/new.txt"])
+def test_translate_output_inside_an_experiments_data_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                trained: Path, target: str) -> None:
+    data = _experiment_data(tmp_path)
+    (data / ".spm-cache" / "sub").mkdir()
+    src = tmp_path / "in.txt"
+    src.write_text("a b c\n")
+    before = md5s(tmp_path)
+    code, _, err = cli(capsys, "translate", "--run", trained, "--input", src, "--output", data / target)
+    assert_one_line_error(code, err, "--output", "lies inside the posenc")
+    assert md5s(tmp_path) == before
+
+
+def test_translate_output_inside_the_cache_of_prepare_out_is_refused(capsys: pytest.CaptureFixture[str],
+                                                                     tmp_path: Path, trained: Path,
+                                                                     prepared: Path) -> None:
+    """``prepare --out DIR`` keeps its SentencePiece cache beside DIR (DIR/../.spm-cache)."""
+    cache = prepared.parent / ".spm-cache"
+    assert cache.is_dir()
+    src = tmp_path / "in.txt"
+    src.write_text("a b c\n")
+    before = md5s(cache)
+    code, _, err = cli(capsys, "translate", "--run", trained, "--input", src, "--output", cache / "new.txt")
+    assert_one_line_error(code, err, "--output", "lies inside the posenc", str(cache))
+    assert md5s(cache) == before
+
+
+def test_an_experiments_data_directory_is_its_own_kind(tmp_path: Path) -> None:
+    """The experiment's data directory is posenc's, and no run or prepared data goes into it."""
+    from posenc.errors import RunDirError
+    from posenc.runs.rundir import check_target, dir_kind
+
+    data = _experiment_data(tmp_path)
+    assert dir_kind(data) == "datasets" and dir_kind(data / ".spm-cache") == "cache"
+    for kind in ("run", "data"):
+        with pytest.raises(RunDirError, match="holds a posenc"):
+            check_target(data, kind)
+
+
 # ------------------------------------------------------------------------------ failures leave no directories
 
 @pytest.mark.parametrize("command", ["prepare", "train"])

@@ -54,8 +54,10 @@ OWN_CHILDREN = {
     "tensorboard": re.compile(r"^events\.out\.tfevents\..+$"),
 }
 KIND_WORDS = {"run": "run directory", "data": "prepared data directory", "report": "report directory",
-              "logs": "log directory", "export": "CTranslate2 export directory", "checkpoint": "checkpoint directory"}
-#: The SentencePiece cache posenc keeps beside prepared data (tasks/translation/prepare.py).
+              "logs": "log directory", "export": "CTranslate2 export directory", "checkpoint": "checkpoint directory",
+              "datasets": "directory of prepared data", "cache": "SentencePiece cache"}
+#: The SentencePiece cache posenc keeps beside prepared data (tasks/translation/prepare.py): the name
+#: is posenc's (:data:`SCRATCH_NAMES`), so such a directory is posenc's cache, marked or not.
 SPM_CACHE_NAME = ".spm-cache"
 #: Names posenc may leave in a directory besides its marked contents (lock, SentencePiece cache).
 SCRATCH_NAMES = frozenset({LOCK_NAME, MARKER_NAME, SPM_CACHE_NAME})
@@ -90,6 +92,8 @@ def _legacy_kind(directory: Path) -> str | None:
         return "data"
     if (directory / EXPORT_MANIFEST).is_file():
         return "export"
+    if directory.name == SPM_CACHE_NAME:
+        return "cache"
     return None
 
 
@@ -105,8 +109,8 @@ def _is_run_config(path: Path) -> bool:
 
 
 def dir_kind(directory: str | Path) -> str | None:
-    """The kind of a directory posenc wrote (``run``, ``data``, ``report``, ``logs``, ``export``: its
-    marker, else an older layout), else None."""
+    """The kind of a directory posenc wrote (``run``, ``data``, ``report``, ``logs``, ``export``,
+    ``datasets``: its marker, else an older layout; ``cache``: a SentencePiece cache), else None."""
     directory = Path(directory)
     if not directory.is_dir() or directory.is_symlink():
         return None
@@ -139,7 +143,8 @@ def _foreign_entries(directory: Path, kind: str) -> list[str]:
 
 def check_target(directory: str | Path, kind: str, what: str = "out_dir") -> None:
     """Refuse (one-line :class:`RunDirError`) to write the ``kind`` directory ``directory``
-    unless it is new, empty (but for posenc's lock and caches) or posenc's own ``kind``."""
+    unless it is new, empty (but for posenc's lock and caches, and not marked as posenc's of another
+    kind) or posenc's own ``kind``."""
     directory = Path(directory)
     where = _forbidden(directory)
     if where is not None:
@@ -154,11 +159,30 @@ def check_target(directory: str | Path, kind: str, what: str = "out_dir") -> Non
     if other == kind:
         return
     foreign = os_call(lambda: _foreign_entries(directory, kind), directory)
-    if foreign:
+    if foreign or other is not None:  # a posenc directory of another kind is never written as this one
         held = f"a posenc {KIND_WORDS[other]}" if other else f"files posenc did not write ({foreign[0]!r}"
         held += "" if other else (f" and {len(foreign) - 1} more)" if len(foreign) > 1 else ")")
         raise RunDirError(f"{what} {directory} holds {held}; posenc writes only into a new or empty directory "
                           f"or a {KIND_WORDS[kind]} it created (use another {what})")
+
+
+def mark_datasets(directory: str | Path) -> None:
+    """Make ``directory``, where an experiment keeps its prepared data directories and their
+    SentencePiece cache, posenc's ``datasets`` directory (created if new), so no output is written
+    into it (:func:`check_outside_posenc_dirs`). One that holds anything else (or is a symlink) is left
+    as it is, unmarked: it is not only posenc's."""
+    directory = Path(directory)
+    if read_marker(directory) == "datasets" or directory.is_symlink():
+        return
+    if directory.exists() and not (directory.is_dir() and _holds_only_data(directory)):
+        return
+    os_call(lambda: directory.mkdir(parents=True, exist_ok=True), directory)
+    write_marker(directory, "datasets")
+
+
+def _holds_only_data(directory: Path) -> bool:
+    """Whether every entry of ``directory`` is prepared data, the SentencePiece cache or a lock."""
+    return all(p.name in SCRATCH_NAMES or dir_kind(p) == "data" for p in directory.iterdir())
 
 
 def claim_and_check(directory: str | Path, kind: str, what: str, older: Callable[[Path], bool]) -> None:

@@ -5,6 +5,7 @@ one line. Each refusal is one line (exit 2) with every file byte for byte unchan
 
 from __future__ import annotations
 
+import resource
 import shutil
 from pathlib import Path
 
@@ -98,6 +99,26 @@ def test_an_experiments_data_directory_is_its_own_kind(tmp_path: Path) -> None:
     for kind in ("run", "data"):
         with pytest.raises(RunDirError, match="holds a posenc"):
             check_target(data, kind)
+
+
+# ------------------------------------------------------------------------------ OS errors name their file
+
+def test_a_file_too_large_names_the_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A prepared split over the file size limit (``ulimit -f``): one line naming the split file.
+    The limit lies between the SentencePiece model (about 240 kB) and the training split."""
+    files = write_corpus(tmp_path / "corpus")
+    for side in ("train_src", "train_tgt"):
+        files[side].write_text(files[side].read_text() * 600)  # 24,000 pairs, over 500 kB a side
+    assert files["train_src"].stat().st_size > 500_000
+    run = tmp_path / "run"
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (400_000, hard))  # Python ignores SIGXFSZ: writes fail with EFBIG
+    try:
+        code, _, err = cli(capsys, "prepare", f"out_dir={run}", *files_overrides(files), *TINY)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    message = assert_one_line_error(code, err, "File too large")
+    assert message.split(": ")[0].endswith("train.src"), message
 
 
 # ------------------------------------------------------------------------------ failures leave no directories

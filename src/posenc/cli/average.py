@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     with run_lock(run_dir, target):
         chosen = _last_checkpoints(ckpt_dir, args.last)  # as they are while the lock is held
         _check_belong(run_dir, chosen)
-        with os_errors():
+        with os_errors(f"a file in {target}"):
             out = save_average(chosen, target)
     print(f"averaged {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) -> {out}")
     return 0

@@ -145,8 +145,15 @@ def run_decode(loaded: LoadedRun, args: argparse.Namespace) -> DecodeConfig:
 
 def run(args: argparse.Namespace) -> int:
     _check_args(args)
-    with os_errors():
+    with os_errors(_written(args)):
         return _run(args)
+
+
+def _written(args: argparse.Namespace) -> str:
+    """What the command writes, for an OS error that names no file."""
+    if args.output:
+        return str(args.output)
+    return f"a file in {Path(args.run) / 'translations'}" if args.split else "standard output"
 
 
 def _run_ctranslate2(args: argparse.Namespace) -> int:

@@ -5,8 +5,11 @@ one line. Each refusal is one line (exit 2) with every file byte for byte unchan
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ import pytest
 from posenc.runs.rundir import exclusive
 from tests.cli.test_files_corpus import files_overrides, write_corpus
 from tests.cli.test_safety_round2 import md5s
-from tests.helpers.tiny import TINY, TOY, assert_one_line_error, cli
+from tests.helpers.tiny import TINY, TOY, assert_one_line_error, cli, run_overrides
 
 
 @pytest.fixture
@@ -154,3 +157,27 @@ def test_a_prepare_that_succeeds_keeps_the_directories_it_created(capsys: pytest
     assert (tmp_path / "a" / "data" / "meta.json").is_file()
 
 
+# ------------------------------------------------------------------------------ warnings are one line
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory: pytest.TempPathFactory, prepared: Path) -> Path:
+    """A run whose sources hold at most 8 tokens (its outputs at most 19): decoding stays short."""
+    from posenc.cli.main import main
+
+    run = tmp_path_factory.mktemp("short") / "run"
+    assert main(["train", *run_overrides(run, prepared, "data.max_source_len=8")]) == 0
+    return run
+
+
+def test_a_truncation_warning_is_one_line(tmp_path: Path, short_run: Path) -> None:
+    """``--too-long truncate``: ``warning: <message>`` on stderr, no source path or code line."""
+    src = tmp_path / "in.txt"
+    src.write_text("ka lo\n" + " ".join(["ka lo mi"] * 10) + "\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "posenc.cli.main", "translate", "--run", str(short_run), "--input",
+                           str(src), "--output", str(tmp_path / "out.txt"), "--too-long", "truncate"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.returncode == 0, proc.stderr
+    warned = [line for line in proc.stderr.splitlines() if "truncated" in line]
+    assert len(warned) == 1 and warned[0].startswith("warning: input line 2: "), proc.stderr
+    assert "UserWarning" not in proc.stderr and ".py:" not in proc.stderr and "warnings.warn" not in proc.stderr

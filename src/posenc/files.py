@@ -55,15 +55,28 @@ def atomic_output(path: str | os.PathLike[str], binary: bool = False, mode: int 
     target = Path(os.path.realpath(path)) if follow_symlink else Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
-        opening = {"mode": "wb"} if binary else {"mode": "w", "encoding": "utf-8", "newline": "\n"}
-        with os.fdopen(fd, **opening) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, replacement_mode(target) if mode is None else mode)  # mkstemp made it 0600
-        os.replace(tmp, target)
+        with naming(path):  # a failed write (disk full, file too large) names the file
+            opening = {"mode": "wb"} if binary else {"mode": "w", "encoding": "utf-8", "newline": "\n"}
+            with os.fdopen(fd, **opening) as fh:
+                yield fh
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, replacement_mode(target) if mode is None else mode)  # mkstemp made it 0600
+            os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def naming(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Give an OSError raised inside that names no file (``write`` failing with EFBIG or ENOSPC)
+    the file ``path`` being written, so its one-line message says which file it was."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is None:
+            err.filename = os.fspath(path)
         raise
 
 
@@ -83,9 +96,12 @@ def atomic_write_bytes(path: str | Path, data: bytes, follow_symlink: bool = Fal
 
 
 def os_error_message(err: OSError, fallback: str | Path) -> str:
-    """``FILE: reason`` for an OSError (permission denied, disk full, file too large, ...)."""
+    """``FILE: reason`` for an OSError (permission denied, disk full, file too large, ...);
+    ``FILE -> FILE2: reason`` for one of two files (a copy, a rename); ``fallback`` names the file
+    when the error does not."""
     reason = err.strerror or str(err) or type(err).__name__
-    return f"{err.filename or fallback}: {reason}"
+    where = f"{err.filename} -> {err.filename2}" if err.filename and err.filename2 else err.filename
+    return f"{where or fallback}: {reason}"
 
 
 def os_call(fn: Any, where: str | Path) -> Any:
@@ -97,12 +113,14 @@ def os_call(fn: Any, where: str | Path) -> Any:
 
 
 @contextmanager
-def os_errors(what: str = "") -> Iterator[None]:
-    """Turn an OSError raised inside (permission denied, read-only or full disk) into one line."""
+def os_errors(writing: str) -> Iterator[None]:
+    """Turn an OSError raised inside (permission denied, read-only or full disk) into one line
+    naming its file; an error that names none (a write site not wrapped in :func:`naming`) is
+    said of ``writing``, what the command writes (``a file in DIR``, ``standard output``)."""
     try:
         yield
     except OSError as err:
-        raise RunDirError(f"{what}{os_error_message(err, '?')}") from None
+        raise RunDirError(os_error_message(err, writing)) from None
 
 
 def check_output_file(path: str | Path, what: str, inputs: tuple[str | Path, ...] = ()) -> None:

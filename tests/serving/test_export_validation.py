@@ -40,6 +40,15 @@ def _manifest(change: Callable[[dict[str, Any]], Any]) -> Callable[[Path], None]
     return tamper
 
 
+def _config(change: Callable[[dict[str, Any]], Any]) -> Callable[[Path], None]:
+    """A tampering that rewrites config.json (indented anew) with ``change`` applied to its dict."""
+    def tamper(d: Path) -> None:
+        config = json.loads((d / "config.json").read_text())
+        change(config)
+        (d / "config.json").write_text(json.dumps(config, indent=2))
+    return tamper
+
+
 def _bytes(name: str, data: Callable[[bytes], bytes]) -> Callable[[Path], None]:
     return lambda d: (d / name).write_bytes(data((d / name).read_bytes()))
 
@@ -47,7 +56,7 @@ def _bytes(name: str, data: Callable[[bytes], bytes]) -> Callable[[Path], None]:
 #: name → (tampering, words the one-line error holds besides the file's path)
 TAMPERED: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "model-truncated": (_bytes("model.bin", lambda b: b[:1000]), ("model.bin",)),
-    "model-cut-at-end": (_bytes("model.bin", lambda b: b[:-100]), ("model.bin", "incomplete")),
+    "model-cut-at-end": (_bytes("model.bin", lambda b: b[:-100]), ("model.bin", "bytes", "posenc export wrote")),
     "model-empty": (_bytes("model.bin", lambda b: b""), ("model.bin",)),
     "model-random": (_bytes("model.bin", lambda b: random.Random(0).randbytes(5000)), ("model.bin",)),
     "model-missing": (lambda d: (d / "model.bin").unlink(), ("model.bin",)),
@@ -84,6 +93,14 @@ TAMPERED: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "vocabulary-of-another-size": (_bytes("shared_vocabulary.json", lambda b: b'["a"]'),
                                    ("shared_vocabulary.json", "1 entries", "spm.model")),
     "spm-garbage": (_bytes("spm.model", lambda b: b"garbage"), ("spm.model",)),
+    # a valid CTranslate2 configuration that decodes wrongly: it starts decoding where it should stop
+    "config-eos-swapped": (_config(lambda c: c.update(eos_token=c["decoder_start_token"],
+                                                      decoder_start_token=c["eos_token"])),
+                           ("config.json", "not the file posenc export wrote", "export again")),
+    "manifest-without-checksums": (_manifest(lambda i: i.pop("files")),
+                                   ("posenc_export.json", "checksum", "write the export again")),
+    "manifest-checksum-of-another-file": (_manifest(lambda i: i["files"].update({"model.bin": i["files"]["config.json"]})),
+                                          ("model.bin", "not the file posenc export wrote")),
 }
 
 
@@ -100,6 +117,33 @@ def test_a_tampered_export_is_one_line_naming_the_file(capsys: pytest.CaptureFix
     code, stdout, err = cli(capsys, "translate", "--engine", "ctranslate2", "--run", broken, "--input", src,
                             "--output", out)
     assert_one_line_error(code, err, str(broken), *words)
+    assert stdout == "" and md5s(tmp_path) == before
+
+
+@pytest.fixture(scope="module")
+def other_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The export of another run of the same architecture (another seed)."""
+    root = tmp_path_factory.mktemp("other-export")
+    assert main(["train", *run_overrides(root / "run", None, *NEAR_INIT, "model.position.name=ape",
+                                         "train.seed=2")]) == 0
+    assert main(["export", "--run", str(root / "run"), "--format", "ctranslate2", "--out", str(root / "ct2")]) == 0
+    return root / "ct2"
+
+
+def test_another_runs_model_of_the_same_architecture_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                  export: Path, other_export: Path) -> None:
+    """Its model.bin loads in CTranslate2 and has the same size: only the recorded checksum tells."""
+    other = (other_export / "model.bin").read_bytes()
+    assert len(other) == (export / "model.bin").stat().st_size and other != (export / "model.bin").read_bytes()
+    broken = tmp_path / "ct2"
+    shutil.copytree(export, broken)
+    (broken / "model.bin").write_bytes(other)
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("a b c\n")
+    before = md5s(tmp_path)
+    code, stdout, err = cli(capsys, "translate", "--engine", "ctranslate2", "--run", broken, "--input", src,
+                            "--output", out)
+    assert_one_line_error(code, err, str(broken / "model.bin"), "sha256", "not the file posenc export wrote")
     assert stdout == "" and md5s(tmp_path) == before
 
 

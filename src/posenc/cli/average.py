@@ -1,20 +1,26 @@
 """``posenc average --run DIR --last N``: average the last N checkpoints into checkpoints/average.
 
 ``--output`` must be a new (or empty) directory or an earlier average's output: nothing else is
-ever replaced. Every averaged checkpoint must belong to the run (its fingerprint.json).
+ever replaced. Every averaged checkpoint must belong to the run (its fingerprint.json). An output
+inside the run (the default) is written under the run's lock: never into a run that ``posenc
+train`` (or another command) is writing.
 """
 
 from __future__ import annotations
 
 import argparse
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from posenc.data.spm import Tokenizer
 from posenc.errors import CheckpointError
 from posenc.files import os_errors
-from posenc.runs.rundir import check_average_output
+from posenc.runs.rundir import check_average_output, exclusive
 from posenc.tasks.translation.load import check_checkpoint_run
 from posenc.training.checkpoint import check_vocab, checkpoint_config, checkpoint_state, list_checkpoints, save_average
+
+#: What to do when the run is in use (its lock is held).
+IN_USE = "wait for it to finish, or give --output outside the run"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,22 +31,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    ckpt_dir = Path(args.run) / "checkpoints"
+    run_dir = Path(args.run)
+    ckpt_dir = run_dir / "checkpoints"
+    _last_checkpoints(ckpt_dir, args.last)  # before anything is locked or written
+    target = Path(args.output) if args.output else ckpt_dir / "average"
+    check_average_output(target)
+    with run_lock(run_dir, target):
+        chosen = _last_checkpoints(ckpt_dir, args.last)  # as they are while the lock is held
+        _check_belong(run_dir, chosen)
+        with os_errors(f"a file in {target}"):
+            out = save_average(chosen, target)
+    print(f"averaged {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) -> {out}")
+    return 0
+
+
+def _last_checkpoints(ckpt_dir: Path, last: int) -> list[Path]:
+    """The ``last`` newest checkpoints in ``ckpt_dir``; a one-line error for none or ``last`` < 1."""
     paths = list_checkpoints(ckpt_dir)
     if not paths:
         raise CheckpointError(f"{ckpt_dir}: no checkpoints to average")
-    if args.last < 1:
-        raise CheckpointError(f"--last must be >= 1, got {args.last}")
-    chosen = paths[-args.last :]
-    target = Path(args.output) if args.output else ckpt_dir / "average"
-    check_average_output(target)
-    vocab = Path(args.run) / "spm.model"
+    if last < 1:
+        raise CheckpointError(f"--last must be >= 1, got {last}")
+    return paths[-last:]
+
+
+def run_lock(run_dir: Path, target: Path) -> AbstractContextManager[object]:
+    """The run's lock when ``target`` lies inside the run directory (a one-line error while another
+    posenc process holds it); nothing to hold for an output elsewhere, which only reads the run."""
+    inside = target.resolve().is_relative_to(run_dir.resolve())
+    return exclusive(run_dir, advice=IN_USE) if inside else nullcontext()
+
+
+def _check_belong(run_dir: Path, chosen: list[Path]) -> None:
+    """Every checkpoint of ``chosen`` is the run's (its config and vocabulary), else one line."""
+    vocab = run_dir / "spm.model"
     digest = Tokenizer(vocab).sha256 if vocab.is_file() else None
     for path in chosen:
-        check_checkpoint_run(Path(args.run), checkpoint_config(path), path)
+        check_checkpoint_run(run_dir, checkpoint_config(path), path)
         if digest is not None:
             check_vocab(checkpoint_state(path), digest, vocab, path)
-    with os_errors():
-        out = save_average(chosen, target)
-    print(f"averaged {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) -> {out}")
-    return 0

@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with os_errors():
+    with os_errors(f"a file in {args.out}"):
         loaded = load_run(args.run, args.checkpoint, "cpu", confine=True)
         info = FORMATS[args.format](loaded, args.out, args.quantization)
     print(json.dumps(info, indent=1))

@@ -2,7 +2,7 @@
 
 Every subcommand takes ``--config FILE`` (YAML) where relevant plus dotted overrides
 (``model.position.name=shape model.position.max_shift=500``). User errors print one line,
-``error: ...``, and exit with status 2.
+``error: ...``, and exit with status 2; warnings print one line, ``warning: ...``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from posenc.errors import PosencError
 from posenc.processes import interrupt_exit_code
@@ -55,12 +57,33 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                     line: str | None = None) -> str:
+    """A warning as the CLI prints it, ``warning: <message>`` on one line: the user is told what
+    happened (a truncated line, a slower fallback), not where in posenc's source it was said."""
+    text = " ".join(str(message).split())
+    return f"warning: {text}\n"
+
+
+@contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Warnings printed inside as :func:`one_line_warning` (the filters, and anything that records
+    warnings instead of printing them, such as pytest, are left as they are)."""
+    before = warnings.formatwarning
+    warnings.formatwarning = one_line_warning
+    try:
+        yield
+    finally:
+        warnings.formatwarning = before
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
     run: Callable[[argparse.Namespace], int] = args._run
     try:
-        return int(run(args) or 0)
+        with one_line_warnings():
+            return int(run(args) or 0)
     except PosencError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

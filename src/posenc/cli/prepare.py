@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.out:
         check_free_target(cfg.out_dir, "run")
     lock = (out.parent, f".{out.name}.lock") if args.out else (Path(cfg.out_dir), LOCK_NAME)
-    with os_errors(), exclusive(*lock):
+    with os_errors(f"a file in {out}"), exclusive(*lock):
         out = prepare(cfg.data, out, replace=args.no_resume)
     meta = load_meta(out)
     sizes = ", ".join(f"{s} {meta[s]['pairs']}" for s in ("train", "valid", "test"))

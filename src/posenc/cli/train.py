@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cfg = run_config(args)
-    with os_errors():  # a read-only or full disk: one line, not a traceback
+    with os_errors(f"a file in {cfg.out_dir}"):  # a read-only or full disk: one line, not a traceback
         summary = train_run(cfg, resume=not args.no_resume)
     print(json.dumps(summary, indent=2))
     return 0

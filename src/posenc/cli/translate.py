@@ -7,7 +7,8 @@ overrides it.
 The model is rebuilt from the config saved with the checkpoint; the run directory is treated as
 untrusted: ``--split`` reads only the run's own data (inside the run directory, or ``--data``)
 and writes only into its ``translations/``, as ``<split>.beam<K>.lp<α>.hyp``/``.json``: beside,
-never over, the translations an experiment's results.json scored. ``--output FILE`` (also with ``--input -``) is
+never over, the translations an experiment's results.json scored, and under the run's lock (never
+while ``posenc train`` or another command writes the run). ``--output FILE`` (also with ``--input -``) is
 written atomically and shows progress: a bar on a terminal, else a log line every 5 seconds;
 it must not be the input file, lie inside any posenc directory (a run, prepared data, a report,
 logs, a CTranslate2 export, a checkpoint), or need a directory created (all refused in one line
@@ -33,7 +34,7 @@ from posenc.cli.common import check_device
 from posenc.decoding.translate import MAX_BEAM, read_lines_lazily, read_stdin_lines, translate_lines, write_translations
 from posenc.errors import ConfigError
 from posenc.files import os_errors
-from posenc.runs.rundir import check_user_output
+from posenc.runs.rundir import check_user_output, exclusive
 from posenc.tasks.translation.config import DecodeConfig
 from posenc.tasks.translation.load import SPLITS, LoadedRun, decode_options, load_run, translate_split
 from posenc.tasks.translation.tuning import tuned_alpha
@@ -144,8 +145,15 @@ def run_decode(loaded: LoadedRun, args: argparse.Namespace) -> DecodeConfig:
 
 def run(args: argparse.Namespace) -> int:
     _check_args(args)
-    with os_errors():
+    with os_errors(_written(args)):
         return _run(args)
+
+
+def _written(args: argparse.Namespace) -> str:
+    """What the command writes, for an OS error that names no file."""
+    if args.output:
+        return str(args.output)
+    return f"a file in {Path(args.run) / 'translations'}" if args.split else "standard output"
 
 
 def _run_ctranslate2(args: argparse.Namespace) -> int:
@@ -173,7 +181,8 @@ def _run(args: argparse.Namespace) -> int:
     loaded = load_run(args.run, args.checkpoint, args.device, confine=True)
     dc = run_decode(loaded, args)
     if args.split:
-        scores = translate_split(loaded, args.split, dc, data_dir=args.data, user=True)  # never over results.json's
+        with exclusive(loaded.root, advice="wait for it to finish"):  # never into a run another command writes
+            scores = translate_split(loaded, args.split, dc, data_dir=args.data, user=True)  # never over results.json's
         print(json.dumps(scores, indent=2))
         print(f"{args.split}: {scores['bleu_text']} (signature {scores['bleu_signature']})", file=sys.stderr)
         return 0

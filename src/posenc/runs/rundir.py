@@ -53,10 +53,14 @@ OWN_CHILDREN = {
     "translations": re.compile(r"^\.?[\w-]+(\.lp[-+.\de]+)?\.beam\d+(\.lp[-+.\de]+)?\.(hyp|json)(\..+\.tmp)?$"),
     "tensorboard": re.compile(r"^events\.out\.tfevents\..+$"),
 }
-#: Names posenc may leave in a directory besides its marked contents (lock, SentencePiece cache).
-SCRATCH_NAMES = frozenset({LOCK_NAME, MARKER_NAME, ".spm-cache"})
 KIND_WORDS = {"run": "run directory", "data": "prepared data directory", "report": "report directory",
-              "logs": "log directory", "export": "CTranslate2 export directory", "checkpoint": "checkpoint directory"}
+              "logs": "log directory", "export": "CTranslate2 export directory", "checkpoint": "checkpoint directory",
+              "datasets": "directory of prepared data", "cache": "SentencePiece cache"}
+#: The SentencePiece cache posenc keeps beside prepared data (tasks/translation/prepare.py): the name
+#: is posenc's (:data:`SCRATCH_NAMES`), so such a directory is posenc's cache, marked or not.
+SPM_CACHE_NAME = ".spm-cache"
+#: Names posenc may leave in a directory besides its marked contents (lock, SentencePiece cache).
+SCRATCH_NAMES = frozenset({LOCK_NAME, MARKER_NAME, SPM_CACHE_NAME})
 #: The description file of a CTranslate2 export (serving/ctranslate2.py); it marks older unmarked exports.
 EXPORT_MANIFEST = "posenc_export.json"
 #: Files of a checkpoint directory (training/checkpoint.py): an average written elsewhere, a moved checkpoint.
@@ -88,6 +92,8 @@ def _legacy_kind(directory: Path) -> str | None:
         return "data"
     if (directory / EXPORT_MANIFEST).is_file():
         return "export"
+    if directory.name == SPM_CACHE_NAME:
+        return "cache"
     return None
 
 
@@ -103,8 +109,8 @@ def _is_run_config(path: Path) -> bool:
 
 
 def dir_kind(directory: str | Path) -> str | None:
-    """The kind of a directory posenc wrote (``run``, ``data``, ``report``, ``logs``, ``export``: its
-    marker, else an older layout), else None."""
+    """The kind of a directory posenc wrote (``run``, ``data``, ``report``, ``logs``, ``export``,
+    ``datasets``: its marker, else an older layout; ``cache``: a SentencePiece cache), else None."""
     directory = Path(directory)
     if not directory.is_dir() or directory.is_symlink():
         return None
@@ -137,7 +143,8 @@ def _foreign_entries(directory: Path, kind: str) -> list[str]:
 
 def check_target(directory: str | Path, kind: str, what: str = "out_dir") -> None:
     """Refuse (one-line :class:`RunDirError`) to write the ``kind`` directory ``directory``
-    unless it is new, empty (but for posenc's lock and caches) or posenc's own ``kind``."""
+    unless it is new, empty (but for posenc's lock and caches, and not marked as posenc's of another
+    kind) or posenc's own ``kind``."""
     directory = Path(directory)
     where = _forbidden(directory)
     if where is not None:
@@ -152,11 +159,30 @@ def check_target(directory: str | Path, kind: str, what: str = "out_dir") -> Non
     if other == kind:
         return
     foreign = os_call(lambda: _foreign_entries(directory, kind), directory)
-    if foreign:
+    if foreign or other is not None:  # a posenc directory of another kind is never written as this one
         held = f"a posenc {KIND_WORDS[other]}" if other else f"files posenc did not write ({foreign[0]!r}"
         held += "" if other else (f" and {len(foreign) - 1} more)" if len(foreign) > 1 else ")")
         raise RunDirError(f"{what} {directory} holds {held}; posenc writes only into a new or empty directory "
                           f"or a {KIND_WORDS[kind]} it created (use another {what})")
+
+
+def mark_datasets(directory: str | Path) -> None:
+    """Make ``directory``, where an experiment keeps its prepared data directories and their
+    SentencePiece cache, posenc's ``datasets`` directory (created if new), so no output is written
+    into it (:func:`check_outside_posenc_dirs`). One that holds anything else (or is a symlink) is left
+    as it is, unmarked: it is not only posenc's."""
+    directory = Path(directory)
+    if read_marker(directory) == "datasets" or directory.is_symlink():
+        return
+    if directory.exists() and not (directory.is_dir() and _holds_only_data(directory)):
+        return
+    os_call(lambda: directory.mkdir(parents=True, exist_ok=True), directory)
+    write_marker(directory, "datasets")
+
+
+def _holds_only_data(directory: Path) -> bool:
+    """Whether every entry of ``directory`` is prepared data, the SentencePiece cache or a lock."""
+    return all(p.name in SCRATCH_NAMES or dir_kind(p) == "data" for p in directory.iterdir())
 
 
 def claim_and_check(directory: str | Path, kind: str, what: str, older: Callable[[Path], bool]) -> None:
@@ -214,19 +240,45 @@ def _holder(path: Path) -> int:
         return 0
 
 
+#: What a command refused by a held lock can do, by default (a command that names an out_dir).
+IN_USE_ADVICE = "wait for it to finish or use another out_dir"
+
+
+def missing_directories(directory: Path) -> list[Path]:
+    """``directory`` and those of its ancestors that do not exist, deepest first: what
+    ``mkdir(parents=True)`` would create."""
+    missing = []
+    for d in (directory, *directory.parents):
+        if d.exists() or d.is_symlink():
+            break
+        missing.append(d)
+    return missing
+
+
+def remove_created(created: list[Path]) -> None:
+    """Remove the directories of ``created`` that are still empty, deepest first (a parent after
+    its children): a failed command leaves none of the directories it created, and touches no other."""
+    for d in sorted(created, key=lambda p: len(p.parts), reverse=True):
+        try:
+            d.rmdir()  # only if empty
+        except OSError:
+            pass
+
+
 @contextmanager
-def exclusive(directory: str | Path, lock_name: str = LOCK_NAME) -> Iterator[Path]:
+def exclusive(directory: str | Path, lock_name: str = LOCK_NAME, advice: str = IN_USE_ADVICE) -> Iterator[Path]:
     """Hold an exclusive lock on ``directory`` (file ``directory/LOCK_NAME`` with our pid).
 
     The lock is an ``fcntl.flock`` on that file, so the kernel releases it when its process
     dies: a lock file left by a dead pid is taken over (and logged); one held by a live process
-    is a one-line :class:`ConfigError`. On exit the lock file is removed, and ``directory`` too
-    if this call created it and it is still empty, so a failed command leaves no trace.
+    is a one-line :class:`ConfigError` ending in ``advice``. On exit the lock file is removed, and
+    so is every directory this call created (``directory`` and missing parents) that is still
+    empty, so a failed command leaves no trace.
     """
     import fcntl
 
     directory = Path(directory)
-    created = not directory.exists()
+    created = missing_directories(directory)
     os_call(lambda: directory.mkdir(parents=True, exist_ok=True), directory)
     path = directory / lock_name
     while True:
@@ -236,10 +288,9 @@ def exclusive(directory: str | Path, lock_name: str = LOCK_NAME) -> Iterator[Pat
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            _cleanup_dir(directory, created)
+            remove_created(created)
             raise ConfigError(
-                f"{directory} is in use by another posenc process (pid {_holder(path) or '?'}); "
-                "wait for it to finish or use another out_dir"
+                f"{directory} is in use by another posenc process (pid {_holder(path) or '?'}); {advice}"
             ) from None
         if path.exists() and os.fstat(fd).st_ino == os.stat(path).st_ino:
             break  # else the previous holder removed the file between our open and flock: retry
@@ -254,7 +305,7 @@ def exclusive(directory: str | Path, lock_name: str = LOCK_NAME) -> Iterator[Pat
         path.unlink(missing_ok=True)
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-        _cleanup_dir(directory, created)
+        remove_created(created)
 
 
 def in_use(directory: str | Path, lock_name: str = LOCK_NAME) -> int | None:
@@ -288,28 +339,20 @@ def check_free_target(directory: str | Path, kind: str, what: str = "out_dir") -
         raise
 
 
-def _open_lock(path: Path, directory: Path, created: bool) -> int:
+def _open_lock(path: Path, directory: Path, created: list[Path]) -> int:
     """Open (create) the lock file, never through a symlink and never a directory."""
     if path.is_symlink() or (path.exists() and not path.is_file()):
-        _cleanup_dir(directory, created)
+        remove_created(created)
         kind = "a symlink" if path.is_symlink() else "not a regular file"
         raise RunDirError(f"lock file {path} is {kind}; remove it if no posenc process is using {directory}")
     try:
         return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except OSError as err:
-        _cleanup_dir(directory, created)
+        remove_created(created)
         if err.errno in (errno.ELOOP, errno.EISDIR):
             raise RunDirError(f"lock file {path} is not a regular file; remove it if no posenc process "
                               f"is using {directory}") from None
         raise RunDirError(f"cannot lock {directory}: {os_error_message(err, path)}") from None
-
-
-def _cleanup_dir(directory: Path, created: bool) -> None:
-    if created:
-        try:
-            directory.rmdir()  # only if empty
-        except OSError:
-            pass
 
 
 # ----------------------------------------------------------------------------- fingerprint check

@@ -48,7 +48,7 @@ from posenc.models.attention import MultiHeadAttention
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions import registry
 from posenc.runs.rundir import EXPORT_MANIFEST, check_outside_posenc_dirs, check_target, check_user_output, write_marker
-from posenc.serving.validate import check_engine_files, open_translator, read_manifest
+from posenc.serving.validate import check_engine_files, check_files, file_checksums, open_translator, read_manifest
 from posenc.tasks.translation.load import LoadedRun
 from posenc.tasks.translation.tuning import tuned_alpha
 
@@ -235,7 +235,8 @@ def _vocabularies(spec: Any, tok: Tokenizer) -> None:
 def export_run(run: LoadedRun, out: str | Path, quantization: str = "float32") -> dict[str, Any]:
     """Write ``run`` as a CTranslate2 model into ``out`` (new, empty or an earlier export):
     ``model.bin``, ``config.json``, the vocabulary, ``spm.model`` and ``posenc_export.json`` (its
-    decoding options, with the run's tuned α: :func:`export_alpha`).
+    decoding options, with the run's tuned α: :func:`export_alpha`, and the size and sha256 of
+    the first three: :func:`~posenc.serving.validate.check_files`).
     Everything is built and saved in a temporary directory next to ``out`` first, so a refused or
     failing export leaves ``out`` as it was. Returns the description written."""
     if quantization not in QUANTIZATIONS:
@@ -253,6 +254,7 @@ def export_run(run: LoadedRun, out: str | Path, quantization: str = "float32") -
         os.chmod(tmp, new_dir_mode())  # mkdtemp made it 0700; a new export follows the umask
         spec.save(str(tmp))
         shutil.copyfile(run.root / "spm.model", tmp / "spm.model")
+        info["files"] = file_checksums(tmp)  # what translate checks before it trusts the export
         atomic_write_text(tmp / EXPORT_INFO, json.dumps(info, indent=1) + "\n")
         write_marker(tmp, EXPORT_KIND)
         _move_into(tmp, out)
@@ -337,6 +339,7 @@ def load_export(
     info = read_manifest(info_path)
     tokenizer = Tokenizer.from_file(directory / "spm.model")
     check_engine_files(directory, tokenizer.pieces)
+    check_files(directory, info.get("files"))  # the files export wrote: not another export's, not edited
     kind, _, index = device.partition(":")  # cpu, cuda or cuda:N
     translator = open_translator(ct2, directory, device=kind, device_index=int(index or 0), compute_type=compute_type,
                                  intra_threads=threads)

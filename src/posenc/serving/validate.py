@@ -4,13 +4,17 @@ An export (serving/ctranslate2.py) is untrusted input, like a run directory: its
 ``posenc_export.json`` is checked against :class:`ExportInfo` (a JSON object, every key present
 with its type, the stored beam within decoding's cap, ``max_source_len`` room for a BOS and a
 token and within the exported position tables), ``config.json`` must be a JSON object,
-the vocabulary must be the pieces of the export's ``spm.model``, and any error of the engine
-opening ``model.bin`` becomes one line naming the file (a :class:`ConfigError`, exit 2).
+the vocabulary must be the pieces of the export's ``spm.model``, ``config.json``, ``model.bin`` and
+``spm.model`` must be the files ``posenc export`` wrote (their size and sha256, recorded in the
+description: a valid file of another export, or a configuration that decodes wrongly, such as
+swapped special tokens, is told apart only so), and any error of the engine opening ``model.bin``
+becomes one line naming the file (a :class:`ConfigError`, exit 2).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +23,11 @@ from typing import Any
 from posenc.config import from_dict
 from posenc.decoding.translate import MAX_BEAM, MIN_SOURCE_LEN
 from posenc.errors import ConfigError
+from posenc.runs.rundir import EXPORT_MANIFEST
 from posenc.tasks.translation.config import DecodeConfig
 
+#: The files of an export whose size and sha256 ``posenc export`` records (:func:`file_checksums`).
+CHECKED_FILES = ("config.json", "model.bin", "spm.model")
 #: The vocabulary files CTranslate2 may have written (a shared one, or one per side).
 VOCABULARIES = tuple(f"{side}_vocabulary.{ext}" for side in ("shared", "source", "target") for ext in ("json", "txt"))
 
@@ -43,6 +50,8 @@ class ExportInfo:
     position_rows: int = 0
     #: Where ``decode.length_penalty`` was read: the run's tuned α or its config's.
     length_penalty_from: str = ""
+    #: :data:`CHECKED_FILES` → ``{"bytes": size, "sha256": hex digest}`` as written (none: an older export)
+    files: dict[str, Any] = field(default_factory=dict)
 
 
 def _missing(data: dict[str, Any]) -> list[str]:
@@ -121,3 +130,39 @@ def open_translator(ct2: Any, directory: Path, **options: Any) -> Any:
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         name = "config.json" if "json" in text.lower() else "model.bin"
         raise ConfigError(f"{directory / name}: CTranslate2 cannot load the export ({text})") from None
+
+
+def file_checksum(path: Path) -> dict[str, Any]:
+    """``{"bytes": size, "sha256": hex digest}`` of ``path``, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def file_checksums(directory: Path) -> dict[str, dict[str, Any]]:
+    """The checksums of an export's :data:`CHECKED_FILES` in ``directory``, as its description records them."""
+    return {name: file_checksum(directory / name) for name in CHECKED_FILES}
+
+
+def check_files(directory: Path, recorded: Any) -> None:
+    """Each of :data:`CHECKED_FILES` is the file ``posenc export`` wrote (``recorded``: the
+    description's ``files``), else a one-line ConfigError naming the file; an export whose
+    description records no checksums (an older posenc's) is refused with the way to renew it."""
+    manifest = directory / EXPORT_MANIFEST
+    again = "write the export again with posenc export"
+    if not isinstance(recorded, dict) or not recorded:
+        raise ConfigError(f"{manifest}: records no checksum of {', '.join(CHECKED_FILES)} (written by an older "
+                          f"posenc); {again}")
+    for name in CHECKED_FILES:
+        path, wrote = directory / name, recorded.get(name)
+        if not isinstance(wrote, dict) or not {"bytes", "sha256"} <= set(wrote):
+            raise ConfigError(f"{manifest}: no checksum of {name} (files.{name}: bytes, sha256); {again}")
+        if not path.is_file():
+            raise ConfigError(f"{path}: missing; {again}")
+        found = file_checksum(path)
+        if found != {"bytes": wrote["bytes"], "sha256": wrote["sha256"]}:
+            differs = (f"{found['bytes']} bytes, {wrote['bytes']} written" if found["bytes"] != wrote["bytes"]
+                       else "same size, another sha256")
+            raise ConfigError(f"{path}: not the file posenc export wrote ({differs}); {again}")

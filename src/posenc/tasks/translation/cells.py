@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 from posenc.config import apply_mapping, from_dict, to_dict
 from posenc.experiments.tasks import Cell
@@ -20,8 +21,13 @@ def run_config(exp: ExperimentConfig, setting: str, method: str, seed: int) -> R
     cfg = from_dict(RunConfig, data)
     key = hashlib.sha256(json.dumps(to_dict(cfg.data), sort_keys=True).encode()).hexdigest()[:8]
     data["out_dir"] = str(exp.root / setting / method / f"seed{seed}")
-    data["data_dir"] = str(exp.root / "data" / f"{setting}-{key}")
+    data["data_dir"] = str(data_root(exp) / f"{setting}-{key}")
     return from_dict(RunConfig, data)
+
+
+def data_root(exp: ExperimentConfig) -> Path:
+    """Where the experiment keeps the prepared data of its settings (and their SentencePiece cache)."""
+    return exp.root / "data"
 
 
 def grid(exp: ExperimentConfig) -> list[Cell]:

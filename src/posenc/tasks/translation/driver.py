@@ -15,7 +15,7 @@ from typing import Any
 
 from posenc.experiments.selection import SelectionConfig
 from posenc.runs.same_run import RunRecord, Verdict, evaluation_record, same_run
-from posenc.tasks.translation.cells import Cell, grid, run_config
+from posenc.tasks.translation.cells import Cell, data_root, grid, run_config
 from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.convergence import run_status
 from posenc.tasks.translation.experiment import ExperimentConfig
@@ -103,9 +103,12 @@ class TranslationExperiment:
         self.prepare_data(exp, cells)
 
     def prepare_data(self, exp: ExperimentConfig, cells: list[Cell]) -> None:
-        """Every data directory ``cells`` need, prepared once each (idempotent: a prepared one is kept)."""
+        """Every data directory ``cells`` need, prepared once each (idempotent: a prepared one is kept),
+        in the experiment's ``data/``, which is posenc's (marked ``datasets``: no output goes into it)."""
+        from posenc.runs.rundir import mark_datasets
         from posenc.tasks.translation.prepare import prepare
 
+        mark_datasets(data_root(exp))
         seen: set[str] = set()
         for cell in cells:
             cfg = run_config(exp, *cell)

@@ -26,9 +26,19 @@ from posenc.data.corpora import Corpus, Pair, load_corpus
 from posenc.data.spm import Tokenizer, train_spm
 from posenc.data.text import write_lines_atomic
 from posenc.errors import DataError, RunDirError
+from posenc.files import naming
 from posenc.processes import pid_alive
 from posenc.runs.fingerprint import data_fingerprint, describe_diff, diff_keys
-from posenc.runs.rundir import MARKER_NAME, check_target, read_json_dict, read_marker, write_marker
+from posenc.runs.rundir import (
+    MARKER_NAME,
+    SPM_CACHE_NAME,
+    check_target,
+    missing_directories,
+    read_json_dict,
+    read_marker,
+    remove_created,
+    write_marker,
+)
 from posenc.tasks.translation.config import DataConfig
 
 FINGERPRINT_NAME = "fingerprint.json"
@@ -151,6 +161,8 @@ def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = Non
     rebuilt. A symlink to a directory is followed (the data go to its target; the link stays).
     A new directory is built aside and renamed into place; an existing (empty or posenc's) one is
     claimed with the marker and filled in place (:func:`_fill`). Permissions follow the umask.
+    A failure removes the directories this call created that it left empty (the parents of
+    ``out``, the SentencePiece cache unless it holds an entry that was completed).
     """
     given = Path(out)
     out = given.resolve() if given.is_symlink() and given.is_dir() else given
@@ -162,11 +174,16 @@ def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = Non
     corpus = load_corpus(cfg.corpus, **cfg.options)
     if not corpus.train:
         raise DataError(f"corpus {cfg.corpus!r} has no training pairs")
-    cache = Path(cache_dir) if cache_dir else given.parent / ".spm-cache"
-    if out.is_dir():
-        _prepare_in_place(cfg, corpus, out, cache)
-    else:
-        _prepare_new(cfg, corpus, out, cache)
+    cache = Path(cache_dir) if cache_dir else given.parent / SPM_CACHE_NAME
+    created = missing_directories(cache) + missing_directories(out.parent)
+    try:
+        if out.is_dir():
+            _prepare_in_place(cfg, corpus, out, cache)
+        else:
+            _prepare_new(cfg, corpus, out, cache)
+    except BaseException:
+        remove_created(created)  # those left empty: a cache entry that was completed stays
+        raise
     return given
 
 
@@ -206,7 +223,8 @@ def _build(cfg: DataConfig, corpus: Corpus, tmp: Path, cache: Path) -> None:
     """Every file of a prepared directory for ``cfg`` written into ``tmp``."""
     texts = [p.src for p in corpus.train] + [p.tgt for p in corpus.train]
     spm_path = train_spm(texts, cache, cfg.vocab_size, model_type=cfg.spm_type)
-    shutil.copyfile(spm_path, tmp / "spm.model")
+    with naming(tmp / "spm.model"):
+        shutil.copyfile(spm_path, tmp / "spm.model")
     tok = Tokenizer.from_file(tmp / "spm.model")
     corpus = _truncate(apply_setting(corpus, cfg, tok), cfg)
     meta: dict[str, Any] = {"data": to_dict(cfg), "corpus_meta": corpus.meta, "vocab_size": tok.vocab_size}
@@ -216,8 +234,10 @@ def _build(cfg: DataConfig, corpus: Corpus, tmp: Path, cache: Path) -> None:
         meta[split] = _token_stats(tok, pairs)
     train = meta["train"]
     meta["alpha"] = train["tgt_tokens"] / max(train["src_tokens"], 1)  # CAPE §5.3
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
-    (tmp / FINGERPRINT_NAME).write_text(json.dumps(data_fingerprint(cfg), indent=1), encoding="utf-8")
+    with naming(tmp / "meta.json"):
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+    with naming(tmp / FINGERPRINT_NAME):
+        (tmp / FINGERPRINT_NAME).write_text(json.dumps(data_fingerprint(cfg), indent=1), encoding="utf-8")
     write_marker(tmp, "data")
 
 

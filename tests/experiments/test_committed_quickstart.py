@@ -40,6 +40,18 @@ def test_readme_quotes_the_committed_run() -> None:
     assert f"all four runs converged after {steps[0]:,}–{steps[-1]:,} updates" in readme
 
 
+def test_the_quoted_time_is_the_committed_measurement() -> None:
+    """README's and §0's time of `make quickstart` from a fresh clone are docs/perf/quickstart_time.json's,
+    whose per-run training times are the committed runs' own."""
+    timing = json.loads((ROOT / "docs" / "perf" / "quickstart_time.json").read_text(encoding="utf-8"))
+    wall, cpu = round(timing["wall_s"] / 60), round((timing["user_s"] + timing["system_s"]) / 60)
+    readme, doc = _flat(ROOT / "README.md"), _flat(ROOT / "docs" / "results.md")
+    assert f"({cpu} CPU-minutes: see below)" in readme
+    assert f"It took {wall} min of wall time including the install, {cpu} min of CPU time" in readme
+    assert f"{wall} min of wall time with the install, {cpu} min of CPU time" in doc
+    assert timing["fresh_clone"] and timing["train_wall_s"] == {m: r["summary"]["wall_s"] for m, r in _results().items()}
+
+
 def _similarities() -> dict[str, dict[int, float]]:
     path = COMMITTED / "report" / "extrapolate" / "shift_invariance" / "seed1" / "shift_invariance.csv"
     out: dict[str, dict[int, float]] = {}

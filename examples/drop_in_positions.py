@@ -142,7 +142,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, object]]:
     parser = argparse.ArgumentParser(description="SHAPE, CAPE, RoPE and ALiBi from posenc in a plain PyTorch LM.")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (one suffices for a model this small)")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
     results = {}
     for method in METHODS:
         torch.manual_seed(args.seed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -53,3 +54,14 @@ def assert_status_is_the_rules(run: Path, summary: dict, cap: int | None) -> Non
     assert {k: summary[k] for k in again if k not in floats} == {k: again[k] for k in again if k not in floats}, run
     expected = pytest.approx([again[k] for k in sorted(floats)], rel=1e-6, abs=1e-6)
     assert [summary[k] for k in sorted(floats)] == expected, run
+
+
+def gnu_time(record: Path) -> tuple[float, float]:
+    """User + system CPU seconds and elapsed wall seconds of a ``/usr/bin/time -v`` record."""
+    text = record.read_text(encoding="utf-8")
+    cpu = sum(float(re.search(rf"{kind} time \(seconds\): ([\d.]+)", text).group(1)) for kind in ("User", "System"))
+    clock = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text).group(1)
+    wall = 0.0
+    for part in clock.split(":"):
+        wall = 60 * wall + float(part)
+    return cpu, wall

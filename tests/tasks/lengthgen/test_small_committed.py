@@ -4,7 +4,6 @@ leaderboard and time that docs/lengthgen.md quotes are read from its files."""
 
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +13,7 @@ from posenc.experiments.runner import find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
 from posenc.tasks.lengthgen.driver import TASK, collect
 from posenc.tasks.lengthgen.report import leaderboard, run_status
+from tests.helpers.committed import gnu_time
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "docs" / "results" / "lengthgen_small"
@@ -25,14 +25,6 @@ def _exp() -> LengthgenExperimentConfig:
 
 def _flat(text: str) -> str:
     return " ".join(text.split())
-
-
-def cpu_and_wall() -> tuple[float, str]:
-    """User + system CPU seconds and the elapsed wall clock (m:ss.cc) that time.txt records."""
-    text = (COMMITTED / "time.txt").read_text(encoding="utf-8")
-    user, system = (float(re.search(rf"{k} time \(seconds\): ([\d.]+)", text).group(1)) for k in ("User", "System"))
-    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text).group(1)
-    return user + system, wall
 
 
 def test_every_cell_is_committed_fresh_fitted_and_converged() -> None:
@@ -54,10 +46,10 @@ def test_the_leaderboard_ranks_every_method_and_the_docs_quote_it() -> None:
 
 
 def test_the_docs_state_the_recorded_time() -> None:
-    cpu, wall = cpu_and_wall()
+    cpu, wall = gnu_time(COMMITTED / "time.txt")
     doc = _flat((ROOT / "docs" / "lengthgen.md").read_text(encoding="utf-8"))
     assert f"{cpu:.0f} s of CPU time (user + system, {cpu / 60:.1f} min;" in doc
-    assert f"{wall.split('.')[0]} of wall time" in doc
+    assert f"{int(wall // 60)}:{int(wall % 60):02d} of wall time" in doc
 
 
 def test_the_docs_steps_and_the_lengthgen_cpu_comparison_are_the_committed_runs() -> None:

@@ -115,7 +115,7 @@ def test_driver_end_to_end(tmp_path: Path) -> None:
 
     exp = yaml.safe_load((CONFIGS / "lengthgen_small.yaml").read_text())
     exp.update(out_dir=str(tmp_path / "exp"), tasks=["parity", "binary_addition"], seeds=[1])
-    exp["methods"] = {k: exp["methods"][k] for k in ("ape", "rpe")}
+    exp["methods"] = {"ape": exp["methods"]["ape"], "rpe": {"model.position.name": "rpe", "model.position.shaw.k": 8}}
     exp["base"]["model"].update(d_model=16, d_ff=32, layers=1)
     exp["base"]["data"].update(train_max_length=6, test_max_length=12, test_step=4, batch_size=4, eval_samples=4)
     exp["base"]["train"].update(max_steps=3, warmup=2, log_every=1, device="cpu", num_threads=1)
@@ -144,7 +144,7 @@ def test_jobs_2_equals_jobs_1(tmp_path: Path) -> None:
 
     exp = yaml.safe_load((CONFIGS / "lengthgen_small.yaml").read_text())
     exp.update(tasks=["parity"], seeds=[1])
-    exp["methods"] = {k: exp["methods"][k] for k in ("ape", "rpe")}
+    exp["methods"] = {"ape": exp["methods"]["ape"], "rpe": {"model.position.name": "rpe", "model.position.shaw.k": 8}}
     exp["base"]["model"].update(d_model=16, d_ff=32, layers=1)
     exp["base"]["data"].update(train_max_length=6, test_max_length=12, test_step=4, batch_size=4, eval_samples=4)
     exp["base"]["train"].update(max_steps=3, warmup=2, log_every=1, device="cpu", num_threads=1)

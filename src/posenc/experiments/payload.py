@@ -50,7 +50,9 @@ def pack(cells: list[tuple[Grid, Cell]], out: Path) -> str:
     dirs = data_dirs(cells)
     first = {places[0] for _, places in dirs.values()}  # each data config is prepared (and packed) once
     for grid in {id(g): g for g, _ in cells}.values():
-        grid.prepare([c for g, c in cells if g is grid and Path(g.config(c).prepared_dir) in first])
+        mine = [c for g, c in cells if g is grid and Path(g.config(c).prepared_dir) in first]
+        if mine:  # a grid whose data another grid prepares gets no directory of its own
+            grid.prepare(mine)
     out.mkdir(parents=True, exist_ok=True)
     index: dict[str, Any] = {"format": FORMAT, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "dirs": {}}
     raw = 0

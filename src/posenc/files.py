@@ -1,4 +1,4 @@
-"""Atomic file output and one-line errors for failed writes.
+"""Atomic file output, one-line errors for failed writes and a file's sha256.
 
 Write through a temporary file next to the target and rename it over the target only when
 everything was written, so a failure (disk full, Ctrl-C, a bad input line) leaves the old file
@@ -11,6 +11,7 @@ posenc does not trust) never redirects a write to a file outside it."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import tempfile
@@ -20,6 +21,16 @@ from pathlib import Path
 from typing import IO, Any
 
 from posenc.errors import RunDirError
+
+
+def sha256_of(path: str | os.PathLike[str]) -> str:
+    """The hex sha256 digest of the file at ``path``, read in 4 MiB blocks (checkpoints and
+    exports record it beside the file's size, each under its own key names)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def umask() -> int:

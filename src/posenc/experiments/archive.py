@@ -24,7 +24,9 @@ from typing import Any
 
 from posenc.errors import ConfigError
 from posenc.experiments.grid import Grid
+from posenc.experiments.scheduler import log_path
 from posenc.experiments.tasks import Cell
+from posenc.runs.rundir import LOCK_NAME
 
 FORMAT = "posenc-cells/1"
 MANIFEST = "manifest.json"
@@ -32,15 +34,9 @@ MANIFEST = "manifest.json"
 LIMIT_BYTES = 16 * 2**20
 #: Entries of a run directory that never travel: the checkpoints (weights and optimizer states),
 #: event files, the vocabulary's copy (the prepared data has it) and the lock.
-LEFT_OUT = frozenset({"checkpoints", "tensorboard", "spm.model", ".posenc.lock"})
+LEFT_OUT = frozenset({"checkpoints", "tensorboard", "spm.model", LOCK_NAME})
 #: What an archive read back may unpack to at most (a damaged or foreign file is refused).
 MAX_UNPACKED = 2**30
-
-
-def log_name(cell: Cell) -> str:
-    """A cell's worker log under ``<root>/logs`` (:func:`posenc.experiments.scheduler.log_path`)."""
-    group, method, seed = cell
-    return f"{group}-{method}-seed{seed}.log"
 
 
 def cell_files(run_dir: Path) -> list[Path]:
@@ -98,8 +94,9 @@ class CellArchive:
     def started(self, grid: Grid, cell: Cell, experiment: str, overrides: list[str]) -> None:
         """``cell`` of ``grid`` (queued as ``experiment`` with ``overrides``) started: its log travels."""
         entry = self._grid(grid, experiment, overrides)
-        if log_name(cell) not in entry.logs:
-            entry.logs.append(log_name(cell))
+        name = log_path(grid.exp, cell).name
+        if name not in entry.logs:
+            entry.logs.append(name)
 
     def finished(self, grid: Grid, cell: Cell, experiment: str, overrides: list[str]) -> None:
         """``cell`` finished: its run directory travels (relative to the grid's root)."""

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from posenc.errors import ConfigError
-from posenc.experiments.archive import extract_grid, log_name, open_archive
-from posenc.experiments.grid import Grid
+from posenc.experiments.archive import extract_grid, open_archive
+from posenc.experiments.grid import Grid, trained_on
 from posenc.experiments.runner import grid_stages, run_grid
 from posenc.experiments.tasks import Cell
 
@@ -147,7 +147,7 @@ def _place(grid: Grid, cell: Cell, unpacked: Path, path: str) -> tuple[str, str]
         target.rmdir()
     os.rename(source, target)
     _take_log(grid, cell, unpacked)
-    return "merged", f"{target} (trained on {_device(results)})"
+    return "merged", f"{target} (trained on {trained_on(results)})"
 
 
 def _read_results(path: Path) -> dict[str, Any] | None:
@@ -158,21 +158,16 @@ def _read_results(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _device(results: dict[str, Any]) -> str:
-    """Where a run trained, as its results record it."""
-    summary = results.get("summary") or {}
-    return str(summary.get("device") or (results.get("record") or {}).get("extension", {}).get("device") or "unknown")
-
-
 def _take_log(grid: Grid, cell: Cell, unpacked: Path) -> None:
     """The cell's worker log into ``<root>/logs`` unless one of that name is there."""
-    from posenc.experiments.scheduler import check_logs_dir
+    from posenc.experiments.scheduler import check_logs_dir, log_path
 
-    source = unpacked / "logs" / log_name(cell)
+    name = log_path(grid.exp, cell).name
+    source = unpacked / "logs" / name
     if source.is_file():
         logs = check_logs_dir(grid.exp)
-        if not (logs / log_name(cell)).exists():
-            shutil.copyfile(source, logs / log_name(cell))
+        if not (logs / name).exists():
+            shutil.copyfile(source, logs / name)
 
 
 def _regenerate_report(grid: Grid, result: MergeResult) -> None:

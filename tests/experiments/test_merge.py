@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -85,6 +86,34 @@ def test_cells_finished_last_are_left_out_over_the_size_limit(session: tuple[Pat
     small.write()
     assert small.left_out == ["plain/bias/1"] and small.cell_count() == 1
     assert not [n for n in _names(small.path) if "/bias/" in n]
+
+
+def test_the_archive_on_disk_is_never_over_the_limit(session: tuple[Path, Path], tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a file under the limit replaces the archive (a window taken back at any moment returns
+    one that can come back); when even no cell fits, the archive written before stays as it was."""
+    import posenc.experiments.archive as archive_module
+
+    path, _ = session
+    grid = load_grid(str(path))
+    one = CellArchive(tmp_path / "one.tar.gz")
+    one.finished(grid, CELLS[0], str(path), [])
+    limit = one.write().stat().st_size + 200
+    moved: list[int] = []
+    real = os.replace
+    monkeypatch.setattr(archive_module.os, "replace", lambda a, b: moved.append(os.path.getsize(a)) or real(a, b))
+    small = CellArchive(tmp_path / "out" / "small.tar.gz", limit=limit)
+    for cell in CELLS:
+        small.started(grid, cell, str(path), [])
+        small.finished(grid, cell, str(path), [])
+    small.write()
+    assert moved and max(moved) <= limit and small.cell_count() == 1 and small.left_out == ["plain/bias/1"]
+    kept = small.path.read_bytes()
+    small.limit = 100  # smaller than the manifest alone
+    small.write()
+    assert small.path.read_bytes() == kept and small.cell_count() == 1
+    assert small.left_out == ["plain/bias/1"] and "kept as written before (1 cells)" in small.note
+    assert sorted(p.name for p in small.path.parent.iterdir()) == ["small.tar.gz"]  # no temporary left
 
 
 def test_merge_places_fresh_cells_with_their_logs_and_regenerates_the_report(

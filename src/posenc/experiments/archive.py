@@ -4,8 +4,8 @@ translations) and the worker logs of every cell it started, with a ``manifest.js
 grid (name, out_dir, the overrides it ran with) and which cells.
 
 A lent GPU returns a handful of files and may be taken back before the session's own end, so
-:class:`CellArchive` is rewritten atomically as each cell finishes and stays under a size limit
-(the last cells added are left out, and named, when it would not). :func:`open_archive` reads one
+:class:`CellArchive` is rewritten atomically as each cell finishes, and only by a file under the
+size limit (the last cells added are left out, and named, when it would not be). :func:`open_archive` reads one
 back for :mod:`posenc.experiments.merge`: only folders and regular files under relative names
 inside the archive are accepted.
 """
@@ -83,7 +83,10 @@ class CellArchive:
         self.path, self.limit = Path(path), limit
         self.grids: dict[str, _ArchivedGrid] = {}
         self.order: list[tuple[str, Cell]] = []  # finished cells, in the order they finished
+        self.held = 0  # how many of them (the first) the file at ``path`` holds
         self.left_out: list[str] = []
+        self.note = ""  # why the last write kept the file that was there
+        self._sizes: dict[tuple[str, Cell], int] = {}  # each finished cell's files compressed alone
 
     def _grid(self, grid: Grid, experiment: str, overrides: list[str]) -> _ArchivedGrid:
         key = str(grid.exp.root)
@@ -111,33 +114,65 @@ class CellArchive:
 
     def cell_count(self) -> int:
         """How many finished cells the archive holds (after :meth:`write`)."""
-        return len(self.order) - len(self.left_out)
+        return self.held
 
     def write(self) -> Path:
-        """Write the archive from the run directories and logs as they are now, leaving out the
-        cells finished last while it would exceed the limit (named in ``left_out``)."""
-        keep = len(self.order)
+        """Write the archive from the run directories and logs as they are now: the cells finished
+        first, as many as fit under the limit (the others named in ``left_out``). Only a file under
+        the limit replaces the one at ``path``, so the file there is always one that can come back;
+        when even no cell fits (the logs alone are over it), the file there is kept (``note``)."""
+        keep, self.note = self._fitting(), ""
         while True:
-            size = self._write_tmp(self.order[:keep])
-            if size <= self.limit or keep == 0:
+            tmp, size = self._write_tmp(self.order[:keep])
+            if size <= self.limit:
+                os.replace(tmp, self.path)
+                self.held = keep
+                break
+            Path(tmp).unlink(missing_ok=True)
+            if keep == 0:
+                self.note = (f"even without cells the archive would be {size / 2**20:.1f} MiB: "
+                             f"{self.path} kept as written before ({self.held} cells)")
                 break
             keep -= 1
-        self.left_out = ["/".join(map(str, cell)) for _, cell in self.order[keep:]]
+        self.left_out = ["/".join(map(str, cell)) for _, cell in self.order[self.held:]]
         return self.path
 
-    def _write_tmp(self, cells: list[tuple[str, Cell]]) -> int:
-        """Write the archive of ``cells`` to a temporary sibling and move it into place; its size."""
+    def _fitting(self) -> int:
+        """How many of the first finished cells fit under the limit by their sizes compressed alone
+        (each measured once: a finished cell's files do not change), so a write compresses the
+        whole archive again only when the logs and the manifest tip it over."""
+        total = 0
+        for keep, key in enumerate(self.order):
+            if key not in self._sizes:
+                self._sizes[key] = self._cell_size(*key)
+            total += self._sizes[key]
+            if total > self.limit:
+                return keep
+        return len(self.order)
+
+    def _cell_size(self, root: str, cell: Cell) -> int:
+        """The size of ``cell``'s files (of the grid at ``root``) in a gzipped tar of their own."""
+        entry = self.grids[root]
+        run_dir = entry.root / entry.cells[cell]
+        counter = _Counter()
+        with tarfile.open(fileobj=counter, mode="w:gz") as tar:
+            for path in cell_files(run_dir):
+                tar.add(path, path.relative_to(run_dir).as_posix(), recursive=False)
+        return counter.size
+
+    def _write_tmp(self, cells: list[tuple[str, Cell]]) -> tuple[str, int]:
+        """Write the archive of ``cells`` to a temporary sibling of ``path``: its name and size (on
+        any error it is removed)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
         try:
             with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
                 self._fill(tar, cells)
             os.chmod(tmp, 0o644)  # mkstemp made it 0600
-            os.replace(tmp, self.path)
+            return tmp, os.path.getsize(tmp)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        return self.path.stat().st_size
 
     def _fill(self, tar: tarfile.TarFile, cells: list[tuple[str, Cell]]) -> None:
         """The manifest, then per grid (``grid<i>/``) its logs and its finished cells' files."""
@@ -153,6 +188,22 @@ class CellArchive:
                 for path in cell_files(run_dir):
                     tar.add(path, f"grid{i}/cells/{cell['path']}/{path.relative_to(run_dir).as_posix()}",
                             recursive=False)
+
+
+class _Counter(io.RawIOBase):
+    """A write-only sink that only counts the bytes written to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        size = memoryview(data).nbytes
+        self.size += size
+        return size
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:

@@ -116,3 +116,32 @@ def test_packed_data_is_placed_wherever_a_queue_cell_reads_it(tmp_path: Path, ca
     data_b = tmp_path / "b" / "data" / data_a.name
     assert sorted(p.name for p in data_b.iterdir()) == sorted(p.name for p in data_a.iterdir())
     assert (data_b / "train.src").read_bytes() == (data_a / "train.src").read_bytes()
+
+
+def test_an_archive_error_costs_one_cell_not_the_session(dummy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The archive failing for a finished cell (here: the disk full as the first one is added) is one
+    line and that cell counts as not archived; the other cell, training meanwhile, finishes and is
+    archived (the error never goes through the process pool, which would stop it)."""
+    import time
+
+    from posenc.experiments.archive import CellArchive
+    from posenc.experiments.queue import Queue, QueueEntry, QueueSession
+
+    real, calls = CellArchive.finished, []
+
+    def finished(self: CellArchive, grid: object, cell: Cell, *rest: object) -> None:
+        calls.append(cell)
+        if len(calls) == 1:
+            raise OSError(28, "No space left on device", str(self.path))
+        real(self, grid, cell, *rest)
+
+    monkeypatch.setattr(CellArchive, "finished", finished)
+    session = QueueSession(time.time() + 600, CellArchive(tmp_path / "out" / "cells.tar.gz"))
+    session.run(Queue([QueueEntry(str(dummy), cell_minutes=0.1, seeds=[1], jobs=2)]))
+    out = capsys.readouterr().out
+    first = "/".join(map(str, calls[0]))
+    assert f"archive: {first} not archived: {tmp_path / 'out' / 'cells.tar.gz'}: No space left on device" in out
+    assert "[seeds 1]: 2 cells: 0 committed, 2 finished (1 not archived), 0 failed or cut" in out
+    assert out.splitlines()[-1].startswith("queue: 2 cells finished (1 not archived), 0 failed or cut")
+    assert session.archive.cell_count() == 1 and len(calls) == 2

@@ -98,11 +98,12 @@ def _finished(grid: Grid, cell: Cell, rc: int) -> str:
 
 
 def run_local(grid: Grid, cells: list[Cell], jobs: Jobs, poll_s: float = 0.2, admit: Admit | None = None,
-              stop_at: float | None = None, after: Callable[[Cell, int], None] | None = None) -> list[Cell]:
+              stop_at: float | None = None, after: Callable[[Cell, int], None] | None = None,
+              dropped: Callable[[Cell], None] | None = None) -> list[Cell]:
     """Run ``cells`` with at most ``jobs`` worker processes (``python -m posenc.experiments.worker``;
-    ``auto``: :func:`grid_slots`); returns the cells that failed. ``admit`` and ``stop_at``: see
-    :func:`~posenc.processes.run_processes` (a timed session's deadline); ``after(cell, returncode)``
-    is called as each worker ends, after its line is made."""
+    ``auto``: :func:`grid_slots`); returns the cells that failed. ``admit``, ``stop_at`` and
+    ``dropped``: see :func:`~posenc.processes.run_processes` (a timed session's deadline);
+    ``after(cell, returncode)`` is called as each worker ends, after its line is made."""
     spec = write_spec(grid.exp)
     argv = lambda c: [sys.executable, "-m", "posenc.experiments.worker", str(spec), c[0], c[1], str(c[2])]  # noqa: E731
     work = [(cell, argv(cell), log_path(grid.exp, cell)) for cell in cells]
@@ -116,7 +117,7 @@ def run_local(grid: Grid, cells: list[Cell], jobs: Jobs, poll_s: float = 0.2, ad
 
     try:
         return run_processes(work, slots, finished, poll_s, progress_of(grid), threads=threads, admit=admit,
-                             stop_at=stop_at)
+                             stop_at=stop_at, dropped=dropped)
     finally:
         for line in closing():
             print(line, flush=True)

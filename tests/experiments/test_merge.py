@@ -168,6 +168,46 @@ def test_merge_refuses_a_cell_of_another_config_naming_the_key(session: tuple[Pa
     assert not (here / "plain").exists()
 
 
+def test_the_out_dir_is_checked_before_anything_is_placed(session: tuple[Path, Path], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A report directory holding a user's file, or an out_dir inside a posenc run: one line (exit 2)
+    and nothing written, no cell placed, no unpacked copy, no directory made."""
+    path, archive = session
+    here = tmp_path / "here"
+    (here / "report").mkdir(parents=True)
+    (here / "report" / "notes.txt").write_text("mine")
+    code, out, err = cli(capsys, "experiment", path, f"out_dir={here}", "--merge", archive)
+    assert_one_line_error(code, err, str(here / "report"), "posenc did not write")
+    assert out == "" and sorted(p.name for p in here.iterdir()) == ["report"]
+    run = Path(load_grid(str(path)).config(CELLS[0]).out_dir)
+    before = sorted(p.name for p in run.iterdir())
+    code, out, err = cli(capsys, "experiment", path, f"out_dir={run / 'grid'}", "--merge", archive)
+    assert_one_line_error(code, err, str(run), "lies inside the posenc run directory")
+    assert sorted(p.name for p in run.iterdir()) == before
+
+
+def test_a_report_that_fails_still_leaves_the_cells_lines_and_summary(session: tuple[Path, Path], tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any posenc error while the report is regenerated (here a refused write) is the summary's
+    note; every placed cell's line is printed before it."""
+    import posenc.experiments.merge as merge_module
+    from posenc.errors import RunDirError
+
+    def refused(*args: object, **kwargs: object) -> Path:
+        raise RunDirError("cannot write report/README.md: No space left on device")
+
+    monkeypatch.setattr(merge_module, "run_grid", refused)
+    path, archive = session
+    here = tmp_path / "here"
+    code, out, _ = cli(capsys, "experiment", path, f"out_dir={here}", "--merge", archive)
+    assert code == 0
+    lines = out.splitlines()
+    assert [line.split(" ")[0] for line in lines[:-1]] == ["merged", "merged"]
+    assert lines[-1] == ("merge: 2 merged, 0 kept, 0 refused; report not regenerated (cannot write report/README.md: "
+                         "No space left on device)")
+
+
 def _tar(path: Path, members: dict[str, bytes]) -> Path:
     with tarfile.open(path, "w:gz") as tar:
         for name, data in members.items():

@@ -59,15 +59,23 @@ def parse_jobs(value: Jobs) -> Jobs:
     return jobs
 
 
-def check_logs_dir(exp: Any) -> Path:
+def check_logs_target(exp: Any) -> Path:
     """``<root>/logs`` (worker logs, the experiment spec, submitit's folder) must be new, empty or
-    posenc's log directory: one-line RunDirError otherwise, before any run starts. An older unmarked
-    one holding only what posenc writes there (``*.log``, ``experiment.json``, ``submitit/``) is
-    claimed. Returns the directory, created and marked."""
-    from posenc.runs.rundir import claim_and_check, write_marker
+    posenc's log directory: one-line RunDirError otherwise. An older unmarked one holding only what
+    posenc writes there (``*.log``, ``experiment.json``, ``submitit/``) is claimed. Returns the
+    directory, not created."""
+    from posenc.runs.rundir import claim_and_check
 
     logs = exp.root / "logs"
     claim_and_check(logs, "logs", "log directory", _older_logs)
+    return logs
+
+
+def check_logs_dir(exp: Any) -> Path:
+    """:func:`check_logs_target` before any run starts; returns the directory, created and marked."""
+    from posenc.runs.rundir import write_marker
+
+    logs = check_logs_target(exp)
     logs.mkdir(parents=True, exist_ok=True)
     write_marker(logs, "logs")
     return logs

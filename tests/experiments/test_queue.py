@@ -145,3 +145,50 @@ def test_an_archive_error_costs_one_cell_not_the_session(dummy: Path, tmp_path: 
     assert "[seeds 1]: 2 cells: 0 committed, 2 finished (1 not archived), 0 failed or cut" in out
     assert out.splitlines()[-1].startswith("queue: 2 cells finished (1 not archived), 0 failed or cut")
     assert session.archive.cell_count() == 1 and len(calls) == 2
+
+
+def test_pack_and_run_refuse_what_posenc_may_not_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``pack DIR`` into a folder holding a user's file or inside a posenc directory, ``run --archive``
+    over a file that is no cell archive or inside a posenc directory: one line each, nothing
+    prepared, nothing written."""
+    from posenc.runs.rundir import write_marker
+    from tests.experiments.tiny_grid import write_experiment
+
+    queue = _queue(tmp_path, {"experiment": str(write_experiment(tmp_path)), "cell_minutes": 1})
+    mine, run, notes = tmp_path / "mine", tmp_path / "run", tmp_path / "notes.txt"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    run.mkdir()
+    write_marker(run, "run")
+    notes.write_text("keep")
+
+    def error(*argv: object) -> str:
+        return assert_one_line_error(*cli(capsys, "queue", *argv)[::2])
+
+    assert "holds files posenc did not write ('notes.txt')" in error("pack", queue, mine)
+    assert "lies inside the posenc run directory" in error("pack", queue, run / "pack")
+    until = ("--until", "9999999999")
+    assert "is a file that is not a posenc cell archive" in error("run", queue, *until, "--archive", notes)
+    assert "lies inside the posenc run directory" in error("run", queue, *until, "--archive", run / "cells.tar.gz")
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and notes.read_text() == "keep"
+    assert sorted(p.name for p in run.iterdir()) == [".posenc-run"] and not (tmp_path / "exp").exists()
+
+
+def test_a_failed_pack_leaves_no_temporary_and_no_index(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk full while the data is packed: one line naming data.tar.gz; no temporary file, and no
+    payload.json, so the folder is not taken for a payload."""
+    import errno
+    import tarfile
+
+    from tests.experiments.tiny_grid import write_experiment
+
+    queue = _queue(tmp_path, {"experiment": str(write_experiment(tmp_path)), "cell_minutes": 1})
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tarfile.TarFile, "add", full)
+    code, _, err = cli(capsys, "queue", "pack", queue, tmp_path / "payload")
+    assert_one_line_error(code, err, str(tmp_path / "payload" / "data.tar.gz"), "No space left on device")
+    assert sorted(p.name for p in (tmp_path / "payload").iterdir()) == [".posenc-run"]

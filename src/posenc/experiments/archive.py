@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posenc.errors import ConfigError
+from posenc.errors import ConfigError, RunDirError
 from posenc.experiments.grid import Grid
 from posenc.experiments.scheduler import log_path
 from posenc.experiments.tasks import Cell
-from posenc.runs.rundir import LOCK_NAME
+from posenc.runs.rundir import LOCK_NAME, check_user_output
 
 FORMAT = "posenc-cells/1"
 MANIFEST = "manifest.json"
@@ -210,6 +210,21 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
     tar.addfile(info, io.BytesIO(data))
+
+
+def check_archive_output(path: str | Path) -> None:
+    """``--archive FILE``: a file the user names (:func:`posenc.runs.rundir.check_user_output`: not a
+    directory, its directory exists, outside every posenc directory) that is new or a cell archive
+    (a session run again into the same folder): any other file is refused, never overwritten."""
+    check_user_output(path, "--archive")
+    if not Path(path).exists():
+        return
+    try:
+        tar, _ = open_archive(path)
+    except ConfigError:
+        raise RunDirError(f"--archive {path} is a file that is not a posenc cell archive; give a new file name "
+                          "(it is never overwritten)") from None
+    tar.close()
 
 
 # ----------------------------------------------------------------------------- reading

@@ -24,10 +24,14 @@ from typing import Any
 from posenc.errors import ConfigError
 from posenc.experiments.grid import Grid
 from posenc.experiments.tasks import Cell
+from posenc.files import atomic_output, atomic_write_text, os_call, os_errors
 from posenc.runs.fingerprint import data_fingerprint, digest
+from posenc.runs.rundir import check_outside_posenc_dirs, claim_and_check, write_marker
 
 FORMAT = "posenc-payload/1"
 DATA_ARCHIVE, INDEX = "data.tar.gz", "payload.json"
+#: The marker kind of a folder ``pack`` wrote (posenc.runs.rundir).
+PACK_KIND = "payload"
 
 
 def data_dirs(cells: list[tuple[Grid, Cell]]) -> dict[str, tuple[Any, list[Path]]]:
@@ -46,30 +50,55 @@ def data_dirs(cells: list[tuple[Grid, Cell]]) -> dict[str, tuple[Any, list[Path]
 
 def pack(cells: list[tuple[Grid, Cell]], out: Path) -> str:
     """Prepare every data directory of ``cells`` (a queue's, with their grids) here and write them to
-    ``out`` (``data.tar.gz`` and ``payload.json``); returns one line saying what and how much."""
+    ``out`` (``data.tar.gz`` and ``payload.json``); returns one line saying what and how much. ``out``
+    is checked first (:func:`check_pack_target`); each file is written atomically, the index last,
+    so a failure leaves no temporary file and no index that does not describe the archive."""
+    check_pack_target(out)
     dirs = data_dirs(cells)
-    first = {places[0] for _, places in dirs.values()}  # each data config is prepared (and packed) once
-    for grid in {id(g): g for g, _ in cells}.values():
-        grid.prepare([c for g, c in cells if g is grid and Path(g.config(c).prepared_dir) in first])
-    out.mkdir(parents=True, exist_ok=True)
+    _prepare(cells, {places[0] for _, places in dirs.values()})
+    os_call(lambda: out.mkdir(parents=True, exist_ok=True), out)
+    write_marker(out, PACK_KIND)
+    os_call(lambda: (out / INDEX).unlink(missing_ok=True), out / INDEX)  # an old index never describes a new archive
     index: dict[str, Any] = {"format": FORMAT, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "dirs": {}}
-    raw = 0
-    tmp = out / f".{DATA_ARCHIVE}.tmp"
-    with tarfile.open(tmp, "w:gz") as tar:
+    with os_errors(str(out / DATA_ARCHIVE)), atomic_output(out / DATA_ARCHIVE, binary=True) as fh, \
+            tarfile.open(fileobj=fh, mode="w:gz") as tar:
         for key, (data, places) in sorted(dirs.items()):
-            where = places[0]
-            files = sorted(p for p in where.iterdir() if p.is_file() and not p.is_symlink())
-            size = sum(p.stat().st_size for p in files)
-            for p in files:
-                tar.add(p, f"{key}/{p.name}", recursive=False)
-            index["dirs"][key] = {"data": data_fingerprint(data), "files": len(files), "bytes": size,
-                                  "for": [str(p) for p in places]}
-            raw += size
-    os.replace(tmp, out / DATA_ARCHIVE)
-    (out / INDEX).write_text(json.dumps(index, indent=1), encoding="utf-8")
+            index["dirs"][key] = _add_dir(tar, key, places[0]) | {"data": data_fingerprint(data),
+                                                                     "for": [str(p) for p in places]}
+    atomic_write_text(out / INDEX, json.dumps(index, indent=1))
+    raw = sum(d["bytes"] for d in index["dirs"].values())
     packed = (out / DATA_ARCHIVE).stat().st_size
     return (f"packed {len(dirs)} prepared data directories ({raw / 2**20:.1f} MiB) into {out / DATA_ARCHIVE} "
             f"({packed / 2**20:.1f} MiB)")
+
+
+def check_pack_target(out: Path) -> None:
+    """``pack DIR``: a new or empty folder, or one ``pack`` wrote (an older unmarked one holding only
+    its two files is claimed), outside every posenc directory; a one-line RunDirError otherwise."""
+    check_outside_posenc_dirs(out, "pack folder")
+    claim_and_check(out, PACK_KIND, "pack folder", _older_pack)
+
+
+def _older_pack(folder: Path) -> bool:
+    return {p.name for p in folder.iterdir()} <= {DATA_ARCHIVE, INDEX}
+
+
+def _prepare(cells: list[tuple[Grid, Cell]], first: set[Path]) -> None:
+    """Each grid's ``prepare`` of its cells reading one of the ``first`` directories (each data
+    config is prepared and packed once); a grid with none of them is not asked (nothing is written
+    into its out_dir)."""
+    for grid in {id(g): g for g, _ in cells}.values():
+        todo = [c for g, c in cells if g is grid and Path(g.config(c).prepared_dir) in first]
+        if todo:
+            grid.prepare(todo)
+
+
+def _add_dir(tar: tarfile.TarFile, key: str, where: Path) -> dict[str, Any]:
+    """The regular files of the prepared directory ``where`` into ``tar`` under ``key/``; its index entry."""
+    files = sorted(p for p in where.iterdir() if p.is_file() and not p.is_symlink())
+    for p in files:
+        tar.add(p, f"{key}/{p.name}", recursive=False)
+    return {"files": len(files), "bytes": sum(p.stat().st_size for p in files)}
 
 
 def read_index(payload: Path) -> dict[str, Any]:

@@ -138,6 +138,7 @@ session() {  # all OUT [MINUTES]: the five steps under one deadline
   set_deadline "${1:-12}"
   : >"$out/summary.txt"; : >"$out/session.log"
   echo "== gpu_session all: deadline $(date -d "@$END" +%T 2>/dev/null || echo "$END") ($(left) s)"
+  payload_note
   line=$(environment 2>>"$out/session.log"); rc=$?
   echo "$line" >>"$out/session.log"
   summary "[1/5 environment] $line"
@@ -166,10 +167,19 @@ session() {  # all OUT [MINUTES]: the five steps under one deadline
   echo "== summary"; cat "$out/summary.txt"
 }
 
+# Up front, one line when the packed data is not here: the grids would then prepare their data on this machine,
+# downloading what the tree lacks, which a lent GPU (no network) cannot.
+payload_note() {
+  [ -f "$payload/payload.json" ] && return
+  summary "[note] no packed data at $payload (no payload.json): the grids prepare their data here, downloading what" \
+    "is missing, and a lent GPU has no network; run \`gpu_session.sh pack\` before the window"
+}
+
 # Step 4 (or the queue part): the queue's cells until 10 s before the deadline; the runner writes the archive as
-# cells finish and once more as it ends (also when SIGINT stops it).
+# cells finish and once more as it ends (also when SIGINT stops it). The summary line is the queue's last line, or
+# its one-line error when it stopped before the session (e.g. packed data that cannot be placed).
 grids() {
-  local label=$1 lim rc from=()
+  local label=$1 lim rc line from=()
   lim=$(( $(left) - 5 ))
   if (( lim < 20 )); then summary "$label skipped: ${lim}s left"; return; fi
   [ -f "$payload/payload.json" ] && from=(--payload "$payload")
@@ -177,7 +187,9 @@ grids() {
   timeout -s INT -k 20 "$lim" python3 -m posenc.cli.main queue run "$queue" --until $(( END - 10 )) \
     --archive "$out/cells.tar.gz" "${from[@]}" 2>&1 | tee "$out/queue.log"
   rc=${PIPESTATUS[0]}
-  summary "$label $(grep '^queue:' "$out/queue.log" | tail -n 1 || true)$( (( rc != 0 )) && echo " (exit $rc)")"
+  line=$(grep '^queue:' "$out/queue.log" | tail -n 1)
+  [ -n "$line" ] || line=$(grep '^error:' "$out/queue.log" | tail -n 1)
+  summary "$label $line$( (( rc != 0 )) && echo " (exit $rc)")"
 }
 
 case $part in
@@ -187,7 +199,8 @@ pack)   # here, on the CPU: prepare the data of every queue cell and pack it int
 all)    # the whole session under one deadline (MINUTES, default 12)
   mkdir -p "$out"; session "${3:-12}" ;;
 queue)  # only the queue's cells and their archive, under one deadline (MINUTES, default 12)
-  mkdir -p "$out"; : >"$out/summary.txt"; set_deadline "${3:-12}"; grids "[grids]"; summary "[archive] $(archive_line)" ;;
+  mkdir -p "$out"; : >"$out/summary.txt"; set_deadline "${3:-12}"; payload_note; grids "[grids]"
+  summary "[archive] $(archive_line)" ;;
 tests)  # every CUDA test (pytest -m cuda; CUDA_TESTS_LIMIT seconds in all, default 240)
   mkdir -p "$out"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c "import torch; print(torch.__version__)"

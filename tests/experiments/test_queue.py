@@ -3,6 +3,7 @@ cells a session trains (none committed, none half-run here), one-line errors for
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,29 @@ def test_packed_data_is_placed_wherever_a_queue_cell_reads_it(tmp_path: Path, ca
     data_b = tmp_path / "b" / "data" / data_a.name
     assert sorted(p.name for p in data_b.iterdir()) == sorted(p.name for p in data_a.iterdir())
     assert (data_b / "train.src").read_bytes() == (data_a / "train.src").read_bytes()
+
+
+def test_a_target_holding_other_files_is_one_line_before_anything_is_placed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Where a cell reads its prepared data a directory holds files but no meta.json: ``queue run``
+    stops in one line naming it, before the session starts and before any data is placed."""
+    from tests.experiments.tiny_grid import write_experiment
+
+    exp = write_experiment(tmp_path)
+    entries = [{"experiment": str(exp), "overrides": [f"out_dir={tmp_path / name}"], "cell_minutes": 1}
+               for name in ("a", "b")]
+    (tmp_path / "queue.yaml").write_text(yaml.safe_dump({"entries": entries}))
+    assert cli(capsys, "queue", "pack", tmp_path / "queue.yaml", tmp_path / "payload")[0] == 0
+    (data_a,) = (tmp_path / "a" / "data").glob("vanilla-*")
+    shutil.rmtree(data_a)
+    data_b = tmp_path / "b" / "data" / data_a.name
+    data_b.mkdir(parents=True)
+    (data_b / "notes.txt").write_text("mine")
+    code, out, err = cli(capsys, "queue", "run", tmp_path / "queue.yaml", "--until", "9999999999", "--archive",
+                         tmp_path / "cells.tar.gz", "--payload", tmp_path / "payload")
+    assert_one_line_error(code, err, f"payload: {data_b} holds files but no prepared data (no meta.json)")
+    assert out == "" and not data_a.exists() and [p.name for p in data_b.iterdir()] == ["notes.txt"]
+    assert not (tmp_path / "cells.tar.gz").exists()
 
 
 def test_an_archive_error_costs_one_cell_not_the_session(dummy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from posenc.errors import ConfigError
+from posenc.errors import ConfigError, RunDirError
 from posenc.experiments.grid import Grid
 from posenc.experiments.tasks import Cell
 from posenc.files import atomic_output, atomic_write_text, os_call, os_errors
@@ -115,23 +115,38 @@ def read_index(payload: Path) -> dict[str, Any]:
 
 def place(cells: list[tuple[Grid, Cell]], payload: Path) -> str:
     """Put each packed data directory where one of ``cells`` reads it, where nothing is yet; one
-    line saying how many were placed, kept and missing from the payload."""
+    line saying how many were placed, kept and missing from the payload. Every target is checked
+    before any is placed: one that holds files but no prepared data is a one-line RunDirError."""
     index = read_index(payload)
-    placed, kept, missing = 0, 0, []
-    wanted = data_dirs(cells)
-    with tarfile.open(payload / DATA_ARCHIVE, "r:gz") as tar:
-        members = tar.getmembers()
-        for key, (_, places) in wanted.items():
-            for where in places:
-                if (where / "meta.json").is_file():
-                    kept += 1
-                elif key not in index["dirs"]:
-                    missing.append(str(where))
-                else:
-                    _unpack(tar, [m for m in members if m.name.startswith(f"{key}/")], key, where)
-                    placed += 1
+    todo, kept, missing = _targets(index, data_dirs(cells))
+    try:
+        with os_errors(str(payload / DATA_ARCHIVE)), tarfile.open(payload / DATA_ARCHIVE, "r:gz") as tar:
+            members = tar.getmembers()
+            for key, where in todo:
+                _unpack(tar, [m for m in members if m.name.startswith(f"{key}/")], key, where)
+    except (tarfile.TarError, EOFError) as err:
+        raise ConfigError(f"{payload / DATA_ARCHIVE}: not readable ({err}); run `gpu_session.sh pack` again") from None
     gone = f", {len(missing)} not in the payload (e.g. {missing[0]}: pack again)" if missing else ""
-    return f"payload: placed {placed} prepared data directories, kept {kept} already here{gone}"
+    return f"payload: placed {len(todo)} prepared data directories, kept {kept} already here{gone}"
+
+
+def _targets(index: dict[str, Any], wanted: dict[str, tuple[Any, list[Path]]]) -> tuple[list[tuple[str, Path]], int,
+                                                                                        list[str]]:
+    """``(to place as (key, directory), kept, missing)``: a directory holding prepared data is kept,
+    one the payload lacks is missing; one holding anything else is refused (one line)."""
+    todo, kept, missing = [], 0, []
+    for key, (_, places) in wanted.items():
+        for where in places:
+            if (where / "meta.json").is_file():
+                kept += 1
+            elif where.exists() and not (where.is_dir() and not any(where.iterdir())):
+                raise RunDirError(f"payload: {where} holds files but no prepared data (no meta.json), so the packed "
+                                  "data cannot be placed there; move it away and run again")
+            elif key not in index["dirs"]:
+                missing.append(str(where))
+            else:
+                todo.append((key, where))
+    return todo, kept, missing
 
 
 def _unpack(tar: tarfile.TarFile, members: list[tarfile.TarInfo], key: str, where: Path) -> None:

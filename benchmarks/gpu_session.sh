@@ -203,6 +203,19 @@ grids() {
   summary "$label $line$( (( rc != 0 )) && echo " (exit $rc)")"
 }
 
+# What a window carries after `pack DIR`: DIR and the files git does not ignore (a lent machine takes 64 MiB).
+travels() {
+  python3 - "$1" <<'PY'
+import os, subprocess, sys
+names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], capture_output=True,
+                       check=True).stdout.split(b"\0")
+tree = sum(os.path.getsize(n) for n in names if n and os.path.isfile(n))
+packed = sum(os.path.getsize(os.path.join(top, f)) for top, _, files in os.walk(sys.argv[1]) for f in files)
+print(f"travels: {packed / 2**20:.1f} MiB in {sys.argv[1]} + {tree / 2**20:.1f} MiB of the checkout's files = "
+      f"{(packed + tree) / 2**20:.1f} MiB (a window carries 64 MiB)")
+PY
+}
+
 # The seconds a queue cell has under `all MINUTES` and `queue MINUTES` when every step before the grids takes its
 # whole allowance: a queue entry's cell_minutes must fit in them for its cells to start.
 window() {
@@ -220,7 +233,8 @@ window) # what a cell of the queue has under `all MINUTES` and `queue MINUTES` (
   window "${2:-12}" ;;
 pack)   # here, on the CPU: prepare the data of every queue cell and pack it into DIR (default .device)
   dir=${2:-.device}
-  python3 -m posenc.cli.main queue pack "$queue" "$dir" && du -sh "$dir" ;;
+  python3 -m posenc.cli.main queue pack "$queue" "$dir" || exit $?
+  travels "$dir" || true ;;
 all)    # the whole session under one deadline (MINUTES, default 12)
   mkdir -p "$out"; session "${3:-12}" ;;
 queue)  # only the queue's cells and their archive, under one deadline (MINUTES, default 12)

@@ -232,3 +232,21 @@ def test_bad_input_is_a_one_line_error(session: tuple[Path, Path], tmp_path: Pat
     empty = _tar(tmp_path / "empty.tar.gz", {"manifest.json": manifest})
     assert_one_line_error(*cli(capsys, *merge, empty)[::2], "no cells of experiment dummy (it holds: none)")
     assert_one_line_error(*cli(capsys, *merge, archive, "--jobs", "2")[::2], "--merge trains nothing: drop --jobs")
+
+
+def test_a_committed_multi30k_cell_travels_in_the_size_the_docs_quote() -> None:
+    """docs/performance.md quotes what one Multi30k cell adds to the archive: its travelling files
+    (:func:`~posenc.experiments.archive.cell_files`) gzipped, for every committed multi30k_select cell."""
+    from posenc.experiments.archive import cell_files
+
+    repo = Path(__file__).resolve().parents[2]
+    sizes = []
+    for run_dir in sorted((repo / "docs" / "results" / "multi30k_select").glob("*/*/seed*")):
+        packed = io.BytesIO()
+        with tarfile.open(fileobj=packed, mode="w:gz") as tar:
+            for path in cell_files(run_dir):
+                tar.add(path, path.relative_to(run_dir).as_posix(), recursive=False)
+        sizes.append(len(packed.getvalue()) / 2**20)
+    assert len(sizes) == 36 and f"{min(sizes):.2f}-{max(sizes):.2f}" == "0.10-0.13"
+    docs = " ".join((repo / "docs" / "performance.md").read_text(encoding="utf-8").split())
+    assert "0.10-0.13 MiB for each committed Multi30k cell" in docs

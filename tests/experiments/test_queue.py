@@ -3,7 +3,10 @@ cells a session trains (none committed, none half-run here), one-line errors for
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -27,7 +30,54 @@ def test_the_committed_queue_starts_with_vanilla_of_the_added_methods() -> None:
     assert second.experiment == "multi30k_select" and not (second.settings or second.methods or second.seeds)
     assert [e.experiment for e, _ in entries[2:]] == ["neishi_gpu", "shape_gpu", "multi30k_select"]
     assert entries[2][0].settings == ["short", "middle", "long"] and entries[3][0].settings == ["interpolate"]
-    assert all(e.cell_minutes > 0 for e, _ in entries)
+
+
+def _window(minutes: str) -> dict[str, int]:
+    """``gpu_session.sh window MINUTES``: the seconds a cell has under ``all`` and ``queue``."""
+    out = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_session.sh"), "window", minutes], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout
+    return {part: int(seconds) for part, seconds in re.findall(r"(all|queue) [\d.]+: (-?\d+) s for a cell", out)}
+
+
+def test_every_entrys_first_cell_fits_the_documented_queue_window() -> None:
+    """With every step before the grids taking its whole allowance, a cell of every entry can still
+    start under ``queue OUT 9`` (the gate admits it: cell_minutes <= the time left); under ``all OUT 9``
+    none can, as the docs and the queue's header say, with both windows quoted as the script gives them."""
+    window = _window("9")
+    entries = load_queue(QUEUE).entries
+    assert [e.experiment for e in entries if e.cell_minutes * 60 > window["queue"]] == []
+    assert [e.experiment for e in entries if e.cell_minutes * 60 <= window["all"]] == []
+    assert all(e.jobs != "auto" for e in entries)  # auto adds a cell per ~30 s: too few start in a window
+    quoted = f"`queue OUT 9` {window['queue']} s ({window['queue'] / 60:.1f} min), `all OUT 9` {window['all']} s"
+    assert quoted in " ".join(QUEUE.read_text().replace("#", " ").split())
+    docs = " ".join((REPO / "docs" / "performance.md").read_text().split())
+    assert f"`queue OUT 9` leaves a cell {window['queue']} s" in docs and f"`all OUT 9` {window['all']} s" in docs
+
+
+def test_the_queues_measured_figures_are_the_committed_cells() -> None:
+    """The per-update times and update counts the queue's header derives cell_minutes from are those
+    the committed multi30k_select cells record (results.json: summary.wall_s / steps), and the
+    multi30k_select entries' cell_minutes covers 18 s + the most updates x the slowest update at 6 at
+    once + the 150 s given to decoding."""
+    root = REPO / "docs" / "results" / "multi30k_select"
+    per_update = {}
+    for path in root.glob("*/*/seed*/results.json"):
+        results = json.loads(path.read_text(encoding="utf-8"))
+        summary, cell = results["summary"], path.parent.relative_to(root).as_posix()
+        if results["record"]["extension"]["device"] == "cuda":
+            per_update[cell] = (summary["wall_s"] / summary["steps"], summary["steps"])
+    six = [t for cell, (t, _) in per_update.items() if cell.split("/")[1] in ("shape-kstar", "shape-k500-public")
+           and cell.startswith("extrapolate/")]
+    vanilla_steps = [n for cell, (_, n) in per_update.items() if cell.startswith("vanilla/")]
+    assert len(six) == 6 and (round(min(six), 3), round(max(six), 3)) == (0.029, 0.031)
+    assert (min(vanilla_steps), max(vanilla_steps)) == (5400, 8400)
+    header = " ".join(QUEUE.read_text().replace("#", " ").split())
+    assert "6 cells at once (SHAPE K* and its public-code variant, EXTRAPOLATE), 0.029-0.031 s per update" in header
+    assert "stopped after 5,400-8,400 updates" in header
+    need = 18 + max(vanilla_steps) * max(six) + 150
+    for entry in load_queue(QUEUE).entries:
+        if entry.experiment == "multi30k_select":
+            assert entry.cell_minutes * 60 >= need and entry.jobs <= 6, entry.note
 
 
 def test_the_queues_placement_overrides_keep_every_runs_identity() -> None:

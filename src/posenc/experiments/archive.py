@@ -5,9 +5,9 @@ grid (name, out_dir, the overrides it ran with) and which cells.
 
 A lent GPU returns a handful of files and may be taken back before the session's own end, so
 :class:`CellArchive` is rewritten atomically as each cell finishes, and only by a file under the
-size limit (the last cells added are left out, and named, when it would not be). :func:`open_archive` reads one
-back for :mod:`posenc.experiments.merge`: only folders and regular files under relative names
-inside the archive are accepted.
+size limit (the last cells added are left out, and named, when it would not be).
+:func:`open_archive` reads one back for :mod:`posenc.experiments.merge`: only folders and regular
+files under relative names inside the archive are accepted.
 """
 
 from __future__ import annotations

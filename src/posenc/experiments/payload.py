@@ -6,8 +6,9 @@ prepares nothing and downloads nothing.
 and writes one ``data.tar.gz`` into a folder, each distinct data config once (under the digest of
 its data fingerprint), with ``payload.json`` listing them. :func:`place` puts each one back where a
 queue cell looks for its prepared data (``prepared_dir`` of its run config) when nothing is there
-yet; a directory already there is kept (the task checks its fingerprint before training). A task's
-run config that has no ``prepared_dir`` carries nothing.
+yet; prepared data already there is kept (the task checks its fingerprint before training), and a
+directory holding anything else is refused in one line before anything is placed. A task's run
+config that has no ``prepared_dir`` carries nothing.
 """
 
 from __future__ import annotations
@@ -73,8 +74,8 @@ def pack(cells: list[tuple[Grid, Cell]], out: Path) -> str:
 
 
 def check_pack_target(out: Path) -> None:
-    """``pack DIR``: a new or empty folder, or one ``pack`` wrote (an older unmarked one holding only
-    its two files is claimed), outside every posenc directory; a one-line RunDirError otherwise."""
+    """``pack DIR``: a new or empty folder, or one ``pack`` wrote (an unmarked one holding only its
+    two files is claimed as such), outside every posenc directory; a one-line RunDirError otherwise."""
     check_outside_posenc_dirs(out, "pack folder")
     claim_and_check(out, PACK_KIND, "pack folder", _older_pack)
 

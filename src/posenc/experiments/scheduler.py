@@ -61,8 +61,8 @@ def parse_jobs(value: Jobs) -> Jobs:
 
 def check_logs_target(exp: Any) -> Path:
     """``<root>/logs`` (worker logs, the experiment spec, submitit's folder) must be new, empty or
-    posenc's log directory: one-line RunDirError otherwise. An older unmarked one holding only what
-    posenc writes there (``*.log``, ``experiment.json``, ``submitit/``) is claimed. Returns the
+    posenc's log directory: one-line RunDirError otherwise. An unmarked one holding only what posenc
+    writes there (``*.log``, ``experiment.json``, ``submitit/``) is claimed as posenc's. Returns the
     directory, not created."""
     from posenc.runs.rundir import claim_and_check
 

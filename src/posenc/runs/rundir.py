@@ -55,7 +55,8 @@ OWN_CHILDREN = {
 }
 KIND_WORDS = {"run": "run directory", "data": "prepared data directory", "report": "report directory",
               "logs": "log directory", "export": "CTranslate2 export directory", "checkpoint": "checkpoint directory",
-              "datasets": "directory of prepared data", "cache": "SentencePiece cache"}
+              "datasets": "directory of prepared data", "cache": "SentencePiece cache",
+              "payload": "folder of packed data"}
 #: The SentencePiece cache posenc keeps beside prepared data (tasks/translation/prepare.py): the name
 #: is posenc's (:data:`SCRATCH_NAMES`), so such a directory is posenc's cache, marked or not.
 SPM_CACHE_NAME = ".spm-cache"

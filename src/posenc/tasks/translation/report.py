@@ -24,6 +24,7 @@ from posenc.data.corpora import Pair
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
 from posenc.evaluation.seeds import mean_std
+from posenc.experiments.grid import trained_on
 from posenc.experiments.selection import SelectionConfig, selection_lines
 from posenc.files import atomic_write_text
 from posenc.models.seq2seq import Seq2SeqTransformer
@@ -54,21 +55,11 @@ def judged(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[dict[st
     return out
 
 
-def _device(r: dict[str, Any]) -> str:
-    """Where a run trained: its summary's device (with the GPU's name), else the ``train.device``
-    its record names (runs from before summaries recorded it); "unknown" where neither says."""
-    named = (r.get("summary") or {}).get("device")
-    if named:
-        return str(named)
-    configured = r.get("record", {}).get("extension", {}).get("device")
-    return configured if configured in ("cpu", "cuda") else "unknown"
-
-
 def devices_section(results: list[dict[str, Any]]) -> list[str]:
-    """Which runs trained on which device (:func:`_device`), one row per device."""
+    """Which runs trained on which device (:func:`~posenc.experiments.grid.trained_on`), one row per device."""
     runs: dict[str, list[str]] = {}
     for r in results:
-        runs.setdefault(_device(r), []).append(f"{r['setting']}/{r['method']}/seed{r['seed']}")
+        runs.setdefault(trained_on(r), []).append(f"{r['setting']}/{r['method']}/seed{r['seed']}")
     if not runs:
         return []
     rows = [f"| {device} | {len(names)} | {', '.join(names)} |" for device, names in runs.items()]
@@ -105,7 +96,7 @@ def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: s
     for r in results:
         cells.setdefault((r["method"], r["setting"]), []).append(r)
     settings = list(exp.settings)
-    mixed = len({_device(r) for r in results}) > 1  # a grid trained on several machines: name each wall time's
+    mixed = len({trained_on(r) for r in results}) > 1  # a grid trained on several machines: name each wall time's
     head = (f"| method | {' | '.join(f'{s} BLEU' for s in settings)} | params | train s (first setting) | steps "
             "| status |")
     lines = [head, "|" + "---|" * (len(settings) + 5)]
@@ -122,7 +113,7 @@ def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: s
         steps = sorted({r.get("summary", {}).get("steps") for r in runs} - {None})
         steps_s = "–" if not steps else (str(steps[0]) if len(steps) == 1 else f"{steps[0]}–{steps[-1]}")
         params = first.get("params")
-        wall = f"{first.get('wall_s', '–')}" + (f" ({_device(first_run)})" if mixed else "")
+        wall = f"{first.get('wall_s', '–')}" + (f" ({trained_on(first_run)})" if mixed else "")
         lines.append(f"| {method} | {' | '.join(bleu)} | {f'{params:,}' if isinstance(params, int) else '–'} | "
                      f"{wall} | {steps_s} | {row_status(runs)} |")
     if any(_status(r) != CONVERGED for r in results):
@@ -317,8 +308,9 @@ def _params(v: SettingView, method: str) -> int:
 
 
 def _trained_on(v: SettingView, method: str) -> str:
-    """The device ``method``'s run of this view trained on (:func:`_device` of its results.json)."""
-    return _device(_stored(v, method))
+    """The device ``method``'s run of this view trained on (:func:`~posenc.experiments.grid.trained_on`
+    of its results.json)."""
+    return trained_on(_stored(v, method))
 
 
 def an_speed(v: SettingView, out: Path) -> None:

@@ -51,3 +51,16 @@ def test_readme_and_performance_quote_the_agreement() -> None:
     assert all(greedy) and "float32 greedy outputs are identical to posenc's on every sentence" in readme
     assert f"on {min(beam)}–{max(beam)} of 400, and each differing output scores at most {max(loss):.2f} nats lower" in readme
     assert f"int8 agrees on {100 * min(int8):.0f}–{100 * max(int8):.0f} %" in readme
+
+
+def test_readme_quotes_the_committed_speed() -> None:
+    """The README's CTranslate2 speed-ups are the committed measurements: the 5-round median on an
+    earlier quickstart APE model and the one round on the committed one (same 400 sentences, beam 4)."""
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    rounds = json.loads((ROOT / "docs" / "perf" / "ct2_decode_quickstart_ape_alpha06.json").read_text())
+    earlier = {r["engine"]: r for r in rounds["rows"]}["ct2-float32"]
+    assert len(earlier["rounds"]) == 5 and rounds["meta"]["threads"] == 1
+    committed = _bench("ape", 4)["ct2-float32"]
+    assert (f"{earlier['speed_vs_posenc']:.1f}× posenc's own beam 4 on an earlier quickstart APE model, median of "
+            f"5 rounds on 1 thread, `docs/perf/ct2_decode_quickstart_ape_alpha06.json`; "
+            f"{committed['speed_vs_posenc']:.1f}× in one round on the committed one") in readme

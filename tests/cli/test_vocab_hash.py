@@ -15,7 +15,7 @@ import pytest
 from posenc.data.spm import Tokenizer
 from posenc.errors import CheckpointError
 from posenc.training.checkpoint import VOCAB_KEY, list_checkpoints, load_checkpoint
-from tests.cli.test_safety import snapshot
+from tests.helpers.files import snapshot
 from tests.helpers.tiny import TINY, TOY, assert_one_line_error, cli, read
 from tests.helpers.training import batches_fn, random_pairs, tiny_model, train, train_config
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,16 +15,8 @@ import pytest
 
 from posenc.runs.rundir import exclusive
 from tests.cli.test_files_corpus import files_overrides, write_corpus
-from tests.cli.test_safety_round2 import md5s
+from tests.helpers.files import md5s
 from tests.helpers.tiny import TINY, TOY, assert_one_line_error, cli, run_overrides
-
-
-@pytest.fixture
-def run_copy(tmp_path: Path, trained: Path) -> Path:
-    run = tmp_path / "run"
-    shutil.copytree(trained, run)
-    return run
-
 
 # ------------------------------------------------------------------------------ the run's lock
 

@@ -73,7 +73,7 @@ def test_run_dir_grid_cell_and_checkpoint_get_one_verdict(tmp_path: Path, monkey
         assert len(calls) == 1  # the run's record is stale: its checkpoint is not asked
     else:
         opening = open_run(cfg, cfg.out_dir, resume=True)
-        assert opening.resumes and opening.checkpoint == Path(cfg.out_dir) / "checkpoints" / checkpoint_name(3)
+        assert opening.continues and opening.checkpoint == Path(cfg.out_dir) / "checkpoints" / checkpoint_name(3)
         assert len(calls) == 2  # the run directory's record, then its checkpoint's
     results = {"record": RunRecord.of(saved, evaluation_record(saved, exp.splits)).to_dict(), "summary": {"steps": 3}}
     cell = translation_driver.TASK.verdict(exp_now, ("vanilla", "ape", 1), results)

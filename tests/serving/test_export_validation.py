@@ -19,7 +19,7 @@ pytest.importorskip("ctranslate2", reason="the ctranslate2 package is not instal
 from posenc.cli.main import main  # noqa: E402
 from posenc.errors import ConfigError  # noqa: E402
 from posenc.serving.ctranslate2 import Exported, load_export, translate_lines  # noqa: E402
-from tests.cli.test_safety_round2 import md5s  # noqa: E402
+from tests.helpers.files import md5s  # noqa: E402
 from tests.helpers.tiny import NEAR_INIT, assert_one_line_error, cli, run_overrides  # noqa: E402
 
 

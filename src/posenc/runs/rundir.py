@@ -395,7 +395,7 @@ class Opening:
     checkpoint: Path | None = None
 
     @property
-    def resumes(self) -> bool:
+    def continues(self) -> bool:
         """Whether an earlier run is continued (its outputs kept), from a checkpoint or not."""
         return self.verdict is not None
 
@@ -411,7 +411,7 @@ def open_run(cfg: Any, out: str | Path, resume: bool) -> Opening:
     if opening.verdict is not None and opening.verdict.kind == "stale":
         raise ConfigError(f"{out} holds a run with another config: {opening.verdict.detail}; "
                           "use --no-resume to start afresh or another out_dir")
-    if not opening.resumes:
+    if not opening.continues:
         check_clearable(out)
     elif opening.checkpoint is None and (Path(out) / "summary.json").is_file():
         raise RunDirError(f"{out} holds a finished run but no checkpoint to resume from (trained elsewhere and "

@@ -55,7 +55,7 @@ class Verdict:
 
 #: ``train`` options that no fingerprint ever held (extension keys since the first one): a stored
 #: dict whose ``train`` has one of them is a whole config, not a bare fingerprint.
-WHOLE_SIGNS = frozenset({"patience", "log_every", "validate_every", "save_every", "keep_last"})
+WHOLE_CONFIG_KEYS = frozenset({"patience", "log_every", "validate_every", "save_every", "keep_last"})
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class RunRecord:
             fp = data["fingerprint"] if isinstance(data["fingerprint"], dict) else None
             return cls(fp, dict(data.get("extension") or {}), data.get("evaluation"), steps)
         train = data.get("train")
-        return cls(data, steps=steps, whole=isinstance(train, dict) and bool(WHOLE_SIGNS & set(train)))
+        return cls(data, steps=steps, whole=isinstance(train, dict) and bool(WHOLE_CONFIG_KEYS & set(train)))
 
     @property
     def config(self) -> dict[str, Any] | None:
@@ -132,7 +132,7 @@ def read_stored(config_type: type, data: dict[str, Any], out_dir: Any = None) ->
     return from_dict(config_type, data)
 
 
-def placed_as(saved: Any, current: Any) -> Any:
+def with_placement_of(saved: Any, current: Any) -> Any:
     """``saved`` (a run config dataclass) with ``current``'s :data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`,
     so the two records compare as if trained in one place (``precision: auto`` resolved alike)."""
     train, now = getattr(saved, "train", None), getattr(current, "train", None)
@@ -154,7 +154,7 @@ def same_run(stored: RunRecord | None, cfg: Any, evaluation: dict[str, Any] | No
         saved = read_stored(type(cfg), stored.config, getattr(cfg, "out_dir", None))
     except ConfigError as err:
         return Verdict("stale", f"its recorded config no longer loads ({err})")
-    was, now = RunRecord.of(placed_as(saved, cfg)), RunRecord.of(cfg)
+    was, now = RunRecord.of(with_placement_of(saved, cfg)), RunRecord.of(cfg)
     return _judge(stored, was, now, evaluation)
 
 

@@ -131,7 +131,7 @@ def _run_locked(task: Task, cfg: Any, out: Path, resume: bool, is_main: bool) ->
     state = _hook(task, "checkpoint_state", cfg)
     trainer = Trainer(model, cfg.train, out, task.loss, d_model=task.width(cfg), config=sections, summary=extra,
                       record=record.to_dict(), checkpoint_state=state)
-    write = (partial(commit_run, cfg, out, opening.resumes, getattr(task, "write_files", None), record)
+    write = (partial(commit_run, cfg, out, opening.continues, getattr(task, "write_files", None), record)
              if is_main else None)
     result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=opening.checkpoint or False,
                          on_start=write)

@@ -18,12 +18,12 @@ from posenc.training.result import TrainResult
 from posenc.training.rng import seed_everything
 from posenc.training.schedule import SCHEDULES, build_scheduler, cosine_factor, noam_factor, noam_lr, noam_scheduler
 from posenc.training.state import TrainState
-from posenc.training.trainer import Trainer, train
+from posenc.training.trainer import Trainer
 
 __all__ = [
     "SCHEDULES", "Checkpoint", "LossOutput", "TrainConfig", "TrainResult", "TrainState", "Trainer",
     "average_checkpoints", "build_scheduler", "checkpoint_name", "cosine_factor", "label_smoothed_nll",
     "latest_checkpoint", "list_checkpoints",
     "load_checkpoint", "noam_factor", "noam_lr", "noam_scheduler", "restore_model",
-    "save_average", "save_checkpoint", "seed_everything", "train",
+    "save_average", "save_checkpoint", "seed_everything",
 ]

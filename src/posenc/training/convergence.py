@@ -1,36 +1,23 @@
-"""What "converged" means for a training run: the one definition.
+"""What "converged" means for a training run: the one definition, asked by the trainer
+(``summary.json``), the experiment runner, the reports and the learning-curve plots
+(:func:`status`, :func:`status_of`).
 
-A run is **converged** when training stopped because the validation loss stopped improving
-(``stopped == "patience"``: ``train.patience`` validations in a row without lowering the best loss
-by more than ``train.min_delta``, relative), its best validation came after the learning-rate
-warm-up, it stopped before its step cap, *and* its validation curve is flat at the end:
-the least-squares line through its last :data:`FLAT_WINDOW` validation losses (the smoothed curve
-whose slope the summaries and reports quote) does not fall significantly: its slope is not below
-``-t`` standard errors, ``t`` the one-sided 5 % critical value of Student's t with ``n - 2``
-degrees of freedom for ``n`` points (:func:`flat_t`: 1.943 at 8 points), or the window is below an
-absolute floor (:func:`below_floor`: every loss ≤ :data:`LOSS_FLOOR` nats, or the losses spread over
-≤ :data:`SPREAD_FLOOR` nats; a solved task's curve at 4e-8 nats is flat, whatever its slope's t).
-Every other run is not:
+A run is ``converged`` when patience stopped it (``stopped == "patience"``), its best validation
+came after the learning-rate warm-up, it stopped below its step cap, and its validation curve ends
+flat (:func:`is_flat`: the least-squares slope of the last :data:`FLAT_WINDOW` validation losses is
+not significantly negative, one-sided Student's t at :data:`FLAT_LEVEL`, or the window is below an
+absolute floor). Every other run is one of:
 
-* ``still improving``: stopped by ``max_steps``/``max_epochs`` (a cap), or reached ``max_steps``
-  at all, even when patience ran out at that same update (older trainers recorded "patience"
-  there; the recorded steps against the cap decide). Always, whatever its curve looked like: a
-  cap says nothing about a plateau, so more steps may change its numbers.
-* ``not flat``: stopped by patience, but the smoothed validation curve was still falling (patience
-  ran out on noise: on the multi30k_cpu runs the validation loss moves 0.007-0.021 nats between
-  validations, several times ``min_delta``).
-* ``best in warm-up``: stopped by patience, but the best validation was at or before the last
-  warm-up step; the stopping signal rose while the learning rate was still climbing, which is an
-  artefact of the signal (e.g. validation on unseen lengths), not a plateau of the model.
-* ``no curve``: stopped by patience after warm-up, but no validation curve to test for flatness
-  (fewer than 3 validations, or a summary written before the flatness was recorded read without
-  its validation history, e.g. the older lengthgen results.json files). Never read as converged:
-  "converged" always includes the flatness test.
-* ``unknown``: no stop reason or no validation recorded (e.g. run directories written before the
-  stop reason was recorded, or ``validate_every: 0``). Never read as converged.
+* ``still improving``: it reached a cap (``max_steps``/``max_epochs``), whatever its curve, even when
+  patience ran out on that same update;
+* ``not flat``: patience stopped it while the curve still fell significantly (patience ran out on noise);
+* ``best in warm-up``: its best validation came at or before the last warm-up update (the stopping
+  signal rose while the learning rate was still climbing: an artefact of the signal, not a plateau);
+* ``no curve``: patience stopped it after warm-up, but fewer than 3 validations (or none recorded)
+  leave no curve to test;
+* ``unknown``: no stop reason or no validation recorded.
 
-The trainer and ``posenc train`` (``summary.json``), the experiment runner,
-the report and the learning-curve plots all call :func:`status` / :func:`status_of`.
+docs/experiments.md ("Convergence") shows the rule on measured curves.
 """
 
 from __future__ import annotations
@@ -41,9 +28,8 @@ from typing import Any
 
 CONVERGED, IMPROVING, WARMUP, UNKNOWN = "converged", "still improving", "best in warm-up", "unknown"
 NOT_FLAT, NO_CURVE = "not flat", "no curve"
-STATUSES = (CONVERGED, IMPROVING, WARMUP, NOT_FLAT, NO_CURVE, UNKNOWN)
-#: Validations the flatness test fits: twice the multi30k_cpu patience (4), so it sees "the last
-#: four against the four before".
+#: Validations the flatness test fits: twice a patience of 4, so it sees "the last four against the
+#: four before".
 FLAT_WINDOW = 8
 #: One-sided level of the flatness test: a curve is not flat when its slope is below zero at this
 #: level (Student's t on the least-squares slope, n - 2 degrees of freedom).

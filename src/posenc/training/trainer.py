@@ -185,11 +185,11 @@ class Trainer:
         return result
 
     def _start(self, resume: bool | str | Path, on_start: Callable[[], None] | None) -> None:
-        restored = self._agreed(
+        restored = self._on_every_rank(
             lambda: self.store.resume(resume, self.model, self.optimizer, self.scheduler, self.scaler),
             CheckpointError("another rank could not restore the checkpoint it resumes from; see its error"))
         with isolated_rng(self.device):  # the caller's writes never move the restored generators
-            self._agreed(on_start or (lambda: None),
+            self._on_every_rank(on_start or (lambda: None),
                          RunDirError("another rank could not write the run directory; see its error"))
         if restored is None:
             seed_everything(self.cfg.seed + self.dist.rank)
@@ -205,7 +205,7 @@ class Trainer:
         self.clock = WallClock(self.state.wall_s)
         self._last_log = (self.state.wall_s, self.state.tokens)
 
-    def _agreed(self, fn: Callable[[], Any], elsewhere: Exception) -> Any:
+    def _on_every_rank(self, fn: Callable[[], Any], elsewhere: Exception) -> Any:
         """``fn()`` on this rank, then every rank learns whether it failed anywhere: a rank whose
         own ``fn`` raised re-raises that, the others raise ``elsewhere`` (so no rank waits forever
         in the first collective of the loop)."""
@@ -409,18 +409,3 @@ class Trainer:
                 result.last_checkpoint = self.ckpt_dir / ck.checkpoint_name(self.state.step)
             result.average, result.averaged_from = self.store.average(self.state)
 
-
-def train(
-    model: nn.Module,
-    train_batches: BatchesFn,
-    cfg: TrainConfig,
-    out_dir: str | Path,
-    loss_fn: LossFn,
-    valid_batches: ValidSource | None = None,
-    metric_fn: MetricFn | None = None,
-    resume: bool | str | Path = True,
-    **trainer_kwargs: Any,
-) -> TrainResult:
-    """Functional wrapper: ``Trainer(model, cfg, out_dir, loss_fn, ...).fit(...)``."""
-    trainer = Trainer(model, cfg, out_dir, loss_fn=loss_fn, **trainer_kwargs)
-    return trainer.fit(train_batches, valid_batches, metric_fn, resume=resume)

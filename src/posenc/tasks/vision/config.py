@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from posenc.config import require
+from posenc.config import require, with_defaults
 from posenc.models.vit import ViTConfig
 from posenc.tasks.grid import MethodsExperimentConfig
 from posenc.training.config import AdamWCosineConfig
@@ -34,16 +34,9 @@ class VisionDataConfig:
         require(self.batch_size >= 1, f"data.batch_size must be >= 1, got {self.batch_size}")
 
 
-@dataclass
-class VisionTrainConfig(AdamWCosineConfig):
-    """The shared TrainConfig with the ViT recipe as defaults (YAML keys override them)."""
-
-    max_steps: int = 0
-    max_epochs: int = 3
-    weight_decay: float = 0.05
-    warmup_fraction: float = 0.1
-    log_every: int = 10
-    num_threads: int = 2
+VisionTrainConfig = with_defaults(
+    AdamWCosineConfig, "VisionTrainConfig", "The shared TrainConfig with the ViT recipe as defaults.", __name__,
+    max_steps=0, max_epochs=3, weight_decay=0.05, warmup_fraction=0.1, log_every=10, num_threads=2)
 
 
 @dataclass

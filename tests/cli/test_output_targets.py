@@ -69,9 +69,9 @@ def test_no_resume_never_deletes_a_user_file_inside_a_checkpoint(capsys: pytest.
 def test_pruning_and_clearing_remove_only_checkpoint_files(tmp_path: Path) -> None:
     import torch
 
-    from posenc.runs.rundir import clear_run
+    from posenc.runs.run import clear_run
     from posenc.training import checkpoint as ck
-    from posenc.training.state import prune
+    from posenc.training.checkpoint import prune
 
     ckpts = tmp_path / "checkpoints"
     for step in (1, 2, 3):
@@ -213,7 +213,7 @@ def test_bench_outputs_are_checked_before_measuring(capsys: pytest.CaptureFixtur
 
 def test_a_second_train_into_a_directory_being_prepared_says_in_use(capsys: pytest.CaptureFixture[str],
                                                                     tmp_path: Path, prepared: Path) -> None:
-    from posenc.runs.rundir import exclusive
+    from posenc.runs.lock import exclusive
 
     run = tmp_path / "run"
     with exclusive(run):  # the first `posenc train`, still preparing its data (its .data.* build directory)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc.runs.rundir import write_marker
+from posenc.runs.ownership import write_marker
 from tests.helpers.files import md5s
 from tests.helpers.tiny import assert_one_line_error, cli
 
@@ -152,10 +152,11 @@ def test_translate_split_never_replaces_a_file_results_json_names(capsys: pytest
                                   "test.beam4.hyp", ".test.beam4.lp0.6.hyp.x1y2.tmp"])
 def test_no_resume_knows_every_translation_name_posenc_writes(name: str) -> None:
     """``--no-resume`` removes a user's decodes and the α sweep's files (they are posenc's)."""
-    from posenc.runs.rundir import OWN_CHILDREN
+    from posenc.runs.run import run_outputs
+    from posenc.tasks.translation.spec import SPEC
 
-    assert OWN_CHILDREN["translations"].match(name)
-    assert not OWN_CHILDREN["translations"].match("notes.txt")
+    assert run_outputs(SPEC)["translations"].match(name)
+    assert not run_outputs(SPEC)["translations"].match("notes.txt")
 
 
 # ------------------------------------------------------------------------------ 5: file modes

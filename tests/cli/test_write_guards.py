@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc.runs.rundir import exclusive
+from posenc.runs.lock import exclusive
 from tests.cli.test_files_corpus import files_overrides, write_corpus
 from tests.helpers.files import md5s
 from tests.helpers.tiny import TINY, TOY, assert_one_line_error, cli, run_overrides
@@ -86,7 +86,7 @@ def test_translate_output_inside_the_cache_of_prepare_out_is_refused(capsys: pyt
 def test_an_experiments_data_directory_is_its_own_kind(tmp_path: Path) -> None:
     """The experiment's data directory is posenc's, and no run or prepared data goes into it."""
     from posenc.errors import RunDirError
-    from posenc.runs.rundir import check_target, dir_kind
+    from posenc.runs.ownership import check_target, dir_kind
 
     data = _experiment_data(tmp_path)
     assert dir_kind(data) == "datasets" and dir_kind(data / ".spm-cache") == "cache"

@@ -1,4 +1,4 @@
-"""The selection stage of `posenc experiment` (issue 26 item 1): a hyperparameter swept on the
+"""The selection stage of `posenc experiment`: a hyperparameter swept on the
 validation split, the validation argmax chosen, the test grid run with it; the sweep never decodes
 or scores test data."""
 

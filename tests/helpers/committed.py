@@ -12,7 +12,8 @@ import pytest
 from posenc.config import load_config, load_yaml
 from posenc.experiments.runner import Grid, find_experiment
 from posenc.tasks.translation.convergence import read_valid, run_status
-from posenc.training.convergence import CONVERGED, convergence, is_flat
+from posenc.training.convergence import CONVERGED, convergence
+from posenc.training.stopping import is_flat
 
 
 def committed_grid(schema: type, experiment: str, committed: Path) -> Grid:

@@ -1,4 +1,4 @@
-"""A tampered CTranslate2 export (issue 41 item 7): every file of it that is truncated, empty,
+"""A tampered CTranslate2 export: every file of it that is truncated, empty,
 random, of the wrong JSON shape, missing a key or of another vocabulary is one line naming the
 file (and the key), exit 2, before anything is translated or written; the stored beam obeys the
 256 cap. The export is a tiny near-initial APE run's (tests/helpers/tiny.py)."""

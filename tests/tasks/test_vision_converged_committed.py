@@ -17,7 +17,8 @@ from posenc.experiments.runner import Grid
 from posenc.tasks.vision.config import VisionExperimentConfig
 from posenc.tasks.vision.report import unseen, write_summary
 from posenc.training.config import TrainConfig
-from posenc.training.state import TrainState, record_validation
+from posenc.training.state import TrainState
+from posenc.training.stopping import record_validation
 from tests.helpers.committed import (
     assert_all_fresh,
     assert_document_quotes,

@@ -5,7 +5,7 @@ import torch
 
 from posenc.errors import ConfigError
 from posenc.training import TrainConfig, build_scheduler, cosine_factor, noam_factor, noam_lr, noam_scheduler
-from posenc.training.schedule import cosine_scheduler, total_updates
+from posenc.training.optimization import cosine_scheduler, total_updates
 
 
 def test_noam_values_by_hand() -> None:

@@ -1,5 +1,5 @@
 """Best-N checkpoint averaging, pruning that keeps the best, resume, patience and the
-convergence summary (issue 13), on a tiny model whose validation losses are hand-made."""
+convergence summary, on a tiny model whose validation losses are hand-made."""
 
 import json
 from pathlib import Path
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from posenc.training import load_checkpoint
-from posenc.training.state import best_steps
+from posenc.training.averaging import best_steps
 from tests.helpers.training import HandValidLoss, batch_of, batches_fn, random_pairs, tiny_model, train, train_config
 
 TRAIN = batches_fn(random_pairs(40, seed=2), max_tokens=48)

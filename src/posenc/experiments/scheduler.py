@@ -64,7 +64,7 @@ def check_logs_dir(exp: Any) -> Path:
     posenc's log directory: one-line RunDirError otherwise, before any run starts. An older unmarked
     one holding only what posenc writes there (``*.log``, ``experiment.json``, ``submitit/``) is
     claimed. Returns the directory, created and marked."""
-    from posenc.runs.rundir import claim_and_check, write_marker
+    from posenc.runs.ownership import claim_and_check, write_marker
 
     logs = exp.root / "logs"
     claim_and_check(logs, "logs", "log directory", _older_logs)

@@ -23,24 +23,12 @@ docs/experiments.md ("Convergence") shows the rule on measured curves.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import cache
 from typing import Any
+
+from posenc.training.stopping import end_slope, is_flat
 
 CONVERGED, IMPROVING, WARMUP, UNKNOWN = "converged", "still improving", "best in warm-up", "unknown"
 NOT_FLAT, NO_CURVE = "not flat", "no curve"
-#: Validations the flatness test fits: twice a patience of 4, so it sees "the last four against the
-#: four before".
-FLAT_WINDOW = 8
-#: One-sided level of the flatness test: a curve is not flat when its slope is below zero at this
-#: level (Student's t on the least-squares slope, n - 2 degrees of freedom).
-FLAT_LEVEL = 0.05
-#: Absolute floor: a window whose every validation loss is at most this many nats per token is flat
-#: (the model puts >= 0.9999 probability on the reference: a solved task, whose loss keeps halving
-#: by tiny amounts for ever).
-LOSS_FLOOR = 1e-4
-#: Absolute floor: a window whose losses spread over at most this many nats is flat (no measurable
-#: change; a noise-free straight line would otherwise be "significant" at any slope).
-SPREAD_FLOOR = 1e-6
 PATIENCE = "patience"  # the trainer's stop reason for an early stop
 CAPS = ("max_steps", "max_epochs")  # stop reasons that are budget caps
 
@@ -52,50 +40,6 @@ def best_validation(history: Sequence[Sequence[float]]) -> tuple[int | None, flo
         return None, None
     step, loss = min(((int(s), float(v)) for s, v in history), key=lambda p: (p[1], p[0]))
     return step, loss
-
-
-def end_slope(history: Sequence[Sequence[float]], window: int = FLAT_WINDOW) -> tuple[float, float] | None:
-    """Least-squares slope of the validation loss against the step over the last ``window``
-    validations ``[[step, loss], ...]``, and its standard error, both in nats per 1,000 updates;
-    None with fewer than 3 validations (no error estimate)."""
-    points = [(float(s), float(v)) for s, v in history][-window:]
-    n = len(points)
-    if n < 3:
-        return None
-    mx, my = sum(p[0] for p in points) / n, sum(p[1] for p in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    if sxx <= 0:
-        return None
-    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
-    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in points)
-    return 1000.0 * slope, 1000.0 * (resid / (n - 2) / sxx) ** 0.5
-
-
-@cache
-def flat_t(points: int) -> float:
-    """The one-sided :data:`FLAT_LEVEL` critical value of Student's t for a slope fitted to
-    ``points`` validations (``points - 2`` degrees of freedom): 1.943 at 8 points. (scipy.stats
-    is imported here, when a curve is judged: it costs seconds at every process's start.)"""
-    from scipy.stats import t as student_t
-
-    return float(student_t.ppf(1.0 - FLAT_LEVEL, points - 2))
-
-
-def below_floor(history: Sequence[Sequence[float]], window: int = FLAT_WINDOW) -> bool:
-    """Whether the last ``window`` validation losses are all <= :data:`LOSS_FLOOR` or spread over
-    <= :data:`SPREAD_FLOOR` nats (False without validations)."""
-    losses = [float(v) for _, v in history][-window:]
-    return bool(losses) and (max(losses) <= LOSS_FLOOR or max(losses) - min(losses) <= SPREAD_FLOOR)
-
-
-def is_flat(history: Sequence[Sequence[float]], window: int = FLAT_WINDOW) -> bool | None:
-    """True when the last ``window`` validations are below the absolute floor (:func:`below_floor`)
-    or do not fall significantly (slope >= -:func:`flat_t` standard errors); None when there are
-    too few (< 3) to tell."""
-    fit = end_slope(history, window)
-    if fit is None:
-        return None
-    return below_floor(history, window) or fit[0] >= -flat_t(min(len(history), window)) * fit[1]
 
 
 def capped(stopped: str | None, steps: int | None, cap: int | None) -> bool:
@@ -151,7 +95,7 @@ def status_of(summary: Mapping[str, Any] | None, cap: int | None = None,
 
 
 def warmup_updates(cfg: Any, total: int) -> int:
-    """Warm-up updates of the run's schedule (as training/schedule.py builds it): the cosine
+    """Warm-up updates of the run's schedule (as training/optimization.py builds it): the cosine
     schedule's ``warmup_fraction`` of ``total`` when that is > 0, else ``train.warmup``."""
     if getattr(cfg, "schedule", "noam") == "cosine" and getattr(cfg, "warmup_fraction", 0.0) > 0:
         return int(cfg.warmup_fraction * total)

@@ -71,7 +71,7 @@ def test_committed_results_match_the_shipped_config_or_are_stale(tmp_path: Path)
 def test_committed_run_dirs_are_marked_as_posenc_runs() -> None:
     """A stale committed cell is retrained in place after `cp -r docs/results/lengthgen_cpu runs/`
     only if posenc recognises the directory as its own run (never-destroy rule)."""
-    from posenc.runs.rundir import dir_kind
+    from posenc.runs.ownership import dir_kind
 
     dirs = [p.parent for p in COMMITTED.glob("*/*/seed*/results.json")]
     assert dirs and all(dir_kind(d) == "run" for d in dirs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from posenc.tasks.translation.report import _device, devices_section
-from posenc.training.runtime import device_label
+from posenc.training.device import device_label
 
 
 def _run(method: str, seed: int, summary_device: str | None = None, configured: str | None = None) -> dict:

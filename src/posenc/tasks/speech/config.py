@@ -8,12 +8,14 @@ warm-up over ``warmup`` updates then cosine decay to 5 % of ``lr`` at ``max_step
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from posenc.config import require, to_dict, with_defaults
 from posenc.data import speech as sd
 from posenc.models.ctc import CTCModelConfig
+from posenc.runs.spec import RunSpec
 from posenc.tasks.grid import MethodsExperimentConfig
+from posenc.tasks.speech.spec import SPEC
 from posenc.training.config import AdamWCosineConfig
 
 
@@ -89,6 +91,9 @@ class SpeechConfig:
     model: CTCModelConfig = field(default_factory=CTCModelConfig)
     train: SpeechTrainConfig = field(default_factory=SpeechTrainConfig)
     out_dir: str = "runs/speech"
+
+    #: What the task declares about its runs (runs/spec.py).
+    run_spec: ClassVar[RunSpec] = SPEC
 
     def __post_init__(self) -> None:
         p = self.model.position

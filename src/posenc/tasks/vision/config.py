@@ -8,10 +8,13 @@ updates then cosine decay to 0, no label smoothing, epochs as the limit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from posenc.config import require, with_defaults
 from posenc.models.vit import ViTConfig
+from posenc.runs.spec import RunSpec
 from posenc.tasks.grid import MethodsExperimentConfig
+from posenc.tasks.vision.spec import SPEC
 from posenc.training.config import AdamWCosineConfig
 
 #: Default test resolutions: all divisible by the default patch size 4 (7×7 grid at 28 px).
@@ -69,6 +72,9 @@ class VisionConfig:
     univit: UniViTConfig = field(default_factory=UniViTConfig)
     eval: VisionEvalConfig = field(default_factory=VisionEvalConfig)
     out_dir: str = "runs/vision"
+
+    #: What the task declares about its runs (runs/spec.py).
+    run_spec: ClassVar[RunSpec] = SPEC
 
     def __post_init__(self) -> None:
         p = self.model.patch

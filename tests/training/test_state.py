@@ -53,7 +53,7 @@ def test_average_best_picks_lowest_valid_loss_and_pruning_keeps_them(tmp_path: P
     # capped by max_steps: never "converged", whatever the curve (training/convergence.py)
     assert summary["stopped"] == "max_steps" and summary["converged"] is False
     assert summary["averaged_from"] == result.averaged_from
-    assert summary["device"] == "cpu"  # where it trained (a GPU's run names its GPU: runtime.device_label)
+    assert summary["device"] == "cpu"  # where it trained (a GPU's run names its GPU: device.device_label)
 
 
 def test_average_last_still_averages_the_newest(tmp_path: Path) -> None:

@@ -1,3 +1,6 @@
+"""Optimization (training/optimization.py): the learning-rate schedules (Noam, cosine, constant)
+by hand and through the scheduler, and the number of updates a run makes."""
+
 import math
 
 import pytest

@@ -1,5 +1,6 @@
-"""Run-time choices of the training loop: precision/compile resolution, the optimizer's
-implementation, the compiled forward+loss (on CPU), and the absence of host syncs in a step."""
+"""The machinery of a training step (training/device, precision, compiled, optimization):
+precision and compile resolution, the optimizer's implementation, the compiled forward+loss (on
+CPU), and the absence of host syncs in a step."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 # A GPU window spent on one prepared script (docs/performance.md, "A GPU window: pack, run, merge"). Run from the
 # repository root; posenc need not be installed (PYTHONPATH=src).
 #
+#   bash benchmarks/gpu_session.sh window [MINUTES]     here: the seconds a queue cell has under all / queue MINUTES
 #   bash benchmarks/gpu_session.sh pack [DIR]           here, beforehand: the queue's prepared data into DIR (.device)
 #   bash benchmarks/gpu_session.sh all OUT [MINUTES]    on the GPU: the whole session under one deadline (default 12)
 #   bash benchmarks/gpu_session.sh queue OUT [MINUTES]  on the GPU: only the queue's grid cells and their archive
@@ -33,8 +34,17 @@ set_deadline() {
     || { echo "error: MINUTES must be a number, got '$1'" >&2; exit 2; }
 }
 left() { echo $(( END - $(date +%s) )); }
-# A step's limit: WANT seconds, at most 30 % of what is left before the deadline (the grids get the rest).
-limit_of() { local want=$1 room; room=$(( $(left) * 3 / 10 )); echo $(( room < want ? room : want )); }
+# Each step's allowance in seconds: its limit, then the grace timeout gives it after SIGINT/SIGTERM. Steps 2 and 3
+# get at most their limit and 30 % of the time left (share); the grids the rest, until QUEUE_EARLY s before the
+# deadline. QUEUE_START is what `posenc queue run` takes before its first cell can start (imports, the payload
+# placed, the grids loaded). `window MINUTES` prints what a cell has when every step uses its whole allowance.
+ENV_LIMIT=${GPU_SESSION_ENV_LIMIT:-60}; ENV_GRACE=5
+TESTS_WANT=${CUDA_TESTS_LIMIT:-180}; TESTS_GRACE=20
+LOOP_WANT=120; LOOP_GRACE=10
+QUEUE_EARLY=10; QUEUE_START=30
+# A step's limit: WANT seconds, at most 30 % of LEFT seconds (the grids get the rest).
+share() { local want=$1 room=$(( $2 * 3 / 10 )); echo $(( room < want ? room : want )); }
+limit_of() { share "$1" "$(left)"; }
 
 # The CUDA selection, each result written as it finishes: -v lines teed to OUT/cuda_tests.log; SIGINT at the limit
 # lets pytest still write the -rA summary and OUT/cuda_tests.xml; 60 s per test with pytest-timeout, else
@@ -43,7 +53,7 @@ cuda_tests() {
   local limit=$1 per_test=(--timeout 60)
   python3 -c "import pytest_timeout" 2>/dev/null || { echo "pytest-timeout not installed: faulthandler_timeout only"; per_test=(-o faulthandler_timeout=60); }
   echo "== cuda_tests ($(date +%T), limit ${limit}s)"
-  timeout -s INT -k 20 "$limit" python3 -m pytest -v -o addopts="" -rA -p no:cacheprovider "${selection[@]}" \
+  timeout -s INT -k "$TESTS_GRACE" "$limit" python3 -m pytest -v -o addopts="" -rA -p no:cacheprovider "${selection[@]}" \
     "${per_test[@]}" --junitxml="$out/cuda_tests.xml" 2>&1 | tee "$out/cuda_tests.log"
   return "${PIPESTATUS[0]}"
 }
@@ -51,7 +61,7 @@ cuda_tests() {
 # Step 1: GPU, driver, torch, CUDA; missing Python packages (pyproject's dependencies and the test tools) in one
 # line; posenc's modules imported. Exit status 1 when posenc does not import (or CUDA is asked for and absent).
 environment() {
-  python3 - "$device" <<'PY'
+  timeout -k "$ENV_GRACE" "$ENV_LIMIT" python3 - "$device" <<'PY'
 import importlib, importlib.metadata as md, re, subprocess, sys
 device, parts, failed = sys.argv[1], [], False
 try:
@@ -138,21 +148,23 @@ session() {  # all OUT [MINUTES]: the five steps under one deadline
   set_deadline "${1:-12}"
   : >"$out/summary.txt"; : >"$out/session.log"
   echo "== gpu_session all: deadline $(date -d "@$END" +%T 2>/dev/null || echo "$END") ($(left) s)"
+  payload_note
   line=$(environment 2>>"$out/session.log"); rc=$?
+  (( rc == 124 || rc == 137 )) && line="no answer within ${ENV_LIMIT}s (torch or posenc did not import in time)"
   echo "$line" >>"$out/session.log"
   summary "[1/5 environment] $line"
   (( rc == 0 )) || { summary "[stop] posenc cannot run here: nothing else is tried"; exit 1; }
-  lim=$(limit_of "${CUDA_TESTS_LIMIT:-180}")
+  lim=$(limit_of "$TESTS_WANT")
   if (( lim >= 10 )); then
     cuda_tests "$lim"; rc=$?
     summary "[2/5 tests] $(test_counts)$( (( rc == 124 )) && echo "; cut at ${lim}s")"
   else
     summary "[2/5 tests] skipped: ${lim}s of the time left are too little"
   fi
-  lim=$(limit_of 120)
+  lim=$(limit_of "$LOOP_WANT")
   if (( lim >= 10 )); then
     echo "== train_loop ($(date +%T), limit ${lim}s)"
-    timeout -s INT -k 10 "$lim" python3 -m posenc.bench --device "$device" --loop-only --precision fp32 \
+    timeout -s INT -k "$LOOP_GRACE" "$lim" python3 -m posenc.bench --device "$device" --loop-only --precision fp32 \
       --compile "${LOOP_COMPILE:-reduce-overhead}" --loop-steps "${LOOP_STEPS:-200}" \
       --loop-experiment "${LOOP_EXPERIMENT:-multi30k_select}" --out "$out/train_loop.json" >>"$out/session.log" 2>&1
     rc=$?
@@ -166,28 +178,68 @@ session() {  # all OUT [MINUTES]: the five steps under one deadline
   echo "== summary"; cat "$out/summary.txt"
 }
 
+# Up front, one line when the packed data is not here: the grids would then prepare their data on this machine,
+# downloading what the tree lacks, which a lent GPU (no network) cannot.
+payload_note() {
+  [ -f "$payload/payload.json" ] && return
+  summary "[note] no packed data at $payload (no payload.json): the grids prepare their data here, downloading what" \
+    "is missing, and a lent GPU has no network; run \`gpu_session.sh pack\` before the window"
+}
+
 # Step 4 (or the queue part): the queue's cells until 10 s before the deadline; the runner writes the archive as
-# cells finish and once more as it ends (also when SIGINT stops it).
+# cells finish and once more as it ends (also when SIGINT stops it). The summary line is the queue's last line, or
+# its one-line error when it stopped before the session (e.g. packed data that cannot be placed).
 grids() {
-  local label=$1 lim rc from=()
+  local label=$1 lim rc line from=()
   lim=$(( $(left) - 5 ))
   if (( lim < 20 )); then summary "$label skipped: ${lim}s left"; return; fi
   [ -f "$payload/payload.json" ] && from=(--payload "$payload")
-  echo "== queue ($(date +%T), until $(( END - 10 )), ${#from[@]} payload args)"
-  timeout -s INT -k 20 "$lim" python3 -m posenc.cli.main queue run "$queue" --until $(( END - 10 )) \
+  echo "== queue ($(date +%T), until $(( END - QUEUE_EARLY )), ${#from[@]} payload args)"
+  timeout -s INT -k 20 "$lim" python3 -m posenc.cli.main queue run "$queue" --until $(( END - QUEUE_EARLY )) \
     --archive "$out/cells.tar.gz" "${from[@]}" 2>&1 | tee "$out/queue.log"
   rc=${PIPESTATUS[0]}
-  summary "$label $(grep '^queue:' "$out/queue.log" | tail -n 1 || true)$( (( rc != 0 )) && echo " (exit $rc)")"
+  line=$(grep '^queue:' "$out/queue.log" | tail -n 1)
+  [ -n "$line" ] || line=$(grep '^error:' "$out/queue.log" | tail -n 1)
+  summary "$label $line$( (( rc != 0 )) && echo " (exit $rc)")"
+}
+
+# What a window carries after `pack DIR`: DIR and the files git does not ignore (a lent machine takes 64 MiB).
+travels() {
+  python3 - "$1" <<'PY'
+import os, subprocess, sys
+names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], capture_output=True,
+                       check=True).stdout.split(b"\0")
+tree = sum(os.path.getsize(n) for n in names if n and os.path.isfile(n))
+packed = sum(os.path.getsize(os.path.join(top, f)) for top, _, files in os.walk(sys.argv[1]) for f in files)
+print(f"travels: {packed / 2**20:.1f} MiB in {sys.argv[1]} + {tree / 2**20:.1f} MiB of the checkout's files = "
+      f"{(packed + tree) / 2**20:.1f} MiB (a window carries 64 MiB)")
+PY
+}
+
+# The seconds a queue cell has under `all MINUTES` and `queue MINUTES` when every step before the grids takes its
+# whole allowance: a queue entry's cell_minutes must fit in them for its cells to start.
+window() {
+  local total left lim
+  total=$(python3 -c 'import sys; print(int(float(sys.argv[1]) * 60))' "$1" 2>/dev/null) \
+    || { echo "error: MINUTES must be a number, got '$1'" >&2; exit 2; }
+  left=$(( total - ENV_LIMIT - ENV_GRACE ))
+  lim=$(share "$TESTS_WANT" "$left"); (( lim >= 10 )) && left=$(( left - lim - TESTS_GRACE ))
+  lim=$(share "$LOOP_WANT" "$left"); (( lim >= 10 )) && left=$(( left - lim - LOOP_GRACE ))
+  echo "all $1: $(( left - QUEUE_EARLY - QUEUE_START )) s for a cell; queue $1: $(( total - QUEUE_EARLY - QUEUE_START )) s for a cell"
 }
 
 case $part in
+window) # what a cell of the queue has under `all MINUTES` and `queue MINUTES` (default 12)
+  window "${2:-12}" ;;
 pack)   # here, on the CPU: prepare the data of every queue cell and pack it into DIR (default .device)
   dir=${2:-.device}
-  python3 -m posenc.cli.main queue pack "$queue" "$dir" && du -sh "$dir" ;;
+  python3 -m posenc.cli.main queue pack "$queue" "$dir" || exit $?
+  travels "$dir" || true ;;
 all)    # the whole session under one deadline (MINUTES, default 12)
   mkdir -p "$out"; session "${3:-12}" ;;
 queue)  # only the queue's cells and their archive, under one deadline (MINUTES, default 12)
-  mkdir -p "$out"; : >"$out/summary.txt"; set_deadline "${3:-12}"; grids "[grids]"; summary "[archive] $(archive_line)" ;;
+  mkdir -p "$out"; : >"$out/summary.txt"; set_deadline "${3:-12}"; payload_note; grids "[grids]"
+  summary "[archive] $(archive_line)" ;;
 tests)  # every CUDA test (pytest -m cuda; CUDA_TESTS_LIMIT seconds in all, default 240)
   mkdir -p "$out"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c "import torch; print(torch.__version__)"
@@ -219,5 +271,5 @@ peers)  # MarianMT (Hugging Face) on the same GPU, batches and precision; GRU va
     --batch-tokens 16384 --reps 5 --decode-batch 64 --decode-len 32 --out "$out/hf_compare.json"
   step gru_variants 180 python3 -m posenc.bench.gru_variants --device cuda --preset transformer-base --lengths 32,128 \
     --batch-tokens 16384 --reps 10 ;;
-*) echo "error: unknown part '$part' (pack|all|queue|tests|lm_nan|loop|bench|peers)" >&2; exit 2 ;;
+*) echo "error: unknown part '$part' (window|pack|all|queue|tests|lm_nan|loop|bench|peers)" >&2; exit 2 ;;
 esac

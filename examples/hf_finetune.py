@@ -1,9 +1,10 @@
 """Fine-tune tiny, randomly initialised Hugging Face models with posenc's position augmentations.
 
 No download: a tiny LlamaConfig (rotary positions), a tiny GPT2Config (learned positions) and a
-tiny BartConfig (seq2seq, learned positions inside encoder and decoder) are built from scratch and trained for a few steps on integer tokens of a toy counting task (each row
-counts up from a random start, modulo the vocabulary),
-with SHAPE (all three) and CAPE (Llama only: learned tables cannot take real-valued positions).
+tiny BartConfig (seq2seq, learned positions inside encoder and decoder) are built from scratch and
+trained for a few steps on integer tokens of a toy counting task (each row counts up from a random
+start, modulo the vocabulary), with SHAPE (all three) and CAPE (Llama only: learned tables cannot
+take real-valued positions).
 BART's target continues the count of its source.
 Batches alternate right and left padding to exercise the attention mask. Prints the losses.
 Needs transformers (``pip install posenc[hf]``).

@@ -1,4 +1,4 @@
-"""Atomic file output and one-line errors for failed writes.
+"""Atomic file output, one-line errors for failed writes and a file's sha256.
 
 Write through a temporary file next to the target and rename it over the target only when
 everything was written, so a failure (disk full, Ctrl-C, a bad input line) leaves the old file
@@ -11,6 +11,7 @@ posenc does not trust) never redirects a write to a file outside it."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import tempfile
@@ -20,6 +21,16 @@ from pathlib import Path
 from typing import IO, Any
 
 from posenc.errors import RunDirError
+
+
+def sha256_of(path: str | os.PathLike[str]) -> str:
+    """The hex sha256 digest of the file at ``path``, read in 4 MiB blocks (checkpoints and
+    exports record it beside the file's size, each under its own key names)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def umask() -> int:
@@ -55,7 +66,7 @@ def atomic_output(path: str | os.PathLike[str], binary: bool = False, mode: int 
     target = Path(os.path.realpath(path)) if follow_symlink else Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
-        with naming(path):  # a failed write (disk full, file too large) names the file
+        with naming_os_errors(path):  # a failed write (disk full, file too large) names the file
             opening = {"mode": "wb"} if binary else {"mode": "w", "encoding": "utf-8", "newline": "\n"}
             with os.fdopen(fd, **opening) as fh:
                 yield fh
@@ -69,9 +80,12 @@ def atomic_output(path: str | os.PathLike[str], binary: bool = False, mode: int 
 
 
 @contextmanager
-def naming(path: str | os.PathLike[str]) -> Iterator[None]:
+def naming_os_errors(path: str | os.PathLike[str]) -> Iterator[None]:
     """Give an OSError raised inside that names no file (``write`` failing with EFBIG or ENOSPC)
-    the file ``path`` being written, so its one-line message says which file it was."""
+    the file ``path`` being written, so its one-line message says which file it was. Any such
+    filename-less OSError raised in the body is said of ``path``, whichever call raised it, so the
+    body should write only ``path``. (:func:`posenc.config.naming` is another thing: it prefixes a
+    ConfigError with the file its values came from.)"""
     try:
         yield
     except OSError as err:
@@ -115,7 +129,7 @@ def os_call(fn: Any, where: str | Path) -> Any:
 @contextmanager
 def os_errors(writing: str) -> Iterator[None]:
     """Turn an OSError raised inside (permission denied, read-only or full disk) into one line
-    naming its file; an error that names none (a write site not wrapped in :func:`naming`) is
+    naming its file; an error that names none (a write site not wrapped in :func:`naming_os_errors`) is
     said of ``writing``, what the command writes (``a file in DIR``, ``standard output``)."""
     try:
         yield

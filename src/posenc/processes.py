@@ -163,7 +163,8 @@ Admit = Callable[[Any], bool]
 
 def run_processes(jobs: list[tuple[Any, list[str], Path]], slots: int | SlotLimit,
                   finished: Callable[[Any, int], str], poll_s: float = 0.2, progress: Any = None,
-                  threads: int | None = None, admit: Admit | None = None, stop_at: float | None = None) -> list[Any]:
+                  threads: int | None = None, admit: Admit | None = None, stop_at: float | None = None,
+                  dropped: Callable[[Any], None] | None = None) -> list[Any]:
     """Run ``(key, argv, log)`` jobs, at most ``slots`` at once (a number, or a callable asked after
     every poll with the running keys), each pinned by :func:`worker_env` (slot ``k`` to GPU
     ``k % n_gpus``; ``threads`` CPU threads each when given); prints ``finished(key, returncode)``
@@ -172,8 +173,9 @@ def run_processes(jobs: list[tuple[Any, list[str], Path]], slots: int | SlotLimi
     :class:`posenc.experiments.progress.Progress`).
 
     ``admit`` (optional) is asked before each job starts; a job it refuses is dropped. At
-    ``stop_at`` (wall clock, :func:`time.time`) no job starts any more and the running ones are
-    stopped (:func:`stop_workers`); they count as failed.
+    ``stop_at`` (wall clock, :func:`time.time`) no job starts any more: ``dropped(key)`` is called
+    for each job still waiting for a slot, and the running ones are stopped (:func:`stop_workers`);
+    they count as failed.
 
     Workers die with this process (:func:`die_with_parent`, even on SIGKILL); on SIGTERM, SIGINT
     or any error here they are stopped (:func:`stop_workers`) before the exception propagates."""
@@ -184,7 +186,7 @@ def run_processes(jobs: list[tuple[Any, list[str], Path]], slots: int | SlotLimi
         try:
             while queue or running:
                 if stop_at is not None and time.time() >= stop_at:
-                    queue.clear()
+                    _drop(queue, dropped)
                     stop_workers(list(running))
                 allowed = max(1, limit([key for key, _, _ in running.values()]))
                 while queue and len(running) < allowed:
@@ -211,6 +213,15 @@ def run_processes(jobs: list[tuple[Any, list[str], Path]], slots: int | SlotLimi
             for _, _, fh in running.values():
                 fh.close()
     return failed
+
+
+def _drop(queue: list[tuple[Any, list[str], Path]], dropped: Callable[[Any], None] | None) -> None:
+    """Empty ``queue`` (jobs that never start), telling ``dropped`` each one's key."""
+    waiting = [key for key, _, _ in queue]
+    queue.clear()
+    if dropped is not None:
+        for key in waiting:
+            dropped(key)
 
 
 def pid_alive(pid: int) -> bool:

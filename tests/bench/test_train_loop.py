@@ -87,8 +87,11 @@ def test_cli_loop_only_times_an_experiments_model(tmp_path, capsys: pytest.Captu
     from tests.experiments.tiny_grid import write_experiment
 
     exp = write_experiment(tmp_path)
-    assert loop_model_of(str(exp)) == {"loop_preset": "transformer-tiny", "loop_model": {"d_model": 32, "d_ff": 64},
-                                       "vocab": 40, "loop_tokens": 400}
+    loop = loop_model_of(str(exp))
+    assert {k: loop[k] for k in ("loop_preset", "vocab", "loop_tokens")} == {
+        "loop_preset": "transformer-tiny", "vocab": 40, "loop_tokens": 400}
+    assert {k: loop["loop_model"][k] for k in ("d_model", "d_ff", "encoder_layers", "heads")} == {
+        "d_model": 32, "d_ff": 64, "encoder_layers": 2, "heads": 4}  # the preset's layers and heads, the base's widths
     out = tmp_path / "loop.json"
     assert main(["--loop-only", "--loop-experiment", str(exp), "--loop-steps", "2", "--loop-tokens", "96",
                  "--out", str(out)]) == 0
@@ -96,3 +99,30 @@ def test_cli_loop_only_times_an_experiments_model(tmp_path, capsys: pytest.Captu
     assert rec["kind"] == "train_loop" and rec["max_tokens"] == 96 and rec["preset"] == "transformer-tiny"
     assert main(["--loop-only"]) == 2
     assert capsys.readouterr().err.strip().endswith("--loop-only times the training loop: give --loop-steps N (N >= 1)")
+
+
+def test_the_loop_times_the_model_a_transformer_cell_trains(tmp_path) -> None:
+    """The loop's model is the grid's first Transformer cell's, as it trains: a base of another
+    architecture is passed over for a method that trains a Transformer, whose overrides (and the
+    base's explicit keys) win over the preset; a grid without one is a one-line ConfigError."""
+    import yaml
+
+    from posenc.bench.__main__ import loop_model_of
+    from posenc.errors import ConfigError
+    from posenc.experiments.runner import load_grid
+    from tests.experiments.tiny_grid import write_experiment
+
+    exp = write_experiment(tmp_path, model={"norm": "pre"})
+    spec = yaml.safe_load(exp.read_text())
+    spec["base"]["arch"] = "rnn-nmt"
+    spec["base"]["rnn"] = {"hidden": 16, "encoder_layers": 1, "decoder_layers": 1}
+    spec["methods"] = {"rnn-nmt": {}, "ape": {"arch": "transformer", "model.position.name": "ape", "model.heads": 2}}
+    exp.write_text(yaml.safe_dump(spec))
+    model = loop_model_of(str(exp))["loop_model"]
+    cell = load_grid(str(exp)).config(("vanilla", "ape", 1)).model
+    assert (model["heads"], model["norm"], model["d_model"]) == (2, "pre", 32)
+    assert model == {k: v for k, v in vars(cell).items() if k not in ("preset", "position", "vocab_size")}
+    spec["methods"] = {"rnn-nmt": {}}
+    exp.write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match="none of its cells trains a translation Transformer"):
+        loop_model_of(str(exp))

@@ -97,22 +97,27 @@ def test_an_experiments_data_directory_is_its_own_kind(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------ OS errors name their file
 
-def test_a_file_too_large_names_the_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def _file_size_limit(limit: int) -> None:
+    """``ulimit -f``: this process may write no file over ``limit`` bytes (a child's ``preexec_fn``)."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+
+def test_a_file_too_large_names_the_file(tmp_path: Path) -> None:
     """A prepared split over the file size limit (``ulimit -f``): one line naming the split file.
-    The limit lies between the SentencePiece model (about 240 kB) and the training split."""
+    The limit lies between the SentencePiece model (about 240 kB) and the training split; it is set
+    in the ``posenc prepare`` process only, so nothing else the test run writes meets it."""
     files = write_corpus(tmp_path / "corpus")
     for side in ("train_src", "train_tgt"):
         files[side].write_text(files[side].read_text() * 600)  # 24,000 pairs, over 500 kB a side
     assert files["train_src"].stat().st_size > 500_000
     run = tmp_path / "run"
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (400_000, hard))  # Python ignores SIGXFSZ: writes fail with EFBIG
-    try:
-        code, _, err = cli(capsys, "prepare", f"out_dir={run}", *files_overrides(files), *TINY)
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-    message = assert_one_line_error(code, err, "File too large")
+    argv = [sys.executable, "-m", "posenc.cli.main", "prepare", f"out_dir={run}", *files_overrides(files), *TINY]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                          preexec_fn=lambda: _file_size_limit(400_000))  # Python ignores SIGXFSZ: EFBIG
+    message = assert_one_line_error(proc.returncode, proc.stderr, "File too large")
     assert message.split(": ")[0].endswith("train.src"), message
+    assert resource.getrlimit(resource.RLIMIT_FSIZE)[0] != 400_000  # the test process's own limit is untouched
 
 
 # ------------------------------------------------------------------------------ failures leave no directories

@@ -23,9 +23,10 @@ RESULTS = ROOT / "docs" / "results"
 
 
 def _tuning_experiments() -> list[ExperimentConfig]:
-    """The shipped translation experiments that tune α and have a committed grid."""
+    """The shipped translation experiments that tune α and have committed runs (a grid's directory
+    may hold only its .gitignore until its first cells land)."""
     out = []
-    for grid in sorted(p for p in RESULTS.iterdir() if p.is_dir()):
+    for grid in sorted(p for p in RESULTS.iterdir() if p.is_dir() and any(p.rglob("results.json"))):
         try:
             path = find_experiment(grid.name)
         except ConfigError:  # a committed directory without a shipped config of its name

@@ -40,6 +40,18 @@ def test_readme_quotes_the_committed_run() -> None:
     assert f"all four runs converged after {steps[0]:,}–{steps[-1]:,} updates" in readme
 
 
+def test_the_quoted_time_is_the_committed_measurement() -> None:
+    """README's and §0's time of `make quickstart` from a fresh clone are docs/perf/quickstart_time.json's,
+    whose per-run training times are the committed runs' own."""
+    timing = json.loads((ROOT / "docs" / "perf" / "quickstart_time.json").read_text(encoding="utf-8"))
+    wall, cpu = round(timing["wall_s"] / 60), round((timing["user_s"] + timing["system_s"]) / 60)
+    readme, doc = _flat(ROOT / "README.md"), _flat(ROOT / "docs" / "results.md")
+    assert f"({cpu} CPU-minutes: see below)" in readme
+    assert f"It took {wall} min of wall time including the install, {cpu} min of CPU time" in readme
+    assert f"{wall} min of wall time with the install, {cpu} min of CPU time" in doc
+    assert timing["fresh_clone"] and timing["train_wall_s"] == {m: r["summary"]["wall_s"] for m, r in _results().items()}
+
+
 def _similarities() -> dict[str, dict[int, float]]:
     path = COMMITTED / "report" / "extrapolate" / "shift_invariance" / "seed1" / "shift_invariance.csv"
     out: dict[str, dict[int, float]] = {}
@@ -79,3 +91,17 @@ def test_quickstart_select_chose_the_validation_argmax_and_the_docs_quote_it() -
         chosen = max(lp["sweep"].items(), key=lambda kv: kv[1])  # ties: the first listed
         assert float(chosen[0]) == lp["chosen"] and lp["split"] == "valid"
         assert f"| {r['scores']['test']['bleu']:.2f} | {lp['chosen']} ({lp['sweep']['0.6']:.2f} → {chosen[1]:.2f}) |" in doc
+
+
+def test_the_second_float_path_converged_the_same_config() -> None:
+    """docs/perf/quickstart_float_paths.json: the quickstart under ATEN_CPU_CAPABILITY=default, the
+    same runs by identity as the committed ones (same fingerprints), all four converged; README quotes it."""
+    record = json.loads((ROOT / "docs" / "perf" / "quickstart_float_paths.json").read_text(encoding="utf-8"))
+    runs, res = record["runs"], _results()
+    assert set(runs) == set(METHODS) and "ATEN_CPU_CAPABILITY=default" in record["command"]
+    assert all(runs[m]["fingerprint"] == res[m]["record"]["fingerprint"] for m in METHODS)
+    assert {r["status"] for r in runs.values()} == {"converged"} and {r["stopped"] for r in runs.values()} == {"patience"}
+    steps = sorted(r["steps"] for r in runs.values())
+    bleu = " / ".join(f"{runs[m]['test_bleu']:.2f}" for m in METHODS)
+    assert (f"with `ATEN_CPU_CAPABILITY=default` all four runs converged too, after {steps[0]:,}–{steps[-1]:,} "
+            f"updates (BLEU {bleu};") in _flat(ROOT / "README.md")

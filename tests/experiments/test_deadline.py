@@ -65,9 +65,13 @@ def test_a_job_the_gate_refuses_is_never_started(tmp_path: Path) -> None:
 
 
 def test_the_pool_stops_running_jobs_at_the_deadline_and_starts_no_more(tmp_path: Path) -> None:
+    """The running job is stopped (failed); the ones waiting for a slot are reported as dropped."""
     start = time.time()
-    jobs = [_touch_job(tmp_path, "slow", 30.0), _touch_job(tmp_path, "later")]
-    failed = run_processes(jobs, 1, lambda k, rc: f"{k} {rc}", poll_s=0.05, stop_at=start + 1.5)
+    jobs = [_touch_job(tmp_path, "slow", 30.0), _touch_job(tmp_path, "later"), _touch_job(tmp_path, "last")]
+    dropped: list[str] = []
+    failed = run_processes(jobs, 1, lambda k, rc: f"{k} {rc}", poll_s=0.05, stop_at=start + 1.5,
+                           dropped=dropped.append)
     assert failed == ["slow"]  # stopped at the deadline: it counts as failed
+    assert dropped == ["later", "last"]  # never started, and said so
     assert time.time() - start < 15  # well before the job's own 30 s
     assert (tmp_path / "slow").exists() and not (tmp_path / "later").exists()

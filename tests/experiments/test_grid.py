@@ -253,8 +253,9 @@ def test_model_analyses_run_on_the_seeds_that_keep_checkpoints(tmp_path: Path, e
 def test_a_report_rewritten_without_checkpoints_keeps_the_model_analyses_it_cannot_redo(tmp_path: Path,
                                                                                          experiment) -> None:
     """A committed grid's report regenerated in a clone (no checkpoints): the per-seed outputs of the
-    analyses that read the models stay as the report that had the models wrote them, and say so;
-    the seed whose models are here is computed again; the text analyses are rewritten."""
+    analyses that read the models stay as the report that had the models wrote them, and say so,
+    while their runs.json names today's runs; a seed whose run changed loses its old output; the
+    seed whose models are here is computed again; outputs no analysis writes are cleared."""
     import shutil
 
     from posenc.analysis.registry import REGISTRY
@@ -263,6 +264,11 @@ def test_a_report_rewritten_without_checkpoints_keeps_the_model_analyses_it_cann
     shutil.copytree(exp.root, tmp_path / "exp", ignore=shutil.ignore_patterns(".posenc.lock"))
     for method in METHODS:
         shutil.rmtree(tmp_path / "exp" / SETTINGS[0] / method / "seed1" / "checkpoints")
+        shutil.rmtree(tmp_path / "exp" / SETTINGS[1] / method / "seed1" / "checkpoints")
+    changed = tmp_path / "exp" / SETTINGS[1] / METHODS[0] / "seed1" / "results.json"
+    result = json.loads(changed.read_text())
+    result["summary"]["steps"] += 1  # as if retrained: the kept output no longer describes it
+    changed.write_text(json.dumps(result))
     stale = tmp_path / "exp" / "report" / SETTINGS[0] / "length_bleu" / "stale.csv"
     stale.write_text("from an earlier report\n")
     spec = yaml.safe_load(path.read_text())
@@ -271,12 +277,17 @@ def test_a_report_rewritten_without_checkpoints_keeps_the_model_analyses_it_cann
     clone = run_experiment(str(tmp_path / "tiny.yaml"), report_only=True)
     text = (clone / "README.md").read_text(encoding="utf-8")
     per_seed = sorted(n for n in exp.analyses if REGISTRY[n].reads_models and not REGISTRY[n].pooled and n != "swapped")
-    assert text.count("Seed(s) 1: kept as an earlier report wrote them where the models were") == len(per_seed) + (
-        "swapped" in exp.analyses and (report / SETTINGS[0] / "swapped" / "seed1").is_dir())
+    kept_note = f"Seed 1: kept as the report that had its models wrote it (its runs.json names today's runs of {', '.join(METHODS)})"
+    assert text.count(kept_note) == len(per_seed)  # vanilla's: swapped has nothing there, interpolate's run changed
     for name in per_seed:
         assert sorted(p.name for p in (clone / SETTINGS[0] / name).iterdir()) == ["seed1", "seed2"]
+        assert sorted(p.name for p in (clone / SETTINGS[1] / name).iterdir()) == ["seed2"]  # its run changed
     kept = SETTINGS[0] + "/shift_invariance/seed1/shift_invariance.csv"
     assert read(clone / kept) == read(report / kept)
+    assert json.loads((clone / SETTINGS[0] / "shift_invariance" / "seed2" / "runs.json").read_text()) == {
+        m: {"fingerprint": r["record"]["fingerprint"], "steps": r["summary"]["steps"],
+            "best_step": r["summary"]["best_step"]}
+        for m in METHODS for r in [json.loads((exp.root / SETTINGS[0] / m / "seed2" / "results.json").read_text())]}
     assert not stale.exists()  # an output the analyses no longer write is not kept
 
 

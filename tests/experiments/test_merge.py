@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -87,6 +88,34 @@ def test_cells_finished_last_are_left_out_over_the_size_limit(session: tuple[Pat
     assert not [n for n in _names(small.path) if "/bias/" in n]
 
 
+def test_the_archive_on_disk_is_never_over_the_limit(session: tuple[Path, Path], tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a file under the limit replaces the archive (a window taken back at any moment returns
+    one that can come back); when even no cell fits, the archive written before stays as it was."""
+    import posenc.experiments.archive as archive_module
+
+    path, _ = session
+    grid = load_grid(str(path))
+    one = CellArchive(tmp_path / "one.tar.gz")
+    one.finished(grid, CELLS[0], str(path), [])
+    limit = one.write().stat().st_size + 200
+    moved: list[int] = []
+    real = os.replace
+    monkeypatch.setattr(archive_module.os, "replace", lambda a, b: moved.append(os.path.getsize(a)) or real(a, b))
+    small = CellArchive(tmp_path / "out" / "small.tar.gz", limit=limit)
+    for cell in CELLS:
+        small.started(grid, cell, str(path), [])
+        small.finished(grid, cell, str(path), [])
+    small.write()
+    assert moved and max(moved) <= limit and small.cell_count() == 1 and small.left_out == ["plain/bias/1"]
+    kept = small.path.read_bytes()
+    small.limit = 100  # smaller than the manifest alone
+    small.write()
+    assert small.path.read_bytes() == kept and small.cell_count() == 1
+    assert small.left_out == ["plain/bias/1"] and "kept as written before (1 cells)" in small.note
+    assert sorted(p.name for p in small.path.parent.iterdir()) == ["small.tar.gz"]  # no temporary left
+
+
 def test_merge_places_fresh_cells_with_their_logs_and_regenerates_the_report(
         session: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path, archive = session
@@ -139,6 +168,46 @@ def test_merge_refuses_a_cell_of_another_config_naming_the_key(session: tuple[Pa
     assert not (here / "plain").exists()
 
 
+def test_the_out_dir_is_checked_before_anything_is_placed(session: tuple[Path, Path], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A report directory holding a user's file, or an out_dir inside a posenc run: one line (exit 2)
+    and nothing written, no cell placed, no unpacked copy, no directory made."""
+    path, archive = session
+    here = tmp_path / "here"
+    (here / "report").mkdir(parents=True)
+    (here / "report" / "notes.txt").write_text("mine")
+    code, out, err = cli(capsys, "experiment", path, f"out_dir={here}", "--merge", archive)
+    assert_one_line_error(code, err, str(here / "report"), "posenc did not write")
+    assert out == "" and sorted(p.name for p in here.iterdir()) == ["report"]
+    run = Path(load_grid(str(path)).config(CELLS[0]).out_dir)
+    before = sorted(p.name for p in run.iterdir())
+    code, out, err = cli(capsys, "experiment", path, f"out_dir={run / 'grid'}", "--merge", archive)
+    assert_one_line_error(code, err, str(run), "lies inside the posenc run directory")
+    assert sorted(p.name for p in run.iterdir()) == before
+
+
+def test_a_report_that_fails_still_leaves_the_cells_lines_and_summary(session: tuple[Path, Path], tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any posenc error while the report is regenerated (here a refused write) is the summary's
+    note; every placed cell's line is printed before it."""
+    import posenc.experiments.merge as merge_module
+    from posenc.errors import RunDirError
+
+    def refused(*args: object, **kwargs: object) -> Path:
+        raise RunDirError("cannot write report/README.md: No space left on device")
+
+    monkeypatch.setattr(merge_module, "run_grid", refused)
+    path, archive = session
+    here = tmp_path / "here"
+    code, out, _ = cli(capsys, "experiment", path, f"out_dir={here}", "--merge", archive)
+    assert code == 0
+    lines = out.splitlines()
+    assert [line.split(" ")[0] for line in lines[:-1]] == ["merged", "merged"]
+    assert lines[-1] == ("merge: 2 merged, 0 kept, 0 refused; report not regenerated (cannot write report/README.md: "
+                         "No space left on device)")
+
+
 def _tar(path: Path, members: dict[str, bytes]) -> Path:
     with tarfile.open(path, "w:gz") as tar:
         for name, data in members.items():
@@ -163,3 +232,21 @@ def test_bad_input_is_a_one_line_error(session: tuple[Path, Path], tmp_path: Pat
     empty = _tar(tmp_path / "empty.tar.gz", {"manifest.json": manifest})
     assert_one_line_error(*cli(capsys, *merge, empty)[::2], "no cells of experiment dummy (it holds: none)")
     assert_one_line_error(*cli(capsys, *merge, archive, "--jobs", "2")[::2], "--merge trains nothing: drop --jobs")
+
+
+def test_a_committed_multi30k_cell_travels_in_the_size_the_docs_quote() -> None:
+    """docs/performance.md quotes what one Multi30k cell adds to the archive: its travelling files
+    (:func:`~posenc.experiments.archive.cell_files`) gzipped, for every committed multi30k_select cell."""
+    from posenc.experiments.archive import cell_files
+
+    repo = Path(__file__).resolve().parents[2]
+    sizes = []
+    for run_dir in sorted((repo / "docs" / "results" / "multi30k_select").glob("*/*/seed*")):
+        packed = io.BytesIO()
+        with tarfile.open(fileobj=packed, mode="w:gz") as tar:
+            for path in cell_files(run_dir):
+                tar.add(path, path.relative_to(run_dir).as_posix(), recursive=False)
+        sizes.append(len(packed.getvalue()) / 2**20)
+    assert len(sizes) >= 36 and f"{min(sizes):.2f}-{max(sizes):.2f}" == "0.10-0.13"  # the grid grows
+    docs = " ".join((repo / "docs" / "performance.md").read_text(encoding="utf-8").split())
+    assert "0.10-0.13 MiB for each committed Multi30k cell" in docs

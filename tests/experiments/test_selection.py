@@ -71,3 +71,21 @@ def test_selection_picks_the_validation_argmax_and_never_reads_test(
     assert trained["model"]["position"]["shape"]["max_shift"] == VALUES[best]  # the grid used the chosen value
     report = (exp.root / "report" / "README.md").read_text(encoding="utf-8")
     assert "## Selection of `model.position.max_shift` on validation" in report and f"**Chosen: {VALUES[best]}**" in report
+    _listing_the_cells_writes_nothing(path, exp, record["chosen"])
+
+
+def _listing_the_cells_writes_nothing(path: Path, exp: ExperimentConfig, chosen: int) -> None:
+    """A queue's validation and its list of cells (``posenc queue pack``) read the complete sweep's
+    choice without writing ``selection.json`` (or anything) into the grid's out_dir."""
+    from posenc.experiments.queue import Queue, QueueEntry, check_entries, entry_cells
+    from posenc.experiments.runner import grid_stages
+    from tests.helpers.files import md5s
+
+    (exp.root / "selection" / "selection.json").unlink()
+    before = md5s(exp.root)
+    (entry, grid), = check_entries(Queue([QueueEntry(str(path), cell_minutes=1, methods=["shape"])]))
+    cells = entry_cells(entry, grid)
+    _, main, waits = grid_stages(grid)
+    assert not waits and main.config(("vanilla", "shape", 1)).model.position.shape.max_shift == chosen
+    assert [c for _, c in cells] == [("vanilla", "shape", 1)]
+    assert md5s(exp.root) == before and not (exp.root / "selection" / "selection.json").exists()

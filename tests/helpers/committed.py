@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -118,3 +119,14 @@ def rule_fields(run: Path, summary: dict) -> dict:
     status = run_status(run, summary, recorded_cap(run, summary))
     rule = {"status": status, "converged": status == CONVERGED, "flat": is_flat(history) if history else summary.get("flat")}
     return {k: rule[k] for k in STATUS_KEYS if k in summary}
+
+
+def gnu_time(record: Path) -> tuple[float, float]:
+    """User + system CPU seconds and elapsed wall seconds of a ``/usr/bin/time -v`` record."""
+    text = record.read_text(encoding="utf-8")
+    cpu = sum(float(re.search(rf"{kind} time \(seconds\): ([\d.]+)", text).group(1)) for kind in ("User", "System"))
+    clock = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text).group(1)
+    wall = 0.0
+    for part in clock.split(":"):
+        wall = 60 * wall + float(part)
+    return cpu, wall

@@ -7,10 +7,7 @@ compiled FlexAttention backend forward and backward, in fp32 and bf16 (skipped w
 
 from __future__ import annotations
 
-import os
-import re
 import warnings
-from collections.abc import Callable
 
 import pytest
 import torch
@@ -30,6 +27,7 @@ from posenc.positions.shaw import (
 )
 from tests.conftest import tiny_config
 from tests.helpers.cuda import cuda_only
+from tests.helpers.inductor import compiled_or_skip
 from tests.helpers.reference_attention import use_reference_path
 
 D, H = 32, 2  # Dh = 16: the smallest head width FlexAttention's CUDA kernels take
@@ -263,36 +261,6 @@ def test_cuda_auto_backend_in_a_model_equals_explicit(monkeypatch: pytest.Monkey
         torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-3)
 
 
-#: A C++ compiler's words for generated code that uses ATen's vector types where the headers
-#: included for this CPU float path (ATEN_CPU_CAPABILITY) declare none (gcc, clang).
-UNDECLARED_VEC = re.compile(r"'at::vec' has not been declared|no member named 'vec' in namespace 'at'")
-
-
-def _cpp_compile_error(err: BaseException | None) -> BaseException | None:
-    """The Inductor C++ compile error in ``err``'s chain (Inductor wraps it), or None."""
-    from torch._inductor.exc import CppCompileError
-
-    while err is not None and not isinstance(err, CppCompileError):
-        err = getattr(err, "inner_exception", None) or err.__cause__ or err.__context__
-    return err
-
-
-def _compiled_or_skip(run: Callable[[], list[torch.Tensor]]) -> list[torch.Tensor]:
-    """``run()``; skipped, with the compiler's reason, when Inductor cannot compile its C++ kernel
-    for this CPU float path (its generated code names at::vec, which that path does not declare).
-    Any other failure is the test's."""
-    try:
-        return run()
-    except Exception as err:
-        found = _cpp_compile_error(err)
-        reason = UNDECLARED_VEC.search(str(getattr(found, "output", ""))) if found is not None else None
-        if reason is None:
-            raise
-        pytest.skip(f"Inductor cannot compile C++ kernels for ATEN_CPU_CAPABILITY="
-                    f"{os.environ.get('ATEN_CPU_CAPABILITY', 'native')} (ATen CPU capability "
-                    f"{torch.backends.cpu.get_cpu_capability()}): {reason.group(0)}")
-
-
 def test_compiled_merge_equals_eager_forward_and_backward() -> None:
     """The merge as compiled on CUDA (here by inductor on CPU), checkpointed, forward and gradients."""
     hook = ShawRelativePosition(D, ShawParams(k=3), 1, H).hook(0)
@@ -305,6 +273,6 @@ def test_compiled_merge_equals_eager_forward_and_backward() -> None:
         return [out, *torch.autograd.grad((out * weights).sum(), [q, k, v, hook.key_table, hook.value_table])]
 
     eager = forward_and_grads(False)
-    compiled = _compiled_or_skip(lambda: forward_and_grads(True))
+    compiled = compiled_or_skip(lambda: forward_and_grads(True))
     for got, ref in zip(compiled, eager):
         torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)

@@ -88,7 +88,7 @@ TAMPERED: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "manifest-beam-0": (_manifest(lambda i: i["decode"].update(beam=0)), ("posenc_export.json", "decode.beam")),
     "manifest-other-format": (_manifest(lambda i: i.update(format="onnx")), ("posenc_export.json", "format")),
     "config-garbage": (_bytes("config.json", lambda b: b"garbage{"), ("config.json",)),
-    "config-a-list": (_bytes("config.json", lambda b: b"[1]"), ("config.json", "JSON object")),
+    "config-a-list": (_bytes("config.json", lambda b: b"[1]"), ("config.json", "not the file posenc export wrote")),
     "vocabulary-garbage": (_bytes("shared_vocabulary.json", lambda b: b"garbage{"), ("shared_vocabulary.json",)),
     "vocabulary-of-another-size": (_bytes("shared_vocabulary.json", lambda b: b'["a"]'),
                                    ("shared_vocabulary.json", "1 entries", "spm.model")),
@@ -181,3 +181,27 @@ def test_an_engine_error_while_translating_names_the_model(export: Path) -> None
     broken = Exported(Failing(), loaded.tokenizer, loaded.info, export)
     with pytest.raises(ConfigError, match=r"model\.bin: CTranslate2 failed to translate with it \(out of range\)"):
         list(translate_lines(broken, ["a b c"]))
+
+
+def test_the_files_are_checked_before_any_is_parsed_and_sizes_before_hashes(monkeypatch: pytest.MonkeyPatch,
+                                                                            tmp_path: Path, export: Path) -> None:
+    """A replaced spm.model is refused by its recorded size: no file is hashed and none parsed (the
+    SentencePiece model is untrusted until it is the file export wrote); with every size right, a
+    sha256 that differs (here: every one, config.json hashed first) is refused before spm.model is
+    parsed."""
+    from posenc.serving import ctranslate2, validate
+
+    parsed: list[Path] = []
+    hashed: list[Path] = []
+    monkeypatch.setattr(ctranslate2.Tokenizer, "from_file", classmethod(lambda cls, path: parsed.append(path)))
+    monkeypatch.setattr(validate, "sha256_of", lambda path: hashed.append(Path(path)) or "0" * 64)
+    broken = tmp_path / "ct2"
+    shutil.copytree(export, broken)
+    (broken / "spm.model").write_bytes(b"garbage")
+    with pytest.raises(ConfigError, match=r"spm\.model: not the file posenc export wrote \(7 bytes, "):
+        load_export(broken)
+    assert hashed == [] and parsed == []
+    shutil.copyfile(export / "spm.model", broken / "spm.model")
+    with pytest.raises(ConfigError, match=r"config\.json: not the file posenc export wrote \(same size, another sha256"):
+        load_export(broken)
+    assert hashed == [broken / "config.json"] and parsed == []

@@ -107,20 +107,24 @@ def build_config(args: argparse.Namespace) -> BenchConfig:
 
 
 def loop_model_of(experiment: str) -> dict[str, Any]:
-    """The training loop's model of an experiment: its base run config's model preset and options
-    (positions left to the loop: APE), vocabulary size and ``train.max_tokens``."""
-    from posenc.config import load_yaml
-    from posenc.experiments.runner import find_experiment
+    """The training loop's model of an experiment: the model of its grid's first Transformer cell as
+    that cell trains it (the schema's defaults, the preset, the base's explicit keys, the setting's
+    and the method's overrides, as :func:`posenc.experiments.runner.load_grid` resolves them),
+    positions left to the loop (APE), with that cell's vocabulary size and ``train.max_tokens``."""
+    from posenc.config import to_dict
+    from posenc.experiments.runner import load_grid
+    from posenc.models.config import ModelConfig
 
-    base = load_yaml(find_experiment(experiment)).get("base") or {}
-    model = {k: v for k, v in (base.get("model") or {}).items() if k not in ("preset", "position")}
-    out: dict[str, Any] = {"loop_preset": (base.get("model") or {}).get("preset", "transformer-small"),
-                           "loop_model": model}
-    if (base.get("data") or {}).get("vocab_size"):
-        out["vocab"] = int(base["data"]["vocab_size"])
-    if (base.get("train") or {}).get("max_tokens"):
-        out["loop_tokens"] = int(base["train"]["max_tokens"])
-    return out
+    grid = load_grid(experiment)
+    cfg = next((c for c in map(grid.config, grid.cells())
+                if getattr(c, "arch", "transformer") == "transformer" and isinstance(getattr(c, "model", None),
+                                                                                     ModelConfig)), None)
+    if cfg is None:
+        raise ConfigError(f"--loop-experiment {experiment}: none of its cells trains a translation Transformer "
+                          "(the loop times one)")
+    model = {k: v for k, v in to_dict(cfg.model).items() if k not in ("preset", "position", "vocab_size")}
+    return {"loop_preset": cfg.model.preset, "loop_model": model, "vocab": int(cfg.data.vocab_size),
+            "loop_tokens": int(cfg.train.max_tokens)}
 
 
 def check_outputs(args: argparse.Namespace) -> None:

@@ -29,17 +29,21 @@ import torch
 
 from posenc.analysis.common import gold_logprobs
 from posenc.data.text import read_lines
+from posenc.decoding.search import gnmt_length_penalty
 from posenc.decoding.translate import translate_lines as native_lines
 from posenc.evaluation.metrics import corpus_scores
 from posenc.serving import ctranslate2 as ct2
 from posenc.tasks.translation.load import LoadedRun, decode_options, load_run, split_files
+from posenc.tasks.translation.tuning import tuned_alpha
 
 
 def options(run: LoadedRun, alpha: float | None, beam: int | None) -> dict[str, Any]:
-    """The run's decoding options with ``alpha`` and ``beam`` where given."""
+    """The run's decoding options (with the α its experiment tuned, as ``posenc translate`` uses it)
+    with ``alpha`` and ``beam`` where given."""
     opts = decode_options(run.cfg.decode, run)
-    if alpha is not None:
-        opts["length_penalty"] = alpha
+    tuned = tuned_alpha(run.root)
+    if alpha is not None or tuned is not None:
+        opts["length_penalty"] = alpha if alpha is not None else tuned
     if beam is not None:
         opts["beam"] = beam
     return opts
@@ -79,12 +83,15 @@ def measure(runs: dict[str, Callable[[list[str]], list[str]]], lines: list[str],
 
 def objective(run: LoadedRun, sources: list[str], outputs: list[str], alpha: float) -> list[float]:
     """posenc's beam objective of each output given its source: the teacher-forced log-probability
-    of the output's subwords and EOS, divided by GNMT's ((5 + |y|) / 6) ** α (|y| with EOS)."""
+    of the output's subwords and EOS over GNMT's length penalty of that length (α = 0: the
+    log-probability alone, greedy search's own criterion). The output is scored as the tokenizer
+    segments its text, which for these outputs is the segmentation the search emitted unless a
+    detokenized line re-encodes differently."""
     tok = run.tokenizer
     bos = [tok.bos_id] if run.prepend_src_bos else []
     pairs = [(bos + tok.encode(s), tok.encode(o)) for s, o in zip(sources, outputs)]
     logprobs = gold_logprobs(run.model, pairs, tok.bos_id, tok.eos_id, tok.pad_id)
-    return [float(lp.sum()) / ((5 + len(lp)) / 6) ** alpha for lp in logprobs]
+    return [float(lp.sum()) / float(gnmt_length_penalty(len(lp), alpha)) for lp in logprobs]
 
 
 def differing(run: LoadedRun, sources: list[str], ours: list[str], theirs: list[str], alpha: float) -> dict[str, Any]:
@@ -127,7 +134,8 @@ def main() -> None:
             "speed_vs_posenc": statistics.median(a / b for a, b in zip(times["posenc"], secs)),
             "identical_to_posenc": sum(a == b for a, b in zip(outputs[name], outputs["posenc"])) / len(lines),
             "bleu": corpus_scores(outputs[name], refs)["bleu"], "rounds": secs,
-            "differing": differing(run, lines, outputs["posenc"], outputs[name], opts["length_penalty"]),
+            "differing": differing(run, lines, outputs["posenc"], outputs[name],
+                                   opts["length_penalty"] if opts["beam"] > 1 else 0.0),
         })
     meta = {"run": args.run, "split": args.split, "sentences": len(lines), "threads": args.threads,
             "cpu": platform.processor(), "torch": torch.__version__,

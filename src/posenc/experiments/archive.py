@@ -4,10 +4,10 @@ translations) and the worker logs of every cell it started, with a ``manifest.js
 grid (name, out_dir, the overrides it ran with) and which cells.
 
 A lent GPU returns a handful of files and may be taken back before the session's own end, so
-:class:`CellArchive` is rewritten atomically as each cell finishes and stays under a size limit
-(the last cells added are left out, and named, when it would not). :func:`open_archive` reads one
-back for :mod:`posenc.experiments.merge`: only folders and regular files under relative names
-inside the archive are accepted.
+:class:`CellArchive` is rewritten atomically as each cell finishes, and only by a file under the
+size limit (the last cells added are left out, and named, when it would not be).
+:func:`open_archive` reads one back for :mod:`posenc.experiments.merge`: only folders and regular
+files under relative names inside the archive are accepted.
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posenc.errors import ConfigError
+from posenc.errors import ConfigError, RunDirError
 from posenc.experiments.grid import Grid
+from posenc.experiments.scheduler import log_path
 from posenc.experiments.tasks import Cell
+from posenc.runs.lock import LOCK_NAME
+from posenc.runs.ownership import check_user_output
 
 FORMAT = "posenc-cells/1"
 MANIFEST = "manifest.json"
@@ -32,15 +35,9 @@ MANIFEST = "manifest.json"
 LIMIT_BYTES = 16 * 2**20
 #: Entries of a run directory that never travel: the checkpoints (weights and optimizer states),
 #: event files, the vocabulary's copy (the prepared data has it) and the lock.
-LEFT_OUT = frozenset({"checkpoints", "tensorboard", "spm.model", ".posenc.lock"})
+LEFT_OUT = frozenset({"checkpoints", "tensorboard", "spm.model", LOCK_NAME})
 #: What an archive read back may unpack to at most (a damaged or foreign file is refused).
 MAX_UNPACKED = 2**30
-
-
-def log_name(cell: Cell) -> str:
-    """A cell's worker log under ``<root>/logs`` (:func:`posenc.experiments.scheduler.log_path`)."""
-    group, method, seed = cell
-    return f"{group}-{method}-seed{seed}.log"
 
 
 def cell_files(run_dir: Path) -> list[Path]:
@@ -87,7 +84,10 @@ class CellArchive:
         self.path, self.limit = Path(path), limit
         self.grids: dict[str, _ArchivedGrid] = {}
         self.order: list[tuple[str, Cell]] = []  # finished cells, in the order they finished
+        self.held = 0  # how many of them (the first) the file at ``path`` holds
         self.left_out: list[str] = []
+        self.note = ""  # why the last write kept the file that was there
+        self._sizes: dict[tuple[str, Cell], int] = {}  # each finished cell's files compressed alone
 
     def _grid(self, grid: Grid, experiment: str, overrides: list[str]) -> _ArchivedGrid:
         key = str(grid.exp.root)
@@ -98,8 +98,9 @@ class CellArchive:
     def started(self, grid: Grid, cell: Cell, experiment: str, overrides: list[str]) -> None:
         """``cell`` of ``grid`` (queued as ``experiment`` with ``overrides``) started: its log travels."""
         entry = self._grid(grid, experiment, overrides)
-        if log_name(cell) not in entry.logs:
-            entry.logs.append(log_name(cell))
+        name = log_path(grid.exp, cell).name
+        if name not in entry.logs:
+            entry.logs.append(name)
 
     def finished(self, grid: Grid, cell: Cell, experiment: str, overrides: list[str]) -> None:
         """``cell`` finished: its run directory travels (relative to the grid's root)."""
@@ -114,33 +115,65 @@ class CellArchive:
 
     def cell_count(self) -> int:
         """How many finished cells the archive holds (after :meth:`write`)."""
-        return len(self.order) - len(self.left_out)
+        return self.held
 
     def write(self) -> Path:
-        """Write the archive from the run directories and logs as they are now, leaving out the
-        cells finished last while it would exceed the limit (named in ``left_out``)."""
-        keep = len(self.order)
+        """Write the archive from the run directories and logs as they are now: the cells finished
+        first, as many as fit under the limit (the others named in ``left_out``). Only a file under
+        the limit replaces the one at ``path``, so the file there is always one that can come back;
+        when even no cell fits (the logs alone are over it), the file there is kept (``note``)."""
+        keep, self.note = self._fitting(), ""
         while True:
-            size = self._write_tmp(self.order[:keep])
-            if size <= self.limit or keep == 0:
+            tmp, size = self._write_tmp(self.order[:keep])
+            if size <= self.limit:
+                os.replace(tmp, self.path)
+                self.held = keep
+                break
+            Path(tmp).unlink(missing_ok=True)
+            if keep == 0:
+                self.note = (f"even without cells the archive would be {size / 2**20:.1f} MiB: "
+                             f"{self.path} kept as written before ({self.held} cells)")
                 break
             keep -= 1
-        self.left_out = ["/".join(map(str, cell)) for _, cell in self.order[keep:]]
+        self.left_out = ["/".join(map(str, cell)) for _, cell in self.order[self.held:]]
         return self.path
 
-    def _write_tmp(self, cells: list[tuple[str, Cell]]) -> int:
-        """Write the archive of ``cells`` to a temporary sibling and move it into place; its size."""
+    def _fitting(self) -> int:
+        """How many of the first finished cells fit under the limit by their sizes compressed alone
+        (each measured once: a finished cell's files do not change), so a write compresses the
+        whole archive again only when the logs and the manifest tip it over."""
+        total = 0
+        for keep, key in enumerate(self.order):
+            if key not in self._sizes:
+                self._sizes[key] = self._cell_size(*key)
+            total += self._sizes[key]
+            if total > self.limit:
+                return keep
+        return len(self.order)
+
+    def _cell_size(self, root: str, cell: Cell) -> int:
+        """The size of ``cell``'s files (of the grid at ``root``) in a gzipped tar of their own."""
+        entry = self.grids[root]
+        run_dir = entry.root / entry.cells[cell]
+        counter = _Counter()
+        with tarfile.open(fileobj=counter, mode="w:gz") as tar:
+            for path in cell_files(run_dir):
+                tar.add(path, path.relative_to(run_dir).as_posix(), recursive=False)
+        return counter.size
+
+    def _write_tmp(self, cells: list[tuple[str, Cell]]) -> tuple[str, int]:
+        """Write the archive of ``cells`` to a temporary sibling of ``path``: its name and size (on
+        any error it is removed)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
         try:
             with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
                 self._fill(tar, cells)
             os.chmod(tmp, 0o644)  # mkstemp made it 0600
-            os.replace(tmp, self.path)
+            return tmp, os.path.getsize(tmp)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        return self.path.stat().st_size
 
     def _fill(self, tar: tarfile.TarFile, cells: list[tuple[str, Cell]]) -> None:
         """The manifest, then per grid (``grid<i>/``) its logs and its finished cells' files."""
@@ -158,10 +191,41 @@ class CellArchive:
                             recursive=False)
 
 
+class _Counter(io.RawIOBase):
+    """A write-only sink that only counts the bytes written to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        size = memoryview(data).nbytes
+        self.size += size
+        return size
+
+
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
     tar.addfile(info, io.BytesIO(data))
+
+
+def check_archive_output(path: str | Path) -> None:
+    """``--archive FILE``: a file the user names (:func:`posenc.runs.ownership.check_user_output`: not a
+    directory, its directory exists, outside every posenc directory) that is new or a cell archive
+    (a session run again into the same folder): any other file is refused, never overwritten."""
+    check_user_output(path, "--archive")
+    if not Path(path).exists():
+        return
+    try:
+        tar, _ = open_archive(path)
+    except ConfigError:
+        raise RunDirError(f"--archive {path} is a file that is not a posenc cell archive; give a new file name "
+                          "(it is never overwritten)") from None
+    tar.close()
 
 
 # ----------------------------------------------------------------------------- reading

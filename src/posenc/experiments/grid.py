@@ -19,6 +19,17 @@ from posenc.runs.same_run import Verdict
 log = logging.getLogger("posenc")
 
 
+def trained_on(results: dict[str, Any]) -> str:
+    """Where a cell's run trained, from its stored results: the device its training summary names
+    (with the GPU's name), else the ``train.device`` of its record when that names one (``auto``
+    says nothing of where it ran), else ``unknown``."""
+    named = (results.get("summary") or {}).get("device")
+    if named:
+        return str(named)
+    configured = ((results.get("record") or {}).get("extension") or {}).get("device")
+    return str(configured) if configured and configured != "auto" else "unknown"
+
+
 def _load_results(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posenc.errors import ConfigError
-from posenc.experiments.archive import extract_grid, log_name, open_archive
-from posenc.experiments.grid import Grid
+from posenc.errors import ConfigError, PosencError, RunDirError
+from posenc.experiments.archive import extract_grid, open_archive
+from posenc.experiments.grid import Grid, trained_on
 from posenc.experiments.runner import grid_stages, run_grid
 from posenc.experiments.tasks import Cell
 
@@ -63,9 +63,29 @@ def archived_grid(manifest: dict[str, Any], grid: Grid, archive: Path) -> tuple[
                       "give the out_dir= it was trained with")
 
 
+def check_out_dir(grid: Grid) -> None:
+    """The grid's out_dir may take merged cells, checked before anything is written there: a
+    directory (or new) that is no posenc directory itself and lies in none (a run, prepared data, a
+    report, ...), with its report and log directories new, empty or posenc's (one-line RunDirError)."""
+    from posenc.experiments.runner import check_report_dir
+    from posenc.experiments.scheduler import check_logs_target
+    from posenc.runs.ownership import KIND_WORDS, check_outside_posenc_dirs, dir_kind
+
+    root = Path(grid.exp.root)
+    if root.exists() and not root.is_dir():
+        raise RunDirError(f"out_dir {root} is a file, not a directory")
+    kind = dir_kind(root)
+    if kind is not None:
+        raise RunDirError(f"out_dir {root} is a posenc {KIND_WORDS[kind]}, not an experiment's out_dir")
+    check_outside_posenc_dirs(root, "out_dir")
+    check_report_dir(grid.exp)
+    check_logs_target(grid.exp)
+
+
 def merge_archive(grid: Grid, archive: str | Path) -> MergeResult:
     """Place the archive's fresh cells of ``grid`` into its out_dir and regenerate its report."""
     archive = Path(archive)
+    check_out_dir(grid)
     tar, manifest = open_archive(archive)
     result = MergeResult()
     with tar:
@@ -147,7 +167,7 @@ def _place(grid: Grid, cell: Cell, unpacked: Path, path: str) -> tuple[str, str]
         target.rmdir()
     os.rename(source, target)
     _take_log(grid, cell, unpacked)
-    return "merged", f"{target} (trained on {_device(results)})"
+    return "merged", f"{target} (trained on {trained_on(results)})"
 
 
 def _read_results(path: Path) -> dict[str, Any] | None:
@@ -158,27 +178,23 @@ def _read_results(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _device(results: dict[str, Any]) -> str:
-    """Where a run trained, as its results record it."""
-    summary = results.get("summary") or {}
-    return str(summary.get("device") or (results.get("record") or {}).get("extension", {}).get("device") or "unknown")
-
-
 def _take_log(grid: Grid, cell: Cell, unpacked: Path) -> None:
     """The cell's worker log into ``<root>/logs`` unless one of that name is there."""
-    from posenc.experiments.scheduler import check_logs_dir
+    from posenc.experiments.scheduler import check_logs_dir, log_path
 
-    source = unpacked / "logs" / log_name(cell)
+    name = log_path(grid.exp, cell).name
+    source = unpacked / "logs" / name
     if source.is_file():
         logs = check_logs_dir(grid.exp)
-        if not (logs / log_name(cell)).exists():
-            shutil.copyfile(source, logs / log_name(cell))
+        if not (logs / name).exists():
+            shutil.copyfile(source, logs / name)
 
 
 def _regenerate_report(grid: Grid, result: MergeResult) -> None:
     """The report from every fresh cell (``--report-only``); a grid whose report cannot be written
-    yet (its selection sweep incomplete) says why."""
+    (its selection sweep incomplete, a file it reads or writes refused) says why in the summary,
+    after the lines of the cells already placed."""
     try:
         result.report = run_grid(grid.exp, report_only=True, task=grid.task)
-    except ConfigError as err:
-        result.report_note = str(err)
+    except PosencError as err:
+        result.report_note = (str(err).splitlines() or [type(err).__name__])[0]

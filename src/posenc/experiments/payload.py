@@ -6,8 +6,9 @@ prepares nothing and downloads nothing.
 and writes one ``data.tar.gz`` into a folder, each distinct data config once (under the digest of
 its data fingerprint), with ``payload.json`` listing them. :func:`place` puts each one back where a
 queue cell looks for its prepared data (``prepared_dir`` of its run config) when nothing is there
-yet; a directory already there is kept (the task checks its fingerprint before training). A task's
-run config that has no ``prepared_dir`` carries nothing.
+yet; prepared data already there is kept (the task checks its fingerprint before training), and a
+directory holding anything else is refused in one line before anything is placed. A task's run
+config that has no ``prepared_dir`` carries nothing.
 """
 
 from __future__ import annotations
@@ -21,13 +22,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from posenc.errors import ConfigError
+from posenc.errors import ConfigError, RunDirError
 from posenc.experiments.grid import Grid
 from posenc.experiments.tasks import Cell
+from posenc.files import atomic_output, atomic_write_text, os_call, os_errors
 from posenc.runs.fingerprint import data_fingerprint, digest
+from posenc.runs.ownership import check_outside_posenc_dirs, claim_and_check, write_marker
 
 FORMAT = "posenc-payload/1"
 DATA_ARCHIVE, INDEX = "data.tar.gz", "payload.json"
+#: The marker kind of a folder ``pack`` wrote (posenc.runs.ownership).
+PACK_KIND = "payload"
 
 
 def data_dirs(cells: list[tuple[Grid, Cell]]) -> dict[str, tuple[Any, list[Path]]]:
@@ -46,30 +51,55 @@ def data_dirs(cells: list[tuple[Grid, Cell]]) -> dict[str, tuple[Any, list[Path]
 
 def pack(cells: list[tuple[Grid, Cell]], out: Path) -> str:
     """Prepare every data directory of ``cells`` (a queue's, with their grids) here and write them to
-    ``out`` (``data.tar.gz`` and ``payload.json``); returns one line saying what and how much."""
+    ``out`` (``data.tar.gz`` and ``payload.json``); returns one line saying what and how much. ``out``
+    is checked first (:func:`check_pack_target`); each file is written atomically, the index last,
+    so a failure leaves no temporary file and no index that does not describe the archive."""
+    check_pack_target(out)
     dirs = data_dirs(cells)
-    first = {places[0] for _, places in dirs.values()}  # each data config is prepared (and packed) once
-    for grid in {id(g): g for g, _ in cells}.values():
-        grid.prepare([c for g, c in cells if g is grid and Path(g.config(c).prepared_dir) in first])
-    out.mkdir(parents=True, exist_ok=True)
+    _prepare(cells, {places[0] for _, places in dirs.values()})
+    os_call(lambda: out.mkdir(parents=True, exist_ok=True), out)
+    write_marker(out, PACK_KIND)
+    os_call(lambda: (out / INDEX).unlink(missing_ok=True), out / INDEX)  # an old index never describes a new archive
     index: dict[str, Any] = {"format": FORMAT, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "dirs": {}}
-    raw = 0
-    tmp = out / f".{DATA_ARCHIVE}.tmp"
-    with tarfile.open(tmp, "w:gz") as tar:
+    with os_errors(str(out / DATA_ARCHIVE)), atomic_output(out / DATA_ARCHIVE, binary=True) as fh, \
+            tarfile.open(fileobj=fh, mode="w:gz") as tar:
         for key, (data, places) in sorted(dirs.items()):
-            where = places[0]
-            files = sorted(p for p in where.iterdir() if p.is_file() and not p.is_symlink())
-            size = sum(p.stat().st_size for p in files)
-            for p in files:
-                tar.add(p, f"{key}/{p.name}", recursive=False)
-            index["dirs"][key] = {"data": data_fingerprint(data), "files": len(files), "bytes": size,
-                                  "for": [str(p) for p in places]}
-            raw += size
-    os.replace(tmp, out / DATA_ARCHIVE)
-    (out / INDEX).write_text(json.dumps(index, indent=1), encoding="utf-8")
+            index["dirs"][key] = _add_dir(tar, key, places[0]) | {"data": data_fingerprint(data),
+                                                                     "for": [str(p) for p in places]}
+    atomic_write_text(out / INDEX, json.dumps(index, indent=1))
+    raw = sum(d["bytes"] for d in index["dirs"].values())
     packed = (out / DATA_ARCHIVE).stat().st_size
     return (f"packed {len(dirs)} prepared data directories ({raw / 2**20:.1f} MiB) into {out / DATA_ARCHIVE} "
             f"({packed / 2**20:.1f} MiB)")
+
+
+def check_pack_target(out: Path) -> None:
+    """``pack DIR``: a new or empty folder, or one ``pack`` wrote (an unmarked one holding only its
+    two files is claimed as such), outside every posenc directory; a one-line RunDirError otherwise."""
+    check_outside_posenc_dirs(out, "pack folder")
+    claim_and_check(out, PACK_KIND, "pack folder", _older_pack)
+
+
+def _older_pack(folder: Path) -> bool:
+    return {p.name for p in folder.iterdir()} <= {DATA_ARCHIVE, INDEX}
+
+
+def _prepare(cells: list[tuple[Grid, Cell]], first: set[Path]) -> None:
+    """Each grid's ``prepare`` of its cells reading one of the ``first`` directories (each data
+    config is prepared and packed once); a grid with none of them is not asked (nothing is written
+    into its out_dir)."""
+    for grid in {id(g): g for g, _ in cells}.values():
+        todo = [c for g, c in cells if g is grid and Path(g.config(c).prepared_dir) in first]
+        if todo:
+            grid.prepare(todo)
+
+
+def _add_dir(tar: tarfile.TarFile, key: str, where: Path) -> dict[str, Any]:
+    """The regular files of the prepared directory ``where`` into ``tar`` under ``key/``; its index entry."""
+    files = sorted(p for p in where.iterdir() if p.is_file() and not p.is_symlink())
+    for p in files:
+        tar.add(p, f"{key}/{p.name}", recursive=False)
+    return {"files": len(files), "bytes": sum(p.stat().st_size for p in files)}
 
 
 def read_index(payload: Path) -> dict[str, Any]:
@@ -86,23 +116,38 @@ def read_index(payload: Path) -> dict[str, Any]:
 
 def place(cells: list[tuple[Grid, Cell]], payload: Path) -> str:
     """Put each packed data directory where one of ``cells`` reads it, where nothing is yet; one
-    line saying how many were placed, kept and missing from the payload."""
+    line saying how many were placed, kept and missing from the payload. Every target is checked
+    before any is placed: one that holds files but no prepared data is a one-line RunDirError."""
     index = read_index(payload)
-    placed, kept, missing = 0, 0, []
-    wanted = data_dirs(cells)
-    with tarfile.open(payload / DATA_ARCHIVE, "r:gz") as tar:
-        members = tar.getmembers()
-        for key, (_, places) in wanted.items():
-            for where in places:
-                if (where / "meta.json").is_file():
-                    kept += 1
-                elif key not in index["dirs"]:
-                    missing.append(str(where))
-                else:
-                    _unpack(tar, [m for m in members if m.name.startswith(f"{key}/")], key, where)
-                    placed += 1
+    todo, kept, missing = _targets(index, data_dirs(cells))
+    try:
+        with os_errors(str(payload / DATA_ARCHIVE)), tarfile.open(payload / DATA_ARCHIVE, "r:gz") as tar:
+            members = tar.getmembers()
+            for key, where in todo:
+                _unpack(tar, [m for m in members if m.name.startswith(f"{key}/")], key, where)
+    except (tarfile.TarError, EOFError) as err:
+        raise ConfigError(f"{payload / DATA_ARCHIVE}: not readable ({err}); run `gpu_session.sh pack` again") from None
     gone = f", {len(missing)} not in the payload (e.g. {missing[0]}: pack again)" if missing else ""
-    return f"payload: placed {placed} prepared data directories, kept {kept} already here{gone}"
+    return f"payload: placed {len(todo)} prepared data directories, kept {kept} already here{gone}"
+
+
+def _targets(index: dict[str, Any], wanted: dict[str, tuple[Any, list[Path]]]) -> tuple[list[tuple[str, Path]], int,
+                                                                                        list[str]]:
+    """``(to place as (key, directory), kept, missing)``: a directory holding prepared data is kept,
+    one the payload lacks is missing; one holding anything else is refused (one line)."""
+    todo, kept, missing = [], 0, []
+    for key, (_, places) in wanted.items():
+        for where in places:
+            if (where / "meta.json").is_file():
+                kept += 1
+            elif where.exists() and not (where.is_dir() and not any(where.iterdir())):
+                raise RunDirError(f"payload: {where} holds files but no prepared data (no meta.json), so the packed "
+                                  "data cannot be placed there; move it away and run again")
+            elif key not in index["dirs"]:
+                missing.append(str(where))
+            else:
+                todo.append((key, where))
+    return todo, kept, missing
 
 
 def _unpack(tar: tarfile.TarFile, members: list[tarfile.TarInfo], key: str, where: Path) -> None:

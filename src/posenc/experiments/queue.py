@@ -33,6 +33,7 @@ from posenc.experiments.payload import place
 from posenc.experiments.runner import grid_stages, load_grid
 from posenc.experiments.scheduler import parse_jobs, run_local
 from posenc.experiments.tasks import Cell
+from posenc.files import os_error_message
 
 
 @dataclass
@@ -130,14 +131,20 @@ class EntryCount:
     finished: int = 0
     failed: int = 0
     refused: int = 0
+    not_archived: int = 0
     blocked: list[str] = field(default_factory=list)
 
+    def waited(self) -> None:
+        """A cell that was waiting for a free slot when the deadline came: never started."""
+        self.refused += 1
+
     def line(self, entry: QueueEntry, gate: CellGate, total: int) -> str:
-        """The entry's line: of its ``total`` cells how many were committed, finished, failed or
-        cut, not started (and why) and left alone (with the first reason)."""
+        """The entry's line: of its ``total`` cells how many were committed, finished (and of those
+        not archived), failed or cut, not started (and why) and left alone (with the first reason)."""
+        lost = f" ({self.not_archived} not archived)" if self.not_archived else ""
         refused = f", {self.refused} not started ({gate.why_not()})" if self.refused else ""
         blocked = f", {len(self.blocked)} left alone (e.g. {self.blocked[0]})" if self.blocked else ""
-        return (f"{entry.label()}: {total} cells: {self.committed} committed, {self.finished} finished, "
+        return (f"{entry.label()}: {total} cells: {self.committed} committed, {self.finished} finished{lost}, "
                 f"{self.failed} failed or cut{refused}{blocked}")
 
 
@@ -155,7 +162,7 @@ class QueueSession:
             for i, entry in enumerate(queue.entries, 1):
                 print(f"queue entry {i}/{len(queue.entries)}: {self.run_entry(entry)}", flush=True)
         finally:
-            self.archive.write()
+            self._write_archive()
             print(self.line(), flush=True)
 
     def run_entry(self, entry: QueueEntry) -> str:
@@ -199,10 +206,10 @@ class QueueSession:
         if not gate.fits():
             count.refused += len(cells)
             return
-        grid.prepare(cells)  # packed data is only checked here: nothing prepared, nothing downloaded
+        grid.prepare(cells)  # placed from a payload, the data is only checked; without one, prepared (downloaded)
         refused_before = len(gate.refused)
         run_local(grid, cells, parse_jobs(entry.jobs), admit=self._admit(entry, grid, gate), stop_at=self.until,
-                  after=self._after(entry, grid, gate, count))
+                  after=self._after(entry, grid, gate, count), dropped=lambda _cell: count.waited())
         count.refused += len(gate.refused) - refused_before
 
     def _admit(self, entry: QueueEntry, grid: Grid, gate: CellGate) -> Callable[[Cell], bool]:
@@ -222,26 +229,59 @@ class QueueSession:
 
         def after(cell: Cell, rc: int) -> None:
             verdict = grid.verdict(cell) if rc == 0 else None
-            if verdict is not None and verdict.kind == "fresh":
+            fresh = verdict is not None and verdict.kind == "fresh"
+            if fresh:
                 gate.done(cell)
                 count.finished += 1
-                self.archive.finished(grid, cell, entry.experiment, entry.overrides)
             else:
                 count.failed += 1
-            self.archive.write()
+            archived = self._archived(entry, grid, cell if fresh else None)
+            if fresh and not archived:
+                count.not_archived += 1
 
         return after
+
+    def _archived(self, entry: QueueEntry, grid: Grid, cell: Cell | None) -> bool:
+        """Add the finished ``cell`` (None: a failed one, whose log is already listed) to the archive
+        and rewrite it; an error is one line and False, never an exception through the process
+        pool, which would stop every cell still training."""
+        try:
+            if cell is not None:
+                self.archive.finished(grid, cell, entry.experiment, entry.overrides)
+            self.archive.write()
+        except (PosencError, OSError) as err:
+            what = f"{'/'.join(map(str, cell))} not archived" if cell is not None else "not rewritten"
+            print(f"archive: {what}: {_one_line(err)}", flush=True)
+            return False
+        return True
+
+    def _write_archive(self) -> None:
+        """The archive rewritten as the session ends; an error is one line (the last written stays)."""
+        try:
+            self.archive.write()
+        except (PosencError, OSError) as err:
+            print(f"archive: not rewritten at the end: {_one_line(err)}", flush=True)
 
     def line(self) -> str:
         """The session's last line: what the queue gave and where the archive is."""
         archive = self.archive
         size = archive.path.stat().st_size / 2**20 if archive.path.is_file() else 0.0
         over = (f"; left out over {archive.limit // 2**20} MiB: {', '.join(archive.left_out)}"
-                if archive.left_out else "")
+                if archive.left_out else "") + (f"; {archive.note}" if archive.note else "")
         finished, failed = sum(c.finished for c in self.counts), sum(c.failed for c in self.counts)
         refused, blocked = sum(c.refused for c in self.counts), sum(len(c.blocked) for c in self.counts)
-        return (f"queue: {finished} cells finished, {failed} failed or cut, {refused} not started (deadline), "
-                f"{blocked} left alone; archive {archive.path} ({archive.cell_count()} cells, {size:.2f} MiB){over}")
+        lost = sum(c.not_archived for c in self.counts)
+        lost_text = f" ({lost} not archived)" if lost else ""
+        return (f"queue: {finished} cells finished{lost_text}, {failed} failed or cut, {refused} not started "
+                f"(deadline), {blocked} left alone; archive {archive.path} ({archive.cell_count()} cells, "
+                f"{size:.2f} MiB){over}")
+
+
+def _one_line(err: BaseException) -> str:
+    """An error's message in one line (an OSError with its file: ``FILE: reason``)."""
+    if isinstance(err, OSError):
+        return os_error_message(err, "the archive")
+    return (str(err).splitlines() or [type(err).__name__])[0]
 
 
 def run_queue(path: str | Path, until: float, archive: str | Path, payload: str | Path | None = None) -> QueueSession:

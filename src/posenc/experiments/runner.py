@@ -135,20 +135,25 @@ def bring_up_to_date(grid: Grid, jobs: int | str = 1, rerun_stale: bool = False,
 def load_grid(name_or_path: str, overrides: list[str] | None = None) -> Grid:
     """The grid of a shipped or user experiment with dotted ``overrides``, validated by its task's
     schema (no ``on_gpu`` variant: the experiment as named)."""
-    from posenc.experiments.tasks import find_task
-
     data = load_yaml(find_experiment(name_or_path))
-    task = find_task(data.get("task", "translation"))
+    return grid_of(find_task(data.get("task", "translation")), data, list(overrides or []))
+
+
+def grid_of(task: ExperimentTask, data: dict[str, Any], overrides: list[str]) -> Grid:
+    """The grid of the raw experiment mapping ``data`` with dotted ``overrides``, validated by the
+    task's experiment schema."""
     schema = task.experiment_config
-    return Grid(from_dict(schema, merge_overrides(data, list(overrides or []), schema)), task)
+    return Grid(from_dict(schema, merge_overrides(data, overrides, schema)), task)
 
 
 def grid_stages(grid: Grid) -> tuple[Grid | None, Grid, bool]:
     """``(sweep, test grid, waits)``: the selection sweep of ``grid`` as a grid (None when it selects
-    nothing) and the test grid, with the sweep's choice (recorded in ``selection.json``) once every
-    sweep cell is fresh; until then the test grid as configured and ``waits`` True (the cells of the
-    selected method wait for the choice; the others do not depend on it)."""
-    from posenc.experiments.selection import apply_choice, resolved
+    nothing) and the test grid, with the sweep's choice once every sweep cell is fresh; until then
+    the test grid as configured and ``waits`` True (the cells of the selected method wait for the
+    choice; the others do not depend on it). Writes nothing (the choice is recorded in
+    ``selection.json`` when the grid runs or its report is written), so a queue may call it to
+    validate and list cells."""
+    from posenc.experiments.selection import resolved, with_choice
 
     sel = getattr(grid.exp, "selection", None)
     if sel is None or not sel.enabled:
@@ -157,7 +162,7 @@ def grid_stages(grid: Grid) -> tuple[Grid | None, Grid, bool]:
     results, left = sweep.fresh_results()
     if left:
         return sweep, grid, True
-    return sweep, grid.on(apply_choice(grid.exp, grid.task, results)), False
+    return sweep, grid.on(with_choice(grid.exp, grid.task, results)[0]), False
 
 
 def _complete_sweep(grid: Grid) -> list[dict[str, Any]]:
@@ -171,10 +176,8 @@ def _complete_sweep(grid: Grid) -> list[dict[str, Any]]:
 
 def run_grid_experiment(task: ExperimentTask, data: dict[str, Any], overrides: list[str], **options: Any) -> Path:
     """``posenc experiment`` of a grid task: the raw mapping plus dotted overrides, validated by
-    the task's experiment schema, then :func:`run_grid`."""
-    schema = task.experiment_config
-    exp = from_dict(schema, merge_overrides(data, overrides, schema))
-    return run_grid(exp, **options, task=task)
+    the task's experiment schema (:func:`grid_of`), then :func:`run_grid`."""
+    return run_grid(grid_of(task, data, overrides).exp, **options, task=task)
 
 
 def task_runner(task: str) -> Callable[..., Path]:

@@ -59,15 +59,23 @@ def parse_jobs(value: Jobs) -> Jobs:
     return jobs
 
 
-def check_logs_dir(exp: Any) -> Path:
+def check_logs_target(exp: Any) -> Path:
     """``<root>/logs`` (worker logs, the experiment spec, submitit's folder) must be new, empty or
-    posenc's log directory: one-line RunDirError otherwise, before any run starts. An older unmarked
-    one holding only what posenc writes there (``*.log``, ``experiment.json``, ``submitit/``) is
-    claimed. Returns the directory, created and marked."""
-    from posenc.runs.ownership import claim_and_check, write_marker
+    posenc's log directory: one-line RunDirError otherwise. An unmarked one holding only what posenc
+    writes there (``*.log``, ``experiment.json``, ``submitit/``) is claimed as posenc's. Returns the
+    directory, not created."""
+    from posenc.runs.ownership import claim_and_check
 
     logs = exp.root / "logs"
     claim_and_check(logs, "logs", "log directory", _older_logs)
+    return logs
+
+
+def check_logs_dir(exp: Any) -> Path:
+    """:func:`check_logs_target` before any run starts; returns the directory, created and marked."""
+    from posenc.runs.ownership import write_marker
+
+    logs = check_logs_target(exp)
     logs.mkdir(parents=True, exist_ok=True)
     write_marker(logs, "logs")
     return logs
@@ -98,11 +106,12 @@ def _finished(grid: Grid, cell: Cell, rc: int) -> str:
 
 
 def run_local(grid: Grid, cells: list[Cell], jobs: Jobs, poll_s: float = 0.2, admit: Admit | None = None,
-              stop_at: float | None = None, after: Callable[[Cell, int], None] | None = None) -> list[Cell]:
+              stop_at: float | None = None, after: Callable[[Cell, int], None] | None = None,
+              dropped: Callable[[Cell], None] | None = None) -> list[Cell]:
     """Run ``cells`` with at most ``jobs`` worker processes (``python -m posenc.experiments.worker``;
-    ``auto``: :func:`grid_slots`); returns the cells that failed. ``admit`` and ``stop_at``: see
-    :func:`~posenc.processes.run_processes` (a timed session's deadline); ``after(cell, returncode)``
-    is called as each worker ends, after its line is made."""
+    ``auto``: :func:`grid_slots`); returns the cells that failed. ``admit``, ``stop_at`` and
+    ``dropped``: see :func:`~posenc.processes.run_processes` (a timed session's deadline);
+    ``after(cell, returncode)`` is called as each worker ends, after its line is made."""
     spec = write_spec(grid.exp)
     argv = lambda c: [sys.executable, "-m", "posenc.experiments.worker", str(spec), c[0], c[1], str(c[2])]  # noqa: E731
     work = [(cell, argv(cell), log_path(grid.exp, cell)) for cell in cells]
@@ -116,7 +125,7 @@ def run_local(grid: Grid, cells: list[Cell], jobs: Jobs, poll_s: float = 0.2, ad
 
     try:
         return run_processes(work, slots, finished, poll_s, progress_of(grid), threads=threads, admit=admit,
-                             stop_at=stop_at)
+                             stop_at=stop_at, dropped=dropped)
     finally:
         for line in closing():
             print(line, flush=True)

@@ -115,12 +115,19 @@ def run_selection(exp: Any, task: Any, bring_up_to_date: Callable[[Any], list[di
     return chosen
 
 
+def with_choice(exp: Any, task: Any, results: list[dict[str, Any]]) -> tuple[Any, dict[str, Any]]:
+    """The test grid with the choice of the complete sweep ``results`` and the selection record
+    (nothing written)."""
+    record = choose(resolved(exp), results, task.selection_score)
+    return task.with_selection(exp, record["chosen"]), record
+
+
 def apply_choice(exp: Any, task: Any, results: list[dict[str, Any]]) -> Any:
     """The test grid with the choice of the complete sweep ``results``, recorded in ``selection.json``."""
-    record = choose(resolved(exp), results, task.selection_score)
+    chosen, record = with_choice(exp, task, results)
     selection_path(exp).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(selection_path(exp), json.dumps(record, indent=2))
-    return task.with_selection(exp, record["chosen"])
+    return chosen
 
 
 def selection_lines(exp: Any) -> list[str]:

@@ -28,7 +28,8 @@ CONFIG_NAME, FINGERPRINT_NAME = "config.yaml", "fingerprint.json"
 CHECKPOINT_DIR = re.compile(r"^(ckpt_\d{8}|average)$")
 KIND_WORDS = {"run": "run directory", "data": "prepared data directory", "report": "report directory",
               "logs": "log directory", "export": "model export directory", "checkpoint": "checkpoint directory",
-              "datasets": "directory of prepared data", "cache": "data cache"}
+              "datasets": "directory of prepared data", "cache": "data cache",
+              "payload": "folder of packed data"}
 #: The description file of a model export (serving/); it marks older unmarked exports.
 EXPORT_MANIFEST = "posenc_export.json"
 #: Files of a checkpoint directory (training/checkpoint.py): an average written elsewhere, a moved checkpoint.

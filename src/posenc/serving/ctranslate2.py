@@ -343,9 +343,9 @@ def load_export(
         raise ConfigError(f"{directory} is not a posenc CTranslate2 export (no {EXPORT_INFO}; "
                           "write one with posenc export --run R --format ctranslate2 --out DIR)")
     info = read_manifest(info_path)
+    check_files(directory, info.get("files"))  # before any is parsed: the files export wrote, not edited
     tokenizer = Tokenizer.from_file(directory / "spm.model")
     check_engine_files(directory, tokenizer.pieces)
-    check_files(directory, info.get("files"))  # the files export wrote: not another export's, not edited
     kind, _, index = device.partition(":")  # cpu, cuda or cuda:N
     translator = open_translator(ct2, directory, device=kind, device_index=int(index or 0), compute_type=compute_type,
                                  intra_threads=threads)

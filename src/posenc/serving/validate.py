@@ -1,20 +1,20 @@
 """Checks of a CTranslate2 export directory before and while CTranslate2 opens it.
 
-An export (serving/ctranslate2.py) is untrusted input, like a run directory: its description
-``posenc_export.json`` is checked against :class:`ExportInfo` (a JSON object, every key present
-with its type, the stored beam within decoding's cap, ``max_source_len`` room for a BOS and a
-token and within the exported position tables), ``config.json`` must be a JSON object,
-the vocabulary must be the pieces of the export's ``spm.model``, ``config.json``, ``model.bin`` and
-``spm.model`` must be the files ``posenc export`` wrote (their size and sha256, recorded in the
-description: a valid file of another export, or a configuration that decodes wrongly, such as
-swapped special tokens, is told apart only so), and any error of the engine opening ``model.bin``
+An export (serving/ctranslate2.py) is untrusted input, like a run directory. In the order
+:func:`~posenc.serving.ctranslate2.load_export` makes them: its description ``posenc_export.json``
+is checked against :class:`ExportInfo` (a JSON object, every key present with its type, the stored
+beam within decoding's cap, ``max_source_len`` room for a BOS and a token and within the exported
+position tables); ``config.json``, ``model.bin`` and ``spm.model`` must be the files ``posenc
+export`` wrote (their sizes, then their sha256, recorded in the description), before any of them
+is parsed: a valid file of another export, or a configuration that decodes wrongly, such as
+swapped special tokens, is told apart only so; then ``config.json`` must be a JSON object and the
+vocabulary the pieces of the export's ``spm.model``; any error of the engine opening ``model.bin``
 becomes one line naming the file (a :class:`ConfigError`, exit 2).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import Any
 from posenc.config import from_dict
 from posenc.decoding.translate import MAX_BEAM, MIN_SOURCE_LEN
 from posenc.errors import ConfigError
+from posenc.files import sha256_of
 from posenc.runs.ownership import EXPORT_MANIFEST
 from posenc.tasks.translation.config import DecodeConfig
 
@@ -50,7 +51,8 @@ class ExportInfo:
     position_rows: int = 0
     #: Where ``decode.length_penalty`` was read: the run's tuned α or its config's.
     length_penalty_from: str = ""
-    #: :data:`CHECKED_FILES` → ``{"bytes": size, "sha256": hex digest}`` as written (none: an older export)
+    #: :data:`CHECKED_FILES` → ``{"bytes": size, "sha256": hex digest}`` as written; translate trusts
+    #: no file of the export without them (:func:`check_files`)
     files: dict[str, Any] = field(default_factory=dict)
 
 
@@ -133,12 +135,8 @@ def open_translator(ct2: Any, directory: Path, **options: Any) -> Any:
 
 
 def file_checksum(path: Path) -> dict[str, Any]:
-    """``{"bytes": size, "sha256": hex digest}`` of ``path``, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(1 << 20):
-            digest.update(block)
-    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+    """``{"bytes": size, "sha256": hex digest}`` of ``path``, as an export's description records it."""
+    return {"bytes": path.stat().st_size, "sha256": sha256_of(path)}
 
 
 def file_checksums(directory: Path) -> dict[str, dict[str, Any]]:
@@ -148,21 +146,32 @@ def file_checksums(directory: Path) -> dict[str, dict[str, Any]]:
 
 def check_files(directory: Path, recorded: Any) -> None:
     """Each of :data:`CHECKED_FILES` is the file ``posenc export`` wrote (``recorded``: the
-    description's ``files``), else a one-line ConfigError naming the file; an export whose
-    description records no checksums (an older posenc's) is refused with the way to renew it."""
+    description's ``files``), else a one-line ConfigError naming the file. Every size is compared
+    before any file is hashed, so a truncated or replaced file is told without reading the others;
+    a description without checksums is refused, since nothing else tells a valid file of another
+    export from this one's."""
     manifest = directory / EXPORT_MANIFEST
     again = "write the export again with posenc export"
     if not isinstance(recorded, dict) or not recorded:
-        raise ConfigError(f"{manifest}: records no checksum of {', '.join(CHECKED_FILES)} (written by an older "
-                          f"posenc); {again}")
+        raise ConfigError(f"{manifest}: records no checksum of {', '.join(CHECKED_FILES)}; {again}")
+    wrote = {name: _recorded(manifest, recorded, name, again) for name in CHECKED_FILES}
     for name in CHECKED_FILES:
-        path, wrote = directory / name, recorded.get(name)
-        if not isinstance(wrote, dict) or not {"bytes", "sha256"} <= set(wrote):
-            raise ConfigError(f"{manifest}: no checksum of {name} (files.{name}: bytes, sha256); {again}")
+        path = directory / name
         if not path.is_file():
             raise ConfigError(f"{path}: missing; {again}")
-        found = file_checksum(path)
-        if found != {"bytes": wrote["bytes"], "sha256": wrote["sha256"]}:
-            differs = (f"{found['bytes']} bytes, {wrote['bytes']} written" if found["bytes"] != wrote["bytes"]
-                       else "same size, another sha256")
-            raise ConfigError(f"{path}: not the file posenc export wrote ({differs}); {again}")
+        size = path.stat().st_size
+        if size != wrote[name]["bytes"]:
+            raise ConfigError(f"{path}: not the file posenc export wrote ({size} bytes, {wrote[name]['bytes']} "
+                              f"written); {again}")
+    for name in CHECKED_FILES:
+        if sha256_of(directory / name) != wrote[name]["sha256"]:
+            raise ConfigError(f"{directory / name}: not the file posenc export wrote (same size, another sha256); "
+                              f"{again}")
+
+
+def _recorded(manifest: Path, recorded: dict[str, Any], name: str, again: str) -> dict[str, Any]:
+    """The description's ``files.<name>`` (size and sha256), or a one-line ConfigError."""
+    wrote = recorded.get(name)
+    if not isinstance(wrote, dict) or not {"bytes", "sha256"} <= set(wrote):
+        raise ConfigError(f"{manifest}: no checksum of {name} (files.{name}: bytes, sha256); {again}")
+    return wrote

@@ -16,7 +16,6 @@ never leaves a half-written ``ckpt_*`` directory. ``torch.save``/``torch.load`` 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -36,6 +35,7 @@ from torch import Tensor
 
 from posenc.config import safe_load_bounded
 from posenc.errors import CheckpointError
+from posenc.files import sha256_of
 from posenc.processes import pid_alive
 
 MODEL_FILE, OPTIM_FILE, STATE_FILE, CONFIG_FILE = "model.safetensors", "optim.safetensors", "state.json", "config.yaml"
@@ -166,15 +166,7 @@ def _write_text(path: Path, text: str) -> None:
 def _write_tensors(path: Path, tensors: dict[str, Tensor], metadata: dict[str, str]) -> dict[str, Any]:
     save_file(tensors, str(path), metadata=metadata)
     _fsync_path(path)
-    return {"size": path.stat().st_size, "sha256": _sha256(path)}
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return {"size": path.stat().st_size, "sha256": sha256_of(path)}
 
 
 @contextmanager
@@ -294,7 +286,7 @@ def _read_tensors(
         size = path.stat().st_size
         if size != expected.get("size"):
             raise CheckpointError(f"{where}: truncated or corrupt ({size} bytes, expected {expected.get('size')})")
-        if _sha256(path) != expected.get("sha256"):
+        if sha256_of(path) != expected.get("sha256"):
             raise CheckpointError(f"{where}: corrupt (SHA-256 checksum mismatch)")
     try:
         tensors = load_file(str(path))

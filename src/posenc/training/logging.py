@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 from tqdm import tqdm
 
-from posenc.files import naming
+from posenc.files import naming_os_errors
 
 log = logging.getLogger("posenc.training")
 
@@ -44,11 +44,11 @@ class CsvLog:
     def __init__(self, path: Path, columns: tuple[str, ...]) -> None:
         self.path, self.columns = Path(path), columns
         if not self.path.exists() or self.path.stat().st_size == 0:
-            with naming(self.path), open(self.path, "w", newline="", encoding="utf-8") as fh:
+            with naming_os_errors(self.path), open(self.path, "w", newline="", encoding="utf-8") as fh:
                 csv.writer(fh).writerow(columns)
 
     def write(self, row: dict[str, Any]) -> None:
-        with naming(self.path), open(self.path, "a", newline="", encoding="utf-8") as fh:  # EFBIG names the log
+        with naming_os_errors(self.path), open(self.path, "a", newline="", encoding="utf-8") as fh:  # EFBIG: the log
             csv.writer(fh).writerow([_fmt(row.get(c)) for c in self.columns])
 
     def truncate_after(self, step: int) -> None:
@@ -56,7 +56,7 @@ class CsvLog:
         with open(self.path, newline="", encoding="utf-8") as fh:
             rows = list(csv.reader(fh))
         kept = [r for r in rows[1:] if r and r[0].isdigit() and int(r[0]) <= step]
-        with naming(self.path), open(self.path, "w", newline="", encoding="utf-8") as fh:
+        with naming_os_errors(self.path), open(self.path, "w", newline="", encoding="utf-8") as fh:
             writer = csv.writer(fh)
             writer.writerow(self.columns)
             writer.writerows(kept)

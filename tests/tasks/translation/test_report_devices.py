@@ -1,11 +1,12 @@
-"""The report names where each run trained: the device its summary.json records (with the GPU's
-name), else the ``train.device`` of its record (runs from before summaries recorded it)."""
+"""The report and ``--merge`` name where each run trained by one rule: the device its summary.json
+records (with the GPU's name), else the ``train.device`` its record names (not ``auto``)."""
 
 from __future__ import annotations
 
 import torch
 
-from posenc.tasks.translation.report import _device, devices_section
+from posenc.experiments.grid import trained_on
+from posenc.tasks.translation.report import devices_section
 from posenc.training.device import device_label
 
 
@@ -15,11 +16,11 @@ def _run(method: str, seed: int, summary_device: str | None = None, configured: 
     return {"setting": "vanilla", "method": method, "seed": seed, "summary": summary, "record": record}
 
 
-def test_the_summary_names_the_device_older_runs_their_record() -> None:
-    assert _device(_run("ape", 1, "cuda: NVIDIA H200", "cuda")) == "cuda: NVIDIA H200"
-    assert _device(_run("ape", 1, None, "cuda")) == "cuda"  # a committed run of before: its record
-    assert _device(_run("ape", 1, None, "auto")) == "unknown"  # auto says nothing of where it ran
-    assert _device(_run("ape", 1)) == "unknown"
+def test_the_summary_names_the_device_else_the_record_does() -> None:
+    assert trained_on(_run("ape", 1, "cuda: NVIDIA H200", "cuda")) == "cuda: NVIDIA H200"
+    assert trained_on(_run("ape", 1, None, "cuda")) == "cuda"  # a summary without the device: its record
+    assert trained_on(_run("ape", 1, None, "auto")) == "unknown"  # auto says nothing of where it ran
+    assert trained_on(_run("ape", 1)) == "unknown"
     assert device_label(torch.device("cpu")) == "cpu"
 
 

@@ -26,7 +26,7 @@ from posenc.data.corpora import Corpus, Pair, load_corpus
 from posenc.data.spm import Tokenizer, train_spm
 from posenc.data.text import write_lines_atomic
 from posenc.errors import DataError, RunDirError
-from posenc.files import naming
+from posenc.files import naming_os_errors
 from posenc.processes import pid_alive
 from posenc.runs.fingerprint import data_fingerprint, describe_diff, diff_keys
 from posenc.runs.lock import missing_directories, remove_created
@@ -217,7 +217,7 @@ def _build(cfg: DataConfig, corpus: Corpus, tmp: Path, cache: Path) -> None:
     """Every file of a prepared directory for ``cfg`` written into ``tmp``."""
     texts = [p.src for p in corpus.train] + [p.tgt for p in corpus.train]
     spm_path = train_spm(texts, cache, cfg.vocab_size, model_type=cfg.spm_type)
-    with naming(tmp / "spm.model"):
+    with naming_os_errors(tmp / "spm.model"):
         shutil.copyfile(spm_path, tmp / "spm.model")
     tok = Tokenizer.from_file(tmp / "spm.model")
     corpus = _truncate(apply_setting(corpus, cfg, tok), cfg)
@@ -228,9 +228,9 @@ def _build(cfg: DataConfig, corpus: Corpus, tmp: Path, cache: Path) -> None:
         meta[split] = _token_stats(tok, pairs)
     train = meta["train"]
     meta["alpha"] = train["tgt_tokens"] / max(train["src_tokens"], 1)  # CAPE §5.3
-    with naming(tmp / "meta.json"):
+    with naming_os_errors(tmp / "meta.json"):
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
-    with naming(tmp / FINGERPRINT_NAME):
+    with naming_os_errors(tmp / FINGERPRINT_NAME):
         (tmp / FINGERPRINT_NAME).write_text(json.dumps(data_fingerprint(cfg), indent=1), encoding="utf-8")
     write_marker(tmp, "data")
 

@@ -16,6 +16,7 @@ import torch
 from posenc import analysis
 from posenc.analysis import learning_curves as _learning_curves  # noqa: F401 - analysis.learning_curves
 from posenc.analysis import long_sources as _long_sources  # noqa: F401 - analysis.long_sources
+from posenc.analysis import plots
 from posenc.analysis.common import Buckets
 from posenc.analysis.registry import REGISTRY
 from posenc.data import settings as data_settings
@@ -23,7 +24,9 @@ from posenc.data.corpora import Pair
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
 from posenc.evaluation.seeds import mean_std
+from posenc.experiments.grid import trained_on
 from posenc.experiments.selection import SelectionConfig, selection_lines
+from posenc.files import atomic_write_text
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.tasks.translation.cells import grid, run_config
 from posenc.tasks.translation.convergence import judge_run, read_valid
@@ -52,21 +55,11 @@ def judged(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[dict[st
     return out
 
 
-def _device(r: dict[str, Any]) -> str:
-    """Where a run trained: its summary's device (with the GPU's name), else the ``train.device``
-    its record names (runs from before summaries recorded it); "unknown" where neither says."""
-    named = (r.get("summary") or {}).get("device")
-    if named:
-        return str(named)
-    configured = r.get("record", {}).get("extension", {}).get("device")
-    return configured if configured in ("cpu", "cuda") else "unknown"
-
-
 def devices_section(results: list[dict[str, Any]]) -> list[str]:
-    """Which runs trained on which device (:func:`_device`), one row per device."""
+    """Which runs trained on which device (:func:`~posenc.experiments.grid.trained_on`), one row per device."""
     runs: dict[str, list[str]] = {}
     for r in results:
-        runs.setdefault(_device(r), []).append(f"{r['setting']}/{r['method']}/seed{r['seed']}")
+        runs.setdefault(trained_on(r), []).append(f"{r['setting']}/{r['method']}/seed{r['seed']}")
     if not runs:
         return []
     rows = [f"| {device} | {len(names)} | {', '.join(names)} |" for device, names in runs.items()]
@@ -103,7 +96,7 @@ def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: s
     for r in results:
         cells.setdefault((r["method"], r["setting"]), []).append(r)
     settings = list(exp.settings)
-    mixed = len({_device(r) for r in results}) > 1  # a grid trained on several machines: name each wall time's
+    mixed = len({trained_on(r) for r in results}) > 1  # a grid trained on several machines: name each wall time's
     head = (f"| method | {' | '.join(f'{s} BLEU' for s in settings)} | params | train s (first setting) | steps "
             "| status |")
     lines = [head, "|" + "---|" * (len(settings) + 5)]
@@ -120,7 +113,7 @@ def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: s
         steps = sorted({r.get("summary", {}).get("steps") for r in runs} - {None})
         steps_s = "–" if not steps else (str(steps[0]) if len(steps) == 1 else f"{steps[0]}–{steps[-1]}")
         params = first.get("params")
-        wall = f"{first.get('wall_s', '–')}" + (f" ({_device(first_run)})" if mixed else "")
+        wall = f"{first.get('wall_s', '–')}" + (f" ({trained_on(first_run)})" if mixed else "")
         lines.append(f"| {method} | {' | '.join(bleu)} | {f'{params:,}' if isinstance(params, int) else '–'} | "
                      f"{wall} | {steps_s} | {row_status(runs)} |")
     if any(_status(r) != CONVERGED for r in results):
@@ -211,10 +204,14 @@ class SettingView:
 
     def hyps(self, method: str) -> list[str]:
         """Test outputs of ``method``, every seed of the view in order (as :attr:`src`)."""
-        out: list[str] = []
+        return [line for per_seed in self.hyps_by_seed(method) for line in per_seed]
+
+    def hyps_by_seed(self, method: str) -> list[list[str]]:
+        """Test outputs of ``method``, one list per seed of the view."""
+        out = []
         for seed in self.seeds:
             cfg = run_config(self.exp, self.setting, method, seed)
-            out += read_lines(Path(cfg.out_dir) / "translations" / f"test.beam{cfg.decode.beam}.hyp")
+            out.append(read_lines(Path(cfg.out_dir) / "translations" / f"test.beam{cfg.decode.beam}.hyp"))
         return out
 
     def options(self, name: str) -> Any:  # noqa: ANN401 - the options dataclass of analysis ``name``
@@ -277,23 +274,17 @@ def an_length_diff(v: SettingView, out: Path) -> None:
 
 def an_long_sources(v: SettingView, out: Path) -> None:
     """Neishi's long-sentence endpoints: sources longer than every training source, per seed."""
-    n = len(v.src) // len(v.seeds)
-    src_lengths, ref_lengths = v.lengths(v.src[:n]), v.lengths(v.ref[:n])
-    if not analysis.long_sources.long_subset(src_lengths, max(v.train_lengths)):
-        (out / "long_sources.md").write_text(f"No test source is longer than the longest training source "
-                                             f"({max(v.train_lengths)} subwords): nothing to compare.\n",
-                                             encoding="utf-8")
+    n = len(v.src) // len(v.seeds)  # v.src repeats the test set once per seed
+    src_lengths, ref_lengths, longest = v.lengths(v.src[:n]), v.lengths(v.ref[:n]), max(v.train_lengths)
+    if not analysis.long_sources.long_subset(src_lengths, longest):
+        plots.write_markdown(out / "long_sources.md", [{"note": "No test source is longer than the longest training "
+                                                       f"source ({longest} subwords): nothing to compare."}], ["note"])
         return
-    hyps = {m: _by_seed(v.hyps(m), n) for m in v.exp.methods}
+    hyps = {m: v.hyps_by_seed(m) for m in v.exp.methods}
     hyp_lengths = {m: [v.lengths(h) for h in per_seed] for m, per_seed in hyps.items()}
     analysis.ANALYSES["long_sources"](src_lengths, v.ref[:n], ref_lengths, hyps, hyp_lengths, out,
-                                      train_max=max(v.train_lengths), baseline=v.exp.baseline_label,
+                                      train_max=longest, baseline=v.exp.baseline_label,
                                       n_samples=v.options("long_sources").bootstrap_samples)
-
-
-def _by_seed(pooled: list[str], n: int) -> list[list[str]]:
-    """Seed-after-seed outputs (:meth:`SettingView.hyps`) cut back into one list per seed."""
-    return [pooled[k : k + n] for k in range(0, len(pooled), n)]
 
 
 def an_shift_invariance(v: SettingView, out: Path) -> None:
@@ -317,8 +308,9 @@ def _params(v: SettingView, method: str) -> int:
 
 
 def _trained_on(v: SettingView, method: str) -> str:
-    """The device ``method``'s run of this view trained on (:func:`_device` of its results.json)."""
-    return _device(_stored(v, method))
+    """The device ``method``'s run of this view trained on (:func:`~posenc.experiments.grid.trained_on`
+    of its results.json)."""
+    return trained_on(_stored(v, method))
 
 
 def an_speed(v: SettingView, out: Path) -> None:
@@ -403,51 +395,80 @@ ADAPTERS: dict[str, Callable[[SettingView, Path], None]] = {
 
 def run_analysis(exp: ExperimentConfig, setting: str, name: str, out: Path) -> list[str]:
     """Run registered analysis ``name`` on every seed of ``setting`` into ``out``: pooled over the
-    seeds when the registry says so (outputs only), else once per seed into ``out/seed<N>``.
-    An analysis that reads the trained models runs on the seeds whose runs keep a checkpoint; a
-    seed without one keeps the output an earlier report wrote where its models were (checkpoints
-    are not committed, their analyses are). Returns Markdown lines."""
+    seeds when the registry says so (outputs only), else once per seed into ``out/seed<N>``, beside
+    a ``runs.json`` naming the runs it read (:func:`run_identities`). An analysis that reads the
+    trained models runs on the seeds whose runs keep a checkpoint; for a seed without one, the
+    output an earlier report wrote where its models were stays when its ``runs.json`` names the
+    same runs as today's (checkpoints are not committed, their analyses are). Returns Markdown lines."""
     if exp.skip_reason(name):
-        shutil.rmtree(out, ignore_errors=True)
         return [f"Skipped: {exp.skip_reason(name)}.", ""]
     seeds, note = list(exp.seeds), ""
     if REGISTRY[name].reads_models:
         seeds, note = _seeds_with_checkpoints(exp, setting, name)
-        note += _kept_outputs(exp, name, out, seeds)
+        kept = kept_seeds(exp, setting, out, [s for s in exp.seeds if s not in seeds])
+        note += "".join(f" Seed {s}: kept as the report that had its models wrote it (its runs.json names "
+                        f"today's runs of {', '.join(methods)})." for s, methods in kept.items())
         if not seeds:
             return [note.strip(), ""]
-    else:
-        shutil.rmtree(out, ignore_errors=True)  # posenc's report dir: no output of an earlier, other grid part
     if REGISTRY[name].pooled:
         out.mkdir(parents=True, exist_ok=True)
         with torch.inference_mode():
             ADAPTERS[name](SettingView(exp, setting), out)
         return [f"All seeds pooled ({', '.join(map(str, exp.seeds))}): each test sentence once per seed.", ""]
     for seed in seeds:
-        shutil.rmtree(out / f"seed{seed}", ignore_errors=True)
         (out / f"seed{seed}").mkdir(parents=True, exist_ok=True)
         with torch.inference_mode():
             ADAPTERS[name](SettingView(exp, setting, [seed]), out / f"seed{seed}")
+        if any((out / f"seed{seed}").iterdir()):  # an analysis with nothing to say for this seed writes nothing
+            atomic_write_text(out / f"seed{seed}" / RUNS_READ, json.dumps(run_identities(exp, setting, seed), indent=2))
     return [f"One result per seed ({', '.join(f'seed{s}' for s in seeds)}).{note}", ""]
 
 
-def _kept_outputs(exp: ExperimentConfig, name: str, out: Path, seeds: list[int]) -> str:
-    """Clear what analysis ``name`` will not write again in ``out``, except the outputs of the
-    grid's seeds it cannot recompute here (no checkpoint); returns a note naming those it keeps."""
-    if REGISTRY[name].pooled:
-        if not seeds and out.is_dir():
-            return " Kept: the output of an earlier report, written where the models were."
-        shutil.rmtree(out, ignore_errors=True)
-        return ""
-    kept = [s for s in exp.seeds if s not in seeds and (out / f"seed{s}").is_dir()]
+#: Beside each per-seed analysis output: the runs it was computed from (:func:`run_identities`).
+RUNS_READ = "runs.json"
+
+
+def run_identities(exp: ExperimentConfig, setting: str, seed: int) -> dict[str, dict[str, Any]]:
+    """Method → what makes its run of ``setting``/``seed`` the run it is: the fingerprint of its
+    config and where its training ended (steps, best step), from its results.json."""
+    out = {}
+    for method in exp.methods:
+        path = Path(run_config(exp, setting, method, seed).out_dir) / "results.json"
+        if path.is_file():
+            results = json.loads(path.read_text(encoding="utf-8"))
+            summary = results.get("summary", {})
+            out[method] = {"fingerprint": results.get("record", {}).get("fingerprint"),
+                           "steps": summary.get("steps"), "best_step": summary.get("best_step")}
+    return out
+
+
+def kept_seeds(exp: ExperimentConfig, setting: str, out: Path, seeds: list[int]) -> dict[int, list[str]]:
+    """Of ``seeds`` (those this report cannot recompute), the ones whose earlier output in
+    ``out/seed<N>`` was computed from today's runs (every run its ``runs.json`` names is unchanged),
+    with the methods it covers."""
+    kept = {}
+    for seed in seeds:
+        path = out / f"seed{seed}" / RUNS_READ
+        if not path.is_file():
+            continue
+        read, now = json.loads(path.read_text(encoding="utf-8")), run_identities(exp, setting, seed)
+        if read and all(now.get(m) == identity for m, identity in read.items()):
+            kept[seed] = list(read)
+    return kept
+
+
+def clear_analysis_output(exp: ExperimentConfig, setting: str, name: str, out: Path) -> None:
+    """Empty a report's ``out`` (one analysis of one setting) before :func:`run_analysis` writes it,
+    but for the per-seed outputs of a model-reading analysis that it cannot recompute here and that
+    still describe today's runs (:func:`kept_seeds`)."""
+    keep: set[str] = set()
+    if REGISTRY[name].reads_models and not REGISTRY[name].pooled:
+        here, _ = _seeds_with_checkpoints(exp, setting, name)
+        keep = {f"seed{s}" for s in kept_seeds(exp, setting, out, [s for s in exp.seeds if s not in here])}
     if out.is_dir():
         for entry in out.iterdir():
-            if entry.name not in {f"seed{s}" for s in kept}:
+            if entry.name not in keep:
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    if not kept:
-        return ""
-    return (f" Seed(s) {', '.join(map(str, kept))}: kept as an earlier report wrote them where the models were "
-            "(their checkpoints are not here).")
 
 
 def _without_checkpoints(exp: ExperimentConfig, setting: str, seed: int) -> list[str]:
@@ -626,6 +647,7 @@ def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]
         md += [why, ""] if why else []
         for name in exp.analyses if part is not None else []:
             out = report / setting / name
+            clear_analysis_output(part, setting, name, out)  # posenc's report dir: no output of another grid part
             md += [f"### {name}", ""] + run_analysis(part, setting, name, out)
             md += [f"![{p.stem}]({p.relative_to(report)})" for p in sorted(out.rglob("*.png"))]
             md += [(p.read_text(encoding="utf-8")) for p in sorted(out.rglob("*.md"))] + [""]

@@ -235,7 +235,7 @@ def test_override_values_are_parsed_as_yaml() -> None:
 
 
 def test_override_values_follow_the_schema() -> None:
-    """Issue 10 finding 5: a string field keeps ``5`` as ``"5"``; corpus options follow the loader."""
+    """A string field keeps ``5`` as ``"5"``; corpus options follow the loader."""
     assert parse_text("5", str) == "5" and parse_text("5", int) == 5 and parse_text("5", float) == 5
     assert parse_text('"5"', str) == "5" and parse_text("true", str) == "true"
     assert parse_text("null", str | None) is None and parse_text("null", str) == "null"

@@ -156,7 +156,7 @@ def test_config_loads_and_expands(path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["shape_gpu", "neishi_gpu", "cape_mt_gpu"])
 def test_gpu_configs(name: str) -> None:
-    """GPU-scale grids (issue 13): transformer-small, bf16, 3 seeds, patience stopping with
+    """GPU-scale grids: transformer-small, bf16, 3 seeds, patience stopping with
     max_steps as a cap, best-N checkpoint averaging."""
     raw = load_config(ExperimentConfig, find_experiment(name)).base["train"]
     assert raw["average_best"] >= 2 and raw["keep_last"] >= raw["average_best"]

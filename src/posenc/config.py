@@ -428,3 +428,14 @@ def require(cond: bool, message: str) -> None:
     """Raise ConfigError(message) unless ``cond``; used by ``__post_init__`` validators."""
     if not cond:
         raise ConfigError(message)
+
+
+def with_defaults(base: type[T], name: str, doc: str, module: str, **defaults: Any) -> type[T]:
+    """A dataclass ``name`` that is ``base`` with other ``defaults`` (a task's recipe; YAML keys
+    still override them), defined in ``module``. A default for a field ``base`` lacks is a TypeError."""
+    hints = typing.get_type_hints(base)
+    unknown = sorted(set(defaults) - {f.name for f in dataclasses.fields(base)})  # type: ignore[arg-type]
+    if unknown:
+        raise TypeError(f"{base.__name__} has no field {unknown[0]!r}")
+    return dataclasses.make_dataclass(name, [(k, hints[k], v) for k, v in defaults.items()], bases=(base,),
+                                      namespace={"__doc__": doc, "__module__": module})

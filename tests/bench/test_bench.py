@@ -101,15 +101,15 @@ def test_memory_probe_sees_the_step_even_under_a_large_parent() -> None:
 
 
 def test_precision_and_compile_options(monkeypatch: pytest.MonkeyPatch) -> None:
-    from posenc.training import runtime
+    from posenc.training import precision
 
-    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
     cpu = BenchConfig()
     assert (cpu.precision, cpu.compile, cpu.train_precision(), cpu.compiled()) == ("auto", "off", "fp32", False)
     assert BenchConfig(compile="on").compiled() and not BenchConfig(device="cuda", compile="off").compiled()
     assert BenchConfig(device="cuda", compile="auto").compiled() and not BenchConfig(device="cuda").compiled()
     assert BenchConfig(device="cuda", precision="fp32").train_precision() == "fp32"
-    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: True)  # auto on a CPU: by the model's width
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)  # auto on a CPU: by the model's width
     assert (BenchConfig().width(), BenchConfig().train_precision()) == (256, "bf16")
     assert BenchConfig(model={"d_model": 128}).train_precision() == "fp32"
     assert BenchConfig(precision="bf16", model={"d_model": 64}).fp32_reference() and not BenchConfig().fp32_reference()
@@ -141,9 +141,9 @@ def test_cpu_step_stays_eager_fp32_with_default_adam() -> None:
 def test_bf16_on_cpu_reports_its_ratio_to_fp32_from_one_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--device cpu --precision bf16``: every method's bf16 step is timed beside an fp32 step of
     the same model (same seed) in the same rounds; the records and the table carry the ratio."""
-    from posenc.training import runtime
+    from posenc.training import precision
 
-    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
     out = tmp_path / "bench.json"
     assert main([*TINY, "--device", "cpu", "--precision", "bf16", "--methods", "ape,shaw", "--no-memory", "--no-decode",
                  "--out", str(out)]) == 0
@@ -155,9 +155,9 @@ def test_bf16_on_cpu_reports_its_ratio_to_fp32_from_one_run(tmp_path: Path, monk
 
 def test_the_bench_bf16_step_autocasts_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     from posenc.bench.core import TrainStep, synthetic_batch
-    from posenc.training import runtime
+    from posenc.training import precision
 
-    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
     cfg = BenchConfig(preset="transformer-tiny", vocab=50, model={"dropout": 0.0})
     step = TrainStep(build_model("ape", cfg), synthetic_batch(2, 6, 50, "cpu"), "cpu", "bf16")
     dtypes: list[torch.dtype] = []

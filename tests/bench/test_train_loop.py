@@ -67,9 +67,9 @@ def test_cuda_loop_compares_compiled_bf16_with_eager_fp32() -> None:
 def test_captured_loop_is_timed_after_every_shape_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
     """``--compile reduce-overhead``: the loop trains with train.compile: reduce-overhead (here through
     the tests' tracing backend) and times only after one untimed pass over the batches."""
-    from posenc.training import runtime
+    from posenc.training import compiled
 
-    monkeypatch.setattr(runtime, "COMPILE_BACKEND", "eager")
+    monkeypatch.setattr(compiled, "COMPILE_BACKEND", "eager")
     cfg = BenchConfig(preset="transformer-tiny", vocab=40, loop_steps=3, loop_tokens=96, loop_preset="transformer-tiny",
                       precision="fp32", compile="reduce-overhead", loop_model={"d_model": 32, "d_ff": 64})
     assert cfg.loop_label() == "captured-fp32"

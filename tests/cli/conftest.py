@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -25,4 +26,12 @@ def trained(tmp_path_factory: pytest.TempPathFactory, prepared: Path) -> Path:
     run = tmp_path_factory.mktemp("cli-run") / "ape"
     extra = [*NEAR_INIT, "train.save_every=1", "train.keep_last=0", "model.position.name=ape"]
     assert main(["train", *run_overrides(run, prepared, *extra)]) == 0
+    return run
+
+
+@pytest.fixture
+def run_copy(tmp_path: Path, trained: Path) -> Path:
+    """A copy of :func:`trained` that a test may change."""
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
     return run

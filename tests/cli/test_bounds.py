@@ -1,4 +1,4 @@
-"""Issue 18 part B: bounded config loading, one-line config errors, bounded eval input.
+"""Bounded config loading, one-line config errors, bounded eval input.
 
 Every case is a command line that today either eats memory, recurses, prints a huge value or
 a traceback; each must end with exit 2, one short ``error: ...`` line and nothing written."""
@@ -187,7 +187,7 @@ BAD_DECODE = {
 def test_bad_decode_options_are_refused_before_anything_is_written(capsys: pytest.CaptureFixture[str],
                                                                    tmp_path: Path, command: str, case: str) -> None:
     """``train decode.beam=100000`` used to be stored in config.yaml, so a later translate without
-    --beam failed (issue 41, item 8): every decode option translate would refuse is refused here."""
+    --beam failed: every decode option translate would refuse is refused here."""
     override, needles = BAD_DECODE[case]
     code, out, err = cli(capsys, command, *run_overrides(tmp_path / "run"), override)
     short_error(code, err, *needles)

@@ -75,7 +75,7 @@ def test_train_and_translate(capsys: pytest.CaptureFixture[str], tmp_path: Path,
 
     # --input/--output on the same sources gives the same lines as --split
     out_file = tmp_path / "out" / "test.hyp"
-    out_file.parent.mkdir()  # an output file's directory must exist (issue 28)
+    out_file.parent.mkdir()  # an output file's directory must exist
     code, out, err = cli(capsys, "translate", "--run", run, "--input", prepared / "test.src", "--output", out_file)
     assert code == 0 and out == "" and err == f"translated {N_TEST} lines -> {out_file}\n"
     assert read(out_file) == read(hyp)

@@ -110,7 +110,7 @@ def test_overlong_input_line(capsys: pytest.CaptureFixture[str], tmp_path: Path,
     src = tmp_path / "src.txt"
     src.write_text("ka lo\n" + " ".join(["ka lo mi"] * 10) + "\nmi\n", encoding="utf-8")
     out = tmp_path / "sub" / "out.txt"
-    out.parent.mkdir()  # an output file's directory must exist (issue 28)
+    out.parent.mkdir()  # an output file's directory must exist
     code, _, err = cli(capsys, "translate", "--run", short_run, "--input", src, "--output", out)
     assert_one_line_error(code, err, "line 2", "max_source_len=8")
     assert not out.exists() and hidden_leftovers(out.parent) == []

@@ -1,4 +1,4 @@
-"""``posenc translate`` decodes a run with the α its experiment tuned on validation (issue 39 item 4):
+"""``posenc translate`` decodes a run with the α its experiment tuned on validation:
 results.json's ``length_penalty.chosen`` is the default, ``--length-penalty A`` overrides it, and
 every translations/*.json records the α it was decoded with."""
 

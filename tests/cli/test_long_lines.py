@@ -1,6 +1,6 @@
 """A line over MAX_LINE_BYTES in any user text file (training data, translate input incl. stdin,
 evaluate --hyp/--ref) is refused in one line naming the file and line, without reading the rest
-of the file into memory; ``translate --too-long truncate`` cuts such a line instead (issue 41)."""
+of the file into memory; ``translate --too-long truncate`` cuts such a line instead."""
 
 from __future__ import annotations
 

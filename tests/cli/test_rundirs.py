@@ -1,4 +1,4 @@
-"""Issue 10, "run directories that never lie": one CLI-level test per finding on tiny toy runs.
+"""One CLI-level test per finding on tiny toy runs.
 
 Finding → tests: 1 stale data/config → ``test_resume_with_another_config_*``,
 ``test_prepare_into_a_directory_of_another_data_config``; 2 failed train / translate from the
@@ -143,7 +143,7 @@ def test_translate_builds_the_model_from_the_checkpoint_config(capsys: pytest.Ca
 
 # ------------------------------------------------------------------------------ finding 3
 
-HOLD = "import sys, time; from posenc.runs.rundir import exclusive\nwith exclusive(sys.argv[1]):\n print('held', flush=True); time.sleep(60)"
+HOLD = "import sys, time; from posenc.runs.lock import exclusive\nwith exclusive(sys.argv[1]):\n print('held', flush=True); time.sleep(60)"
 
 
 def _holder(directory: Path) -> subprocess.Popen:

@@ -1,7 +1,7 @@
-"""Issue 18, part A: posenc never destroys what it did not write, never returns stale or mixed
-results, and fails on a bad run directory with one line (exit 2) and nothing written.
+"""posenc never destroys what it did not write, never returns stale or mixed results, and fails
+on a bad run directory with one line (exit 2) and nothing written.
 
-Finding → tests: 1 ``average --output`` → ``test_average_output_*``; 2 train into a foreign
+Tests: 1 ``average --output`` → ``test_average_output_*``; 2 train into a foreign
 out_dir → ``test_train_refuses_*``, ``test_no_resume_deletes_only_posenc_files``,
 ``test_older_run_without_marker_resumes_and_is_marked``; 3 ``prepare --out EXISTING`` →
 ``test_prepare_refuses_a_foreign_directory``; 4 lock symlink → ``test_lock_that_is_*``;
@@ -24,16 +24,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.files import snapshot
 from tests.helpers.tiny import NEAR_INIT, TINY, TOY, assert_one_line_error, cli, hidden_leftovers, read, run_overrides
-
-
-def snapshot(directory: Path) -> dict[str, bytes | None]:
-    """Every file (bytes), symlink (its target) and directory (None) under ``directory``."""
-    out: dict[str, bytes | None] = {}
-    for p in sorted(directory.rglob("*")):
-        key = str(p.relative_to(directory))
-        out[key] = os.readlink(p).encode() if p.is_symlink() else (p.read_bytes() if p.is_file() else None)
-    return out
 
 
 def foreign_dir(root: Path) -> Path:
@@ -45,13 +37,6 @@ def foreign_dir(root: Path) -> Path:
     for name in ("results.json", "config.yaml", "summary.json", "train.csv", "spm.model", "thesis.tex"):
         (root / name).write_text(f"{name}: precious\n")
     return root
-
-
-@pytest.fixture
-def run_copy(tmp_path: Path, trained: Path) -> Path:
-    run = tmp_path / "run"
-    shutil.copytree(trained, run)
-    return run
 
 
 # ------------------------------------------------------------------------------ finding 1: average --output

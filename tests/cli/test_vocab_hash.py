@@ -1,7 +1,7 @@
 """Every checkpoint of a translation run stores the sha256 of its vocabulary (spm.model) in
 state.json; translate, average and resume refuse another run's spm.model of the same size in one
 line (a same-size vocabulary used to decode garbage silently), and checkpoints written before the
-hash was stored still load (issue 41, item 6)."""
+hash was stored still load."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ import pytest
 
 from posenc.data.spm import Tokenizer
 from posenc.errors import CheckpointError
-from posenc.training.checkpoint import VOCAB_KEY, list_checkpoints, load_checkpoint
-from tests.cli.test_safety import snapshot
+from posenc.tasks.translation.spec import VOCAB_KEY
+from posenc.training import RunContents
+from posenc.training.checkpoint import list_checkpoints, load_checkpoint
+from tests.helpers.files import snapshot
 from tests.helpers.tiny import TINY, TOY, assert_one_line_error, cli, read
 from tests.helpers.training import batches_fn, random_pairs, tiny_model, train, train_config
 
@@ -103,14 +105,14 @@ def test_checkpoints_without_the_hash_still_load(capsys: pytest.CaptureFixture[s
 
 def test_resume_refuses_a_checkpoint_of_another_vocabulary(tmp_path: Path) -> None:
     cfg = train_config(max_steps=2, save_every=1)
-    train(tiny_model(), TRAIN_BATCHES, cfg, tmp_path, checkpoint_state={VOCAB_KEY: "a" * 64})
+    train(tiny_model(), TRAIN_BATCHES, cfg, tmp_path, contents=RunContents(checked={VOCAB_KEY: "a" * 64}))
     more = train_config(max_steps=3, save_every=1)
     with pytest.raises(CheckpointError, match=f"ckpt_00000002: saved with another {VOCAB_KEY}") as err:
-        train(tiny_model(), TRAIN_BATCHES, more, tmp_path, checkpoint_state={VOCAB_KEY: "b" * 64})
+        train(tiny_model(), TRAIN_BATCHES, more, tmp_path, contents=RunContents(checked={VOCAB_KEY: "b" * 64}))
     assert "\n" not in str(err.value)
-    resumed = train(tiny_model(), TRAIN_BATCHES, more, tmp_path, checkpoint_state={VOCAB_KEY: "a" * 64})
+    resumed = train(tiny_model(), TRAIN_BATCHES, more, tmp_path, contents=RunContents(checked={VOCAB_KEY: "a" * 64}))
     assert resumed.state.step == 3
     (tmp_path / "checkpoints" / "ckpt_00000003" / "state.json").write_text(json.dumps(
         {k: v for k, v in load_checkpoint(tmp_path / "checkpoints" / "ckpt_00000003").state.items() if k != VOCAB_KEY}))
     assert train(tiny_model(), TRAIN_BATCHES, train_config(max_steps=4, save_every=1), tmp_path,
-                 checkpoint_state={VOCAB_KEY: "b" * 64}).state.step == 4  # no hash stored: no check
+                 contents=RunContents(checked={VOCAB_KEY: "b" * 64})).state.step == 4  # no hash stored: no check

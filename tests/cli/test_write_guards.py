@@ -7,25 +7,16 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from posenc.runs.rundir import exclusive
+from posenc.runs.lock import exclusive
 from tests.cli.test_files_corpus import files_overrides, write_corpus
-from tests.cli.test_safety_round2 import md5s
+from tests.helpers.files import md5s
 from tests.helpers.tiny import TINY, TOY, assert_one_line_error, cli, run_overrides
-
-
-@pytest.fixture
-def run_copy(tmp_path: Path, trained: Path) -> Path:
-    run = tmp_path / "run"
-    shutil.copytree(trained, run)
-    return run
-
 
 # ------------------------------------------------------------------------------ the run's lock
 
@@ -95,7 +86,7 @@ def test_translate_output_inside_the_cache_of_prepare_out_is_refused(capsys: pyt
 def test_an_experiments_data_directory_is_its_own_kind(tmp_path: Path) -> None:
     """The experiment's data directory is posenc's, and no run or prepared data goes into it."""
     from posenc.errors import RunDirError
-    from posenc.runs.rundir import check_target, dir_kind
+    from posenc.runs.ownership import check_target, dir_kind
 
     data = _experiment_data(tmp_path)
     assert dir_kind(data) == "datasets" and dir_kind(data / ".spm-cache") == "cache"

@@ -100,7 +100,7 @@ def test_tokenizer_rejects_foreign_models(tmp_path: Path) -> None:
         Tokenizer(tmp_path / "std.model")
 
 
-# ------------------------------------------------------------------ a poisoned cache (issue 41, item 3)
+# ------------------------------------------------------------------ a poisoned cache
 
 def test_a_truncated_cache_entry_is_dropped_with_one_warning_and_rebuilt(tmp_path: Path) -> None:
     path = train_spm(TEXTS, tmp_path, vocab_size=60)

@@ -111,7 +111,7 @@ def test_write_lines_atomic_never_half_writes(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == ["out.txt"]
 
 
-# ------------------------------------------------------------------ bounded lines (issue 41, item 1)
+# ------------------------------------------------------------------ bounded lines
 
 class _CountingReader(io.BytesIO):
     """A BytesIO that records how many bytes were read from it."""

@@ -1,4 +1,4 @@
-"""The committed multi30k_cpu grid (docs/results/multi30k_cpu, issue 17 part 4) answers the shipped
+"""The committed multi30k_cpu grid (docs/results/multi30k_cpu) answers the shipped
 config: every cell is fresh (trained on a lent GPU in fp32, which only the placement keys record),
 each run's status is the one convergence rule's, and the tables in docs/results.md are the mean ±
 std of the committed per-run BLEU."""
@@ -70,7 +70,8 @@ def test_docs_table_is_the_committed_bleu() -> None:
 def _replay(history: list[tuple[int, float]], **options) -> int | None:  # noqa: ANN003
     """The step at which patience 4 (min_delta 0.001) stops ``history`` under ``options``; None: never."""
     from posenc.training.config import TrainConfig
-    from posenc.training.state import TrainState, record_validation
+    from posenc.training.state import TrainState
+    from posenc.training.stopping import record_validation
 
     state, cfg = TrainState(), TrainConfig(patience=4, min_delta=0.001, **options)
     for step, loss in history:

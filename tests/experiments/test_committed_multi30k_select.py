@@ -1,4 +1,4 @@
-"""The committed multi30k_select grid (docs/results/multi30k_select, issue 26): the K sweep and the
+"""The committed multi30k_select grid (docs/results/multi30k_select): the K sweep and the
 EXTRAPOLATE and VANILLA columns answer the shipped config (fresh), every run converged by the one
 rule, the chosen K is the validation argmax of the committed sweep, and every number docs/results.md
 §0c quotes is computed here from the committed files."""
@@ -57,7 +57,7 @@ def test_committed_cells_are_fresh() -> None:
 
 
 #: Runs stopped by patience on an end slope between -2.0 and -1.943 standard errors: flat by the
-#: rounded 2.0 of the rule before, not flat by the exact one-sided 5 % value at 6 dof (issue 39).
+#: rounded 2.0 of the rule before, not flat by the exact one-sided 5 % value at 6 dof.
 NOT_FLAT_RUNS = {("vanilla", "shape-k500", 1), ("vanilla", "shape-kstar", 3)}
 
 

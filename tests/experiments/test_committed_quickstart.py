@@ -1,4 +1,4 @@
-"""The committed quickstart run (docs/results/quickstart, issue 26 item 6) answers the shipped
+"""The committed quickstart run (docs/results/quickstart) answers the shipped
 config, and every number README.md and docs/results.md §0 quote about it is read from its files."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 19: a new task is one package. ``tests/dummy_task`` (its own config, model, loss and
+"""A new task is one package. ``tests/dummy_task`` (its own config, model, loss and
 experiment side) runs through ``posenc experiment`` end to end: found by its module path, trained
 through run_task (an owned run directory), reused when fresh, refused or retrained when stale."""
 
@@ -76,7 +76,7 @@ def test_lengthgen_run_dir_is_owned(tmp_path: Path) -> None:
 def test_a_users_report_directory_is_refused_before_training(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """ROOT/report holding a user's README.md: one line, exit 2, nothing trained or written; an
     older posenc report (no marker, README headed with the experiment's name) is claimed."""
-    from posenc.runs.rundir import dir_kind
+    from posenc.runs.ownership import dir_kind
 
     path = _write(tmp_path, settings={"plain": {}})
     report = tmp_path / "exp" / "report"

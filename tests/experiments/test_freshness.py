@@ -1,4 +1,4 @@
-"""Results are never stale (issue 13, issue 10 item 6): a finished run is reused only when its
+"""Results are never stale: a finished run is reused only when its
 stored fingerprint matches the current config; a longer budget resumes training; a changed model
 stops with one line naming the key, or retrains with --rerun-stale; a changed decoding re-scores."""
 
@@ -11,7 +11,8 @@ import pytest
 
 from posenc.config import load_config
 from posenc.experiments.runner import Grid
-from posenc.runs.same_run import RunRecord, evaluation_record, same_run
+from posenc.runs.same_run import RunRecord, same_run
+from posenc.tasks.translation.driver import evaluation_record
 from posenc.tasks.translation.experiment import ExperimentConfig
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import assert_one_line_error, cli
@@ -86,7 +87,7 @@ def test_rerun_stale_keeps_files_posenc_did_not_write(capsys: pytest.CaptureFixt
     write_experiment(tmp_path, model={"d_model": 48, "d_ff": 64})
     code, _, _ = cli(capsys, "experiment", path, "--rerun-stale")
     assert code == 0 and _results(path)["record"]["fingerprint"]["model"]["d_model"] == 48
-    assert (run_dir / "notes.txt").read_text(encoding="utf-8") == "mine\n"  # issue 18: never rmtree a run dir
+    assert (run_dir / "notes.txt").read_text(encoding="utf-8") == "mine\n"  # never rmtree a run dir
 
 
 def test_changed_decoding_rescores_without_training(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

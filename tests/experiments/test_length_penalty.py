@@ -1,4 +1,4 @@
-"""The length penalty chosen on validation per run (issue 26 item 2, issue 39 item 4): the search
+"""The length penalty chosen on validation per run: the search
 decodes only the validation split and extends the grid until validation BLEU peaks (or the bound),
 the chosen α is the validation peak, the test BLEU is decoded with it and recorded, and a changed
 search rescores without retraining."""
@@ -16,7 +16,7 @@ from posenc.experiments.runner import Grid
 from posenc.tasks.translation.cells import run_config
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.load import load_run, translate_split
-from posenc.tasks.translation.tuning import argmax_first, replay, search_alphas, tune_length_penalty
+from posenc.tasks.translation.tuning import replay, search_alphas, tune_length_penalty
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import cli
 
@@ -86,11 +86,6 @@ def test_replay_checks_a_stored_sweep() -> None:
     assert replay(GRID, 5.0, {**stored, "1.6": 4.5}) == [*stored, "1.6"]
 
 
-def test_argmax_first_breaks_ties_by_order() -> None:
-    assert argmax_first({"0.6": 10.0, "1": 12.0, "1.4": 12.0}, ["0.6", "1", "1.4"]) == "1"
-    assert argmax_first({"0.6": 10.0, "1": 12.0, "1.4": 12.0}, ["1.4", "1", "0.6"]) == "1.4"
-
-
 def test_sweep_is_the_validation_argmax_and_test_uses_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = _experiment(tmp_path, ALPHAS)
     assert cli(capsys, "experiment", path)[0] == 0
@@ -104,7 +99,7 @@ def test_sweep_is_the_validation_argmax_and_test_uses_it(capsys: pytest.CaptureF
              for k in tuning["sweep"]}
     assert again == tuning["sweep"]  # the recorded sweep is validation BLEU per α
     assert replay(ALPHAS, exp.tune_length_penalty_max, again) == list(again)  # the search's own candidates
-    assert tuning["chosen"] == float(argmax_first(again, sorted(again, key=float)))  # the peak; ties: smallest α
+    assert tuning["chosen"] == float(max(sorted(again, key=float), key=again.get))  # the peak; ties: smallest α
     test = translate_split(loaded, "test", replace(cfg.decode, length_penalty=tuning["chosen"]), stem="check")
     assert result["scores"]["test"]["bleu"] == test["bleu"]  # test decoded with the chosen α
     # the α used and whether it sat at the bound are recorded: in the record, in the scores and in

@@ -1,4 +1,4 @@
-"""Progress of the running runs of a --jobs grid (issue 26 item 6): step, validation loss and ETA
+"""Progress of the running runs of a --jobs grid: step, validation loss and ETA
 read from each run's train.csv / valid.csv; a redrawn status line on a terminal, plain lines
 otherwise; the scheduler's loop calls it while workers run."""
 

@@ -1,4 +1,4 @@
-"""Paper-faithful protocol fixes in the experiment report (issue 13)."""
+"""Paper-faithful protocol fixes in the experiment report."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def test_report_shades_by_training_lengths(capsys: pytest.CaptureFixture[str], t
 
 
 def test_interpolate_note_counts_the_shorter_runs_interpolate_keeps() -> None:
-    """Issue 17: INTERPOLATE drops nothing; the report counts the joined pairs shorter than a group."""
+    """INTERPOLATE drops nothing; the report counts the joined pairs shorter than a group."""
     from posenc.data.corpora import Pair
     from posenc.data.settings import interpolate
     from posenc.tasks.translation.report import interpolate_short_runs
@@ -118,7 +118,7 @@ def test_swapped_uses_a_training_subsample_and_protocol_is_named(capsys: pytest.
 
 
 def test_one_registry_of_analyses() -> None:
-    """Issue 9/13: the schema, the report and `posenc analyze` all use the analysis registry."""
+    """The schema, the report and `posenc analyze` all use the analysis registry."""
     from posenc.analysis import ANALYSES, DESCRIPTIONS, REGISTRY
     from posenc.tasks.translation.experiment import TRANSLATION_ANALYSES
     from posenc.tasks.translation.report import ADAPTERS
@@ -142,5 +142,5 @@ def test_no_import_circle_between_report_and_runner() -> None:
 
     assert "posenc.experiments.runner" not in imports(report)
     assert "posenc.tasks.translation.report" in imports(driver)  # the task's driver writes the report; never the reverse
-    assert not any(m.startswith("posenc.tasks") for m in imports(runner))  # the runner knows no task (issue 19)
-    assert not any(m.startswith("posenc.experiments") for m in imports(task))  # no arrow back up (issue 19)
+    assert not any(m.startswith("posenc.tasks") for m in imports(runner))  # the runner knows no task
+    assert not any(m.startswith("posenc.experiments") for m in imports(task))  # no arrow back up

@@ -225,7 +225,7 @@ def test_pack_and_run_refuse_what_posenc_may_not_write(tmp_path: Path, capsys: p
     """``pack DIR`` into a folder holding a user's file or inside a posenc directory, ``run --archive``
     over a file that is no cell archive or inside a posenc directory: one line each, nothing
     prepared, nothing written."""
-    from posenc.runs.rundir import write_marker
+    from posenc.runs.ownership import write_marker
     from tests.experiments.tiny_grid import write_experiment
 
     queue = _queue(tmp_path, {"experiment": str(write_experiment(tmp_path)), "cell_minutes": 1})

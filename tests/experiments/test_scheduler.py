@@ -79,7 +79,7 @@ def test_submitit_local_backend(tmp_path: Path) -> None:
 
 
 def test_worker_logs_are_appended_across_attempts(tmp_path: Path) -> None:
-    """Issue 28: a rerun truncated each worker's log; now every attempt is appended under a header."""
+    """A rerun truncated each worker's log; now every attempt is appended under a header."""
     import sys
 
     from posenc.processes import run_processes

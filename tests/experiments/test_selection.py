@@ -1,4 +1,4 @@
-"""The selection stage of `posenc experiment` (issue 26 item 1): a hyperparameter swept on the
+"""The selection stage of `posenc experiment`: a hyperparameter swept on the
 validation split, the validation argmax chosen, the test grid run with it; the sweep never decodes
 or scores test data."""
 
@@ -79,7 +79,7 @@ def _listing_the_cells_writes_nothing(path: Path, exp: ExperimentConfig, chosen:
     choice without writing ``selection.json`` (or anything) into the grid's out_dir."""
     from posenc.experiments.queue import Queue, QueueEntry, check_entries, entry_cells
     from posenc.experiments.runner import grid_stages
-    from tests.cli.test_safety_round2 import md5s
+    from tests.helpers.files import md5s
 
     (exp.root / "selection" / "selection.json").unlink()
     before = md5s(exp.root)

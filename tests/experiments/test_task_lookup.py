@@ -1,4 +1,4 @@
-"""Issue 40: an experiment's task is looked up once (per process) and passed along as a
+"""An experiment's task is looked up once (per process) and passed along as a
 :class:`~posenc.experiments.runner.Grid`, not once per runner step and cell. Counted on the dummy
 task's grid (2 methods × 2 seeds) by a spy on :func:`posenc.experiments.tasks.task_module`, which
 every lookup goes through."""

@@ -13,7 +13,8 @@ import pytest
 from posenc.config import load_config, load_yaml
 from posenc.experiments.runner import Grid, find_experiment
 from posenc.tasks.translation.convergence import read_valid, run_status
-from posenc.training.convergence import CONVERGED, convergence, is_flat
+from posenc.training.convergence import CONVERGED, convergence
+from posenc.training.stopping import is_flat
 
 
 def committed_grid(schema: type, experiment: str, committed: Path) -> Grid:
@@ -31,6 +32,27 @@ def assert_all_fresh(grid: Grid, cells: int) -> None:
     """``cells`` committed cells, each answering the shipped config (the one rule says fresh)."""
     assert len(grid.cells()) == cells
     assert {cell: grid.verdict(cell).kind for cell in grid.cells()} == {cell: "fresh" for cell in grid.cells()}
+
+
+def stops_of(grid: Grid) -> dict[str, list[dict]]:
+    """Per method, each seed's summary.json plus ``lr_at_stop``: the last logged lr / the peak lr."""
+    out: dict[str, list[dict]] = {}
+    for cell in grid.cells():
+        run = grid.results_path(cell).parent
+        summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+        with open(run / "train.csv", newline="", encoding="utf-8") as fh:
+            last_lr = float(list(csv.DictReader(fh))[-1]["lr"])
+        out.setdefault(cell.method, []).append(dict(summary, lr_at_stop=last_lr / grid.config(cell).train.lr))
+    return out
+
+
+def assert_document_quotes(doc_path: Path, committed: Path, claims: dict[str, str]) -> None:
+    """The document's table is the committed report's, and every claimed number is in its prose."""
+    doc = doc_path.read_text(encoding="utf-8")
+    assert report_rows_in(doc, committed / "report" / "README.md"), "the section's table is the committed report's"
+    doc = " ".join(doc.split())  # prose wraps lines
+    for what, text in claims.items():
+        assert text in doc, (what, text)
 
 
 def report_rows_in(doc: str, report: Path) -> bool:

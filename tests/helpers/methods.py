@@ -1,5 +1,5 @@
 """Position-method lists for the tests, taken from the registry: a new method file is covered by the
-KV-cache, beam, CUDA-graph and textbook-attention tests without editing them (issue 27 part 3).
+KV-cache, beam, CUDA-graph and textbook-attention tests without editing them.
 
 Names are registry names (``sinusoidal``, ``shaw``, ``sinusoidal+shape``, ...): every 1-D
 (``layout: sequence``) input method alone, every attention method alone (with input ``none``),

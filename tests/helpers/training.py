@@ -14,7 +14,6 @@ from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.tasks.translation.task import Seq2SeqLoss
 from posenc.training import TrainConfig, Trainer, TrainResult
-from posenc.training import train as train_loop
 from posenc.training.checkpoint import list_checkpoints
 from posenc.training.loss import LossOutput
 
@@ -64,8 +63,10 @@ def seq2seq_hooks(model: torch.nn.Module, cfg: TrainConfig, kwargs: dict[str, An
 
 def train(model: torch.nn.Module, batches: Callable[[int, int, int], Any], cfg: TrainConfig, out: str | Path,
           **kwargs: Any) -> TrainResult:
-    """:func:`posenc.training.train` of the tiny translation model (see :func:`seq2seq_hooks`)."""
-    return train_loop(model, batches, cfg, out, **seq2seq_hooks(model, cfg, kwargs))
+    """``Trainer(...).fit(...)`` of the tiny translation model (see :func:`seq2seq_hooks`);
+    ``valid_batches``, ``metric_fn`` and ``resume`` go to ``fit``, the other keywords to the Trainer."""
+    fit = {k: kwargs.pop(k) for k in ("valid_batches", "metric_fn", "resume") if k in kwargs}
+    return make_trainer(model, cfg, out, **kwargs).fit(batches, **fit)
 
 
 def make_trainer(model: torch.nn.Module, cfg: TrainConfig, out: str | Path, cls: type[Trainer] = Trainer,
@@ -82,7 +83,7 @@ def train_config(**overrides: Any) -> TrainConfig:
 
 
 def prune_checkpoints(directory: str | Path, keep_last: int) -> list[Path]:
-    """Test helper (moved out of src, issue 19): delete all but the newest ``keep_last`` checkpoints (0 = keep all); return the deleted."""
+    """Delete all but the newest ``keep_last`` checkpoints (0 = keep all); return the deleted."""
     ckpts = list_checkpoints(directory)
     if keep_last <= 0 or len(ckpts) <= keep_last:
         return []

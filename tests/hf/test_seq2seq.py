@@ -87,7 +87,7 @@ def test_bart_style_families_reproduce_the_model_at_zero_shift_and_move_with_a_s
 
 
 def test_training_without_labels_or_decoder_inputs_uses_bart_s_own_decoder_input() -> None:
-    """Issue 17: KeyError 'labels'. BART then decodes input_ids shifted right (target length = source)."""
+    """KeyError 'labels'. BART then decodes input_ids shifted right (target length = source)."""
     model = bart()
     wrapped = augment_model(model, "shape", max_shift=0).train()
     ids = torch.randint(3, V, (2, 6))
@@ -116,7 +116,7 @@ def test_non_models_are_type_errors() -> None:
 
 
 def test_a_shift_past_the_table_is_refused_on_the_first_batch() -> None:
-    """Issue 28: SHAPE offset + length past the learned table failed only on the draws that reached it."""
+    """SHAPE offset + length past the learned table failed only on the draws that reached it."""
     wrapped = PositionAugmentedSeq2Seq(bart(max_positions=32), "shape", max_shift=26).train()
     batch = pair()
     assert int(batch["attention_mask"].sum(-1).max()) - 1 + 26 == 32  # only k = 26 reaches past row 31
@@ -129,7 +129,7 @@ def test_a_shift_past_the_table_is_refused_on_the_first_batch() -> None:
 def test_cached_decoder_steps_continue_the_prefill_under_either_cache_keyword() -> None:
     """A cached decoder step (``cache=`` from transformers 5.24, or ``past_key_values=``) runs the
     model untouched: its target position continues from the cache, and the step's logits equal
-    the full decoder forward's at that position (issue 41, item 11)."""
+    the full decoder forward's at that position."""
     import inspect
     import warnings
 

@@ -76,7 +76,7 @@ def test_eval_mode_reads_the_real_token_positions(build: Any, augment: str, para
 
 
 def test_gpt2_left_padding_reads_the_same_positions_in_training_and_eval() -> None:
-    """Issue 17: training counted real tokens while eval read raw indices (0.41 logit difference at
+    """Training counted real tokens while eval read raw indices (0.41 logit difference at
     K = 0 with left padding). Now SHAPE at K = 0 in training equals eval on the real tokens."""
     cfg = transformers.GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=32, embd_pdrop=0.0,
                                   resid_pdrop=0.0, attn_pdrop=0.0, pad_token_id=0, bos_token_id=None, eos_token_id=None)
@@ -371,7 +371,7 @@ def _cache_names(model: torch.nn.Module) -> list[str]:
     (gpt2, "shape", {"max_shift": 4}), (llama, "cape", {}), (llama, "randomized", {"max_len": 64, "eval": "sequential"}),
 ])
 def test_prefill_and_cached_steps_read_the_positions_of_a_full_forward(build: Any, augment: str, params: dict) -> None:
-    """Issue 41, item 11: with left padding the prefill counted real tokens but cached steps used
+    """With left padding the prefill counted real tokens but cached steps used
     the model's own positions (raw indices: 0.30 off on GPT-2). Now every cached step gets the
     position a full forward gives its token, so the logits agree."""
     model = build()

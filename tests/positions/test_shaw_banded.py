@@ -1,5 +1,5 @@
 """The banded CPU path of Shaw attention (``ShawHook.banded``, :class:`ToeplitzShaw`) against the
-explicit (L, L, Dh) reference of Eq. 3-4 and against the general explicit path (issue 20)."""
+explicit (L, L, Dh) reference of Eq. 3-4 and against the general explicit path."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One record, one verdict (issue 40 item 1): a run directory, a grid cell and the checkpoint a run
+"""One record, one verdict: a run directory, a grid cell and the checkpoint a run
 resumes from are judged by the same function, :func:`posenc.runs.same_run.same_run`, on the same
 :class:`~posenc.runs.same_run.RunRecord`; committed runs keep their fingerprints."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import posenc.runs.rundir as rundir
+import posenc.runs.run as run_module
 import posenc.runs.same_run as rules
 import posenc.tasks.grid as methods_grid
 import posenc.tasks.translation.driver as translation_driver
@@ -20,16 +20,17 @@ from posenc.errors import ConfigError
 from posenc.experiments.runner import Grid
 from posenc.runs.differences import ABSENT, config_differences
 from posenc.runs.fingerprint import fingerprint
-from posenc.runs.rundir import open_run, write_run_files
-from posenc.runs.same_run import RunRecord, evaluation_record
+from posenc.runs.run import Run, write_run_files
+from posenc.runs.same_run import RunRecord
 from posenc.tasks.translation.config import located_config
+from posenc.tasks.translation.driver import evaluation_record
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.training.checkpoint import checkpoint_name, save_checkpoint
 from tests.experiments.tiny_grid import write_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results"
-CALLERS = (rundir, methods_grid, translation_driver, translation_load)
+CALLERS = (run_module, methods_grid, translation_driver, translation_load)
 
 
 def _cfg(tmp_path: Path, **train: Any) -> tuple[Any, ExperimentConfig]:
@@ -68,12 +69,12 @@ def test_run_dir_grid_cell_and_checkpoint_get_one_verdict(tmp_path: Path, monkey
         monkeypatch.setattr(module, "same_run", spy)
     _run_dir(cfg, saved)
     if kind == "stale":
-        with pytest.raises(ConfigError, match="train.lr"):
-            open_run(cfg, cfg.out_dir, resume=True)
+        with pytest.raises(ConfigError, match="train.lr"), Run.open(cfg, cfg.out_dir, resume=True):
+            pass
         assert len(calls) == 1  # the run's record is stale: its checkpoint is not asked
     else:
-        opening = open_run(cfg, cfg.out_dir, resume=True)
-        assert opening.resumes and opening.checkpoint == Path(cfg.out_dir) / "checkpoints" / checkpoint_name(3)
+        with Run.open(cfg, cfg.out_dir, resume=True) as run:
+            assert run.continues and run.checkpoint_path == Path(cfg.out_dir) / "checkpoints" / checkpoint_name(3)
         assert len(calls) == 2  # the run directory's record, then its checkpoint's
     results = {"record": RunRecord.of(saved, evaluation_record(saved, exp.splits)).to_dict(), "summary": {"steps": 3}}
     cell = translation_driver.TASK.verdict(exp_now, ("vanilla", "ape", 1), results)
@@ -91,8 +92,9 @@ def test_a_checkpoint_of_another_run_is_refused_before_anything_is_written(tmp_p
     state["record"] = RunRecord.of(other).to_dict()
     (ckpt / "state.json").write_text(json.dumps(state))
     before = sorted(p.name for p in out.iterdir())
-    with pytest.raises(ConfigError, match=r"its checkpoint ckpt_00000003 is another run's \(train.lr"):
-        open_run(cfg, out, resume=True)
+    with pytest.raises(ConfigError, match=r"its checkpoint ckpt_00000003 is another run's \(train.lr"), \
+            Run.open(cfg, out, resume=True):
+        pass
     assert sorted(p.name for p in out.iterdir()) == before
 
 
@@ -119,6 +121,23 @@ def test_a_loaded_checkpoint_is_judged_by_the_one_rule(tmp_path: Path, model: di
             translation_load.check_checkpoint_run(out, sections, Path("ckpt"))
     else:
         translation_load.check_checkpoint_run(out, sections, Path("ckpt"))
+
+
+@pytest.mark.parametrize("train", [{}, {"device": "cpu", "num_threads": 2}, {"max_steps": 9}, {"lr": 0.01}])
+def test_a_record_equal_to_todays_is_judged_as_reading_it_would(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                train: dict) -> None:
+    """same_run needs no reading of a stored record that already equals today's (placement keys
+    and unresolved derived keys aside): its verdict is the one reading it gives."""
+    from dataclasses import replace
+
+    saved, _ = _cfg(tmp_path / "saved")
+    cfg, _ = _cfg(tmp_path / "now", **train)
+    resolved = replace(saved, model=replace(saved.model, vocab_size=40))  # the data filled in at setup
+    for stored in (RunRecord.of(saved), RunRecord.of(resolved)):
+        quick = rules.same_run(stored, cfg)
+        with monkeypatch.context() as patched:
+            patched.setattr(rules, "_differences", lambda *a: [("read", 0, 1)])  # always read the record
+            assert rules.same_run(stored, cfg) == quick
 
 
 def _committed_runs() -> list[Path]:
@@ -161,3 +180,15 @@ def test_no_committed_fingerprint_changes() -> None:
         assert all(was is ABSENT or unused_block(k, now) for k, was, now in diffs), (run, diffs[:3])
         assert not diffs or run.relative_to(COMMITTED).parts[0] == "multi30k_cpu", run
         assert rules.same_run(stored, cfg).kind == "fresh", run  # and every one still resumes
+
+
+def test_every_committed_record_gets_the_verdict_reading_it_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """same_run's shortcut for a record equal to today's changes no committed run's verdict."""
+    for run in _committed_runs():
+        cfg = located_config(load_yaml(run / "config.yaml"), run) if _config_type(run).__name__ == "RunConfig" \
+            else rules.read_stored(_config_type(run), load_yaml(run / "config.yaml"))
+        stored = RunRecord.read(json.loads((run / "fingerprint.json").read_text(encoding="utf-8")))
+        quick = rules.same_run(stored, cfg)
+        with monkeypatch.context() as patched:
+            patched.setattr(rules, "_differences", lambda *a: [("read", 0, 1)])  # always read the record
+            assert rules.same_run(stored, cfg) == quick, run

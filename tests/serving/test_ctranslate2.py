@@ -1,4 +1,4 @@
-"""The CTranslate2 export (issue 29): a trained tiny model of each exported position method (APE,
+"""The CTranslate2 export: a trained tiny model of each exported position method (APE,
 SHAPE, RPE, RoPE, T5) gives the same first-step logits as posenc (to 1e-4), and its greedy and
 beam-4 (α = 0) outputs are as good as posenc's own search by posenc's own model: where a
 hypothesis differs, greedy took a token whose log-probability is within float noise of posenc's

@@ -1,4 +1,4 @@
-"""A tampered CTranslate2 export (issue 41 item 7): every file of it that is truncated, empty,
+"""A tampered CTranslate2 export: every file of it that is truncated, empty,
 random, of the wrong JSON shape, missing a key or of another vocabulary is one line naming the
 file (and the key), exit 2, before anything is translated or written; the stored beam obeys the
 256 cap. The export is a tiny near-initial APE run's (tests/helpers/tiny.py)."""
@@ -19,7 +19,7 @@ pytest.importorskip("ctranslate2", reason="the ctranslate2 package is not instal
 from posenc.cli.main import main  # noqa: E402
 from posenc.errors import ConfigError  # noqa: E402
 from posenc.serving.ctranslate2 import Exported, load_export, translate_lines  # noqa: E402
-from tests.cli.test_safety_round2 import md5s  # noqa: E402
+from tests.helpers.files import md5s  # noqa: E402
 from tests.helpers.tiny import NEAR_INIT, assert_one_line_error, cli, run_overrides  # noqa: E402
 
 

@@ -7,7 +7,6 @@ computed here from the committed results (and, for the comparison, from fsdd_sma
 
 from __future__ import annotations
 
-import csv
 import json
 import statistics
 from pathlib import Path
@@ -17,10 +16,11 @@ from posenc.tasks.speech.config import SpeechExperimentConfig
 from posenc.tasks.speech.report import write_summary
 from tests.helpers.committed import (
     assert_all_fresh,
+    assert_document_quotes,
     assert_status_is_the_rules,
     committed_grid,
     committed_results,
-    report_rows_in,
+    stops_of,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,18 +79,6 @@ def test_the_committed_report_is_the_report_of_the_committed_results(tmp_path: P
     assert text == (COMMITTED / "report" / "README.md").read_text(encoding="utf-8")
 
 
-def _stops(grid: Grid) -> dict[str, list[dict]]:
-    """Per method, each seed's summary.json plus ``lr_at_stop``: the last logged lr / the peak lr."""
-    out: dict[str, list[dict]] = {}
-    for cell in grid.cells():
-        run = grid.results_path(cell).parent
-        summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
-        with open(run / "train.csv", newline="", encoding="utf-8") as fh:
-            last_lr = float(list(csv.DictReader(fh))[-1]["lr"])
-        out.setdefault(cell.method, []).append(dict(summary, lr_at_stop=last_lr / grid.config(cell).train.lr))
-    return out
-
-
 def stop_row(method: str, runs: list[dict]) -> str:
     """The section's row of ``method``: per seed, the stop (patience or cap), updates, best validation
     loss and its update, lr at the stop (% of the peak) and training seconds."""
@@ -104,7 +92,7 @@ def stop_row(method: str, runs: list[dict]) -> str:
 def _claims() -> dict[str, str]:
     """Every number the section and the claims row quote, as the documents write it."""
     grid = _grid()
-    conv, small, stops = committed_results(grid), _small_results(), _stops(grid)
+    conv, small, stops = committed_results(grid), _small_results(), stops_of(grid)
     claims = {f"{m} unseen": f"{m} {statistics.fmean(_unseen(conv, m)):.1f} %" for m in METHODS}
     claims |= {f"{m} unseen at 500": f"{m} {statistics.fmean(_unseen(small, m)):.1f} %" for m in METHODS}
     claims |= {f"{m} 1s": f"{m} {_bucket(conv, m, '1s'):.1f} %" for m in METHODS}
@@ -127,11 +115,7 @@ def _claims() -> dict[str, str]:
 
 
 def test_the_documents_tables_and_numbers_are_the_committed_ones() -> None:
-    doc = DOC.read_text(encoding="utf-8")
-    assert report_rows_in(doc, COMMITTED / "report" / "README.md"), "the section's table is the committed report's"
-    doc = " ".join(doc.split())  # prose wraps lines
-    for what, text in _claims().items():
-        assert text in doc, (what, text)
+    assert_document_quotes(DOC, COMMITTED, _claims())
 
 
 def test_the_claims_row_quotes_the_committed_grid() -> None:

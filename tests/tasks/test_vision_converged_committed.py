@@ -7,7 +7,6 @@ computed here from the committed results (and, for the comparison, from fashion_
 
 from __future__ import annotations
 
-import csv
 import json
 import statistics
 from pathlib import Path
@@ -18,13 +17,15 @@ from posenc.experiments.runner import Grid
 from posenc.tasks.vision.config import VisionExperimentConfig
 from posenc.tasks.vision.report import unseen, write_summary
 from posenc.training.config import TrainConfig
-from posenc.training.state import TrainState, record_validation
+from posenc.training.state import TrainState
+from posenc.training.stopping import record_validation
 from tests.helpers.committed import (
     assert_all_fresh,
+    assert_document_quotes,
     assert_status_is_the_rules,
     committed_grid,
     committed_results,
-    report_rows_in,
+    stops_of,
     valid_history,
 )
 
@@ -90,18 +91,6 @@ def _signed(values: list[float]) -> str:
     return ", ".join(f"{v:+.1f}" for v in values)
 
 
-def _stops(grid: Grid) -> dict[str, list[dict]]:
-    """Per method, each seed's summary.json plus ``lr_at_stop``: the last logged lr / the peak lr."""
-    out: dict[str, list[dict]] = {}
-    for cell in grid.cells():
-        run = grid.results_path(cell).parent
-        summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
-        with open(run / "train.csv", newline="", encoding="utf-8") as fh:
-            last_lr = float(list(csv.DictReader(fh))[-1]["lr"])
-        out.setdefault(cell.method, []).append(dict(summary, lr_at_stop=last_lr / grid.config(cell).train.lr))
-    return out
-
-
 def stop_row(method: str, runs: list[dict]) -> str:
     """The section's row of ``method``: per seed, updates, full epochs, best validation loss, lr at
     the stop (% of the peak) and training seconds."""
@@ -114,7 +103,7 @@ def stop_row(method: str, runs: list[dict]) -> str:
 def _claims() -> dict[str, str]:
     """Every number the section and the claims row quote, as the documents write it."""
     grid = _grid()
-    conv, small, stops = committed_results(grid), _small_results(), _stops(grid)
+    conv, small, stops = committed_results(grid), _small_results(), stops_of(grid)
     gain = [c - s for c, s in zip(_unseen(conv, "cape-2d"), _unseen(conv, "sinusoidal-2d"))]
     small_gain = [c - s for c, s in zip(_unseen(small, "cape-2d"), _unseen(small, "sinusoidal-2d"))]
     vs_learned = [c - s for c, s in zip(_unseen(conv, "cape-2d"), _unseen(conv, "learned-2d"))]
@@ -161,7 +150,7 @@ def _comparisons(conv: list[dict], small: list[dict], stops: dict[str, list[dict
 def test_the_sections_orderings_are_the_committed_ones() -> None:
     """The section's statements that are orderings, not numbers."""
     grid = _grid()
-    conv, stops = committed_results(grid), _stops(grid)
+    conv, stops = committed_results(grid), stops_of(grid)
     at28 = {m: statistics.fmean(_at(conv, m, TRAIN_RES)) for m in METHODS}
     assert sorted(at28, key=at28.get, reverse=True) == ["sinusoidal-2d", "learned-2d", "cape-2d", "none"]
     ahead = [res for res in (12, 16, 20, 24, 32, 36, 40, 48)
@@ -191,11 +180,7 @@ def gap_at_28(results: list[dict], other: str) -> float:
 
 
 def test_the_documents_tables_and_numbers_are_the_committed_ones() -> None:
-    doc = DOC.read_text(encoding="utf-8")
-    assert report_rows_in(doc, COMMITTED / "report" / "README.md"), "the section's table is the committed report's"
-    doc = " ".join(doc.split())  # prose wraps lines
-    for what, text in _claims().items():
-        assert text in doc, (what, text)
+    assert_document_quotes(DOC, COMMITTED, _claims())
 
 
 def test_the_claims_row_and_section_3_quote_the_committed_grid() -> None:

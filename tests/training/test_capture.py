@@ -1,7 +1,7 @@
 """Every registered position method's training forward + loss + backward traces as one graph
 (``torch.compile(fullgraph=True)``, the eager backend: tracing only, fast on CPU), so a CUDA-graph or
 ``mode="reduce-overhead"`` step can capture it; a method that cannot declares ``capturable = False``
-with its reason (posenc.training.runtime.capture_blockers), and indeed does not trace."""
+with its reason (posenc.training.compiled.capture_blockers), and indeed does not trace."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.tasks.translation.task import Seq2SeqLoss
-from posenc.training.runtime import capture_blockers
+from posenc.training.compiled import capture_blockers
 from tests.conftest import tiny_config
 from tests.helpers.lm import tiny_lm
 from tests.helpers.methods import params_for, sequence_methods
@@ -116,13 +116,13 @@ def test_bucketed_batch_has_the_same_loss_and_gradients(name: str) -> None:
 
 
 def test_compile_options_pick_cuda_graphs_on_cuda_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    from posenc.training import runtime
+    from posenc.training import compiled
 
-    assert runtime.compile_options(True, "cuda") == {"fullgraph": True, "mode": "reduce-overhead"}
-    assert runtime.compile_options(True, "cpu") == {"fullgraph": True}
-    assert runtime.compile_options(False, "cuda") == {"fullgraph": False}
-    monkeypatch.setattr(runtime, "COMPILE_BACKEND", "eager")
-    assert runtime.compile_options(True, "cuda") == {"fullgraph": True, "backend": "eager"}
+    assert compiled.compile_options(True, "cuda") == {"fullgraph": True, "mode": "reduce-overhead"}
+    assert compiled.compile_options(True, "cpu") == {"fullgraph": True}
+    assert compiled.compile_options(False, "cuda") == {"fullgraph": False}
+    monkeypatch.setattr(compiled, "COMPILE_BACKEND", "eager")
+    assert compiled.compile_options(True, "cuda") == {"fullgraph": True, "backend": "eager"}
 
 
 class ShapeLoss(Seq2SeqLoss):
@@ -143,10 +143,10 @@ class ShapeLoss(Seq2SeqLoss):
 def test_reduce_overhead_trainer_matches_eager_losses(tmp_path, monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
     """``train.compile: reduce-overhead`` on CPU (a tracing backend through the test seam): the
     captured step runs on bucketed batches and logs the same losses as the eager run."""
-    from posenc.training import runtime
+    from posenc.training import compiled
     from tests.helpers.training import batches_fn, make_trainer, tiny_model, train_config
 
-    monkeypatch.setattr(runtime, "COMPILE_BACKEND", backend)
+    monkeypatch.setattr(compiled, "COMPILE_BACKEND", backend)
     data = batches_fn(random_pairs(40, seed=2, hi=12), max_tokens=48)
     rows = {}
     for mode in ("off", "reduce-overhead"):

@@ -159,7 +159,7 @@ def test_failed_save_leaves_no_partial_directory(tmp_path: Path, monkeypatch: py
         raise OSError("disk full")
 
     monkeypatch.setattr(ck, "_write_text", broken)  # fails after the tensors were written
-    with pytest.raises(CheckpointError, match="disk full"):  # one line (issue 18), not the bare OSError
+    with pytest.raises(CheckpointError, match="disk full"):  # one line, not the bare OSError
         _save_simple(tmp_path / "ckpt_00000002", 2.0)
     with pytest.raises(CheckpointError, match="disk full"):
         _save_simple(good, 3.0)  # overwriting an existing checkpoint keeps the old one intact

@@ -1,4 +1,4 @@
-"""The one convergence rule (issue 17): converged = stopped by patience with the best validation
+"""The one convergence rule: converged = stopped by patience with the best validation
 after warm-up; a capped run is never converged; no stop record = "unknown", never converged."""
 
 from __future__ import annotations
@@ -10,23 +10,26 @@ from posenc.training.config import TrainConfig
 from posenc.training.convergence import (
     CONVERGED,
     IMPROVING,
-    LOSS_FLOOR,
     NO_CURVE,
     NOT_FLAT,
-    SPREAD_FLOOR,
     UNKNOWN,
     WARMUP,
-    below_floor,
     best_validation,
     convergence,
-    end_slope,
-    flat_t,
-    is_flat,
     status,
     status_of,
     warmup_updates,
 )
-from posenc.training.state import TrainState, record_validation
+from posenc.training.state import TrainState
+from posenc.training.stopping import (
+    LOSS_FLOOR,
+    SPREAD_FLOOR,
+    below_floor,
+    end_slope,
+    flat_t,
+    is_flat,
+    record_validation,
+)
 from tests.helpers.training import HandValidLoss, batch_of, batches_fn, random_pairs, tiny_model, train, train_config
 
 TRAIN = batches_fn(random_pairs(40, seed=2), max_tokens=48)
@@ -114,7 +117,7 @@ def test_patience_stop_with_best_in_warmup_is_not_converged(tmp_path: Path) -> N
 
 def test_patience_at_the_cap_step_is_capped(tmp_path: Path) -> None:
     """Patience running out at the very step the cap is reached: the run used its whole budget, so
-    it is capped ("still improving"), never converged (issue 26; the trainer let patience win)."""
+    it is capped ("still improving"), never converged (the trainer let patience win)."""
     result = _run(tmp_path, [3.0, 2.0, 2.5, 2.5], patience=2)
     assert result.state.bad_validations == 2  # patience did run out at step 4 = max_steps
     assert result.stopped == "max_steps" and result.summary()["status"] == IMPROVING
@@ -210,7 +213,7 @@ def _sloped(t: float, n: int = 8) -> list[list[float]]:
 
 
 def test_flatness_uses_the_exact_one_sided_critical_value() -> None:
-    """Issue 39: the one-sided 5 % Student-t value for n - 2 degrees of freedom, not a rounded 2.0;
+    """The one-sided 5 % Student-t value for n - 2 degrees of freedom, not a rounded 2.0;
     two multi30k_select runs sat at t = -1.97/-1.98, flat by 2.0 and not flat by 1.943."""
     assert round(flat_t(8), 3) == 1.943 and round(flat_t(3), 3) == 6.314 and round(flat_t(30), 3) == 1.701
     slope, se = end_slope(_sloped(-1.97))

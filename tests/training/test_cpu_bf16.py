@@ -1,4 +1,4 @@
-"""bf16 autocast training on the CPU (issue 29): detection of native bf16, the width rule of
+"""bf16 autocast training on the CPU: detection of native bf16, the width rule of
 ``precision: auto``, autocast actually active in the trainer's step, fp32 master weights and
 optimizer state, a bf16 step close to the fp32 one, and one resolution shared by the trainer, the
 run fingerprint and the benchmark."""
@@ -15,8 +15,9 @@ import torch
 from posenc.models.config import ModelConfig
 from posenc.runs.fingerprint import _auto_precision, fingerprint
 from posenc.tasks.translation.config import RunConfig
-from posenc.training import runtime
-from posenc.training.runtime import CPU_BF16_MIN_WIDTH, cpu_bf16_flags, forward_loss, resolve_precision
+from posenc.training import precision as training_precision
+from posenc.training.compiled import forward_loss
+from posenc.training.precision import CPU_BF16_MIN_WIDTH, cpu_bf16_flags, resolve_precision
 from tests.helpers.training import PAD, batch_of, make_trainer, random_pairs, tiny_model, train_config
 
 CPU = torch.device("cpu")
@@ -28,13 +29,13 @@ OLDER = "flags\t\t: fpu sse avx2 avx512f avx512_vnni\nbugs\t\t: avx512_bf16\n"  
 @pytest.fixture
 def native(monkeypatch: pytest.MonkeyPatch) -> None:
     """A CPU with native bf16 (the detector monkeypatched)."""
-    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(training_precision, "cpu_has_native_bf16", lambda: True)
 
 
 @pytest.fixture
 def emulated(monkeypatch: pytest.MonkeyPatch) -> None:
     """A CPU without native bf16."""
-    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(training_precision, "cpu_has_native_bf16", lambda: False)
 
 
 def test_native_bf16_is_read_from_the_flags_line() -> None:
@@ -64,7 +65,7 @@ def test_shipped_cpu_widths_and_the_fingerprint_resolve_alike(monkeypatch: pytes
     """The fingerprint resolves ``auto`` by the model's width as the trainer does: at d_model 128
     (multi30k_cpu) and 64 (quickstart) fp32 on any CPU, so committed fp32 runs stay the same run;
     at 256 bf16 only on a native-bf16 CPU. The RNN-NMT's width is its hidden size."""
-    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: has_bf16)
+    monkeypatch.setattr(training_precision, "cpu_has_native_bf16", lambda: has_bf16)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     for width in (64, 128, 256):
         cfg = RunConfig(model=ModelConfig.from_preset("transformer-tiny", d_model=width, heads=4))
@@ -128,12 +129,12 @@ def test_without_proc_cpuinfo_torch_s_probe_decides(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(Path, "read_text", unreadable)
     monkeypatch.setattr(torch._C._cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
-    runtime.cpu_has_native_bf16.cache_clear()
+    training_precision.cpu_has_native_bf16.cache_clear()
     try:
-        assert runtime.cpu_has_native_bf16()
+        assert training_precision.cpu_has_native_bf16()
         monkeypatch.setattr(torch._C._cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
         monkeypatch.setattr(torch._C._cpu, "_is_amx_tile_supported", lambda: False, raising=False)
-        runtime.cpu_has_native_bf16.cache_clear()
-        assert not runtime.cpu_has_native_bf16()
+        training_precision.cpu_has_native_bf16.cache_clear()
+        assert not training_precision.cpu_has_native_bf16()
     finally:
-        runtime.cpu_has_native_bf16.cache_clear()
+        training_precision.cpu_has_native_bf16.cache_clear()

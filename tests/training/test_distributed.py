@@ -100,7 +100,7 @@ def _failing_worker(rank: int, port: int, out: str, where: str) -> None:
     trainer = make_trainer(tiny_model(), _cfg(), Path(out) / "run")
     called = []
     if where == "restore" and rank == 1:
-        trainer.store.resume = lambda *a: (_ for _ in ()).throw(ValueError("rank 1 cannot read it"))  # type: ignore[method-assign]
+        trainer._restore = lambda *a: (_ for _ in ()).throw(ValueError("rank 1 cannot read it"))  # type: ignore[method-assign]
 
     def on_start() -> None:
         called.append(rank)

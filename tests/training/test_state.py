@@ -1,5 +1,5 @@
 """Best-N checkpoint averaging, pruning that keeps the best, resume, patience and the
-convergence summary (issue 13), on a tiny model whose validation losses are hand-made."""
+convergence summary, on a tiny model whose validation losses are hand-made."""
 
 import json
 from pathlib import Path
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from posenc.training import load_checkpoint
-from posenc.training.state import best_steps
+from posenc.training.averaging import best_steps
 from tests.helpers.training import HandValidLoss, batch_of, batches_fn, random_pairs, tiny_model, train, train_config
 
 TRAIN = batches_fn(random_pairs(40, seed=2), max_tokens=48)
@@ -53,7 +53,7 @@ def test_average_best_picks_lowest_valid_loss_and_pruning_keeps_them(tmp_path: P
     # capped by max_steps: never "converged", whatever the curve (training/convergence.py)
     assert summary["stopped"] == "max_steps" and summary["converged"] is False
     assert summary["averaged_from"] == result.averaged_from
-    assert summary["device"] == "cpu"  # where it trained (a GPU's run names its GPU: runtime.device_label)
+    assert summary["device"] == "cpu"  # where it trained (a GPU's run names its GPU: device.device_label)
 
 
 def test_average_last_still_averages_the_newest(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""EXTRAPOLATE stops on validation pairs inside the training length range (issue 17): the unseen
+"""EXTRAPOLATE stops on validation pairs inside the training length range: the unseen
 lengths are the test, never the early-stopping or checkpoint-selection signal; ``summary.json``
 records the stop reason, the convergence status and which validation pairs were the signal."""
 

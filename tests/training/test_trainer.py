@@ -176,7 +176,7 @@ def test_resume_refuses_other_model_config_and_model_only_checkpoint(tmp_path: P
     train(tiny_model(), TRAIN, train_config(max_steps=2, average_last=2, save_every=1), tmp_path)
     other = tiny_model(position="learned")
     # the Trainer alone refuses weights that do not fit; whether a run's config matches its
-    # checkpoint is the run opener's one rule (posenc.runs.rundir.open_run, tests/runs)
+    # checkpoint is the run opener's one rule (posenc.runs.run.Run.open, tests/runs)
     with pytest.raises(CheckpointError, match="ckpt_00000002: checkpoint lacks parameter"):
         train(other, TRAIN, train_config(max_steps=3), tmp_path)
     with pytest.raises(CheckpointError, match="model-only checkpoint"):

@@ -75,11 +75,6 @@ class Buckets:
             out[i] += 1
         return out
 
-    def covered(self, values: Iterable[float]) -> list[bool]:
-        """Per bucket: does any of ``values`` (e.g. training lengths) fall into it?"""
-        lo = self.edges[0]
-        return [c > 0 for c in self.counts(v for v in values if v >= lo)]
-
 
 def corpus_bleu(hyps: Sequence[str], refs: Sequence[str], tokenize: str = "13a") -> float | None:
     """sacreBLEU corpus score (``None`` for an empty set)."""

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from posenc.analysis.plots import figure, markdown_table, model_colors, output_dir, save_png
-from posenc.training.convergence import CONVERGED, FLAT_WINDOW, UNKNOWN, end_slope
+from posenc.training.convergence import CONVERGED, UNKNOWN
+from posenc.training.stopping import FLAT_WINDOW, end_slope
 
 SEED_STYLES = ("-", "--", ":", "-.")
 #: The zoomed panel shows the last this fraction of the longest run's steps.

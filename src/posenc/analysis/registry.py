@@ -13,7 +13,7 @@ serves both length analyses); each analysis reads its own fields through its opt
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any
 
 from posenc.analysis import length_bleu as _length_bleu
@@ -50,18 +50,19 @@ class NoOptions(AnalysisOptions):
     """An analysis without options."""
 
 
-@dataclass(frozen=True)
-class LengthOptions(AnalysisOptions):
-    """length_bleu, length_diff: width of the source-length buckets (subwords)."""
+def count_option(name: str, option: str, default: int, doc: str) -> type[AnalysisOptions]:
+    """The options dataclass ``name`` of an analysis with one count option (an ``int`` >= 1)."""
+    return make_dataclass(name, [(option, int, default)], bases=(AnalysisOptions,), frozen=True,
+                          namespace={"__doc__": doc, "__module__": __name__})
 
-    bucket_width: int = 10
 
-
-@dataclass(frozen=True)
-class BootstrapOptions(AnalysisOptions):
-    """bootstrap: paired-bootstrap resamples."""
-
-    bootstrap_samples: int = 1000
+LengthOptions = count_option("LengthOptions", "bucket_width", 10,
+                             "length_bleu, length_diff: width of the source-length buckets (subwords).")
+BootstrapOptions = count_option("BootstrapOptions", "bootstrap_samples", 1000, "bootstrap: paired-bootstrap resamples.")
+PositionNllOptions = count_option("PositionNllOptions", "stack_tokens", 300, "position_nll: test pairs are stacked "
+                                  "until the target has at least this many tokens.")
+SwappedOptions = count_option("SwappedOptions", "swapped_pairs", 10_000,
+                              "swapped: size of the training subsample the groups are drawn from.")
 
 
 @dataclass(frozen=True)
@@ -81,20 +82,6 @@ class ShiftOptions(AnalysisOptions):
         for k in offsets:
             require(check_value(k, int, where) >= 0, f"{where} must be integers >= 0, got {k}")
         require(len(set(offsets)) == len(offsets), f"{where} has a repeated offset: {offsets}")
-
-
-@dataclass(frozen=True)
-class PositionNllOptions(AnalysisOptions):
-    """position_nll: test pairs are stacked until the target has at least this many tokens."""
-
-    stack_tokens: int = 300
-
-
-@dataclass(frozen=True)
-class SwappedOptions(AnalysisOptions):
-    """swapped: size of the training subsample the groups are drawn from."""
-
-    swapped_pairs: int = 10_000
 
 
 @dataclass(frozen=True)

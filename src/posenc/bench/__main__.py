@@ -22,7 +22,7 @@ from posenc.bench.runner import run
 from posenc.bench.train_loop import loop_table
 from posenc.errors import ConfigError, PosencError
 from posenc.files import os_call
-from posenc.runs.rundir import check_outside_posenc_dirs, check_target, check_user_output, write_marker
+from posenc.runs.ownership import check_outside_posenc_dirs, check_target, check_user_output, write_marker
 
 QUICK: dict[str, Any] = dict(lengths=[32, 128, 512], reps=2, batch_tokens=512, decode_batch=4, decode_len=16,
                              decode_reps=2)

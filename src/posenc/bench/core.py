@@ -24,8 +24,9 @@ from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions import resolve
 from posenc.positions.shaw import set_backend as set_shaw_backend
 from posenc.positions.shaw_flex import REGIONS
-from posenc.training.runtime import autocast as training_autocast
-from posenc.training.runtime import resolve_compile, resolve_precision
+from posenc.training.compiled import resolve_compile
+from posenc.training.precision import autocast as training_autocast
+from posenc.training.precision import resolve_precision
 
 #: The methods benchmarked by default, by position config name (``gru``: the RNN-Transformer,
 #: ``shaw``: RPE); any registered method or combination (``rope``, ``ape+shaw``, ...) is accepted.
@@ -33,7 +34,7 @@ DEFAULT_METHODS = ("ape", "shape", "cape", "gru", "shaw")
 BOS, EOS = 2, 3
 #: Shaw attention backends the bench can force (``--shaw-backend``; see ``ShawHook.backend``).
 SHAW_BACKENDS = ("auto", "explicit", *REGIONS)
-PRECISIONS = ("auto", "fp32", "bf16")  # auto: training/runtime.resolve_precision (fp32 on CPU below d_model 256)
+PRECISIONS = ("auto", "fp32", "bf16")  # auto: training/precision.resolve_precision (fp32 on CPU below d_model 256)
 #: auto: torch.compile on CUDA, eager on CPU; reduce-overhead: the training loop's step captured whole
 #: (``train.compile: reduce-overhead``; the per-method steps are compiled as with ``on``)
 COMPILE_MODES = ("auto", "on", "off", "reduce-overhead")
@@ -95,7 +96,7 @@ class BenchConfig:
 
     def train_precision(self) -> str:
         """The resolved training precision, fp32 or bf16, as the trainer resolves it for this
-        model's width (training/runtime.resolve_precision)."""
+        model's width (training/precision.resolve_precision)."""
         return resolve_precision(self.precision, torch.device(self.device), self.width())
 
     def fp32_reference(self) -> bool:
@@ -103,7 +104,7 @@ class BenchConfig:
         return self.precision == "bf16" and self.train_precision() == "bf16"
 
     def compiled(self) -> bool:
-        """Whether the training step is compiled (``auto``: on CUDA only; training/runtime.resolve_compile)."""
+        """Whether the training step is compiled (``auto``: on CUDA only; training/compiled.resolve_compile)."""
         return resolve_compile(self.compile, torch.device(self.device))
 
     def loop_label(self) -> str:

@@ -5,7 +5,7 @@ quickstart model (d 64), the multi30k_cpu model (d 128) and transformer-small (d
 APE training step (forward, cross-entropy, backward, Adam; ``posenc.bench.runner.train_records``
 with ``precision=bf16``, which times an fp32 step of the same model on the same batch in the same
 interleaved rounds) → the paired-median ratio time(fp32) / time(bf16) per width and length. The
-rule ``precision: auto`` applies on a CPU (training/runtime.CPU_BF16_MIN_WIDTH) comes from such a
+rule ``precision: auto`` applies on a CPU (training/precision.CPU_BF16_MIN_WIDTH) comes from such a
 table; whether this CPU computes bf16 natively is printed with it. Results: docs/performance.md."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 
 from posenc.bench.core import BenchConfig
 from posenc.bench.runner import train_records
-from posenc.training.runtime import cpu_has_native_bf16
+from posenc.training.precision import cpu_has_native_bf16
 
 #: label → (preset, ModelConfig overrides): the shipped CPU models and transformer-small.
 MODELS = {

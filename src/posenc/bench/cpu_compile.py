@@ -23,7 +23,7 @@ from posenc.config import from_dict  # noqa: E402
 from posenc.models.config import ModelConfig  # noqa: E402
 from posenc.models.seq2seq import Seq2SeqTransformer  # noqa: E402
 from posenc.training import TrainConfig  # noqa: E402
-from posenc.training.runtime import build_optimizer  # noqa: E402
+from posenc.training.optimization import build_optimizer  # noqa: E402
 
 SIZE = {"vocab": 8000, "length": 32, "batch": 32, "seed": 0}
 

@@ -21,7 +21,7 @@ from posenc.bench.core import DEFAULT_METHODS, BenchConfig, build_model, interle
 from posenc.bench.report import write_json
 from posenc.bench.runner import NoEos, decode_runner
 from posenc.errors import ConfigError, PosencError
-from posenc.runs.rundir import check_user_output
+from posenc.runs.ownership import check_user_output
 
 
 def ab_records(cfg: BenchConfig) -> list[dict[str, Any]]:

@@ -62,7 +62,7 @@ from posenc.bench.runner import NoEos, decode_runner
 from posenc.errors import ConfigError, PosencError
 from posenc.models.config import PRESETS, ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.runs.rundir import check_user_output
+from posenc.runs.ownership import check_user_output
 
 PAD = 0
 SYSTEMS = ("posenc", "marian")

@@ -12,7 +12,7 @@ from posenc.analysis.registry import REGISTRY
 from posenc.config import load_config
 from posenc.errors import ConfigError
 from posenc.experiments.runner import check_report_dir, find_experiment
-from posenc.runs.rundir import check_outside_posenc_dirs, check_target, write_marker
+from posenc.runs.ownership import check_outside_posenc_dirs, check_target, write_marker
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.report import run_analysis
 

@@ -15,9 +15,13 @@ from pathlib import Path
 from posenc.data.spm import Tokenizer
 from posenc.errors import CheckpointError
 from posenc.files import os_errors
-from posenc.runs.rundir import check_average_output, exclusive
-from posenc.tasks.translation.load import check_checkpoint_run
-from posenc.training.checkpoint import check_vocab, checkpoint_config, checkpoint_state, list_checkpoints, save_average
+from posenc.runs.lock import exclusive
+from posenc.runs.ownership import check_average_output
+from posenc.runs.run import FinishedRun
+from posenc.tasks.translation.load import check_checkpoint_run, check_vocab
+from posenc.tasks.translation.spec import VOCAB_FILE, VOCAB_KEY
+from posenc.training.averaging import save_average
+from posenc.training.checkpoint import checkpoint_config, checkpoint_state, list_checkpoints
 
 #: What to do when the run is in use (its lock is held).
 IN_USE = "wait for it to finish, or give --output outside the run"
@@ -40,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         chosen = _last_checkpoints(ckpt_dir, args.last)  # as they are while the lock is held
         _check_belong(run_dir, chosen)
         with os_errors(f"a file in {target}"):
-            out = save_average(chosen, target)
+            out = save_average(chosen, target, (VOCAB_KEY,))
     print(f"averaged {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) -> {out}")
     return 0
 
@@ -63,10 +67,11 @@ def run_lock(run_dir: Path, target: Path) -> AbstractContextManager[object]:
 
 
 def _check_belong(run_dir: Path, chosen: list[Path]) -> None:
-    """Every checkpoint of ``chosen`` is the run's (its config and vocabulary), else one line."""
-    vocab = run_dir / "spm.model"
+    """Every checkpoint of ``chosen`` is the run's (its record and vocabulary), else one line."""
+    vocab = run_dir / VOCAB_FILE
     digest = Tokenizer(vocab).sha256 if vocab.is_file() else None
+    run = FinishedRun.open(run_dir, which=None, stored=False)
     for path in chosen:
-        check_checkpoint_run(run_dir, checkpoint_config(path), path)
+        check_checkpoint_run(run.out, checkpoint_config(path), path, run.record)
         if digest is not None:
             check_vocab(checkpoint_state(path), digest, vocab, path)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from posenc.cli.common import add_config_arguments, run_config
 from posenc.files import os_errors
-from posenc.runs.rundir import LOCK_NAME, check_free_target, exclusive
+from posenc.runs.lock import LOCK_NAME, exclusive
+from posenc.runs.ownership import check_free_target
 from posenc.tasks.translation.prepare import load_meta, prepare
 
 

@@ -34,7 +34,8 @@ from posenc.cli.common import check_device
 from posenc.decoding.translate import MAX_BEAM, read_lines_lazily, read_stdin_lines, translate_lines, write_translations
 from posenc.errors import ConfigError
 from posenc.files import os_errors
-from posenc.runs.rundir import check_user_output, exclusive
+from posenc.runs.lock import exclusive
+from posenc.runs.ownership import check_user_output
 from posenc.tasks.translation.config import DecodeConfig
 from posenc.tasks.translation.load import SPLITS, LoadedRun, decode_options, load_run, translate_split
 from posenc.tasks.translation.tuning import tuned_alpha

@@ -41,7 +41,6 @@ LOG_FLOOR = 1e-8
 class CharVocab:
     """CTC blank (0), space (1) and the 26 lower-case letters (2-27)."""
 
-    blank_id = 0
     chars = " abcdefghijklmnopqrstuvwxyz"
 
     def __init__(self) -> None:

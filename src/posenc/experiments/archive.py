@@ -26,7 +26,8 @@ from posenc.errors import ConfigError, RunDirError
 from posenc.experiments.grid import Grid
 from posenc.experiments.scheduler import log_path
 from posenc.experiments.tasks import Cell
-from posenc.runs.rundir import LOCK_NAME, check_user_output
+from posenc.runs.lock import LOCK_NAME
+from posenc.runs.ownership import check_user_output
 
 FORMAT = "posenc-cells/1"
 MANIFEST = "manifest.json"
@@ -213,7 +214,7 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 def check_archive_output(path: str | Path) -> None:
-    """``--archive FILE``: a file the user names (:func:`posenc.runs.rundir.check_user_output`: not a
+    """``--archive FILE``: a file the user names (:func:`posenc.runs.ownership.check_user_output`: not a
     directory, its directory exists, outside every posenc directory) that is new or a cell archive
     (a session run again into the same folder): any other file is refused, never overwritten."""
     check_user_output(path, "--archive")

@@ -114,7 +114,7 @@ class Grid:
             raise ConfigError(f"stale results in {self.config(cell).out_dir}{more}: the config changed: "
                               f"{v.detail}; rerun with --rerun-stale, or use another out_dir")
         for cell, _ in stale:
-            _clear_stale(self.config(cell).out_dir)
+            _clear_stale(self.config(cell))
             log.info("== %s / %s / seed %d: stale, its outputs removed for a fresh run", *cell)
         return pending
 
@@ -131,10 +131,13 @@ class Grid:
         return results, left
 
 
-def _clear_stale(out_dir: str) -> None:
-    """Remove what posenc wrote in a stale cell's run directory (never the directory itself,
-    never files it did not write): refused in one line unless the directory is posenc's run."""
-    from posenc.runs.rundir import check_target, clear_run
+def _clear_stale(cfg: Any) -> None:
+    """Remove what posenc wrote in a stale cell's run directory (``cfg.out_dir``; never the
+    directory itself, never files it did not write, the task's own by its spec): refused in one
+    line unless the directory is posenc's run."""
+    from posenc.runs.ownership import check_target
+    from posenc.runs.run import clear_run
+    from posenc.runs.spec import spec_of
 
-    check_target(out_dir, "run")
-    clear_run(out_dir)
+    check_target(cfg.out_dir, "run")
+    clear_run(cfg.out_dir, spec_of(cfg))

@@ -69,7 +69,7 @@ def check_out_dir(grid: Grid) -> None:
     report, ...), with its report and log directories new, empty or posenc's (one-line RunDirError)."""
     from posenc.experiments.runner import check_report_dir
     from posenc.experiments.scheduler import check_logs_target
-    from posenc.runs.rundir import KIND_WORDS, check_outside_posenc_dirs, dir_kind
+    from posenc.runs.ownership import KIND_WORDS, check_outside_posenc_dirs, dir_kind
 
     root = Path(grid.exp.root)
     if root.exists() and not root.is_dir():

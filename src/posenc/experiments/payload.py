@@ -27,11 +27,11 @@ from posenc.experiments.grid import Grid
 from posenc.experiments.tasks import Cell
 from posenc.files import atomic_output, atomic_write_text, os_call, os_errors
 from posenc.runs.fingerprint import data_fingerprint, digest
-from posenc.runs.rundir import check_outside_posenc_dirs, claim_and_check, write_marker
+from posenc.runs.ownership import check_outside_posenc_dirs, claim_and_check, write_marker
 
 FORMAT = "posenc-payload/1"
 DATA_ARCHIVE, INDEX = "data.tar.gz", "payload.json"
-#: The marker kind of a folder ``pack`` wrote (posenc.runs.rundir).
+#: The marker kind of a folder ``pack`` wrote (posenc.runs.ownership).
 PACK_KIND = "payload"
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from posenc.config import from_dict, load_yaml, merge_overrides
 from posenc.errors import ConfigError
 from posenc.experiments.grid import Grid
-from posenc.experiments.tasks import Cell, ExperimentTask, known_tasks, task_module
+from posenc.experiments.tasks import Cell, ExperimentTask, find_task, known_tasks
 from posenc.files import atomic_write_text
 from posenc.processes import interrupt_on_signals
 
@@ -34,7 +34,7 @@ def check_report_dir(exp: Any) -> None:
     """``<root>/report`` must be new, empty or posenc's report (one-line RunDirError otherwise). A
     report written before reports were marked (README.md headed ``# <experiment name>``, only
     Markdown/PNG/CSV files and folders) is claimed as posenc's."""
-    from posenc.runs.rundir import claim_and_check
+    from posenc.runs.ownership import claim_and_check
 
     claim_and_check(exp.root / "report", "report", "report directory", partial(_older_report, name=exp.name))
 
@@ -58,7 +58,7 @@ def run_grid(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: 
     ``report_only``: train nothing; the report reads the fresh cells (a grid that spans sessions).
     ``task``: the experiment's task when the caller has it (else looked up here, once)."""
     from posenc.experiments.scheduler import AUTO, parse_jobs
-    from posenc.runs.rundir import write_marker
+    from posenc.runs.ownership import write_marker
 
     jobs = parse_jobs(jobs)
     if jobs == AUTO and backend != "local":
@@ -134,12 +134,9 @@ def bring_up_to_date(grid: Grid, jobs: int | str = 1, rerun_stale: bool = False,
 
 def load_grid(name_or_path: str, overrides: list[str] | None = None) -> Grid:
     """The grid of a shipped or user experiment with dotted ``overrides``, validated by its task's
-    schema (no ``on_gpu`` variant: the experiment as named). One-line ConfigError for a task that
-    runs its own loop."""
-    from posenc.experiments.tasks import grid_task
-
+    schema (no ``on_gpu`` variant: the experiment as named)."""
     data = load_yaml(find_experiment(name_or_path))
-    return grid_of(grid_task(data.get("task", "translation")), data, list(overrides or []))
+    return grid_of(find_task(data.get("task", "translation")), data, list(overrides or []))
 
 
 def grid_of(task: ExperimentTask, data: dict[str, Any], overrides: list[str]) -> Grid:
@@ -184,16 +181,9 @@ def run_grid_experiment(task: ExperimentTask, data: dict[str, Any], overrides: l
 
 
 def task_runner(task: str) -> Callable[..., Path]:
-    """The ``posenc experiment`` entry of ``task`` (:mod:`posenc.experiments.tasks`): the module's
-    own ``experiment(data, overrides, **options)`` when it has one, else the grid runner of its ``TASK``."""
-    module = task_module(task)
-    entry = getattr(module, "experiment", None)
-    if callable(entry):
-        return entry
-    grid_task = getattr(module, "TASK", None)
-    if grid_task is None:
-        raise ConfigError(f"experiment task {task!r}: its module defines neither TASK nor experiment()")
-    return partial(run_grid_experiment, grid_task)
+    """The ``posenc experiment`` entry of ``task`` (:mod:`posenc.experiments.tasks`): the shared
+    grid runner of its ``TASK``, the same for every task."""
+    return partial(run_grid_experiment, find_task(task))
 
 
 def shipped_configs() -> Path:

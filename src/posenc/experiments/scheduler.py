@@ -64,7 +64,7 @@ def check_logs_target(exp: Any) -> Path:
     posenc's log directory: one-line RunDirError otherwise. An unmarked one holding only what posenc
     writes there (``*.log``, ``experiment.json``, ``submitit/``) is claimed as posenc's. Returns the
     directory, not created."""
-    from posenc.runs.rundir import claim_and_check
+    from posenc.runs.ownership import claim_and_check
 
     logs = exp.root / "logs"
     claim_and_check(logs, "logs", "log directory", _older_logs)
@@ -73,7 +73,7 @@ def check_logs_target(exp: Any) -> Path:
 
 def check_logs_dir(exp: Any) -> Path:
     """:func:`check_logs_target` before any run starts; returns the directory, created and marked."""
-    from posenc.runs.rundir import write_marker
+    from posenc.runs.ownership import write_marker
 
     logs = check_logs_target(exp)
     logs.mkdir(parents=True, exist_ok=True)

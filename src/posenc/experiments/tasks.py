@@ -5,8 +5,7 @@ list of names here (a new task is one package; nothing in posenc changes).
 ``tests.dummy_task``) is that module. The module's ``TASK`` is its experiment side, an
 :class:`ExperimentTask`: the experiment schema, the grid's cells and each cell's run config,
 whether a finished cell is still fresh, how to bring a cell up to date, its summary line and the
-report. A module without ``TASK`` may export ``experiment(data, overrides, **options)`` instead
-(a task that runs its own loop).
+report. Every task is entered the same way: its ``TASK`` through the shared grid runner.
 """
 
 from __future__ import annotations
@@ -84,22 +83,17 @@ def task_module(ref: str) -> ModuleType:
         raise
 
 
-def find_task(ref: str) -> ExperimentTask | None:
-    """The ``TASK`` of ``task: ref`` (None for a task that exports only ``experiment``)."""
-    return getattr(task_module(ref), "TASK", None)
-
-
-def grid_task(ref: str) -> ExperimentTask:
-    """The ``TASK`` of ``task: ref``; a one-line error for a task that runs its own loop."""
-    task = find_task(ref)
+def find_task(ref: str) -> ExperimentTask:
+    """The ``TASK`` of ``task: ref``; a one-line error for a module that defines none."""
+    task = getattr(task_module(ref), "TASK", None)
     if task is None:
-        raise ConfigError(f"experiment task {ref!r} runs its own loop, not grid cells")
+        raise ConfigError(f"experiment task {ref!r}: its module defines no TASK (its experiment side)")
     return task
 
 
 def task_of(exp: Any) -> ExperimentTask:
     """The experiment side of the task of the experiment config ``exp``."""
-    return grid_task(exp.task)
+    return find_task(exp.task)
 
 
 def known_tasks() -> list[str]:

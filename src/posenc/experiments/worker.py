@@ -14,7 +14,7 @@ from typing import Any
 
 from posenc.config import from_dict
 from posenc.experiments.grid import Grid
-from posenc.experiments.tasks import Cell, grid_task
+from posenc.experiments.tasks import Cell, find_task
 from posenc.processes import interrupt_exit_code, interrupt_on_signals
 
 
@@ -27,7 +27,7 @@ def run_cell(spec: str, group: str, method: str, seed: int) -> dict[str, Any]:
         torch.set_num_threads(threads)
     with open(spec, encoding="utf-8") as fh:
         data = json.load(fh)
-    task = grid_task(data["task"])  # looked up once in this process
+    task = find_task(data["task"])  # looked up once in this process
     exp = from_dict(task.experiment_config, data)  # the task's own schema
     return Grid(exp, task).execute(Cell(group, method, int(seed)))
 

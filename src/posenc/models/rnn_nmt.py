@@ -85,7 +85,7 @@ class RNNState:
 class RNNNMT(nn.Module):
     """Luong-style attentional encoder–decoder with the decoding protocol of Seq2SeqTransformer."""
 
-    #: See posenc.training.runtime.capture_blockers.
+    #: See posenc.training.compiled.capture_blockers.
     capturable = False
     capture_blocker = "packed LSTM sequences need the lengths on the host, and torch.compile does not trace nn.LSTM"
 

@@ -43,7 +43,7 @@ class InputPosition(nn.Module):
     #: augmentations (which only change positions) have an effect.
     uses_positions: bool = False
     #: False when its training pass cannot be traced whole (a graph break or data-dependent shape);
-    #: ``capture_blocker`` says why, in one line (:func:`posenc.training.runtime.capture_blockers`).
+    #: ``capture_blocker`` says why, in one line (:func:`posenc.training.compiled.capture_blockers`).
     capturable: bool = True
     capture_blocker: str = ""
     #: Why the method has no exact CTranslate2 form, in a few words (``posenc export`` refuses with

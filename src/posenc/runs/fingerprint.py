@@ -20,6 +20,7 @@ from typing import Any
 
 from posenc.config import to_dict
 from posenc.runs.differences import config_differences, describe_differences
+from posenc.runs.spec import spec_of
 
 #: ``train.*`` options that may change between a run and its resumption: they extend training
 #: or only change what is logged/kept, never what has been trained so far.
@@ -43,19 +44,21 @@ RUNTIME_KEYS = frozenset({"compile"})
 #: stay in the fingerprint and a run cannot be resumed under another cap.
 HORIZON_KEYS = frozenset({"max_steps", "max_epochs"})
 
-#: Top-level sections of a run config that never enter the fingerprint (where, not what).
-IGNORED_SECTIONS = frozenset({"out_dir", "data_dir", "decode"})
+#: Top-level sections of a run config that never enter the fingerprint (where, not what); a task's
+#: sections that only say how its runs are scored are its spec's ``scoring_sections``.
+IGNORED_SECTIONS = frozenset({"out_dir", "data_dir"})
 
 
 def fingerprint(cfg: Any) -> dict[str, Any]:
     """The parts of a resolved run config (a dataclass) that determine its data and its model:
-    every section except paths, decoding and the model sections of other architectures
-    (``cfg.inactive_sections``), the position blocks of active methods only (:func:`determining_dict`),
+    every section except paths, the task's scoring sections (its spec's ``scoring_sections``) and
+    the model sections of other architectures (``cfg.inactive_sections``), the position blocks of
+    active methods only (:func:`determining_dict`),
     with ``train`` minus :data:`EXTENSION_KEYS` (but for a cosine
     schedule its horizon, :data:`HORIZON_KEYS`) and its ``precision: auto`` resolved as the
     trainer will on this machine."""
     data = determining_dict(cfg)
-    ignored = IGNORED_SECTIONS | set(getattr(cfg, "inactive_sections", ()))
+    ignored = IGNORED_SECTIONS | set(spec_of(cfg).scoring_sections) | set(getattr(cfg, "inactive_sections", ()))
     out = {k: v for k, v in data.items() if k not in ignored}
     if isinstance(out.get("train"), dict):
         left_out = (EXTENSION_KEYS | RUNTIME_KEYS) - (HORIZON_KEYS if _horizon_schedule(out["train"]) else frozenset())
@@ -83,10 +86,10 @@ def _horizon_schedule(train: dict[str, Any]) -> bool:
 def _auto_precision(device: str, width: int | None = None) -> str:
     """``train.precision: auto`` resolved as the trainer will on this machine for ``train.device``
     (``auto``/``cuda`` train on the GPU when there is one) and the model ``width`` (on a CPU, bf16
-    only from a measured width on): training/runtime.resolve_precision."""
+    only from a measured width on): training/precision.resolve_precision."""
     import torch
 
-    from posenc.training.runtime import resolve_precision  # torch: imported when a config says auto
+    from posenc.training.precision import resolve_precision  # torch: imported when a config says auto
 
     cuda = device != "cpu" and torch.cuda.is_available()
     return resolve_precision("auto", torch.device("cuda" if cuda else "cpu"), width)
@@ -100,8 +103,8 @@ def _model_width(cfg: Any) -> int | None:
     return int(width) if isinstance(width, int) else None
 
 
-#: ``data.*`` options that do not change the prepared data directory (used at training and
-#: translation time only), so prepared data is shared across them.
+#: ``data.*`` options that do not change the prepared data directory (used when training and using
+#: a model only), so prepared data is shared across them.
 DATA_RUNTIME_KEYS = frozenset({"max_source_len", "max_train_len"})
 
 

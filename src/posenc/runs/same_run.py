@@ -3,14 +3,14 @@
 A run records one :class:`RunRecord` (fingerprint, extension values, evaluation), computed once
 from its resolved config and stored in one form in ``fingerprint.json``, every grid cell's
 ``results.json`` and every checkpoint's state. :func:`same_run` judges it: the run directory's
-opener (:func:`posenc.runs.rundir.open_run`: ``posenc train``, every task's runs) on its
+opener (:meth:`posenc.runs.run.Run.open`: ``posenc train``, every task's runs) on its
 ``fingerprint.json`` and on the checkpoint it resumes from, ``posenc experiment`` on every cell's
 ``results.json``. One answer, :class:`Verdict`:
 
 ``fresh``
     nothing that determines the run differs: its results are reused, its directory resumes.
 ``rescore``
-    only the evaluation differs (decoding, splits): the trained model is scored again.
+    only the evaluation differs (how the run is scored, e.g. its splits): the trained model is scored again.
 ``extend``
     only training-extension keys differ (:data:`~posenc.runs.fingerprint.EXTENSION_KEYS`:
     ``max_steps`` 2000 → 4000, patience, ...): training resumes under the new caps. A cap *below*
@@ -23,7 +23,9 @@ today's config classes** (:func:`read_stored`): old option names
 mapped, options added since then filled in with today's defaults, and position blocks of methods
 the run did not use dropped. So registering a method, or adding an option whose default reproduces
 the old behaviour, changes no verdict: old runs resume and committed results stay fresh.
-Where a run trained (:data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`) never matters.
+Where a run trained (:data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`) never matters, nor does a
+key the task derives from its data (:attr:`~posenc.runs.spec.RunSpec.derived_keys`) while today's
+config leaves it unresolved.
 """
 
 from __future__ import annotations
@@ -37,10 +39,7 @@ from posenc.config import from_dict, to_dict
 from posenc.errors import ConfigError
 from posenc.runs.differences import ABSENT, config_differences, describe_differences
 from posenc.runs.fingerprint import EXTENSION_KEYS, PLACEMENT_KEYS, fingerprint
-
-#: Keys filled in from the prepared data (vocabulary size, CAPE's α): an unresolved 0 in a new
-#: config means "take it from the data", so it is not a difference.
-DERIVED_KEYS = frozenset({"model.vocab_size", "rnn.vocab_size", "model.position.cape.source_scale"})
+from posenc.runs.spec import spec_of
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,7 @@ class Verdict:
 
 #: ``train`` options that no fingerprint ever held (extension keys since the first one): a stored
 #: dict whose ``train`` has one of them is a whole config, not a bare fingerprint.
-WHOLE_SIGNS = frozenset({"patience", "log_every", "validate_every", "save_every", "keep_last"})
+WHOLE_CONFIG_KEYS = frozenset({"patience", "log_every", "validate_every", "save_every", "keep_last"})
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,7 @@ class RunRecord:
             fp = data["fingerprint"] if isinstance(data["fingerprint"], dict) else None
             return cls(fp, dict(data.get("extension") or {}), data.get("evaluation"), steps)
         train = data.get("train")
-        return cls(data, steps=steps, whole=isinstance(train, dict) and bool(WHOLE_SIGNS & set(train)))
+        return cls(data, steps=steps, whole=isinstance(train, dict) and bool(WHOLE_CONFIG_KEYS & set(train)))
 
     @property
     def config(self) -> dict[str, Any] | None:
@@ -105,11 +104,6 @@ class RunRecord:
         if isinstance(fp, dict) and self.extension and isinstance(fp.get("train"), dict):
             return {**fp, "train": {**fp["train"], **self.extension}}
         return fp
-
-
-def evaluation_record(cfg: Any, splits: list[str]) -> dict[str, Any]:
-    """How a translation cell was scored: its decoding options and splits."""
-    return {"decode": to_dict(cfg.decode), "splits": list(splits)}
 
 
 def _prune(cls: type, data: dict[str, Any]) -> dict[str, Any]:
@@ -132,7 +126,7 @@ def read_stored(config_type: type, data: dict[str, Any], out_dir: Any = None) ->
     return from_dict(config_type, data)
 
 
-def placed_as(saved: Any, current: Any) -> Any:
+def with_placement_of(saved: Any, current: Any) -> Any:
     """``saved`` (a run config dataclass) with ``current``'s :data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`,
     so the two records compare as if trained in one place (``precision: auto`` resolved alike)."""
     train, now = getattr(saved, "train", None), getattr(current, "train", None)
@@ -144,29 +138,46 @@ def placed_as(saved: Any, current: Any) -> Any:
 
 def same_run(stored: RunRecord | None, cfg: Any, evaluation: dict[str, Any] | None = None) -> Verdict:
     """The verdict on ``stored`` (None: nothing recorded) against today's run config ``cfg`` (a
-    dataclass), and ``evaluation`` (:func:`evaluation_record`) where the caller scores runs. The
-    one answer to "is this the same run?": run directories, grid cells and the checkpoint a run
-    resumes from are all judged here, by comparing the stored record, read through today's
-    config classes, with ``cfg``'s record (:meth:`RunRecord.of`)."""
+    dataclass), and ``evaluation`` (how the caller scores runs, e.g. a grid cell's options and
+    splits) where it scores them. The one answer to "is this the same run?": run directories,
+    grid cells and the checkpoint a run resumes from are all judged here, by comparing the stored
+    record, read through today's config classes, with ``cfg``'s record (:meth:`RunRecord.of`). A
+    stored record that already equals ``cfg``'s (but for :func:`_ignored` keys) needs no reading."""
     if stored is None or not isinstance(stored.config, dict):
         return Verdict("stale", "the run records no config (written before posenc recorded one)")
+    now = RunRecord.of(cfg)
+    derived = spec_of(cfg).derived_keys
+    if stored.whole and not _differences(stored.config, now.config or {}, derived):
+        return _evaluated(stored, evaluation)
     try:
         saved = read_stored(type(cfg), stored.config, getattr(cfg, "out_dir", None))
     except ConfigError as err:
         return Verdict("stale", f"its recorded config no longer loads ({err})")
-    was, now = RunRecord.of(placed_as(saved, cfg)), RunRecord.of(cfg)
-    return _judge(stored, was, now, evaluation)
+    return _judge(stored, RunRecord.of(with_placement_of(saved, cfg)), now, evaluation, derived)
 
 
-def _judge(stored: RunRecord, was: RunRecord, now: RunRecord, evaluation: dict[str, Any] | None) -> Verdict:
+def _differences(was: dict[str, Any], now: dict[str, Any], derived: frozenset[str]) -> list[tuple[str, Any, Any]]:
+    """:func:`config_differences` of two records' configs but for the :func:`_ignored` keys."""
+    return [(k, old, new) for k, old, new in config_differences(was, now) if not _ignored(k, old, new, derived)]
+
+
+def _ignored(key: str, old: Any, new: Any, derived: frozenset[str]) -> bool:
+    """A difference that is none: a derived key unresolved in today's config (0 or absent: "take
+    it from the data"), or where the run trained (:data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`)."""
+    placement = key.startswith("train.") and key[len("train."):] in PLACEMENT_KEYS
+    return placement or (key in derived and old is not ABSENT and (new is ABSENT or not new))
+
+
+def _judge(stored: RunRecord, was: RunRecord, now: RunRecord, evaluation: dict[str, Any] | None,
+           derived: frozenset[str]) -> Verdict:
     """The verdict from the stored record ``was`` (read through today's classes, placed as ``now``)
     and ``now``, compared in one form (:attr:`RunRecord.config`: the fingerprint with the extension
     values): a differing fingerprint key is stale, a differing extension key (compared only where
-    ``stored`` records them) extends; an unresolved derived key (0 or absent in ``now``: "take it
-    from the data") is no difference. Then the evaluation: rescore."""
+    ``stored`` records them) extends; an unresolved ``derived`` key (0 or absent in ``now``: "take
+    it from the data") is no difference. Then the evaluation: rescore."""
     extension = {f"train.{k}" for k in now.extension if k not in (now.fingerprint or {}).get("train", {})}
     diffs = [(k, old, new) for k, old, new in config_differences(was.config or {}, now.config or {})
-             if not (k in DERIVED_KEYS and old is not ABSENT and (new is ABSENT or not new))]
+             if not (k in derived and old is not ABSENT and (new is ABSENT or not new))]
     stale = [d for d in diffs if d[0] not in extension]
     if stale:
         return Verdict("stale", describe_differences(stale), tuple(k for k, _, _ in stale))
@@ -177,6 +188,11 @@ def _judge(stored: RunRecord, was: RunRecord, now: RunRecord, evaluation: dict[s
         if cap and stored.steps is not None and stored.steps > cap:
             return Verdict("stale", f"{detail}: {stored.steps} steps already trained exceed the new max_steps", keys)
         return Verdict("extend", detail, keys)
+    return _evaluated(stored, evaluation)
+
+
+def _evaluated(stored: RunRecord, evaluation: dict[str, Any] | None) -> Verdict:
+    """``fresh``, or ``rescore`` when the caller's ``evaluation`` is not the stored one."""
     if evaluation is not None and stored.evaluation != evaluation:
         changed = config_differences(stored.evaluation or {}, evaluation)
         return Verdict("rescore", describe_differences(changed), tuple(k for k, _, _ in changed))

@@ -47,14 +47,20 @@ from posenc.files import atomic_output, atomic_write_text, new_dir_mode, replace
 from posenc.models.attention import MultiHeadAttention
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions import registry
-from posenc.runs.rundir import EXPORT_MANIFEST, check_outside_posenc_dirs, check_target, check_user_output, write_marker
+from posenc.runs.ownership import (
+    EXPORT_MANIFEST,
+    check_outside_posenc_dirs,
+    check_target,
+    check_user_output,
+    write_marker,
+)
 from posenc.serving.validate import check_engine_files, check_files, file_checksums, open_translator, read_manifest
 from posenc.tasks.translation.load import LoadedRun
 from posenc.tasks.translation.tuning import tuned_alpha
 
 #: ``posenc export --quantization`` → CTranslate2's weight type (``bf16`` is an alias).
 QUANTIZATIONS = {"float32": "float32", "int8": "int8", "bfloat16": "bfloat16", "bf16": "bfloat16"}
-#: The marker kind of an export directory (runs/rundir.write_marker) and its description file.
+#: The marker kind of an export directory (runs/ownership.write_marker) and its description file.
 EXPORT_KIND, EXPORT_INFO = "export", EXPORT_MANIFEST
 
 
@@ -393,7 +399,7 @@ def translate_lines(model: Exported, lines: Iterable[str], *, beam: int = 4, len
 def write_translations(model: Exported, lines: Iterable[str], out_path: str | Path, **options: Any) -> int:
     """:func:`translate_lines` into ``out_path``, written atomically (an old file stays intact on
     any failure; no directory is created for it, none inside a posenc directory:
-    rundir.check_user_output); returns the number of lines."""
+    ownership.check_user_output); returns the number of lines."""
     target = Path(out_path)
     check_user_output(target, "output")
     count = 0

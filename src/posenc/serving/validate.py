@@ -24,7 +24,7 @@ from posenc.config import from_dict
 from posenc.decoding.translate import MAX_BEAM, MIN_SOURCE_LEN
 from posenc.errors import ConfigError
 from posenc.files import sha256_of
-from posenc.runs.rundir import EXPORT_MANIFEST
+from posenc.runs.ownership import EXPORT_MANIFEST
 from posenc.tasks.translation.config import DecodeConfig
 
 #: The files of an export whose size and sha256 ``posenc export`` records (:func:`file_checksums`).

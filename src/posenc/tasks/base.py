@@ -12,12 +12,13 @@ that is a :class:`~posenc.training.config.TrainConfig` (tasks subclass it to cha
 may have ``model``/``data`` dataclass sections (stored with every checkpoint). Tasks hold their
 loaded data between calls (so ``train_batches`` does not reload it every epoch).
 
-:func:`run_task` owns the run directory, for every task: it refuses a directory posenc did not
-write (:func:`~posenc.runs.rundir.check_free_target`), holds its lock, checks the stored
-fingerprint before resuming (:func:`~posenc.runs.rundir.open_run`), and writes the ownership
-marker, ``config.yaml``, ``fingerprint.json`` (:func:`~posenc.runs.rundir.commit_run`, called
-by the Trainer once it has restored the checkpoint it resumes from) and ``summary.json``.
-Optional hooks (looked up with ``getattr``):
+:func:`run_task` opens the run directory as one :class:`~posenc.runs.run.Run`, for every task:
+it refuses a directory posenc did not write, holds its lock, judges the stored record and loads the
+checkpoint it resumes from (once) before anything is written, and writes the ownership marker,
+``config.yaml``, ``fingerprint.json`` (:meth:`~posenc.runs.run.Run.commit`, called by the Trainer
+once it has restored that checkpoint) and, through the Trainer, ``summary.json``. What the task
+declares about its runs (files, derived keys) is its config's ``run_spec``
+(:class:`~posenc.runs.spec.RunSpec`). Optional hooks (looked up with ``getattr``):
 
 ``check(cfg)``
     first of all: what the run reads is there (a one-line error, nothing written);
@@ -38,7 +39,6 @@ Optional hooks (looked up with ``getattr``):
 from __future__ import annotations
 
 import dataclasses
-from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -47,8 +47,8 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 import torch
 from torch import nn
 
-from posenc.runs.rundir import check_free_target, commit_run, exclusive, open_run
-from posenc.runs.same_run import RunRecord
+from posenc.runs.run import Run
+from posenc.training.device import resolve_device
 from posenc.training.distributed import env_int
 from posenc.training.loss import LossOutput
 from posenc.training.result import TrainResult
@@ -90,56 +90,52 @@ class Task(Protocol):
 
 @dataclass
 class TaskRun:
-    """One trained run of a task: the model (eval mode), the Trainer's result, the task metrics
-    and the run summary (``summary.json``)."""
+    """One trained run of a task: the model (eval mode), the Trainer's result, the task metrics,
+    the run summary (``summary.json``) and the run it was trained in (its resolved config and
+    config sections: a finished run opened in the same process needs to read neither again)."""
 
     model: nn.Module
     result: TrainResult
     metrics: dict[str, Any]
     summary: dict[str, Any] = dataclasses.field(default_factory=dict)
+    run: Run | None = None
 
 
 def run_task(task: Task, cfg: Any, out_dir: str | Path | None = None, resume: bool = True) -> TaskRun:
     """Build, train (the one :class:`~posenc.training.trainer.Trainer`, with the task's loss and
-    batches) and evaluate one run in ``out_dir`` (default ``cfg.out_dir``).
+    batches) and evaluate one run in ``out_dir`` (default ``cfg.out_dir``), opened as one
+    :class:`~posenc.runs.run.Run`.
 
     The directory must be new, empty or posenc's own run; rank 0 holds its lock throughout.
-    Everything is validated (device, fingerprint, model build, checkpoint load) before the first
-    byte is written. An earlier run of the same config is resumed (a finished one only evaluated);
-    one of another config is an error unless ``resume`` is False, which replaces its outputs.
-    Under DDP (torchrun) only rank 0 evaluates; the other ranks' :class:`TaskRun` has no metrics."""
+    Everything is validated (the run's record and its checkpoint's, the device, the model build,
+    the checkpoint's fit) before the first byte is written. An earlier run of the same config is
+    resumed (a finished one only evaluated); one of another config is an error unless ``resume`` is
+    False, which replaces its outputs. Under DDP (torchrun) only rank 0 evaluates; the other ranks'
+    :class:`TaskRun` has no metrics."""
     out = Path(cfg.out_dir if out_dir is None else out_dir)
-    is_main = env_int("RANK", 0) == 0
-    if is_main:
-        check_free_target(out, "run")  # new, empty or posenc's own (or in use): never someone else's files
-    with exclusive(out) if is_main else nullcontext():
-        return _run_locked(task, cfg, out, resume, is_main)
+    with Run.open(cfg, out, resume, check=partial(_hook, task, "check")) as run:
+        resolve_device(cfg.train.device, env_int("LOCAL_RANK", 0))  # usable here, before any data is prepared
+        return _train(task, run, resume)
 
 
-def _run_locked(task: Task, cfg: Any, out: Path, resume: bool, is_main: bool) -> TaskRun:
-    _hook(task, "check", cfg)
-    opening = open_run(cfg, out, resume)  # device, the run's and its checkpoint's verdict: nothing written yet
+def _train(task: Task, run: Run, resume: bool) -> TaskRun:
+    """Set the task up on the opened ``run``, train from the checkpoint the run loaded and evaluate."""
     setup = getattr(task, "setup", None)
-    cfg = setup(cfg, not resume) if setup else cfg
-    record = RunRecord.of(cfg)  # computed once: fingerprint.json and every checkpoint's state
+    cfg = setup(run.cfg, not resume) if setup else run.cfg
     torch.manual_seed(cfg.train.seed)  # initial weights follow train.seed
     model = task.build_model(cfg)
     valid = task.valid_batches(cfg)
     metric = _hook(task, "validation_metric", cfg)
-    sections = _hook(task, "checkpoint_sections", cfg) or _sections(cfg)
+    run.settle(cfg, _hook(task, "checkpoint_sections", cfg) or _sections(cfg))  # the record, computed once
     extra = _hook(task, "summary", cfg) or {}  # the task's summary.json entries (known before training)
-    state = _hook(task, "checkpoint_state", cfg)
-    trainer = Trainer(model, cfg.train, out, task.loss, d_model=task.width(cfg), config=sections, summary=extra,
-                      record=record.to_dict(), checkpoint_state=state)
-    write = (partial(commit_run, cfg, out, opening.resumes, getattr(task, "write_files", None), record)
-             if is_main else None)
-    result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=opening.checkpoint or False,
-                         on_start=write)
-    summary = result.run_record  # what the Trainer wrote to summary.json
+    contents = run.contents(_hook(task, "checkpoint_state", cfg), extra)
+    trainer = Trainer(model, cfg.train, run.out, task.loss, d_model=task.width(cfg), contents=contents)
+    main = env_int("RANK", 0) == 0
+    commit = partial(run.commit, getattr(task, "write_files", None)) if main else None
+    result = trainer.fit(partial(task.train_batches, cfg), valid, metric, resume=run.checkpoint, on_start=commit)
     model.eval()
-    # rank 0 evaluates (and writes); under DDP the others do not
-    metrics = task.evaluate(cfg, model, out, result) if is_main else {}
-    return TaskRun(model, result, metrics, summary)
+    metrics = task.evaluate(cfg, model, run.out, result) if main else {}  # rank 0 evaluates (and writes)
+    return TaskRun(model, result, metrics, result.run_record, run)
 
 
 def _hook(task: Task, name: str, *args: Any) -> Any:

@@ -42,8 +42,6 @@ MODEL_FILE, OPTIM_FILE, STATE_FILE, CONFIG_FILE = "model.safetensors", "optim.sa
 CKPT_RE = re.compile(r"^ckpt_(\d{8})$")
 FORMAT = "posenc-checkpoint"
 _ALIASES_KEY = "posenc.aliases"
-#: state.json key of the sha256 of the vocabulary (spm.model) a translation model was trained with.
-VOCAB_KEY = "vocab_sha256"
 
 
 @dataclass
@@ -70,6 +68,11 @@ class Checkpoint:
 
 def checkpoint_name(step: int) -> str:
     return f"ckpt_{step:08d}"
+
+
+def checkpoint_step(path: Path) -> int:
+    """The step of the checkpoint directory ``path`` (``ckpt_00005000`` → 5000)."""
+    return int(path.name.split("_")[-1])
 
 
 # ----------------------------------------------------------------------------- tensors <-> files
@@ -330,18 +333,21 @@ def checkpoint_state(path: str | Path) -> dict[str, Any]:
     return _read_state(Path(path))
 
 
-def load_checkpoint(path: str | Path, verify: bool = True, with_optimizer: bool = True) -> Checkpoint:
+def load_checkpoint(path: str | Path, verify: bool = True, with_optimizer: bool = True,
+                    state: dict[str, Any] | None = None) -> Checkpoint:
     """Read a checkpoint directory (or its ``model.safetensors``) on the CPU.
 
-    Raises :class:`CheckpointError` with a one-line message when a file is missing, truncated,
-    corrupt (size/SHA-256 mismatch when ``verify``, or unreadable safetensors/JSON/YAML).
+    ``state``: its state.json, where the caller has read it already (:func:`checkpoint_state`),
+    so no file of a checkpoint is read twice. Raises :class:`CheckpointError` with a one-line
+    message when a file is missing, truncated, corrupt (size/SHA-256 mismatch when ``verify``, or
+    unreadable safetensors/JSON/YAML).
     """
     directory = Path(path)
     if directory.is_file() and directory.name == MODEL_FILE:
         directory = directory.parent
     if not directory.is_dir():
         raise CheckpointError(f"checkpoint {directory}: no such directory")
-    state = _read_state(directory)
+    state = _read_state(directory) if state is None else state
     files = state.get("files", {})
     model, metadata = _read_tensors(directory / MODEL_FILE, files.get(MODEL_FILE), verify)
     try:
@@ -359,19 +365,18 @@ def load_checkpoint(path: str | Path, verify: bool = True, with_optimizer: bool 
 
 
 # ----------------------------------------------------------------------------- compatibility and restoring
-def load_resumable(path: str | Path, expected: dict[str, Any]) -> Checkpoint:
-    """The training checkpoint ``path`` (:func:`load_checkpoint`) that a run resumes from: one with
-    its optimizer state, whose state.json stores every entry of ``expected`` (e.g. the vocabulary's
-    hash) as this run has it (a key it lacks is not checked); a one-line CheckpointError otherwise."""
-    ckpt = load_checkpoint(path)
+def check_resumable(ckpt: Checkpoint, expected: dict[str, Any]) -> None:
+    """A one-line CheckpointError unless a run can resume training from ``ckpt``: a training
+    checkpoint with its optimizer state, whose state.json stores every entry of ``expected`` (e.g.
+    a task's hash of its data) as this run has it (a key the checkpoint lacks is not checked)."""
     if ckpt.state.get("kind") != "train" or ckpt.state.get("optimizer") is None:
-        raise CheckpointError(f"{path}: model-only checkpoint (no optimizer state); cannot resume training from it")
+        raise CheckpointError(f"{ckpt.path}: model-only checkpoint (no optimizer state); "
+                              "cannot resume training from it")
     for key, value in expected.items():
         saved = ckpt.state.get(key)
         if saved is not None and saved != value:
             raise CheckpointError(f"{ckpt.path}: saved with another {key} ({str(saved)[:12]}, this run "
                                   f"{str(value)[:12]}); cannot resume training from it")
-    return ckpt
 
 
 def check_state_compatible(model_state: dict[str, Tensor], expected: dict[str, Tensor], where: str) -> None:
@@ -432,6 +437,18 @@ def latest_checkpoint(directory: str | Path) -> Path | None:
     return ckpts[-1] if ckpts else None
 
 
+def prune(directory: Path, keep_last: int, protect: set[int]) -> list[Path]:
+    """Delete all but the newest ``keep_last`` checkpoints (0 = keep all), never deleting the
+    steps in ``protect`` (the best N); returns the deleted directories."""
+    ckpts = list_checkpoints(directory)
+    if keep_last <= 0 or len(ckpts) <= keep_last:
+        return []
+    doomed = [p for p in ckpts[: len(ckpts) - keep_last] if checkpoint_step(p) not in protect]
+    for p in doomed:
+        remove_checkpoint(p)  # its checkpoint files only: a user's file there stays
+    return doomed
+
+
 #: Every file posenc writes into a checkpoint directory (nothing else there is ever deleted).
 CHECKPOINT_FILES = frozenset({MODEL_FILE, OPTIM_FILE, STATE_FILE, CONFIG_FILE})
 
@@ -457,63 +474,3 @@ def remove_checkpoint(directory: str | Path) -> bool:
         logging.getLogger("posenc").info("kept %s: it holds files posenc did not write", d)
         return False
     return True
-
-
-# ----------------------------------------------------------------------------- averaging
-def average_checkpoints(paths: list[str | Path]) -> dict[str, Tensor]:
-    """Element-wise mean of the model weights of ``paths`` (accumulated in float64, cast back).
-
-    Non-floating tensors (integer buffers) must agree and are copied. Tied weights stay tied.
-    """
-    if not paths:
-        raise CheckpointError("average_checkpoints: no checkpoints given")
-    first = load_checkpoint(paths[0], with_optimizer=False).model
-    sums = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in first.items()}
-    for path in paths[1:]:
-        other = load_checkpoint(path, with_optimizer=False).model
-        check_state_compatible(other, first, str(path))
-        for key, value in other.items():
-            if value.is_floating_point():
-                sums[key] = sums[key] + value.to(torch.float64)
-            elif not torch.equal(value, first[key]):
-                raise CheckpointError(f"{path}: non-float buffer {key!r} differs between checkpoints")
-    out: dict[str, Tensor] = {}
-    done: dict[int, Tensor] = {}
-    for key, value in first.items():
-        if id(value) not in done:
-            done[id(value)] = (sums[key] / len(paths)).to(value.dtype) if value.is_floating_point() else value
-        out[key] = done[id(value)]
-    return out
-
-
-def check_vocab(state: dict[str, Any], digest: str, vocab: Path, where: Path) -> None:
-    """A one-line CheckpointError unless the checkpoint state ``state`` (of ``where``) was saved
-    with the vocabulary whose sha256 is ``digest`` (the file ``vocab``); no check for a checkpoint
-    written before the hash was stored."""
-    saved = state.get(VOCAB_KEY)
-    if saved is not None and saved != digest:
-        raise CheckpointError(f"{vocab}: not the vocabulary {where.name} was trained with (sha256 {digest[:12]}, "
-                              f"checkpoint {str(saved)[:12]}): spm.model belongs to another run")
-
-
-def _common_vocab(paths: list[Path]) -> dict[str, str]:
-    """``{VOCAB_KEY: hash}`` shared by the checkpoints ``paths`` (empty when none stores one);
-    checkpoints trained with different vocabularies are a CheckpointError."""
-    hashed = [(p, h) for p in paths if (h := _read_state(p).get(VOCAB_KEY)) is not None]
-    for path, digest in hashed[1:]:
-        if digest != hashed[0][1]:
-            raise CheckpointError(f"{hashed[0][0].name} and {path.name} were trained with different vocabularies "
-                                  "(spm.model); they cannot be averaged")
-    return {VOCAB_KEY: hashed[0][1]} if hashed else {}
-
-
-def save_average(paths: list[str | Path], out: str | Path) -> Path:
-    """Average ``paths`` and save the result as a model-only checkpoint directory ``out`` (keeping
-    the checkpoints' vocabulary hash, which must be the same for all)."""
-    paths = [Path(p) for p in paths]
-    vocab = _common_vocab(paths)
-    weights = average_checkpoints(paths)
-    last = load_checkpoint(paths[-1], with_optimizer=False)
-    state = {"kind": "average", "step": last.step, "averaged_from": [p.name for p in paths], **vocab}
-    return save_checkpoint(out, weights, state=state, config=last.config)
-

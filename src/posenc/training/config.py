@@ -1,14 +1,12 @@
 """``TrainConfig``: optimiser, schedule, precision, logging and checkpointing options.
 
-``precision: auto`` trains in bf16 autocast on CUDA GPUs that support it, on CPUs with native bf16
-(avx512_bf16/AMX) from d_model 256 on (the measured crossover), and in fp32 elsewhere;
+``precision: auto`` trains in bf16 autocast where that is measured faster (training/precision.py);
 ``compile`` (default ``off``; ``auto`` = on CUDA only, ``on``) runs the forward and loss through
-``torch.compile`` (see training/runtime.py for both resolutions). Off by default: on an H100 it
-gave transformer-small ×1.03 steps/s over eager (docs/performance.md) and its warm-up took
-minutes for methods with graph breaks (Shaw's Toeplitz check, learned-range checks, the GRU).
-``reduce-overhead`` captures the step whole (``fullgraph``; on CUDA ``mode="reduce-overhead"``, CUDA
-graphs) over batches padded into a few static shapes (data/batching.Batch.bucketed): for small
-models whose steps are bound by kernel launches. Built, not yet measured on a GPU.
+``torch.compile`` (training/compiled.py). Off by default: its gain was small and its warm-up long
+for methods with graph breaks (Shaw's Toeplitz check, learned-range checks, the GRU;
+docs/performance.md). ``reduce-overhead`` captures the step whole (``fullgraph``; on CUDA
+``mode="reduce-overhead"``, CUDA graphs) over batches padded into a few static shapes
+(data/batching.Batch.bucketed): for small models whose steps are bound by kernel launches.
 
 Defaults follow SHAPE (Kiyono et al. 2021, App. Table 4): Adam(0.9, 0.98), Noam schedule with
 8,000 warm-up steps and scaling factor 2, label smoothing 0.1, no gradient clipping; ε = 1e-9 as
@@ -24,10 +22,10 @@ from posenc.config import require, require_finite
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # auto: bf16 on CUDA with bf16 support, else fp32
 #: auto: torch.compile on CUDA, eager on CPU; reduce-overhead: the whole forward+loss+backward as one
-#: graph (CUDA graphs on CUDA), batches padded to static shapes (training/runtime.forward_loss)
+#: graph (CUDA graphs on CUDA), batches padded to static shapes (training/compiled.forward_loss)
 COMPILE_MODES = ("auto", "on", "off", "reduce-overhead")
 DEVICES = ("auto", "cpu", "cuda")
-SCHEDULE_NAMES = ("noam", "cosine", "constant")  # builders in training/schedule.py
+SCHEDULE_NAMES = ("noam", "cosine", "constant")  # builders in training/optimization.py
 #: Schedules whose learning rate at every update depends on the run's total updates (cosine decays
 #: over ``max_steps``/``max_epochs``): for them those caps are part of what is trained.
 HORIZON_SCHEDULES = ("cosine",)
@@ -43,7 +41,7 @@ class TrainConfig:
     update_freq: int = 1  # gradient accumulation: batches per optimizer update
     lr: float = 2.0  # Noam scaling factor; peak lr for cosine
     warmup: int = 8000
-    schedule: str = "noam"  # noam | cosine | constant (training/schedule.py)
+    schedule: str = "noam"  # noam | cosine | constant (training/optimization.py)
     warmup_fraction: float = 0.0  # cosine: warm-up as a fraction of all updates (0: use warmup)
     lr_floor: float = 0.0  # cosine: final lr as a fraction of lr
     optimizer: str = "adam"  # adam | adamw (decoupled weight decay)
@@ -52,7 +50,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     label_smoothing: float = 0.1
     clip_norm: float = 0.0  # 0 = no clipping
-    precision: str = "auto"  # auto | fp32 | bf16 | fp16 (training/runtime.resolve_precision)
+    precision: str = "auto"  # auto | fp32 | bf16 | fp16 (training/precision.resolve_precision)
     # off | auto | on | reduce-overhead: torch.compile the forward+loss (YAML on/off are booleans)
     compile: str | bool = "off"
     validate_every: int = 1000  # steps; 0 = only at the end
@@ -78,7 +76,7 @@ class TrainConfig:
     log_every: int = 100
     device: str = "auto"
     num_threads: int = 0  # torch.set_num_threads; 0 = leave torch's default
-    metric_every: int = 0  # steps; 0 = off. The task's validation metric (translation: greedy BLEU)
+    metric_every: int = 0  # steps; 0 = off. The task's validation metric (e.g. greedy BLEU)
 
     #: Old names still read (stored run configs, YAMLs): ``bleu_every`` is ``metric_every``.
     _renamed: ClassVar[dict[str, str]] = {"bleu_every": "metric_every"}

@@ -1,60 +1,34 @@
-"""What "converged" means for a training run: the one definition.
+"""What "converged" means for a training run: the one definition, asked by the trainer
+(``summary.json``), the experiment runner, the reports and the learning-curve plots
+(:func:`status`, :func:`status_of`).
 
-A run is **converged** when training stopped because the validation loss stopped improving
-(``stopped == "patience"``: ``train.patience`` validations in a row without lowering the best loss
-by more than ``train.min_delta``, relative), its best validation came after the learning-rate
-warm-up, it stopped before its step cap, *and* its validation curve is flat at the end:
-the least-squares line through its last :data:`FLAT_WINDOW` validation losses (the smoothed curve
-whose slope the summaries and reports quote) does not fall significantly: its slope is not below
-``-t`` standard errors, ``t`` the one-sided 5 % critical value of Student's t with ``n - 2``
-degrees of freedom for ``n`` points (:func:`flat_t`: 1.943 at 8 points), or the window is below an
-absolute floor (:func:`below_floor`: every loss ≤ :data:`LOSS_FLOOR` nats, or the losses spread over
-≤ :data:`SPREAD_FLOOR` nats; a solved task's curve at 4e-8 nats is flat, whatever its slope's t).
-Every other run is not:
+A run is ``converged`` when patience stopped it (``stopped == "patience"``), its best validation
+came after the learning-rate warm-up, it stopped below its step cap, and its validation curve ends
+flat (:func:`is_flat`: the least-squares slope of the last :data:`FLAT_WINDOW` validation losses is
+not significantly negative, one-sided Student's t at :data:`FLAT_LEVEL`, or the window is below an
+absolute floor). Every other run is one of:
 
-* ``still improving``: stopped by ``max_steps``/``max_epochs`` (a cap), or reached ``max_steps``
-  at all, even when patience ran out at that same update (older trainers recorded "patience"
-  there; the recorded steps against the cap decide). Always, whatever its curve looked like: a
-  cap says nothing about a plateau, so more steps may change its numbers.
-* ``not flat``: stopped by patience, but the smoothed validation curve was still falling (patience
-  ran out on noise: on the multi30k_cpu runs the validation loss moves 0.007-0.021 nats between
-  validations, several times ``min_delta``).
-* ``best in warm-up``: stopped by patience, but the best validation was at or before the last
-  warm-up step; the stopping signal rose while the learning rate was still climbing, which is an
-  artefact of the signal (e.g. validation on unseen lengths), not a plateau of the model.
-* ``no curve``: stopped by patience after warm-up, but no validation curve to test for flatness
-  (fewer than 3 validations, or a summary written before the flatness was recorded read without
-  its validation history, e.g. the older lengthgen results.json files). Never read as converged:
-  "converged" always includes the flatness test.
-* ``unknown``: no stop reason or no validation recorded (e.g. run directories written before the
-  stop reason was recorded, or ``validate_every: 0``). Never read as converged.
+* ``still improving``: it reached a cap (``max_steps``/``max_epochs``), whatever its curve, even when
+  patience ran out on that same update;
+* ``not flat``: patience stopped it while the curve still fell significantly (patience ran out on noise);
+* ``best in warm-up``: its best validation came at or before the last warm-up update (the stopping
+  signal rose while the learning rate was still climbing: an artefact of the signal, not a plateau);
+* ``no curve``: patience stopped it after warm-up, but fewer than 3 validations (or none recorded)
+  leave no curve to test;
+* ``unknown``: no stop reason or no validation recorded.
 
-The trainer and ``posenc train`` (``summary.json``), the experiment runner,
-the report and the learning-curve plots all call :func:`status` / :func:`status_of`.
+docs/experiments.md ("Convergence") shows the rule on measured curves.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import cache
 from typing import Any
+
+from posenc.training.stopping import end_slope, is_flat
 
 CONVERGED, IMPROVING, WARMUP, UNKNOWN = "converged", "still improving", "best in warm-up", "unknown"
 NOT_FLAT, NO_CURVE = "not flat", "no curve"
-STATUSES = (CONVERGED, IMPROVING, WARMUP, NOT_FLAT, NO_CURVE, UNKNOWN)
-#: Validations the flatness test fits: twice the multi30k_cpu patience (4), so it sees "the last
-#: four against the four before".
-FLAT_WINDOW = 8
-#: One-sided level of the flatness test: a curve is not flat when its slope is below zero at this
-#: level (Student's t on the least-squares slope, n - 2 degrees of freedom).
-FLAT_LEVEL = 0.05
-#: Absolute floor: a window whose every validation loss is at most this many nats per token is flat
-#: (the model puts >= 0.9999 probability on the reference: a solved task, whose loss keeps halving
-#: by tiny amounts for ever).
-LOSS_FLOOR = 1e-4
-#: Absolute floor: a window whose losses spread over at most this many nats is flat (no measurable
-#: change; a noise-free straight line would otherwise be "significant" at any slope).
-SPREAD_FLOOR = 1e-6
 PATIENCE = "patience"  # the trainer's stop reason for an early stop
 CAPS = ("max_steps", "max_epochs")  # stop reasons that are budget caps
 
@@ -66,50 +40,6 @@ def best_validation(history: Sequence[Sequence[float]]) -> tuple[int | None, flo
         return None, None
     step, loss = min(((int(s), float(v)) for s, v in history), key=lambda p: (p[1], p[0]))
     return step, loss
-
-
-def end_slope(history: Sequence[Sequence[float]], window: int = FLAT_WINDOW) -> tuple[float, float] | None:
-    """Least-squares slope of the validation loss against the step over the last ``window``
-    validations ``[[step, loss], ...]``, and its standard error, both in nats per 1,000 updates;
-    None with fewer than 3 validations (no error estimate)."""
-    points = [(float(s), float(v)) for s, v in history][-window:]
-    n = len(points)
-    if n < 3:
-        return None
-    mx, my = sum(p[0] for p in points) / n, sum(p[1] for p in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    if sxx <= 0:
-        return None
-    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
-    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in points)
-    return 1000.0 * slope, 1000.0 * (resid / (n - 2) / sxx) ** 0.5
-
-
-@cache
-def flat_t(points: int) -> float:
-    """The one-sided :data:`FLAT_LEVEL` critical value of Student's t for a slope fitted to
-    ``points`` validations (``points - 2`` degrees of freedom): 1.943 at 8 points. (scipy.stats
-    is imported here, when a curve is judged: it costs seconds at every process's start.)"""
-    from scipy.stats import t as student_t
-
-    return float(student_t.ppf(1.0 - FLAT_LEVEL, points - 2))
-
-
-def below_floor(history: Sequence[Sequence[float]], window: int = FLAT_WINDOW) -> bool:
-    """Whether the last ``window`` validation losses are all <= :data:`LOSS_FLOOR` or spread over
-    <= :data:`SPREAD_FLOOR` nats (False without validations)."""
-    losses = [float(v) for _, v in history][-window:]
-    return bool(losses) and (max(losses) <= LOSS_FLOOR or max(losses) - min(losses) <= SPREAD_FLOOR)
-
-
-def is_flat(history: Sequence[Sequence[float]], window: int = FLAT_WINDOW) -> bool | None:
-    """True when the last ``window`` validations are below the absolute floor (:func:`below_floor`)
-    or do not fall significantly (slope >= -:func:`flat_t` standard errors); None when there are
-    too few (< 3) to tell."""
-    fit = end_slope(history, window)
-    if fit is None:
-        return None
-    return below_floor(history, window) or fit[0] >= -flat_t(min(len(history), window)) * fit[1]
 
 
 def capped(stopped: str | None, steps: int | None, cap: int | None) -> bool:
@@ -165,7 +95,7 @@ def status_of(summary: Mapping[str, Any] | None, cap: int | None = None,
 
 
 def warmup_updates(cfg: Any, total: int) -> int:
-    """Warm-up updates of the run's schedule (as training/schedule.py builds it): the cosine
+    """Warm-up updates of the run's schedule (as training/optimization.py builds it): the cosine
     schedule's ``warmup_fraction`` of ``total`` when that is > 0, else ``train.warmup``."""
     if getattr(cfg, "schedule", "noam") == "cosine" and getattr(cfg, "warmup_fraction", 0.0) > 0:
         return int(cfg.warmup_fraction * total)

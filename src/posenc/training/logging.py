@@ -1,4 +1,5 @@
-"""Run logs written by rank 0: CSV files, TensorBoard scalars and a tqdm progress bar.
+"""Run logs written by rank 0: CSV files, TensorBoard scalars and a tqdm progress bar, and the
+training wall clock they record (:class:`WallClock`).
 
 ``train.csv``: step, epoch, loss, nll, ppl, lr, tokens, wall_s, tokens_per_s — loss/nll in nats
 per target token over the rows' logging interval, ``tokens`` cumulative target tokens (all
@@ -15,8 +16,9 @@ import csv
 import logging
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from tqdm import tqdm
 
@@ -143,3 +145,31 @@ def progress_bar(total: int | None, initial: int, enabled: bool) -> tqdm | LogPr
     if enabled and not sys.stderr.isatty():
         return LogProgress(total, initial)
     return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True, disable=not enabled)
+
+
+class WallClock:
+    """Training wall clock: this session's time plus the resumed run's, minus the time spent
+    validating and checkpointing (so curves vs wall clock compare training speed)."""
+
+    def __init__(self, before: float = 0.0) -> None:
+        self.start, self.before = time.perf_counter(), before
+        self.overhead_s = 0.0  # validation/checkpoint time of this session
+        self.pause_start: float | None = None
+
+    def wall_s(self) -> float:
+        now = time.perf_counter()
+        paused = now - self.pause_start if self.pause_start is not None else 0.0
+        return self.before + now - self.start - self.overhead_s - paused
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Exclude the block's duration from :meth:`wall_s` (nesting is allowed)."""
+        if self.pause_start is not None:
+            yield
+            return
+        self.pause_start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.overhead_s += time.perf_counter() - self.pause_start
+            self.pause_start = None

@@ -1,7 +1,7 @@
-"""Label-smoothed cross entropy (Szegedy et al. 2016; SHAPE App. Table 4, ε_ls = 0.1) and what a
-loss hook returns (the translation hook is :class:`posenc.tasks.translation.task.Seq2SeqLoss`).
+"""Label-smoothed cross entropy (Szegedy et al. 2016; SHAPE App. Table 4, ε_ls = 0.1), what a
+task's loss hook returns and the loss over a validation set (:func:`validation_loss`).
 
-Shape legend: B batch, T target length, V vocabulary, N flattened tokens.
+Shape legend: B batch, T target length, V classes (output tokens), N flattened tokens.
 
 A loss hook is any callable ``loss_fn(model, batch) -> LossOutput`` returning *summed* (not
 averaged) losses and the number of tokens they cover; the trainer divides the accumulated
@@ -10,17 +10,28 @@ gradient by the global token count, so hooks for other tasks (ViT, CTC) only nee
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import math
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
+
+from posenc.errors import DataError
+from posenc.training.device import move_to
+from posenc.training.precision import autocast
 
 
 class LossOutput(NamedTuple):
     loss: Tensor  # scalar, summed over tokens; what is back-propagated
     nll: Tensor  # scalar, summed negative log-likelihood (no smoothing), for perplexity
     ntokens: Tensor  # scalar, number of tokens in the sums
+
+
+#: A task's loss hook: ``loss_fn(model, batch) -> LossOutput``.
+LossFn = Callable[[nn.Module, Any], LossOutput]
+#: Validation batches: a sequence, or a function that yields them afresh each time.
+ValidSource = Sequence[Any] | Callable[[], Iterable[Any]]
 
 
 def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, ignore_index: int = -100) -> LossOutput:
@@ -42,3 +53,25 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, ignore_in
     nll_sum = nll.sum()
     loss = (1.0 - epsilon) * nll_sum + epsilon * smooth.sum()
     return LossOutput(loss, nll_sum, keep.sum())
+
+
+def validation_loss(
+    model: nn.Module, loss_fn: LossFn, batches: ValidSource, device: torch.device, precision: str
+) -> dict[str, float]:
+    """Loss, NLL and perplexity per target token (item) on ``batches`` (eval mode, no grad)."""
+    source = batches() if callable(batches) else batches
+    sums = torch.zeros(3, dtype=torch.float64, device=device)
+    model.eval()
+    try:
+        with torch.no_grad(), autocast(precision, device.type):
+            for batch in source:
+                out = loss_fn(model, move_to(batch, device))
+                ntok = torch.as_tensor(out.ntokens, device=device).double()
+                sums += torch.stack([out.loss.double(), out.nll.double(), ntok])
+    finally:
+        model.train()
+    loss, nll, ntokens = sums.tolist()
+    if ntokens <= 0:
+        raise DataError("validation batches contain no target tokens")
+    return {"loss": loss / ntokens, "nll": nll / ntokens, "ppl": math.exp(min(nll / ntokens, 700.0)),
+            "ntokens": ntokens}

@@ -65,7 +65,7 @@ def set_torch_states(states: dict[str, torch.Tensor], device: torch.device) -> N
 
 @contextmanager
 def isolated_rng(device: torch.device) -> Iterator[None]:
-    """Run a block (validation, BLEU decoding) without disturbing any generator."""
+    """Run a block (validation, a task's metric) without disturbing any generator."""
     host, dev = host_state(), torch_states(device)
     try:
         yield

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from posenc.config import from_dict, load_config
-from posenc.runs.same_run import RunRecord, placed_as
+from posenc.runs.same_run import RunRecord, with_placement_of
 from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, run_config
 from posenc.tasks.lengthgen.driver import TASK
 
@@ -60,7 +60,7 @@ def test_committed_results_match_the_shipped_config_or_are_stale(tmp_path: Path)
         cell = (res["task"], res["method"], res["seed"])
         kinds[cell] = TASK.verdict(exp, cell, res).kind
         cfg = run_config(exp, *cell)  # the record read with today's names and defaults
-        same = placed_as(from_dict(LengthgenConfig, {**res["config"], "out_dir": cfg.out_dir}), cfg) == cfg
+        same = with_placement_of(from_dict(LengthgenConfig, {**res["config"], "out_dir": cfg.out_dir}), cfg) == cfg
         assert kinds[cell] == ("fresh" if same else "stale"), cell
     assert kinds, "no committed lengthgen results found"
     # the whole grid (4 tasks x 9 methods x 3 seeds) is committed and answers today's config: the
@@ -71,7 +71,7 @@ def test_committed_results_match_the_shipped_config_or_are_stale(tmp_path: Path)
 def test_committed_run_dirs_are_marked_as_posenc_runs() -> None:
     """A stale committed cell is retrained in place after `cp -r docs/results/lengthgen_cpu runs/`
     only if posenc recognises the directory as its own run (never-destroy rule)."""
-    from posenc.runs.rundir import dir_kind
+    from posenc.runs.ownership import dir_kind
 
     dirs = [p.parent for p in COMMITTED.glob("*/*/seed*/results.json")]
     assert dirs and all(dir_kind(d) == "run" for d in dirs)

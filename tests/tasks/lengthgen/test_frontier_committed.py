@@ -1,4 +1,4 @@
-"""The committed lengthgen_frontier cells (docs/results/lengthgen_frontier, issue 30) answer the
+"""The committed lengthgen_frontier cells (docs/results/lengthgen_frontier) answer the
 shipped config, and docs/lengthgen.md's table is their mean ± std."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_docs_quote_reverse_at_the_first_unseen_length_and_its_statuses() -> Non
     assert (f"from n = 30 on no method's mean is above {100 * max(means.values()):.1f} % (no single run above "
             f"{100 * max(a for *_, a in late):.1f} %)") in doc
     from posenc.tasks.lengthgen.report import run_status
-    from posenc.training.convergence import end_slope
+    from posenc.training.stopping import end_slope
 
     status = Counter(run_status(r) for r in runs)  # the report's, from each run's valid.csv
     assert status == {"converged": 5, "not flat": 13, "still improving": 9}

@@ -29,7 +29,7 @@ def test_long_table_rows_on_hand_made_results() -> None:
 
 
 def test_a_run_without_a_validation_curve_is_no_curve_not_converged() -> None:
-    """Issue 39: a patience stop whose flatness was never tested (no ``flat``, no valid.csv) reads
+    """A patience stop whose flatness was never tested (no ``flat``, no valid.csv) reads
     "no curve"; with its validation curve it is judged by the flatness test."""
     from posenc.tasks.lengthgen.report import run_status
 
@@ -62,7 +62,7 @@ def test_report_cli_never_writes_over_a_users_files(tmp_path, capsys) -> None:
     written and marked, and posenc's own report directory is rewritten."""
     from pathlib import Path
 
-    from posenc.runs.rundir import dir_kind
+    from posenc.runs.ownership import dir_kind
     from posenc.tasks.lengthgen.driver import main
 
     root = Path(__file__).resolve().parents[3] / "docs" / "results" / "lengthgen_cpu"
@@ -81,7 +81,7 @@ def test_report_cli_never_writes_over_a_users_files(tmp_path, capsys) -> None:
 
 
 def test_committed_runs_that_reached_the_cap_read_capped() -> None:
-    """Issue 26: two committed lengthgen_cpu runs were recorded "patience" at their cap step (the
+    """Two committed lengthgen_cpu runs were recorded "patience" at their cap step (the
     older trainer let patience win there); read with the cap from their config they are capped, and
     their stored status (re-derived by the one rule) says the same."""
     import json
@@ -97,7 +97,7 @@ def test_committed_runs_that_reached_the_cap_read_capped() -> None:
                     and r["summary"]["steps"] >= r["config"]["train"]["max_steps"])
     assert at_cap == ["parity/ape/seed1", "reverse/ape+randomized/seed2"]
     assert all(runs[k]["summary"]["status"] == run_status(runs[k]) == "still improving" for k in at_cap)
-    # the other 53 patience stops recorded neither a flatness nor a validation curve (issue 39): "no curve"
+    # the other 53 patience stops recorded neither a flatness nor a validation curve: "no curve"
     status = {k: run_status(r) for k, r in runs.items()}
     assert sum(s == "no curve" for s in status.values()) == sum(
         r["summary"]["status"] == "no curve" for r in runs.values()) == 53

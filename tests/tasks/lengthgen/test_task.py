@@ -98,7 +98,7 @@ def test_shipped_configs_load_and_expand(name: str) -> None:
     if name == "lengthgen_gpu":
         assert exp.seeds == [1, 2, 3] and cells[0][3].data.train_max_length == 40 and cells[0][3].data.test_max_length == 500
         assert len(exp.tasks) == 7
-    if name == "lengthgen_cpu":  # issue 17: seen <= 20, unseen to 60, patience on seen-length validation, 1 thread per job
+    if name == "lengthgen_cpu":  # seen <= 20, unseen to 60, patience on seen-length validation, 1 thread per job
         assert exp.seeds == [1, 2, 3] and set(exp.tasks) == {"copy", "reverse", "bucket_sort", "parity", "decimal_addition", "binary_addition"} and len(exp.methods) == 9
         for _, _, _, cfg in cells:
             d, t = cfg.data, cfg.train

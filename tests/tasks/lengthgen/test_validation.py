@@ -102,7 +102,9 @@ def test_a_changed_config_is_stale(tmp_path: Path) -> None:
     with ``rerun_stale``; an unchanged grid skips it."""
     import yaml
 
-    from posenc.tasks.lengthgen.driver import experiment
+    from posenc.experiments.runner import task_runner
+
+    experiment = task_runner("lengthgen")
 
     exp = yaml.safe_load((CONFIGS / "lengthgen_cpu.yaml").read_text())
     exp.update(out_dir=str(tmp_path / "exp"), tasks=["parity"], seeds=[1], task_overrides={})

@@ -14,9 +14,10 @@ from safetensors.torch import load_file
 
 from posenc.config import load_config
 from posenc.errors import CheckpointError
+from posenc.runs.run import find_checkpoint
 from posenc.tasks.translation import train_run
 from posenc.tasks.translation.config import DecodeConfig, RunConfig
-from posenc.tasks.translation.load import find_checkpoint, load_run, translate_split
+from posenc.tasks.translation.load import load_run, translate_split
 from posenc.tasks.translation.prepare import load_meta
 from tests.helpers.tiny import METHODS, N_TEST, NEAR_INIT, read, run_overrides
 

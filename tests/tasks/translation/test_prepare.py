@@ -40,7 +40,7 @@ def test_prepare_is_idempotent(toy_prepared: Path) -> None:
 
 
 def test_prepared_data_of_another_config_is_never_reused(toy_prepared: Path) -> None:
-    """Issue 10 finding 1: the data fingerprint is stored and checked before any write."""
+    """The data fingerprint is stored and checked before any write."""
     before = {p.name: p.read_bytes() for p in toy_prepared.iterdir()}
     assert json.loads((toy_prepared / "fingerprint.json").read_text()) == data_fingerprint(toy_data())
     with pytest.raises(DataError, match=r"vocab_size \(40 -> 64\)"):
@@ -148,7 +148,7 @@ def test_every_configurable_arch_has_a_builder() -> None:
 def test_train_rebuilds_a_truncated_spm_cache_entry(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """A full disk during prepare left a truncated model in ``.spm-cache`` and no prepared data: a
     later train (here --no-resume) drops the entry with one warning and rebuilds it instead of
-    failing (issue 41, item 3)."""
+    failing."""
     import shutil
 
     from tests.helpers.tiny import TINY, TOY, cli

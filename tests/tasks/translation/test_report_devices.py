@@ -7,7 +7,7 @@ import torch
 
 from posenc.experiments.grid import trained_on
 from posenc.tasks.translation.report import devices_section
-from posenc.training.runtime import device_label
+from posenc.training.device import device_label
 
 
 def _run(method: str, seed: int, summary_device: str | None = None, configured: str | None = None) -> dict:

@@ -1,4 +1,4 @@
-"""The one "is this the same run?" rule (runs/same_run.py, issue 27 parts 1-2): adding a method
+"""The one "is this the same run?" rule (runs/same_run.py): adding a method
 or an option whose default reproduces the old behaviour stales nothing, and ``posenc train``,
 ``posenc experiment`` and the methods grids give the same verdict on the same change."""
 

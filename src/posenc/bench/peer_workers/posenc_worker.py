@@ -13,7 +13,7 @@ from posenc.decoding import beam_search
 from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.training import TrainConfig
-from posenc.training.runtime import build_optimizer
+from posenc.training.optimization import build_optimizer
 
 
 def setup(cfg: dict[str, Any]) -> dict[str, Callable[[], int]]:

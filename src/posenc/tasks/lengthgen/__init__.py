@@ -2,8 +2,7 @@
 the fly, a decoder-only LM trained on short inputs and tested on long ones, per method."""
 
 from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, expand, run_config
-from posenc.tasks.lengthgen.driver import TASK, experiment
+from posenc.tasks.lengthgen.driver import TASK
 from posenc.tasks.lengthgen.task import LengthgenTask
 
-__all__ = ["TASK", "LengthgenConfig", "LengthgenExperimentConfig", "LengthgenTask", "expand", "experiment",
-           "run_config"]
+__all__ = ["TASK", "LengthgenConfig", "LengthgenExperimentConfig", "LengthgenTask", "expand", "run_config"]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from posenc.config import apply_mapping, from_dict, require, to_dict
 from posenc.models.lm import LMConfig
 from posenc.positions import PositionConfig
+from posenc.runs.spec import RunSpec
 from posenc.tasks.grid import MethodsExperimentConfig
 from posenc.tasks.lengthgen.generators import POSITION_IDS, TASKS
+from posenc.tasks.lengthgen.spec import SPEC
 from posenc.training.config import TrainConfig
 
 
@@ -88,6 +90,9 @@ class LengthgenConfig:
     data: LengthgenData = field(default_factory=LengthgenData)
     train: TrainConfig = field(default_factory=TrainConfig)
     out_dir: str = "runs/lengthgen"
+
+    #: What the task declares about its runs (runs/spec.py).
+    run_spec: ClassVar[RunSpec] = SPEC
 
     def __post_init__(self) -> None:
         self.eval_model()  # a bad data.eval_position is a one-line ConfigError here, before training

@@ -66,13 +66,6 @@ class LengthgenExperiment(MethodsGrid):
 TASK = LengthgenExperiment()
 
 
-def experiment(data: dict[str, Any], overrides: list[str], **options: Any) -> Path:
-    """``posenc experiment`` entry for ``task: lengthgen``: the shared grid runner."""
-    from posenc.experiments.runner import run_grid_experiment
-
-    return run_grid_experiment(TASK, data, overrides, **options)
-
-
 def collect(root: Path) -> list[dict[str, Any]]:
     """Every ``<task>/<method>/seed<N>/results.json`` under ``root`` (finished runs of a grid), each
     with its validation curve where its run directory keeps a valid.csv
@@ -104,7 +97,7 @@ def main(argv: list[str]) -> int:
 def _report(name: str, root: Path, out_dir: Path) -> int:
     from posenc.config import load_config
     from posenc.experiments.runner import find_experiment
-    from posenc.runs.rundir import check_target, write_marker
+    from posenc.runs.ownership import check_target, write_marker
     from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
 
     exp = load_config(LengthgenExperimentConfig, find_experiment(name))

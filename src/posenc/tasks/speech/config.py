@@ -8,12 +8,14 @@ warm-up over ``warmup`` updates then cosine decay to 5 % of ``lr`` at ``max_step
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
-from posenc.config import require, to_dict
+from posenc.config import require, to_dict, with_defaults
 from posenc.data import speech as sd
 from posenc.models.ctc import CTCModelConfig
+from posenc.runs.spec import RunSpec
 from posenc.tasks.grid import MethodsExperimentConfig
+from posenc.tasks.speech.spec import SPEC
 from posenc.training.config import AdamWCosineConfig
 
 
@@ -77,16 +79,11 @@ class SpeechDataConfig:
     def win(self) -> int:
         return sd.window_samples(self.window_ms, self.sample_rate)
 
-@dataclass
-class SpeechTrainConfig(AdamWCosineConfig):
-    """The shared TrainConfig with the CTC recipe as defaults (YAML keys override them)."""
 
-    max_steps: int = 600
-    warmup: int = 60
-    weight_decay: float = 0.01
-    clip_norm: float = 1.0
-    lr_floor: float = 0.05
-    log_every: int = 50
+SpeechTrainConfig = with_defaults(
+    AdamWCosineConfig, "SpeechTrainConfig", "The shared TrainConfig with the CTC recipe as defaults.", __name__,
+    max_steps=600, warmup=60, weight_decay=0.01, clip_norm=1.0, lr_floor=0.05, log_every=50)
+
 
 @dataclass
 class SpeechConfig:
@@ -94,6 +91,9 @@ class SpeechConfig:
     model: CTCModelConfig = field(default_factory=CTCModelConfig)
     train: SpeechTrainConfig = field(default_factory=SpeechTrainConfig)
     out_dir: str = "runs/speech"
+
+    #: What the task declares about its runs (runs/spec.py).
+    run_spec: ClassVar[RunSpec] = SPEC
 
     def __post_init__(self) -> None:
         p = self.model.position

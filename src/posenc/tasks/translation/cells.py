@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from posenc.config import apply_mapping, from_dict, to_dict
@@ -20,9 +21,8 @@ def run_config(exp: ExperimentConfig, setting: str, method: str, seed: int) -> R
     data = apply_mapping(data, {"train.seed": seed}, RunConfig)
     cfg = from_dict(RunConfig, data)
     key = hashlib.sha256(json.dumps(to_dict(cfg.data), sort_keys=True).encode()).hexdigest()[:8]
-    data["out_dir"] = str(exp.root / setting / method / f"seed{seed}")
-    data["data_dir"] = str(data_root(exp) / f"{setting}-{key}")
-    return from_dict(RunConfig, data)
+    return replace(cfg, out_dir=str(exp.root / setting / method / f"seed{seed}"),
+                   data_dir=str(data_root(exp) / f"{setting}-{key}"))
 
 
 def data_root(exp: ExperimentConfig) -> Path:

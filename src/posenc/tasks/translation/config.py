@@ -5,13 +5,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from posenc.config import from_dict, require
 from posenc.data.corpora import corpus_option_types
 from posenc.decoding.translate import MAX_BEAM, MIN_SOURCE_LEN
 from posenc.models.config import ModelConfig
 from posenc.models.rnn_nmt import RNNConfig
+from posenc.runs.spec import RunSpec
+from posenc.tasks.translation.spec import SPEC
 from posenc.training.config import TrainConfig
 
 #: Architecture → the config section that configures its model.
@@ -89,6 +91,9 @@ class RunConfig:
     rnn: RNNConfig = field(default_factory=RNNConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    #: What the task declares about its runs (runs/spec.py).
+    run_spec: ClassVar[RunSpec] = SPEC
 
     def __post_init__(self) -> None:
         require(bool(self.out_dir), "out_dir must not be empty")

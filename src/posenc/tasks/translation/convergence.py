@@ -15,7 +15,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from posenc.training.convergence import UNKNOWN, end_slope, status_of
+from posenc.training.convergence import UNKNOWN, status_of
+from posenc.training.stopping import end_slope
 
 # the run's; the trainer's own in runs written before one summary
 SUMMARY_FILES = ("summary.json", "train_summary.json")

@@ -13,17 +13,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from posenc.config import to_dict
 from posenc.experiments.selection import SelectionConfig
-from posenc.runs.same_run import RunRecord, Verdict, evaluation_record, same_run
+from posenc.runs.same_run import RunRecord, Verdict, same_run
+from posenc.tasks.base import run_task
 from posenc.tasks.translation.cells import Cell, data_root, grid, run_config
 from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.convergence import run_status
 from posenc.tasks.translation.experiment import ExperimentConfig
-from posenc.tasks.translation.task import train_run
+from posenc.tasks.translation.task import TranslationTask
 from posenc.tasks.translation.tuning import alpha_key, replay, tune_length_penalty
 from posenc.training.convergence import UNKNOWN
 
 log = logging.getLogger("posenc")
+
+
+def evaluation_record(cfg: RunConfig, splits: list[str]) -> dict[str, Any]:
+    """How a translation cell was scored: its decoding options and splits (the ``evaluation`` of
+    its record, :class:`~posenc.runs.same_run.RunRecord`)."""
+    return {"decode": to_dict(cfg.decode), "splits": list(splits)}
 
 
 def with_tuning(exp: ExperimentConfig, results: dict[str, Any], verdict: Any) -> Any:
@@ -59,19 +67,19 @@ def trained_elsewhere(cfg: RunConfig) -> dict[str, Any] | None:
     another machine and brought back without the optimizer states (e.g. a run trained on a GPU
     machine whose decoding was cut off). Such a run is scored, never retrained from scratch over its files; None when
     ``out_dir`` holds anything else (the normal resume path applies)."""
-    from posenc.runs.rundir import read_run
+    from posenc.runs.run import Run
 
     out = Path(cfg.out_dir)
     if not (out / "summary.json").is_file() or not (out / "checkpoints" / "average" / "model.safetensors").is_file():
         return None
-    opening = read_run(cfg, out)
-    if opening.checkpoint is not None or opening.verdict is None or opening.verdict.kind not in ("fresh", "extend"):
+    run = Run.judged(cfg, out, load=False)
+    if run.checkpoint_path is not None or run.verdict is None or run.verdict.kind not in ("fresh", "extend"):
         return None
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     if summary.get("stopped") == "patience":  # ended by its own plateau: other caps or logging change nothing
         return summary
     capped = summary.get("stopped") == "max_steps" and summary.get("max_steps") == cfg.train.max_steps
-    return summary if capped and opening.verdict.kind == "fresh" else None
+    return summary if capped and run.verdict.kind == "fresh" else None
 
 
 class TranslationExperiment:
@@ -105,7 +113,7 @@ class TranslationExperiment:
     def prepare_data(self, exp: ExperimentConfig, cells: list[Cell]) -> None:
         """Every data directory ``cells`` need, prepared once each (idempotent: a prepared one is kept),
         in the experiment's ``data/``, which is posenc's (marked ``datasets``: no output goes into it)."""
-        from posenc.runs.rundir import mark_datasets
+        from posenc.runs.ownership import mark_datasets
         from posenc.tasks.translation.prepare import prepare
 
         mark_datasets(data_root(exp))
@@ -120,11 +128,12 @@ class TranslationExperiment:
                  old: dict[str, Any] | None) -> dict[str, Any]:
         """rescore → translate again with the trained model; extend or missing → train (resuming
         from the run's last checkpoint) and score, with the run's averaged/latest checkpoint."""
-        from posenc.tasks.translation.load import load_run, translate_split
+        from posenc.tasks.translation.load import load_run, loaded_after_training, translate_split
 
         cfg = run_config(exp, *cell)
         setting, method, seed = cell
         elsewhere = trained_elsewhere(cfg) if verdict is None else None
+        trained = None
         if elsewhere is not None:
             summary = elsewhere
             log.info("== %s / %s / seed %d: training ended (%s at %s) and only its averaged checkpoint is here: "
@@ -136,9 +145,10 @@ class TranslationExperiment:
             if verdict is not None:
                 log.info("== %s / %s / seed %d: extending training (%s)", setting, method, seed, verdict.detail)
             log.info("== %s / %s / seed %d -> %s", setting, method, seed, cfg.out_dir)
-            summary = train_run(cfg)
+            trained = run_task(TranslationTask(splits=()), cfg)
+            summary = trained.summary
         (Path(cfg.out_dir) / "results.json").unlink(missing_ok=True)  # never old numbers next to a changed run
-        loaded = load_run(cfg.out_dir)
+        loaded = load_run(cfg.out_dir) if trained is None or trained.run is None else loaded_after_training(trained.run)
         decode, tuning = cfg.decode, None
         if exp.tune_length_penalty:  # α chosen on validation BLEU; the splits decoded with it
             tuning = tune_length_penalty(loaded, exp.tune_length_penalty, cfg.decode, exp.tune_length_penalty_max)

@@ -11,23 +11,25 @@ written except what the command line names.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from posenc.config import load_yaml
+from posenc.config import load_yaml, to_dict
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
 from posenc.decoding.translate import translate_file
 from posenc.errors import CheckpointError, ConfigError, RunDirError
 from posenc.evaluation.metrics import corpus_scores
 from posenc.files import atomic_write_text
-from posenc.runs.rundir import FINGERPRINT_NAME, dir_kind, read_json_dict
+from posenc.runs.ownership import dir_kind
+from posenc.runs.run import FinishedRun, Run, recorded
 from posenc.runs.same_run import RunRecord, read_stored, same_run
 from posenc.tasks.translation.config import ARCH_SECTIONS, DecodeConfig, RunConfig, located_config
+from posenc.tasks.translation.spec import VOCAB_FILE, VOCAB_KEY
 from posenc.tasks.translation.train import build_model, source_bos
 from posenc.training import checkpoint as ck
 
@@ -52,21 +54,6 @@ class LoadedRun:
         return self.run_dir if self.run_dir is not None else Path(self.cfg.out_dir)
 
 
-def find_checkpoint(run_dir: Path, which: str = "auto") -> Path:
-    """``auto``: averaged if present else latest; ``latest``; ``average``; or a path."""
-    ckpt_dir = run_dir / "checkpoints"
-    if which in ("auto", "average") and (ckpt_dir / "average").is_dir():
-        return ckpt_dir / "average"
-    if which in ("auto", "latest"):
-        latest = ck.latest_checkpoint(ckpt_dir)
-        if latest is None:
-            raise CheckpointError(f"{run_dir}: no checkpoints (train the run first)")
-        return latest
-    if which == "average":
-        raise CheckpointError(f"{run_dir}: no averaged checkpoint (set train.average_last or run `posenc average`)")
-    return Path(which)
-
-
 def _with_sections(stored: dict[str, Any], sections: dict[str, Any]) -> dict[str, Any]:
     """``stored`` (a config or a record's fingerprint) with the ``arch``, ``data`` and model
     sections saved with a checkpoint in place of its own."""
@@ -75,50 +62,56 @@ def _with_sections(stored: dict[str, Any], sections: dict[str, Any]) -> dict[str
     return {**stored, "arch": arch, **{k: v for k, v in own.items() if isinstance(v, dict)}}
 
 
-def check_checkpoint_run(run_dir: Path, sections: dict[str, Any], where: Path) -> None:
+def check_checkpoint_run(run_dir: Path, sections: dict[str, Any], where: Path, record: RunRecord | None = None) -> None:
     """Refuse a checkpoint of another run by the one rule (:func:`~posenc.runs.same_run.same_run`):
-    the run's record (its fingerprint.json; runs without one are not checked) against that record
-    with the checkpoint's stored ``arch``/``data``/model ``sections`` in place of its own, so only
-    those sections can differ. The record, not config.yaml, is the reference: where the run
-    trained (e.g. the precision ``auto`` chose there, bf16 on a GPU) is recorded there and must
-    not refuse the run on a CPU. A checkpoint of another model copied into a run is never decoded
-    with the run's vocabulary or averaged in; options added since either was written pass."""
-    path = run_dir / FINGERPRINT_NAME
-    if not path.is_file():
+    the run's ``record`` (default: its fingerprint.json; runs without one are not checked) against
+    that record with the checkpoint's stored ``arch``/``data``/model ``sections`` in place of its
+    own, so only those sections can differ. The record, not config.yaml, is the reference: where
+    the run trained (e.g. the precision ``auto`` chose there, bf16 on a GPU) is recorded there and
+    must not refuse the run on a CPU. A checkpoint of another model copied into a run is never
+    decoded with the run's vocabulary or averaged in; options added since either was written pass."""
+    record = recorded(run_dir) if record is None else record
+    if record is None or not isinstance(record.config, dict):
         return
-    stored = RunRecord.read(read_json_dict(path, "the run directory is damaged"))
-    if not isinstance(stored.config, dict):
-        return
-    data = _with_sections(stored.config, sections)
     try:
-        saved = read_stored(RunConfig, data, str(run_dir))
+        saved = read_stored(RunConfig, _with_sections(record.config, sections), str(run_dir))
     except ConfigError as err:
         raise CheckpointError(f"{where}: the config saved with the checkpoint is not usable ({err})") from None
-    verdict = same_run(stored, saved)
+    verdict = same_run(record, saved)
     if verdict.kind == "stale":
         raise CheckpointError(f"{where}: a checkpoint of another model or data than the run {run_dir} "
                               f"({verdict.detail}); remove it or pass the run it belongs to")
 
 
-def checkpoint_run_config(run_dir: Path, sections: dict[str, Any], where: Path) -> RunConfig:
-    """What the model of the checkpoint at ``where`` is rebuilt from: the run's config.yaml with
-    the ``arch``, ``data`` and model ``sections`` saved with that checkpoint in place of its own,
-    resolved against ``run_dir`` (never a file a later command could change), once the checkpoint
-    is judged to be the run's (:func:`check_checkpoint_run`). Both files hold what posenc wrote
-    there or the run is refused: a model section in the checkpoint's, a run config in config.yaml."""
+def checkpoint_run_config(run: FinishedRun) -> RunConfig:
+    """What the model of the opened checkpoint is rebuilt from: the run's config.yaml with the
+    ``arch``, ``data`` and model sections saved with that checkpoint in place of its own, resolved
+    against the run directory (never a file a later command could change), once the checkpoint is
+    judged to be the run's (:func:`check_checkpoint_run`). Both files hold what posenc wrote there
+    or the run is refused: a model section in the checkpoint's, a run config in config.yaml."""
+    sections, where = run.opened().config, run.opened().path
     if not isinstance(sections.get("model"), dict):
         raise CheckpointError(f"{where}: its config.yaml records no model section (not a complete posenc checkpoint)")
-    check_checkpoint_run(run_dir, sections, where)
-    stored = load_yaml(run_dir / "config.yaml")
-    if not stored:
-        raise CheckpointError(f"{run_dir / 'config.yaml'}: empty (the run's config is gone); restore it from the "
+    if run.record is not None:
+        check_checkpoint_run(run.out, sections, where, run.record)
+    if not run.stored:
+        raise CheckpointError(f"{run.out / 'config.yaml'}: empty (the run's config is gone); restore it from the "
                               "run's copy or retrain")
-    data = _with_sections(stored, sections)
     try:
-        return located_config(data, run_dir)
+        return located_config(_with_sections(run.stored, sections), run.out)
     except ConfigError as err:
-        raise CheckpointError(f"{run_dir / 'config.yaml'} with the sections saved in {where}: not a usable "
+        raise CheckpointError(f"{run.out / 'config.yaml'} with the sections saved in {where}: not a usable "
                               f"run config ({err})") from None
+
+
+def check_vocab(state: dict[str, Any], digest: str, vocab: Path, where: Path) -> None:
+    """A one-line CheckpointError unless the checkpoint state ``state`` (of ``where``) was saved
+    with the vocabulary whose sha256 is ``digest`` (the file ``vocab``); no check for a checkpoint
+    written before the hash was stored."""
+    saved = state.get(VOCAB_KEY)
+    if saved is not None and saved != digest:
+        raise CheckpointError(f"{vocab}: not the vocabulary {where.name} was trained with (sha256 {digest[:12]}, "
+                              f"checkpoint {str(saved)[:12]}): spm.model belongs to another run")
 
 
 def check_vocabulary(cfg: RunConfig, tok: Tokenizer, state: dict[str, Any], run_dir: Path, where: Path) -> None:
@@ -128,26 +121,40 @@ def check_vocabulary(cfg: RunConfig, tok: Tokenizer, state: dict[str, Any], run_
     CheckpointError otherwise."""
     expected = int(getattr(getattr(cfg, cfg.model_section), "vocab_size", 0) or 0)
     if expected and tok.vocab_size != expected:
-        raise CheckpointError(f"{run_dir / 'spm.model'}: {tok.vocab_size} pieces, but the checkpoint's model has a "
+        raise CheckpointError(f"{run_dir / VOCAB_FILE}: {tok.vocab_size} pieces, but the checkpoint's model has a "
                               f"vocabulary of {expected}: spm.model belongs to another run")
-    ck.check_vocab(state, tok.sha256, run_dir / "spm.model", where)
+    check_vocab(state, tok.sha256, run_dir / VOCAB_FILE, where)
 
 
 def load_run(run_dir: str | Path, checkpoint: str = "auto", device: str = "cpu", confine: bool = False) -> LoadedRun:
     """The trained run in ``run_dir`` with the weights of ``checkpoint`` (``auto``: the average if
     present, else the latest; ``latest``, ``average`` or a path), its model rebuilt from the
-    config saved with that checkpoint, checked against the run's record and vocabulary."""
-    run_dir = Path(run_dir)
-    if not (run_dir / "config.yaml").is_file():
-        raise CheckpointError(f"{run_dir}: not a run directory (no config.yaml)")
-    path = find_checkpoint(run_dir, checkpoint)
-    saved = ck.load_checkpoint(path, with_optimizer=False)
-    tok = Tokenizer.from_file(run_dir / "spm.model")
-    cfg = checkpoint_run_config(run_dir, saved.config, path)
+    config saved with that checkpoint, checked against the run's record and vocabulary: the run
+    opened once (:class:`~posenc.runs.run.FinishedRun`)."""
+    run = FinishedRun.open(run_dir, checkpoint)
+    return _loaded(run, checkpoint_run_config(run), device, confine)
+
+
+def loaded_after_training(trained: Run, checkpoint: str = "auto", device: str = "cpu") -> LoadedRun:
+    """:func:`load_run` of the run ``trained`` in this process (its resolved config and config
+    sections in memory): a checkpoint holding this run's sections is rebuilt from that config,
+    without reading it again; any other is judged and rebuilt as :func:`load_run` does."""
+    run = FinishedRun.open(trained.out, checkpoint, stored=False)
+    sections = json.loads(json.dumps({k: to_dict(v) for k, v in trained.sections.items()}))
+    if sections and all(run.opened().config.get(k) == v for k, v in sections.items()):
+        return _loaded(run, trained.cfg, device, False)
+    return _loaded(run, checkpoint_run_config(replace(run, stored=load_yaml(run.out / "config.yaml"))), device, False)
+
+
+def _loaded(run: FinishedRun, cfg: RunConfig, device: str, confine: bool) -> LoadedRun:
+    """The model of ``cfg`` with the opened checkpoint's weights, once the run's vocabulary is the
+    checkpoint's (before the weights: a clearer error than their shapes)."""
+    ckpt = run.opened()
+    tok = Tokenizer.from_file(run.out / VOCAB_FILE)
     model = build_model(cfg, tok.pad_id)
-    check_vocabulary(cfg, tok, saved.state, run_dir, path)  # before the weights: a clearer error than their shapes
-    ck.restore_model(model, saved)
-    return LoadedRun(cfg, model.to(device).eval(), tok, path, run_dir, confine)
+    check_vocabulary(cfg, tok, ckpt.state, run.out, ckpt.path)
+    ck.restore_model(model, ckpt)
+    return LoadedRun(cfg, model.to(device).eval(), tok, ckpt.path, run.out, confine)
 
 
 def decode_options(dc: DecodeConfig, run: LoadedRun) -> dict[str, Any]:

@@ -7,7 +7,7 @@ Everything is written to a temporary directory first and renamed into place (a n
 or moved into an existing empty one (which stays: a symlink's target, a mount point), so an
 interrupted or failed prepare leaves nothing that reads as prepared. The directory is marked as posenc's
 (``.posenc-run``, kind ``data``); an existing directory that is neither empty nor posenc's
-prepared data is never written into or replaced (:func:`posenc.runs.rundir.check_target`).
+prepared data is never written into or replaced (:func:`posenc.runs.ownership.check_target`).
 """
 
 from __future__ import annotations
@@ -29,17 +29,11 @@ from posenc.errors import DataError, RunDirError
 from posenc.files import naming_os_errors
 from posenc.processes import pid_alive
 from posenc.runs.fingerprint import data_fingerprint, describe_diff, diff_keys
-from posenc.runs.rundir import (
-    MARKER_NAME,
-    SPM_CACHE_NAME,
-    check_target,
-    missing_directories,
-    read_json_dict,
-    read_marker,
-    remove_created,
-    write_marker,
-)
+from posenc.runs.lock import missing_directories, remove_created
+from posenc.runs.ownership import MARKER_NAME, check_target, read_marker, write_marker
+from posenc.runs.run import read_json_dict
 from posenc.tasks.translation.config import DataConfig
+from posenc.tasks.translation.spec import SPM_CACHE_NAME
 
 FINGERPRINT_NAME = "fingerprint.json"
 

@@ -25,6 +25,7 @@ from posenc.files import atomic_write_bytes
 from posenc.tasks.base import run_task
 from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.prepare import load_meta, prepare
+from posenc.tasks.translation.spec import VOCAB_FILE, VOCAB_KEY
 from posenc.tasks.translation.train import (
     ARCHS,
     EncodedSplit,
@@ -92,19 +93,19 @@ class TranslationTask:
         """Prepare the data (rebuilt when a restarted run owns its data directory) and resolve
         the model config from it (vocabulary size, CAPE's α)."""
         owned = not cfg.data_dir or Path(cfg.data_dir).resolve() == (Path(cfg.out_dir) / "data").resolve()
-        data_dir = prepare(cfg.data, cfg.prepared_dir, replace=restart and owned)
-        tok = Tokenizer.from_file(data_dir / "spm.model")
-        self._prepared[str(cfg.prepared_dir)] = _Prepared(resolve_model_config(cfg, load_meta(data_dir)), tok, data_dir)
-        return self._prepared[str(cfg.prepared_dir)].cfg
+        return self._prepare(cfg, rebuild=restart and owned).cfg
 
     def prepared(self, cfg: RunConfig) -> _Prepared:
-        """Prepare the data once (prepare.py) and resolve the model config from it."""
-        key = str(cfg.prepared_dir)
-        if key not in self._prepared:
-            data_dir = prepare(cfg.data, cfg.prepared_dir)
-            tok = Tokenizer.from_file(data_dir / "spm.model")
-            self._prepared[key] = _Prepared(resolve_model_config(cfg, load_meta(data_dir)), tok, data_dir)
-        return self._prepared[key]
+        """The data of ``cfg``, prepared once (:meth:`_prepare`)."""
+        return self._prepared.get(str(cfg.prepared_dir)) or self._prepare(cfg)
+
+    def _prepare(self, cfg: RunConfig, rebuild: bool = False) -> _Prepared:
+        """Prepare the data (prepare.py; ``rebuild``: afresh), load its vocabulary and resolve the
+        model config from it; kept for the task's later calls."""
+        data_dir = prepare(cfg.data, cfg.prepared_dir, replace=rebuild)
+        tok = Tokenizer.from_file(data_dir / VOCAB_FILE)
+        self._prepared[str(cfg.prepared_dir)] = _Prepared(resolve_model_config(cfg, load_meta(data_dir)), tok, data_dir)
+        return self._prepared[str(cfg.prepared_dir)]
 
     def resolved(self, cfg: RunConfig) -> RunConfig:
         return self.prepared(cfg).cfg
@@ -129,11 +130,11 @@ class TranslationTask:
 
     def checkpoint_state(self, cfg: RunConfig) -> dict[str, Any]:
         """The vocabulary's sha256, stored with every checkpoint: loading checks it against spm.model."""
-        return {ck.VOCAB_KEY: self.prepared(cfg).tokenizer.sha256}
+        return {VOCAB_KEY: self.prepared(cfg).tokenizer.sha256}
 
     def write_files(self, cfg: RunConfig, out_dir: Path) -> None:
         """The run's vocabulary (``spm.model``), so a moved run directory translates on its own."""
-        atomic_write_bytes(Path(out_dir) / "spm.model", (self.prepared(cfg).data_dir / "spm.model").read_bytes())
+        atomic_write_bytes(Path(out_dir) / VOCAB_FILE, (self.prepared(cfg).data_dir / VOCAB_FILE).read_bytes())
 
     def _splits(self, cfg: RunConfig) -> _Splits:
         p = self.prepared(cfg)

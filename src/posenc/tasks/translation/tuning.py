@@ -36,11 +36,6 @@ TUNING_SPLIT = "valid"
 DIGITS = 6
 
 
-def argmax_first(scores: dict[str, float], order: Sequence[str]) -> str:
-    """The key of the highest score; ties go to the key listed first in ``order``."""
-    return max(order, key=lambda k: (scores[k], -order.index(k)))
-
-
 def peak(scores: dict[float, float]) -> float:
     """The α of the highest score; ties: the smallest α."""
     return max(sorted(scores), key=lambda a: (scores[a], -a))

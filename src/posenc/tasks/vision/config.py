@@ -8,10 +8,13 @@ updates then cosine decay to 0, no label smoothing, epochs as the limit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from posenc.config import require
+from posenc.config import require, with_defaults
 from posenc.models.vit import ViTConfig
+from posenc.runs.spec import RunSpec
 from posenc.tasks.grid import MethodsExperimentConfig
+from posenc.tasks.vision.spec import SPEC
 from posenc.training.config import AdamWCosineConfig
 
 #: Default test resolutions: all divisible by the default patch size 4 (7×7 grid at 28 px).
@@ -34,16 +37,9 @@ class VisionDataConfig:
         require(self.batch_size >= 1, f"data.batch_size must be >= 1, got {self.batch_size}")
 
 
-@dataclass
-class VisionTrainConfig(AdamWCosineConfig):
-    """The shared TrainConfig with the ViT recipe as defaults (YAML keys override them)."""
-
-    max_steps: int = 0
-    max_epochs: int = 3
-    weight_decay: float = 0.05
-    warmup_fraction: float = 0.1
-    log_every: int = 10
-    num_threads: int = 2
+VisionTrainConfig = with_defaults(
+    AdamWCosineConfig, "VisionTrainConfig", "The shared TrainConfig with the ViT recipe as defaults.", __name__,
+    max_steps=0, max_epochs=3, weight_decay=0.05, warmup_fraction=0.1, log_every=10, num_threads=2)
 
 
 @dataclass
@@ -76,6 +72,9 @@ class VisionConfig:
     univit: UniViTConfig = field(default_factory=UniViTConfig)
     eval: VisionEvalConfig = field(default_factory=VisionEvalConfig)
     out_dir: str = "runs/vision"
+
+    #: What the task declares about its runs (runs/spec.py).
+    run_spec: ClassVar[RunSpec] = SPEC
 
     def __post_init__(self) -> None:
         p = self.model.patch

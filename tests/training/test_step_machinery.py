@@ -1,5 +1,6 @@
-"""Run-time choices of the training loop: precision/compile resolution, the optimizer's
-implementation, the compiled forward+loss (on CPU), and the absence of host syncs in a step."""
+"""The machinery of a training step (training/device, precision, compiled, optimization):
+precision and compile resolution, the optimizer's implementation, the compiled forward+loss (on
+CPU), and the absence of host syncs in a step."""
 
 from __future__ import annotations
 
@@ -13,16 +14,11 @@ import pytest
 import torch
 
 from posenc.tasks.translation.task import Seq2SeqLoss
-from posenc.training import TrainConfig, Trainer, load_checkpoint, runtime
+from posenc.training import TrainConfig, Trainer, load_checkpoint, precision
 from posenc.training.checkpoint import load_optimizer_state
-from posenc.training.runtime import (
-    _CPU_FUSED_ADAM,
-    build_optimizer,
-    forward_loss,
-    resolve_compile,
-    resolve_precision,
-    unwrap_compiled,
-)
+from posenc.training.compiled import forward_loss, resolve_compile, unwrap_compiled
+from posenc.training.optimization import _CPU_FUSED_ADAM, build_optimizer
+from posenc.training.precision import resolve_precision
 from tests.helpers.cuda import cuda_only
 from tests.helpers.inductor import compiled_or_skip
 from tests.helpers.training import batch_of, batches_fn, make_trainer, random_pairs, tiny_model, train, train_config
@@ -259,7 +255,7 @@ def test_auto_precision_has_one_definition(monkeypatch: pytest.MonkeyPatch, bf16
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16_supported)
-    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: False)  # a native-bf16 CPU: test_cpu_bf16.py
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)  # a native-bf16 CPU: test_cpu_bf16.py
     expected = resolve_precision("auto", torch.device("cuda"))
     assert expected == ("bf16" if bf16_supported else "fp32")
     assert _auto_precision("auto") == _auto_precision("cuda") == expected

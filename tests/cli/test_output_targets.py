@@ -1,17 +1,16 @@
-"""Issue 28 ("never destroy, second round"): the paths through which a new user still lost data,
-each refused in one line (exit 2) with the user's files byte for byte unchanged.
+"""Output targets a command is given: each one that would lose a user's data is refused in one
+line (exit 2) with the user's files byte for byte unchanged.
 
-Finding → tests: 1 ``average --output`` into an earlier average holding user files →
-``test_average_into_an_earlier_average_*``; 2 ``translate --output`` the input or a run's file →
-``test_translate_output_*``; 3 ``--output`` under a missing directory →
-``test_translate_output_parent_must_exist``; 4 ``prepare --out SYMLINK`` →
-``test_prepare_*symlink*``, ``test_prepared_data_follows_the_umask``; 5 ``--no-resume`` and a
-user file in a checkpoint → ``test_no_resume_*``; crashes and surprises → the tests after them.
+``average --output`` into an earlier average holding user files (``test_average_*``);
+``translate --output`` the input, a run's file or under a missing directory
+(``test_translate_output_*``); ``prepare --out`` a symlink, and the prepared data's modes
+(``test_prepare_*symlink*``, ``test_prepared_data_follows_the_umask``); ``--no-resume`` and pruning
+with a user's file in a checkpoint (``test_no_resume_*``, ``test_pruning_*``); benchmark outputs, a
+directory being prepared and budgets no pair can meet (the tests after them).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -19,27 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.files import md5s
 from tests.helpers.tiny import NEAR_INIT, TINY, TOY, assert_one_line_error, cli, run_overrides
-
-
-def md5s(directory: Path) -> dict[str, str | None]:
-    """md5 of every file (a symlink: its target; a directory: None) under ``directory``."""
-    out: dict[str, str | None] = {}
-    for p in sorted(directory.rglob("*")):
-        key = str(p.relative_to(directory))
-        if p.is_symlink():
-            out[key] = "-> " + os.readlink(p)
-        else:
-            out[key] = hashlib.md5(p.read_bytes()).hexdigest() if p.is_file() else None
-    return out
-
-
-@pytest.fixture
-def run_copy(tmp_path: Path, trained: Path) -> Path:
-    run = tmp_path / "run"
-    shutil.copytree(trained, run)
-    return run
-
 
 # ------------------------------------------------------------------------------ 1: average into an average
 
@@ -89,9 +69,9 @@ def test_no_resume_never_deletes_a_user_file_inside_a_checkpoint(capsys: pytest.
 def test_pruning_and_clearing_remove_only_checkpoint_files(tmp_path: Path) -> None:
     import torch
 
-    from posenc.runs.rundir import clear_run
+    from posenc.runs.run import clear_run
     from posenc.training import checkpoint as ck
-    from posenc.training.state import prune
+    from posenc.training.checkpoint import prune
 
     ckpts = tmp_path / "checkpoints"
     for step in (1, 2, 3):
@@ -233,7 +213,7 @@ def test_bench_outputs_are_checked_before_measuring(capsys: pytest.CaptureFixtur
 
 def test_a_second_train_into_a_directory_being_prepared_says_in_use(capsys: pytest.CaptureFixture[str],
                                                                     tmp_path: Path, prepared: Path) -> None:
-    from posenc.runs.rundir import exclusive
+    from posenc.runs.lock import exclusive
 
     run = tmp_path / "run"
     with exclusive(run):  # the first `posenc train`, still preparing its data (its .data.* build directory)

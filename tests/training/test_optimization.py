@@ -1,3 +1,6 @@
+"""Optimization (training/optimization.py): the learning-rate schedules (Noam, cosine, constant)
+by hand and through the scheduler, and the number of updates a run makes."""
+
 import math
 
 import pytest
@@ -5,7 +8,7 @@ import torch
 
 from posenc.errors import ConfigError
 from posenc.training import TrainConfig, build_scheduler, cosine_factor, noam_factor, noam_lr, noam_scheduler
-from posenc.training.schedule import cosine_scheduler, total_updates
+from posenc.training.optimization import cosine_scheduler, total_updates
 
 
 def test_noam_values_by_hand() -> None:

@@ -1,4 +1,5 @@
-"""Learning-rate schedules, chosen by name (``train.schedule``).
+"""Optimization: the optimizer (``train.optimizer``), the gradient norm and clipping, and the
+learning-rate schedule, chosen by name (``train.schedule``):
 
 * ``noam`` (Vaswani et al. 2017, §5.3; SHAPE App. Table 4)::
 
@@ -21,6 +22,8 @@ import math
 from functools import partial
 from typing import Callable
 
+import torch
+from torch import nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
@@ -28,6 +31,39 @@ from posenc.errors import ConfigError
 from posenc.training.config import TrainConfig
 
 
+def total_norm(params: list[nn.Parameter], clip_norm: float) -> torch.Tensor:
+    """The global L2 norm of the gradients of ``params``, after clipping them to ``clip_norm``
+    (> 0; 0: no clipping), as a tensor (no host sync)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.zeros(())
+    if clip_norm > 0:
+        return nn.utils.clip_grad_norm_(params, clip_norm)
+    if hasattr(nn.utils, "get_total_norm"):
+        return nn.utils.get_total_norm(grads)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+
+
+#: torch's fused Adam/AdamW run on the CPU from 2.4 on.
+_CPU_FUSED_ADAM = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 4)
+
+
+def build_optimizer(
+    params: list[nn.Parameter], cfg: TrainConfig, device: torch.device | None = None
+) -> torch.optim.Optimizer:
+    """``train.optimizer``: Adam (L2 ``weight_decay`` in the gradient) or AdamW (decoupled).
+
+    The fused kernel (``fused=True``: one pass over all parameters) on CUDA, and on the CPU where
+    torch has it (2.4 and later; the faster one there, docs/perf/cpu_step.md), else the
+    multi-tensor ``foreach`` implementation; all compute the same update (Kingma & Ba 2015, Alg. 1; AdamW: Loshchilov &
+    Hutter 2019, Alg. 2), the fused one with its own rounding (a few float32 ulps)."""
+    kind = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+    fused = device is not None and (device.type == "cuda" or (device.type == "cpu" and _CPU_FUSED_ADAM))
+    impl = {"fused": True} if fused else {"foreach": True}
+    return kind(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, **impl)
+
+
+# ----------------------------------------------------------------------------- schedules
 def noam_factor(step: int, d_model: int, warmup: int) -> float:
     """``d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)``; 0 for ``step <= 0``."""
     if step <= 0:

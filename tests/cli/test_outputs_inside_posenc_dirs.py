@@ -1,18 +1,17 @@
-"""Issue 41 ("paths that still lose data"): outputs into any posenc directory, a user's decode over
-an experiment's recorded translations, and file modes. Each refusal is one line (exit 2) with the
-user's and posenc's files byte for byte unchanged.
+"""Outputs into posenc's own directories, a user's decode over an experiment's recorded
+translations, and file modes. Each refusal is one line (exit 2) with the user's and posenc's files
+byte for byte unchanged.
 
-Finding → tests: 2 ``translate --output`` / ``analyze --out`` / ``posenc.bench --out/--plot/--profile``
-/ ``export --out`` into a posenc report, logs, export, checkpoint or run → ``test_*_inside_posenc_dirs*``;
-4 ``translate --split`` over ``results.json``'s record → ``test_translate_split_*``; 5 modes →
-``test_*mode*``, ``test_*umask*``.
+``translate --output`` / ``analyze --out`` / ``posenc.bench --out/--plot/--profile`` / ``export --out``
+into a posenc report, logs, export, checkpoint or run (``test_*_inside_posenc_dirs*``, the symlink
+tests); ``translate --split`` beside ``results.json``'s record (``test_translate_split_*``); modes
+(``test_*mode*``, ``test_*umask*``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,16 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from posenc.runs.rundir import write_marker
-from tests.cli.test_safety_round2 import md5s
+from posenc.runs.ownership import write_marker
+from tests.helpers.files import md5s
 from tests.helpers.tiny import assert_one_line_error, cli
-
-
-@pytest.fixture
-def run_copy(tmp_path: Path, trained: Path) -> Path:
-    run = tmp_path / "run"
-    shutil.copytree(trained, run)
-    return run
 
 
 def _posenc_dirs(root: Path) -> dict[str, Path]:
@@ -160,10 +152,11 @@ def test_translate_split_never_replaces_a_file_results_json_names(capsys: pytest
                                   "test.beam4.hyp", ".test.beam4.lp0.6.hyp.x1y2.tmp"])
 def test_no_resume_knows_every_translation_name_posenc_writes(name: str) -> None:
     """``--no-resume`` removes a user's decodes and the α sweep's files (they are posenc's)."""
-    from posenc.runs.rundir import OWN_CHILDREN
+    from posenc.runs.run import run_outputs
+    from posenc.tasks.translation.spec import SPEC
 
-    assert OWN_CHILDREN["translations"].match(name)
-    assert not OWN_CHILDREN["translations"].match("notes.txt")
+    assert run_outputs(SPEC)["translations"].match(name)
+    assert not run_outputs(SPEC)["translations"].match("notes.txt")
 
 
 # ------------------------------------------------------------------------------ 5: file modes

@@ -1,0 +1,326 @@
+"""One run directory through its whole life: :class:`Run` opens it (creates it, or judges the run
+recorded there by the one "same run?" rule), loads the checkpoint it resumes from once, hands the
+Trainer what it needs, writes the run's files once the Trainer has restored that checkpoint, and
+closes it (its lock released). :class:`FinishedRun` opens a trained run to use it (score it,
+average it, serve it): its record, its stored config and a checkpoint, each read once.
+
+A run directory holds ``config.yaml`` (the resolved config, in its ``stored_form()`` where the
+config has one, e.g. with paths relative to the run directory) and ``fingerprint.json`` (its
+:class:`~posenc.runs.same_run.RunRecord`). Both are written only once a command has validated
+everything (:meth:`Run.commit`), so a command that fails before leaves the directory as it found it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import yaml
+
+from posenc.config import load_yaml, naming, to_dict
+from posenc.errors import CheckpointError, ConfigError, RunDirError
+from posenc.files import atomic_write_text, os_call
+from posenc.runs.lock import exclusive
+from posenc.runs.ownership import CHECKPOINT_DIR, CONFIG_NAME, FINGERPRINT_NAME, check_free_target, write_marker
+from posenc.runs.same_run import RunRecord, Verdict, read_stored, same_run
+from posenc.runs.spec import NO_TASK, RunSpec, spec_of
+from posenc.training.checkpoint import (
+    Checkpoint,
+    checkpoint_state,
+    foreign_files,
+    latest_checkpoint,
+    load_checkpoint,
+    remove_checkpoint,
+)
+from posenc.training.distributed import env_int
+from posenc.training.state import RunContents
+
+log = logging.getLogger("posenc")
+
+#: Outputs of a training session of any task, removed when a run starts afresh (``--no-resume``);
+#: a task's own outputs are its spec's :attr:`~posenc.runs.spec.RunSpec.run_files`.
+RUN_OUTPUTS = ("checkpoints", "train.csv", "valid.csv", "tensorboard", "summary.json", "train_summary.json",
+               "results.json", CONFIG_NAME, FINGERPRINT_NAME)
+#: What posenc writes inside the directories of :data:`RUN_OUTPUTS` (nothing else there is removed).
+OWN_CHILDREN = {"checkpoints": r"^(ckpt_\d{8}|average|\.(tmp|old)-.+)$", "tensorboard": r"^events\.out\.tfevents\..+$"}
+
+
+class Run:
+    """A run directory opened to train ``cfg`` (:meth:`open`).
+
+    Attributes:
+        out: the run directory.
+        cfg: the run config; once :meth:`settle` is given the resolved one, what the run records.
+        verdict: the one rule's verdict on the run recorded there (None: nothing to continue).
+        checkpoint: the checkpoint training resumes from, loaded once (None: training starts at step 0).
+        spec: the task's declaration (:func:`~posenc.runs.spec.spec_of` the config).
+    """
+
+    def __init__(self, out: Path, cfg: Any, verdict: Verdict | None = None, checkpoint: Checkpoint | None = None,
+                 checkpoint_path: Path | None = None) -> None:
+        self.out, self.cfg, self.verdict, self.checkpoint = out, cfg, verdict, checkpoint
+        self.checkpoint_path = checkpoint_path if checkpoint is None else checkpoint.path
+        self.spec: RunSpec = spec_of(cfg)
+        self.record: RunRecord | None = None  # what the run records: set by settle(), once
+        self.sections: dict[str, Any] = {}
+
+    @property
+    def continues(self) -> bool:
+        """Whether an earlier run is continued (its outputs kept), from a checkpoint or not."""
+        return self.verdict is not None
+
+    # ------------------------------------------------------------------ open
+    @classmethod
+    @contextmanager
+    def open(cls, cfg: Any, out: str | Path, resume: bool = True,
+             check: Callable[[Any], None] | None = None) -> Iterator[Run]:
+        """Open ``out`` to train ``cfg``, validating before anything is written; closed (its lock
+        released, the directories this call created and left empty removed) on leaving.
+
+        On rank 0 the directory must be new, empty or posenc's run, and it is locked throughout.
+        ``check(cfg)`` (the task's own checks) runs then. With ``resume`` the run recorded in ``out``
+        must be one ``cfg`` continues (:meth:`judged`: a stale verdict is a one-line ConfigError
+        naming the differing keys, and a finished run without a checkpoint to resume from is
+        refused, never trained again over its files); without, its outputs can be replaced."""
+        out = Path(out)
+        main = env_int("RANK", 0) == 0
+        if main:
+            check_free_target(out, "run")  # new, empty or posenc's own (or in use): never someone else's files
+        with exclusive(out) if main else nullcontext():
+            if check is not None:
+                check(cfg)
+            yield cls._opened(cfg, out, resume)
+
+    @classmethod
+    def _opened(cls, cfg: Any, out: Path, resume: bool) -> Run:
+        run = cls.judged(cfg, out) if resume else cls(out, cfg)
+        if run.verdict is not None and run.verdict.kind == "stale":
+            raise ConfigError(f"{out} holds a run with another config: {run.verdict.detail}; "
+                              "use --no-resume to start afresh or another out_dir")
+        if not run.continues:
+            check_clearable(out)
+        elif run.checkpoint is None and (out / "summary.json").is_file():
+            raise RunDirError(f"{out} holds a finished run but no checkpoint to resume from (trained elsewhere and "
+                              "copied back without checkpoints/ckpt_*?): training would start again over it; score "
+                              "it as it is, or use --no-resume to start afresh or another out_dir")
+        return run
+
+    @classmethod
+    def judged(cls, cfg: Any, out: Path, load: bool = True) -> Run:
+        """The run directory ``out`` judged against ``cfg`` by the one rule (:func:`same_run`): the
+        verdict on the run it records, stale too when the checkpoint it would resume from (its latest)
+        records another run, or a ``max_steps`` below the step it resumes from; changes that only
+        extend training, and options and methods added since, pass. With ``load`` the checkpoint
+        of a run that is not stale is loaded (its state.json is read once, here). Nothing is raised
+        for a stale run: :meth:`open` refuses it."""
+        stored = stored_run(out, type(cfg))
+        if stored is None:
+            return cls(out, cfg)
+        path = latest_checkpoint(out / "checkpoints")
+        state = checkpoint_state(path) if path is not None else {}
+        verdict = _verdict(stored, state, cfg, path)
+        if verdict.kind == "stale" or path is None or not load:
+            return cls(out, cfg, verdict, checkpoint_path=path)
+        return cls(out, cfg, verdict, load_checkpoint(path, state=state))
+
+    # ------------------------------------------------------------------ train
+    def settle(self, cfg: Any, sections: dict[str, Any]) -> None:
+        """The resolved config (data-dependent values filled in) and the config sections stored with
+        every checkpoint: what the run records (its record is computed once, here)."""
+        self.cfg, self.record, self.sections = cfg, RunRecord.of(cfg), sections
+
+    def contents(self, checked: dict[str, Any] | None = None, summary: dict[str, Any] | None = None) -> RunContents:
+        """What the Trainer keeps with every checkpoint and in ``summary.json``: the config sections,
+        the run's record, the task's ``checked`` state entries and its ``summary`` entries."""
+        return RunContents(self.sections, self.recorded().to_dict(), dict(checked or {}), dict(summary or {}))
+
+    def recorded(self) -> RunRecord:
+        """The run's record (:meth:`settle`; of the config it was opened with when never settled)."""
+        if self.record is None:
+            self.record = RunRecord.of(self.cfg)
+        return self.record
+
+    def commit(self, own_files: Callable[[Any, Path], None] | None = None) -> None:
+        """Write the run's files (rank 0 only), once the Trainer has restored and checked the
+        checkpoint it resumes from (``Trainer.fit(on_start=...)``), so a checkpoint that does not
+        load leaves the directory untouched: a fresh run first removes an earlier session's outputs
+        (posenc's files only); then the marker, config.yaml, fingerprint.json (:func:`write_run_files`)
+        and the task's own files (``own_files(cfg, out)``)."""
+        if not self.continues:
+            clear_run(self.out, self.spec)
+        write_run_files(self.cfg, self.out, self.recorded())
+        if own_files is not None:
+            own_files(self.cfg, self.out)
+
+
+def _verdict(stored: RunRecord, state: dict[str, Any], cfg: Any, path: Path | None) -> Verdict:
+    """The verdict on the run's record, stale also when its checkpoint's record (``state``, of
+    ``path``) is another run's."""
+    step = state.get("step")  # a cap below the steps it resumes from is no extension
+    verdict = same_run(replace(stored, steps=step if isinstance(step, int) else None), cfg)
+    if verdict.kind == "stale" or state.get("record") is None:  # a checkpoint older than records: no record
+        return verdict
+    mine = same_run(RunRecord.read(state["record"]), cfg)
+    if mine.kind == "stale":
+        return replace(mine, detail=f"its checkpoint {path.name} is another run's ({mine.detail})")
+    return verdict
+
+
+def stored_run(out_dir: str | Path, config_type: type) -> RunRecord | None:
+    """What a run directory recorded about its config (:meth:`RunRecord.read`): its
+    ``fingerprint.json``, or for runs older than fingerprints the ``config.yaml`` beside their
+    checkpoints (read as ``config_type`` here, so a file that no longer loads is named in the
+    error); None when it holds no run."""
+    out = Path(out_dir)
+    if (out / FINGERPRINT_NAME).is_file():
+        return RunRecord.read(
+            read_json_dict(out / FINGERPRINT_NAME, "use --no-resume to start afresh or another out_dir"))
+    if (out / CONFIG_NAME).is_file() and (out / "checkpoints").is_dir():
+        with naming(out / CONFIG_NAME):
+            data = load_yaml(out / CONFIG_NAME)
+            read_stored(config_type, data)
+        return RunRecord.read(data)
+    return None
+
+
+def read_json_dict(path: Path, hint: str) -> dict[str, Any]:
+    """A JSON object stored by posenc (a fingerprint), else a one-line RunDirError with ``hint``."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        reason = err.strerror if isinstance(err, OSError) else "not valid JSON"
+        raise RunDirError(f"{path}: {reason}; {hint}") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: not a posenc fingerprint (a JSON object); {hint}")
+    return data
+
+
+# ----------------------------------------------------------------------------- a finished run
+@dataclass(frozen=True)
+class FinishedRun:
+    """A trained run opened to be used (scored, averaged, served), each file read once.
+
+    Attributes:
+        out: the run directory.
+        record: the run's record (``fingerprint.json``; None for runs older than records): the
+            reference a checkpoint is judged against.
+        checkpoint: the checkpoint opened (weights, state.json and config sections, no optimizer
+            state), or None (a caller that judges several checkpoints, e.g. ``posenc average``).
+        stored: the run's ``config.yaml`` as stored (None when the caller has the run's config).
+    """
+
+    out: Path
+    record: RunRecord | None
+    checkpoint: Checkpoint | None = None
+    stored: dict[str, Any] | None = None
+
+    @classmethod
+    def open(cls, out: str | Path, which: str | None = "auto", stored: bool = True) -> FinishedRun:
+        """The trained run in ``out`` with the checkpoint ``which`` (:func:`find_checkpoint`; None:
+        none); ``stored``: read its config.yaml too."""
+        out = Path(out)
+        if stored and not (out / CONFIG_NAME).is_file():
+            raise CheckpointError(f"{out}: not a run directory (no {CONFIG_NAME})")
+        ckpt = None if which is None else load_checkpoint(find_checkpoint(out, which), with_optimizer=False)
+        return cls(out, recorded(out), ckpt, load_yaml(out / CONFIG_NAME) if stored else None)
+
+    def opened(self) -> Checkpoint:
+        """The checkpoint this run was opened with."""
+        if self.checkpoint is None:
+            raise CheckpointError(f"{self.out}: opened without a checkpoint")
+        return self.checkpoint
+
+
+def recorded(out: Path) -> RunRecord | None:
+    """The record of the run in ``out`` (its fingerprint.json), None when it has none."""
+    path = out / FINGERPRINT_NAME
+    return RunRecord.read(read_json_dict(path, "the run directory is damaged")) if path.is_file() else None
+
+
+def find_checkpoint(run_dir: Path, which: str = "auto") -> Path:
+    """``auto``: averaged if present else latest; ``latest``; ``average``; or a path."""
+    ckpt_dir = run_dir / "checkpoints"
+    if which in ("auto", "average") and (ckpt_dir / "average").is_dir():
+        return ckpt_dir / "average"
+    if which in ("auto", "latest"):
+        latest = latest_checkpoint(ckpt_dir)
+        if latest is None:
+            raise CheckpointError(f"{run_dir}: no checkpoints (train the run first)")
+        return latest
+    if which == "average":
+        raise CheckpointError(f"{run_dir}: no averaged checkpoint (set train.average_last or run `posenc average`)")
+    return Path(which)
+
+
+# ----------------------------------------------------------------------------- the run's files
+def write_run_files(cfg: Any, out_dir: str | Path | None = None, record: RunRecord | None = None) -> None:
+    """The marker, config.yaml and fingerprint.json in ``out_dir`` (default ``cfg.out_dir``),
+    written once the run is valid. config.yaml holds the config with run-relative paths
+    (its ``stored_form()``, where the config has one), else whole;
+    fingerprint.json the run's record (``record``, default :meth:`RunRecord.of` the stored config;
+    the fingerprint ignores paths)."""
+    out = Path(cfg.out_dir if out_dir is None else out_dir)
+    write_marker(out, "run")
+    stored = cfg.stored_form() if hasattr(cfg, "stored_form") else cfg
+    atomic_write_text(out / CONFIG_NAME, yaml.safe_dump(to_dict(stored), sort_keys=False))
+    record = RunRecord.of(stored) if record is None else record
+    atomic_write_text(out / FINGERPRINT_NAME, json.dumps(record.to_dict(), indent=1, sort_keys=True))
+
+
+def check_clearable(out_dir: str | Path) -> None:
+    """Before a fresh start replaces an earlier session (:func:`clear_run`): no checkpoint in
+    ``out_dir/checkpoints`` may hold a file posenc did not write (a one-line RunDirError naming
+    it), since the new run may write a checkpoint of the same name over it."""
+    ckpts = Path(out_dir) / "checkpoints"
+    if not ckpts.is_dir() or ckpts.is_symlink():
+        return
+    for child in sorted(ckpts.iterdir()):
+        if CHECKPOINT_DIR.match(child.name) and child.is_dir() and not child.is_symlink():
+            foreign = os_call(lambda: foreign_files(child), child)
+            if foreign:
+                raise RunDirError(f"{child} holds files posenc did not write ({foreign[0]!r}); a fresh start would "
+                                  "replace that checkpoint: move them away or use another out_dir")
+
+
+def run_outputs(spec: RunSpec = NO_TASK) -> dict[str, re.Pattern[str] | None]:
+    """A run's outputs → for a directory, the pattern of the names posenc writes in it (None: a
+    file): :data:`RUN_OUTPUTS` and :data:`OWN_CHILDREN` with the task's own (``spec``)."""
+    children = {**OWN_CHILDREN, **spec.run_dirs}
+    return {name: re.compile(children[name]) if name in children else None for name in (*RUN_OUTPUTS, *spec.run_files)}
+
+
+def clear_run(out_dir: str | Path, spec: RunSpec = NO_TASK) -> None:
+    """Remove the outputs of an earlier training session (``--no-resume``): the files of
+    :func:`run_outputs`, and inside its directories only what posenc writes there; a directory left
+    non-empty by other files stays."""
+    out = Path(out_dir)
+    for name, pattern in run_outputs(spec).items():
+        p = out / name
+        if p.is_dir() and not p.is_symlink():
+            _clear_own_children(p, pattern)
+        elif p.exists() or p.is_symlink():
+            p.unlink()
+
+
+def _clear_own_children(directory: Path, pattern: re.Pattern[str] | None) -> None:
+    """Remove what posenc wrote in ``directory``: the children ``pattern`` names (None: none);
+    inside a checkpoint (``ckpt_*``, ``average``) only its files (:func:`remove_checkpoint`)."""
+    for child in directory.iterdir():
+        if pattern is None or not pattern.match(child.name):
+            continue
+        if child.is_dir() and not child.is_symlink() and CHECKPOINT_DIR.match(child.name):
+            remove_checkpoint(child)
+        elif child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)  # posenc's own temporaries (.tmp-*, .old-*)
+        else:
+            child.unlink()
+    try:
+        directory.rmdir()  # only if nothing else is left in it
+    except OSError:
+        log.info("kept %s: it holds files posenc did not write", directory)

@@ -1,0 +1,69 @@
+"""What a task declares about its runs, so that ``runs/`` and ``training/`` obey it and name no task.
+
+Each task declares one :class:`RunSpec` next to its run config (the config class's ``run_spec``)
+and registers it (:func:`declare`) when its package is imported. A run's own spec comes with its
+config (:func:`spec_of`); what holds for directories of any task (is this an older posenc's
+prepared data? a cache posenc keeps?) is asked of every declared spec (:func:`declared`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A task's declaration about its runs.
+
+    Attributes:
+        task: the task's name (the ``task:`` key of experiment YAMLs).
+        derived_keys: dotted config keys the task fills in from its data (the number of token
+            types, a scale measured on the data): 0 or absent in a new config means "take it from the data",
+            so against a stored run it is no difference.
+        run_files: files (and directories) the task writes into a run directory, removed with the
+            run's other outputs when it starts afresh (``--no-resume``).
+        run_dirs: directories of ``run_files`` → the pattern of the names the task writes in them
+            (only those are removed; a user's file there stays).
+        data_files: the files that mark a prepared data directory of an older posenc, written
+            before prepared data was marked.
+        caches: names of cache directories the task keeps beside its prepared data (posenc's, marked
+            or not: they may lie in a directory posenc is about to write).
+        scoring_sections: top-level config sections that only say how the task's runs are scored
+            (never in the fingerprint: scoring a run otherwise is no other run).
+    """
+
+    task: str
+    derived_keys: frozenset[str] = frozenset()
+    run_files: tuple[str, ...] = ()
+    run_dirs: dict[str, str] = field(default_factory=dict)
+    data_files: tuple[str, ...] = ()
+    caches: tuple[str, ...] = ()
+    scoring_sections: tuple[str, ...] = ()
+
+    def own_children(self) -> dict[str, re.Pattern[str]]:
+        """:attr:`run_dirs` with their patterns compiled."""
+        return {name: re.compile(pattern) for name, pattern in self.run_dirs.items()}
+
+
+#: The spec of a config that declares none: nothing task-specific.
+NO_TASK = RunSpec("")
+
+_DECLARED: dict[str, RunSpec] = {}
+
+
+def declare(spec: RunSpec) -> RunSpec:
+    """Register ``spec`` (a task's, once per process; declaring it again replaces it) and return it."""
+    _DECLARED[spec.task] = spec
+    return spec
+
+
+def declared() -> tuple[RunSpec, ...]:
+    """Every spec declared in this process."""
+    return tuple(_DECLARED.values())
+
+
+def spec_of(cfg: Any) -> RunSpec:
+    """The spec of the run config ``cfg``: its class's ``run_spec``, else :data:`NO_TASK`."""
+    return getattr(type(cfg), "run_spec", NO_TASK)

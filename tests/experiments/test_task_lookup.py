@@ -34,7 +34,8 @@ def _exp(path: Path) -> Any:
 
 
 def _count_lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Wrap ``task_module`` (where the tasks module and the runner call it) with a spy; returns its calls."""
+    """Wrap ``task_module`` (every lookup, the runner's through ``find_task``, calls it) with a spy;
+    returns its calls."""
     calls: list[str] = []
     real = tasks.task_module
 
@@ -43,7 +44,6 @@ def _count_lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return real(ref)
 
     monkeypatch.setattr(tasks, "task_module", spy)
-    monkeypatch.setattr(runner, "task_module", spy)
     return calls
 
 

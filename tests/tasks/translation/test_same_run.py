@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -16,6 +17,7 @@ from posenc.config import to_dict
 from posenc.positions.config import PositionConfig
 from posenc.runs.fingerprint import fingerprint
 from posenc.runs.same_run import RunRecord, read_stored, same_run
+from posenc.runs.spec import RunSpec
 from tests.helpers.tiny import cli, run_overrides
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -164,6 +166,8 @@ class Vocab:
 @dataclass
 class VocabRun:
     model: Vocab = field(default_factory=Vocab)
+    #: as translation's run config declares: the vocabulary size comes from the data
+    run_spec: ClassVar[RunSpec] = RunSpec("vocab-test", derived_keys=frozenset({"model.vocab_size"}))
 
 
 def test_a_derived_key_left_unresolved_is_no_difference() -> None:

@@ -15,8 +15,9 @@ import torch
 T = TypeVar("T")
 
 #: A C++ compiler's words for generated code that uses ATen's vector types where the headers
-#: included for this CPU float path (ATEN_CPU_CAPABILITY) declare none (gcc, clang).
-UNDECLARED_VEC = re.compile(r"'at::vec' has not been declared|no member named 'vec' in namespace 'at'")
+#: included for this CPU float path (ATEN_CPU_CAPABILITY) declare none (gcc, clang); gcc quotes
+#: with ‘ ’ under a UTF-8 locale and with ' ' otherwise.
+UNDECLARED_VEC = re.compile(r"[‘']at::vec[’'] has not been declared|no member named 'vec' in namespace 'at'")
 
 
 def cpp_compile_error(err: BaseException | None) -> BaseException | None:

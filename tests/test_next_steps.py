@@ -77,3 +77,17 @@ def test_the_record_explains_its_numbers_from_the_rows() -> None:
     assert f"57 % of its {lengthgen:.0f} s" in doc and f"its {fsdd:.0f} s of CPU time here" in doc
     assert "measured at 3 min 52 s on the idle EPYC VM" in doc
     assert "**3 min 52 s** of wall time for the 15 runs" in _flat(ROOT / "docs" / "results_speech.md")
+
+
+def test_readme_states_the_measured_suite_time() -> None:
+    """The README's `make test` time is docs/perf/test_suite.json's: the whole suite on both float
+    paths of the development machine, green, with only the compiled-step tests skipped on the default one."""
+    import json
+
+    record = json.loads((ROOT / "docs" / "perf" / "test_suite.json").read_text(encoding="utf-8"))
+    runs = {r["float_path"]: r for r in record["runs"]}
+    assert set(runs) == {"native", "default"} and all(r["failed"] == 0 and r["exit_status"] == 0 for r in runs.values())
+    assert runs["default"]["skipped"] - runs["native"]["skipped"] == len(runs["default"]["skipped_only_here"]) == 2
+    minutes = [r["pytest_seconds"] / 60 for r in runs.values()]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"~{round(min(minutes))}–{round(max(minutes))} min on one core of a 2-core EPYC" in readme

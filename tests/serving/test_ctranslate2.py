@@ -31,9 +31,8 @@ from posenc.decoding.translate import translate_lines  # noqa: E402
 from posenc.errors import ConfigError  # noqa: E402
 from posenc.models.config import ModelConfig  # noqa: E402
 from posenc.models.seq2seq import Seq2SeqTransformer  # noqa: E402
-from posenc.serving.ctranslate2 import build_spec, eval_offsets, export_run, load_export  # noqa: E402
-from posenc.serving.ctranslate2 import decode_options as ct2_decode_options  # noqa: E402
-from posenc.serving.ctranslate2 import translate_lines as ct2_translate_lines  # noqa: E402
+from posenc.serving.ctranslate2 import build_spec, eval_offsets, export_run  # noqa: E402
+from posenc.serving.exported import load_export  # noqa: E402
 from posenc.tasks.translation.config import RunConfig  # noqa: E402
 from posenc.tasks.translation.load import LoadedRun, decode_options, load_run  # noqa: E402
 from tests.helpers.tiny import assert_one_line_error, cli  # noqa: E402
@@ -161,7 +160,7 @@ def test_cli_export_then_translate_with_either_engine(runs: dict[str, Path], tmp
         assert read_lines(native) == list(translate_lines(run.model, run.tokenizer, lines,
                                                           **decode_options(run.cfg.decode, run)))
     exported = load_export(out)
-    assert read_lines(engine) == list(ct2_translate_lines(exported, lines, **ct2_decode_options(exported)))
+    assert read_lines(engine) == list(exported.translate_lines(lines, **exported.decode_options()))
     encode = run.tokenizer.encode
     limits = [math.floor(run.cfg.decode.max_len_a * len(encode(x)) + run.cfg.decode.max_len_b) for x in lines]
     _check_no_worse(run.model, [encode(x) for x in lines], [encode(x) for x in read_lines(native)],

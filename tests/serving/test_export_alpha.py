@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("ctranslate2", reason="the ctranslate2 package is not installed (pip install 'posenc[serve]')")
 
 from posenc.cli.main import main  # noqa: E402
-from posenc.serving.ctranslate2 import decode_options, load_export  # noqa: E402
+from posenc.serving.exported import load_export  # noqa: E402
 from posenc.tasks.translation.load import load_run  # noqa: E402
 from tests.helpers.tiny import NEAR_INIT, assert_one_line_error, cli, run_overrides  # noqa: E402
 
@@ -49,7 +49,7 @@ def test_the_export_decodes_with_the_tuned_alpha(capsys: pytest.CaptureFixture[s
     _tuned(run, tuned)
     info = _export(capsys, run, tmp_path / "tuned")
     assert (info["decode"]["length_penalty"], info["length_penalty_from"]) == (tuned, "results.json length_penalty.chosen")
-    assert decode_options(load_export(tmp_path / "tuned"))["length_penalty"] == tuned  # what translate uses
+    assert load_export(tmp_path / "tuned").decode_options()["length_penalty"] == tuned  # what translate uses
 
 
 def test_without_a_tuned_alpha_the_export_keeps_the_configured_one(capsys: pytest.CaptureFixture[str], run: Path,

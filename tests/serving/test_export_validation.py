@@ -18,7 +18,7 @@ pytest.importorskip("ctranslate2", reason="the ctranslate2 package is not instal
 
 from posenc.cli.main import main  # noqa: E402
 from posenc.errors import ConfigError  # noqa: E402
-from posenc.serving.ctranslate2 import Exported, load_export, translate_lines  # noqa: E402
+from posenc.serving.exported import Exported, load_export  # noqa: E402
 from tests.helpers.files import md5s  # noqa: E402
 from tests.helpers.tiny import NEAR_INIT, assert_one_line_error, cli, run_overrides  # noqa: E402
 
@@ -180,7 +180,7 @@ def test_an_engine_error_while_translating_names_the_model(export: Path) -> None
 
     broken = Exported(Failing(), loaded.tokenizer, loaded.info, export)
     with pytest.raises(ConfigError, match=r"model\.bin: CTranslate2 failed to translate with it \(out of range\)"):
-        list(translate_lines(broken, ["a b c"]))
+        list(broken.translate_lines(["a b c"]))
 
 
 def test_the_files_are_checked_before_any_is_parsed_and_sizes_before_hashes(monkeypatch: pytest.MonkeyPatch,
@@ -189,11 +189,11 @@ def test_the_files_are_checked_before_any_is_parsed_and_sizes_before_hashes(monk
     SentencePiece model is untrusted until it is the file export wrote); with every size right, a
     sha256 that differs (here: every one, config.json hashed first) is refused before spm.model is
     parsed."""
-    from posenc.serving import ctranslate2, validate
+    from posenc.serving import exported, validate
 
     parsed: list[Path] = []
     hashed: list[Path] = []
-    monkeypatch.setattr(ctranslate2.Tokenizer, "from_file", classmethod(lambda cls, path: parsed.append(path)))
+    monkeypatch.setattr(exported.Tokenizer, "from_file", classmethod(lambda cls, path: parsed.append(path)))
     monkeypatch.setattr(validate, "sha256_of", lambda path: hashed.append(Path(path)) or "0" * 64)
     broken = tmp_path / "ct2"
     shutil.copytree(export, broken)

@@ -32,7 +32,8 @@ from posenc.data.text import read_lines
 from posenc.decoding.search import gnmt_length_penalty
 from posenc.decoding.translate import translate_lines as native_lines
 from posenc.evaluation.metrics import corpus_scores
-from posenc.serving import ctranslate2 as ct2
+from posenc.serving.ctranslate2 import export_run
+from posenc.serving.exported import load_export
 from posenc.tasks.translation.load import LoadedRun, decode_options, load_run, split_files
 from posenc.tasks.translation.tuning import tuned_alpha
 
@@ -62,10 +63,10 @@ def engines(run: LoadedRun, opts: dict[str, Any], threads: int, tmp: Path) -> di
 
     out["posenc"] = posenc
     for quant in ("float32", "int8"):
-        ct2.export_run(run, tmp / quant, quant)
-        model = ct2.load_export(tmp / quant, threads=threads)
+        export_run(run, tmp / quant, quant)
+        model = load_export(tmp / quant, threads=threads)
         kw = {k: opts[k] for k in ("beam", "length_penalty", "max_len_a", "max_len_b", "batch_tokens")}
-        out[f"ct2-{quant}"] = lambda lines, m=model, kw=kw: list(ct2.translate_lines(m, lines, **kw))
+        out[f"ct2-{quant}"] = lambda lines, m=model, kw=kw: list(m.translate_lines(lines, **kw))
     return out
 
 

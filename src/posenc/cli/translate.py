@@ -158,20 +158,20 @@ def _written(args: argparse.Namespace) -> str:
 
 
 def _run_ctranslate2(args: argparse.Namespace) -> int:
-    """``--engine ctranslate2``: translate ``--input`` with an export (serving/ctranslate2.py)."""
-    from posenc.serving import ctranslate2 as ct2
+    """``--engine ctranslate2``: translate ``--input`` with an export (serving/exported.py)."""
+    from posenc.serving.exported import load_export
 
     if args.split:
         raise ConfigError("--engine ctranslate2 translates --input FILE (score the output with posenc evaluate), "
                           "not --split")
-    model = ct2.load_export(args.run, device=args.device)
-    opts = {**ct2.decode_options(model, args.beam), "too_long": args.too_long}
+    model = load_export(args.run, device=args.device)
+    opts = {**model.decode_options(args.beam), "too_long": args.too_long}
     lines = _input_lines(args)
     if args.output:
-        n = ct2.write_translations(model, lines, args.output, **opts)
+        n = model.write_translations(lines, args.output, **opts)
         print(f"translated {n} lines -> {args.output}", file=sys.stderr)
         return 0
-    for out in ct2.translate_lines(model, lines, **opts):
+    for out in model.translate_lines(lines, **opts):
         print(out)
     return 0
 

@@ -32,7 +32,7 @@ from posenc.decoding.search import beam_search, greedy_search
 from posenc.errors import ConfigError, DataError
 from posenc.files import atomic_output
 
-__all__ = ["Tokenizer", "read_lines_lazily", "read_stdin_lines", "translate_file", "translate_lines",
+__all__ = ["Tokenizer", "read_lines_lazily", "source_ids", "read_stdin_lines", "translate_file", "translate_lines",
            "write_translations"]
 
 
@@ -59,7 +59,7 @@ class Tokenizer(Protocol):
     def decode(self, ids: list[int]) -> str: ...
 
 
-def _source_ids(
+def source_ids(
     tokenizer: Tokenizer, line: str, number: int, max_source_len: int, too_long: str, prepend_src_bos: bool
 ) -> list[int]:
     """Token ids of one source line (optionally BOS first), at most ``max_source_len``."""
@@ -197,7 +197,7 @@ def translate_lines(
     model.eval()
     try:
         while chunk := list(islice(numbered, chunk_lines)):
-            seqs = [_source_ids(tokenizer, line, n, max_source_len, too_long, prepend_src_bos) for n, line in chunk]
+            seqs = [source_ids(tokenizer, line, n, max_source_len, too_long, prepend_src_bos) for n, line in chunk]
             yield from _translate_chunk(model, tokenizer, seqs, batch_tokens, device, opts)
     finally:
         model.train(was_training)

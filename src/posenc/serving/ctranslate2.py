@@ -1,4 +1,4 @@
-"""A trained posenc translation run as a CTranslate2 model, and translation with it.
+"""A trained posenc translation run written as a CTranslate2 model (``posenc export``).
 
 Shape legend: D model width, Dh head width, H heads, V vocabulary, T rows of a position table,
 R = 2k+1 Shaw distance buckets (T5: its buckets).
@@ -14,12 +14,7 @@ T5's bias table, RoPE's interleaved rotary dimensions and NTK base), or ``ct2_re
 none, which the export refuses with in one line naming the method. An augmentation exports when its
 inference positions are a constant integer shift of 0, 1, … (SHAPE's ``inference_offset``: the
 table starts at that row); CAPE's scaled positions and randomized eval positions are refused.
-:func:`translate_lines` decodes with ``ctranslate2.Translator``.
-
-Engine constants (docs/performance.md): CTranslate2's length penalty divides by ``|y|^α``, not
-GNMT's ``((5+|y|)/6)^α``, so beam outputs equal posenc's at α = 0 only; its maximum decoding
-length cuts a hypothesis without scoring EOS where posenc forces EOS at its limit (the limit is
-posenc's per-sentence ``floor(a·|x| + b)``: sentences are decoded in groups of equal limit).
+An export is opened and translated with by :mod:`posenc.serving.exported`.
 """
 
 from __future__ import annotations
@@ -29,9 +24,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from itertools import groupby, islice
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -41,9 +34,8 @@ import torch
 from torch import Tensor, nn
 
 from posenc.data.spm import Tokenizer
-from posenc.decoding.translate import _source_ids
 from posenc.errors import ConfigError
-from posenc.files import atomic_output, atomic_write_text, new_dir_mode, replacement_mode
+from posenc.files import atomic_write_text, new_dir_mode, replacement_mode
 from posenc.models.attention import MultiHeadAttention
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions import registry
@@ -51,10 +43,9 @@ from posenc.runs.ownership import (
     EXPORT_MANIFEST,
     check_outside_posenc_dirs,
     check_target,
-    check_user_output,
     write_marker,
 )
-from posenc.serving.validate import check_engine_files, check_files, file_checksums, open_translator, read_manifest
+from posenc.serving.validate import file_checksums
 from posenc.tasks.translation.load import LoadedRun
 from posenc.tasks.translation.tuning import tuned_alpha
 
@@ -308,111 +299,3 @@ def _describe(run: LoadedRun, ct2: ModuleType, quantization: str) -> dict[str, A
                    "max_len_b": dc.max_len_b, "batch_tokens": dc.batch_tokens},
         "length_penalty_from": alpha_from,
     }
-
-
-# --------------------------------------------------------------------------- translate
-@dataclass
-class Exported:
-    """A loaded export: the CTranslate2 translator, posenc's tokenizer, the description and the
-    directory it came from."""
-
-    translator: Any
-    tokenizer: Tokenizer
-    info: dict[str, Any]
-    path: Path = Path(".")
-
-    def __post_init__(self) -> None:
-        self.vocab = self.tokenizer.pieces  # id → piece
-        self.index = {p: i for i, p in enumerate(self.vocab)}
-
-    def pieces(self, ids: list[int]) -> list[str]:
-        return [self.vocab[i] for i in ids]
-
-    def ids(self, pieces: list[str]) -> list[int]:
-        return [self.index.get(p, self.tokenizer.unk_id) for p in pieces]
-
-
-def load_export(
-    directory: str | Path, device: str = "cpu", threads: int = 0, compute_type: str = "default"
-) -> Exported:
-    """Open an export written by :func:`export_run`, its files checked first (serving/validate.py):
-    a one-line ConfigError naming the file for a missing, tampered or foreign one."""
-    ct2, directory = require_ctranslate2(), Path(directory)
-    info_path = directory / EXPORT_INFO
-    if not info_path.is_file():
-        raise ConfigError(f"{directory} is not a posenc CTranslate2 export (no {EXPORT_INFO}; "
-                          "write one with posenc export --run R --format ctranslate2 --out DIR)")
-    info = read_manifest(info_path)
-    check_files(directory, info.get("files"))  # before any is parsed: the files export wrote, not edited
-    tokenizer = Tokenizer.from_file(directory / "spm.model")
-    check_engine_files(directory, tokenizer.pieces)
-    kind, _, index = device.partition(":")  # cpu, cuda or cuda:N
-    translator = open_translator(ct2, directory, device=kind, device_index=int(index or 0), compute_type=compute_type,
-                                 intra_threads=threads)
-    return Exported(translator, tokenizer, info, directory)
-
-
-def _limit(length: int, a: float, b: float) -> int:
-    """posenc's output length limit ``floor(a·|x| + b)`` (decoding/search.max_lengths)."""
-    return math.floor(a * length + b)
-
-
-def _decode_chunk(model: Exported, seqs: list[list[int]], opts: dict[str, Any]) -> list[str]:
-    """Best hypotheses of ``seqs`` as text, in order; sentences of one output limit per call."""
-    out = [""] * len(seqs)
-    limit = lambda i: _limit(len(seqs[i]), opts["max_len_a"], opts["max_len_b"])  # noqa: E731
-    todo = sorted((i for i, s in enumerate(seqs) if s), key=limit)
-    for cap, group in groupby(todo, key=limit):
-        rows = list(group)
-        try:
-            results = model.translator.translate_batch(
-                [model.pieces(seqs[i]) for i in rows], beam_size=opts["beam"], length_penalty=opts["length_penalty"],
-                max_decoding_length=max(cap, 1), min_decoding_length=0, max_input_length=0,
-                max_batch_size=opts["batch_tokens"], batch_type="tokens", num_hypotheses=1)
-        except (RuntimeError, ValueError) as err:  # a model.bin that loaded but cannot decode
-            raise ConfigError(f"{model.path / 'model.bin'}: CTranslate2 failed to translate with it ({err})") from None
-        for i, res in zip(rows, results):
-            text = model.tokenizer.decode(model.ids(res.hypotheses[0]))
-            out[i] = text.replace("\r", " ").replace("\n", " ")
-    return out
-
-
-def translate_lines(model: Exported, lines: Iterable[str], *, beam: int = 4, length_penalty: float = 0.0,
-                    max_len_a: float = 1.2, max_len_b: float = 10, batch_tokens: int = 4096, chunk_lines: int = 2000,
-                    too_long: str = "error", on_decoded: Callable[[int], None] | None = None) -> Iterator[str]:
-    """Translate ``lines`` lazily with CTranslate2; one output line per input line, in order.
-    The source format (BOS, ``max_source_len``, ``too_long``) is posenc's
-    (decoding/translate.py); ``length_penalty`` is CTranslate2's α (score / |y|^α)."""
-    if beam < 1 or batch_tokens < 1 or chunk_lines < 1:
-        raise ConfigError(f"beam, batch_tokens and chunk_lines must be >= 1, got {beam}, {batch_tokens}, {chunk_lines}")
-    opts = dict(beam=beam, length_penalty=length_penalty, max_len_a=max_len_a, max_len_b=max_len_b,
-                batch_tokens=batch_tokens)
-    bos, longest = bool(model.info["prepend_src_bos"]), int(model.info["max_source_len"])
-    numbered = enumerate(lines, start=1)
-    while chunk := list(islice(numbered, chunk_lines)):
-        seqs = [_source_ids(model.tokenizer, line, n, longest, too_long, bos) for n, line in chunk]
-        yield from _decode_chunk(model, seqs, opts)
-        if on_decoded is not None:
-            on_decoded(len(seqs))
-
-
-def write_translations(model: Exported, lines: Iterable[str], out_path: str | Path, **options: Any) -> int:
-    """:func:`translate_lines` into ``out_path``, written atomically (an old file stays intact on
-    any failure; no directory is created for it, none inside a posenc directory:
-    ownership.check_user_output); returns the number of lines."""
-    target = Path(out_path)
-    check_user_output(target, "output")
-    count = 0
-    with atomic_output(target, follow_symlink=True) as f:  # a user's symlink stays: its target gets the lines
-        for text in translate_lines(model, lines, **options):
-            f.write(text + "\n")
-            count += 1
-    return count
-
-
-def decode_options(model: Exported, beam: int | None = None) -> dict[str, Any]:
-    """The run's decoding options stored with the export (``beam`` overridden when given); its
-    GNMT α is used as CTranslate2's α (``|y|^α``: equal outputs at α = 0 only)."""
-    dc = dict(model.info["decode"])
-    return dict(beam=beam or dc["beam"], length_penalty=dc["length_penalty"], max_len_a=dc["max_len_a"],
-                max_len_b=dc["max_len_b"], batch_tokens=dc["batch_tokens"])

@@ -1,7 +1,7 @@
 """Checks of a CTranslate2 export directory before and while CTranslate2 opens it.
 
-An export (serving/ctranslate2.py) is untrusted input, like a run directory. In the order
-:func:`~posenc.serving.ctranslate2.load_export` makes them: its description ``posenc_export.json``
+An export (serving/ctranslate2.py writes it) is untrusted input, like a run directory. In the order
+:func:`~posenc.serving.exported.load_export` makes them: its description ``posenc_export.json``
 is checked against :class:`ExportInfo` (a JSON object, every key present with its type, the stored
 beam within decoding's cap, ``max_source_len`` room for a BOS and a token and within the exported
 position tables); ``config.json``, ``model.bin`` and ``spm.model`` must be the files ``posenc

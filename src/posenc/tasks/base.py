@@ -63,7 +63,8 @@ class Task(Protocol):
     name: str
 
     def build_model(self, cfg: Any) -> nn.Module:
-        """The model for ``cfg`` (initial weights follow ``cfg.train.seed``)."""
+        """The model for ``cfg``; :func:`run_task` seeds torch with ``cfg.train.seed`` just before
+        calling it, so its initial weights follow the seed (draw nothing from torch's RNG before)."""
         ...
 
     def train_batches(self, cfg: Any, epoch: int, rank: int, world: int) -> Sequence[Any]:

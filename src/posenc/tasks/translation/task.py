@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
 from torch import nn
 
 from posenc.config import to_dict
@@ -112,7 +111,6 @@ class TranslationTask:
 
     def build_model(self, cfg: RunConfig) -> nn.Module:
         p = self.prepared(cfg)
-        torch.manual_seed(cfg.train.seed)  # initial weights follow train.seed
         model = build_model(p.cfg, p.tokenizer.pad_id)
         self._loss = Seq2SeqLoss(cfg.train.label_smoothing, p.tokenizer.pad_id)
         self._bos = source_bos(p.cfg)

@@ -365,3 +365,30 @@ def test_seed_test_section(experiment) -> None:
     ref = stats.ttest_ind([33.0, 33.5], [30.0, 31.0], equal_var=False)
     assert rows == [f"| vanilla | shape | +2.75 | {ref.statistic:.2f} | {ref.df:.1f} | {ref.pvalue:.3f} |"]
     assert seed_test_section(exp, [r for r in results if r["seed"] == 1]) == []
+
+
+def test_analyze_some_methods(capsys: pytest.CaptureFixture[str], tmp_path: Path, experiment) -> None:
+    """``--methods shape``: the analysis of that method alone, rows equal to the full grid's;
+    a label the grid lacks (or none) is a one-line error and nothing is written."""
+    path, _, report = experiment
+    code, out, _ = cli(capsys, "analyze", "length_bleu", "--experiment", path, "--setting", "vanilla",
+                       "--methods", "shape", "--out", tmp_path / "some")
+    assert code == 0 and out == f"length_bleu (vanilla) -> {tmp_path / 'some' / 'vanilla'}\n"
+    some = list(csv.DictReader((tmp_path / "some" / "vanilla" / "length_bleu.csv").open(encoding="utf-8")))
+    full = list(csv.DictReader((report / "vanilla" / "length_bleu" / "length_bleu.csv").open(encoding="utf-8")))
+    assert some and {r["model"] for r in some} == {"shape"}
+    assert [r["bleu"] for r in some] == [r["bleu"] for r in full if r["model"] == "shape"]
+    for bad in ("shape,nope", ",", "shape,shape"):
+        code, _, err = cli(capsys, "analyze", "length_bleu", "--experiment", path, "--methods", bad,
+                           "--out", tmp_path / "bad")
+        assert_one_line_error(code, err, "methods must be distinct labels of experiment")
+    assert not (tmp_path / "bad").exists()
+
+
+def test_with_methods_keeps_a_selection_only_with_its_method() -> None:
+    exp = load_config(ExperimentConfig, find_experiment("multi30k_select"), [])
+    kept = exp.with_methods(["shape-kstar", "ape"])
+    assert list(kept.methods) == ["shape-kstar", "ape"] and kept.selection == exp.selection
+    assert kept.baseline_label == "shape-kstar" and kept.seeds == exp.seeds and kept.settings == exp.settings
+    dropped = exp.with_methods(["rnn", "ape"])
+    assert not dropped.selection.enabled and list(dropped.methods) == ["rnn", "ape"]

@@ -1,4 +1,5 @@
-"""``posenc analyze NAME --experiment CONFIG [--setting S]``: one analysis on an experiment's runs.
+"""``posenc analyze NAME --experiment CONFIG [--setting S] [--methods A,B]``: one analysis on an
+experiment's runs (``--methods``: on some of its methods, e.g. those whose runs are all trained).
 
 The analyses (SHAPE Table 1, Fig. 2-4; Neishi Fig. 3-7, Table 4; CAPE Fig. 8) write CSV + PNG.
 """
@@ -23,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--experiment", "-e", required=True, help="experiment name or YAML (its runs must be trained)")
     parser.add_argument("--setting", help="setting label (default: every setting)")
     parser.add_argument("--out", help="output directory (default: the experiment's report/SETTING/NAME)")
+    parser.add_argument("--methods", help="comma-separated method labels to analyze, the first the baseline "
+                        "(default: every method of the experiment)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
 
 
@@ -31,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
     if name not in REGISTRY:
         raise ConfigError(f"unknown analysis {args.name!r} (known: {', '.join(REGISTRY)})")
     exp = load_config(ExperimentConfig, find_experiment(args.experiment), args.overrides)
+    if args.methods is not None:
+        exp = exp.with_methods([label.strip() for label in args.methods.split(",") if label.strip()])
     settings = [args.setting] if args.setting else list(exp.settings)
     for setting in settings:
         if setting not in exp.settings:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +94,15 @@ class ExperimentConfig:
     @property
     def baseline_label(self) -> str:
         return self.baseline or next(iter(self.methods))
+
+    def with_methods(self, labels: list[str]) -> ExperimentConfig:
+        """The same grid restricted to the methods ``labels``, in that order (the first is the
+        baseline unless the grid's own baseline is kept); its selection stage stays only when the
+        method it selects for is kept. A label the grid does not have is a one-line error."""
+        unknown = [label for label in labels if label not in self.methods]
+        require(bool(labels) and not unknown and len(set(labels)) == len(labels),
+                f"methods must be distinct labels of experiment {self.name} ({', '.join(self.methods)}), "
+                f"got {', '.join(labels) or 'none'}")
+        selection = self.selection if self.selection.enabled and self.selection.method in labels else SelectionConfig()
+        return replace(self, methods={label: self.methods[label] for label in labels},
+                       baseline=self.baseline if self.baseline in labels else "", selection=selection)

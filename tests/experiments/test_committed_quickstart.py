@@ -105,3 +105,20 @@ def test_the_second_float_path_converged_the_same_config() -> None:
     bleu = " / ".join(f"{runs[m]['test_bleu']:.2f}" for m in METHODS)
     assert (f"with `ATEN_CPU_CAPABILITY=default` all four runs converged too, after {steps[0]:,}–{steps[-1]:,} "
             f"updates (BLEU {bleu};") in _flat(ROOT / "README.md")
+
+
+def test_the_rerun_at_todays_code_gave_the_committed_runs_bit_for_bit() -> None:
+    """docs/perf/quickstart_after_refactor.json: the quickstart rerun on the same machine and float
+    path after the code changed under it; its test translations hash to the committed ones' sha256,
+    and its BLEU and steps are the committed runs'. README says so."""
+    import hashlib
+
+    record = json.loads((ROOT / "docs" / "perf" / "quickstart_after_refactor.json").read_text(encoding="utf-8"))
+    runs, res = record["runs"], _results()
+    assert set(runs) == set(METHODS)
+    for m in METHODS:
+        hyp = COMMITTED / "extrapolate" / m / "seed1" / "translations" / "test.beam4.hyp"
+        assert runs[m]["test_hyp_sha256"] == hashlib.sha256(hyp.read_bytes()).hexdigest()
+        assert runs[m]["test_hyp_identical_to_committed"] and runs[m]["valid_curve_identical_to_committed"]
+        assert runs[m]["test_bleu"] == res[m]["scores"]["test"]["bleu"] and runs[m]["steps"] == res[m]["summary"]["steps"]
+    assert "test translations byte for byte (`docs/perf/quickstart_after_refactor.json`)" in _flat(ROOT / "README.md")

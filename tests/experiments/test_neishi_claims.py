@@ -1,0 +1,117 @@
+"""Neishi & Yoshinaga's long-sentence endpoints (N1, N2 of multi30k_select.yaml's header) as
+docs/results.md (§0d, the claims table) and README.md state them: every number is read here from
+the committed long_sources analysis and the committed runs, and each verdict follows the declared
+rule (both tests p < 0.05 the paper's way: reproduces; both the other way: contradicted; else not
+detected)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from posenc.evaluation.seeds import seed_test
+
+ROOT = Path(__file__).resolve().parents[2]
+SELECT = ROOT / "docs" / "results" / "multi30k_select"
+LONG = SELECT / "report" / "extrapolate" / "long_sources" / "long_sources.csv"
+METHODS = ("rpe", "rnn", "rr")
+SEEDS = (1, 2, 3)
+
+
+def _flat(path: Path) -> str:
+    return " ".join(path.read_text(encoding="utf-8").split())
+
+
+def _rows() -> dict[str, dict[str, str]]:
+    return {r["method"]: r for r in csv.DictReader(LONG.open(encoding="utf-8"))}
+
+
+def _minus(text: str) -> str:
+    return text.replace("-", "−")
+
+
+def _verdict(p_welch: float, p_boot: float) -> str:
+    """The declared rule on one-sided p values of "ahead of APE" (Welch over seeds, bootstrap)."""
+    if p_welch < 0.05 and p_boot < 0.05:
+        return "reproduces"
+    if p_welch > 0.95 and p_boot > 0.95:
+        return "contradicted"
+    return "not detected"
+
+
+def _section() -> str:
+    docs = " ".join((ROOT / "docs" / "results.md").read_text(encoding="utf-8").split())
+    return docs.split("## 0d.")[1].split("## 1.")[0]
+
+
+def _bleu(method: str) -> list[float]:
+    return [json.loads((SELECT / "extrapolate" / method / f"seed{s}" / "results.json").read_text(encoding="utf-8"))
+            ["scores"]["test"]["bleu"] for s in SEEDS]
+
+
+def test_the_analysis_covers_three_seeds_of_every_compared_method() -> None:
+    rows = _rows()
+    assert set(rows) == {"ape", *METHODS} and {r["seeds"] for r in rows.values()} == {"3"}
+    assert {r["sentences"] for r in rows.values()} == {"162"}
+    for m in ("ape", *METHODS):  # the per-seed BLEU over all lengths is each committed run's own
+        assert len(_bleu(m)) == 3
+
+
+@pytest.mark.parametrize("method, label", [("rpe", "RPE k = 16 (Rel-Transformer)"), ("rnn", "RNN-Transformer"),
+                                           ("rr", "RR-Transformer")])
+def test_section_0d_quotes_the_committed_analysis(method: str, label: str) -> None:
+    r, ape = _rows()[method], _rows()["ape"]
+    cells = [f"{float(r['bleu']):.2f} ({r['bleu_seeds'].replace(' ', ', ')})",
+             f"{float(r['bleu_gain']):+.2f} [{float(r['bleu_low']):+.2f}, {float(r['bleu_high']):+.2f}]",
+             f"{float(r['bleu_p']):.3f} / {float(r['bleu_boot_p']):.3f}",
+             f"{float(r['out_minus_ref']):.2f} ({r['out_minus_ref_seeds'].replace(' ', ', ')})",
+             f"{float(r['len_gain']):+.2f} [{float(r['len_low']):+.2f}, {float(r['len_high']):+.2f}]",
+             f"{float(r['len_p']):.3f} / {float(r['len_boot_p']):.3f}"]
+    assert f"| {label} | " + _minus(" | ".join(cells)) + " |" in _section()
+    assert _minus(f"| APE | {float(ape['bleu']):.2f} ({ape['bleu_seeds'].replace(' ', ', ')}) |") in _section()
+
+
+def test_the_verdicts_follow_the_declared_rule() -> None:
+    rows = _rows()
+    bleu = {m: _verdict(float(rows[m]["bleu_p"]), float(rows[m]["bleu_boot_p"])) for m in METHODS}
+    length = {m: _verdict(float(rows[m]["len_p"]), float(rows[m]["len_boot_p"])) for m in METHODS}
+    assert bleu == {"rpe": "not detected", "rnn": "not detected", "rr": "not detected"}
+    assert length == {"rpe": "reproduces", "rnn": "not detected", "rr": "not detected"}
+    for m in ("rnn", "rr"):  # shorter than APE: significant over the pooled sentences, not across seeds
+        assert float(rows[m]["len_gain"]) < 0 and float(rows[m]["len_boot_p"]) > 0.95 > float(rows[m]["len_p"])
+    row = [line for line in (ROOT / "docs" / "results.md").read_text(encoding="utf-8").splitlines()
+           if line.startswith("| Neishi & Yoshinaga, Table 3")][0]
+    assert ("better BLEU on long sources: **not detected** for RPE, RNN or RR; shortening less: **reproduces for RPE**"
+            in row)
+    quoted = _minus(f"RPE −7.86 ({float(rows['rpe']['len_gain']):+.2f} [{float(rows['rpe']['len_low']):+.2f}, "
+                    f"{float(rows['rpe']['len_high']):+.2f}], Welch p {float(rows['rpe']['len_p']):.3f}, "
+                    f"bootstrap p {float(rows['rpe']['len_boot_p']):.3f})")
+    assert quoted in row
+    readme = _flat(ROOT / "README.md")
+    assert "no BLEU gain detected for RPE, RNN- or RR-Transformer; RPE shortens less (reproduces)" in readme
+
+
+def test_all_length_bleu_is_the_committed_runs() -> None:
+    ape = _bleu("ape")
+    for m in ("rnn", "rr"):
+        t = seed_test(_bleu(m), ape)
+        assert t.diff < 0 and t.p < 0.05
+        assert _minus(f"{t.low:.2f} to {t.high:.2f}") in _section()
+        assert f"{statistics.fmean(_bleu(m)):.2f} ({', '.join(f'{b:.2f}' for b in _bleu(m))})" in _section()
+    assert f"against APE {statistics.fmean(ape):.2f}" in _section()
+
+
+def test_every_run_converged_and_the_parameter_counts_are_the_runs() -> None:
+    for m in ("rnn", "rr"):
+        for s in SEEDS:
+            summary = json.loads((SELECT / "extrapolate" / m / f"seed{s}" / "results.json").read_text(
+                encoding="utf-8"))["summary"]
+            assert summary["status"] == "converged" and summary["stopped"] == "patience" and summary["steps"] == 2200
+    params = {m: json.loads((SELECT / "extrapolate" / m / "seed1" / "results.json").read_text(encoding="utf-8"))
+              ["summary"]["params"] for m in ("ape", "rpe", "rnn", "rr")}
+    assert (f"{params['rnn']:,} and {params['rr']:,} parameters against APE's {params['ape']:,}" in _section()
+            and f"RPE's {params['rpe']:,}" in _section())

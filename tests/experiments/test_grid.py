@@ -392,3 +392,28 @@ def test_with_methods_keeps_a_selection_only_with_its_method() -> None:
     assert kept.baseline_label == "shape-kstar" and kept.seeds == exp.seeds and kept.settings == exp.settings
     dropped = exp.with_methods(["rnn", "ape"])
     assert not dropped.selection.enabled and list(dropped.methods) == ["rnn", "ape"]
+
+
+def test_experiment_trains_only_the_cells_asked_for(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                    experiment) -> None:
+    """``--settings/--methods/--seeds``: only those cells train (results equal to the whole grid's
+    run of the same cell), no report is written; the whole grid afterwards trains the rest only.
+    A label the grid lacks, and --report-only with a subset, are one-line errors before anything runs."""
+    _, exp_full, _ = experiment
+    path = tiny_experiment(tmp_path)
+    exp = load_config(ExperimentConfig, path)
+    code, out, _ = cli(capsys, "experiment", path, "--settings", "vanilla", "--methods", "shape", "--seeds", "2")
+    assert code == 0 and "1 runs of tiny up to date" in out and "--report-only" in out
+    grid = Grid.of(exp)
+    done = [cell for cell in grid.cells() if grid.results_path(cell).is_file()]
+    assert done == [("vanilla", "shape", 2)] and not (exp.root / "report").exists()
+    ours = json.loads(grid.results_path(done[0]).read_text())
+    theirs = _results(exp_full)[done[0]]
+    assert ours["scores"]["test"]["bleu"] == theirs["scores"]["test"]["bleu"]
+    for argv, needle in ((("--methods", "shape,rope"), "methods ['rope'] not in the grid"),
+                         (("--seeds", "1,x"), "--seeds must be comma-separated integers"),
+                         (("--settings", "extrapolate"), "settings ['extrapolate'] not in the grid"),
+                         (("--methods", "ape", "--report-only"), "--report-only reports every fresh cell")):
+        code, _, err = cli(capsys, "experiment", path, *argv)
+        assert_one_line_error(code, err, needle)
+    assert [cell for cell in grid.cells() if grid.results_path(cell).is_file()] == done

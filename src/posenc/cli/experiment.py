@@ -1,5 +1,6 @@
 """``posenc experiment NAME|CONFIG [KEY=VALUE ...] [--jobs N|auto] [--rerun-stale] [--backend B] [--report-only]``:
 run a grid and write its report (the results table, with each run's convergence status, is printed).
+``--settings/--methods/--seeds A,B``: train only those cells of the grid, and write no report.
 ``--merge ARCHIVE``: place the cells a timed session brought back into the grid, then its report."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import argparse
 from posenc.errors import ConfigError
 from posenc.experiments.runner import run_experiment
 from posenc.experiments.scheduler import parse_jobs
+from posenc.experiments.subset import CellSubset
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-only", action="store_true",
                         help="train nothing: write the report from the runs that are done and fresh "
                              "(the others are named and left out)")
+    for name, what in (("settings", "setting labels"), ("methods", "method labels"), ("seeds", "seeds")):
+        parser.add_argument(f"--{name}", metavar="A,B", help=f"train only the cells of these comma-separated {what} "
+                            "(with the others' filters: all must hold) and write no report; default: every one")
     parser.add_argument("--merge", metavar="ARCHIVE",
                         help="train nothing: place the finished cells of a timed session's archive "
                              "(benchmarks/gpu_session.sh) into the grid's out_dir, each judged by the \"same run?\" "
@@ -46,7 +51,12 @@ def run(args: argparse.Namespace) -> int:
     options = {"jobs": parse_jobs(args.jobs), "rerun_stale": args.rerun_stale, "backend": args.backend}
     if args.report_only:
         options["report_only"] = True
+    subset = _subset(args)
+    if not subset.everything:
+        options["subset"] = subset
     report = run_experiment(args.config, args.overrides, **options)
+    if not subset.everything:
+        return 0  # no report: the runner said which runs are up to date
     summary = report / "README.md"
     text = summary.read_text(encoding="utf-8") if summary.is_file() else ""
     sections = text.split("\n## ")
@@ -56,13 +66,28 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _subset(args: argparse.Namespace) -> CellSubset:
+    """The cells ``--settings/--methods/--seeds`` ask for (every one when none is given)."""
+    def labels(value: str | None) -> list[str]:
+        return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+    seeds = labels(args.seeds)
+    bad = [s for s in seeds if not s.lstrip("-").isdigit()]
+    if bad or (args.seeds is not None and not seeds):
+        raise ConfigError(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    for flag in ("settings", "methods"):
+        if getattr(args, flag) is not None and not labels(getattr(args, flag)):
+            raise ConfigError(f"--{flag} names no label, got {getattr(args, flag)!r}")
+    return CellSubset.of(labels(args.settings), labels(args.methods), [int(s) for s in seeds])
+
+
 def merge(args: argparse.Namespace) -> int:
     """``--merge ARCHIVE``: one line per archived cell, then the counts; exit 1 when one was refused."""
     from posenc.experiments.merge import merge_archive
     from posenc.experiments.runner import load_grid
 
     other = {"--jobs": args.jobs != 1, "--backend": args.backend != "local", "--rerun-stale": args.rerun_stale,
-             "--report-only": args.report_only}
+             "--report-only": args.report_only, "--settings/--methods/--seeds": not _subset(args).everything}
     given = [flag for flag, on in other.items() if on]
     if given:
         raise ConfigError(f"--merge trains nothing: drop {', '.join(given)}")

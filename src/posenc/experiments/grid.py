@@ -97,12 +97,12 @@ class Grid:
         """The task's report of ``results``; returns its directory."""
         return self.task.report(self.exp, results)
 
-    def plan(self, rerun_stale: bool = False) -> list[Cell]:
-        """The cells that need work. Stale cells stop the experiment with one line naming the
-        differing keys, or with ``rerun_stale`` have their run directory cleared so they train
-        from scratch."""
+    def plan(self, rerun_stale: bool = False, cells: list[Cell] | None = None) -> list[Cell]:
+        """The cells (of ``cells``, default every one) that need work. Stale cells stop the
+        experiment with one line naming the differing keys, or with ``rerun_stale`` have their run
+        directory cleared so they train from scratch."""
         pending, stale = [], []
-        for cell in self.cells():
+        for cell in self.cells() if cells is None else cells:
             v = self.verdict(cell)
             if v is not None and v.kind == "stale":
                 stale.append((cell, v))

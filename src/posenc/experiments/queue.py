@@ -32,6 +32,7 @@ from posenc.experiments.grid import Grid
 from posenc.experiments.payload import place
 from posenc.experiments.runner import grid_stages, load_grid
 from posenc.experiments.scheduler import parse_jobs, run_local
+from posenc.experiments.subset import CellSubset
 from posenc.experiments.tasks import Cell
 from posenc.files import os_error_message
 
@@ -57,11 +58,13 @@ class QueueEntry:
                                        "minutes of one cell on the target machine)")
         parse_jobs(self.jobs)
 
+    @property
+    def subset(self) -> CellSubset:
+        """The cells this entry asks for (every filter empty or naming them)."""
+        return CellSubset.of(self.settings, self.methods, self.seeds)
+
     def wants(self, cell: Cell) -> bool:
-        """Whether ``cell`` is one of this entry's (every filter empty or naming it)."""
-        group, method, seed = cell
-        return ((not self.settings or group in self.settings) and (not self.methods or method in self.methods)
-                and (not self.seeds or seed in self.seeds))
+        return self.subset.wants(cell)
 
     def label(self) -> str:
         """The entry in a line: its experiment and the subset it asks for."""
@@ -90,15 +93,7 @@ def entry_grid(entry: QueueEntry) -> Grid:
     """The grid of ``entry`` with its overrides; a subset naming no label of the grid is a one-line
     ConfigError (a typo would otherwise select nothing)."""
     grid = load_grid(entry.experiment, entry.overrides)
-    cells = grid.cells()
-    for what, wanted, have in (("settings", entry.settings, {c[0] for c in cells}),
-                               ("seeds", entry.seeds, {c[2] for c in cells})):
-        unknown = [w for w in wanted if w not in have]
-        require(not unknown, f"queue entry {entry.experiment}: {what} {unknown} not in the grid ({sorted(have)})")
-    sweep = grid_stages(grid)[0]
-    methods = {c[1] for c in cells} | ({c[1] for c in sweep.cells()} if sweep is not None else set())
-    unknown = [m for m in entry.methods if m not in methods]
-    require(not unknown, f"queue entry {entry.experiment}: methods {unknown} not in the grid ({sorted(methods)})")
+    entry.subset.check(grid, grid_stages(grid)[0], f"queue entry {entry.experiment}")
     return grid
 
 

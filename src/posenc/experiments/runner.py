@@ -20,6 +20,7 @@ from typing import Any
 from posenc.config import from_dict, load_yaml, merge_overrides
 from posenc.errors import ConfigError
 from posenc.experiments.grid import Grid
+from posenc.experiments.subset import CellSubset
 from posenc.experiments.tasks import Cell, ExperimentTask, find_task, known_tasks
 from posenc.files import atomic_write_text
 from posenc.processes import interrupt_on_signals
@@ -50,13 +51,14 @@ def _older_report(report: Path, name: str) -> bool:
 
 
 def run_grid(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: str = "local",
-             report_only: bool = False, task: ExperimentTask | None = None) -> Path:
+             report_only: bool = False, task: ExperimentTask | None = None, subset: CellSubset | None = None) -> Path:
     """Every cell of ``exp`` brought up to date (``jobs`` > 1, ``"auto"`` or another backend: worker
     processes, :mod:`posenc.experiments.scheduler`), then the report; returns its directory.
     An experiment with a ``selection`` block first runs its validation sweep the same way
     (:mod:`posenc.experiments.selection`) and the grid then uses the chosen value.
     ``report_only``: train nothing; the report reads the fresh cells (a grid that spans sessions).
-    ``task``: the experiment's task when the caller has it (else looked up here, once)."""
+    ``task``: the experiment's task when the caller has it (else looked up here, once).
+    ``subset``: bring only those cells up to date and write no report (:func:`train_subset`)."""
     from posenc.experiments.scheduler import AUTO, parse_jobs
     from posenc.runs.ownership import write_marker
 
@@ -65,8 +67,13 @@ def run_grid(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: 
         raise ConfigError("--jobs auto needs --backend local (give submitit a number of runs at once)")
     if report_only and rerun_stale:
         raise ConfigError("--report-only trains nothing and clears nothing: drop --rerun-stale (or --report-only)")
-    check_report_dir(exp)  # before any training: never a user's files
     grid = Grid(exp, task) if task is not None else Grid.of(exp)
+    if subset is not None and not subset.everything:
+        if report_only:
+            raise ConfigError("--report-only reports every fresh cell: drop --settings/--methods/--seeds")
+        train_subset(grid, subset, partial(bring_up_to_date, jobs=jobs, rerun_stale=rerun_stale, backend=backend))
+        return grid.exp.root / "report"
+    check_report_dir(exp)  # before any training: never a user's files
     if report_only:
         grid, results, left = _report_only_results(grid)
     else:
@@ -114,22 +121,43 @@ def _note_left_out(readme: Path, left: list[str], total: int) -> None:
 
 
 def bring_up_to_date(grid: Grid, jobs: int | str = 1, rerun_stale: bool = False,
-                     backend: str = "local") -> list[dict[str, Any]]:
-    """Train/score every cell of ``grid`` that is not fresh (``jobs`` at once) and return the
-    results of all its cells, in grid order."""
+                     backend: str = "local", subset: CellSubset | None = None) -> list[dict[str, Any]]:
+    """Train/score every cell of ``grid`` (of ``subset`` when given) that is not fresh (``jobs``
+    at once) and return the results of those cells, in grid order."""
     from posenc.experiments.scheduler import check_logs_dir, run_cells
 
+    wanted = [cell for cell in grid.cells() if subset is None or subset.wants(cell)]
     serial = jobs == 1 and backend == "local"
     if not serial:
         check_logs_dir(grid.exp)
-    pending = grid.plan(rerun_stale)
+    pending = grid.plan(rerun_stale, wanted)
     grid.prepare(pending)
     if serial:
         for cell in pending:
             print(grid.summary_line(grid.execute(cell)), flush=True)
     else:
         run_cells(grid, pending, jobs, backend)
-    return [grid.execute(cell) for cell in grid.cells()]  # all fresh now: read back
+    return [grid.execute(cell) for cell in wanted]  # all fresh now: read back
+
+
+def train_subset(grid: Grid, subset: CellSubset, up_to_date: Callable[..., list[dict[str, Any]]]) -> None:
+    """Bring the cells of ``subset`` up to date (``up_to_date``: :func:`bring_up_to_date` with the
+    jobs and backend) and write no report: the grid's report is of the whole grid (``--report-only``
+    once it is complete). The selection sweep's cells in ``subset`` train first; a cell of the
+    selected method waits for the sweep's choice, so asking for one before the sweep is complete
+    is a one-line error."""
+    sweep, main, waits = grid_stages(grid)
+    subset.check(grid, sweep, "posenc experiment")
+    if sweep is not None and any(subset.wants(cell) for cell in sweep.cells()):
+        up_to_date(sweep, subset=subset)
+        sweep, main, waits = grid_stages(grid)
+    selected = grid.exp.selection.method if sweep is not None else None
+    if waits and any(subset.wants(cell) and cell[1] == selected for cell in main.cells()):
+        raise ConfigError(f"posenc experiment: the {selected} cells wait for the selection sweep's choice; "
+                          "train the sweep first (its cells, or the whole grid)")
+    results = up_to_date(main, subset=subset)
+    print(f"{len(results)} runs of {grid.exp.name} up to date (settings/methods/seeds asked for); report not "
+          f"written: run `posenc experiment {grid.exp.name} --report-only` once the grid is complete", flush=True)
 
 
 def load_grid(name_or_path: str, overrides: list[str] | None = None) -> Grid:

@@ -45,7 +45,7 @@ def _verdict(p_welch: float, p_boot: float) -> str:
 
 def _section() -> str:
     docs = " ".join((ROOT / "docs" / "results.md").read_text(encoding="utf-8").split())
-    return docs.split("## 0d.")[1].split("## 1.")[0]
+    return docs.split("## 0d.")[1].split("## 0e.")[0]
 
 
 def _bleu(method: str) -> list[float]:
@@ -55,7 +55,7 @@ def _bleu(method: str) -> list[float]:
 
 def test_the_analysis_covers_three_seeds_of_every_compared_method() -> None:
     rows = _rows()
-    assert set(rows) == {"ape", *METHODS} and {r["seeds"] for r in rows.values()} == {"3"}
+    assert {"ape", *METHODS} <= set(rows) and {r["seeds"] for r in rows.values()} == {"3"}
     assert {r["sentences"] for r in rows.values()} == {"162"}
     for m in ("ape", *METHODS):  # the per-seed BLEU over all lengths is each committed run's own
         assert len(_bleu(m)) == 3

@@ -62,3 +62,42 @@ def test_seen_and_unseen_are_token_weighted_means_either_side_of_the_training_eo
         {"model": "a", "span": "unseen", "positions": 2, "tokens": 3, "nll": (2 * 5.0 + 8.0) / 3},
     ]
     assert [r["span"] for r in seen_and_unseen(rows, 3)] == ["seen"]  # nothing past position 4
+
+
+def _write_spans(folder, rows):
+    from posenc.analysis import plots
+
+    folder.mkdir(parents=True)
+    plots.write_csv(folder / "position_nll_spans.csv",
+                    [{"model": m, "span": s, "positions": 1, "tokens": 1, "nll": n} for m, s, n in rows])
+    return folder
+
+
+def test_across_seeds_compares_every_pair_of_models_per_span_by_welch_over_the_seeds(tmp_path):
+    from posenc.analysis.position_nll import across_seeds
+    from posenc.evaluation.seeds import seed_test
+
+    nll = {("a", "seen"): [1.0, 1.5, 2.0], ("b", "seen"): [2.0, 2.5, 3.5], ("c", "seen"): [4.0, 4.0, 5.0],
+           ("a", "unseen"): [6.0, 6.5, 7.0], ("b", "unseen"): [5.0, 5.25, 5.75]}  # c scored no unseen position
+    dirs = {seed: _write_spans(tmp_path / f"seed{seed}", [(m, s, v[i]) for (m, s), v in nll.items()])
+            for i, seed in enumerate((1, 2, 3))}
+    dirs[3] = _write_spans(tmp_path / "seed3b", [(m, s, v[2]) for (m, s), v in nll.items()] + [("d", "seen", 9.0)])
+    pairs = across_seeds(dirs, tmp_path / "out")
+    assert [(p["span"], p["model"], p["other"]) for p in pairs] == [
+        ("seen", "a", "b"), ("seen", "a", "c"), ("seen", "b", "c"), ("unseen", "a", "b")]  # d: one seed only
+    for p in pairs:
+        t = seed_test(nll[p["model"], p["span"]], nll[p["other"], p["span"]])
+        assert (p["diff"], p["low"], p["high"], p["p"]) == (t.diff, t.low, t.high, t.p)
+    assert pairs[0]["diff"] == pytest.approx(1.5 - 8 / 3)  # means 1.5 and 8/3
+    seeds = (tmp_path / "out" / "position_nll_seeds.csv").read_text().splitlines()
+    assert seeds[0] == "span,model,seeds,nll,nll_seeds" and seeds[1] == "seen,a,1 2 3,1.5,1.0000 1.5000 2.0000"
+    assert len(seeds) == 1 + 5
+    assert "| unseen | a | b | +1.167 |" in (tmp_path / "out" / "position_nll_seeds.md").read_text()
+
+
+def test_across_seeds_refuses_a_single_seed(tmp_path):
+    from posenc.analysis.position_nll import across_seeds
+    from posenc.errors import DataError
+
+    with pytest.raises(DataError, match="at least 2 seeds"):
+        across_seeds({1: _write_spans(tmp_path / "seed1", [("a", "seen", 1.0)])}, tmp_path / "out")

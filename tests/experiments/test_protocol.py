@@ -144,3 +144,24 @@ def test_no_import_circle_between_report_and_runner() -> None:
     assert "posenc.tasks.translation.report" in imports(driver)  # the task's driver writes the report; never the reverse
     assert not any(m.startswith("posenc.tasks") for m in imports(runner))  # the runner knows no task
     assert not any(m.startswith("posenc.experiments") for m in imports(task))  # no arrow back up
+
+
+def test_position_nll_compares_the_seeds_in_the_report_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """CAPE Fig. 8's endpoint is over training seeds: `posenc analyze position_nll` writes one
+    result per seed and, beside them, the per-seed span means compared by Welch."""
+    import yaml
+
+    path = write_experiment(tmp_path, methods=("ape", "cape"), seeds=(1, 2))
+    exp = yaml.safe_load(path.read_text(encoding="utf-8"))
+    path.write_text(yaml.safe_dump({**exp, "analysis_options": {"stack_tokens": 10}}), encoding="utf-8")
+    assert cli(capsys, "experiment", str(path))[0] == 0
+    assert cli(capsys, "analyze", "position_nll", "-e", str(path), "--setting", "vanilla")[0] == 0
+    out = tmp_path / "exp" / "report" / "vanilla" / "position_nll"
+    spans = {s: _rows(out / f"seed{s}" / "position_nll_spans.csv") for s in (1, 2)}
+    seeds = _rows(out / "position_nll_seeds.csv")
+    assert {(r["span"], r["model"]) for r in seeds} == {(r["span"], r["model"]) for r in spans[1]}
+    for r in seeds:
+        per_seed = [float(next(x["nll"] for x in spans[s] if (x["span"], x["model"]) == (r["span"], r["model"])))
+                    for s in (1, 2)]
+        assert r["seeds"] == "1 2" and float(r["nll"]) == pytest.approx(sum(per_seed) / 2)
+    assert {(r["model"], r["other"]) for r in _rows(out / "position_nll_pairs.csv")} == {("ape", "cape")}

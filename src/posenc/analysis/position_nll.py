@@ -3,11 +3,15 @@
 Each model scores the gold targets by teacher forcing; the NLL −log p(y_j | y_<j, X) is averaged
 over all sequences that reach decoder position j (1-based, EOS included), optionally over
 windows of ``window`` consecutive positions. Positions beyond the training lengths show how a
-position method extrapolates.
+position method extrapolates. Over several training seeds, :func:`across_seeds` compares the
+models' per-seed means over the seen and unseen positions by Welch's t-test (the seed noise).
 """
 
 from __future__ import annotations
 
+import csv
+import itertools
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +22,10 @@ from torch import nn
 from posenc.analysis import plots
 from posenc.analysis.common import gold_logprobs
 from posenc.errors import DataError
+from posenc.evaluation.seeds import seed_test
+
+#: The per-seed output :func:`across_seeds` reads: :func:`seen_and_unseen`'s rows.
+SPANS_CSV = "position_nll_spans.csv"
 
 
 def position_nll_table(logprobs: Sequence[np.ndarray], window: int = 1) -> list[dict[str, Any]]:
@@ -90,3 +98,45 @@ def position_nll(
         ax.axvline(train_max, color="grey", linestyle="--", linewidth=0.8)
     plots.save_png(fig, out / "position_nll.png")
     return rows
+
+
+def _span_means(seed_dirs: Mapping[int, Path]) -> dict[tuple[str, str], list[float]]:
+    """(span, model) → its mean NLL in each seed (seed order), for the models every seed scored."""
+    per_seed = {}
+    for seed, folder in sorted(seed_dirs.items()):
+        with (folder / SPANS_CSV).open(newline="", encoding="utf-8") as fh:
+            per_seed[seed] = {(r["span"], r["model"]): float(r["nll"]) for r in csv.DictReader(fh)}
+    shared = [key for key in next(iter(per_seed.values())) if all(key in rows for rows in per_seed.values())]
+    return {key: [rows[key] for rows in per_seed.values()] for key in shared}
+
+
+def across_seeds(seed_dirs: Mapping[int, Path], out_dir: str | Path) -> list[dict[str, Any]]:
+    """Per-seed span means (:data:`SPANS_CSV` in each of ``seed_dirs``, seed → folder) over the
+    seeds → ``position_nll_seeds.csv`` (``span, model, seeds, nll`` mean, ``nll_seeds``) and
+    ``position_nll_pairs.csv``: every pair of models per span, ``diff`` = model − other (negative:
+    the model predicts the gold tokens better), Welch's two-sided 95 % interval ``low``/``high`` and
+    two-sided ``p`` over the per-seed means (:func:`~posenc.evaluation.seeds.seed_test`). Needs at
+    least two seeds. Returns the pair rows."""
+    if len(seed_dirs) < 2:
+        raise DataError(f"position_nll across seeds needs at least 2 seeds, got {sorted(seed_dirs)}")
+    means = _span_means(seed_dirs)
+    seeds = " ".join(map(str, sorted(seed_dirs)))
+    rows = [{"span": span, "model": model, "seeds": seeds, "nll": statistics.fmean(v),
+             "nll_seeds": " ".join(f"{x:.4f}" for x in v)} for (span, model), v in means.items()]
+    pairs = []
+    for span in dict.fromkeys(span for span, _ in means):
+        models = [m for s, m in means if s == span]
+        for a, b in itertools.combinations(models, 2):
+            t = seed_test(means[span, a], means[span, b])
+            pairs.append({"span": span, "model": a, "other": b, "diff": t.diff, "low": t.low, "high": t.high,
+                          "p": t.p})
+    out = plots.output_dir(out_dir)
+    plots.write_csv(out / "position_nll_seeds.csv", rows)
+    plots.write_csv(out / "position_nll_pairs.csv", pairs)
+    shown = [{**r, "nll": f"{r['nll']:.3f}"} for r in rows]
+    compared = [{**r, "diff": f"{r['diff']:+.3f}", "interval": f"[{r['low']:+.3f}, {r['high']:+.3f}]",
+                 "p": f"{r['p']:.3f}"} for r in pairs]
+    (out / "position_nll_seeds.md").write_text(
+        plots.markdown_table(shown, ["span", "model", "seeds", "nll", "nll_seeds"]) + "\n"
+        + plots.markdown_table(compared, ["span", "model", "other", "diff", "interval", "p"]), encoding="utf-8")
+    return pairs

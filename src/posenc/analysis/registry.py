@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, make_dataclass
+from pathlib import Path
 from typing import Any
 
 from posenc.analysis import length_bleu as _length_bleu
@@ -89,13 +90,16 @@ class Analysis:
     """One analysis: its library function, a one-line description (paper figure/table), its
     options dataclass and whether it reads outputs only (``pooled``: run once on all seeds
     pooled; the others read model internals or run directories and run once per seed);
-    ``reads_models``: it needs the trained checkpoints (not kept with committed results)."""
+    ``reads_models``: it needs the trained checkpoints (not kept with committed results);
+    ``across_seeds``: for a per-seed analysis, what combines its per-seed outputs (seed → folder)
+    into one table over the seeds, written beside them (``None``: nothing to combine)."""
 
     function: Callable[..., list[dict]]
     description: str
     options: type[AnalysisOptions] = NoOptions
     pooled: bool = False
     reads_models: bool = False
+    across_seeds: Callable[[Mapping[int, Path], Path], list[dict]] | None = None
 
     def option_names(self) -> tuple[str, ...]:
         return tuple(f.name for f in fields(self.options))
@@ -138,8 +142,9 @@ REGISTRY: dict[str, Analysis] = {
         reads_models=True),
     "position_nll": Analysis(
         _position_nll.position_nll,
-        "mean NLL per target position on stacked test sets (CAPE Fig. 8)",
-        PositionNllOptions, reads_models=True),
+        "mean NLL per target position on stacked test sets, seen vs unseen positions compared over the seeds "
+        "(CAPE Fig. 8)",
+        PositionNllOptions, reads_models=True, across_seeds=_position_nll.across_seeds),
     "swapped": Analysis(
         _swapped.swapped,
         "BLEU of the first sentence of 10-sentence groups in original vs swapped order, on a training subsample "

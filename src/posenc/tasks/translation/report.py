@@ -421,7 +421,18 @@ def run_analysis(exp: ExperimentConfig, setting: str, name: str, out: Path) -> l
             ADAPTERS[name](SettingView(exp, setting, [seed]), out / f"seed{seed}")
         if any((out / f"seed{seed}").iterdir()):  # an analysis with nothing to say for this seed writes nothing
             atomic_write_text(out / f"seed{seed}" / RUNS_READ, json.dumps(run_identities(exp, setting, seed), indent=2))
-    return [f"One result per seed ({', '.join(f'seed{s}' for s in seeds)}).{note}", ""]
+    return [f"One result per seed ({', '.join(f'seed{s}' for s in seeds)}).{note}{_combine_seeds(exp, name, out)}", ""]
+
+
+def _combine_seeds(exp: ExperimentConfig, name: str, out: Path) -> str:
+    """Run analysis ``name``'s ``across_seeds`` (registry) on the per-seed outputs in ``out`` that
+    describe today's runs (computed now or kept) when there are at least two; a sentence for the report."""
+    combine = REGISTRY[name].across_seeds
+    seed_dirs = {s: out / f"seed{s}" for s in exp.seeds if (out / f"seed{s}" / RUNS_READ).is_file()}
+    if combine is None or len(seed_dirs) < 2:
+        return ""
+    combine(seed_dirs, out)
+    return f" Compared over seeds {', '.join(map(str, seed_dirs))} in the files beside the seed folders."
 
 
 #: Beside each per-seed analysis output: the runs it was computed from (:func:`run_identities`).

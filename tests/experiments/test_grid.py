@@ -132,7 +132,11 @@ def test_report_has_every_analysis(experiment) -> None:
     with open(report / "vanilla" / "shift_invariance" / "seed1" / "shift_invariance.csv", newline="", encoding="utf-8") as fh:
         assert {int(r["k1"]) for r in csv.DictReader(fh)} == {0, 3, 7}  # analysis_options.shift_offsets
     for name in {n for n in exp.analyses if not REGISTRY[n].pooled} - {"swapped"}:  # model analyses: one per seed
-        assert {p.name for p in (report / "vanilla" / name).iterdir()} == {f"seed{s}" for s in SEEDS}, name
+        entries = list((report / "vanilla" / name).iterdir())
+        assert {p.name for p in entries if p.is_dir()} == {f"seed{s}" for s in SEEDS}, name
+        combined = {p.name for p in entries if p.is_file()}  # the seeds compared, where the analysis does
+        assert combined == ({f"{name}_seeds.csv", f"{name}_seeds.md", f"{name}_pairs.csv"}
+                            if REGISTRY[name].across_seeds else set()), name
     for setting in SETTINGS:  # learning curves of every run, whatever the analyses
         assert (report / setting / "learning_curves" / "learning_curves.png").is_file()
     linked = set(re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text))
@@ -223,6 +227,15 @@ def test_report_of_a_committed_grid_in_another_clone(tmp_path: Path, experiment)
     assert text.split("## Across seeds")[0] == (report / "README.md").read_text(encoding="utf-8").split("## Across seeds")[0]
 
 
+def _seed_folders(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.is_dir())
+
+
+def _combined(folder: Path) -> list[str]:
+    """The files beside the seed folders: an analysis's comparison over the seeds."""
+    return sorted(p.name for p in folder.iterdir() if p.is_file())
+
+
 def test_model_analyses_run_on_the_seeds_that_keep_checkpoints(tmp_path: Path, experiment) -> None:
     """A grid whose seed-1 run of one method lost its checkpoints (trained elsewhere, say): the
     per-seed model analyses of that setting run on seed 2 alone and name seed 1 as left out; the
@@ -244,8 +257,9 @@ def test_model_analyses_run_on_the_seeds_that_keep_checkpoints(tmp_path: Path, e
     assert text.count("Seed(s) 1 left out: it reads the trained models and 1 run(s) keep no checkpoint") == len(
         [n for n in exp.analyses if REGISTRY[n].reads_models])
     for name in per_seed:
-        assert sorted(p.name for p in (clone / SETTINGS[0] / name).iterdir()) == ["seed2"]
-        assert sorted(p.name for p in (clone / SETTINGS[1] / name).iterdir()) == ["seed1", "seed2"]
+        assert _seed_folders(clone / SETTINGS[0] / name) == ["seed2"] and not _combined(clone / SETTINGS[0] / name)
+        assert _seed_folders(clone / SETTINGS[1] / name) == ["seed1", "seed2"]
+        assert bool(_combined(clone / SETTINGS[1] / name)) == bool(REGISTRY[name].across_seeds)  # two seeds compared
     assert read(clone / SETTINGS[0] / "shift_invariance" / "seed2" / "shift_invariance.csv") == read(
         report / SETTINGS[0] / "shift_invariance" / "seed2" / "shift_invariance.csv")
 
@@ -280,8 +294,10 @@ def test_a_report_rewritten_without_checkpoints_keeps_the_model_analyses_it_cann
     kept_note = f"Seed 1: kept as the report that had its models wrote it (its runs.json names today's runs of {', '.join(METHODS)})"
     assert text.count(kept_note) == len(per_seed)  # vanilla's: swapped has nothing there, interpolate's run changed
     for name in per_seed:
-        assert sorted(p.name for p in (clone / SETTINGS[0] / name).iterdir()) == ["seed1", "seed2"]
-        assert sorted(p.name for p in (clone / SETTINGS[1] / name).iterdir()) == ["seed2"]  # its run changed
+        assert _seed_folders(clone / SETTINGS[0] / name) == ["seed1", "seed2"]  # the kept seed is compared too
+        assert bool(_combined(clone / SETTINGS[0] / name)) == bool(REGISTRY[name].across_seeds)
+        assert _seed_folders(clone / SETTINGS[1] / name) == ["seed2"]  # its run changed
+        assert not _combined(clone / SETTINGS[1] / name)
     kept = SETTINGS[0] + "/shift_invariance/seed1/shift_invariance.csv"
     assert read(clone / kept) == read(report / kept)
     assert json.loads((clone / SETTINGS[0] / "shift_invariance" / "seed2" / "runs.json").read_text()) == {

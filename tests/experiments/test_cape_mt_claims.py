@@ -106,5 +106,5 @@ def test_every_run_converged_with_its_recorded_steps_and_alpha() -> None:
     assert all(a["at_bound"] and a["chosen"] == 1.4 for a in alpha["learned"])
     params = {m: _results(m, 1)["summary"]["params"] for m in ("cape", "learned", "ape")}
     assert params["cape"] == params["ape"] and f"with {params['cape']:,} parameters, exactly APE's" in _section()
-    assert f"{params['learned']:,} parameters, 262,144 of them the table" in _section()
+    assert f"{params['learned']:,} parameters, 262,144 of them its two tables (encoder and decoder)" in _section()
     assert params["learned"] - params["ape"] == 1024 * 128 * 2  # a 1,024 x d_model table in encoder and decoder

@@ -180,3 +180,19 @@ def test_alpha_probe_beyond_the_grid_is_quoted() -> None:
         assert " / ".join(f"{v:.2f}" for v in probe["sweep"].values()) + f" for {label}" in text
         gain = max(probe["sweep"].values()) - probe["sweep"]["1.4"]
         assert f"{gain:.2f} ({label})" in text
+
+
+def test_the_config_header_states_the_measured_cost_of_the_added_methods() -> None:
+    """The header's minutes and updates per added method are the committed EXTRAPOLATE cells' ranges."""
+    header = " ".join(line.lstrip("# ") for line in find_experiment("multi30k_select").read_text(encoding="utf-8")
+                      .splitlines() if line.startswith("#"))
+    minutes, updates = [], []
+    for method in ("rnn", "rr", "cape", "learned", "rnn-nmt"):
+        summaries = [json.loads(path.read_text(encoding="utf-8"))["summary"]
+                     for path in sorted((COMMITTED / "extrapolate" / method).glob("seed*/results.json"))]
+        wall = [round(s["wall_s"] / 60) for s in summaries]
+        minutes.append(f"{method} {min(wall)}-{max(wall)} min")
+        steps = sorted({s["steps"] for s in summaries})
+        updates.append(f"{steps[0]:,}" if len(steps) == 1 else f"{steps[0]:,}-{steps[-1]:,}")
+    assert ", ".join(minutes[:4]) + f", {minutes[4]};" in header
+    assert f"{', '.join(updates[:4])} and {updates[4]} updates to convergence" in header

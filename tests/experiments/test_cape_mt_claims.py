@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from posenc.evaluation.seeds import seed_test
+from tests.experiments.claims import long_source_row, minus
 
 ROOT = Path(__file__).resolve().parents[2]
 SELECT = ROOT / "docs" / "results" / "multi30k_select"
@@ -22,9 +23,6 @@ SEEDS = (1, 2, 3)
 PAPER_GAP = {"ape": 27.89 - 27.66, "learned": 27.89 - 27.36, "rpe": 27.89 - 27.92}
 LABEL = {"ape": "APE (sinusoidal, *sinpos*)", "learned": "learned table (*abspos*)", "rpe": "RPE k = 16 (*relpos*)"}
 
-
-def _minus(text: str) -> str:
-    return text.replace("-", "−")
 
 
 def _results(method: str, seed: int) -> dict:
@@ -52,7 +50,7 @@ def test_the_bleu_table_is_the_committed_runs(other: str) -> None:
     t = seed_test(_bleu("cape"), _bleu(other))
     row = (f"| {LABEL[other]} | {_seeds(_bleu(other))} | {t.diff:+.2f} [{t.low:+.2f}, {t.high:+.2f}] | {t.p:.3f} | "
            f"{PAPER_GAP[other]:+.2f} |")
-    assert _minus(row) in _section()
+    assert minus(row) in _section()
     assert f"| CAPE (Δ = 5) | {_seeds(_bleu('cape'))} |" in _section()
 
 
@@ -67,7 +65,7 @@ def test_no_winner_is_called_where_the_papers_gap_is_below_the_seed_spread() -> 
     row = [line for line in (ROOT / "docs" / "results.md").read_text(encoding="utf-8").splitlines()
            if line.startswith("| CAPE, §5.3 |")][0]
     assert "over the learned table **reproduces**" in row and "**no winner called**" in row
-    assert _minus(f"learned table 33.46 ({learned.diff:+.2f} [{learned.low:+.2f}, {learned.high:+.2f}], "
+    assert minus(f"learned table 33.46 ({learned.diff:+.2f} [{learned.low:+.2f}, {learned.high:+.2f}], "
                   f"p {learned.p:.3f})") in row
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert f"CAPE beats the learned table ({learned.diff:+.2f}), level with sinusoidal and relative positions" in readme
@@ -77,13 +75,7 @@ def test_no_winner_is_called_where_the_papers_gap_is_below_the_seed_spread() -> 
 def test_the_long_source_rows_quote_the_committed_analysis(method: str, label: str) -> None:
     r = {row["method"]: row for row in csv.DictReader(LONG.open(encoding="utf-8"))}[method]
     assert r["seeds"] == "3" and r["sentences"] == "162"
-    cells = [f"{float(r['bleu']):.2f} ({r['bleu_seeds'].replace(' ', ', ')})",
-             f"{float(r['bleu_gain']):+.2f} [{float(r['bleu_low']):+.2f}, {float(r['bleu_high']):+.2f}]",
-             f"{float(r['bleu_p']):.3f} / {float(r['bleu_boot_p']):.3f}",
-             f"{float(r['out_minus_ref']):.2f} ({r['out_minus_ref_seeds'].replace(' ', ', ')})",
-             f"{float(r['len_gain']):+.2f} [{float(r['len_low']):+.2f}, {float(r['len_high']):+.2f}]",
-             f"{float(r['len_p']):.3f} / {float(r['len_boot_p']):.3f}"]
-    assert f"| {label} | " + _minus(" | ".join(cells)) + " |" in _section()
+    assert long_source_row(label, r) in _section()
 
 
 def test_cape_comes_closest_to_the_reference_length_of_the_compared_models() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from posenc.evaluation.seeds import seed_test
+from tests.experiments.claims import long_source_row, minus
 
 ROOT = Path(__file__).resolve().parents[2]
 SELECT = ROOT / "docs" / "results" / "multi30k_select"
@@ -29,9 +30,6 @@ def _flat(path: Path) -> str:
 def _rows() -> dict[str, dict[str, str]]:
     return {r["method"]: r for r in csv.DictReader(LONG.open(encoding="utf-8"))}
 
-
-def _minus(text: str) -> str:
-    return text.replace("-", "−")
 
 
 def _verdict(p_welch: float, p_boot: float) -> str:
@@ -65,14 +63,8 @@ def test_the_analysis_covers_three_seeds_of_every_compared_method() -> None:
                                            ("rr", "RR-Transformer")])
 def test_section_0d_quotes_the_committed_analysis(method: str, label: str) -> None:
     r, ape = _rows()[method], _rows()["ape"]
-    cells = [f"{float(r['bleu']):.2f} ({r['bleu_seeds'].replace(' ', ', ')})",
-             f"{float(r['bleu_gain']):+.2f} [{float(r['bleu_low']):+.2f}, {float(r['bleu_high']):+.2f}]",
-             f"{float(r['bleu_p']):.3f} / {float(r['bleu_boot_p']):.3f}",
-             f"{float(r['out_minus_ref']):.2f} ({r['out_minus_ref_seeds'].replace(' ', ', ')})",
-             f"{float(r['len_gain']):+.2f} [{float(r['len_low']):+.2f}, {float(r['len_high']):+.2f}]",
-             f"{float(r['len_p']):.3f} / {float(r['len_boot_p']):.3f}"]
-    assert f"| {label} | " + _minus(" | ".join(cells)) + " |" in _section()
-    assert _minus(f"| APE | {float(ape['bleu']):.2f} ({ape['bleu_seeds'].replace(' ', ', ')}) |") in _section()
+    assert long_source_row(label, r) in _section()
+    assert minus(f"| APE | {float(ape['bleu']):.2f} ({ape['bleu_seeds'].replace(' ', ', ')}) |") in _section()
 
 
 def test_the_verdicts_follow_the_declared_rule() -> None:
@@ -87,7 +79,7 @@ def test_the_verdicts_follow_the_declared_rule() -> None:
            if line.startswith("| Neishi & Yoshinaga, Table 3")][0]
     assert ("better BLEU on long sources: **not detected** for RPE, RNN or RR; shortening less: **reproduces for RPE**"
             in row)
-    quoted = _minus(f"RPE −7.86 ({float(rows['rpe']['len_gain']):+.2f} [{float(rows['rpe']['len_low']):+.2f}, "
+    quoted = minus(f"RPE −7.86 ({float(rows['rpe']['len_gain']):+.2f} [{float(rows['rpe']['len_low']):+.2f}, "
                     f"{float(rows['rpe']['len_high']):+.2f}], Welch p {float(rows['rpe']['len_p']):.3f}, "
                     f"bootstrap p {float(rows['rpe']['len_boot_p']):.3f})")
     assert quoted in row
@@ -100,7 +92,7 @@ def test_all_length_bleu_is_the_committed_runs() -> None:
     for m in ("rnn", "rr"):
         t = seed_test(_bleu(m), ape)
         assert t.diff < 0 and t.p < 0.05
-        assert _minus(f"{t.low:.2f} to {t.high:.2f}") in _section()
+        assert minus(f"{t.low:.2f} to {t.high:.2f}") in _section()
         assert f"{statistics.fmean(_bleu(m)):.2f} ({', '.join(f'{b:.2f}' for b in _bleu(m))})" in _section()
     assert f"against APE {statistics.fmean(ape):.2f}" in _section()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import weakref
 from pathlib import Path
 
 import pytest
@@ -37,8 +38,11 @@ def _worker(rank: int, port: int, out: str) -> None:
 
     trainer = make_trainer(model, _cfg(), Path(out) / "run")
     assert trainer.dist.world_size == WORLD and trainer.dist.rank == rank
+    wrapper = weakref.ref(trainer.net)
+    assert wrapper() is not model  # DDP under two ranks
     result = trainer.fit(shard, resume=False)
     assert not dist.is_initialized()  # the trainer destroyed the group it created
+    assert trainer.net is model and wrapper() is None  # and freed the DDP wrapper holding it, before exit
     grads = {f"grad.{n}": p.grad.contiguous() for n, p in model.named_parameters()}
     weights = {f"weight.{n}": p.detach().contiguous() for n, p in model.named_parameters()}
     save_file({**grads, **weights}, os.path.join(out, f"rank{rank}.safetensors"))

@@ -19,6 +19,7 @@ the concatenated global batch, whatever the split over micro-batches and ranks.
 
 from __future__ import annotations
 
+import gc
 import math
 from contextlib import nullcontext
 from pathlib import Path
@@ -37,6 +38,7 @@ from posenc.training.distributed import (
     DistInfo,
     all_reduce_min,
     all_reduce_sum,
+    barrier,
     broadcast_floats,
     cleanup,
     init_distributed,
@@ -177,6 +179,7 @@ class Trainer:
             self._start(resume, on_start)
             self._loop(train_batches, valid_batches, metric_fn)
             averaged = self._finish(valid_batches, metric_fn)
+            barrier(self.dist)  # every rank is past its last collective before any rank tears the group down
         finally:
             if self.logger is not None:
                 self.logger.close()
@@ -241,7 +244,17 @@ class Trainer:
         raise failed if failed is not None else elsewhere
 
     def close(self) -> None:
-        """Destroy the process group if this trainer created it (``fit`` does this at the end)."""
+        """Destroy the process group if this trainer created it (``fit`` does this at the end).
+
+        The DDP wrapper goes first: its reducer holds the group, and a Gloo group whose last
+        holder is freed only at interpreter exit joins its worker threads during finalization,
+        which can abort the process after a finished run. Released here, it is freed while the
+        interpreter is whole, and the trainer goes on with the bare model."""
+        if self.net is not self.model:
+            self.net = self.model
+            self.forward_loss = forward_loss(self.loss_fn, self.model, self.precision, False,
+                                             device_type=self.device.type)
+            gc.collect()  # the wrapper, if caught in a reference cycle, is freed now rather than at exit
         cleanup(self.dist)
         self.dist.owns_group = False
 

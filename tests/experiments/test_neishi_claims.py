@@ -19,7 +19,7 @@ from tests.experiments.claims import long_source_row, minus
 ROOT = Path(__file__).resolve().parents[2]
 SELECT = ROOT / "docs" / "results" / "multi30k_select"
 LONG = SELECT / "report" / "extrapolate" / "long_sources" / "long_sources.csv"
-METHODS = ("rpe", "rnn", "rr")
+METHODS = ("rpe", "rnn", "rr", "rnn-nmt")
 SEEDS = (1, 2, 3)
 
 
@@ -60,7 +60,7 @@ def test_the_analysis_covers_three_seeds_of_every_compared_method() -> None:
 
 
 @pytest.mark.parametrize("method, label", [("rpe", "RPE k = 16 (Rel-Transformer)"), ("rnn", "RNN-Transformer"),
-                                           ("rr", "RR-Transformer")])
+                                           ("rr", "RR-Transformer"), ("rnn-nmt", "RNN-NMT")])
 def test_section_0d_quotes_the_committed_analysis(method: str, label: str) -> None:
     r, ape = _rows()[method], _rows()["ape"]
     assert long_source_row(label, r) in _section()
@@ -71,25 +71,28 @@ def test_the_verdicts_follow_the_declared_rule() -> None:
     rows = _rows()
     bleu = {m: _verdict(float(rows[m]["bleu_p"]), float(rows[m]["bleu_boot_p"])) for m in METHODS}
     length = {m: _verdict(float(rows[m]["len_p"]), float(rows[m]["len_boot_p"])) for m in METHODS}
-    assert bleu == {"rpe": "not detected", "rnn": "not detected", "rr": "not detected"}
-    assert length == {"rpe": "reproduces", "rnn": "not detected", "rr": "not detected"}
+    assert bleu == {"rpe": "not detected", "rnn": "not detected", "rr": "not detected", "rnn-nmt": "not detected"}
+    assert length == {"rpe": "reproduces", "rnn": "not detected", "rr": "not detected", "rnn-nmt": "reproduces"}
     for m in ("rnn", "rr"):  # shorter than APE: significant over the pooled sentences, not across seeds
         assert float(rows[m]["len_gain"]) < 0 and float(rows[m]["len_boot_p"]) > 0.95 > float(rows[m]["len_p"])
     row = [line for line in (ROOT / "docs" / "results.md").read_text(encoding="utf-8").splitlines()
            if line.startswith("| Neishi & Yoshinaga, Table 3")][0]
-    assert ("better BLEU on long sources: **not detected** for RPE, RNN or RR; shortening less: **reproduces for RPE**"
-            in row)
-    quoted = minus(f"RPE −7.86 ({float(rows['rpe']['len_gain']):+.2f} [{float(rows['rpe']['len_low']):+.2f}, "
-                    f"{float(rows['rpe']['len_high']):+.2f}], Welch p {float(rows['rpe']['len_p']):.3f}, "
-                    f"bootstrap p {float(rows['rpe']['len_boot_p']):.3f})")
-    assert quoted in row
+    assert ("better BLEU on long sources: **not detected** for RPE, RNN, RR or RNN-NMT; shortening less: "
+            "**reproduces for RPE** (Rel-Transformer) and for RNN-NMT" in row)
+    for m, label in (("rpe", "RPE"), ("rnn-nmt", "RNN-NMT")):
+        r = rows[m]
+        quoted = minus(f"{float(r['out_minus_ref']):.2f} ({float(r['len_gain']):+.2f} [{float(r['len_low']):+.2f}, "
+                       f"{float(r['len_high']):+.2f}], Welch p {float(r['len_p']):.3f}, "
+                       f"bootstrap p {float(r['len_boot_p']):.3f})")
+        assert f"{label} {quoted}" in row
     readme = _flat(ROOT / "README.md")
-    assert "no BLEU gain detected for RPE, RNN- or RR-Transformer; RPE shortens less (reproduces)" in readme
+    assert ("no BLEU gain detected for RPE, RNN- or RR-Transformer or RNN-NMT; RPE and RNN-NMT shorten less "
+            "(reproduces)") in readme
 
 
 def test_all_length_bleu_is_the_committed_runs() -> None:
     ape = _bleu("ape")
-    for m in ("rnn", "rr"):
+    for m in ("rnn", "rr", "rnn-nmt"):
         t = seed_test(_bleu(m), ape)
         assert t.diff < 0 and t.p < 0.05
         assert minus(f"{t.low:.2f} to {t.high:.2f}") in _section()
@@ -107,3 +110,16 @@ def test_every_run_converged_and_the_parameter_counts_are_the_runs() -> None:
               ["summary"]["params"] for m in ("ape", "rpe", "rnn", "rr")}
     assert (f"{params['rnn']:,} and {params['rr']:,} parameters against APE's {params['ape']:,}" in _section()
             and f"RPE's {params['rpe']:,}" in _section())
+
+
+def test_the_rnn_nmt_runs_are_described_as_committed() -> None:
+    runs = [json.loads((SELECT / "extrapolate" / "rnn-nmt" / f"seed{s}" / "results.json").read_text(encoding="utf-8"))
+            for s in SEEDS]
+    assert all(r["summary"]["status"] == "converged" and r["summary"]["stopped"] == "patience" for r in runs)
+    steps = [f"{r['summary']['steps']:,}" for r in runs]
+    assert f"at {steps[0]}, {steps[1]} and {steps[2]} updates" in _section()
+    assert {(r["scores"]["test"]["length_penalty"], r["scores"]["test"]["at_bound"]) for r in runs} == {(1.4, True)}
+    params = {m: json.loads((SELECT / "extrapolate" / m / "seed1" / "results.json").read_text(encoding="utf-8"))
+              ["summary"]["params"] for m in ("ape", "rnn-nmt")}
+    fewer = 100 * (1 - params["rnn-nmt"] / params["ape"])
+    assert f"has {params['rnn-nmt']:,} parameters ({fewer:.1f} % fewer than APE)" in _section()

@@ -83,7 +83,7 @@ def test_results_table(experiment) -> None:
     _, exp, report = experiment
     text = (report / "README.md").read_text(encoding="utf-8")
     results = _results(exp)
-    header = "| method | vanilla BLEU | interpolate BLEU | params | train s (first setting) | steps | status |"
+    header = "| method | vanilla BLEU | interpolate BLEU | params | train s (first run) | steps | status |"
     assert header in text
     # stopped by max_steps (3): capped runs are "still improving", never converged, and every cell says so
     assert {r["summary"]["status"] for r in results.values()} == {"still improving"}
@@ -98,6 +98,18 @@ def test_results_table(experiment) -> None:
         assert cells[3] == f"{results[('vanilla', method, 1)]['summary']['params']:,}"
         assert cells[5] == "3" and cells[6].startswith("NOT CONVERGED (vanilla/seed1: still improving;")
     assert "* from at least one run that had not converged" in text
+
+
+def test_a_method_without_runs_in_the_first_setting_takes_its_size_and_time_from_its_first_run(experiment) -> None:
+    from posenc.tasks.translation.report import results_table
+
+    _, exp, _ = experiment
+    results = _results(exp)
+    kept = [r for (setting, method, _), r in sorted(results.items()) if (setting, method) != ("vanilla", METHODS[1])]
+    row = next(line for line in results_table(exp, kept).splitlines() if line.startswith(f"| {METHODS[1]} |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    first = results[("interpolate", METHODS[1], 1)]["summary"]
+    assert cells[1] == "–" and cells[3] == f"{first['params']:,}" and cells[4] == f"{first['wall_s']}"
 
 
 def _analysis_files(directory: Path) -> set[str]:

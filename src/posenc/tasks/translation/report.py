@@ -97,7 +97,7 @@ def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: s
         cells.setdefault((r["method"], r["setting"]), []).append(r)
     settings = list(exp.settings)
     mixed = len({trained_on(r) for r in results}) > 1  # a grid trained on several machines: name each wall time's
-    head = (f"| method | {' | '.join(f'{s} BLEU' for s in settings)} | params | train s (first setting) | steps "
+    head = (f"| method | {' | '.join(f'{s} BLEU' for s in settings)} | params | train s (first run) | steps "
             "| status |")
     lines = [head, "|" + "---|" * (len(settings) + 5)]
     for method in exp.methods:
@@ -108,7 +108,7 @@ def results_table(exp: ExperimentConfig, results: list[dict[str, Any]], split: s
             n = f" (n={len(runs)})" if 0 < len(runs) < len(exp.seeds) else ""  # a grid reported before it is complete
             bleu.append(mean_std([r["scores"][split]["bleu"] for r in runs]) + star + n if runs else "–")
         runs = [r for s in settings for r in cells.get((method, s), [])]
-        first_run = cells.get((method, settings[0]), [{}])[0]
+        first_run = runs[0] if runs else {}  # size and time: the first run of its first setting that has runs
         first = first_run.get("summary", {})
         steps = sorted({r.get("summary", {}).get("steps") for r in runs} - {None})
         steps_s = "–" if not steps else (str(steps[0]) if len(steps) == 1 else f"{steps[0]}–{steps[-1]}")
@@ -314,17 +314,25 @@ def _trained_on(v: SettingView, method: str) -> str:
 
 
 def an_speed(v: SettingView, out: Path) -> None:
-    """Training speed against the baseline; wall-clock is compared only between runs trained on one
-    device (a grid finished on another machine writes a one-line note instead of a table)."""
+    """Training speed against the baseline, among the runs trained on the baseline's device (wall
+    clock compares runs of one machine): the runs trained elsewhere are named under the table, and a
+    baseline alone on its device gets a one-line note instead of a table."""
     devices = {m: _trained_on(v, m) for m in v.exp.methods}
-    if len(set(devices.values())) > 1:
+    base = v.exp.baseline_label
+    same = [m for m in v.exp.methods if devices[m] == devices[base]]
+    elsewhere = ", ".join(f"{m}: {d}" for m, d in devices.items() if d != devices[base])
+    if len(same) < 2 and elsewhere:
         (out / "speed.md").write_text(f"Not compared (seed {v.seeds[0]}): its runs trained on different devices ("
                                       + ", ".join(f"{m}: {d}" for m, d in devices.items())
                                       + "); wall-clock speed compares runs of one machine.\n", encoding="utf-8")
         return
-    runs = {m: v.cfgs[m].out_dir for m in v.exp.methods}
-    params = {m: _params(v, m) for m in v.exp.methods}
-    analysis.ANALYSES["speed"](runs, out, baseline=v.exp.baseline_label, params=params)
+    runs = {m: v.cfgs[m].out_dir for m in same}
+    params = {m: _params(v, m) for m in same}
+    analysis.ANALYSES["speed"](runs, out, baseline=base, params=params)
+    if elsewhere:
+        with (out / "speed.md").open("a", encoding="utf-8") as f:
+            f.write(f"\nLeft out (seed {v.seeds[0]}): trained on another device than {base} ({devices[base]}): "
+                    f"{elsewhere}.\n")
 
 
 def an_tokenwise(v: SettingView, out: Path) -> None:

@@ -70,6 +70,8 @@ def _write_spans(folder, rows):
     folder.mkdir(parents=True)
     plots.write_csv(folder / "position_nll_spans.csv",
                     [{"model": m, "span": s, "positions": 1, "tokens": 1, "nll": n} for m, s, n in rows])
+    plots.write_csv(folder / "position_nll.csv",  # position 1 seen, 2 unseen: one token each
+                    [{"model": m, "position": 1 if s == "seen" else 2, "tokens": 1, "nll": n} for m, s, n in rows])
     return folder
 
 
@@ -87,12 +89,23 @@ def test_across_seeds_compares_every_pair_of_models_per_span_by_welch_over_the_s
         ("seen", "a", "b"), ("seen", "a", "c"), ("seen", "b", "c"), ("unseen", "a", "b")]  # d: one seed only
     for p in pairs:
         t = seed_test(nll[p["model"], p["span"]], nll[p["other"], p["span"]])
-        assert (p["diff"], p["low"], p["high"], p["p"]) == (t.diff, t.low, t.high, t.p)
+        assert (p["diff"], p["low"], p["high"], p["p"], p["p_below"]) == (t.diff, t.low, t.high, t.p, t.p_below)
+    assert pairs[0]["p_below"] < 0.5 < pairs[3]["p_below"]  # a below b on seen positions, above on unseen
     assert pairs[0]["diff"] == pytest.approx(1.5 - 8 / 3)  # means 1.5 and 8/3
     seeds = (tmp_path / "out" / "position_nll_seeds.csv").read_text().splitlines()
     assert seeds[0] == "span,model,seeds,nll,nll_seeds" and seeds[1] == "seen,a,1 2 3,1.5,1.0000 1.5000 2.0000"
     assert len(seeds) == 1 + 5
     assert "| unseen | a | b | +1.167 |" in (tmp_path / "out" / "position_nll_seeds.md").read_text()
+    assert (tmp_path / "out" / "position_nll_seeds.png").is_file()
+
+
+def test_windowed_nll_is_token_weighted_within_each_window():
+    from posenc.analysis.position_nll import _windowed
+
+    rows = [{"model": "a", "position": str(p), "tokens": str(t), "nll": str(n)}
+            for p, t, n in ((1, 4, 1.0), (2, 2, 4.0), (3, 1, 9.0), (4, 0, 0.0))]
+    assert _windowed(rows, 2) == {"a": {1: (4 * 1.0 + 2 * 4.0) / 6, 3: 9.0}}
+    assert _windowed(rows, 1) == {"a": {1: 1.0, 2: 4.0, 3: 9.0}}  # a window without tokens is left out
 
 
 def test_across_seeds_refuses_a_single_seed(tmp_path):

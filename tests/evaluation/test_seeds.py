@@ -22,6 +22,14 @@ def test_welch_by_hand() -> None:
     assert seed_test([1, 2, 3], [1, 2, 3]).p == pytest.approx(1.0)
 
 
+def test_one_sided_p_halves_the_two_sided_p_in_the_direction_of_t() -> None:
+    """t < 0 (a below b): "a < b" has half the two-sided p, "a > b" the rest; swapping the systems
+    swaps the two."""
+    r, swapped = seed_test([1, 2, 3], [1.5, 2.5, 4.0]), seed_test([1.5, 2.5, 4.0], [1, 2, 3])
+    assert r.p_below == pytest.approx(0.5141 / 2, abs=1e-4) and r.p_above == pytest.approx(1 - 0.5141 / 2, abs=1e-4)
+    assert (swapped.p_above, swapped.p_below) == pytest.approx((r.p_below, r.p_above))
+
+
 def test_needs_two_seeds_each() -> None:
     with pytest.raises(ValueError, match=">= 2 seeds"):
         seed_test([1.0], [1.0, 2.0])

@@ -60,7 +60,7 @@ def one_sided_welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     if len(a) < 2 or len(b) < 2:
         return {"gain": statistics.fmean(a) - statistics.fmean(b), "low": np.nan, "high": np.nan, "p": np.nan}
     t = seed_test(a, b)
-    return {"gain": t.diff, "low": t.low, "high": t.high, "p": t.p / 2 if t.t > 0 else 1 - t.p / 2}
+    return {"gain": t.diff, "low": t.low, "high": t.high, "p": t.p_above}
 
 
 def bootstrap_length(a: Sequence[int], b: Sequence[int], n_samples: int, seed: int) -> float:

@@ -114,9 +114,11 @@ def across_seeds(seed_dirs: Mapping[int, Path], out_dir: str | Path) -> list[dic
     """Per-seed span means (:data:`SPANS_CSV` in each of ``seed_dirs``, seed → folder) over the
     seeds → ``position_nll_seeds.csv`` (``span, model, seeds, nll`` mean, ``nll_seeds``) and
     ``position_nll_pairs.csv``: every pair of models per span, ``diff`` = model − other (negative:
-    the model predicts the gold tokens better), Welch's two-sided 95 % interval ``low``/``high`` and
-    two-sided ``p`` over the per-seed means (:func:`~posenc.evaluation.seeds.seed_test`). Needs at
-    least two seeds. Returns the pair rows."""
+    the model predicts the gold tokens better), Welch's two-sided 95 % interval ``low``/``high``,
+    two-sided ``p`` and ``p_below``, the one-sided p of "model's NLL < other's" (CAPE Fig. 8's
+    direction when the model is the one claimed better) over the per-seed means
+    (:func:`~posenc.evaluation.seeds.seed_test`); ``position_nll_seeds.png``: the seed-mean curves
+    (:func:`plot_seed_means`). Needs at least two seeds. Returns the pair rows."""
     if len(seed_dirs) < 2:
         raise DataError(f"position_nll across seeds needs at least 2 seeds, got {sorted(seed_dirs)}")
     means = _span_means(seed_dirs)
@@ -129,14 +131,54 @@ def across_seeds(seed_dirs: Mapping[int, Path], out_dir: str | Path) -> list[dic
         for a, b in itertools.combinations(models, 2):
             t = seed_test(means[span, a], means[span, b])
             pairs.append({"span": span, "model": a, "other": b, "diff": t.diff, "low": t.low, "high": t.high,
-                          "p": t.p})
+                          "p": t.p, "p_below": t.p_below})
     out = plots.output_dir(out_dir)
     plots.write_csv(out / "position_nll_seeds.csv", rows)
     plots.write_csv(out / "position_nll_pairs.csv", pairs)
     shown = [{**r, "nll": f"{r['nll']:.3f}"} for r in rows]
     compared = [{**r, "diff": f"{r['diff']:+.3f}", "interval": f"[{r['low']:+.3f}, {r['high']:+.3f}]",
-                 "p": f"{r['p']:.3f}"} for r in pairs]
+                 "p": f"{r['p']:.3f}", "p_below": f"{r['p_below']:.3f}"} for r in pairs]
     (out / "position_nll_seeds.md").write_text(
         plots.markdown_table(shown, ["span", "model", "seeds", "nll", "nll_seeds"]) + "\n"
-        + plots.markdown_table(compared, ["span", "model", "other", "diff", "interval", "p"]), encoding="utf-8")
+        + plots.markdown_table(compared, ["span", "model", "other", "diff", "interval", "p", "p_below"]),
+        encoding="utf-8")
+    plot_seed_means(seed_dirs, out / "position_nll_seeds.png")
     return pairs
+
+
+def _windowed(rows: Sequence[Mapping[str, str]], window: int) -> dict[str, dict[int, float]]:
+    """model → {first position of each ``window``-position window: token-weighted mean NLL}."""
+    sums: dict[str, dict[int, list[float]]] = {}
+    for r in rows:
+        start = (int(r["position"]) - 1) // window * window + 1
+        acc = sums.setdefault(r["model"], {}).setdefault(start, [0.0, 0.0])
+        acc[0] += float(r["nll"]) * int(r["tokens"])
+        acc[1] += int(r["tokens"])
+    return {m: {p: s / n for p, (s, n) in by.items() if n} for m, by in sums.items()}
+
+
+def plot_seed_means(seed_dirs: Mapping[int, Path], path: Path, window: int = 10) -> None:
+    """Each model's NLL per ``window``-position window (token-weighted, from every seed's
+    ``position_nll.csv``), mean over the seeds with their min–max band, and a dashed line after the
+    last seen position (``seen`` span of :data:`SPANS_CSV`): CAPE Fig. 8 over training seeds."""
+    curves: dict[str, dict[int, list[float]]] = {}
+    last_seen = 0
+    for folder in seed_dirs.values():
+        with (folder / "position_nll.csv").open(newline="", encoding="utf-8") as fh:
+            for model, by in _windowed(list(csv.DictReader(fh)), window).items():
+                for start, nll in by.items():
+                    curves.setdefault(model, {}).setdefault(start, []).append(nll)
+        with (folder / SPANS_CSV).open(newline="", encoding="utf-8") as fh:
+            last_seen = max([last_seen] + [int(r["positions"]) for r in csv.DictReader(fh) if r["span"] == "seen"])
+    fig, (ax,) = plots.figure(size=(6.5, 3.8))
+    for model, by in curves.items():
+        starts = sorted(p for p, v in by.items() if len(v) == len(seed_dirs))  # windows every seed reached
+        centres = [p + (window - 1) / 2 for p in starts]
+        ax.plot(centres, [statistics.fmean(by[p]) for p in starts], label=model)
+        ax.fill_between(centres, [min(by[p]) for p in starts], [max(by[p]) for p in starts], alpha=0.2)
+    ax.axvline(last_seen + 0.5, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xlabel(f"decoder position (centre of {window})")
+    ax.set_ylabel("mean NLL (nats)")
+    ax.set_title(f"NLL by target position, mean of seeds {', '.join(map(str, sorted(seed_dirs)))} (band: min-max)")
+    ax.legend(frameon=False, fontsize=8)
+    plots.save_png(fig, path)

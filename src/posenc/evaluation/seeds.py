@@ -28,6 +28,16 @@ class SeedTest:
     low: float = math.nan
     high: float = math.nan
 
+    @property
+    def p_above(self) -> float:
+        """One-sided p of "mean(a) > mean(b)" (half the two-sided p when t points that way)."""
+        return self.p / 2 if self.t > 0 else 1 - self.p / 2
+
+    @property
+    def p_below(self) -> float:
+        """One-sided p of "mean(a) < mean(b)"."""
+        return self.p / 2 if self.t < 0 else 1 - self.p / 2
+
 
 def mean_std(values: Sequence[float], digits: int = 2, scale: float = 1.0) -> str:
     """``mean ± std`` of per-seed ``values`` times ``scale`` (sample std), with ``digits``

@@ -411,6 +411,11 @@ def test_analyze_some_methods(capsys: pytest.CaptureFixture[str], tmp_path: Path
                            "--out", tmp_path / "bad")
         assert_one_line_error(code, err, "methods must be distinct labels of experiment")
     assert not (tmp_path / "bad").exists()
+    # without --out a subset would replace the report's analysis of every method: refused, untouched
+    before = (report / "vanilla" / "length_bleu" / "length_bleu.csv").read_bytes()
+    code, _, err = cli(capsys, "analyze", "length_bleu", "--experiment", path, "--methods", "shape")
+    assert_one_line_error(code, err, "is not every method of")
+    assert (report / "vanilla" / "length_bleu" / "length_bleu.csv").read_bytes() == before
 
 
 def test_with_methods_keeps_a_selection_only_with_its_method() -> None:

@@ -23,9 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", help=f"analysis: {names}")
     parser.add_argument("--experiment", "-e", required=True, help="experiment name or YAML (its runs must be trained)")
     parser.add_argument("--setting", help="setting label (default: every setting)")
-    parser.add_argument("--out", help="output directory (default: the experiment's report/SETTING/NAME)")
+    parser.add_argument("--out", help="output directory (default: the experiment's report/SETTING/NAME; "
+                        "required with --methods other than the experiment's own list)")
     parser.add_argument("--methods", help="comma-separated method labels to analyze, the first the baseline "
-                        "(default: every method of the experiment)")
+                        "(default: every method of the experiment); the result goes to --out, never over "
+                        "the report's analysis of every method")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
 
 
@@ -35,7 +37,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"unknown analysis {args.name!r} (known: {', '.join(REGISTRY)})")
     exp = load_config(ExperimentConfig, find_experiment(args.experiment), args.overrides)
     if args.methods is not None:
-        exp = exp.with_methods([label.strip() for label in args.methods.split(",") if label.strip()])
+        chosen = exp.with_methods([label.strip() for label in args.methods.split(",") if label.strip()])
+        if list(chosen.methods) != list(exp.methods) and not args.out:
+            raise ConfigError(f"--methods {args.methods} is not every method of {exp.name} in its order "
+                              f"({','.join(exp.methods)}): give --out, the report's folder holds every method")
+        exp = chosen
     settings = [args.setting] if args.setting else list(exp.settings)
     for setting in settings:
         if setting not in exp.settings:

@@ -157,17 +157,22 @@ def _windowed(rows: Sequence[Mapping[str, str]], window: int) -> dict[str, dict[
     return {m: {p: s / n for p, (s, n) in by.items() if n} for m, by in sums.items()}
 
 
-def plot_seed_means(seed_dirs: Mapping[int, Path], path: Path, window: int = 10) -> None:
-    """Each model's NLL per ``window``-position window (token-weighted, from every seed's
-    ``position_nll.csv``), mean over the seeds with their min–max band, and a dashed line after the
-    last seen position (``seen`` span of :data:`SPANS_CSV`): CAPE Fig. 8 over training seeds."""
+def plot_seed_means(seed_dirs: Mapping[int, Path], path: Path, points: int = 40) -> None:
+    """Each model's NLL per window of positions (token-weighted, from every seed's
+    ``position_nll.csv``; windows as wide as gives about ``points`` points), mean over the seeds with
+    their min–max band, and a dashed line after the last seen position (``seen`` span of
+    :data:`SPANS_CSV`): CAPE Fig. 8 over training seeds."""
+    tables = {}
+    for seed, folder in seed_dirs.items():
+        with (folder / "position_nll.csv").open(newline="", encoding="utf-8") as fh:
+            tables[seed] = list(csv.DictReader(fh))
+    window = max(1, round(max(int(r["position"]) for rows in tables.values() for r in rows) / points))
     curves: dict[str, dict[int, list[float]]] = {}
     last_seen = 0
-    for folder in seed_dirs.values():
-        with (folder / "position_nll.csv").open(newline="", encoding="utf-8") as fh:
-            for model, by in _windowed(list(csv.DictReader(fh)), window).items():
-                for start, nll in by.items():
-                    curves.setdefault(model, {}).setdefault(start, []).append(nll)
+    for seed, folder in seed_dirs.items():
+        for model, by in _windowed(tables[seed], window).items():
+            for start, nll in by.items():
+                curves.setdefault(model, {}).setdefault(start, []).append(nll)
         with (folder / SPANS_CSV).open(newline="", encoding="utf-8") as fh:
             last_seen = max([last_seen] + [int(r["positions"]) for r in csv.DictReader(fh) if r["span"] == "seen"])
     fig, (ax,) = plots.figure(size=(6.5, 3.8))
@@ -177,7 +182,7 @@ def plot_seed_means(seed_dirs: Mapping[int, Path], path: Path, window: int = 10)
         ax.plot(centres, [statistics.fmean(by[p]) for p in starts], label=model)
         ax.fill_between(centres, [min(by[p]) for p in starts], [max(by[p]) for p in starts], alpha=0.2)
     ax.axvline(last_seen + 0.5, color="grey", linestyle="--", linewidth=0.8)
-    ax.set_xlabel(f"decoder position (centre of {window})")
+    ax.set_xlabel(f"decoder position (windows of {window})")
     ax.set_ylabel("mean NLL (nats)")
     ax.set_title(f"NLL by target position, mean of seeds {', '.join(map(str, sorted(seed_dirs)))} (band: min-max)")
     ax.legend(frameon=False, fontsize=8)

@@ -13,6 +13,7 @@ checkpoint's config → ``test_failing_train_leaves_the_run_dir_as_it_was``,
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -204,6 +205,8 @@ def test_overlong_training_pair_is_dropped(capsys: pytest.CaptureFixture[str], c
         code, out, err = cli(capsys, "train", f"out_dir={run}", *files_overrides(files), *TINY)
     assert code == 0, err
     assert json.loads(out)["dropped_train_pairs"] == 1
+    # the tokenizer the run kept beside its checkpoints, named in its summary
+    assert json.loads(out)["tokenizer_sha256"] == hashlib.sha256((run / "spm.model").read_bytes()).hexdigest()
     assert any("dropped 1 training pairs longer than 400 subwords" in r.getMessage() for r in caplog.records)
 
 

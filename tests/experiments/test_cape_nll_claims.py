@@ -111,6 +111,8 @@ def test_seen_positions_as_stated() -> None:
         diff, low, high, _, p = _pair(DECLARED, "seen", a, b)
         assert (p >= 0.05) == within
         assert minus(f"{diff:+.3f} [{low:+.3f}, {high:+.3f}], p {p:.3f}") in text
+    level = [_pair(DECLARED, "seen", "rpe", m)[4] for m in ("ape", "learned")]
+    assert all(p >= 0.05 for p in level) and f"(p {level[0]:.3f} and {level[1]:.3f})" in text
 
 
 def test_runs_as_described() -> None:

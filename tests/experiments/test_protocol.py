@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,9 @@ def test_swapped_uses_a_training_subsample_and_protocol_is_named(capsys: pytest.
     assert "## Evaluation protocol" in text and "beam search (beam 2, GNMT length penalty α = 0.6)" in text
     assert "- checkpoint: the last checkpoint" in text and "sacreBLEU on detokenized text (`nrefs:1" in text
     assert "- training: a fixed budget of 3 updates without early stopping" in text  # tiny.yaml: no patience
+    sha = hashlib.sha256((view.data_dir / "spm.model").read_bytes()).hexdigest()[:12]
+    runs = len(view.exp.methods) * len(view.exp.seeds)  # every run of the setting shares its prepared tokenizer
+    assert f"- tokenizer (vanilla): 1 SentencePiece model: `{sha}` ({runs} run{'s' * (runs > 1)})" in text
 
 
 def test_one_registry_of_analyses() -> None:
@@ -165,3 +169,23 @@ def test_position_nll_compares_the_seeds_in_the_report_folder(capsys: pytest.Cap
                     for s in (1, 2)]
         assert r["seeds"] == "1 2" and float(r["nll"]) == pytest.approx(sum(per_seed) / 2)
     assert {(r["model"], r["other"]) for r in _rows(out / "position_nll_pairs.csv")} == {("ape", "cape")}
+
+
+def test_protocol_names_each_settings_tokenizers() -> None:
+    """Per setting: the distinct SentencePiece models (12 hex digits, run counts) and the runs that
+    predate the record; no line at all when no run records one."""
+    from posenc.experiments.runner import find_experiment
+    from posenc.tasks.translation.report import tokenizer_lines
+
+    exp = load_config(ExperimentConfig, find_experiment("multi30k_select"), [])
+    a, b = "a" * 64, "b" * 64
+    results = [{"setting": "extrapolate", "summary": {"tokenizer_sha256": a}},
+               {"setting": "extrapolate", "summary": {"tokenizer_sha256": a}},
+               {"setting": "extrapolate", "summary": {}},
+               {"setting": "vanilla", "summary": {"tokenizer_sha256": b}},
+               {"setting": "vanilla", "summary": {"tokenizer_sha256": a}}]
+    assert tokenizer_lines(exp, results) == [
+        "- tokenizer (vanilla): 2 SentencePiece models: `aaaaaaaaaaaa` (1 run), `bbbbbbbbbbbb` (1 run)",
+        "- tokenizer (extrapolate): 1 SentencePiece model: `aaaaaaaaaaaa` (2 runs); 1 run trained before the record",
+    ]  # multi30k_select's settings, in its order: vanilla, extrapolate
+    assert tokenizer_lines(exp, [{"setting": "vanilla", "summary": {}}]) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -558,6 +559,25 @@ def stopping_lines(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list
     return lines
 
 
+def tokenizer_lines(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[str]:
+    """Per setting, the SentencePiece models the runs trained with (``summary.json``:
+    ``tokenizer_sha256``, first 12 hex digits, with their run counts) and how many runs predate
+    that record: per-subword figures compare only between runs of one tokenizer. [] when no run
+    of the grid records one."""
+    if not any(r.get("summary", {}).get("tokenizer_sha256") for r in results):
+        return []
+    lines = []
+    for setting in exp.settings:
+        runs = [r for r in results if r["setting"] == setting]
+        counts = Counter(str(r.get("summary", {}).get("tokenizer_sha256", ""))[:12] for r in runs)
+        unrecorded = counts.pop("", 0)
+        named = ", ".join(f"`{h}` ({n} run{'s' * (n > 1)})" for h, n in sorted(counts.items()))
+        lines.append(f"- tokenizer ({setting}): {len(counts)} SentencePiece model{'s' * (len(counts) != 1)}: "
+                     f"{named or 'none recorded'}" + (f"; {unrecorded} run{'s' * (unrecorded > 1)} trained "
+                                                      "before the record" if unrecorded else ""))
+    return lines
+
+
 def length_penalty_section(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[str]:
     """The validation sweep of the GNMT length penalty per run (``experiment.tune_length_penalty``):
     validation BLEU for each α and the α its splits were decoded with; [] when tuning is off."""
@@ -614,6 +634,7 @@ def evaluation_protocol(exp: ExperimentConfig, results: list[dict[str, Any]]) ->
             f"- training: {budget}",
             f"- checkpoint: {ckpt}",
             *stopping_lines(exp, results),
+            *tokenizer_lines(exp, results),
             f"- BLEU: sacreBLEU on detokenized text{f' (`{sig}`)' if sig else ''}; a paper's BLEU on tokenized "
             "text is a different number: compare absolute scores only when the BLEU variant matches",
             ""]

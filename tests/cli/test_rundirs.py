@@ -206,7 +206,7 @@ def test_overlong_training_pair_is_dropped(capsys: pytest.CaptureFixture[str], c
     assert code == 0, err
     assert json.loads(out)["dropped_train_pairs"] == 1
     # the tokenizer the run kept beside its checkpoints, named in its summary
-    assert json.loads(out)["tokenizer_sha256"] == hashlib.sha256((run / "spm.model").read_bytes()).hexdigest()
+    assert json.loads(out)["vocab_sha256"] == hashlib.sha256((run / "spm.model").read_bytes()).hexdigest()
     assert any("dropped 1 training pairs longer than 400 subwords" in r.getMessage() for r in caplog.records)
 
 

@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a committed CSV file, as dicts of strings."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
 
 def minus(text: str) -> str:
     """``text`` with ASCII hyphens as the docs' minus signs."""

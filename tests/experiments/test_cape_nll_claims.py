@@ -5,14 +5,13 @@ subwords, and the post hoc one to >= 40), and each verdict follows the declared 
 
 from __future__ import annotations
 
-import csv
 import json
 import statistics
 from pathlib import Path
 
 import pytest
 
-from tests.experiments.claims import minus
+from tests.experiments.claims import csv_rows, minus
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "docs" / "results" / "multi30k_position_nll"
@@ -22,11 +21,6 @@ METHODS = ("cape", "ape", "learned", "rpe")
 SEEDS = (1, 2, 3)
 # CAPE §5.3: past the training lengths CAPE below sinusoidal and learned absolute positions, relpos lowest
 CLAIMS = [("cape", "ape"), ("cape", "learned"), ("rpe", "cape"), ("rpe", "ape"), ("rpe", "learned")]
-
-
-def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
 
 
 def _docs() -> str:
@@ -48,7 +42,7 @@ def _post_hoc_part() -> str:
 def _pair(folder: Path, span: str, a: str, b: str) -> tuple[float, float, float, float, float]:
     """``a − b`` on ``span`` over the seeds: diff, interval, the one-sided p of "a below b" and the
     two-sided p, whichever order the analysis wrote the pair in."""
-    for r in _rows(folder / "position_nll_pairs.csv"):
+    for r in csv_rows(folder / "position_nll_pairs.csv"):
         if r["span"] == span and (r["model"], r["other"]) == (a, b):
             return float(r["diff"]), float(r["low"]), float(r["high"]), float(r["p_below"]), float(r["p"])
         if r["span"] == span and (r["model"], r["other"]) == (b, a):
@@ -69,7 +63,7 @@ def test_verdict_rule() -> None:
 @pytest.mark.parametrize("folder,part", [(DECLARED, _declared_part), (POST_HOC, _post_hoc_part)],
                          ids=["stack300", "stack40"])
 def test_nll_table_is_the_committed_analysis(folder: Path, part) -> None:
-    by = {(r["span"], r["model"]): r for r in _rows(folder / "position_nll_seeds.csv")}
+    by = {(r["span"], r["model"]): r for r in csv_rows(folder / "position_nll_seeds.csv")}
     assert {m for _, m in by} == set(METHODS) and {r["seeds"] for r in by.values()} == {"1 2 3"}
     for m in METHODS:
         cells = [f"{float(by[s, m]['nll']):.3f} ({', '.join(by[s, m]['nll_seeds'].split())})" for s in ("seen", "unseen")]
@@ -93,7 +87,7 @@ def test_declared_outcome_as_the_prose_and_readme_say() -> None:
     assert [verdict(_pair(POST_HOC, "unseen", a, b)[3]) for a, b in CLAIMS] == [
         "reproduces"] + ["not detected"] * 4
     seeds = {r["model"]: [float(x) for x in r["nll_seeds"].split()]
-             for r in _rows(DECLARED / "position_nll_seeds.csv") if r["span"] == "unseen"}
+             for r in csv_rows(DECLARED / "position_nll_seeds.csv") if r["span"] == "unseen"}
     absolute = [x for m in ("cape", "ape", "learned") for x in seeds[m]]
     assert min(seeds["rpe"]) > max(absolute)
     assert f"every RPE seed ({min(seeds['rpe']):.2f}–{max(seeds['rpe']):.2f} nats) is above every seed of the " \
@@ -140,7 +134,7 @@ def test_bleu_and_stacks_as_described() -> None:
         assert round(statistics.fmean(select), 2) == twin
     assert "twins: 35.89 and 36.09" in text
     for folder, part, tokens in ((DECLARED, _declared_part, 300), (POST_HOC, _post_hoc_part, 40)):
-        rows = [r for r in _rows(folder / "seed1" / "position_nll.csv") if r["model"] == "cape"]
+        rows = [r for r in csv_rows(folder / "seed1" / "position_nll.csv") if r["model"] == "cape"]
         stacks, last = int(rows[0]["tokens"]), int(rows[-1]["position"])
         assert f"{stacks} stacks, " in part() and f"positions 1–{last}" in part() and f"22–{last}" in part()
         assert f"≥ {tokens} target subwords" in part() or f"≥ {tokens} subwords" in part()

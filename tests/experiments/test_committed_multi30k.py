@@ -16,6 +16,7 @@ from posenc.experiments.runner import Grid, find_experiment
 from posenc.tasks.translation import report
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.training.convergence import CONVERGED, IMPROVING, NO_CURVE, NOT_FLAT, status_of
+from tests.experiments.claims import csv_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results" / "multi30k_cpu"
@@ -119,14 +120,9 @@ def _section() -> str:
     return " ".join(doc.split("## 0b.")[1].split("\n## ")[0].split())
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
-
-
 def _csv(*parts: str) -> list[dict[str, str]]:
     """A committed report CSV's rows of non-empty buckets."""
-    return [r for r in _rows(COMMITTED.joinpath(*parts)) if r["sentences"] != "0"]
+    return [r for r in csv_rows(COMMITTED.joinpath(*parts)) if r["sentences"] != "0"]
 
 
 def _signed(x: float) -> str:
@@ -170,7 +166,7 @@ def test_bootstrap_and_shift_invariance_are_the_committed_files() -> None:
     sims: dict[tuple[str, int], list[float]] = {}
     for seed in (1, 2, 3):
         path = COMMITTED / "report" / "vanilla" / "shift_invariance" / f"seed{seed}" / "shift_invariance.csv"
-        for r in _rows(path):
+        for r in csv_rows(path):
             if r["k1"] == "0" and r["k2"] in ("100", "250", "500"):
                 sims.setdefault((r["model"], int(r["k2"])), []).append(float(r["similarity"]))
     for model, label in (("ape", "APE"), ("shape", "SHAPE K=40")):

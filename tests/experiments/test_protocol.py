@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import hashlib
 from pathlib import Path
 
@@ -13,13 +12,9 @@ from posenc.analysis.position_nll import position_nll
 from posenc.config import load_config
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.report import SettingView, an_position_nll
+from tests.experiments.claims import csv_rows
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import cli
-
-
-def _rows(path: Path) -> list[dict]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
 
 
 def test_each_model_is_scored_with_its_own_source_format(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -40,9 +35,9 @@ def test_each_model_is_scored_with_its_own_source_format(capsys: pytest.CaptureF
                      bos, view.tok.eos_id, view.tok.pad_id)
         position_nll({"cape": view.run("cape").model}, view.pairs(src, tgt, "ape"), tmp_path / "foreign",
                      bos, view.tok.eos_id, view.tok.pad_id)
-    report_rows = [r for r in _rows(tmp_path / "nll" / "position_nll.csv") if r["model"] == "cape"]
-    assert report_rows == _rows(tmp_path / "own" / "position_nll.csv")  # scored with its BOS
-    assert report_rows != _rows(tmp_path / "foreign" / "position_nll.csv")  # the old, wrong format differs
+    report_rows = [r for r in csv_rows(tmp_path / "nll" / "position_nll.csv") if r["model"] == "cape"]
+    assert report_rows == csv_rows(tmp_path / "own" / "position_nll.csv")  # scored with its BOS
+    assert report_rows != csv_rows(tmp_path / "foreign" / "position_nll.csv")  # the old, wrong format differs
 
 
 def _stacked(view: SettingView) -> tuple[list[str], list[str]]:
@@ -80,7 +75,7 @@ def test_report_shades_by_training_lengths(capsys: pytest.CaptureFixture[str], t
     view = SettingView(load_config(ExperimentConfig, path), "vanilla")
     assert view.train_lengths == [len(view.tok.encode(s)) for s in read_lines(view.data_dir / "train.src")]
     an_length_bleu(view, tmp_path / "lb")
-    rows = [r for r in _rows(tmp_path / "lb" / "length_bleu.csv") if r["model"] == "ape"]
+    rows = [r for r in csv_rows(tmp_path / "lb" / "length_bleu.csv") if r["model"] == "ape"]
     lengths = [len(view.tok.encode(s)) for s in read_lines(view.data_dir / "test.src")]
     assert [r["seen"] == "True" for r in rows] == seen_buckets(_length_buckets(view, "length_bleu"), view.train_lengths, None, lengths)
 
@@ -161,14 +156,14 @@ def test_position_nll_compares_the_seeds_in_the_report_folder(capsys: pytest.Cap
     assert cli(capsys, "experiment", str(path))[0] == 0
     assert cli(capsys, "analyze", "position_nll", "-e", str(path), "--setting", "vanilla")[0] == 0
     out = tmp_path / "exp" / "report" / "vanilla" / "position_nll"
-    spans = {s: _rows(out / f"seed{s}" / "position_nll_spans.csv") for s in (1, 2)}
-    seeds = _rows(out / "position_nll_seeds.csv")
+    spans = {s: csv_rows(out / f"seed{s}" / "position_nll_spans.csv") for s in (1, 2)}
+    seeds = csv_rows(out / "position_nll_seeds.csv")
     assert {(r["span"], r["model"]) for r in seeds} == {(r["span"], r["model"]) for r in spans[1]}
     for r in seeds:
         per_seed = [float(next(x["nll"] for x in spans[s] if (x["span"], x["model"]) == (r["span"], r["model"])))
                     for s in (1, 2)]
         assert r["seeds"] == "1 2" and float(r["nll"]) == pytest.approx(sum(per_seed) / 2)
-    assert {(r["model"], r["other"]) for r in _rows(out / "position_nll_pairs.csv")} == {("ape", "cape")}
+    assert {(r["model"], r["other"]) for r in csv_rows(out / "position_nll_pairs.csv")} == {("ape", "cape")}
 
 
 def test_protocol_names_each_settings_tokenizers() -> None:
@@ -179,11 +174,11 @@ def test_protocol_names_each_settings_tokenizers() -> None:
 
     exp = load_config(ExperimentConfig, find_experiment("multi30k_select"), [])
     a, b = "a" * 64, "b" * 64
-    results = [{"setting": "extrapolate", "summary": {"tokenizer_sha256": a}},
-               {"setting": "extrapolate", "summary": {"tokenizer_sha256": a}},
+    results = [{"setting": "extrapolate", "summary": {"vocab_sha256": a}},
+               {"setting": "extrapolate", "summary": {"vocab_sha256": a}},
                {"setting": "extrapolate", "summary": {}},
-               {"setting": "vanilla", "summary": {"tokenizer_sha256": b}},
-               {"setting": "vanilla", "summary": {"tokenizer_sha256": a}}]
+               {"setting": "vanilla", "summary": {"vocab_sha256": b}},
+               {"setting": "vanilla", "summary": {"vocab_sha256": a}}]
     assert tokenizer_lines(exp, results) == [
         "- tokenizer (vanilla): 2 SentencePiece models: `aaaaaaaaaaaa` (1 run), `bbbbbbbbbbbb` (1 run)",
         "- tokenizer (extrapolate): 1 SentencePiece model: `aaaaaaaaaaaa` (2 runs); 1 run trained before the record",

@@ -34,6 +34,7 @@ from posenc.tasks.translation.convergence import judge_run, read_valid
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.load import LoadedRun, decode_options, load_run
 from posenc.tasks.translation.prepare import load_meta
+from posenc.tasks.translation.spec import VOCAB_KEY
 from posenc.training.convergence import CONVERGED, status_of
 
 log = logging.getLogger("posenc")
@@ -561,15 +562,15 @@ def stopping_lines(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list
 
 def tokenizer_lines(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[str]:
     """Per setting, the SentencePiece models the runs trained with (``summary.json``:
-    ``tokenizer_sha256``, first 12 hex digits, with their run counts) and how many runs predate
+    ``vocab_sha256``, first 12 hex digits, with their run counts) and how many runs predate
     that record: per-subword figures compare only between runs of one tokenizer. [] when no run
     of the grid records one."""
-    if not any(r.get("summary", {}).get("tokenizer_sha256") for r in results):
+    if not any(r.get("summary", {}).get(VOCAB_KEY) for r in results):
         return []
     lines = []
     for setting in exp.settings:
         runs = [r for r in results if r["setting"] == setting]
-        counts = Counter(str(r.get("summary", {}).get("tokenizer_sha256", ""))[:12] for r in runs)
+        counts = Counter(str(r.get("summary", {}).get(VOCAB_KEY, ""))[:12] for r in runs)
         unrecorded = counts.pop("", 0)
         named = ", ".join(f"`{h}` ({n} run{'s' * (n > 1)})" for h, n in sorted(counts.items()))
         lines.append(f"- tokenizer ({setting}): {len(counts)} SentencePiece model{'s' * (len(counts) != 1)}: "

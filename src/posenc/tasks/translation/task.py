@@ -10,7 +10,6 @@ trained alone and one of an experiment grid are the same.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -160,13 +159,11 @@ class TranslationTask:
 
     def summary(self, cfg: RunConfig) -> dict[str, Any]:
         """What the run's summary records of its data: the stopping signal, the training pairs
-        dropped as too long, and the SHA-256 of its SentencePiece model (per-subword figures compare
-        only between runs of one tokenizer, which a run's config alone does not pin: SentencePiece
-        training may differ between machines)."""
+        dropped as too long, and its vocabulary's sha256 (:meth:`checkpoint_state`: per-subword
+        figures compare only between runs of one tokenizer, which a run's config alone does not pin,
+        SentencePiece training may differ between machines)."""
         s = self._splits(cfg)
-        spm_model = (self.prepared(cfg).data_dir / VOCAB_FILE).read_bytes()
-        return {"stopping_signal": s.signal, "dropped_train_pairs": s.train.dropped,
-                "tokenizer_sha256": hashlib.sha256(spm_model).hexdigest()}
+        return {"stopping_signal": s.signal, "dropped_train_pairs": s.train.dropped, **self.checkpoint_state(cfg)}
 
     def loss(self, model: nn.Module, batch: Batch) -> LossOutput:
         if self._loss is None:

@@ -133,6 +133,11 @@ def test_bleu_and_stacks_as_described() -> None:
                               "results.json").read_text(encoding="utf-8"))["scores"]["test"]["bleu"] for s in SEEDS]
         assert round(statistics.fmean(select), 2) == twin
     assert "twins: 35.89 and 36.09" in text
+    tests = [json.loads((GRID / "extrapolate" / m / f"seed{s}" / "results.json").read_text(encoding="utf-8"))
+             ["scores"]["test"] for m in ("ape", "rpe") for s in SEEDS]
+    bound = [t for t in tests if t["at_bound"] and t["length_penalty"] == 1.4]
+    assert len(bound) == 5 and tests[0]["length_penalty"] == 1.2 and not tests[0]["at_bound"]
+    assert f"bound 1.4 (`at_bound`) in {len(bound)} of these 6 runs (APE seed 1: 1.2)" in text
     for folder, part, tokens in ((DECLARED, _declared_part, 300), (POST_HOC, _post_hoc_part, 40)):
         rows = [r for r in csv_rows(folder / "seed1" / "position_nll.csv") if r["model"] == "cape"]
         stacks, last = int(rows[0]["tokens"]), int(rows[-1]["position"])

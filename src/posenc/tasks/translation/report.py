@@ -315,6 +315,11 @@ def _trained_on(v: SettingView, method: str) -> str:
     return trained_on(_stored(v, method))
 
 
+def _device_list(devices: dict[str, str]) -> str:
+    """``{"ape": "cpu", "rpe": "cuda"}`` -> ``"ape: cpu, rpe: cuda"`` (the speed note's device listing)."""
+    return ", ".join(f"{m}: {d}" for m, d in devices.items())
+
+
 def an_speed(v: SettingView, out: Path) -> None:
     """Training speed against the baseline, among the runs trained on the baseline's device (wall
     clock compares runs of one machine): the runs trained elsewhere are named under the table, and a
@@ -322,11 +327,11 @@ def an_speed(v: SettingView, out: Path) -> None:
     devices = {m: _trained_on(v, m) for m in v.exp.methods}
     base = v.exp.baseline_label
     same = [m for m in v.exp.methods if devices[m] == devices[base]]
-    elsewhere = ", ".join(f"{m}: {d}" for m, d in devices.items() if d != devices[base])
+    elsewhere = _device_list({m: d for m, d in devices.items() if d != devices[base]})
     if len(same) < 2 and elsewhere:
         (out / "speed.md").write_text(f"Not compared (seed {v.seeds[0]}): its runs trained on different devices ("
-                                      + ", ".join(f"{m}: {d}" for m, d in devices.items())
-                                      + "); wall-clock speed compares runs of one machine.\n", encoding="utf-8")
+                                      f"{_device_list(devices)}); wall-clock speed compares runs of one machine.\n",
+                                      encoding="utf-8")
         return
     runs = {m: v.cfgs[m].out_dir for m in same}
     params = {m: _params(v, m) for m in same}
@@ -338,6 +343,9 @@ def an_speed(v: SettingView, out: Path) -> None:
 
 
 def an_tokenwise(v: SettingView, out: Path) -> None:
+    """Gold-token scores of each method against the baseline on the test pairs (SHAPE §4, Fig. 4), binned by
+    decoder position and by the token's frequency rank in the training targets: a folder ``tokenwise_<method>``
+    per method."""
     train_tgt = read_lines(v.data_dir / "train.tgt")
     counts = analysis.tokenwise.token_counts(v.tok.encode(t) for t in train_tgt)
     base = v.exp.baseline_label

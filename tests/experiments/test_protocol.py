@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ import torch
 
 from posenc.analysis.position_nll import position_nll
 from posenc.config import load_config
+from posenc.data.spm import Tokenizer
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.report import SettingView, an_position_nll
 from tests.experiments.claims import csv_rows
@@ -111,7 +111,7 @@ def test_swapped_uses_a_training_subsample_and_protocol_is_named(capsys: pytest.
     assert "## Evaluation protocol" in text and "beam search (beam 2, GNMT length penalty α = 0.6)" in text
     assert "- checkpoint: the last checkpoint" in text and "sacreBLEU on detokenized text (`nrefs:1" in text
     assert "- training: a fixed budget of 3 updates without early stopping" in text  # tiny.yaml: no patience
-    sha = hashlib.sha256((view.data_dir / "spm.model").read_bytes()).hexdigest()[:12]
+    sha = Tokenizer(view.data_dir / "spm.model").identity[:12]
     runs = len(view.exp.methods) * len(view.exp.seeds)  # every run of the setting shares its prepared tokenizer
     assert f"- tokenizer (vanilla): 1 SentencePiece model: `{sha}` ({runs} run{'s' * (runs > 1)})" in text
 
@@ -174,11 +174,11 @@ def test_protocol_names_each_settings_tokenizers() -> None:
 
     exp = load_config(ExperimentConfig, find_experiment("multi30k_select"), [])
     a, b = "a" * 64, "b" * 64
-    results = [{"setting": "extrapolate", "summary": {"vocab_sha256": a}},
-               {"setting": "extrapolate", "summary": {"vocab_sha256": a}},
-               {"setting": "extrapolate", "summary": {}},
-               {"setting": "vanilla", "summary": {"vocab_sha256": b}},
-               {"setting": "vanilla", "summary": {"vocab_sha256": a}}]
+    results = [{"setting": "extrapolate", "summary": {"tokenizer": a}},
+               {"setting": "extrapolate", "summary": {"tokenizer": a}},
+               {"setting": "extrapolate", "summary": {"vocab_sha256": b}},
+               {"setting": "vanilla", "summary": {"tokenizer": b}},
+               {"setting": "vanilla", "summary": {"tokenizer": a}}]
     assert tokenizer_lines(exp, results) == [
         "- tokenizer (vanilla): 2 SentencePiece models: `aaaaaaaaaaaa` (1 run), `bbbbbbbbbbbb` (1 run)",
         "- tokenizer (extrapolate): 1 SentencePiece model: `aaaaaaaaaaaa` (2 runs); 1 run trained before the record",

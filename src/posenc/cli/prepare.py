@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-resume", action="store_true",
                         help="rebuild the directory if it holds data prepared for another data config "
                              "(only a directory posenc prepared; anything else is refused)")
+    parser.add_argument("--tokenizers", metavar="DIR",
+                        help="a directory of committed SentencePiece models (a grid's tokenizers/): use its model "
+                             "for this data instead of training one, or pin the one trained there")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
         check_free_target(cfg.out_dir, "run")
     lock = (out.parent, f".{out.name}.lock") if args.out else (Path(cfg.out_dir), LOCK_NAME)
     with os_errors(f"a file in {out}"), exclusive(*lock):
-        out = prepare(cfg.data, out, replace=args.no_resume)
+        out = prepare(cfg.data, out, replace=args.no_resume, tokenizers=args.tokenizers)
     meta = load_meta(out)
     sizes = ", ".join(f"{s} {meta[s]['pairs']}" for s in ("train", "valid", "test"))
     print(f"prepared {out}: {sizes} pairs, vocabulary {meta['vocab_size']}, alpha {meta['alpha']:.3f}")

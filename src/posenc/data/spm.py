@@ -20,7 +20,8 @@ import sentencepiece as spm
 
 from posenc.errors import ConfigError, DataError
 
-__all__ = ["PAD_ID", "UNK_ID", "BOS_ID", "EOS_ID", "SEP", "Tokenizer", "spm_cache_key", "train_spm"]
+__all__ = ["PAD_ID", "UNK_ID", "BOS_ID", "EOS_ID", "SEP", "Tokenizer", "spm_cache_key", "tokenizer_identity",
+           "train_spm"]
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 SEP = "<sep>"
@@ -58,6 +59,50 @@ def spm_cache_key(texts: Sequence[str], vocab_size: int, model_type: str,
         h.update(b"\n")
         h.update(text.encode("utf-8", errors="surrogatepass"))
     return h.hexdigest()
+
+
+#: The trainer_spec fields a SentencePiece model reads when it encodes or decodes: the rest (the
+#: input, ``model_prefix`` (a temporary path), thread count, sampling sizes, ...) only shaped the
+#: training and so stay out of the identity.
+ENCODING_TRAINER_FIELDS = (
+    "model_type", "vocab_size", "byte_fallback", "treat_whitespace_as_suffix", "allow_whitespace_only_pieces",
+    "split_by_unicode_script", "split_by_number", "split_by_whitespace", "split_digits", "max_sentencepiece_length",
+    "unk_id", "bos_id", "eos_id", "pad_id", "unk_piece", "bos_piece", "eos_piece", "pad_piece", "unk_surface",
+    "control_symbols", "user_defined_symbols",
+)
+
+
+def tokenizer_identity(proto: bytes) -> str:
+    """sha256 hex digest of what a serialized SentencePiece model tokenizes with: its pieces (text,
+    score, type), normaliser and denormaliser specs, and the encoding options of its trainer spec
+    (:data:`ENCODING_TRAINER_FIELDS`), serialized deterministically. Two models with the same pieces
+    have the same identity on every machine, whatever path or thread count trained them (unlike a
+    hash of the file, which embeds the training's temporary ``model_prefix``).
+
+    Raises:
+        DataError: ``proto`` is not a SentencePiece model.
+    """
+    from google.protobuf.message import DecodeError
+    from sentencepiece import sentencepiece_model_pb2 as model_pb2
+
+    model = model_pb2.ModelProto()
+    try:
+        model.ParseFromString(proto)
+    except DecodeError:
+        raise DataError("not a SentencePiece model") from None
+    canonical = model_pb2.ModelProto()
+    canonical.pieces.extend(model.pieces)
+    canonical.normalizer_spec.CopyFrom(model.normalizer_spec)
+    if model.HasField("denormalizer_spec"):
+        canonical.denormalizer_spec.CopyFrom(model.denormalizer_spec)
+    for name in ENCODING_TRAINER_FIELDS:
+        value = getattr(model.trainer_spec, name)
+        if isinstance(value, (str, int, float, bool)):
+            if model.trainer_spec.HasField(name):
+                setattr(canonical.trainer_spec, name, value)
+        else:
+            getattr(canonical.trainer_spec, name).extend(value)
+    return hashlib.sha256(canonical.SerializeToString(deterministic=True)).hexdigest()
 
 
 def _check_train_args(texts: Sequence[str], vocab_size: int, model_type: str,
@@ -213,6 +258,13 @@ class Tokenizer:
     def sha256(self) -> str:
         """sha256 hex digest of the model file's bytes (stored with checkpoints to tell vocabularies apart)."""
         return hashlib.sha256(self._proto).hexdigest()
+
+    @property
+    def identity(self) -> str:
+        """Content hash of the model (:func:`tokenizer_identity`): equal for two files with the same
+        pieces, normalisation and encoding options, wherever they were trained. Runs record it
+        (``summary.json`` ``tokenizer``) so that only runs of one tokenizer are compared."""
+        return tokenizer_identity(self._proto)
 
     @property
     def pieces(self) -> list[str]:

@@ -7,6 +7,7 @@ translation report with its analyses (:mod:`posenc.tasks.translation.report`).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from dataclasses import replace
@@ -21,6 +22,7 @@ from posenc.tasks.translation.cells import Cell, data_root, grid, run_config
 from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.convergence import run_status
 from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.spec import TOKENIZER_KEY
 from posenc.tasks.translation.task import TranslationTask
 from posenc.tasks.translation.tuning import alpha_key, replay, tune_length_penalty
 from posenc.training.convergence import UNKNOWN
@@ -61,6 +63,43 @@ def expected_evaluation(exp: ExperimentConfig, cfg: RunConfig, results: dict[str
     return evaluation
 
 
+def committed_tokenizer(exp: ExperimentConfig, cfg: RunConfig) -> str | None:
+    """Content identity of the SentencePiece model committed with the grid for ``cfg``'s data
+    (``<out_dir>/tokenizers/``, :func:`~posenc.tasks.translation.prepare.tokenizer_name`); None
+    when the grid has none yet."""
+    from posenc.tasks.translation.prepare import TOKENIZERS_DIR, tokenizer_name
+
+    return _identity_of_file(exp.root / TOKENIZERS_DIR / tokenizer_name(cfg.data))
+
+
+@functools.lru_cache(maxsize=32)
+def _file_identity(path: str, mtime_ns: int, size: int) -> str:
+    from posenc.data.spm import Tokenizer
+
+    return Tokenizer.from_file(path).identity
+
+
+def _identity_of_file(path: Path) -> str | None:
+    """:attr:`Tokenizer.identity` of the model file ``path`` (None when absent), parsed once per version."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return _file_identity(str(path), st.st_mtime_ns, st.st_size)
+
+
+def with_tokenizer(exp: ExperimentConfig, cfg: RunConfig, results: dict[str, Any], verdict: Any) -> Any:
+    """``verdict``, or stale when the run recorded a tokenizer (``summary.json`` ``tokenizer``) that
+    is not the one committed with the grid: its per-subword figures and its stopping signal are of
+    other data. A run that recorded none (trained before the record) is not judged on it."""
+    recorded = (results.get("summary") or {}).get(TOKENIZER_KEY)
+    expected = committed_tokenizer(exp, cfg)
+    if verdict is None or verdict.kind == "stale" or recorded is None or expected is None or recorded == expected:
+        return verdict
+    return Verdict("stale", f"tokenizer: trained with {str(recorded)[:12]}, the grid's committed tokenizer is "
+                            f"{expected[:12]}", ("tokenizer",))
+
+
 def trained_elsewhere(cfg: RunConfig) -> dict[str, Any] | None:
     """The summary of a run of ``cfg`` in ``cfg.out_dir`` whose training ended (patience, or this
     config's step cap) and which keeps its averaged checkpoint but no resumable one: trained on
@@ -98,8 +137,9 @@ class TranslationExperiment:
         if results is None:
             return None
         cfg, steps = run_config(exp, *cell), results.get("summary", {}).get("steps")
-        return with_tuning(exp, results, same_run(RunRecord.read(results.get("record"), steps), cfg,
-                                                  expected_evaluation(exp, cfg, results)))
+        verdict = with_tuning(exp, results, same_run(RunRecord.read(results.get("record"), steps), cfg,
+                                                     expected_evaluation(exp, cfg, results)))
+        return with_tokenizer(exp, cfg, results, verdict)
 
     def prepare(self, exp: ExperimentConfig, cells: list[Cell]) -> None:
         """Note the analyses the report will skip; prepare every data directory the cells need,
@@ -110,11 +150,13 @@ class TranslationExperiment:
                 log.info("note: %s; it will be skipped in the report", exp.skip_reason(name))
         self.prepare_data(exp, cells)
 
-    def prepare_data(self, exp: ExperimentConfig, cells: list[Cell]) -> None:
+    def prepare_data(self, exp: ExperimentConfig, cells: list[Cell], pin: bool = True) -> None:
         """Every data directory ``cells`` need, prepared once each (idempotent: a prepared one is kept),
-        in the experiment's ``data/``, which is posenc's (marked ``datasets``: no output goes into it)."""
+        in the experiment's ``data/``, which is posenc's (marked ``datasets``: no output goes into it),
+        tokenized with the grid's committed SentencePiece model (``<out_dir>/tokenizers/``); with
+        ``pin``, a model trained where the grid has none yet is committed there for its later runs."""
         from posenc.runs.ownership import mark_datasets
-        from posenc.tasks.translation.prepare import prepare
+        from posenc.tasks.translation.prepare import TOKENIZERS_DIR, prepare
 
         mark_datasets(data_root(exp))
         seen: set[str] = set()
@@ -122,7 +164,7 @@ class TranslationExperiment:
             cfg = run_config(exp, *cell)
             if cfg.prepared_dir not in seen:
                 seen.add(cfg.prepared_dir)
-                prepare(cfg.data, cfg.prepared_dir)
+                prepare(cfg.data, cfg.prepared_dir, tokenizers=exp.root / TOKENIZERS_DIR, pin=pin)
 
     def run_cell(self, exp: ExperimentConfig, cell: Cell, verdict: Verdict | None,
                  old: dict[str, Any] | None) -> dict[str, Any]:
@@ -194,7 +236,7 @@ class TranslationExperiment:
 
         done = {(r.get("setting"), r.get("method"), r.get("seed")) for r in results}
         # a committed grid in a fresh clone keeps no prepared data (.gitignore); only settings with runs
-        self.prepare_data(exp, [c for c in grid(exp) if c in done])
+        self.prepare_data(exp, [c for c in grid(exp) if c in done], pin=False)
         return write_translation_report(exp, results)
 
 

@@ -2,7 +2,12 @@
 
 A prepared directory holds ``{train,valid,test}.{src,tgt}`` (raw text, one pair per line),
 ``{split}.doc`` (document id and index of each pair, for analyses that need neighbours),
-``spm.model`` and ``meta.json`` (sizes, token counts and CAPE's α = target/source tokens).
+``spm.model`` and ``meta.json`` (sizes, token counts, CAPE's α = target/source tokens and the
+tokenizer's content identity, :meth:`~posenc.data.spm.Tokenizer.identity`).
+A grid keeps the SentencePiece model its runs train with in a ``tokenizers/`` directory that is
+committed with its results (:func:`tokenizer_name`): a prepare given that directory uses the model
+there instead of training one, trains and pins one only where none is, and never reuses a
+prepared directory made with another model, so every machine's runs of the grid share one tokenizer.
 Everything is written to a temporary directory first and renamed into place (a new directory)
 or moved into an existing empty one (which stays: a symlink's target, a mount point), so an
 interrupted or failed prepare leaves nothing that reads as prepared. The directory is marked as posenc's
@@ -12,6 +17,7 @@ prepared data is never written into or replaced (:func:`posenc.runs.ownership.ch
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -41,8 +47,43 @@ SPLITS = ("train", "valid", "test")
 #: Every file posenc writes into a prepared directory: nothing else there is ever replaced.
 DATA_FILES = frozenset({f"{s}.{e}" for s in SPLITS for e in ("src", "tgt", "doc")}
                        | {"spm.model", "meta.json", FINGERPRINT_NAME, MARKER_NAME})
+#: The directory of a grid's committed SentencePiece models (beside its results).
+TOKENIZERS_DIR = "tokenizers"
 #: The build directory of a prepare into an existing directory (inside it, named with the pid).
 _TMP_RE = re.compile(r"^\.prepare-(\d+)-[\w]+$")
+
+
+def tokenizer_name(cfg: DataConfig) -> str:
+    """File name of the SentencePiece model ``cfg``'s data are tokenized with, from what its
+    training depends on (the corpus and its loader options, the model type and size; not the
+    setting: every setting of a corpus shares the model trained on its full training split),
+    e.g. ``multi30k-unigram4000-5d0c3a1e.model``."""
+    key = json.dumps({"corpus": cfg.corpus, "options": cfg.options, "spm_type": cfg.spm_type,
+                      "vocab_size": cfg.vocab_size}, sort_keys=True, default=str)
+    corpus = re.sub(r"[^\w.-]", "_", cfg.corpus)[:40]
+    return f"{corpus}-{cfg.spm_type}{cfg.vocab_size}-{hashlib.sha256(key.encode()).hexdigest()[:8]}.model"
+
+
+def pinned_tokenizer(cfg: DataConfig, tokenizers: str | Path | None) -> Tokenizer | None:
+    """The committed SentencePiece model for ``cfg`` in the directory ``tokenizers`` (None when
+    there is none); a file there that is not a usable model is a one-line DataError."""
+    if tokenizers is None:
+        return None
+    path = Path(tokenizers) / tokenizer_name(cfg)
+    return Tokenizer.from_file(path) if path.is_file() else None
+
+
+def _pin(model: Path, cfg: DataConfig, tokenizers: str | Path | None) -> None:
+    """Copy the model ``model`` into ``tokenizers`` as ``cfg``'s committed tokenizer, unless one is
+    there (a pinned model is never replaced)."""
+    if tokenizers is None or (Path(tokenizers) / tokenizer_name(cfg)).exists():
+        return
+    Path(tokenizers).mkdir(parents=True, exist_ok=True)
+    target = Path(tokenizers) / tokenizer_name(cfg)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    with naming_os_errors(target):
+        shutil.copyfile(model, tmp)
+        os.replace(tmp, target)
 
 
 def apply_setting(corpus: Corpus, cfg: DataConfig, tok: Tokenizer) -> Corpus:
@@ -148,8 +189,22 @@ def stored_data_fingerprint(out: Path) -> dict[str, Any]:
     return data_fingerprint(DataConfig(**{k: v for k, v in data.items() if k in DataConfig.__dataclass_fields__}))
 
 
-def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = None, replace: bool = False) -> Path:
+def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = None, replace: bool = False,
+            tokenizers: str | Path | None = None, pin: bool = True) -> Path:
     """Build the prepared directory ``out`` for ``cfg``; returns its path. Idempotent.
+
+    Args:
+        cfg: the data config (corpus, setting, vocabulary).
+        out: the prepared directory (created, or filled when it is empty or posenc's data).
+        cache_dir: the SentencePiece cache (default: ``.spm-cache`` beside ``out``).
+        replace: rebuild an ``out`` prepared for another data config instead of refusing it.
+        tokenizers: a grid's directory of committed SentencePiece models (:func:`tokenizer_name`):
+            its model for ``cfg`` is used instead of training one, and an ``out`` prepared with
+            another model is rebuilt with it; ``None``: the model is trained (or taken from the cache).
+        pin: with ``tokenizers``, copy the model into it when it holds none for ``cfg`` yet.
+
+    Returns:
+        ``out`` as given.
 
     An existing ``out`` prepared for another data config is an error, or with ``replace`` is
     rebuilt. A symlink to a directory is followed (the data go to its target; the link stays).
@@ -161,9 +216,10 @@ def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = Non
     given = Path(out)
     out = given.resolve() if given.is_symlink() and given.is_dir() else given
     check_target(out, "data", "prepared data directory")
-    if not replace and check_prepared(cfg, out):
-        return given
-    if replace and (out / "meta.json").is_file() and not diff_keys(stored_data_fingerprint(out), data_fingerprint(cfg)):
+    pinned = pinned_tokenizer(cfg, tokenizers)
+    if _prepared_for(cfg, out, replace) and (pinned is None or _identity_of(out) == pinned.identity):
+        if pin:
+            _pin(out / "spm.model", cfg, tokenizers)
         return given
     corpus = load_corpus(cfg.corpus, **cfg.options)
     if not corpus.train:
@@ -172,21 +228,39 @@ def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = Non
     created = missing_directories(cache) + missing_directories(out.parent)
     try:
         if out.is_dir():
-            _prepare_in_place(cfg, corpus, out, cache)
+            _prepare_in_place(cfg, corpus, out, cache, pinned)
         else:
-            _prepare_new(cfg, corpus, out, cache)
+            _prepare_new(cfg, corpus, out, cache, pinned)
     except BaseException:
         remove_created(created)  # those left empty: a cache entry that was completed stays
         raise
+    if pin:
+        _pin(out / "spm.model", cfg, tokenizers)
     return given
 
 
-def _prepare_new(cfg: DataConfig, corpus: Corpus, out: Path, cache: Path) -> None:
+def _prepared_for(cfg: DataConfig, out: Path, replace: bool) -> bool:
+    """Whether ``out`` holds data prepared for ``cfg``: another config's data are an error
+    (:func:`check_prepared`), or with ``replace`` are to be rebuilt (False)."""
+    if not replace:
+        return check_prepared(cfg, out)
+    return (out / "meta.json").is_file() and not diff_keys(stored_data_fingerprint(out), data_fingerprint(cfg))
+
+
+def _identity_of(out: Path) -> str | None:
+    """The content identity of the SentencePiece model of the prepared directory ``out``."""
+    meta = read_json_dict(out / "meta.json", "use another directory (or --no-resume to rebuild it)")
+    if isinstance(meta.get("tokenizer"), str):
+        return meta["tokenizer"]
+    return Tokenizer.from_file(out / "spm.model").identity if (out / "spm.model").is_file() else None
+
+
+def _prepare_new(cfg: DataConfig, corpus: Corpus, out: Path, cache: Path, pinned: Tokenizer | None) -> None:
     """Build a new ``out`` in a hidden sibling and rename it into place (mode: the umask's)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        _build(cfg, corpus, tmp, cache)
+        _build(cfg, corpus, tmp, cache, pinned)
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp made it 0700
         _publish(tmp, out)
     except BaseException:
@@ -194,7 +268,7 @@ def _prepare_new(cfg: DataConfig, corpus: Corpus, out: Path, cache: Path) -> Non
         raise
 
 
-def _prepare_in_place(cfg: DataConfig, corpus: Corpus, out: Path, cache: Path) -> None:
+def _prepare_in_place(cfg: DataConfig, corpus: Corpus, out: Path, cache: Path, pinned: Tokenizer | None) -> None:
     """Fill the existing directory ``out`` (empty, or posenc's data): marked first, built in a
     ``.prepare-PID-*`` directory inside it, moved in by :func:`_fill`; a failure removes what
     this call added."""
@@ -204,7 +278,7 @@ def _prepare_in_place(cfg: DataConfig, corpus: Corpus, out: Path, cache: Path) -
     tmp = Path(tempfile.mkdtemp(prefix=f".prepare-{os.getpid()}-", dir=out))
     try:
         os.chmod(tmp, 0o777 & ~_umask())
-        _build(cfg, corpus, tmp, cache)
+        _build(cfg, corpus, tmp, cache, pinned)
         _fill(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -213,15 +287,20 @@ def _prepare_in_place(cfg: DataConfig, corpus: Corpus, out: Path, cache: Path) -
         raise
 
 
-def _build(cfg: DataConfig, corpus: Corpus, tmp: Path, cache: Path) -> None:
-    """Every file of a prepared directory for ``cfg`` written into ``tmp``."""
-    texts = [p.src for p in corpus.train] + [p.tgt for p in corpus.train]
-    spm_path = train_spm(texts, cache, cfg.vocab_size, model_type=cfg.spm_type)
+def _build(cfg: DataConfig, corpus: Corpus, tmp: Path, cache: Path, pinned: Tokenizer | None) -> None:
+    """Every file of a prepared directory for ``cfg`` written into ``tmp``, tokenized with the
+    ``pinned`` model or else one trained on the corpus's training split."""
+    if pinned is not None:
+        spm_path = pinned.path
+    else:
+        texts = [p.src for p in corpus.train] + [p.tgt for p in corpus.train]
+        spm_path = train_spm(texts, cache, cfg.vocab_size, model_type=cfg.spm_type)
     with naming_os_errors(tmp / "spm.model"):
         shutil.copyfile(spm_path, tmp / "spm.model")
     tok = Tokenizer.from_file(tmp / "spm.model")
     corpus = _truncate(apply_setting(corpus, cfg, tok), cfg)
-    meta: dict[str, Any] = {"data": to_dict(cfg), "corpus_meta": corpus.meta, "vocab_size": tok.vocab_size}
+    meta: dict[str, Any] = {"data": to_dict(cfg), "corpus_meta": corpus.meta, "vocab_size": tok.vocab_size,
+                            "tokenizer": tok.identity}
     for split in SPLITS:
         pairs = getattr(corpus, split)
         _write_split(tmp, split, pairs)

@@ -24,6 +24,7 @@ from posenc.data import settings as data_settings
 from posenc.data.corpora import Pair
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
+from posenc.errors import ConfigError
 from posenc.evaluation.seeds import mean_std
 from posenc.experiments.grid import trained_on
 from posenc.experiments.selection import SelectionConfig, selection_lines
@@ -34,7 +35,7 @@ from posenc.tasks.translation.convergence import judge_run, read_valid
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.load import LoadedRun, decode_options, load_run
 from posenc.tasks.translation.prepare import load_meta
-from posenc.tasks.translation.spec import VOCAB_KEY
+from posenc.tasks.translation.spec import TOKENIZER_KEY
 from posenc.training.convergence import CONVERGED, status_of
 
 log = logging.getLogger("posenc")
@@ -569,22 +570,39 @@ def stopping_lines(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list
 
 
 def tokenizer_lines(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[str]:
-    """Per setting, the SentencePiece models the runs trained with (``summary.json``:
-    ``vocab_sha256``, first 12 hex digits, with their run counts) and how many runs predate
+    """Per setting, the SentencePiece models the runs trained with (``summary.json`` ``tokenizer``:
+    the content identity, first 12 hex digits, with their run counts) and how many runs predate
     that record: per-subword figures compare only between runs of one tokenizer. [] when no run
     of the grid records one."""
-    if not any(r.get("summary", {}).get(VOCAB_KEY) for r in results):
+    if not any(r.get("summary", {}).get(TOKENIZER_KEY) for r in results):
         return []
     lines = []
     for setting in exp.settings:
         runs = [r for r in results if r["setting"] == setting]
-        counts = Counter(str(r.get("summary", {}).get(VOCAB_KEY, ""))[:12] for r in runs)
+        counts = Counter(str(r.get("summary", {}).get(TOKENIZER_KEY, ""))[:12] for r in runs)
         unrecorded = counts.pop("", 0)
         named = ", ".join(f"`{h}` ({n} run{'s' * (n > 1)})" for h, n in sorted(counts.items()))
         lines.append(f"- tokenizer ({setting}): {len(counts)} SentencePiece model{'s' * (len(counts) != 1)}: "
                      f"{named or 'none recorded'}" + (f"; {unrecorded} run{'s' * (unrecorded > 1)} trained "
                                                       "before the record" if unrecorded else ""))
     return lines
+
+
+def check_one_tokenizer(exp: ExperimentConfig, results: list[dict[str, Any]]) -> None:
+    """Refuse, in one line naming both, a setting whose runs recorded different tokenizers
+    (``summary.json`` ``tokenizer``): their BLEU, lengths and per-position figures are of different
+    data, so one table or analysis must never hold both."""
+    for setting in exp.settings:
+        seen: dict[str, str] = {}
+        for r in results:
+            identity = (r.get("summary") or {}).get(TOKENIZER_KEY) if r.get("setting") == setting else None
+            if identity:
+                seen.setdefault(str(identity), f"{r.get('method')}/seed{r.get('seed')}")
+        if len(seen) > 1:
+            (a, run_a), (b, run_b) = list(seen.items())[:2]
+            raise ConfigError(f"report of {exp.name}: the {setting} runs were trained with different tokenizers "
+                              f"({a[:12]} by {run_a}, {b[:12]} by {run_b}); retrain them on the grid's committed "
+                              "tokenizer or report them in separate grids")
 
 
 def length_penalty_section(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[str]:
@@ -677,6 +695,7 @@ def done_part(exp: ExperimentConfig, setting: str,
 
 def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]]) -> Path:
     """``report/README.md`` with the results table and, per setting, every requested analysis."""
+    check_one_tokenizer(exp, results)
     report = exp.root / "report"
     report.mkdir(parents=True, exist_ok=True)
     results = judged(exp, results)

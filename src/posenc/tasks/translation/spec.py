@@ -13,6 +13,8 @@ VOCAB_FILE = "spm.model"
 SPM_CACHE_NAME = ".spm-cache"
 #: state.json key of the sha256 of the vocabulary a translation model was trained with.
 VOCAB_KEY = "vocab_sha256"
+#: summary.json key of the content identity of the tokenizer a run trained with (Tokenizer.identity).
+TOKENIZER_KEY = "tokenizer"
 #: Scored splits, the α sweep and ``posenc translate --split``: ``<split>[.lp<α>].beam<K>[.lp<α>].hyp/.json``.
 TRANSLATION_NAMES = r"^\.?[\w-]+(\.lp[-+.\de]+)?\.beam\d+(\.lp[-+.\de]+)?\.(hyp|json)(\..+\.tmp)?$"
 

@@ -24,7 +24,7 @@ from posenc.files import atomic_write_bytes
 from posenc.tasks.base import run_task
 from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.prepare import load_meta, prepare
-from posenc.tasks.translation.spec import VOCAB_FILE, VOCAB_KEY
+from posenc.tasks.translation.spec import TOKENIZER_KEY, VOCAB_FILE, VOCAB_KEY
 from posenc.tasks.translation.train import (
     ARCHS,
     EncodedSplit,
@@ -159,11 +159,13 @@ class TranslationTask:
 
     def summary(self, cfg: RunConfig) -> dict[str, Any]:
         """What the run's summary records of its data: the stopping signal, the training pairs
-        dropped as too long, and its vocabulary's sha256 (:meth:`checkpoint_state`: per-subword
-        figures compare only between runs of one tokenizer, which a run's config alone does not pin,
-        SentencePiece training may differ between machines)."""
+        dropped as too long, its vocabulary file's sha256 (:meth:`checkpoint_state`) and the
+        tokenizer's content identity (``tokenizer``: per-subword figures compare only between runs
+        of one tokenizer, which a run's config alone does not pin, as SentencePiece training may
+        differ between machines)."""
         s = self._splits(cfg)
-        return {"stopping_signal": s.signal, "dropped_train_pairs": s.train.dropped, **self.checkpoint_state(cfg)}
+        return {"stopping_signal": s.signal, "dropped_train_pairs": s.train.dropped, **self.checkpoint_state(cfg),
+                TOKENIZER_KEY: self.prepared(cfg).tokenizer.identity}
 
     def loss(self, model: nn.Module, batch: Batch) -> LossOutput:
         if self._loss is None:

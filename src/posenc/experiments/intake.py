@@ -24,7 +24,7 @@ import tarfile
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +64,9 @@ class CheckedArchive:
     """An archive whose every member was checked: its bytes, its manifest and its member names."""
 
     path: Path
-    data: bytes
-    manifest: dict[str, Any]
-    names: tuple[str, ...]
+    data: bytes = field(repr=False)
+    manifest: dict[str, Any] = field(repr=False)
+    names: tuple[str, ...] = field(repr=False)
 
     def extract_grid(self, index: int, dest: Path) -> None:
         """Unpack the members of grid ``index`` (``grid<index>/...``) into the new, empty ``dest``,
@@ -241,8 +241,8 @@ class _Layout:
         name = member.name
         if not plain_name(name):
             raise self.refuse(member, "is not under a plain relative name")
-        if not member.isreg():
-            raise self.refuse(member, "is not a regular file (a folder, link or device)")
+        if member.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
+            raise self.refuse(member, "is not a regular file (a folder, link, device or sparse file)")
         if member.mode & 0o111:
             raise self.refuse(member, "is executable; no file of a cell is")
         if name in self.files:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
+from posenc.runs.spec import RunSpec
 from posenc.training.config import TrainConfig
 from posenc.training.loss import LossOutput
 
@@ -46,6 +47,9 @@ class DummyTrain(TrainConfig):
 
 @dataclass
 class DummyConfig:
+    #: Its run directory's own file: the metrics ``evaluate`` writes (it travels in a session's archive).
+    run_spec: ClassVar[RunSpec] = RunSpec("tests.dummy_task", run_files=("eval.json",))
+
     model: DummyModelConfig = field(default_factory=DummyModelConfig)
     data: DummyData = field(default_factory=DummyData)
     train: DummyTrain = field(default_factory=DummyTrain)

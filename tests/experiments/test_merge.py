@@ -123,7 +123,8 @@ def test_merge_places_fresh_cells_with_their_logs_and_regenerates_the_report(
     code, out, err = cli(capsys, "experiment", path, f"out_dir={here}", "--merge", archive)
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0] == f"merged plain/nobias/1: {here / 'plain' / 'nobias' / 'seed1'} (trained on cpu)"
+    assert lines[0] == (f"merged plain/nobias/1: {here / 'plain' / 'nobias' / 'seed1'} (trained on cpu; scores as "
+                        "carried: its task carries no outputs to recompute them from)")
     assert lines[-1] == f"merge: 2 merged, 0 kept, 0 refused; report: {here / 'report' / 'README.md'}"
     assert (here / "plain" / "bias" / "seed1" / "results.json").is_file()
     assert not (here / "plain" / "bias" / "seed1" / "checkpoints").exists()
@@ -228,7 +229,7 @@ def test_bad_input_is_a_one_line_error(session: tuple[Path, Path], tmp_path: Pat
     assert_one_line_error(*cli(capsys, *merge, bare)[::2], "not a posenc cell archive (no manifest.json")
     manifest = json.dumps({"format": "posenc-cells/1", "grids": []}).encode()
     escape = _tar(tmp_path / "escape.tar.gz", {"manifest.json": manifest, "grid0/../../x": b"x"})
-    assert_one_line_error(*cli(capsys, *merge, escape)[::2], "is not a file or folder under a relative name")
+    assert_one_line_error(*cli(capsys, *merge, escape)[::2], "is not under a plain relative name")
     empty = _tar(tmp_path / "empty.tar.gz", {"manifest.json": manifest})
     assert_one_line_error(*cli(capsys, *merge, empty)[::2], "no cells of experiment dummy (it holds: none)")
     assert_one_line_error(*cli(capsys, *merge, archive, "--jobs", "2")[::2], "--merge trains nothing: drop --jobs")
@@ -238,13 +239,14 @@ def test_a_committed_multi30k_cell_travels_in_the_size_the_docs_quote() -> None:
     """docs/performance.md quotes what one Multi30k cell adds to the archive: its travelling files
     (:func:`~posenc.experiments.archive.cell_files`) gzipped, for every committed multi30k_select cell."""
     from posenc.experiments.archive import cell_files
+    from posenc.tasks.translation.spec import SPEC
 
     repo = Path(__file__).resolve().parents[2]
     sizes = []
     for run_dir in sorted((repo / "docs" / "results" / "multi30k_select").glob("*/*/seed*")):
         packed = io.BytesIO()
         with tarfile.open(fileobj=packed, mode="w:gz") as tar:
-            for path in cell_files(run_dir):
+            for path in cell_files(run_dir, SPEC):
                 tar.add(path, path.relative_to(run_dir).as_posix(), recursive=False)
         sizes.append(len(packed.getvalue()) / 2**20)
     assert len(sizes) >= 36 and f"{min(sizes):.2f}-{max(sizes):.2f}" == "0.10-0.13"  # the grid grows

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"posenc queue run takes no folder ({args.dir!r}); give the packed one as --payload")
     if args.until <= time.time():
         raise ConfigError(f"--until {args.until:.0f} has already passed (now {time.time():.0f})")
-    from posenc.experiments.archive import check_archive_output
+    from posenc.experiments.intake import check_archive_output
     from posenc.experiments.queue import run_queue
 
     check_archive_output(args.archive)

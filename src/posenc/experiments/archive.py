@@ -1,13 +1,14 @@
 """The archive of cells a timed session brings back: one ``.tar.gz`` holding, per grid, the run
-directories of the cells it finished (without checkpoints: results, summaries, logs of training,
-translations) and the worker logs of every cell it started, with a ``manifest.json`` saying which
+directories of the cells it finished (only the files a cell may carry, :func:`travelling_bound`:
+results, records, logs of training, translations; never checkpoints, locks or anything else) and
+the worker logs of every cell it started, with a ``manifest.json`` (its first member) saying which
 grid (name, out_dir, the overrides it ran with) and which cells.
 
 A lent GPU returns a handful of files and may be taken back before the session's own end, so
 :class:`CellArchive` is rewritten atomically as each cell finishes, and only by a file under the
 size limit (the last cells added are left out, and named, when it would not be).
-:func:`open_archive` reads one back for :mod:`posenc.experiments.merge`: only folders and regular
-files under relative names inside the archive are accepted.
+:mod:`posenc.experiments.intake` reads one back, as untrusted input, for
+:mod:`posenc.experiments.merge`.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posenc.errors import ConfigError, RunDirError
+from posenc.errors import ConfigError
 from posenc.experiments.grid import Grid
 from posenc.experiments.scheduler import log_path
 from posenc.experiments.tasks import Cell
 from posenc.runs.lock import LOCK_NAME
-from posenc.runs.ownership import check_user_output
+from posenc.runs.ownership import CONFIG_NAME, FINGERPRINT_NAME, MARKER_NAME
+from posenc.runs.spec import NO_TASK, RunSpec, spec_of
 
 FORMAT = "posenc-cells/1"
 MANIFEST = "manifest.json"
@@ -36,21 +38,52 @@ LIMIT_BYTES = 16 * 2**20
 #: Entries of a run directory that never travel: the checkpoints (weights and optimizer states),
 #: event files, the vocabulary's copy (the prepared data has it) and the lock.
 LEFT_OUT = frozenset({"checkpoints", "tensorboard", "spm.model", LOCK_NAME})
-#: What an archive read back may unpack to at most (a damaged or foreign file is refused).
-MAX_UNPACKED = 2**30
+#: The records of every task's run directory that travel: posenc's marker, the run's config and
+#: fingerprint, its summaries and results.
+RUN_RECORDS = frozenset({MARKER_NAME, CONFIG_NAME, FINGERPRINT_NAME, "summary.json", "train_summary.json",
+                         "results.json"})
+#: The training logs of every task's run directory (the Trainer's CSVs).
+RUN_LOGS = frozenset({"train.csv", "valid.csv"})
+#: The most bytes a travelling record (JSON, YAML, the marker; the manifest too) may hold: the
+#: largest committed one is 7 KiB, a manifest of 5,000 cells about 0.7 MiB.
+MAX_RECORD = 2**20
+#: The most bytes any other travelling file (hypotheses, CSV and worker logs) may hold: the archive's
+#: own limit (the largest committed one is a 70 KiB hypothesis file).
+MAX_FILE = LIMIT_BYTES
 
 
-def cell_files(run_dir: Path) -> list[Path]:
-    """The files of ``run_dir`` that travel, sorted: all but :data:`LEFT_OUT`, ``*.safetensors``
-    and links (none is followed)."""
+def travelling_bound(spec: RunSpec, name: str) -> int | None:
+    """The most bytes the file ``name`` of a run directory of ``spec``'s task ('/'-separated,
+    relative to it) may hold in an archive; None when it never travels. What travels: the
+    :data:`RUN_RECORDS` and :data:`RUN_LOGS`, the task's own run files that are files, and in its
+    run's directories (``translations/``) the names its pattern gives, temporaries (a leading dot,
+    ``.tmp``) excepted; nothing of :data:`LEFT_OUT`, nothing deeper."""
+    top, _, rest = name.partition("/")
+    if top in LEFT_OUT:
+        return None
+    if not rest:
+        travels = name in RUN_RECORDS | RUN_LOGS or (name in spec.run_files and name not in spec.run_dirs)
+    else:
+        pattern = spec.own_children().get(top)
+        travels = (pattern is not None and "/" not in rest and bool(pattern.match(rest))
+                   and not rest.startswith(".") and not rest.endswith(".tmp"))
+    if not travels:
+        return None
+    return MAX_RECORD if name in RUN_RECORDS or name.endswith((".json", ".yaml")) else MAX_FILE
+
+
+def cell_files(run_dir: Path, spec: RunSpec) -> list[Path]:
+    """The files of ``run_dir`` (a run of ``spec``'s task) that travel, sorted: those
+    :func:`travelling_bound` names, within their bound, that are regular files (no link is followed)."""
     files = []
     for top, dirs, names in os.walk(run_dir):
         here = Path(top)
-        if here == run_dir:
-            dirs[:] = [d for d in dirs if d not in LEFT_OUT]
-            names = [n for n in names if n not in LEFT_OUT]
-        files += [here / n for n in names if not n.endswith(".safetensors") and not (here / n).is_symlink()
-                  and (here / n).is_file()]
+        for name in names:
+            path = here / name
+            bound = travelling_bound(spec, path.relative_to(run_dir).as_posix())
+            if bound is not None and not path.is_symlink() and path.is_file() and path.stat().st_size <= bound:
+                files.append(path)
+        dirs[:] = [d for d in dirs if here == run_dir and d not in LEFT_OUT]
     return sorted(files)
 
 
@@ -62,6 +95,7 @@ class _ArchivedGrid:
     root: Path
     experiment: str
     overrides: list[str]
+    spec: RunSpec = NO_TASK  # what its task's run directories hold (which files travel)
     cells: dict[Cell, str] = field(default_factory=dict)
     logs: list[str] = field(default_factory=list)
 
@@ -89,22 +123,23 @@ class CellArchive:
         self.note = ""  # why the last write kept the file that was there
         self._sizes: dict[tuple[str, Cell], int] = {}  # each finished cell's files compressed alone
 
-    def _grid(self, grid: Grid, experiment: str, overrides: list[str]) -> _ArchivedGrid:
+    def _grid(self, grid: Grid, cell: Cell, experiment: str, overrides: list[str]) -> _ArchivedGrid:
         key = str(grid.exp.root)
         if key not in self.grids:
-            self.grids[key] = _ArchivedGrid(str(grid.exp.name), Path(grid.exp.root), experiment, list(overrides))
+            self.grids[key] = _ArchivedGrid(str(grid.exp.name), Path(grid.exp.root), experiment, list(overrides),
+                                            spec_of(grid.config(cell)))
         return self.grids[key]
 
     def started(self, grid: Grid, cell: Cell, experiment: str, overrides: list[str]) -> None:
         """``cell`` of ``grid`` (queued as ``experiment`` with ``overrides``) started: its log travels."""
-        entry = self._grid(grid, experiment, overrides)
+        entry = self._grid(grid, Cell(*cell), experiment, overrides)
         name = log_path(grid.exp, cell).name
         if name not in entry.logs:
             entry.logs.append(name)
 
     def finished(self, grid: Grid, cell: Cell, experiment: str, overrides: list[str]) -> None:
         """``cell`` finished: its run directory travels (relative to the grid's root)."""
-        entry = self._grid(grid, experiment, overrides)
+        entry = self._grid(grid, Cell(*cell), experiment, overrides)
         run_dir = Path(grid.config(cell).out_dir)
         try:
             entry.cells[Cell(*cell)] = run_dir.relative_to(entry.root).as_posix()
@@ -157,7 +192,7 @@ class CellArchive:
         run_dir = entry.root / entry.cells[cell]
         counter = _Counter()
         with tarfile.open(fileobj=counter, mode="w:gz") as tar:
-            for path in cell_files(run_dir):
+            for path in cell_files(run_dir, entry.spec):
                 tar.add(path, path.relative_to(run_dir).as_posix(), recursive=False)
         return counter.size
 
@@ -186,7 +221,7 @@ class CellArchive:
                 tar.add(entry.root / "logs" / log, f"grid{i}/logs/{log}", recursive=False)
             for cell in part["cells"]:
                 run_dir = entry.root / cell["path"]
-                for path in cell_files(run_dir):
+                for path in cell_files(run_dir, entry.spec):
                     tar.add(path, f"grid{i}/cells/{cell['path']}/{path.relative_to(run_dir).as_posix()}",
                             recursive=False)
 
@@ -211,78 +246,3 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
     tar.addfile(info, io.BytesIO(data))
-
-
-def check_archive_output(path: str | Path) -> None:
-    """``--archive FILE``: a file the user names (:func:`posenc.runs.ownership.check_user_output`: not a
-    directory, its directory exists, outside every posenc directory) that is new or a cell archive
-    (a session run again into the same folder): any other file is refused, never overwritten."""
-    check_user_output(path, "--archive")
-    if not Path(path).exists():
-        return
-    try:
-        tar, _ = open_archive(path)
-    except ConfigError:
-        raise RunDirError(f"--archive {path} is a file that is not a posenc cell archive; give a new file name "
-                          "(it is never overwritten)") from None
-    tar.close()
-
-
-# ----------------------------------------------------------------------------- reading
-def open_archive(path: str | Path) -> tuple[tarfile.TarFile, dict[str, Any]]:
-    """The archive at ``path`` (open) and its manifest, after checking every member: a folder or a
-    regular file under a relative name without ``..``, within :data:`MAX_UNPACKED` in all;
-    anything else is a one-line ConfigError."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"--merge {path}: no such file")
-    tar = None
-    try:
-        tar = tarfile.open(path, "r:gz")
-        members = tar.getmembers()
-        _check_members(path, members)
-        return tar, _manifest(path, tar)
-    except (tarfile.TarError, OSError, EOFError) as err:
-        if tar is not None:
-            tar.close()
-        reason = (str(err).splitlines() or [type(err).__name__])[0]
-        raise ConfigError(f"--merge {path}: not a posenc cell archive ({reason})") from None
-    except BaseException:
-        if tar is not None:
-            tar.close()
-        raise
-
-
-def _check_members(path: Path, members: list[tarfile.TarInfo]) -> None:
-    total = 0
-    for m in members:
-        parts = Path(m.name).parts
-        if m.name.startswith("/") or ".." in parts or not (m.isfile() or m.isdir()):
-            raise ConfigError(f"--merge {path}: member {m.name!r} is not a file or folder under a relative name")
-        total += m.size
-    if total > MAX_UNPACKED:
-        raise ConfigError(f"--merge {path}: unpacks to {total / 2**20:.0f} MiB, more than a cell archive holds")
-
-
-def _manifest(path: Path, tar: tarfile.TarFile) -> dict[str, Any]:
-    try:
-        fh = tar.extractfile(MANIFEST)
-        manifest = json.loads(fh.read().decode()) if fh is not None else None
-    except (KeyError, ValueError, UnicodeDecodeError):
-        manifest = None
-    grids = manifest.get("grids") if isinstance(manifest, dict) else None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(grids, list):
-        raise ConfigError(f"--merge {path}: not a posenc cell archive (no {MANIFEST} of format {FORMAT})")
-    return manifest
-
-
-def extract_grid(tar: tarfile.TarFile, index: int, dest: Path) -> None:
-    """Unpack the members of grid ``index`` (``grid<index>/...``) into ``dest``, whose ``cells/``
-    and ``logs/`` then mirror the grid's run directories and logs."""
-    prefix = f"grid{index}/"
-    members = []
-    for m in tar.getmembers():
-        if m.name.startswith(prefix) and len(m.name) > len(prefix):
-            m = m.replace(name=m.name[len(prefix):], deep=False)
-            members.append(m)
-    tar.extractall(dest, members=members, filter="data")

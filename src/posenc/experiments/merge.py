@@ -1,6 +1,14 @@
 """``posenc experiment NAME --merge ARCHIVE``: the cells a timed session brought back
 (:mod:`posenc.experiments.archive`) placed into this grid's out_dir, then its report regenerated.
 
+The archive comes from another machine: it is checked as a whole before anything is unpacked
+(:mod:`posenc.experiments.intake`: bounded, only the files a cell carries, one line naming what is
+wrong), and each cell's scores are recomputed here from the outputs it carries, where its task
+says how (the task's ``check_carried``: translation rescores every carried hypothesis file against
+the references prepared here and compares the vocabulary; lengthgen, speech and vision carry no
+outputs, so their scores are taken as carried and each merged line says so). A cell whose scores
+do not hold is refused. A merge that places no cell leaves the out_dir as it found it.
+
 Each archived cell is judged by the grid's own verdict, the one "same run?" rule
 (:func:`posenc.runs.same_run.same_run` for translation), against the cell's config here: only a
 fresh one is placed; one trained or scored under another config is refused in one line naming the
@@ -22,10 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from posenc.errors import ConfigError, PosencError, RunDirError
-from posenc.experiments.archive import extract_grid, open_archive
 from posenc.experiments.grid import Grid, trained_on
+from posenc.experiments.intake import CheckedArchive, GridRules, open_archive, plain_name, shown
 from posenc.experiments.runner import grid_stages, run_grid
 from posenc.experiments.tasks import Cell
+from posenc.runs.ownership import dir_kind
+from posenc.runs.spec import spec_of
+
+#: How many of an archive's grids a message names.
+SHOWN_GRIDS = 5
 
 
 @dataclass
@@ -56,7 +69,9 @@ def archived_grid(manifest: dict[str, Any], grid: Grid, archive: Path) -> tuple[
         return here[0]
     if len(mine) == 1:
         return mine[0]
-    held = ", ".join(f"{g.get('name')} at {g.get('root')}" for g in manifest["grids"] if isinstance(g, dict)) or "none"
+    grids = manifest["grids"]
+    held = ", ".join(f"{shown(str(g.get('name')), 40)} at {shown(str(g.get('root')), 80)}" for g in grids[:SHOWN_GRIDS])
+    held = (held + (f" and {len(grids) - SHOWN_GRIDS} more" if len(grids) > SHOWN_GRIDS else "")) or "none"
     if not mine:
         raise ConfigError(f"--merge {archive}: no cells of experiment {name} (it holds: {held})")
     raise ConfigError(f"--merge {archive}: several grids of experiment {name}, none at {root} ({held}); "
@@ -83,22 +98,23 @@ def check_out_dir(grid: Grid) -> None:
 
 
 def merge_archive(grid: Grid, archive: str | Path) -> MergeResult:
-    """Place the archive's fresh cells of ``grid`` into its out_dir and regenerate its report."""
+    """Place the archive's fresh cells of ``grid`` into its out_dir and regenerate its report; a
+    merge that places none leaves the out_dir as it was (:func:`_undo_unused`)."""
     archive = Path(archive)
     check_out_dir(grid)
-    tar, manifest = open_archive(archive)
+    chosen: list[tuple[int, list[tuple[Cell, str]]]] = []
+    checked = open_archive(archive, lambda manifest: _grid_rules(grid, manifest, archive, chosen))
+    (index, cells), = chosen
     result = MergeResult()
-    with tar:
-        index, part = archived_grid(manifest, grid, archive)
-        cells = _cells(part, archive)
-        root = Path(grid.exp.root)
-        root.mkdir(parents=True, exist_ok=True)
-        unpacked = Path(tempfile.mkdtemp(prefix=".merge-", dir=root))
-        try:
-            extract_grid(tar, index, unpacked)
-            _place_all(grid, cells, unpacked, result)
-        finally:
-            shutil.rmtree(unpacked, ignore_errors=True)
+    root = Path(grid.exp.root)
+    new_dirs = [d for d in (root, *root.parents) if not d.exists()]
+    before = set(root.iterdir()) if root.is_dir() else set()
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        _unpack_and_place(grid, checked, index, cells, result)
+    finally:
+        if not result.merged:
+            _undo_unused(root, before, new_dirs)
     if result.merged:
         _regenerate_report(grid, result)
     else:
@@ -106,18 +122,72 @@ def merge_archive(grid: Grid, archive: str | Path) -> MergeResult:
     return result
 
 
-def _cells(part: dict[str, Any], archive: Path) -> list[tuple[Cell, str]]:
-    """``(cell, path under cells/)`` of an archived grid (a one-line ConfigError for a bad entry)."""
-    out = []
-    for c in part.get("cells") or []:
+def _grid_rules(grid: Grid, manifest: dict[str, Any], archive: Path,
+                chosen: list[tuple[int, list[tuple[Cell, str]]]]) -> GridRules:
+    """What the archive's part for ``grid`` may hold (its cells, and the files its task's runs
+    carry), noted in ``chosen`` with the index of that part."""
+    index, part = archived_grid(manifest, grid, archive)
+    cells = _cells(part, archive)
+    chosen.append((index, cells))
+    return GridRules(index, frozenset(path for _, path in cells), spec_of(grid.config(grid.cells()[0])))
+
+
+def _unpack_and_place(grid: Grid, checked: CheckedArchive, index: int, cells: list[tuple[Cell, str]],
+                      result: MergeResult) -> None:
+    """Unpack the grid's part of the archive beside its cells and place them; the unpacked copy is
+    removed however it ends."""
+    unpacked = Path(tempfile.mkdtemp(prefix=".merge-", dir=grid.exp.root))
+    try:
+        checked.extract_grid(index, unpacked)
+        _place_all(grid, cells, unpacked, result)
+    finally:
+        shutil.rmtree(unpacked, ignore_errors=True)
+
+
+def _undo_unused(root: Path, before: set[Path], new_dirs: list[Path]) -> None:
+    """After a merge that placed no cell: remove the posenc directories it made in ``root`` (data
+    prepared to rescore a cell) and the directories it created up to ``root``, when empty."""
+    if root.is_dir():
+        for entry in set(root.iterdir()) - before:
+            if entry.is_dir() and not entry.is_symlink() and dir_kind(entry) is not None:
+                shutil.rmtree(entry, ignore_errors=True)
+    for directory in new_dirs:
         try:
-            cell, path = Cell(str(c["group"]), str(c["method"]), int(c["seed"])), str(c["path"])
+            directory.rmdir()
+        except OSError:
+            return
+
+
+def _cells(part: dict[str, Any], archive: Path) -> list[tuple[Cell, str]]:
+    """``(cell, path under cells/)`` of an archived grid: each cell once, under a plain relative path
+    that no other cell's path contains (a one-line ConfigError otherwise)."""
+    entries = part.get("cells") or []
+    if not isinstance(entries, list):
+        raise ConfigError(f"--merge {archive}: its manifest's cells are not a list")
+    out = []
+    for c in entries:
+        try:
+            cell, path = Cell(str(c["group"]), str(c["method"]), int(c["seed"])), c["path"]
         except (KeyError, TypeError, ValueError):
-            raise ConfigError(f"--merge {archive}: a cell entry of its manifest is malformed ({c!r})") from None
-        if Path(path).is_absolute() or ".." in Path(path).parts:
-            raise ConfigError(f"--merge {archive}: cell path {path!r} is not relative")
+            raise ConfigError(f"--merge {archive}: a cell entry of its manifest is malformed "
+                              f"({shown(repr(c))})") from None
+        if not isinstance(path, str) or not plain_name(path):
+            raise ConfigError(f"--merge {archive}: cell path {shown(str(path))} is not a plain relative path")
         out.append((cell, path))
+    _check_distinct(out, archive)
     return out
+
+
+def _check_distinct(cells: list[tuple[Cell, str]], archive: Path) -> None:
+    """Each cell listed once, and no cell's path inside another's (their files would mix)."""
+    paths = {path for _, path in cells}
+    if len({cell for cell, _ in cells}) != len(cells) or len(paths) != len(cells):
+        raise ConfigError(f"--merge {archive}: its manifest lists a cell or a cell path twice")
+    for path in paths:
+        parts = path.split("/")
+        inner = next(("/".join(parts[:i]) for i in range(1, len(parts)) if "/".join(parts[:i]) in paths), None)
+        if inner is not None:
+            raise ConfigError(f"--merge {archive}: cell path {shown(path)} lies inside cell path {shown(inner)}")
 
 
 def _place_all(grid: Grid, cells: list[tuple[Cell, str]], unpacked: Path, result: MergeResult) -> None:
@@ -145,14 +215,16 @@ def _count(result: MergeResult, cell: Cell, outcome: tuple[str, str]) -> None:
 
 
 def _place(grid: Grid, cell: Cell, unpacked: Path, path: str) -> tuple[str, str]:
-    """Judge the archived cell and move it into place: ``(merged | kept | refused, detail)``."""
+    """Judge the archived cell, recompute its scores and move it into place: ``(merged | kept |
+    refused, detail)``."""
     source = unpacked / "cells" / path
     results = _read_results(source / "results.json")
     if results is None:
         return "refused", "the archive holds no readable results.json for it"
     group = results.get("setting", results.get("task", cell[0]))
     if (group, results.get("method"), results.get("seed")) != tuple(cell):
-        return "refused", f"its results.json is of another cell ({group}/{results.get('method')}/{results.get('seed')})"
+        return "refused", (f"its results.json is of another cell ({shown(str(group), 40)}/"
+                           f"{shown(str(results.get('method')), 40)}/{shown(str(results.get('seed')), 20)})")
     verdict = grid.task.verdict(grid.exp, cell, results)
     if verdict is None or verdict.kind != "fresh":
         detail = f"{verdict.kind}: {verdict.detail}" if verdict is not None else "its results record nothing to judge"
@@ -162,12 +234,24 @@ def _place(grid: Grid, cell: Cell, unpacked: Path, path: str) -> tuple[str, str]
         here = grid.verdict(cell)
         state = "fresh results" if here is not None and here.kind == "fresh" else "files"
         return "kept", f"{target} already holds {state}; never overwritten"
+    scored, why = _check_carried(grid, cell, results, source)
+    if why is not None:
+        return "refused", f"its scores do not hold here ({why})"
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.is_dir():
         target.rmdir()
     os.rename(source, target)
     _take_log(grid, cell, unpacked)
-    return "merged", f"{target} (trained on {trained_on(results)})"
+    return "merged", f"{target} (trained on {trained_on(results)}; {scored})"
+
+
+def _check_carried(grid: Grid, cell: Cell, results: dict[str, Any], source: Path) -> tuple[str, str | None]:
+    """``(what became of the cell's scores, why they do not hold or None)``: recomputed by the
+    task's ``check_carried(exp, cell, results, run_dir)`` (why not, or None) where it has one."""
+    check = getattr(grid.task, "check_carried", None)
+    if check is None:
+        return "scores as carried: its task carries no outputs to recompute them from", None
+    return "scores recomputed here", check(grid.exp, cell, results, source)
 
 
 def _read_results(path: Path) -> dict[str, Any] | None:

@@ -203,6 +203,15 @@ class TranslationExperiment:
                   "record": RunRecord.of(cfg, evaluation_record(replace(cfg, decode=decode), exp.splits)).to_dict()}
         return dict(result, length_penalty=tuning) if tuning else result
 
+    def check_carried(self, exp: ExperimentConfig, cell: Cell, results: dict[str, Any], run_dir: Path) -> str | None:
+        """A cell trained elsewhere and brought back (``--merge``; its files in ``run_dir``): why its
+        stored scores do not hold against this grid's data, prepared first (one line), or None
+        (:func:`~posenc.tasks.translation.carried.check_carried`: every score recomputed here)."""
+        from posenc.tasks.translation.carried import check_carried
+
+        self.prepare_data(exp, [cell])
+        return check_carried(run_config(exp, *cell), exp.splits, results, Path(run_dir))
+
     def summary_line(self, exp: ExperimentConfig, result: dict[str, Any]) -> str:
         """Method, setting, seed, BLEU of the first split, steps, convergence status."""
         split = exp.splits[0]

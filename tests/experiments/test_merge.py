@@ -249,6 +249,7 @@ def test_a_committed_multi30k_cell_travels_in_the_size_the_docs_quote() -> None:
             for path in cell_files(run_dir, SPEC):
                 tar.add(path, path.relative_to(run_dir).as_posix(), recursive=False)
         sizes.append(len(packed.getvalue()) / 2**20)
-    assert len(sizes) >= 36 and f"{min(sizes):.2f}-{max(sizes):.2f}" == "0.10-0.13"  # the grid grows
+    quoted = f"{min(sizes):.2f}-{max(sizes):.2f}"
+    assert len(sizes) >= 36 and float(quoted.split("-")[1]) <= 0.2  # a cell adds a few per cent of a 16 MiB window
     docs = " ".join((repo / "docs" / "performance.md").read_text(encoding="utf-8").split())
-    assert "0.10-0.13 MiB for each committed Multi30k cell" in docs
+    assert f"{quoted} MiB for each committed Multi30k cell" in docs

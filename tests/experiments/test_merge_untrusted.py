@@ -379,11 +379,17 @@ def test_a_score_without_its_hypotheses_is_refused(translation: tuple[Path, list
         assert not (tmp_path / "a").exists()
 
 
-def test_the_tokenizer_identity_is_compared_where_both_sides_record_one() -> None:
-    from posenc.tasks.translation.carried import tokenizer_mismatch
-
-    assert tokenizer_mismatch({"tokenizer_sha256": "a" * 64}, {"tokenizer_sha256": "b" * 64}).startswith(
-        "it trained with SentencePiece model tokenizer_sha256 'aaaa")
-    assert tokenizer_mismatch({"tokenizer_sha256": "a"}, {"tokenizer_sha256": "a"}) is None
-    assert tokenizer_mismatch({"tokenizer_sha256": "a"}, {}) is None  # a side that records none
-    assert tokenizer_mismatch({"vocab_sha256": "a"}, {"vocab_sha256": "b"}) is None  # the file's bytes: no identity
+def test_a_cell_of_another_tokenizer_is_refused(translation: tuple[Path, list[Member]], tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The cell's tokenizer identity must be the grid's (its committed SentencePiece model): one
+    recorded by another model makes the cell stale, and a cell that records none is refused too."""
+    config, members = translation
+    other = _write(tmp_path / "other.tar.gz", _forged(members, lambda r: r["summary"].update(tokenizer="f" * 64)))
+    code, out, _ = cli(capsys, "experiment", config, f"out_dir={tmp_path / 'a'}", "--merge", other)
+    assert code == 1 and "it trained with tokenizer 'fffffffffffffff...', the grid's data here are tokenized with " \
+        in out.splitlines()[0], out
+    assert not (tmp_path / "a").exists()
+    none = _write(tmp_path / "none.tar.gz", _forged(members, lambda r: r["summary"].pop("tokenizer")))
+    code, out, _ = cli(capsys, "experiment", config, f"out_dir={tmp_path / 'a'}", "--merge", none)
+    assert code == 1 and "it trained with tokenizer (none recorded), the grid's data here are tokenized with " in out.splitlines()[0], out
+    assert not (tmp_path / "a").exists()

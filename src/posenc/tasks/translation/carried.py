@@ -22,12 +22,8 @@ from posenc.evaluation.metrics import corpus_scores
 from posenc.experiments.intake import plain_name, shown
 from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.load import alpha_key
+from posenc.tasks.translation.spec import TOKENIZER_KEY, VOCAB_FILE
 
-#: Summary keys that name a run's tokenizer by its content, the same on every machine: compared
-#: between a carried cell and the data prepared here whenever both record one. ``vocab_sha256``
-#: is not one: it hashes the model file, whose bytes hold the temporary directory SentencePiece
-#: trained in, so two preparations of the same data differ in it.
-TOKENIZER_IDENTITY_KEYS: tuple[str, ...] = ("tokenizer_sha256",)
 #: How far a stored score may lie from the one recomputed here (BLEU and chrF points): rounding
 #: only; the same hypotheses, references and sacreBLEU give the same score.
 TOLERANCE = 0.01
@@ -42,7 +38,7 @@ def check_carried(cfg: RunConfig, splits: list[str], results: dict[str, Any], ru
     ``splits``) does not hold against this grid's prepared data (one line), or None when its
     tokenizer is the one here and every stored score is what its hypotheses give."""
     summary = results.get("summary")
-    why = tokenizer_mismatch(summary if isinstance(summary, dict) else {}, _summary_here(cfg))
+    why = tokenizer_mismatch(summary if isinstance(summary, dict) else {}, _tokenizer_here(cfg))
     if why is not None:
         return why
     data = Path(cfg.prepared_dir)
@@ -56,24 +52,23 @@ def check_carried(cfg: RunConfig, splits: list[str], results: dict[str, Any], ru
     return None
 
 
-def tokenizer_mismatch(carried: dict[str, Any], here: dict[str, Any]) -> str | None:
-    """The one comparison of a carried cell's tokenizer identity with the grid's: each key of
-    :data:`TOKENIZER_IDENTITY_KEYS` that both the cell's summary (``carried``) and the summary a run
-    trained here on the prepared data would record (``here``) hold; None when they agree or no
-    such key is recorded on both sides."""
-    for key in TOKENIZER_IDENTITY_KEYS:
-        if carried.get(key) and here.get(key) and carried[key] != here[key]:
-            return (f"it trained with SentencePiece model {key} {shown(str(carried[key]), 20)}, the data prepared "
-                    f"here has {shown(str(here[key]), 20)}")
-    return None
+def tokenizer_mismatch(carried: dict[str, Any], here: str) -> str | None:
+    """The one comparison of a carried cell's tokenizer with the grid's: the content identity its
+    summary records (``carried``, :data:`~posenc.tasks.translation.spec.TOKENIZER_KEY`) must be
+    ``here``, the identity of the model the grid's data are prepared with (its committed one). A cell
+    that records none is refused too: nothing shows it trained on the grid's subwords."""
+    recorded = carried.get(TOKENIZER_KEY)
+    if recorded == here:
+        return None
+    return (f"it trained with tokenizer {shown(str(recorded), 20) if recorded else '(none recorded)'}, the grid's "
+            f"data here are tokenized with {here[:12]}")
 
 
-def _summary_here(cfg: RunConfig) -> dict[str, Any]:
-    """The tokenizer entries a run of ``cfg`` trained here, on the data prepared here, records in its
-    summary (the task's ``checkpoint_state``, which the summary repeats)."""
-    from posenc.tasks.translation.task import TranslationTask
+def _tokenizer_here(cfg: RunConfig) -> str:
+    """The content identity of the SentencePiece model of the data prepared here for ``cfg``."""
+    from posenc.data.spm import Tokenizer
 
-    return TranslationTask(splits=()).checkpoint_state(cfg)
+    return Tokenizer.from_file(Path(cfg.prepared_dir) / VOCAB_FILE).identity
 
 
 def _claims(cfg: RunConfig, splits: list[str], results: dict[str, Any]

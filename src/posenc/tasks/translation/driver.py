@@ -209,7 +209,7 @@ class TranslationExperiment:
         (:func:`~posenc.tasks.translation.carried.check_carried`: every score recomputed here)."""
         from posenc.tasks.translation.carried import check_carried
 
-        self.prepare_data(exp, [cell])
+        self.prepare_data(exp, [cell], pin=False)  # a merge trains nothing: it commits no tokenizer
         return check_carried(run_config(exp, *cell), exp.splits, results, Path(run_dir))
 
     def summary_line(self, exp: ExperimentConfig, result: dict[str, Any]) -> str:

@@ -463,26 +463,34 @@ def run_identities(exp: ExperimentConfig, setting: str, seed: int) -> dict[str, 
     config and where its training ended (steps, best step), from its results.json."""
     out = {}
     for method in exp.methods:
-        path = Path(run_config(exp, setting, method, seed).out_dir) / "results.json"
-        if path.is_file():
-            results = json.loads(path.read_text(encoding="utf-8"))
-            summary = results.get("summary", {})
-            out[method] = {"fingerprint": results.get("record", {}).get("fingerprint"),
-                           "steps": summary.get("steps"), "best_step": summary.get("best_step")}
+        identity = _run_identity(Path(run_config(exp, setting, method, seed).out_dir))
+        if identity is not None:
+            out[method] = identity
     return out
+
+
+def _run_identity(run_dir: Path) -> dict[str, Any] | None:
+    """:func:`run_identities`' entry of the run in ``run_dir`` (None without a results.json)."""
+    path = run_dir / "results.json"
+    if not path.is_file():
+        return None
+    results = json.loads(path.read_text(encoding="utf-8"))
+    summary = results.get("summary", {})
+    return {"fingerprint": results.get("record", {}).get("fingerprint"),
+            "steps": summary.get("steps"), "best_step": summary.get("best_step")}
 
 
 def kept_seeds(exp: ExperimentConfig, setting: str, out: Path, seeds: list[int]) -> dict[int, list[str]]:
     """Of ``seeds`` (those this report cannot recompute), the ones whose earlier output in
-    ``out/seed<N>`` was computed from today's runs (every run its ``runs.json`` names is unchanged),
-    with the methods it covers."""
+    ``out/seed<N>`` was computed from today's runs (every run its ``runs.json`` names is unchanged
+    in its cell, also one this report leaves out, e.g. waiting for a selection), with the methods it covers."""
     kept = {}
     for seed in seeds:
         path = out / f"seed{seed}" / RUNS_READ
         if not path.is_file():
             continue
-        read, now = json.loads(path.read_text(encoding="utf-8")), run_identities(exp, setting, seed)
-        if read and all(now.get(m) == identity for m, identity in read.items()):
+        read = json.loads(path.read_text(encoding="utf-8"))
+        if read and all(_run_identity(exp.root / setting / m / f"seed{seed}") == identity for m, identity in read.items()):
             kept[seed] = list(read)
     return kept
 

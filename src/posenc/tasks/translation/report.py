@@ -490,7 +490,8 @@ def kept_seeds(exp: ExperimentConfig, setting: str, out: Path, seeds: list[int])
         if not path.is_file():
             continue
         read = json.loads(path.read_text(encoding="utf-8"))
-        if read and all(_run_identity(exp.root / setting / m / f"seed{seed}") == identity for m, identity in read.items()):
+        runs = {m: _run_identity(exp.root / setting / m / f"seed{seed}") for m in read}
+        if read and all(runs[m] == identity for m, identity in read.items()):
             kept[seed] = list(read)
     return kept
 

@@ -81,6 +81,11 @@ def _claims(cfg: RunConfig, splits: list[str], results: dict[str, Any]
         if not isinstance(entry, dict) or not isinstance(entry.get("hyp"), str):
             raise _Unscorable(f"its results.json reports no {split} score with its hypotheses")
         yield split, entry["hyp"], split, {"BLEU": entry.get("bleu"), "chrF": entry.get("chrf")}
+    greedy = results.get("greedy", {})
+    for split, entry in (greedy.items() if isinstance(greedy, dict) else ()):
+        if not isinstance(entry, dict) or not isinstance(entry.get("hyp"), str):
+            raise _Unscorable(f"its results.json reports a greedy {shown(str(split), 20)} score without its hypotheses")
+        yield f"{split} (greedy)", entry["hyp"], str(split), {"BLEU": entry.get("bleu"), "chrF": entry.get("chrf")}
     tuning = results.get("length_penalty")
     if not isinstance(tuning, dict):
         return

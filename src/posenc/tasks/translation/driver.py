@@ -30,10 +30,12 @@ from posenc.training.convergence import UNKNOWN
 log = logging.getLogger("posenc")
 
 
-def evaluation_record(cfg: RunConfig, splits: list[str]) -> dict[str, Any]:
-    """How a translation cell was scored: its decoding options and splits (the ``evaluation`` of
-    its record, :class:`~posenc.runs.same_run.RunRecord`)."""
-    return {"decode": to_dict(cfg.decode), "splits": list(splits)}
+def evaluation_record(cfg: RunConfig, splits: list[str], greedy: list[str] | None = None) -> dict[str, Any]:
+    """How a translation cell was scored: its decoding options, splits and the splits also decoded
+    greedily (the ``evaluation`` of its record, :class:`~posenc.runs.same_run.RunRecord`; no
+    ``greedy_splits`` entry when there are none, so records written before the option stay fresh)."""
+    record: dict[str, Any] = {"decode": to_dict(cfg.decode), "splits": list(splits)}
+    return dict(record, greedy_splits=list(greedy)) if greedy else record
 
 
 def with_tuning(exp: ExperimentConfig, results: dict[str, Any], verdict: Any) -> Any:
@@ -56,7 +58,7 @@ def expected_evaluation(exp: ExperimentConfig, cfg: RunConfig, results: dict[str
     were decoded with when ``exp`` tunes α. That α is the search's output (checked by
     :func:`with_tuning`), so the stored record's own value is taken: results.json files written
     before the tuned α was recorded there (they say ``decode.length_penalty``) stay fresh."""
-    evaluation = evaluation_record(cfg, exp.splits)
+    evaluation = evaluation_record(cfg, exp.splits, exp.greedy_splits)
     stored = ((results.get("record") or {}).get("evaluation") or {}).get("decode") or {}
     if exp.tune_length_penalty and "length_penalty" in stored:
         evaluation["decode"]["length_penalty"] = stored["length_penalty"]
@@ -197,10 +199,13 @@ class TranslationExperiment:
             decode = replace(cfg.decode, length_penalty=tuning["chosen"])
         at_bound = tuning["at_bound"] if tuning else None  # recorded with each split decoded at the chosen α
         scores = {split: translate_split(loaded, split, decode, at_bound=at_bound) for split in exp.splits}
+        greedy = replace(cfg.decode, beam=1, length_penalty=0.0)  # Neishi & Yoshinaga's decoding, beside the beam
         summary = dict(summary, status=run_status(cfg.out_dir, summary, cfg.train.max_steps))
+        record = evaluation_record(replace(cfg, decode=decode), exp.splits, exp.greedy_splits)  # the α decoded with
         result = {"setting": setting, "method": method, "seed": seed, "summary": summary, "scores": scores,
-                  # the α the splits were decoded with
-                  "record": RunRecord.of(cfg, evaluation_record(replace(cfg, decode=decode), exp.splits)).to_dict()}
+                  "record": RunRecord.of(cfg, record).to_dict()}
+        if exp.greedy_splits:
+            result["greedy"] = {split: translate_split(loaded, split, greedy) for split in exp.greedy_splits}
         return dict(result, length_penalty=tuning) if tuning else result
 
     def check_carried(self, exp: ExperimentConfig, cell: Cell, results: dict[str, Any], run_dir: Path) -> str | None:
@@ -225,11 +230,12 @@ class TranslationExperiment:
     def selection_experiment(self, exp: ExperimentConfig, sel: SelectionConfig) -> ExperimentConfig:
         """The validation sweep of ``sel`` (experiments/selection.py): one method per value (the
         selected method's overrides plus ``key: value``) on ``sel.setting`` and ``sel.seeds``, scored
-        on the validation split only (``splits: [valid]``, no analyses, no selection of its own). Its
-        runs live beside the grid's (``<root>/<setting>/<method>-<key><value>/``), sharing its data."""
+        on the validation split only (``splits: [valid]``, no greedy decoding, no analyses, no selection
+        of its own). Its runs live beside the grid's (``<root>/<setting>/<method>-<key><value>/``),
+        sharing its data."""
         methods = {sel.label(v): {**exp.methods[sel.method], sel.key: v} for v in sel.values}
         return replace(exp, methods=methods, settings={sel.setting: exp.settings[sel.setting]}, seeds=list(sel.seeds),
-                       splits=["valid"], analyses=[], baseline="", selection=SelectionConfig())
+                       splits=["valid"], greedy_splits=[], analyses=[], baseline="", selection=SelectionConfig())
 
     def selection_score(self, result: dict[str, Any], metric: str) -> float:
         """A sweep cell's validation ``metric`` (``bleu``: sacreBLEU of the validation split)."""

@@ -42,6 +42,9 @@ class ExperimentConfig:
     tune_length_penalty: list[float] = field(default_factory=list)
     #: The hard upper bound of that search (>= the grid's largest α; equal to it: the grid only).
     tune_length_penalty_max: float = 5.0
+    #: Splits also decoded greedily (beam 1, no length penalty) beside the tuned beam, as Neishi &
+    #: Yoshinaga decoded: results.json ``greedy``, ``translations/<split>.beam1.hyp``. Empty: none.
+    greedy_splits: list[str] = field(default_factory=list)
     #: A selection stage before the grid (experiments/selection.py; empty key = none).
     selection: SelectionConfig = field(default_factory=SelectionConfig)
 
@@ -67,6 +70,9 @@ class ExperimentConfig:
             require(sel.metric == "bleu",
                     f"selection.metric for translation is bleu (validation BLEU), got {sel.metric!r}")
         require(len(self.splits) >= 1, "experiment.splits must not be empty")
+        require(set(self.greedy_splits) <= set(self.splits) and len(set(self.greedy_splits)) == len(self.greedy_splits),
+                f"experiment.greedy_splits must be distinct splits of experiment.splits {self.splits}, "
+                f"got {self.greedy_splits}")
         require(self.gpu_jobs >= 1, f"experiment.gpu_jobs must be >= 1, got {self.gpu_jobs}")
         self.tune_length_penalty = [float(a) for a in self.tune_length_penalty]
         require(all(a >= 0 for a in self.tune_length_penalty)

@@ -1,0 +1,57 @@
+"""``experiment.greedy_splits``: splits also decoded greedily beside the tuned beam (Neishi &
+Yoshinaga's decoding), recorded in results.json and the run's record; a grid that adds it rescores
+(decoding only), a grid without it keeps every older record fresh."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from posenc.config import load_config
+from posenc.data.text import read_lines
+from posenc.errors import ConfigError
+from posenc.evaluation.metrics import corpus_scores
+from posenc.experiments.runner import Grid
+from posenc.tasks.translation.driver import TASK
+from posenc.tasks.translation.experiment import ExperimentConfig
+from tests.experiments.tiny_grid import write_experiment
+from tests.helpers.tiny import cli
+
+
+def _with(path: Path, **keys) -> Path:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data.update(keys)
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_greedy_translations_are_recorded_beside_the_beam(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_experiment(tmp_path, decode={"beam": 3})
+    assert cli(capsys, "experiment", str(path))[0] == 0
+    exp = load_config(ExperimentConfig, path)
+    (cell,) = TASK.cells(exp)
+    assert Grid(exp, TASK).verdict(cell).kind == "fresh"
+    _with(path, greedy_splits=["test"])
+    exp = load_config(ExperimentConfig, path)
+    verdict = Grid(exp, TASK).verdict(cell)
+    assert verdict.kind == "rescore"  # decoding only: the trained model is reused
+    assert cli(capsys, "experiment", str(path))[0] == 0
+    run = Path(TASK.cell_config(exp, cell).out_dir)
+    results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    greedy = results["greedy"]["test"]
+    assert (greedy["beam"], greedy["length_penalty"], greedy["hyp"]) == (1, 0.0, "translations/test.beam1.hyp")
+    assert results["scores"]["test"]["hyp"] == "translations/test.beam3.hyp"
+    assert results["record"]["evaluation"]["greedy_splits"] == ["test"]
+    data = Path(TASK.cell_config(exp, cell).prepared_dir)
+    again = corpus_scores(read_lines(run / greedy["hyp"]), read_lines(data / "test.tgt"))
+    assert again["bleu"] == pytest.approx(greedy["bleu"])
+    assert Grid(exp, TASK).verdict(cell).kind == "fresh"
+
+
+def test_greedy_splits_must_be_scored_splits(tmp_path: Path) -> None:
+    path = _with(write_experiment(tmp_path), greedy_splits=["valid"])
+    with pytest.raises(ConfigError, match=r"experiment.greedy_splits must be distinct splits of experiment.splits"):
+        load_config(ExperimentConfig, path)

@@ -120,6 +120,20 @@ class MethodsGrid:
         log.info("== %s -> %s", " / ".join(map(str, cell)), cfg.out_dir)
         return self.train_cell(cfg, cell)
 
+    def check_data(self, exp: MethodsExperimentConfig, cells: list[Cell]) -> None:
+        """The data of ``cells`` checked once per distinct data config (:meth:`data_check`), before
+        any run or worker starts: a missing data set stops the grid in one line."""
+        seen: set[str] = set()
+        for cell in cells:
+            data = self.cell_config(exp, cell).data
+            if repr(data) not in seen:
+                seen.add(repr(data))
+                self.data_check(data)
+
+    def data_check(self, data: Any) -> None:
+        """A one-line DataError when the data of a run's ``data`` config are not at hand (default:
+        nothing to check, e.g. generated data)."""
+
     def train_cell(self, cfg: Any, cell: Cell) -> dict[str, Any]:
         """Train (resuming) and evaluate the run ``cfg`` of ``cell``; what ``results.json`` stores:
         the cell, the run's record (:meth:`RunRecord.of`, as in its fingerprint.json), a summary

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from posenc.config import apply_mapping, from_dict, load_yaml, require
+from posenc.config import apply_mapping, from_dict, load_yaml, require, require_seeds
 from posenc.experiments.tasks import Cell
 from posenc.runs.same_run import RunRecord, Verdict, same_run
 from posenc.tasks.base import Task, TaskRun, run_task
@@ -77,6 +77,7 @@ class MethodsExperimentConfig:
         require(len(self.methods) >= 1, f"experiment {self.name}: give at least one method ({NEW_FORM})")
         require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds),
                 "experiment.seeds must be distinct and non-empty")
+        require_seeds(self.seeds, "experiment.seeds")
         for label, over in self.methods.items():
             require(label.replace("-", "").replace("_", "").replace("+", "").isalnum(),
                     f"method label {label!r}: use letters, digits, -, _ or +")

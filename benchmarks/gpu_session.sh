@@ -216,16 +216,32 @@ print(f"travels: {packed / 2**20:.1f} MiB in {sys.argv[1]} + {tree / 2**20:.1f} 
 PY
 }
 
-# The seconds a queue cell has under `all MINUTES` and `queue MINUTES` when every step before the grids takes its
-# whole allowance: a queue entry's cell_minutes must fit in them for its cells to start.
-window() {
-  local total left lim
-  total=$(python3 -c 'import sys; print(int(float(sys.argv[1]) * 60))' "$1" 2>/dev/null) \
-    || { echo "error: MINUTES must be a number, got '$1'" >&2; exit 2; }
-  left=$(( total - ENV_LIMIT - ENV_GRACE ))
+# The seconds a queue cell has under `all` TOTAL seconds when every step before the grids takes its whole allowance.
+all_cell() {
+  local left=$(( $1 - ENV_LIMIT - ENV_GRACE )) lim
   lim=$(share "$TESTS_WANT" "$left"); (( lim >= 10 )) && left=$(( left - lim - TESTS_GRACE ))
   lim=$(share "$LOOP_WANT" "$left"); (( lim >= 10 )) && left=$(( left - lim - LOOP_GRACE ))
-  echo "all $1: $(( left - QUEUE_EARLY - QUEUE_START )) s for a cell; queue $1: $(( total - QUEUE_EARLY - QUEUE_START )) s for a cell"
+  echo $(( left - QUEUE_EARLY - QUEUE_START ))
+}
+
+# The session's minimum: the fewest whole seconds under `all` that leave a queue cell at least one second.
+all_minimum() { local t=1; while (( $(all_cell "$t") < 1 )); do t=$(( t + 1 )); done; echo "$t"; }
+
+# The seconds a queue cell has under `all MINUTES` and `queue MINUTES` when every step before the grids takes its
+# whole allowance: a queue entry's cell_minutes must fit in them for its cells to start. MINUTES under the session's
+# minimum (no second left for a cell under `all`; zero and negative ones too) are refused in one line, exit 2.
+window() {
+  local total cell low
+  total=$(python3 -c 'import sys; m = float(sys.argv[1]); assert m <= 1440; print(int(max(m, 0) * 60))' "$1" 2>/dev/null) \
+    || { echo "error: MINUTES must be a number up to 1440 (a day), got '$1'" >&2; exit 2; }
+  cell=$(all_cell "$total")
+  if (( cell < 1 )); then
+    low=$(all_minimum)
+    echo "error: window $1: under the session's minimum of $low s ($(python3 -c "print(round($low / 60 + 0.005, 2))") min:" \
+      "the steps before the grids and the queue's start leave no time for a cell); give more minutes" >&2
+    exit 2
+  fi
+  echo "all $1: $cell s for a cell; queue $1: $(( total - QUEUE_EARLY - QUEUE_START )) s for a cell"
 }
 
 case $part in

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import getpass
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +13,24 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def _inductor_cache_per_float_path() -> None:
+    """Give Inductor an on-disk cache of this float path's own (``ATEN_CPU_CAPABILITY``; ``native``
+    when unset), inherited by the workers tests start: Inductor's cache does not tell float paths
+    apart, and a kernel compiled under one capability fails when a run under another loads it, so
+    the suite could not run under each float path in turn. An explicit TORCHINDUCTOR_CACHE_DIR wins."""
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "user"
+    path = os.environ.get("ATEN_CPU_CAPABILITY") or "native"
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(tempfile.gettempdir()) / f"torchinductor_{user}_{path}")
+
+
+_inductor_cache_per_float_path()  # before any test compiles
 
 
 @pytest.fixture(autouse=True)

@@ -282,6 +282,12 @@ def _normalise(cls: type, data: dict[str, Any], prefix: str) -> dict[str, Any]:
 MAX_YAML_BYTES = 1 << 20
 MAX_YAML_NODES = 100_000
 MAX_YAML_DEPTH = 64
+#: Digits an integer value may have (config files, overrides, ``--seeds``): every posenc integer fits
+#: in 64 bits (20 digits); a longer one is refused before Python converts it, which costs time
+#: quadratic in its length and fails over 4,300 digits.
+MAX_INT_DIGITS = 30
+#: Seeds are what torch, numpy and Python's random all accept: integers in [-2**63, 2**63).
+SEED_RANGE = (-(2**63), 2**63)
 
 
 class YamlTooLarge(yaml.YAMLError):
@@ -332,6 +338,35 @@ class BoundedLoader(yaml.SafeLoader):
         if depth > MAX_YAML_DEPTH:
             raise YamlTooLarge(f"nested deeper than {MAX_YAML_DEPTH} levels{_at(node)}")
         return size, depth
+
+
+def _bounded_int(loader: BoundedLoader, node: Any) -> int:
+    """YAML's int constructor, the digits counted first (:data:`MAX_INT_DIGITS`)."""
+    digits = sum(c.isalnum() for c in str(node.value).lower().removeprefix("-").removeprefix("+"))
+    if digits > MAX_INT_DIGITS:
+        raise YamlTooLarge(f"an integer of {digits} digits{_at(node)}; the limit is {MAX_INT_DIGITS}")
+    return int(yaml.SafeLoader.construct_yaml_int(loader, node))
+
+
+BoundedLoader.add_constructor("tag:yaml.org,2002:int", _bounded_int)
+
+
+def check_int_text(text: str, what: str) -> int:
+    """``text`` as an integer (optional sign, decimal digits), its length bounded before conversion
+    (:data:`MAX_INT_DIGITS`): a one-line ConfigError naming ``what`` otherwise."""
+    body = text.strip().removeprefix("-")
+    if not body.isdigit() or not body.isascii():
+        raise ConfigError(f"{what} must be an integer, got {shorten(text)}")
+    if len(body) > MAX_INT_DIGITS:
+        raise ConfigError(f"{what}: an integer of {len(body)} digits; the limit is {MAX_INT_DIGITS}")
+    return int(text)
+
+
+def require_seeds(seeds: list[int], what: str) -> None:
+    """Every seed in :data:`SEED_RANGE` (one line naming ``what`` and the first outside)."""
+    low, high = SEED_RANGE
+    bad = [s for s in seeds if not low <= s < high]
+    require(not bad, f"{what} must be in [-2**63, 2**63), got {shorten(bad[0]) if bad else ''}")
 
 
 def _at(node: Any) -> str:

@@ -80,11 +80,33 @@ def test_captured_loop_is_timed_after_every_shape_is_recorded(monkeypatch: pytes
     assert captured["speedup"] == pytest.approx(captured["steps_per_s"] / eager["steps_per_s"])
 
 
-def test_cli_loop_only_times_an_experiments_model(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.filterwarnings("ignore:train.precision=bf16 on a CPU without native bf16")
+@pytest.mark.parametrize("native", [True, False])
+def test_the_loop_resolves_auto_by_its_own_models_width(monkeypatch: pytest.MonkeyPatch, native: bool) -> None:
+    """``auto`` on a CPU is bf16 only with native bf16 and a wide model: the loop's label follows the
+    loop's model (``loop_preset`` + ``loop_model``), not the per-method steps' preset, on any CPU."""
+    from posenc.training import precision
+
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
+    wide_steps = BenchConfig(loop_steps=2, loop_preset="transformer-tiny", loop_model={"d_model": 32, "d_ff": 64})
+    assert wide_steps.width() == 256 and wide_steps.loop_width() == 32
+    assert wide_steps.loop_label() == "eager-fp32"
+    wide_loop = BenchConfig(preset="transformer-tiny", loop_steps=2, loop_preset="transformer-small")
+    assert wide_loop.loop_label() == ("eager-bf16" if native else "eager-fp32")
+    assert BenchConfig(precision="bf16", loop_steps=2, loop_preset="transformer-tiny").loop_label() == "eager-bf16"
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_cli_loop_only_times_an_experiments_model(tmp_path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch, native: bool) -> None:
     """``--loop-only --loop-experiment NAME``: only the loop, with the experiment's model, vocabulary
-    and max_tokens (explicit flags win); --loop-only without --loop-steps is a one-line error."""
+    and max_tokens (explicit flags win), one eager-fp32 record with or without native bf16 (the
+    experiment's model is narrow); --loop-only without --loop-steps is a one-line error."""
     from posenc.bench.__main__ import loop_model_of
+    from posenc.training import precision
     from tests.experiments.tiny_grid import write_experiment
+
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
 
     exp = write_experiment(tmp_path)
     loop = loop_model_of(str(exp))
@@ -96,6 +118,7 @@ def test_cli_loop_only_times_an_experiments_model(tmp_path, capsys: pytest.Captu
     assert main(["--loop-only", "--loop-experiment", str(exp), "--loop-steps", "2", "--loop-tokens", "96",
                  "--out", str(out)]) == 0
     (rec,) = json.loads(out.read_text())
+    assert rec["config"] == "eager-fp32"
     assert rec["kind"] == "train_loop" and rec["max_tokens"] == 96 and rec["preset"] == "transformer-tiny"
     assert main(["--loop-only"]) == 2
     assert capsys.readouterr().err.strip().endswith("--loop-only times the training loop: give --loop-steps N (N >= 1)")

@@ -385,3 +385,36 @@ def test_sigterm_stops_a_one_job_grid_cleanly(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("argv", [
+    ["--seeds", "9" * 5000],
+    ["seeds=[" + "9" * 5000 + "]"],
+    ["base.train.max_steps=" + "9" * 5000],
+    ["seeds=[1, 0x" + "f" * 5000 + "]"],
+])
+def test_an_integer_of_thousands_of_digits_is_refused_before_conversion(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str]) -> None:
+    """Python refuses to convert more than 4,300 digits (a ValueError): every integer posenc reads is
+    bounded to MAX_INT_DIGITS before it is converted, so the answer is one line, exit 2."""
+    from posenc.config import MAX_INT_DIGITS
+
+    exp = write_experiment(tmp_path)
+    code, out, err = cli(capsys, "experiment", exp, *argv)
+    assert_one_line_error(code, err, f"the limit is {MAX_INT_DIGITS}")
+    assert len(err) < MAX_LINE and not (tmp_path / "exp").exists()
+
+
+def test_integers_within_the_bound_and_seeds_within_range(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A YAML integer of MAX_INT_DIGITS digits converts; a seed outside [-2**63, 2**63), which torch
+    cannot take, is one line naming the key before anything runs."""
+    from posenc.config import MAX_INT_DIGITS, check_int_text, safe_load_bounded
+
+    assert safe_load_bounded("x: " + "9" * MAX_INT_DIGITS) == {"x": int("9" * MAX_INT_DIGITS)}
+    assert check_int_text("-12", "--seeds") == -12
+    exp = write_experiment(tmp_path)
+    for argv, key in ((["seeds=[" + str(2**63) + "]"], "experiment.seeds"), (["--seeds", "x"], "--seeds must be")):
+        code, _, err = cli(capsys, "experiment", exp, *argv)
+        assert_one_line_error(code, err, key)
+    code, _, err = cli(capsys, "train", *run_overrides(tmp_path / "run", None), f"train.seed={-(2**63) - 1}")
+    assert_one_line_error(code, err, "train.seed must be in [-2**63, 2**63)")

@@ -121,3 +121,15 @@ def test_only_one_test_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     code, _, err = cli(capsys, "prepare", f"out_dir={tmp_path / 'run'}", *files_overrides(files), *TINY)
     assert_one_line_error(code, err, "test_src and test_tgt")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_nul_byte_stops_prepare_with_file_and_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """NUL bytes in a training line: one line naming the file and line, exit 2, no prepared data."""
+    files = write_corpus(tmp_path / "corpus")
+    lines = files["train_src"].read_bytes().split(b"\n")
+    lines[4] = lines[4][:3] + b"\x00" + lines[4][3:]
+    files["train_src"].write_bytes(b"\n".join(lines))
+    run = tmp_path / "run"
+    code, _, err = cli(capsys, "prepare", f"out_dir={run}", *files_overrides(files), *TINY)
+    assert_one_line_error(code, err, f"{files['train_src']}: line 5: NUL byte at column 4")
+    assert not (run / "data" / "train.src").exists()

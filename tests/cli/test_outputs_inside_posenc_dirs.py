@@ -278,3 +278,22 @@ def test_export_directory_and_files_follow_the_umask(capsys: pytest.CaptureFixtu
         code, _, err = cli(capsys, "export", "--run", run_copy, "--format", "ctranslate2", "--out", out)
     assert code == 0, err
     assert _mode(out) == 0o750 and _mode(out / "model.bin") == 0o600 and _mode(out / "spm.model") == 0o640
+
+
+def test_the_experiment_root_itself_is_the_users(tmp_path: Path) -> None:
+    """README's rule: an experiment's root is the user's (a file may be written there), its
+    ``report/``, ``data/`` and runs are posenc's (one-line refusal)."""
+    from posenc.errors import PosencError
+    from posenc.experiments.runner import run_experiment
+    from posenc.runs.ownership import check_user_output
+    from tests.experiments.tiny_grid import write_experiment
+
+    run_experiment(str(write_experiment(tmp_path)), jobs=1)
+    root = tmp_path / "exp"
+    check_user_output(root / "notes.txt", "--output")  # accepted
+    posenc_dirs = [root / "report", root / "data", *(p.parent for p in root.rglob("results.json"))]
+    assert len(posenc_dirs) == 3
+    for inside in posenc_dirs:
+        with pytest.raises(PosencError, match="lies inside the posenc") as err:
+            check_user_output(inside / "x.txt", "--output")
+        assert "\n" not in str(err.value)

@@ -47,6 +47,20 @@ def test_bad_utf8_names_file_and_line(tmp_path: Path, name: str) -> None:
     assert str(err.value) == f"{path}: line 3: invalid UTF-8 byte 0xe4 at column 5"
 
 
+@pytest.mark.parametrize("name", ["train.src", "train.src.gz"])
+def test_a_nul_byte_names_file_line_and_column(tmp_path: Path, name: str) -> None:
+    """A NUL byte is not text: refused where read, never kept in prepared data or dropped later."""
+    path = _write(tmp_path / name, b"PE NU\nMI\x00LO KA\n")
+    with pytest.raises(DataError) as err:
+        read_lines(path)
+    assert str(err.value) == f"{path}: line 2: NUL byte at column 3 (not text)"
+    other = _write(tmp_path / "train.tgt", b"a\nb\n")
+    with pytest.raises(DataError, match=r"train\.src(\.gz)?: line 2: NUL byte"):
+        read_parallel(path, other)
+    with pytest.raises(DataError, match="<stdin>: line 1: NUL byte at column 1"):
+        list(iter_lines(io.BytesIO(b"\x00\n"), "<stdin>"))
+
+
 def test_missing_and_corrupt_files(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"nope\.txt: no such file"):
         read_lines(tmp_path / "nope.txt")

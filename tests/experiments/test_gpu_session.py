@@ -98,3 +98,25 @@ def test_dry_run_packs_runs_to_the_deadline_archives_and_merges(tmp_path: Path,
     assert code == 0, err
     assert merged.splitlines()[-1] == f"merge: 2 merged, 0 kept, 0 refused; report: {here / 'report' / 'README.md'}"
     assert "| cpu | 2 | vanilla/ape/seed1, vanilla/shape/seed1 |" in (here / "report" / "README.md").read_text()
+
+
+def test_window_refuses_minutes_under_the_sessions_minimum() -> None:
+    """``window N``: N under the session's minimum (no second left for a cell under ``all N``; zero and
+    negative N too) or not a number up to a day is one line, exit 2; from the minimum on, a cell has
+    at least one second and more minutes never give it less."""
+    def window(minutes: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", str(SCRIPT), "window", minutes], cwd=REPO, capture_output=True, text=True,
+                              timeout=60)
+
+    for minutes in ("-5", "0", "1", "x", "nan", "1e30"):
+        done = window(minutes)
+        assert done.returncode == 2 and done.stdout == "", (minutes, done)
+        assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+    low = int(re.search(r"minimum of (\d+) s", window("0").stderr).group(1))
+    assert window(str((low - 1) / 60)).returncode == 2
+    cells = []
+    for seconds in (low, low + 1, low + 60, 12 * 60):
+        done = window(str(seconds / 60))
+        assert done.returncode == 0, done
+        cells.append(int(re.match(r"all \S+: (-?\d+) s for a cell", done.stdout).group(1)))
+    assert cells[0] >= 1 and cells == sorted(cells)

@@ -53,6 +53,25 @@ def _bytes(name: str, data: Callable[[bytes], bytes]) -> Callable[[Path], None]:
     return lambda d: (d / name).write_bytes(data((d / name).read_bytes()))
 
 
+def _self_consistent(tamper: Callable[[Path], None]) -> Callable[[Path], None]:
+    """``tamper``, then the description's checksums rewritten to match the tampered files: an export
+    that agrees with its own record, refused only by what its files mean."""
+    from posenc.serving.validate import file_checksums
+
+    def both(d: Path) -> None:
+        tamper(d)
+        _manifest(lambda i: i.update(files=file_checksums(d)))(d)
+    return both
+
+
+def _swap_vocabulary(i: int, j: int) -> Callable[[Path], None]:
+    def swap(d: Path) -> None:
+        vocab = json.loads((d / "shared_vocabulary.json").read_text())
+        vocab[i], vocab[j] = vocab[j], vocab[i]
+        (d / "shared_vocabulary.json").write_text(json.dumps(vocab))
+    return swap
+
+
 #: name → (tampering, words the one-line error holds besides the file's path)
 TAMPERED: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "model-truncated": (_bytes("model.bin", lambda b: b[:1000]), ("model.bin",)),
@@ -97,6 +116,22 @@ TAMPERED: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "config-eos-swapped": (_config(lambda c: c.update(eos_token=c["decoder_start_token"],
                                                       decoder_start_token=c["eos_token"])),
                            ("config.json", "not the file posenc export wrote", "export again")),
+    # the same with the export's own checksums rewritten: its meaning against spm.model refuses it
+    "config-eos-swapped-self-consistent": (
+        _self_consistent(_config(lambda c: c.update(eos_token=c["decoder_start_token"],
+                                                    decoder_start_token=c["eos_token"]))),
+        ("config.json", "eos_token is '<s>'", "spm.model defines '</s>' (id 3)")),
+    "config-unk-renamed-self-consistent": (_self_consistent(_config(lambda c: c.update(unk_token="a"))),
+                                           ("config.json", "unk_token is 'a'", "'<unk>' (id 1)")),
+    "config-bos-missing-self-consistent": (_self_consistent(_config(lambda c: c.pop("bos_token"))),
+                                           ("config.json", "bos_token is None", "'<s>' (id 2)")),
+    "config-adds-source-bos-self-consistent": (_self_consistent(_config(lambda c: c.update(add_source_bos=True))),
+                                               ("config.json", "add_source_bos is True", "expected false")),
+    # the vocabulary is not among the checksummed files: only its meaning tells (pad and unk swapped)
+    "vocabulary-pad-unk-swapped": (_swap_vocabulary(0, 1),
+                                   ("shared_vocabulary.json", "entry 0 is '<unk>'", "piece 0 of spm.model is '<pad>'")),
+    "vocabulary-eos-swapped-self-consistent": (_self_consistent(_swap_vocabulary(3, 5)),
+                                               ("shared_vocabulary.json", "entry 3", "'</s>'")),
     "manifest-without-checksums": (_manifest(lambda i: i.pop("files")),
                                    ("posenc_export.json", "checksum", "write the export again")),
     "manifest-checksum-of-another-file": (_manifest(lambda i: i["files"].update({"model.bin": i["files"]["config.json"]})),

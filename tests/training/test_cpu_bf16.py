@@ -127,14 +127,33 @@ def test_without_proc_cpuinfo_torch_s_probe_decides(monkeypatch: pytest.MonkeyPa
     def unreadable(self: Path, *a: object, **k: object) -> str:
         raise FileNotFoundError(str(self))
 
+    monkeypatch.delenv(training_precision.NATIVE_BF16_ENV, raising=False)  # the probe, not the switch
     monkeypatch.setattr(Path, "read_text", unreadable)
     monkeypatch.setattr(torch._C._cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
-    training_precision.cpu_has_native_bf16.cache_clear()
+    training_precision.probe_native_bf16.cache_clear()
     try:
         assert training_precision.cpu_has_native_bf16()
         monkeypatch.setattr(torch._C._cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
         monkeypatch.setattr(torch._C._cpu, "_is_amx_tile_supported", lambda: False, raising=False)
-        training_precision.cpu_has_native_bf16.cache_clear()
+        training_precision.probe_native_bf16.cache_clear()
         assert not training_precision.cpu_has_native_bf16()
     finally:
-        training_precision.cpu_has_native_bf16.cache_clear()
+        training_precision.probe_native_bf16.cache_clear()
+
+
+def test_the_environment_switch_forces_native_bf16_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``POSENC_NATIVE_BF16=1``/``0`` decides over the probe (so the suite runs both ways on one CPU);
+    empty is the probe; any other value is a one-line ConfigError."""
+    from posenc.errors import ConfigError
+
+    env = training_precision.NATIVE_BF16_ENV
+    for value, want in (("1", True), ("0", False), (" 1 ", True)):
+        monkeypatch.setenv(env, value)
+        assert training_precision.cpu_has_native_bf16() is want
+        assert resolve_precision("auto", CPU, 512) == ("bf16" if want else "fp32")
+    monkeypatch.setenv(env, "")
+    assert training_precision.cpu_has_native_bf16() == training_precision.probe_native_bf16()
+    monkeypatch.setenv(env, "yes")
+    with pytest.raises(ConfigError, match="POSENC_NATIVE_BF16='yes': give 1") as err:
+        training_precision.cpu_has_native_bf16()
+    assert "\n" not in str(err.value)

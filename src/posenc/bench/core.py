@@ -107,11 +107,17 @@ class BenchConfig:
         """Whether the training step is compiled (``auto``: on CUDA only; training/compiled.resolve_compile)."""
         return resolve_compile(self.compile, torch.device(self.device))
 
+    def loop_width(self) -> int:
+        """d_model of the training loop's model (``loop_preset`` with the ``loop_model`` overrides),
+        which may differ from the per-method steps' model."""
+        return ModelConfig.from_preset(self.loop_preset, vocab_size=self.vocab, **self.loop_model).d_model
+
     def loop_label(self) -> str:
         """The training loop's configuration as its records name it: ``captured-``, ``compiled-`` or
-        ``eager-`` and the resolved precision."""
+        ``eager-`` and the precision resolved for the loop's own model width, as the trainer would
+        resolve it for that model (``auto`` on a native-bf16 CPU depends on the width)."""
         how = "captured" if self.compile == "reduce-overhead" else "compiled" if self.compiled() else "eager"
-        return f"{how}-{self.train_precision()}"
+        return f"{how}-{resolve_precision(self.precision, torch.device(self.device), self.loop_width())}"
 
 
 def build_model(method: str, cfg: BenchConfig) -> Seq2SeqTransformer:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from posenc.config import check_int_text, shorten
 from posenc.errors import ConfigError
 from posenc.experiments.runner import run_experiment
 from posenc.experiments.scheduler import parse_jobs
@@ -72,13 +73,14 @@ def _subset(args: argparse.Namespace) -> CellSubset:
         return [v.strip() for v in (value or "").split(",") if v.strip()]
 
     seeds = labels(args.seeds)
-    bad = [s for s in seeds if not s.lstrip("-").isdigit()]
+    bad = [s for s in seeds if not (s.lstrip("-").isdigit() and s.isascii())]
     if bad or (args.seeds is not None and not seeds):
-        raise ConfigError(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+        raise ConfigError(f"--seeds must be comma-separated integers, got {shorten(args.seeds)}")
+    numbers = [check_int_text(s, "--seeds") for s in seeds]  # each bounded before it is converted
     for flag in ("settings", "methods"):
         if getattr(args, flag) is not None and not labels(getattr(args, flag)):
             raise ConfigError(f"--{flag} names no label, got {getattr(args, flag)!r}")
-    return CellSubset.of(labels(args.settings), labels(args.methods), [int(s) for s in seeds])
+    return CellSubset.of(labels(args.settings), labels(args.methods), numbers)
 
 
 def merge(args: argparse.Namespace) -> int:

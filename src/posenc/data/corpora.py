@@ -37,6 +37,7 @@ __all__ = [
     "MULTI30K_VALID_SIZE",
     "chapter_split",
     "Pair",
+    "check_corpus",
     "clean_bible_text",
     "load_bible",
     "load_corpus",
@@ -417,6 +418,42 @@ def corpus_option_types(name: str) -> dict[str, Any]:
         args = typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
         out[param] = str if str in args or tp is Any else tp
     return out
+
+
+#: Where the raw Multi30k files come from (the one-line DataError's advice).
+MULTI30K_HINT = ("the raw Multi30k task-1 files are in https://github.com/multi30k/dataset (data/task1/raw); "
+                 "set data.options.path or $POSENC_MULTI30K to their directory")
+
+#: The options of each corpus that name files its loader reads (``files``).
+_FILE_OPTIONS = ("train_src", "train_tgt", "valid_src", "valid_tgt", "test_src", "test_tgt")
+
+
+def check_corpus(name: str, options: dict[str, Any]) -> None:
+    """Whether the source of corpus ``name`` (with the loader's ``options``) is at hand, without
+    reading it: a one-line DataError naming what is missing and how to get it. The experiment
+    runner calls it once per setting before any run starts, so a missing data set stops the grid
+    once instead of in every worker. Options are not validated here (the loader does that)."""
+    if name == "bible":
+        db = options.get("db_path")
+        if db is None:
+            _bible_db_path()
+        elif not Path(str(db)).is_file():
+            raise DataError(f"{db}: bible database not found (data.options.db_path)")
+    elif name == "multi30k":
+        path = options.get("path")
+        try:
+            directory = _multi30k_dir(None if path is None else str(path))
+        except DataError as err:
+            raise DataError(f"{err}; {MULTI30K_HINT}") from None
+        langs = (str(options.get("src", "en")), str(options.get("tgt", "de")))
+        missing = [f"{stem}.{lang}.gz" for stem in ("train", "test_2016_flickr") for lang in langs
+                   if not (directory / f"{stem}.{lang}.gz").is_file()]
+        if missing:
+            raise DataError(f"{directory}: Multi30k files missing: {', '.join(missing)}; {MULTI30K_HINT}")
+    elif name == "files":
+        for key in _FILE_OPTIONS:
+            if options.get(key) is not None and not Path(str(options[key])).is_file():
+                raise DataError(f"data.options.{key}: {options[key]}: no such file")
 
 
 def load_corpus(name: str, **kwargs: Any) -> Corpus:

@@ -63,6 +63,16 @@ def read_idx(path: Path, ndim: int) -> np.ndarray:
     return data.reshape(shape)
 
 
+def check_fashion_mnist(root: str | Path | None = None) -> None:
+    """Whether both Fashion-MNIST splits' files are at hand (``root`` resolved as
+    :func:`load_fashion_mnist` does), without reading them: a one-line DataError naming the
+    directory and how to get the data. The experiment runner calls it before any run starts."""
+    base = Path(root or os.environ.get("POSENC_FASHION_MNIST") or FASHION_MNIST_DIR)
+    missing = [name for names in _FILES.values() for name in names if not (base / name).is_file()]
+    if missing:
+        raise DataError(f"Fashion-MNIST not found at {base} (missing {', '.join(missing)}): {INSTALL_HINT}")
+
+
 def load_fashion_mnist(split: str = "train", root: str | Path | None = None, limit: int | None = None) -> ImageSet:
     """Fashion-MNIST ``split`` ("train" 60k / "test" 10k) as uint8 images ``(N, 1, 28, 28)``.
 

@@ -87,6 +87,18 @@ def fsdd_root(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(env) if env else DEFAULT_FSDD
 
 
+#: How to get the Free Spoken Digit Dataset and point posenc at it (the one-line DataError's advice).
+FSDD_HINT = ("clone https://github.com/Jakobovski/free-spoken-digit-dataset (its recordings/ folder), "
+             "then set data.path or $POSENC_FSDD to that directory")
+
+
+def check_fsdd(path: str | os.PathLike[str] | None = None) -> None:
+    """Whether the FSDD recordings are at hand (``path`` resolved as :func:`fsdd_root` does), without
+    reading any: a one-line DataError naming the missing directory and how to get it. The experiment
+    runner calls it once per setting before any run starts."""
+    list_recordings(fsdd_root(path))
+
+
 def parse_name(path: Path) -> tuple[int, str, int]:
     """``{digit}_{speaker}_{index}.wav`` → (digit, speaker, index); DataError otherwise."""
     m = _NAME.match(path.name)
@@ -115,7 +127,7 @@ def list_recordings(root: Path) -> list[Path]:
     """Sorted ``*.wav`` files of ``root/recordings``; DataError when there are none."""
     rec = root / "recordings"
     if not rec.is_dir():
-        raise DataError(f"FSDD recordings not found at {rec} (set data.path or $POSENC_FSDD)")
+        raise DataError(f"FSDD recordings not found at {rec}: {FSDD_HINT}")
     files = sorted(rec.glob("*.wav"))
     if not files:
         raise DataError(f"{rec}: no .wav files")

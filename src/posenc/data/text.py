@@ -67,7 +67,10 @@ def _skip_rest_of_line(stream: BinaryIO, size: int) -> None:
 
 
 def _decode(raw: bytes, name: str, number: int) -> str:
-    """``raw`` as strict UTF-8; invalid bytes are a DataError naming the file, line and column."""
+    """``raw`` as strict UTF-8; invalid bytes, and NUL bytes (no text holds one: a tokenizer or a
+    downstream tool would keep or drop it silently), are a DataError naming the file, line and column."""
+    if b"\0" in raw:
+        raise DataError(f"{name}: line {number}: NUL byte at column {raw.index(0) + 1} (not text)")
     try:
         return raw.decode("utf-8", errors="strict")
     except UnicodeDecodeError as e:
@@ -92,7 +95,8 @@ def iter_lines(stream: BinaryIO, name: str, max_line_bytes: int | None = None,
             a warning.
 
     Raises:
-        DataError: an over-long line (``too_long="error"``), invalid UTF-8, or a corrupt gzip stream.
+        DataError: an over-long line (``too_long="error"``), invalid UTF-8, a NUL byte, or a corrupt
+            gzip stream.
     """
     limit = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
     if too_long not in TOO_LONG:

@@ -87,6 +87,19 @@ class Grid:
         """The task's line for a finished run."""
         return self.task.summary_line(self.exp, result)
 
+    def check_data(self, cells: list[Cell]) -> None:
+        """The task's check that the data of ``cells`` are at hand (a one-line DataError naming what
+        is missing), before any run or worker starts; tasks without data to check define none."""
+        check = getattr(self.task, "check_data", None)
+        if check is not None and cells:
+            check(self.exp, cells)
+
+    def todo(self, cells: list[Cell] | None = None) -> list[Cell]:
+        """The cells (of ``cells``, default every one) that are not fresh: those a run would train
+        or score (stale ones included); reads results only, changes nothing."""
+        return [c for c in (self.cells() if cells is None else cells)
+                if (v := self.verdict(c)) is None or v.kind != "fresh"]
+
     def prepare(self, cells: list[Cell]) -> None:
         """The task's preparation of ``cells`` before any runs (e.g. data prepared once per setting)."""
         prepare = getattr(self.task, "prepare", None)

@@ -74,6 +74,8 @@ def run_grid(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: 
         train_subset(grid, subset, partial(bring_up_to_date, jobs=jobs, rerun_stale=rerun_stale, backend=backend))
         return grid.exp.root / "report"
     check_report_dir(exp)  # before any training: never a user's files
+    if not report_only:
+        check_data_up_front(grid)
     if report_only:
         grid, results, left = _report_only_results(grid)
     else:
@@ -87,6 +89,17 @@ def run_grid(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: 
         _note_left_out(report / "README.md", left, len(left) + len(results))
     write_marker(report, "report")
     return report
+
+
+def check_data_up_front(grid: Grid, subset: CellSubset | None = None) -> None:
+    """The data of every cell still to run (of ``subset`` when given), the selection sweep's and the
+    test grid's, checked once per setting by the task before anything trains or any worker starts:
+    a missing data set is one line here, not a failure in every worker. The test grid's settings do
+    not depend on the sweep's choice, so its cells are checked as configured."""
+    sweep, main, _ = grid_stages(grid)
+    for stage in (sweep, main):
+        if stage is not None:
+            stage.check_data(stage.todo([c for c in stage.cells() if subset is None or subset.wants(c)]))
 
 
 def _with_selection(grid: Grid, up_to_date: Callable[[Grid], list[dict[str, Any]]]) -> Grid:
@@ -155,6 +168,7 @@ def bring_up_to_date(grid: Grid, jobs: int | str = 1, rerun_stale: bool = False,
     if not serial:
         check_logs_dir(grid.exp)
     pending = grid.plan(rerun_stale, wanted)
+    grid.check_data(pending)  # also here: callers that bring a stage up to date directly
     grid.prepare(pending)
     if serial:
         for cell in pending:
@@ -172,6 +186,7 @@ def train_subset(grid: Grid, subset: CellSubset, up_to_date: Callable[..., list[
     is a one-line error."""
     sweep, main, waits = grid_stages(grid)
     subset.check(grid, sweep, "posenc experiment")
+    check_data_up_front(grid, subset)
     if sweep is not None and any(subset.wants(cell) for cell in sweep.cells()):
         up_to_date(sweep, subset=subset)
         sweep, main, waits = grid_stages(grid)

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from posenc.config import from_dict
+from posenc.errors import PosencError
 from posenc.experiments.grid import Grid
 from posenc.experiments.tasks import Cell, find_task
 from posenc.processes import interrupt_exit_code, interrupt_on_signals
@@ -39,7 +40,8 @@ def execute(exp: Any, cell: Cell) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     """Run one cell; SIGTERM (sent by the scheduler when the grid stops) unwinds it like Ctrl-C,
-    so temporary files and the run's lock are cleaned up before the worker exits."""
+    so temporary files and the run's lock are cleaned up before the worker exits. A user error
+    (:class:`~posenc.errors.PosencError`) is one ``error:`` line in the worker's log and exit 2."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     spec, group, method, seed = argv
     try:
@@ -48,6 +50,9 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt as err:
         print("worker: interrupted", file=sys.stderr, flush=True)
         return interrupt_exit_code(err)
+    except PosencError as err:  # a user error (config, data, run directory): one line, no traceback
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 2
     print(json.dumps({k: result[k] for k in ("setting", "task", "method", "seed", "summary") if k in result},
                      default=str))
     return 0

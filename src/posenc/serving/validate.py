@@ -7,9 +7,12 @@ beam within decoding's cap, ``max_source_len`` room for a BOS and a token and wi
 position tables); ``config.json``, ``model.bin`` and ``spm.model`` must be the files ``posenc
 export`` wrote (their sizes, then their sha256, recorded in the description), before any of them
 is parsed: a valid file of another export, or a configuration that decodes wrongly, such as
-swapped special tokens, is told apart only so; then ``config.json`` must be a JSON object and the
-vocabulary the pieces of the export's ``spm.model``; any error of the engine opening ``model.bin``
-becomes one line naming the file (a :class:`ConfigError`, exit 2).
+swapped special tokens, is told apart so; then what the files mean is checked against the
+export's ``spm.model``, whatever the recorded checksums say (they are the export's claim about
+itself): ``config.json`` must be a JSON object whose special tokens (unk, bos, decoder start, eos)
+are the model's pieces at posenc's ids, with no source BOS/EOS added by the engine, and the
+vocabulary must be the model's pieces (the pad among them); any error of the engine opening
+``model.bin`` becomes one line naming the file (a :class:`ConfigError`, exit 2).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc.config import from_dict
+from posenc.data.spm import BOS_ID, EOS_ID, UNK_ID
 from posenc.decoding.translate import MAX_BEAM, MIN_SOURCE_LEN
 from posenc.errors import ConfigError
 from posenc.files import sha256_of
@@ -103,12 +107,23 @@ def _read_json(path: Path) -> Any:
         raise ConfigError(f"{path}: not readable JSON ({err})") from None
 
 
+#: CTranslate2's special-token keys in ``config.json`` → posenc's id (data/spm.py) whose piece in the
+#: export's ``spm.model`` each must name. CTranslate2 names no pad token: the pad is the vocabulary's
+#: entry at PAD_ID, which the vocabulary check compares with the model's piece there.
+SPECIAL_TOKENS = {"eos_token": EOS_ID, "bos_token": BOS_ID, "decoder_start_token": BOS_ID, "unk_token": UNK_ID}
+
+
 def check_engine_files(directory: Path, pieces: list[str]) -> None:
-    """``config.json`` is a JSON object and every vocabulary file lists exactly ``pieces`` (the
-    export's SentencePiece model); a one-line ConfigError naming the file otherwise."""
+    """What the engine reads means what the export's ``spm.model`` (``pieces``, by id) defines,
+    whatever checksums the description records: ``config.json`` is a JSON object whose special
+    tokens are the model's (:func:`check_special_tokens`), and every vocabulary file lists exactly
+    ``pieces``; a one-line ConfigError naming the file otherwise."""
     config = directory / "config.json"
-    if config.exists() and not isinstance(_read_json(config), dict):
-        raise ConfigError(f"{config}: expected a JSON object (CTranslate2's model configuration)")
+    if config.exists():
+        settings = _read_json(config)
+        if not isinstance(settings, dict):
+            raise ConfigError(f"{config}: expected a JSON object (CTranslate2's model configuration)")
+        check_special_tokens(config, settings, pieces)
     found = [directory / name for name in VOCABULARIES if (directory / name).exists()]
     if not found:
         raise ConfigError(f"{directory}: no vocabulary file ({VOCABULARIES[0]}); write the export again")
@@ -118,9 +133,34 @@ def check_engine_files(directory: Path, pieces: list[str]) -> None:
         else:
             tokens = path.read_text(encoding="utf-8", errors="replace").splitlines()
         if tokens != pieces:
-            size = len(tokens) if isinstance(tokens, list) else type(tokens).__name__
-            raise ConfigError(f"{path}: not the vocabulary of the export's spm.model ({size} entries, "
-                              f"{len(pieces)} pieces in spm.model)")
+            diff = _vocabulary_diff(tokens, pieces)
+            raise ConfigError(f"{path}: not the vocabulary of the export's spm.model ({diff})")
+
+
+def check_special_tokens(path: Path, config: dict[str, Any], pieces: list[str]) -> None:
+    """Each of :data:`SPECIAL_TOKENS` in ``config`` (the parsed ``path``) is the piece the export's
+    SentencePiece model defines at that id, and the engine adds no source BOS/EOS of its own (posenc
+    writes the source's BOS itself, ``prepend_src_bos``): a configuration of swapped tokens decodes
+    wrongly without an engine error, so it is refused in one line even where the checksums agree."""
+    again = "write the export again with posenc export"
+    for key, index in SPECIAL_TOKENS.items():
+        want = pieces[index] if index < len(pieces) else None
+        if config.get(key) != want:
+            raise ConfigError(f"{path}: {key} is {config.get(key)!r}, but the export's spm.model defines "
+                              f"{want!r} (id {index}); {again}")
+    for key in ("add_source_bos", "add_source_eos"):
+        if config.get(key, False) is not False:
+            raise ConfigError(f"{path}: {key} is {config[key]!r}, expected false (posenc adds the source's "
+                              f"special tokens itself); {again}")
+
+
+def _vocabulary_diff(tokens: Any, pieces: list[str]) -> str:
+    """Where a vocabulary file's entries ``tokens`` first differ from the model's ``pieces``."""
+    if not isinstance(tokens, list) or len(tokens) != len(pieces):
+        size = len(tokens) if isinstance(tokens, list) else type(tokens).__name__
+        return f"{size} entries, {len(pieces)} pieces in spm.model"
+    first = next(i for i, (a, b) in enumerate(zip(tokens, pieces)) if a != b)
+    return f"entry {first} is {tokens[first]!r}, piece {first} of spm.model is {pieces[first]!r}"
 
 
 def open_translator(ct2: Any, directory: Path, **options: Any) -> Any:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from posenc.config import apply_mapping, from_dict, load_yaml, require
+from posenc.config import apply_mapping, from_dict, load_yaml, require, require_seeds
 from posenc.experiments.tasks import Cell
 from posenc.runs.same_run import RunRecord, Verdict, same_run
 from posenc.tasks.base import Task, TaskRun, run_task
@@ -77,6 +77,7 @@ class MethodsExperimentConfig:
         require(len(self.methods) >= 1, f"experiment {self.name}: give at least one method ({NEW_FORM})")
         require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds),
                 "experiment.seeds must be distinct and non-empty")
+        require_seeds(self.seeds, "experiment.seeds")
         for label, over in self.methods.items():
             require(label.replace("-", "").replace("_", "").replace("+", "").isalnum(),
                     f"method label {label!r}: use letters, digits, -, _ or +")
@@ -119,6 +120,20 @@ class MethodsGrid:
         cfg = self.cell_config(exp, cell)
         log.info("== %s -> %s", " / ".join(map(str, cell)), cfg.out_dir)
         return self.train_cell(cfg, cell)
+
+    def check_data(self, exp: MethodsExperimentConfig, cells: list[Cell]) -> None:
+        """The data of ``cells`` checked once per distinct data config (:meth:`data_check`), before
+        any run or worker starts: a missing data set stops the grid in one line."""
+        seen: set[str] = set()
+        for cell in cells:
+            data = self.cell_config(exp, cell).data
+            if repr(data) not in seen:
+                seen.add(repr(data))
+                self.data_check(data)
+
+    def data_check(self, data: Any) -> None:
+        """A one-line DataError when the data of a run's ``data`` config are not at hand (default:
+        nothing to check, e.g. generated data)."""
 
     def train_cell(self, cfg: Any, cell: Cell) -> dict[str, Any]:
         """Train (resuming) and evaluate the run ``cfg`` of ``cell``; what ``results.json`` stores:

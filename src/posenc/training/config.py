@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from posenc.config import require, require_finite
+from posenc.config import require, require_finite, require_seeds
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # auto: bf16 on CUDA with bf16 support, else fp32
 #: auto: torch.compile on CUDA, eager on CPU; reduce-overhead: the whole forward+loss+backward as one
@@ -83,6 +83,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         require_finite(self, "train")
+        require_seeds([self.seed], "train.seed")
         require(self.max_steps >= 0 and self.max_epochs >= 0, "train: max_steps and max_epochs must be >= 0")
         require(self.max_steps > 0 or self.max_epochs > 0, "train: set max_steps or max_epochs (both are 0)")
         require(self.max_tokens > 0, f"train.max_tokens must be > 0, got {self.max_tokens}")

@@ -10,12 +10,15 @@ measured in docs/performance.md, "bf16 training on the CPU").
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, ContextManager
 
 import torch
+
+from posenc.errors import ConfigError
 
 #: ``/proc/cpuinfo`` flags of a CPU that computes bf16 products natively (x86: AVX512-BF16, AMX).
 CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
@@ -36,8 +39,25 @@ def cpu_bf16_flags(cpuinfo: str) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=1)
+#: Environment switch that forces the native-bf16 answer: ``1`` (as on a CPU with AVX512-BF16/AMX),
+#: ``0`` (as on one without); unset or empty: probe this CPU. It lets the suite and the benchmarks
+#: run both ways on one machine (README, "Tests").
+NATIVE_BF16_ENV = "POSENC_NATIVE_BF16"
+
+
 def cpu_has_native_bf16() -> bool:
+    """Whether this machine's CPU counts as having native bf16: ``$POSENC_NATIVE_BF16`` (``0`` or
+    ``1``) where set, else :func:`probe_native_bf16`. Any other value is a one-line ConfigError."""
+    forced = os.environ.get(NATIVE_BF16_ENV, "").strip()
+    if not forced:
+        return probe_native_bf16()
+    if forced not in ("0", "1"):
+        raise ConfigError(f"{NATIVE_BF16_ENV}={forced!r}: give 1 (native bf16), 0 (none) or leave it unset (probe)")
+    return forced == "1"
+
+
+@functools.lru_cache(maxsize=1)
+def probe_native_bf16() -> bool:
     """Whether this machine's CPU has native bf16, never guessed: the flags of ``/proc/cpuinfo``,
     or where that file is absent (not Linux) torch's own probe when this torch has one
     (``torch._C._cpu._is_avx512_bf16_supported``, ``_is_amx_tile_supported``), else False."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from posenc.data.speech import check_fsdd
 from posenc.tasks.base import TaskRun
 from posenc.tasks.grid import MethodsGrid
 from posenc.tasks.speech.config import SpeechConfig, SpeechExperimentConfig
@@ -23,6 +24,10 @@ class SpeechExperiment(MethodsGrid):
 
     def new_task(self) -> SpeechTask:
         return SpeechTask()
+
+    def data_check(self, data: Any) -> None:
+        """The FSDD recordings of ``data.path`` (or ``$POSENC_FSDD``, else ../shared/data/fsdd)."""
+        check_fsdd(data.path)
 
     def results(self, done: dict[str, Any], run: TaskRun) -> dict[str, Any]:
         """The rows per duration bucket carry the method label, seed, training time, the mean

@@ -152,6 +152,21 @@ class TranslationExperiment:
                 log.info("note: %s; it will be skipped in the report", exp.skip_reason(name))
         self.prepare_data(exp, cells)
 
+    def check_data(self, exp: ExperimentConfig, cells: list[Cell]) -> None:
+        """The corpus of every setting ``cells`` need whose data directory is not prepared yet,
+        checked once each before any run or worker starts (:func:`posenc.data.corpora.check_corpus`):
+        a missing corpus stops the grid in one line naming it and how to get it."""
+        from posenc.data.corpora import check_corpus
+        from posenc.tasks.translation.prepare import check_prepared
+
+        seen: set[str] = set()
+        for cell in cells:
+            cfg = run_config(exp, *cell)
+            if cfg.prepared_dir not in seen:
+                seen.add(cfg.prepared_dir)
+                if not check_prepared(cfg.data, cfg.prepared_dir):
+                    check_corpus(cfg.data.corpus, cfg.data.options)
+
     def prepare_data(self, exp: ExperimentConfig, cells: list[Cell], pin: bool = True) -> None:
         """Every data directory ``cells`` need, prepared once each (idempotent: a prepared one is kept),
         in the experiment's ``data/``, which is posenc's (marked ``datasets``: no output goes into it),

@@ -8,7 +8,7 @@ from typing import Any
 
 from posenc.analysis import REGISTRY as _ANALYSIS_REGISTRY
 from posenc.analysis import check_options
-from posenc.config import require
+from posenc.config import require, require_seeds
 from posenc.experiments.selection import SelectionConfig
 
 #: Analysis names an experiment may ask for: the analysis registry's (one list, not a copy).
@@ -55,6 +55,7 @@ class ExperimentConfig:
         require(len(self.settings) >= 1, f"experiment {self.name}: give at least one setting")
         require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds),
                 "experiment.seeds must be distinct and non-empty")
+        require_seeds(self.seeds, "experiment.seeds")
         require(not self.baseline or self.baseline in self.methods,
                 f"experiment.baseline {self.baseline!r} is not a method label")
         require(

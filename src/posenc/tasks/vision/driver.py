@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from posenc.data.images import check_fashion_mnist
 from posenc.tasks.grid import MethodsGrid
 from posenc.tasks.vision.config import VisionConfig, VisionExperimentConfig
 from posenc.tasks.vision.report import write_report, write_summary
@@ -27,6 +28,10 @@ class VisionExperiment(MethodsGrid):
 
     def new_task(self) -> VisionTask:
         return VisionTask()
+
+    def data_check(self, data: Any) -> None:
+        """Both Fashion-MNIST splits under ``data.root`` (or ``$POSENC_FASHION_MNIST``, else Debian's)."""
+        check_fashion_mnist(data.root)
 
     def summary_line(self, exp: VisionExperimentConfig, result: dict[str, Any]) -> str:
         m = result["metrics"]

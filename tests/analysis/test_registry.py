@@ -20,7 +20,8 @@ from tests.helpers.tiny import assert_one_line_error, cli
 
 #: The defaults tasks/translation/report.py read with ``analysis_options.get(key, default)`` before the registry.
 PREVIOUS_DEFAULTS = {"bucket_width": 10, "bootstrap_samples": 1000, "shift_sentences": 100,
-                     "stack_tokens": 300, "swapped_pairs": 10_000, "shift_offsets": [0, 100, 250, 500]}
+                     "stack_tokens": 300, "swapped_pairs": 10_000, "shift_offsets": [0, 100, 250, 500],
+                     "outputs": "beam"}  # outputs: added with experiment.greedy_splits, its default the scored beam
 
 
 def test_defaults_equal_the_previous_defaults() -> None:

@@ -17,6 +17,7 @@ from posenc.evaluation.metrics import corpus_scores
 from posenc.experiments.runner import Grid
 from posenc.tasks.translation.driver import TASK
 from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.report import SettingView
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import cli
 
@@ -49,6 +50,21 @@ def test_greedy_translations_are_recorded_beside_the_beam(tmp_path: Path, capsys
     again = corpus_scores(read_lines(run / greedy["hyp"]), read_lines(data / "test.tgt"))
     assert again["bleu"] == pytest.approx(greedy["bleu"])
     assert Grid(exp, TASK).verdict(cell).kind == "fresh"
+    view = SettingView(exp, "vanilla")  # what long_sources reads with analysis_options.outputs: greedy
+    assert view.hyps_by_seed("ape", greedy=True) == [read_lines(run / "translations" / "test.beam1.hyp")]
+    assert view.hyps_by_seed("ape") == [read_lines(run / "translations" / "test.beam3.hyp")]
+    without = SettingView(load_config(ExperimentConfig, _with(path, greedy_splits=[])), "vanilla")
+    with pytest.raises(ConfigError, match="no greedy test translations; add test to experiment.greedy_splits"):
+        without.hyps_by_seed("ape", greedy=True)
+
+
+def test_long_sources_reads_beam_or_greedy_outputs() -> None:
+    from posenc.analysis.registry import REGISTRY
+
+    assert REGISTRY["long_sources"].parse_options({}).outputs == "beam"
+    assert REGISTRY["long_sources"].parse_options({"outputs": "greedy"}).outputs == "greedy"
+    with pytest.raises(ConfigError, match="experiment.analysis_options.outputs must be beam or greedy, got 'sampled'"):
+        REGISTRY["long_sources"].parse_options({"outputs": "sampled"})
 
 
 def test_greedy_splits_must_be_scored_splits(tmp_path: Path) -> None:

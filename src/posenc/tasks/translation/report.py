@@ -209,12 +209,16 @@ class SettingView:
         """Test outputs of ``method``, every seed of the view in order (as :attr:`src`)."""
         return [line for per_seed in self.hyps_by_seed(method) for line in per_seed]
 
-    def hyps_by_seed(self, method: str) -> list[list[str]]:
-        """Test outputs of ``method``, one list per seed of the view."""
+    def hyps_by_seed(self, method: str, greedy: bool = False) -> list[list[str]]:
+        """Test outputs of ``method``, one list per seed of the view: the scored beam's, or with
+        ``greedy`` those of ``experiment.greedy_splits`` (a one-line ConfigError when a run has none)."""
         out = []
         for seed in self.seeds:
             cfg = run_config(self.exp, self.setting, method, seed)
-            out.append(read_lines(Path(cfg.out_dir) / "translations" / f"test.beam{cfg.decode.beam}.hyp"))
+            hyp = Path(cfg.out_dir) / "translations" / f"test.beam{1 if greedy else cfg.decode.beam}.hyp"
+            if greedy and "test" not in self.exp.greedy_splits:
+                raise ConfigError(f"{hyp}: no greedy test translations; add test to experiment.greedy_splits")
+            out.append(read_lines(hyp))
         return out
 
     def options(self, name: str) -> Any:  # noqa: ANN401 - the options dataclass of analysis ``name``
@@ -283,11 +287,12 @@ def an_long_sources(v: SettingView, out: Path) -> None:
         plots.write_markdown(out / "long_sources.md", [{"note": "No test source is longer than the longest training "
                                                        f"source ({longest} subwords): nothing to compare."}], ["note"])
         return
-    hyps = {m: v.hyps_by_seed(m) for m in v.exp.methods}
+    options = v.options("long_sources")
+    hyps = {m: v.hyps_by_seed(m, greedy=options.outputs == "greedy") for m in v.exp.methods}
     hyp_lengths = {m: [v.lengths(h) for h in per_seed] for m, per_seed in hyps.items()}
     analysis.ANALYSES["long_sources"](src_lengths, v.ref[:n], ref_lengths, hyps, hyp_lengths, out,
                                       train_max=longest, baseline=v.exp.baseline_label,
-                                      n_samples=v.options("long_sources").bootstrap_samples)
+                                      n_samples=options.bootstrap_samples)
 
 
 def an_shift_invariance(v: SettingView, out: Path) -> None:

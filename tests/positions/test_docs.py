@@ -68,3 +68,17 @@ def test_table_writer_outside_a_checkout_is_a_one_line_error(tmp_path: Path, mon
     monkeypatch.setattr(tables, "DOCS", (tmp_path / "README.md", tmp_path / "docs" / "positions.md"))
     assert tables.main([]) == 2
     assert capsys.readouterr().err.count("\n") == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_the_tables_command_prints_help_and_writes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m posenc.positions.tables --help`` (or an unknown option) prints and exits; no
+    file is rewritten (issue 58)."""
+    from posenc.positions.tables import DOCS, main
+
+    before = {p: p.read_bytes() for p in DOCS}
+    for argv, code in ((["--help"], 0), (["--frobnicate"], 2)):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == code
+    assert "--check" in capsys.readouterr().out
+    assert {p: p.read_bytes() for p in DOCS} == before

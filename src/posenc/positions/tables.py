@@ -13,6 +13,7 @@ Blocks: ``methods`` (every registered method: family, names, what, paper), ``com
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import inspect
 import json
@@ -126,13 +127,25 @@ def undocumented() -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """Rewrite the generated blocks of README.md and docs/positions.md (``--check``: compare only)."""
+    """Rewrite the generated blocks of README.md and docs/positions.md (``--check``: compare only).
+
+    Args:
+        argv: the command-line arguments (``--check``, ``--help``; anything else is refused).
+
+    Returns:
+        The exit status: 0 done (or current), 1 stale under ``--check``, 2 a usage error or no checkout.
+    """
+    parser = argparse.ArgumentParser(prog="python -m posenc.positions.tables",
+                                     description="Rewrite the method tables of README.md and docs/positions.md "
+                                                 "from the registry (run from a posenc source checkout).")
+    parser.add_argument("--check", action="store_true", help="only say whether they are current (exit 1 if not)")
+    args = parser.parse_args(argv)
     missing = [p for p in DOCS if not p.is_file()]
     if missing:  # an installed package has no docs beside it: nothing of anyone else's is touched
         print(f"error: {missing[0]} not found: run this from a posenc source checkout", file=sys.stderr)
         return 2
     stale = [p for p in DOCS if render(p.read_text(encoding="utf-8")) != p.read_text(encoding="utf-8")]
-    if "--check" in argv:
+    if args.check:
         for p in stale:
             print(f"{p}: generated method tables are out of date; run python -m posenc.positions.tables",
                   file=sys.stderr)

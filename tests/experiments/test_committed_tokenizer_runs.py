@@ -33,8 +33,7 @@ def _runs() -> list[tuple[ExperimentConfig, str, str, int, Path]]:
     out = []
     for name in GRIDS:
         exp = replace(load_config(ExperimentConfig, find_experiment(name)), out_dir=str(ROOT / "docs" / "results" / name))
-        labels = set(exp.methods) | {f"{exp.selection.method}-{exp.selection.key.split('.')[-1]}{v}"
-                                     for v in exp.selection.values} if exp.selection.enabled else set(exp.methods)
+        labels = set(exp.methods) | set(_sweep_labels(exp))
         for run in sorted(Path(exp.out_dir).glob("*/*/seed*/results.json")):
             setting, method, seed = run.parts[-4], run.parts[-3], int(run.parent.name[4:])
             assert method in labels, run
@@ -42,13 +41,18 @@ def _runs() -> list[tuple[ExperimentConfig, str, str, int, Path]]:
     return out
 
 
+def _sweep_labels(exp: ExperimentConfig) -> dict[str, object]:
+    """The selection sweep's method labels (``SelectionConfig.label``) and their swept values."""
+    sel = exp.selection
+    return {sel.label(v): v for v in sel.values} if sel.enabled else {}
+
+
 def _method_overrides(exp: ExperimentConfig, method: str) -> ExperimentConfig:
     """``exp`` with a sweep cell's label as a method (the selected method with its swept value)."""
     if method in exp.methods:
         return exp
     sel = exp.selection
-    value = int(method.rsplit(sel.key.split(".")[-1], 1)[1])
-    return replace(exp, methods={**exp.methods, method: {**exp.methods[sel.method], sel.key: value}})
+    return replace(exp, methods={**exp.methods, method: {**exp.methods[sel.method], sel.key: _sweep_labels(exp)[method]}})
 
 
 def test_every_recorded_tokenizer_reproduces_the_first_logged_tokens(tmp_path: Path) -> None:

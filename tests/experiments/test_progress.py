@@ -48,6 +48,20 @@ def test_lines_with_step_validation_loss_and_eta(tmp_path: Path) -> None:
         "progress: ape starting", "progress: ape step 100/1000", "progress: ape step 300/1000 valid 2.345 ETA ≤ 1m10s"]
 
 
+def test_the_estimate_does_not_grow_while_the_log_waits_for_its_next_row(tmp_path: Path) -> None:
+    """The rate is timed by the rows' own wall_s: a later look at the same rows gives the same ETA."""
+    now = [0.0]
+    out = io.StringIO()
+    progress = Progress(lambda k: tmp_path / k, lambda k: 1000, lambda k: k, stream=out, interval_s=5.0,
+                        clock=lambda: now[0])
+    _write(tmp_path / "ape", [100], [])
+    progress(["ape"])
+    _write(tmp_path / "ape", [100, 300], [])  # 200 steps in 20 s of the run's clock
+    for now[0] in (40.0, 400.0):
+        progress(["ape"])
+    assert out.getvalue().splitlines()[1:] == ["progress: ape step 300/1000 ETA ≤ 1m10s"] * 2
+
+
 def test_terminal_redraws_one_line_with_bars(tmp_path: Path) -> None:
     out = Tty()
     _write(tmp_path / "ape", [500], [])

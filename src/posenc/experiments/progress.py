@@ -5,8 +5,8 @@ talks to the workers).
 
 On a terminal the runs are one status line redrawn in place (``\\r``, a bar per run); otherwise a
 plain line every ``interval_s`` seconds, so a log file shows progress too. The estimate is the
-steps left to ``train.max_steps`` at the step rate this process has observed (patience may stop
-the run earlier, so it is an upper bound: ``ETA ≤``).
+steps left to ``train.max_steps`` at the step rate of the rows this process has seen, timed by
+their ``wall_s`` (patience may stop the run earlier, so it is an upper bound: ``ETA ≤``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,15 @@ from pathlib import Path
 from typing import IO, Any
 
 BAR = 12  # characters of a run's bar
+
+
+def _row_time(row: dict[str, str], now: float) -> float:
+    """When a log row was written: its ``wall_s`` (the run's own clock), so that the rate does not
+    fall while the log waits for its next row; ``now`` for a log without one."""
+    try:
+        return float(row["wall_s"])
+    except (KeyError, TypeError, ValueError):
+        return now
 
 
 def last_row(path: Path) -> dict[str, str] | None:
@@ -63,9 +72,9 @@ class Progress:
         train, valid, cap = last_row(folder / "train.csv"), last_row(folder / "valid.csv"), self.cap(key)
         if train is None:
             return f"{self.name(key)} starting"
-        step = int(float(train["step"]))
-        first = self.seen.setdefault(key, (now, step))
-        rate = (step - first[1]) / (now - first[0]) if now > first[0] and step > first[1] else 0.0
+        step, at = int(float(train["step"])), _row_time(train, now)
+        first = self.seen.setdefault(key, (at, step))
+        rate = (step - first[1]) / (at - first[0]) if at > first[0] and step > first[1] else 0.0
         bar = f" [{'#' * int(BAR * min(step / cap, 1.0)):<{BAR}}]" if self.tty and cap else ""
         text = f"{self.name(key)}{bar} step {step}" + (f"/{cap}" if cap else "")
         if valid is not None and valid.get("loss"):

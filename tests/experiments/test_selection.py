@@ -77,8 +77,8 @@ def test_selection_picks_the_validation_argmax_and_never_reads_test(
 def _listing_the_cells_writes_nothing(path: Path, exp: ExperimentConfig, chosen: int) -> None:
     """A queue's validation and its list of cells (``posenc queue pack``) read the complete sweep's
     choice without writing ``selection.json`` (or anything) into the grid's out_dir."""
-    from posenc.experiments.queue import Queue, QueueEntry, check_entries, entry_cells
     from posenc.experiments.runner import grid_stages
+    from posenc.window.queue import Queue, QueueEntry, check_entries, entry_cells
     from tests.helpers.files import md5s
 
     (exp.root / "selection" / "selection.json").unlink()

@@ -85,8 +85,8 @@ def _subset(args: argparse.Namespace) -> CellSubset:
 
 def merge(args: argparse.Namespace) -> int:
     """``--merge ARCHIVE``: one line per archived cell, then the counts; exit 1 when one was refused."""
-    from posenc.experiments.merge import merge_archive
     from posenc.experiments.runner import load_grid
+    from posenc.window.merge import merge_archive
 
     other = {"--jobs": args.jobs != 1, "--backend": args.backend != "local", "--rerun-stale": args.rerun_stale,
              "--report-only": args.report_only, "--settings/--methods/--seeds": not _subset(args).everything}

@@ -33,8 +33,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"posenc queue run takes no folder ({args.dir!r}); give the packed one as --payload")
     if args.until <= time.time():
         raise ConfigError(f"--until {args.until:.0f} has already passed (now {time.time():.0f})")
-    from posenc.experiments.intake import check_archive_output
-    from posenc.experiments.queue import run_queue
+    from posenc.window.intake import check_archive_output
+    from posenc.window.queue import run_queue
 
     check_archive_output(args.archive)
 
@@ -47,8 +47,8 @@ def pack(args: argparse.Namespace) -> int:
         raise ConfigError("posenc queue pack needs the folder to write to (e.g. .device)")
     if args.until is not None or args.archive or args.payload:
         raise ConfigError("posenc queue pack takes only QUEUE and DIR")
-    from posenc.experiments.payload import pack as pack_cells
-    from posenc.experiments.queue import load_queue, queue_cells
+    from posenc.window.payload import pack as pack_cells
+    from posenc.window.queue import load_queue, queue_cells
 
     print(pack_cells(queue_cells(load_queue(args.queue)), Path(args.dir)))
     return 0

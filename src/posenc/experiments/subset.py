@@ -1,6 +1,6 @@
 """Part of a grid: the cells whose setting, method and seed are among the ones named (an empty
 list names every one). ``posenc experiment --settings/--methods/--seeds`` trains such a part and
-a GPU queue entry (:mod:`posenc.experiments.queue`) asks for one."""
+a GPU queue entry (:mod:`posenc.window.queue`) asks for one."""
 
 from __future__ import annotations
 

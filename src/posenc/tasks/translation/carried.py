@@ -19,10 +19,10 @@ from typing import Any
 from posenc.data.text import read_lines
 from posenc.errors import PosencError
 from posenc.evaluation.metrics import corpus_scores
-from posenc.experiments.intake import plain_name, shown
 from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.load import alpha_key
 from posenc.tasks.translation.spec import TOKENIZER_KEY, VOCAB_FILE
+from posenc.window.intake import plain_name, shown
 
 #: How far a stored score may lie from the one recomputed here (BLEU and chrF points): rounding
 #: only; the same hypotheses, references and sacreBLEU give the same score.

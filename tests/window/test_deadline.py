@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from posenc.experiments.deadline import CellGate
 from posenc.processes import run_processes
+from posenc.window.deadline import CellGate
 
 
 class Clock:

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from posenc.experiments.archive import CellArchive, cell_files, travelling_bound
-from posenc.experiments.intake import MAX_MEMBERS
 from posenc.experiments.runner import load_grid, run_experiment
 from posenc.experiments.tasks import Cell
+from posenc.window.archive import CellArchive, cell_files, travelling_bound
+from posenc.window.intake import MAX_MEMBERS
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import assert_one_line_error, cli
 
@@ -237,7 +237,7 @@ def test_the_grids_an_error_names_are_bounded(dummy: tuple[Path, list[Member]], 
 _BOMB_CHILD = """
 import resource, sys
 from posenc.cli.main import main
-import posenc.experiments.merge, posenc.experiments.runner, tests.dummy_task  # imported before the baseline
+import posenc.window.merge, posenc.experiments.runner, tests.dummy_task  # imported before the baseline
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 code = main(sys.argv[1:])
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -7,8 +7,8 @@ grid (name, out_dir, the overrides it ran with) and which cells.
 A lent GPU returns a handful of files and may be taken back before the session's own end, so
 :class:`CellArchive` is rewritten atomically as each cell finishes, and only by a file under the
 size limit (the last cells added are left out, and named, when it would not be).
-:mod:`posenc.experiments.intake` reads one back, as untrusted input, for
-:mod:`posenc.experiments.merge`.
+:mod:`posenc.window.intake` reads one back, as untrusted input, for
+:mod:`posenc.window.merge`.
 """
 
 from __future__ import annotations

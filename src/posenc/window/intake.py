@@ -1,14 +1,14 @@
-"""Reading back the archive a timed session brought (:mod:`posenc.experiments.archive`), as
+"""Reading back the archive a timed session brought (:mod:`posenc.window.archive`), as
 untrusted input: it comes from another machine, so it is checked the way a download is, before
 anything is unpacked.
 
 The file is read once (at most :data:`MAX_ARCHIVE` bytes) and its tar stream walked header by
 header, never unpacked to a size beyond :data:`MAX_UNPACKED`: ``manifest.json`` first (at most
-:data:`~posenc.experiments.archive.MAX_RECORD`, no key twice), then every member a regular,
+:data:`~posenc.window.archive.MAX_RECORD`, no key twice), then every member a regular,
 non-executable file under a plain relative name, present once, never both a file and a folder, laid
 out as the archive writes it (``grid<i>/logs/<worker log>``, ``grid<i>/cells/<cell path>/<file>``),
 within its size bound. The cells of the grid being merged are held to what a run directory of its
-task carries (:func:`~posenc.experiments.archive.travelling_bound`: no checkpoint, lock or other
+task carries (:func:`~posenc.window.archive.travelling_bound`: no checkpoint, lock or other
 file); those of the archive's other grids are never unpacked and only bounded. Anything else is a
 one-line ConfigError; memory stays within the archive's bytes and one manifest.
 """
@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from posenc.errors import ConfigError, RunDirError
-from posenc.experiments.archive import FORMAT, LIMIT_BYTES, MANIFEST, MAX_FILE, MAX_RECORD, travelling_bound
 from posenc.runs.ownership import check_user_output
 from posenc.runs.spec import RunSpec
+from posenc.window.archive import FORMAT, LIMIT_BYTES, MANIFEST, MAX_FILE, MAX_RECORD, travelling_bound
 
 #: The most an archive file may weigh: twice what a session writes (:data:`LIMIT_BYTES`).
 MAX_ARCHIVE = 2 * LIMIT_BYTES

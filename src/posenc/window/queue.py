@@ -6,11 +6,11 @@ take there.
 :func:`run_queue` works through the entries until a deadline: of each entry's cells (the
 selection sweep's first, where the grid has one) it trains those that have no results here and no
 run directory yet, with the grid's own scheduler (``--jobs``, default ``auto``), starting a cell
-only while it can still finish (:class:`~posenc.experiments.deadline.CellGate`); committed cells
+only while it can still finish (:class:`~posenc.window.deadline.CellGate`); committed cells
 (fresh by the grid's verdict) are skipped, and cells whose stored results differ are left alone
 (their checkpoints are not here). Every finished cell goes into the session's archive
-(:class:`~posenc.experiments.archive.CellArchive`), rewritten as each one finishes. Nothing is
-prepared or downloaded here when the data was packed (:mod:`posenc.experiments.payload`).
+(:class:`~posenc.window.archive.CellArchive`), rewritten as each one finishes. Nothing is
+prepared or downloaded here when the data was packed (:mod:`posenc.window.payload`).
 
 A queue entry's overrides that say where a grid trains (``base.train.device=cuda``,
 ``base.train.precision=fp32`` for a grid whose base says ``device: cpu``) do not change a run's
@@ -26,15 +26,15 @@ from pathlib import Path
 
 from posenc.config import from_dict, load_yaml, naming, require
 from posenc.errors import ConfigError, PosencError
-from posenc.experiments.archive import CellArchive
-from posenc.experiments.deadline import CellGate
 from posenc.experiments.grid import Grid
-from posenc.experiments.payload import place
 from posenc.experiments.runner import grid_stages, load_grid
 from posenc.experiments.scheduler import parse_jobs, run_local
 from posenc.experiments.subset import CellSubset
 from posenc.experiments.tasks import Cell
 from posenc.files import os_error_message
+from posenc.window.archive import CellArchive
+from posenc.window.deadline import CellGate
+from posenc.window.payload import place
 
 
 @dataclass
@@ -292,7 +292,7 @@ def run_queue(path: str | Path, until: float, archive: str | Path, payload: str 
 
 
 def queue_cells(queue: Queue) -> list[tuple[Grid, Cell]]:
-    """Every cell the queue's entries ask for, with its grid (what :mod:`~posenc.experiments.payload` packs)."""
+    """Every cell the queue's entries ask for, with its grid (what :mod:`~posenc.window.payload` packs)."""
     return [pair for entry, grid in check_entries(queue) for pair in entry_cells(entry, grid)]
 
 

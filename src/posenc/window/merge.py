@@ -1,8 +1,8 @@
 """``posenc experiment NAME --merge ARCHIVE``: the cells a timed session brought back
-(:mod:`posenc.experiments.archive`) placed into this grid's out_dir, then its report regenerated.
+(:mod:`posenc.window.archive`) placed into this grid's out_dir, then its report regenerated.
 
 The archive comes from another machine: it is checked as a whole before anything is unpacked
-(:mod:`posenc.experiments.intake`: bounded, only the files a cell carries, one line naming what is
+(:mod:`posenc.window.intake`: bounded, only the files a cell carries, one line naming what is
 wrong), and each cell's scores are recomputed here from the outputs it carries, where its task
 says how (the task's ``check_carried``: translation rescores every carried hypothesis file against
 the references prepared here and compares the vocabulary; lengthgen, speech and vision carry no
@@ -31,11 +31,11 @@ from typing import Any
 
 from posenc.errors import ConfigError, PosencError, RunDirError
 from posenc.experiments.grid import Grid, trained_on
-from posenc.experiments.intake import CheckedArchive, GridRules, open_archive, plain_name, shown
 from posenc.experiments.runner import grid_stages, run_grid
 from posenc.experiments.tasks import Cell
 from posenc.runs.ownership import dir_kind
 from posenc.runs.spec import spec_of
+from posenc.window.intake import CheckedArchive, GridRules, open_archive, plain_name, shown
 
 #: How many of an archive's grids a message names.
 SHOWN_GRIDS = 5

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from posenc.experiments.archive import CellArchive
 from posenc.experiments.runner import load_grid, run_experiment
 from posenc.experiments.tasks import Cell
+from posenc.window.archive import CellArchive
 from tests.helpers.tiny import assert_one_line_error, cli
 
 CELLS = [Cell("plain", "nobias", 1), Cell("plain", "bias", 1)]
@@ -92,7 +92,7 @@ def test_the_archive_on_disk_is_never_over_the_limit(session: tuple[Path, Path],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Only a file under the limit replaces the archive (a window taken back at any moment returns
     one that can come back); when even no cell fits, the archive written before stays as it was."""
-    import posenc.experiments.archive as archive_module
+    import posenc.window.archive as archive_module
 
     path, _ = session
     grid = load_grid(str(path))
@@ -192,7 +192,7 @@ def test_a_report_that_fails_still_leaves_the_cells_lines_and_summary(session: t
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Any posenc error while the report is regenerated (here a refused write) is the summary's
     note; every placed cell's line is printed before it."""
-    import posenc.experiments.merge as merge_module
+    import posenc.window.merge as merge_module
     from posenc.errors import RunDirError
 
     def refused(*args: object, **kwargs: object) -> Path:
@@ -237,9 +237,9 @@ def test_bad_input_is_a_one_line_error(session: tuple[Path, Path], tmp_path: Pat
 
 def test_a_committed_multi30k_cell_travels_in_the_size_the_docs_quote() -> None:
     """docs/performance.md quotes what one Multi30k cell adds to the archive: its travelling files
-    (:func:`~posenc.experiments.archive.cell_files`) gzipped, for every committed multi30k_select cell."""
-    from posenc.experiments.archive import cell_files
+    (:func:`~posenc.window.archive.cell_files`) gzipped, for every committed multi30k_select cell."""
     from posenc.tasks.translation.spec import SPEC
+    from posenc.window.archive import cell_files
 
     repo = Path(__file__).resolve().parents[2]
     sizes = []

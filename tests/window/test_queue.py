@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from posenc.experiments.queue import blocker, check_entries, entry_cells, load_queue
 from posenc.experiments.runner import load_grid, run_experiment
 from posenc.experiments.tasks import Cell
 from posenc.runs.same_run import RunRecord, same_run
+from posenc.window.queue import blocker, check_entries, entry_cells, load_queue
 from tests.helpers.tiny import assert_one_line_error, cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -156,8 +156,8 @@ def test_a_bad_queue_is_a_one_line_error(dummy: Path, tmp_path: Path, capsys: py
 def test_packed_data_is_placed_wherever_a_queue_cell_reads_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """One data config read by two grids (two out_dirs): packed once, placed at both; one already
     there is kept."""
-    from posenc.experiments.payload import place
-    from posenc.experiments.queue import queue_cells
+    from posenc.window.payload import place
+    from posenc.window.queue import queue_cells
     from tests.experiments.tiny_grid import write_experiment
 
     exp = write_experiment(tmp_path)
@@ -206,8 +206,8 @@ def test_an_archive_error_costs_one_cell_not_the_session(dummy: Path, tmp_path: 
     archived (the error never goes through the process pool, which would stop it)."""
     import time
 
-    from posenc.experiments.archive import CellArchive
-    from posenc.experiments.queue import Queue, QueueEntry, QueueSession
+    from posenc.window.archive import CellArchive
+    from posenc.window.queue import Queue, QueueEntry, QueueSession
 
     real, calls = CellArchive.finished, []
 

@@ -36,6 +36,17 @@ def bleu_statistics(hyps: Sequence[str], refs: Sequence[str], bleu: BLEU | None 
 
     Text is preprocessed like sacreBLEU does (optional lowercasing, its tokenizer on the
     right-stripped line); clipped n-gram matches follow Papineni et al. (2002).
+
+    Args:
+        hyps: detokenized hypotheses, one per sentence.
+        refs: the references, line-aligned with ``hyps``.
+        bleu: the sacreBLEU metric whose preprocessing and n-gram order apply (default: ``BLEU()``).
+
+    Returns:
+        Int64 statistics ``(N, F)``: ``[hyp_len, ref_len, matches_1..n, totals_1..n]`` per sentence.
+
+    Raises:
+        DataError: line counts differ or are zero.
     """
     check_aligned(hyps, refs)
     bleu = bleu or BLEU()
@@ -53,7 +64,15 @@ def bleu_statistics(hyps: Sequence[str], refs: Sequence[str], bleu: BLEU | None 
 
 
 def bleu_from_statistics(stats: np.ndarray, bleu: BLEU | None = None) -> float:
-    """Corpus BLEU from summed statistics ``(F,)`` with ``bleu``'s smoothing (default: exp)."""
+    """Corpus BLEU from summed statistics.
+
+    Args:
+        stats: statistics ``(F,)`` summed over sentences (:func:`bleu_statistics` layout).
+        bleu: the sacreBLEU metric whose smoothing and order apply (default: ``BLEU()``, exp smoothing).
+
+    Returns:
+        BLEU (0–100).
+    """
     bleu = bleu or BLEU()
     values = [int(v) for v in stats]
     n = bleu.max_ngram_order
@@ -85,16 +104,23 @@ def paired_bootstrap(
 ) -> dict[str, Any]:
     """Paired bootstrap test of system A against system B on the same references (Koehn 2004).
 
+    Args:
+        hyps_a: system A's detokenized hypotheses.
+        hyps_b: system B's, line-aligned with A's.
+        refs: the references.
+        n_samples: R, the resamples (Neishi & Yoshinaga 2019, Table 4, use 10,000).
+        seed: seed of the resampling generator.
+
     Returns:
         ``bleu_a``/``bleu_b`` (full test set), ``mean_a``/``mean_b`` and 95% percentile
         intervals ``ci_a``/``ci_b`` over the resamples, ``wins_a``/``wins_b`` (resamples where
         that system scores strictly higher; the rest are ties), ``ties``, ``n_samples`` and
         ``p_value`` = fraction of resamples in which A does *not* beat B: the p-value of the
-        claim "A is better than B" (small p → A is significantly better). Neishi & Yoshinaga
-        (2019, Table 4) use 10,000 resamples.
+        claim "A is better than B" (small p → A is significantly better).
 
     Raises:
-        DataError: line counts differ or are zero. ConfigError: ``n_samples < 1``.
+        DataError: line counts differ or are zero.
+        ConfigError: ``n_samples < 1``.
     """
     if n_samples < 1:
         raise ConfigError(f"n_samples must be >= 1, got {n_samples}")

@@ -23,7 +23,17 @@ _SENTENCE_BLEU = BLEU(effective_order=True)
 
 def check_aligned(hyps: Sequence[str], refs: Sequence[str], hyp_name: str = "hypotheses",
                   ref_name: str = "references") -> None:
-    """Raise :class:`DataError` unless ``hyps`` and ``refs`` are non-empty and equally long."""
+    """Refuse hypotheses and references that are not line-aligned.
+
+    Args:
+        hyps: the hypotheses.
+        refs: the references.
+        hyp_name: what the hypotheses are called in the message (e.g. their file).
+        ref_name: what the references are called.
+
+    Raises:
+        DataError: they differ in length or are empty.
+    """
     if len(hyps) != len(refs):
         raise DataError(f"line counts differ: {hyp_name} has {len(hyps)} lines, {ref_name} has {len(refs)}")
     if not hyps:
@@ -35,13 +45,19 @@ def corpus_scores(
 ) -> dict[str, Any]:
     """Corpus BLEU and chrF of detokenized ``hyps`` against one reference each.
 
+    Args:
+        hyps: detokenized hypotheses.
+        refs: one reference per hypothesis.
+        hyp_name: what the hypotheses are called in messages.
+        ref_name: what the references are called.
+
     Returns:
         ``{"bleu", "chrf"}`` scores (0–100), ``{"bleu_signature", "chrf_signature"}``,
         ``{"bleu_text", "chrf_text"}`` (sacreBLEU's one-line summaries, e.g. with the n-gram
         precisions and brevity penalty) and ``"lines"``.
 
     Raises:
-        DataError: different line counts (naming ``hyp_name``/``ref_name`` and both counts).
+        DataError: different line counts (naming ``hyp_name``/``ref_name`` and both counts), or none.
     """
     check_aligned(hyps, refs, hyp_name, ref_name)
     hyps, refs = list(hyps), list(refs)
@@ -60,11 +76,30 @@ def corpus_scores(
 
 
 def sentence_bleu(hyp: str, ref: str) -> float:
-    """Sentence-level BLEU (0–100) with effective n-gram order and exp smoothing."""
+    """Sentence-level BLEU with effective n-gram order and exp smoothing.
+
+    Args:
+        hyp: a detokenized hypothesis.
+        ref: its reference.
+
+    Returns:
+        BLEU (0–100).
+    """
     return _SENTENCE_BLEU.sentence_score(hyp, [ref]).score
 
 
 def evaluate_files(hyp_path: str | os.PathLike[str], ref_path: str | os.PathLike[str]) -> dict[str, Any]:
-    """:func:`corpus_scores` of two line-aligned UTF-8 files (read strictly; ``.gz`` allowed)."""
+    """:func:`corpus_scores` of two line-aligned UTF-8 files (read strictly; ``.gz`` allowed).
+
+    Args:
+        hyp_path: the hypotheses file.
+        ref_path: the references file.
+
+    Returns:
+        The scores, as :func:`corpus_scores` returns them.
+
+    Raises:
+        DataError: unreadable or misaligned files.
+    """
     hyps, refs = read_lines(hyp_path), read_lines(ref_path)
     return corpus_scores(hyps, refs, hyp_name=str(hyp_path), ref_name=str(ref_path))

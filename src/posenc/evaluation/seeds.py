@@ -18,8 +18,16 @@ from scipy import stats
 
 @dataclass(frozen=True)
 class SeedTest:
-    """``mean(a) − mean(b)``, Welch's t statistic, its degrees of freedom, two-sided p-value and
-    the 95 % confidence interval of the difference (``low``, ``high``)."""
+    """The result of :func:`seed_test`.
+
+    Args:
+        diff: ``mean(a) − mean(b)``.
+        t: Welch's t statistic.
+        df: its degrees of freedom.
+        p: the two-sided p-value.
+        low: lower end of the 95 % confidence interval of the difference.
+        high: its upper end.
+    """
 
     diff: float
     t: float
@@ -41,7 +49,16 @@ class SeedTest:
 
 def mean_std(values: Sequence[float], digits: int = 2, scale: float = 1.0) -> str:
     """``mean ± std`` of per-seed ``values`` times ``scale`` (sample std), with ``digits``
-    decimals; the mean alone for one value: the cell every report table shows for a method."""
+    decimals; the mean alone for one value: the cell every report table shows for a method.
+
+    Args:
+        values: per-seed scores (at least one).
+        digits: decimals shown.
+        scale: multiplies the values (100 for accuracies as percentages).
+
+    Returns:
+        ``"mean ± std"``, or ``"mean"`` for one value.
+    """
     mean = scale * statistics.mean(values)
     if len(values) == 1:
         return f"{mean:.{digits}f}"
@@ -49,7 +66,18 @@ def mean_std(values: Sequence[float], digits: int = 2, scale: float = 1.0) -> st
 
 
 def seed_test(a: Sequence[float], b: Sequence[float]) -> SeedTest:
-    """Welch's two-sided t-test of per-seed scores ``a`` vs ``b`` (at least 2 seeds each)."""
+    """Welch's two-sided t-test of per-seed scores ``a`` vs ``b``.
+
+    Args:
+        a: system A's per-seed scores (at least 2).
+        b: system B's (at least 2).
+
+    Returns:
+        The difference, t, df, p and the 95 % interval.
+
+    Raises:
+        ValueError: fewer than 2 seeds on a side.
+    """
     if len(a) < 2 or len(b) < 2:
         raise ValueError(f"seed_test needs >= 2 seeds per system, got {len(a)} and {len(b)}")
     res = stats.ttest_ind(list(a), list(b), equal_var=False)

@@ -3,7 +3,7 @@
 Shape legend: B batch, L sequence length.
 
 An augmentation is chosen by its registry name (``posenc.positions.registry.AUGMENT``: ``shape``,
-``cape``, and ``randomized`` once registered) and acts, as everywhere in posenc, on a float
+``cape``, ``randomized``) and acts, as everywhere in posenc, on a float
 positions tensor ``(B, L)`` with a mask. :class:`PositionSampler` turns an attention mask into the
 ``position_ids`` a given model family accepts.
 """
@@ -22,7 +22,18 @@ from posenc.positions.base import Augmentation
 
 
 def build_augmentation(name: str, **params: Any) -> Augmentation:
-    """The registered augmentation ``name`` with its params dataclass built from ``params``."""
+    """A registered augmentation, built from keyword parameters.
+
+    Args:
+        name: the augmentation's registered name (``shape``, ``cape``, ``randomized``, ...).
+        **params: fields of its params dataclass (``max_shift=...``).
+
+    Returns:
+        The augmentation module.
+
+    Raises:
+        ConfigError: an unknown name, an unknown keyword or a bad value.
+    """
     if name not in registry.AUGMENT:
         known = ", ".join(sorted(registry.AUGMENT))
         raise ConfigError(f"posenc.hf: unknown augmentation {name!r} (registered: {known})")
@@ -38,22 +49,45 @@ def build_augmentation(name: str, **params: Any) -> Augmentation:
 
 def cache_of(kwargs: dict[str, Any]) -> Any:
     """The key/value cache of a forward call's keywords: ``cache`` (transformers >= 5.24) or
-    ``past_key_values`` (earlier, and its deprecated alias); None when there is none."""
+    ``past_key_values`` (earlier, and its deprecated alias).
+
+    Args:
+        kwargs: the keywords of a model's forward call.
+
+    Returns:
+        The cache, or None when there is none.
+    """
     cache = kwargs.get("cache")
     return cache if cache is not None else kwargs.get("past_key_values")
 
 
 def base_positions(attention_mask: Tensor) -> Tensor:
-    """Positions 0..n−1 of the real tokens of each row, float ``(B, L)``; pads get 0.
+    """Positions 0..n−1 of the real tokens of each row; pads get 0.
 
     Counting real tokens (not indices) makes left- and right-padded rows alike.
+
+    Args:
+        attention_mask: ``(B, L)``, nonzero at real tokens.
+
+    Returns:
+        Float positions ``(B, L)``.
     """
     mask = attention_mask.bool()
     return ((mask.long().cumsum(-1) - 1).clamp_min(0) * mask).float()
 
 
 class PositionSampler(nn.Module):
-    """``attention_mask (B, L)`` → augmented ``position_ids (B, L)`` for one model family."""
+    """``attention_mask (B, L)`` → augmented ``position_ids (B, L)`` for one model family.
+
+    Args:
+        name: the augmentation's registered name.
+        interface: the model's position interface (:func:`~posenc.hf.families.inspect_model`).
+        **params: fields of the augmentation's params dataclass.
+
+    Raises:
+        ConfigError: an augmentation the interface cannot take (task-given ids, real values for a
+            learned table, a shift or reach beyond its rows).
+    """
 
     def __init__(self, name: str, interface: PositionInterface, **params: Any) -> None:
         super().__init__()
@@ -84,9 +118,19 @@ class PositionSampler(nn.Module):
             )
 
     def forward(self, attention_mask: Tensor) -> Tensor:
-        """Positions ``(B, L)``: float for rotary models, long for learned tables. Training: augmented.
-        Eval: the real-token count (the training positions at zero augmentation, left padding included),
-        or, for randomized positions, sampled from the seeded eval generator (Ruoss et al. 2023)."""
+        """The ``position_ids`` of a batch. Training: augmented. Eval: the real-token count (the
+        training positions at zero augmentation, left padding included), or, for randomized positions,
+        sampled from the seeded eval generator (Ruoss et al. 2023).
+
+        Args:
+            attention_mask: ``(B, L)``, nonzero at real tokens.
+
+        Returns:
+            Positions ``(B, L)``: float for rotary models, long for learned tables; pads 0.
+
+        Raises:
+            DataError: positions outside a learned table.
+        """
         mask = attention_mask.bool()
         positions = base_positions(mask)
         if self.training or self.augmentation.samples_in_eval:
@@ -95,16 +139,32 @@ class PositionSampler(nn.Module):
         return self.finish(positions, mask)
 
     def continue_positions(self, attention_mask: Tensor, length: int) -> Tensor:
-        """Eval positions ``(B, length)`` of the last ``length`` columns of ``attention_mask (B, P + length)``
-        (P tokens already in a cache): the real-token count a forward over the whole mask gives them,
-        so each row's left padding is counted out in cached steps as in a full forward."""
+        """Eval positions of the new tokens of a cached step: the real-token count a forward over the
+        whole mask gives them, so each row's left padding is counted out in cached steps as in a full
+        forward.
+
+        Args:
+            attention_mask: ``(B, P + length)`` over the P cached tokens and the new ones.
+            length: how many new tokens (the last columns).
+
+        Returns:
+            Positions ``(B, length)``, in the family's dtype.
+        """
         mask = attention_mask.bool()
         return self.finish(base_positions(mask)[:, -length:], mask[:, -length:])
 
     def check_reach(self, positions: Tensor, mask: Tensor) -> None:
         """Before sampling: the largest shift (SHAPE's ``max_shift``, §2.3: k ~ U{0..K}) added to the
         longest row of ``positions (B, L)`` must stay inside a learned table, for every draw of k,
-        so a batch too long fails on its first use, not only on the draws that overflow."""
+        so a batch too long fails on its first use, not only on the draws that overflow.
+
+        Args:
+            positions: base positions ``(B, L)``.
+            mask: ``(B, L)``, True at real tokens.
+
+        Raises:
+            DataError: the longest row plus the largest shift leaves the table.
+        """
         shift = int(getattr(self.augmentation.params, "max_shift", 0) or 0)
         n = self.interface.max_positions
         if not (self.interface.family.bounded and n is not None and shift):
@@ -119,7 +179,18 @@ class PositionSampler(nn.Module):
             )
 
     def finish(self, positions: Tensor, mask: Tensor) -> Tensor:
-        """Pads to 0, then the family's dtype and range check: ``(B, L)`` → ``(B, L)``."""
+        """Pads to 0, then the family's dtype and range check.
+
+        Args:
+            positions: positions ``(B, L)``.
+            mask: ``(B, L)``, True at real tokens.
+
+        Returns:
+            Positions ``(B, L)``: float for rotary models, long for learned tables.
+
+        Raises:
+            DataError: non-integer positions or positions outside a learned table.
+        """
         positions = torch.where(mask, positions, torch.zeros_like(positions))  # pads: any in-range value
         if not self.interface.family.bounded:
             return positions

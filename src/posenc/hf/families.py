@@ -32,7 +32,13 @@ from posenc.errors import ConfigError
 
 @dataclass(frozen=True)
 class Family:
-    """How a position interface reads ``position_ids``."""
+    """How a position interface reads ``position_ids``.
+
+    Args:
+        name: ``rotary`` or ``learned``.
+        continuous: accepts real-valued positions.
+        bounded: positions must lie in [0, max_positions).
+    """
 
     name: str
     continuous: bool  # accepts real-valued positions
@@ -47,6 +53,14 @@ FAMILIES: dict[str, Family] = {
 
 @dataclass(frozen=True)
 class PositionInterface:
+    """What one model accepts as ``position_ids``.
+
+    Args:
+        family: its position family.
+        max_positions: rows of its learned table (None for rotary).
+        model_type: the model's ``config.model_type`` (or class name), for messages.
+    """
+
     family: Family
     max_positions: int | None  # rows of the learned table (None for rotary)
     model_type: str
@@ -71,7 +85,19 @@ def _rope_types(rotary: list[nn.Module]) -> set[str]:
 
 
 def require_module(model: object, what: str = "augment_model") -> nn.Module:
-    """``model`` if it is a model instance; else one-line TypeError (None, a class, any other object)."""
+    """Refuse anything but a model instance that posenc does not wrap yet.
+
+    Args:
+        model: what the caller passed.
+        what: the caller's name, for messages.
+
+    Returns:
+        ``model`` itself.
+
+    Raises:
+        TypeError: one line, for None, a class or any other object.
+        ConfigError: a model posenc already wraps.
+    """
     if isinstance(model, nn.Module) and getattr(model, "posenc_wrapper", False):
         raise ConfigError(f"posenc.hf: {what} got a model that posenc already wraps ({type(model).__name__}); "
                           "wrap the original model once (the wrapper's .model)")
@@ -93,7 +119,19 @@ def _max_positions(model: nn.Module) -> int | None:
 
 
 def inspect_model(model: nn.Module) -> PositionInterface:
-    """The position interface of ``model``; ConfigError when it takes no usable ``position_ids``."""
+    """The position interface of a model, found from its modules and signature.
+
+    Args:
+        model: a Hugging Face model instance.
+
+    Returns:
+        Its interface (rotary, or learned with the table's rows).
+
+    Raises:
+        ConfigError: one line, when it takes no usable ``position_ids`` (no such argument, ALiBi, a
+            dynamic rotary type, or no table size).
+        TypeError: not a model instance.
+    """
     model = require_module(model, "inspect_model")
     config = getattr(model, "config", None)
     model_type = str(getattr(config, "model_type", type(model).__name__))

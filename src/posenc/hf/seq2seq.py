@@ -27,7 +27,17 @@ from posenc.hf.families import FAMILIES, PositionInterface, require_module
 
 
 def learned_tables(model: nn.Module) -> tuple[nn.Embedding, nn.Embedding]:
-    """The encoder's and decoder's learned position tables; ConfigError when absent."""
+    """The encoder's and decoder's learned position tables.
+
+    Args:
+        model: a BART-style seq2seq model.
+
+    Returns:
+        The encoder's and the decoder's ``*LearnedPositionalEmbedding``.
+
+    Raises:
+        ConfigError: the model has no such tables in both.
+    """
     found = {
         name.split(".")[-2]: m
         for name, m in model.named_modules()
@@ -43,11 +53,29 @@ def learned_tables(model: nn.Module) -> tuple[nn.Embedding, nn.Embedding]:
 
 
 def rows(table: nn.Embedding) -> int:
+    """The positions a learned table holds (its rows less the model's ``offset``).
+
+    Args:
+        table: a ``*LearnedPositionalEmbedding``.
+
+    Returns:
+        The number of positions, 0 … rows − 1.
+    """
     return table.num_embeddings - int(getattr(table, "offset", 0))
 
 
 class PositionAugmentedSeq2Seq(nn.Module):
-    """A BART-style model with the registered integer augmentation ``augment`` in training."""
+    """A BART-style model with the registered integer augmentation ``augment`` in training.
+
+    Args:
+        model: a BART-style seq2seq model instance (BART, mBART, PLBart, MVP, Blenderbot).
+        augment: an integer-valued augmentation's name (``shape``, ``randomized``).
+        **params: fields of its params dataclass.
+
+    Raises:
+        ConfigError: no learned tables, or an augmentation they cannot take.
+        TypeError: not a model instance.
+    """
 
     posenc_wrapper = True  # require_module refuses to wrap it again
 
@@ -92,7 +120,22 @@ class PositionAugmentedSeq2Seq(nn.Module):
         self, input_ids: Tensor | None = None, attention_mask: Tensor | None = None, labels: Tensor | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Same arguments and output as the wrapped model's ``forward`` (``labels`` named for the Trainer)."""
+        """The wrapped model's ``forward`` with augmented position rows in its encoder and decoder.
+
+        Args:
+            input_ids: source ids ``(B, S)`` (None, or a cache or ``encoder_outputs``: the model runs
+                untouched, eval only).
+            attention_mask: ``(B, S)``, nonzero at real source tokens (None: all real).
+            labels: target ids ``(B, T)``, named so that the ``Trainer`` keeps that column.
+            **kwargs: the wrapped model's other keywords (``decoder_input_ids``, ...).
+
+        Returns:
+            The wrapped model's output.
+
+        Raises:
+            ConfigError: training without ``input_ids`` or with a cache.
+            DataError: positions outside the tables.
+        """
         if labels is not None:
             kwargs["labels"] = labels
         if input_ids is None or cache_of(kwargs) is not None or kwargs.get("encoder_outputs") is not None:
@@ -109,9 +152,25 @@ class PositionAugmentedSeq2Seq(nn.Module):
             self._pending = {}
 
     def generate(self, *args: Any, **kwargs: Any) -> Any:
-        """The wrapped model's ``generate`` (plain positions)."""
+        """The wrapped model's ``generate`` (plain positions).
+
+        Args:
+            *args: its positional arguments.
+            **kwargs: its keywords.
+
+        Returns:
+            What it returns (the generated ids).
+        """
         return self.model.generate(*args, **kwargs)
 
     def save_pretrained(self, *args: Any, **kwargs: Any) -> Any:
-        """The wrapped model's ``save_pretrained``: the weights (no wrapper state is saved)."""
+        """The wrapped model's ``save_pretrained``: the weights (no wrapper state is saved).
+
+        Args:
+            *args: its positional arguments (the directory).
+            **kwargs: its keywords.
+
+        Returns:
+            What it returns.
+        """
         return self.model.save_pretrained(*args, **kwargs)

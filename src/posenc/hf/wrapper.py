@@ -33,7 +33,17 @@ from posenc.hf.seq2seq import PositionAugmentedSeq2Seq
 
 
 class PositionAugmentedModel(nn.Module):
-    """``model`` with the registered augmentation ``augment`` applied to its ``position_ids``."""
+    """``model`` with the registered augmentation ``augment`` applied to its ``position_ids``.
+
+    Args:
+        model: a causal LM instance that takes ``position_ids`` (rotary or learned positions).
+        augment: the augmentation's registered name.
+        **params: fields of its params dataclass.
+
+    Raises:
+        ConfigError: a model without usable ``position_ids`` or an augmentation it cannot take.
+        TypeError: not a model instance.
+    """
 
     posenc_wrapper = True  # require_module refuses to wrap it again
 
@@ -46,10 +56,25 @@ class PositionAugmentedModel(nn.Module):
         self, input_ids: Tensor | None = None, attention_mask: Tensor | None = None, labels: Tensor | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Same arguments and output as the wrapped model's ``forward``; logits ``(B, L, V)``.
-        ``labels`` is named so that the ``Trainer`` keeps that column. In eval, given ``position_ids``
-        the model runs untouched (its own positions); given a cache (``cache``/``past_key_values``), the new tokens
-        get the positions a full forward gives them (:meth:`_cached_forward`)."""
+        """The wrapped model's ``forward`` with ``position_ids`` from the attention mask. In eval,
+        given ``position_ids`` the model runs untouched (its own positions); given a cache
+        (``cache``/``past_key_values``), the new tokens get the positions a full forward gives them
+        (:meth:`_cached_forward`).
+
+        Args:
+            input_ids: token ids ``(B, L)`` (None with ``inputs_embeds`` in ``kwargs``).
+            attention_mask: ``(B, L)`` (``(B, P + L)`` in a cached step), nonzero at real tokens;
+                None: all real.
+            labels: ``(B, L)``, named so that the ``Trainer`` keeps that column.
+            **kwargs: the wrapped model's other keywords.
+
+        Returns:
+            The wrapped model's output (logits ``(B, L, V)``).
+
+        Raises:
+            ConfigError: ``position_ids`` given in training, or a cached step that cannot continue.
+            DataError: positions outside a learned table.
+        """
         if labels is not None:
             kwargs["labels"] = labels
         given = kwargs.get("position_ids") is not None
@@ -87,11 +112,27 @@ class PositionAugmentedModel(nn.Module):
         return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
 
     def generate(self, *args: Any, **kwargs: Any) -> Any:
-        """The wrapped model's ``generate`` (its own positions)."""
+        """The wrapped model's ``generate`` (its own positions).
+
+        Args:
+            *args: its positional arguments.
+            **kwargs: its keywords.
+
+        Returns:
+            What it returns (the generated ids).
+        """
         return self.model.generate(*args, **kwargs)
 
     def save_pretrained(self, *args: Any, **kwargs: Any) -> Any:
-        """The wrapped model's ``save_pretrained``: the weights (no wrapper state is saved)."""
+        """The wrapped model's ``save_pretrained``: the weights (no wrapper state is saved).
+
+        Args:
+            *args: its positional arguments (the directory).
+            **kwargs: its keywords.
+
+        Returns:
+            What it returns.
+        """
         return self.model.save_pretrained(*args, **kwargs)
 
 
@@ -106,7 +147,19 @@ def _cached_length(cache: Any) -> int:
 class PositionIdsCollator:
     """Wrap a collator so each batch gets augmented ``position_ids`` — for a custom loop's training
     loader only. The Hugging Face ``Trainer`` collates evaluation batches with the training collator,
-    so there use :func:`augment_model` instead (it follows the Trainer's train/eval switch)."""
+    so there use :func:`augment_model` instead (it follows the Trainer's train/eval switch).
+
+    Args:
+        collate: the collator to wrap: features → a batch dict with ``input_ids`` (and
+            ``attention_mask``).
+        model: the model the batches are for (its position interface).
+        augment: the augmentation's registered name.
+        **params: fields of its params dataclass.
+
+    Raises:
+        TypeError: ``collate`` not callable or ``model`` not a model instance.
+        ConfigError: a model without usable ``position_ids`` or an augmentation it cannot take.
+    """
 
     def __init__(
         self, collate: Callable[[list[Any]], dict[str, Tensor]], model: nn.Module, augment: str, **params: Any
@@ -118,6 +171,14 @@ class PositionIdsCollator:
             augment, inspect_model(require_module(model, "PositionIdsCollator")), **params).train()
 
     def __call__(self, features: list[Any]) -> dict[str, Tensor]:
+        """Collate, then add an all-ones ``attention_mask`` if missing and training ``position_ids``.
+
+        Args:
+            features: the examples of one batch.
+
+        Returns:
+            The batch with ``position_ids`` ``(B, L)``.
+        """
         batch = dict(self.collate(features))
         if "attention_mask" not in batch:
             batch["attention_mask"] = torch.ones_like(batch["input_ids"])
@@ -129,7 +190,20 @@ class PositionIdsCollator:
 def augment_model(model: nn.Module, augment: str, **params: Any) -> nn.Module:
     """Wrap ``model`` by how it takes positions: a ``position_ids`` argument (causal LMs) or, when it
     has none, BART-style learned tables inside its encoder and decoder. One-line errors up front: a
-    TypeError for anything but a model instance, a ConfigError (a ValueError) for bad parameters."""
+    TypeError for anything but a model instance, a ConfigError (a ValueError) for bad parameters.
+
+    Args:
+        model: a causal LM or BART-style seq2seq model instance.
+        augment: the augmentation's registered name (``shape``, ``cape``, ``randomized``).
+        **params: fields of its params dataclass.
+
+    Returns:
+        A :class:`PositionAugmentedModel` or :class:`~posenc.hf.seq2seq.PositionAugmentedSeq2Seq`.
+
+    Raises:
+        TypeError: not a model instance, or ``augment`` not a str.
+        ConfigError: a model posenc cannot augment or bad parameters.
+    """
     model = require_module(model)
     if not isinstance(augment, str):
         raise TypeError(f"posenc.hf: the augmentation is a name (str), got {type(augment).__name__}")

@@ -46,9 +46,16 @@ def avoid_cudnn_attention() -> None:
 
 
 def attention_bias(key_mask: Tensor, lq: int, causal: bool, offset: int = 0) -> Tensor:
-    """Boolean ``(B, 1, Lq, Lk)`` "may attend" mask from key padding and causality.
+    """The "may attend" mask of key padding and causality.
 
-    ``offset`` is the absolute index of the first query (incremental decoding).
+    Args:
+        key_mask: ``(B, Lk)``, True at real keys.
+        lq: query positions Lq.
+        causal: query i may attend to keys up to its own absolute index only.
+        offset: the absolute index of the first query (incremental decoding).
+
+    Returns:
+        Bool ``(B, 1, Lq, Lk)`` (``(B, 1, 1, Lk)`` when not causal, broadcast over the queries).
     """
     allowed = key_mask[:, None, None, :]
     if causal:
@@ -71,11 +78,18 @@ class KVCache:
     Keys/values ``(N, H, T_max, Dh)`` are allocated at the first :meth:`append` (with the dtype and
     device of the first keys, so bf16 autocast gives a bf16 cache) and written in place; ``length``
     positions are filled. Beam reordering selects rows of the filled prefix in place.
+
+    Args:
+        max_len: T_max, the positions the cache holds.
+        at: a device step counter ``(1,)`` long for fixed shapes (CUDA graphs): :meth:`append` then
+            writes at index ``at`` and returns the whole buffers (the caller masks slots > ``at``);
+            None: the cache tracks ``length`` on the host.
+
+    Raises:
+        ValueError: ``max_len`` below 1.
     """
 
     def __init__(self, max_len: int, at: Tensor | None = None) -> None:
-        """``at``: a device step counter ``(1,)`` long for fixed shapes (CUDA graphs): :meth:`append`
-        then writes at index ``at`` and returns the whole buffers (the caller masks slots > ``at``)."""
         if max_len < 1:
             raise ValueError(f"KVCache needs max_len >= 1, got {max_len}")
         self.max_len, self.length, self.at = max_len, 0, at
@@ -83,7 +97,19 @@ class KVCache:
         self.v: Tensor | None = None
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Write new keys/values ``(N, H, Lnew, Dh)`` at ``length``; return views of all ``(N, H, length, Dh)``."""
+        """Write new keys and values at ``length`` (at ``at`` with fixed shapes).
+
+        Args:
+            k: new keys ``(N, H, Lnew, Dh)``.
+            v: new values ``(N, H, Lnew, Dh)``.
+
+        Returns:
+            Views of all keys and values ``(N, H, length, Dh)`` (the whole buffers ``(N, H, T_max, Dh)``
+            with fixed shapes).
+
+        Raises:
+            ValueError: more than ``max_len`` positions.
+        """
         if self.k is None or self.v is None:
             n, h, _, dh = k.shape
             self.k = k.new_zeros(n, h, self.max_len, dh)
@@ -101,7 +127,14 @@ class KVCache:
         return self.k[:, :, :end], self.v[:, :, :end]
 
     def reorder(self, index: Tensor) -> KVCache:
-        """Rows ``index`` ``(N',)``: in place when ``N' = N`` (beam reordering), else a new cache."""
+        """Select rows of the cache (beam reordering).
+
+        Args:
+            index: long row indices ``(N',)``.
+
+        Returns:
+            This cache, reordered in place, when ``N' = N``; else a new cache of those rows.
+        """
         if self.k is None or self.v is None:
             return self
         n = self.max_len if self.at is not None else self.length
@@ -121,7 +154,16 @@ def append_kv(cache: dict[str, Tensor] | KVCache, k: Tensor, v: Tensor) -> tuple
     grows by concatenation, so it needs no horizon (``init_state`` of the seq2seq model, the LM's
     without one), and beam search's row selection makes new tensors (an earlier state stays valid); a
     :class:`KVCache` needs ``max_len`` but is written in place with fixed shapes (CUDA graphs). The
-    keys and values are the same either way (tests/decoding/test_static_search.py)."""
+    keys and values are the same either way (tests/decoding/test_static_search.py).
+
+    Args:
+        cache: a dict (``k``, ``v``; empty at first) or a :class:`KVCache`.
+        k: new keys ``(B, H, Lnew, Dh)``.
+        v: new values ``(B, H, Lnew, Dh)``.
+
+    Returns:
+        All keys and values ``(B, H, L, Dh)``.
+    """
     if isinstance(cache, KVCache):
         return cache.append(k, v)
     if "k" in cache:
@@ -133,7 +175,11 @@ def append_kv(cache: dict[str, Tensor] | KVCache, k: Tensor, v: Tensor) -> tuple
 class HookSlot:
     """A non-owning reference from an attention module to its position hook. The stack's attention
     method owns the hook's parameters (one T5 table per stack, one Shaw table per layer), so the
-    module must not register the hook as a submodule: parameter names and checkpoints stay as they were."""
+    module must not register the hook as a submodule: parameter names and checkpoints do not depend on it.
+
+    Args:
+        hook: the layer's position hook.
+    """
 
     __slots__ = ("hook",)
 
@@ -142,9 +188,20 @@ class HookSlot:
 
 
 class MultiHeadAttention(nn.Module):
+    """Multi-head scaled dot-product attention with the layer's position hook (see the module's paths).
+
+    Args:
+        d_model: model width D.
+        num_heads: heads H (D must be divisible by H).
+        dropout: attention dropout probability (training only).
+        hook: the layer's position hook, given once at construction (as torchtune passes
+            ``pos_embeddings``); None: no position term (cross-attention, plain encoders).
+
+    Raises:
+        ValueError: D not divisible by H.
+    """
+
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, hook: Hook | None = None) -> None:
-        """``hook``: the layer's position hook, given once at construction (as torchtune passes
-        ``pos_embeddings``); None: no position term (cross-attention, plain encoders)."""
         super().__init__()
         avoid_cudnn_attention()
         self.slot = HookSlot(NULL_HOOK if hook is None else hook)
@@ -166,6 +223,14 @@ class MultiHeadAttention(nn.Module):
         return x.view(b, length, self.h, self.dh).transpose(1, 2)
 
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values of ``x``, split into heads (no position transform).
+
+        Args:
+            x: ``(B, Lk, D)``.
+
+        Returns:
+            Keys and values, each ``(B, H, Lk, Dh)``.
+        """
         return self._split(self.k_proj(x)), self._split(self.v_proj(x))
 
     def forward(
@@ -176,10 +241,19 @@ class MultiHeadAttention(nn.Module):
         ctx: PositionContext | None = None,
         cache: dict[str, Tensor] | KVCache | None = None,
     ) -> Tensor:
-        """query ``(B, Lq, D)``; ``key_value (B, Lk, D)`` (None: the keys and values of ``cache`` as
-        they are, the cross-attention of a decoding step); ``allowed (B, 1, Lq, Lk)`` bool; ``ctx`` the
-        stack's position context for the module's hook. With ``cache`` and new ``key_value``, the new
-        keys and values are appended to it (:func:`append_kv`). Returns ``(B, Lq, D)``."""
+        """Attend from ``query`` to ``key_value`` (or to the cached keys and values).
+
+        Args:
+            query: ``(B, Lq, D)``.
+            key_value: ``(B, Lk, D)`` (the new positions only when ``cache`` holds earlier ones), or
+                None: the keys and values of ``cache`` as they are (the cross-attention of a decoding step).
+            allowed: bool ``(B, 1, Lq, Lk)`` (broadcastable), True where a query may attend to a key.
+            ctx: the stack's position context for the module's hook (None: no method).
+            cache: a dict or :class:`KVCache`; new keys and values are appended to it (:func:`append_kv`).
+
+        Returns:
+            The attention output ``(B, Lq, D)``.
+        """
         hook = self.hook
         q = self._split(self.q_proj(query))
         if hook.has_transform:

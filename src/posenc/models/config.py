@@ -26,7 +26,21 @@ class StackConfig:
     """One Transformer stack (encoder, decoder or decoder-only LM): all that
     :class:`~posenc.models.transformer.Stack` reads. Built by :meth:`ModelConfig.encoder_stack`,
     :meth:`ModelConfig.decoder_stack` and :meth:`~posenc.models.lm.LMConfig.stack`; the number of
-    layers is ``num_layers`` here whatever the section calls it (``encoder_layers``, ``layers``)."""
+    layers is ``num_layers`` here whatever the section calls it (``encoder_layers``, ``layers``).
+
+    Args:
+        num_layers: layers of the stack.
+        d_model: model width D.
+        heads: attention heads per layer.
+        d_ff: hidden width of the feed-forward block.
+        dropout: dropout of the residual branches and feed-forward block.
+        attention_dropout: dropout of the attention weights.
+        activation: feed-forward activation, ``relu`` or ``gelu``.
+        norm: layer-norm placement, ``post`` or ``pre``.
+        position: the position methods of the stack.
+        causal: masked self-attention (decoder, LM): causal forms of attention methods.
+        cross_attention: decoder layers (self-attention, cross-attention, feed-forward).
+    """
 
     num_layers: int
     d_model: int
@@ -42,14 +56,33 @@ class StackConfig:
 
 
 def stack_config(cfg: Any, num_layers: int, causal: bool = False, cross_attention: bool = False) -> StackConfig:
-    """The :class:`StackConfig` of ``num_layers`` layers with the shared layer fields of ``cfg``."""
+    """A stack's config from the shared layer fields of a model section.
+
+    Args:
+        cfg: a model section (``ModelConfig``, ``LMConfig``, ...) with ``d_model``, ``heads``, ``d_ff``,
+            dropouts, ``activation``, ``norm`` and ``position``.
+        num_layers: layers of the stack.
+        causal: masked self-attention.
+        cross_attention: decoder layers with cross-attention.
+
+    Returns:
+        The stack's config.
+    """
     return StackConfig(num_layers, cfg.d_model, cfg.heads, cfg.d_ff, cfg.dropout, cfg.attention_dropout,
                        cfg.activation, cfg.norm, cfg.position, causal, cross_attention)
 
 
 def check_layer_dims(cfg: Any, section: str) -> None:
     """Checks shared by the Transformer configs (seq2seq ``model``, decoder-only ``lm``): width,
-    heads, dropouts, norm placement, activation and vocabulary size."""
+    heads, dropouts, norm placement, activation and vocabulary size.
+
+    Args:
+        cfg: the section to check.
+        section: its name in messages (``model``, ``lm``).
+
+    Raises:
+        ConfigError: one line naming the first bad field.
+    """
     require(cfg.d_model > 0 and cfg.d_model % 2 == 0, f"{section}.d_model must be positive and even, got {cfg.d_model}")
     require(cfg.heads >= 1 and cfg.d_model % cfg.heads == 0,
             f"{section}.d_model {cfg.d_model} not divisible by heads {cfg.heads}")
@@ -61,6 +94,28 @@ def check_layer_dims(cfg: Any, section: str) -> None:
 
 @dataclass
 class ModelConfig:
+    """The encoder-decoder Transformer of a translation run (the ``model`` section); a preset's values
+    fill the keys the section does not give.
+
+    Args:
+        preset: a name of ``PRESETS`` (empty: none).
+        encoder_layers: encoder layers (0: no encoder).
+        decoder_layers: decoder layers (at least 1).
+        d_model: model width D, even.
+        heads: attention heads (D divisible by them).
+        d_ff: hidden width of the feed-forward blocks.
+        dropout: dropout of the residual branches, embeddings and feed-forward blocks.
+        attention_dropout: dropout of the attention weights.
+        activation: ``relu`` or ``gelu``.
+        norm: layer-norm placement, ``post`` or ``pre``.
+        share_embeddings: ``none``, ``decoder`` (decoder input and output) or ``all`` (encoder too).
+        vocab_size: vocabulary size (0: set from the data's tokenizer).
+        position: the position methods.
+
+    Raises:
+        ConfigError: a value out of range, or an augmentation that needs task-given position ids.
+    """
+
     preset: str = ""
     encoder_layers: int = 6
     decoder_layers: int = 6
@@ -91,13 +146,35 @@ class ModelConfig:
         self.position.refuse_task_ids("a translation model")
 
     def encoder_stack(self) -> StackConfig:
+        """The encoder's stack config.
+
+        Returns:
+            ``encoder_layers`` bidirectional layers.
+        """
         return stack_config(self, self.encoder_layers)
 
     def decoder_stack(self) -> StackConfig:
+        """The decoder's stack config.
+
+        Returns:
+            ``decoder_layers`` causal layers with cross-attention.
+        """
         return stack_config(self, self.decoder_layers, causal=True, cross_attention=True)
 
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> ModelConfig:
+        """A config from a preset, with some keys overridden.
+
+        Args:
+            name: a name of ``PRESETS``.
+            **overrides: keys of this section and their values (``position`` may be a dict).
+
+        Returns:
+            The checked config.
+
+        Raises:
+            ConfigError: an unknown preset or a bad value.
+        """
         from posenc.config import from_dict
 
         return from_dict(cls, {"preset": name, **overrides})

@@ -43,7 +43,14 @@ from posenc.positions.sinusoidal import SinusoidalParams
 def speech_positions(name: str = "cape") -> PositionConfig:
     """Speech defaults (CAPE §3, §5.2) for 10 ms hop × 4 downsampling (40 ms output frames):
     ω_k = 30·10000^(−2k/K); global shift ±60 s, local shift ±20 ms (half the frame spacing),
-    λmax = 1.1; learned table of 40 frames (1.6 s); Shaw clipping at 32 frames (1.28 s)."""
+    λmax = 1.1; learned table of 40 frames (1.6 s); Shaw clipping at 32 frames (1.28 s).
+
+    Args:
+        name: the position setting's name (``cape``, ``ape``, ``abspos``, ``rpe``, ...).
+
+    Returns:
+        The position config with those defaults in every method's block.
+    """
     return PositionConfig(
         name=name, sinusoidal=SinusoidalParams(scale=30.0), learned=LearnedParams(max_positions=40, wrap=True),
         shaw=ShawParams(k=32), cape=CapeParams(max_global_shift=60.0, max_local_shift=0.02, max_global_scaling=1.1),
@@ -52,6 +59,24 @@ def speech_positions(name: str = "cape") -> PositionConfig:
 
 @dataclass
 class CTCModelConfig:
+    """The acoustic model of a speech run (its ``model`` section).
+
+    Args:
+        d_model: model width D, even.
+        heads: attention heads (D divisible by them).
+        layers: Transformer layers.
+        d_ff: feed-forward hidden width.
+        dropout: dropout of the Transformer layers.
+        norm: layer-norm placement, ``pre`` or ``post``.
+        conv_channels: channels C of the hidden conv layers.
+        conv_kernel: conv kernel width, odd (frame centres stay on input frames).
+        conv_strides: one stride per conv layer; their product is the downsampling.
+        position: the position methods (:func:`speech_positions` by default).
+
+    Raises:
+        ConfigError: a value out of range, or a continuous input method with an attention method.
+    """
+
     d_model: int = 96
     heads: int = 4
     layers: int = 3
@@ -91,7 +116,11 @@ class CTCModelConfig:
         return bool(reads_integers or (methods.attention is not None and reads_nothing))
 
     def encoder(self) -> ModelConfig:
-        """The encoder stack's config (no attention dropout, ReLU)."""
+        """The encoder stack's config (no attention dropout, ReLU).
+
+        Returns:
+            A model config whose encoder stack is the acoustic model's Transformer.
+        """
         return ModelConfig(
             encoder_layers=self.layers, decoder_layers=1, d_model=self.d_model, heads=self.heads, d_ff=self.d_ff,
             dropout=self.dropout, attention_dropout=0.0, activation="relu", norm=self.norm, position=self.position,
@@ -99,12 +128,19 @@ class CTCModelConfig:
 
     @property
     def downsample(self) -> int:
+        """Input frames per output frame: the product of the conv strides."""
         return math.prod(self.conv_strides)
 
 
 @dataclass
 class CTCOutput:
-    """``log_probs (B, L, V)``, ``mask (B, L)``, ``times (B, L)`` seconds of output frame centres."""
+    """The acoustic model's output.
+
+    Args:
+        log_probs: per-frame log-probabilities ``(B, L, V)``, float32.
+        mask: ``(B, L)``, True at valid output frames.
+        times: seconds of the output frame centres ``(B, L)``.
+    """
 
     log_probs: Tensor
     mask: Tensor
@@ -112,6 +148,7 @@ class CTCOutput:
 
     @property
     def lengths(self) -> Tensor:
+        """Valid output frames per utterance ``(B,)``."""
         return self.mask.sum(-1)
 
 
@@ -121,6 +158,10 @@ class GLUFrontEnd(nn.Module):
     With an odd kernel and padding k//2, output frame i of a layer is centred on its input frame
     s·i, so output frame i of the stack is centred on input frame (Π s)·i. Padded frames are
     zeroed after every layer so that a padded batch gives the same valid outputs as one utterance.
+
+    Args:
+        n_features: input features F per frame.
+        cfg: the model config (channels, kernel, strides, D).
     """
 
     def __init__(self, n_features: int, cfg: CTCModelConfig) -> None:
@@ -133,6 +174,15 @@ class GLUFrontEnd(nn.Module):
         self.strides = list(cfg.conv_strides)
 
     def forward(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Downsample and embed the spectrogram.
+
+        Args:
+            x: features ``(B, T, F)``.
+            mask: ``(B, T)``, True at valid input frames.
+
+        Returns:
+            Frame embeddings ``(B, L, D)`` and their validity mask ``(B, L)``.
+        """
         h = (x * mask[..., None]).transpose(1, 2)  # (B, F, T)
         for conv, s in zip(self.convs, self.strides):
             h = F.glu(conv(h), dim=1)
@@ -142,7 +192,17 @@ class GLUFrontEnd(nn.Module):
 
 
 class CTCModel(nn.Module):
-    """Acoustic model. ``hop_seconds`` (nominal input frame hop) converts seconds to frame indices."""
+    """Acoustic model: conv front end, Transformer encoder, linear head.
+
+    Args:
+        cfg: the model config.
+        n_features: input features F per frame.
+        vocab_size: characters V, the CTC blank included.
+        hop_seconds: the nominal input frame hop, which converts seconds to frame indices.
+
+    Raises:
+        ConfigError: no features, fewer than 2 characters or a hop that is not positive.
+    """
 
     def __init__(self, cfg: CTCModelConfig, n_features: int, vocab_size: int, hop_seconds: float) -> None:
         super().__init__()
@@ -155,21 +215,52 @@ class CTCModel(nn.Module):
         self.head = nn.Linear(cfg.d_model, vocab_size)
 
     def output_times(self, times: Tensor) -> Tensor:
-        """Input frame centres ``(B, T)`` s → output frame centres ``(B, L)``: input frame (Π s)·i."""
+        """Output frame centres: output frame i is centred on input frame (Π s)·i.
+
+        Args:
+            times: input frame centres ``(B, T)``, seconds.
+
+        Returns:
+            Output frame centres ``(B, L)``, seconds.
+        """
         return times[:, :: self.cfg.downsample]
 
     def frame_index(self, times: Tensor) -> Tensor:
-        """Seconds ``(B, L)`` → nominal output frame index ``(B, L)`` (float of integers)."""
+        """The nominal output frame index of each time.
+
+        Args:
+            times: output frame centres ``(B, L)``, seconds.
+
+        Returns:
+            Frame indices ``(B, L)``, integers as floats, 0 at each row's first frame.
+        """
         return torch.round((times - times[:, :1]) / self.spacing)
 
     def positions(self, times: Tensor, mask: Tensor) -> Tensor:
-        """Positions ``(B, L)`` of the output frames: frame indices or seconds, augmented (CAPE
-        in training; mean normalisation in eval) when the config has an augmentation."""
+        """Positions of the output frames: frame indices or seconds, augmented (CAPE in training;
+        mean normalisation in eval) when the config has an augmentation.
+
+        Args:
+            times: output frame centres ``(B, L)``, seconds.
+            mask: ``(B, L)``, True at valid frames.
+
+        Returns:
+            Float positions ``(B, L)``.
+        """
         pos = self.frame_index(times) if self.cfg.frame_positions else times
         return self.augment(pos, mask)
 
     def forward(self, features: Tensor, times: Tensor, mask: Tensor) -> CTCOutput:
-        """``features (B, T, F)``, ``times (B, T)`` s, ``mask (B, T)`` → :class:`CTCOutput`."""
+        """Per-frame character log-probabilities.
+
+        Args:
+            features: spectrogram features ``(B, T, F)``.
+            times: input frame centres ``(B, T)``, seconds.
+            mask: ``(B, T)``, True at valid input frames.
+
+        Returns:
+            Log-probabilities ``(B, L, V)`` with their mask and times.
+        """
         x, out_mask = self.frontend(features, mask)  # (B, L, D)
         out_times = self.output_times(times)
         h = self.encoder(x, self.positions(out_times, out_mask), out_mask)  # (B, L, D)
@@ -178,7 +269,17 @@ class CTCModel(nn.Module):
 
 
 def ctc_loss(out: CTCOutput, targets: Tensor, target_lengths: Tensor, blank: int = 0) -> Tensor:
-    """Mean CTC loss (per target character, then over the batch); infeasible rows count 0."""
+    """Mean CTC loss (per target character, then over the batch); infeasible rows count 0.
+
+    Args:
+        out: the model's output.
+        targets: concatenated or padded character ids (``F.ctc_loss``'s ``targets``).
+        target_lengths: characters per utterance ``(B,)``.
+        blank: the blank id.
+
+    Returns:
+        The scalar loss.
+    """
     return F.ctc_loss(
         out.log_probs.transpose(0, 1), targets, out.lengths, target_lengths,
         blank=blank, reduction="mean", zero_infinity=True,
@@ -186,7 +287,15 @@ def ctc_loss(out: CTCOutput, targets: Tensor, target_lengths: Tensor, blank: int
 
 
 def greedy_decode(out: CTCOutput, blank: int = 0) -> list[list[int]]:
-    """Best path: argmax per valid frame, merge repeats, drop blanks → ids per utterance."""
+    """Best path: argmax per valid frame, merge repeats, drop blanks.
+
+    Args:
+        out: the model's output.
+        blank: the blank id.
+
+    Returns:
+        Character ids per utterance.
+    """
     best = out.log_probs.argmax(-1)  # (B, L)
     result: list[list[int]] = []
     for row, n in zip(best.tolist(), out.lengths.tolist()):

@@ -28,7 +28,11 @@ __all__ = ["Fixed", "FixedSteps", "LMState", "Seq2SeqState", "Steps"]
 
 class Fixed:
     """A decoding-state entry without a batch dimension (a device step counter, the positions of
-    every step): :func:`~posenc.decoding.search.reorder_state` leaves it alone; ``value`` is updated in place only."""
+    every step): :func:`~posenc.decoding.search.reorder_state` leaves it alone; ``value`` is updated in place only.
+
+    Args:
+        value: the tensor.
+    """
 
     def __init__(self, value: Tensor) -> None:
         self.value = value
@@ -36,18 +40,37 @@ class Fixed:
 
 @dataclass
 class Steps:
-    """Step bookkeeping of incremental decoding: ``step`` t, the positions ``(B, t)`` of the steps so
-    far, and (static states, and randomized positions sampled at eval) ``decode_positions``, the eval
-    positions ``(1, T_max)`` of every step (Ruoss et al. 2023 sample them for the whole horizon)."""
+    """Step bookkeeping of incremental decoding.
+
+    Args:
+        positions: the positions ``(B, t)`` of the steps so far.
+        decode_positions: the eval positions ``(1, T_max)`` of every step (static states, and
+            randomized positions sampled at eval: Ruoss et al. 2023 sample them for the whole
+            horizon), or None.
+        step: t, the steps taken.
+    """
 
     positions: Tensor
     decode_positions: Fixed | None = None
     step: int = 0
 
     def query(self, augment: Augmentation, rows: int, device: torch.device, given: Tensor | None = None) -> Tensor:
-        """Position ``(B, 1)`` of this step: the eval transform of ``given (B,)`` (the caller's own
-        position ids, e.g. position coupling), else the stored table's column t, else the eval
-        transform of t."""
+        """The position of this step.
+
+        Args:
+            augment: the model's augmentation (its eval transform).
+            rows: B.
+            device: where the positions are.
+            given: the caller's own position ids ``(B,)`` for this step (e.g. position coupling), or None.
+
+        Returns:
+            ``(B, 1)``: the eval transform of ``given``, else column t of ``decode_positions``, else
+            the eval transform of t.
+
+        Raises:
+            ConfigError: ``given`` ids with positions drawn for the whole horizon, or randomized
+                positions sampled at eval without a horizon.
+        """
         t = self.step
         if given is not None:
             if self.decode_positions is not None or augment.needs_decode_horizon:
@@ -63,14 +86,25 @@ class Steps:
 
     def attend(self, augment: Augmentation, rows: int, device: torch.device,
                given: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        """Query positions ``(B, 1)``, key positions ``(B, t+1)`` (this step's appended) and the causal
-        mask ``(B, 1, 1, t+1)`` of this step; ``given (B,)``: this step's own position ids."""
+        """This step's positions and mask; appends the query position to ``positions``.
+
+        Args:
+            augment: the model's augmentation.
+            rows: B.
+            device: where the tensors are.
+            given: this step's own position ids ``(B,)``, or None.
+
+        Returns:
+            Query positions ``(B, 1)``, key positions ``(B, t+1)`` (this step's appended) and the
+            causal mask ``(B, 1, 1, t+1)``.
+        """
         q_pos = self.query(augment, rows, device, given)
         self.positions = torch.cat((self.positions, q_pos), 1)  # (B, t+1)
         real = torch.ones(rows, self.step + 1, dtype=torch.bool, device=device)
         return q_pos, self.positions, attention_bias(real, 1, causal=True, offset=self.step)
 
     def advance(self) -> None:
+        """Count one step taken."""
         self.step += 1
 
 
@@ -79,7 +113,11 @@ class FixedSteps(Steps):
     """:class:`Steps` with every shape independent of the step (capturable as one CUDA graph): the
     step index is the device counter ``counter (1,)`` and keys live in fixed
     :class:`~posenc.models.attention.KVCache` buffers ``(N, H, T_max, Dh)``; ``decode_positions``
-    holds the positions of all T_max steps."""
+    holds the positions of all T_max steps.
+
+    Args:
+        counter: the device step counter ``(1,)`` long.
+    """
 
     counter: Fixed = field(default_factory=lambda: Fixed(torch.zeros(1, dtype=torch.long)))
 
@@ -92,6 +130,18 @@ class FixedSteps(Steps):
         Key slots after ``t`` are masked; the last slot's position is replaced by the query's (it is
         masked unless it is the query itself), so hooks that transform the newest key by the last key
         position (RoPE) see the right one.
+
+        Args:
+            augment: the model's augmentation (not read: the positions are fixed).
+            rows: N.
+            device: where the tensors are (the counter's device is used).
+            given: must be None.
+
+        Returns:
+            Query positions ``(N, 1)``, key positions ``(N, T_max)`` and the mask ``(N, 1, 1, T_max)``.
+
+        Raises:
+            ConfigError: ``given`` position ids.
         """
         if given is not None:
             raise ConfigError("given position ids in a static (CUDA-graph) decoding state: not supported")
@@ -104,6 +154,7 @@ class FixedSteps(Steps):
         return q_pos.expand(rows, 1), k_pos.expand(rows, -1), allowed.expand(rows, 1, 1, -1)
 
     def advance(self) -> None:
+        """Count one step taken, on the device counter and the host's."""
         self.counter.value.add_(1)
         self.step += 1
 
@@ -113,7 +164,14 @@ class Seq2SeqState:
     """Incremental decoding state of :class:`~posenc.models.seq2seq.Seq2SeqTransformer` (batch on
     dim 0 of every tensor): one cache per decoder layer, the source mask ``(B, S)``, the input
     position method's own state (the GRU's hidden state) and the step bookkeeping (:class:`Steps`,
-    or :class:`FixedSteps` for a fixed-shape state)."""
+    or :class:`FixedSteps` for a fixed-shape state).
+
+    Args:
+        layers: one cache per decoder layer.
+        memory_mask: ``(B, S)``, True at real source tokens.
+        steps: the step bookkeeping.
+        input: the input position method's own state (the GRU's hidden state).
+    """
 
     layers: list[DecoderLayerCache]
     memory_mask: Tensor
@@ -124,8 +182,13 @@ class Seq2SeqState:
 @dataclass
 class LMState:
     """Incremental decoding state of :class:`~posenc.models.lm.DecoderLM` (batch on dim 0 of every
-    tensor): one self-attention cache per layer, the input position method's own state, the step
-    bookkeeping."""
+    tensor).
+
+    Args:
+        layers: one self-attention cache per layer.
+        steps: the step bookkeeping.
+        input: the input position method's own state.
+    """
 
     layers: list[SelfCache]
     steps: Steps

@@ -33,7 +33,24 @@ from posenc.positions import PositionConfig, build_augmentation, default_positio
 
 @dataclass
 class LMConfig:
-    """A decoder-only LM; field names match :class:`~posenc.models.config.ModelConfig` where shared."""
+    """A decoder-only LM (the ``lm`` section); field names match
+    :class:`~posenc.models.config.ModelConfig` where shared.
+
+    Args:
+        layers: causal layers (at least 1).
+        d_model: model width D, even.
+        heads: attention heads (D divisible by them).
+        d_ff: feed-forward hidden width.
+        dropout: dropout of the residual branches and feed-forward blocks.
+        attention_dropout: dropout of the attention weights.
+        activation: ``relu`` or ``gelu``.
+        norm: layer-norm placement, ``pre`` or ``post``.
+        vocab_size: vocabulary size (0: set from the task's vocabulary).
+        position: the position methods.
+
+    Raises:
+        ConfigError: a value out of range.
+    """
 
     layers: int = 2
     d_model: int = 64
@@ -52,11 +69,25 @@ class LMConfig:
         check_layer_dims(self, "lm")
 
     def stack(self) -> StackConfig:
-        """The causal stack of ``layers`` layers (encoder layers under a causal mask)."""
+        """The LM's stack config.
+
+        Returns:
+            ``layers`` causal layers (encoder layers under a causal mask).
+        """
         return stack_config(self, self.layers, causal=True)
 
 
 class DecoderLM(nn.Module):
+    """Decoder-only causal Transformer LM with a tied output projection.
+
+    Args:
+        cfg: the LM config (``vocab_size`` set).
+        pad_id: the padding token.
+
+    Raises:
+        ConfigError: ``vocab_size`` not set.
+    """
+
     def __init__(self, cfg: LMConfig, pad_id: int = 0) -> None:
         super().__init__()
         if cfg.vocab_size < 1:
@@ -67,29 +98,64 @@ class DecoderLM(nn.Module):
         self.augment = build_augmentation(cfg.position)
 
     def positions(self, positions: Tensor, mask: Tensor) -> Tensor:
-        """Augmented positions ``(B, L)``: random in training, ``eval_target`` (causal) in eval.
+        """Augmented positions: random in training, ``eval_target`` (causal) in eval.
 
         Training uses the target side of ``augment.pair`` (CAPE: never mean-normalised, since a
-        causal model cannot know the sequence mean; SHAPE: one offset per sequence)."""
+        causal model cannot know the sequence mean; SHAPE: one offset per sequence).
+
+        Args:
+            positions: the tokens' position ids ``(B, L)``, float.
+            mask: ``(B, L)``, True at real tokens.
+
+        Returns:
+            Float positions ``(B, L)``.
+        """
         if self.training:
             return self.augment.pair(positions, mask, positions, mask)[1]
         return self.augment.eval_target(positions, mask)
 
     def logits(self, h: Tensor) -> Tensor:
-        """``(..., D)`` → ``(..., V)`` with the tied embedding."""
+        """Project hidden states to the vocabulary with the tied embedding.
+
+        Args:
+            h: hidden states ``(..., D)``.
+
+        Returns:
+            Logits ``(..., V)``.
+        """
         return h @ self.embed.weight.t()
 
     def forward(self, tokens: Tensor, mask: Tensor, positions: Tensor | None = None) -> Tensor:
-        """Full causal pass: tokens ``(B, L)``, mask ``(B, L)`` (right padding) → logits ``(B, L, V)``.
-        ``positions (B, L)``: the tokens' position ids (default 0..L−1; a task may give its own, e.g.
-        position coupling), then augmented as usual."""
+        """Full causal pass.
+
+        Args:
+            tokens: long ids ``(B, L)``, right-padded.
+            mask: ``(B, L)``, True at real tokens.
+            positions: the tokens' position ids ``(B, L)`` (a task may give its own, e.g. position
+                coupling), then augmented as usual; None: 0..L−1.
+
+        Returns:
+            Logits ``(B, L, V)``.
+        """
         pos = self.positions(default_positions(mask) if positions is None else positions, mask)
         allowed = attention_bias(mask, mask.shape[1], causal=True)
         return self.logits(self.stack.run(self.embed(tokens), pos, mask, allowed))
 
     def init_state(self, batch: int, device: torch.device | str = "cpu", horizon: int | None = None) -> LMState:
-        """Empty incremental-decoding state. ``horizon``: the most steps to decode; it draws the eval
-        positions of all of them at once (needed by randomized positions sampled at eval, Ruoss et al. 2023)."""
+        """An empty incremental-decoding state.
+
+        Args:
+            batch: rows B.
+            device: where the state's tensors are.
+            horizon: the most steps to decode; it draws the eval positions of all of them at once
+                (needed by randomized positions sampled at eval, Ruoss et al. 2023); None: no horizon.
+
+        Returns:
+            The state, with empty self-attention caches.
+
+        Raises:
+            ConfigError: no horizon where the augmentation needs one.
+        """
         if horizon is None and self.augment.needs_decode_horizon:  # fail here, not at the first step
             raise ConfigError("randomized positions sampled at eval need a decoding horizon: "
                               "init_state(batch, device, horizon=N), or model.position.randomized.eval=sequential")
@@ -98,9 +164,17 @@ class DecoderLM(nn.Module):
         return LMState(layers, Steps(torch.zeros(batch, 0, device=device), table))
 
     def step(self, tokens: Tensor, state: LMState, positions: Tensor | None = None) -> Tensor:
-        """Next-token logits ``(B, V)`` after feeding ``tokens (B,)``; updates ``state`` (eval mode).
-        ``positions (B,)``: the tokens' own position ids, as :meth:`forward` takes them (e.g.
-        position coupling); default: the step index."""
+        """Feed one token per row; updates ``state`` (eval mode).
+
+        Args:
+            tokens: long ids ``(B,)``.
+            state: the decoding state.
+            positions: the tokens' own position ids ``(B,)``, as :meth:`forward` takes them (e.g.
+                position coupling); None: the step index.
+
+        Returns:
+            Next-token logits ``(B, V)``.
+        """
         b = tokens.shape[0]
         q_pos, k_pos, allowed = state.steps.attend(self.augment, b, tokens.device, positions)
         real = torch.ones(b, 1, dtype=torch.bool, device=tokens.device)

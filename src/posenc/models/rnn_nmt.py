@@ -39,7 +39,22 @@ from posenc.errors import ConfigError, DataError
 
 @dataclass
 class RNNConfig:
-    """Hyperparameters of the RNN-NMT baseline (Neishi & Yoshinaga §5.1: 4/3 layers, 512)."""
+    """Hyperparameters of the RNN-NMT baseline (the ``rnn`` section; Neishi & Yoshinaga §5.1: 4/3
+    layers, 512).
+
+    Args:
+        hidden: hidden width H, even (H/2 per encoder direction).
+        embed: embedding width E; 0: H.
+        encoder_layers: bi-LSTM encoder layers.
+        decoder_layers: LSTM decoder layers N.
+        dropout: dropout of embeddings, between LSTM layers and of the attentional states.
+        share_embeddings: ``none``, ``decoder`` (output tied to the target embedding) or ``all``
+            (source and target embeddings shared too); tying needs E = H.
+        vocab_size: vocabulary size V (0: set from the tokenizer).
+
+    Raises:
+        ConfigError: a value out of range, or ``all`` with E ≠ H.
+    """
 
     hidden: int = 512
     embed: int = 0  # 0 → same as hidden
@@ -65,14 +80,23 @@ class RNNConfig:
 
     @property
     def embed_dim(self) -> int:
+        """The embedding width E (``embed``, or ``hidden`` when 0)."""
         return self.embed or self.hidden
 
 
 @dataclass
 class RNNState:
     """Decoding state of :class:`RNNNMT`; every tensor is batch-first so ``reorder_state`` can select
-    beams: ``memory (B, S, H)``, ``memory_mask (B, S)``, LSTM ``h``/``c`` ``(B, N, H)`` (N decoder
-    layers), ``feed`` = h~_{t-1} ``(B, H)`` (input feeding, Luong §3.3), ``step`` t."""
+    beams.
+
+    Args:
+        memory: the encoder output ``(B, S, H)``.
+        memory_mask: ``(B, S)``, True at real source tokens.
+        h: LSTM hidden states ``(B, N, H)`` (N decoder layers).
+        c: LSTM cells ``(B, N, H)``.
+        feed: h~_{t-1} ``(B, H)`` (input feeding, Luong §3.3).
+        step: t, the steps taken.
+    """
 
     memory: Tensor
     memory_mask: Tensor
@@ -83,7 +107,15 @@ class RNNState:
 
 
 class RNNNMT(nn.Module):
-    """Luong-style attentional encoder–decoder with the decoding protocol of Seq2SeqTransformer."""
+    """Luong-style attentional encoder–decoder with the decoding protocol of Seq2SeqTransformer.
+
+    Args:
+        cfg: the RNN config (``vocab_size`` set).
+        pad_id: the padding token.
+
+    Raises:
+        ConfigError: ``vocab_size`` not set, or tied embeddings with E ≠ H.
+    """
 
     #: See posenc.training.compiled.capture_blockers.
     capturable = False
@@ -114,13 +146,31 @@ class RNNNMT(nn.Module):
                 f"rnn.share_embeddings={cfg.share_embeddings} ties the output layer and needs embed == hidden")
 
     def logits(self, h: Tensor) -> Tensor:
-        """Attentional states ``(..., H)`` → logits ``(..., V)``."""
+        """Project attentional states to the vocabulary (W_s, or the tied target embedding).
+
+        Args:
+            h: attentional states ``(..., H)``.
+
+        Returns:
+            Logits ``(..., V)``.
+        """
         if self.output is not None:
             return self.output(h)
         return h @ self.tgt_embed.weight.t()
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
-        """Source ``(B, S)`` (right-padded), mask ``(B, S)`` → memory ``(B, S, H)``, zeros at pads."""
+        """Encode the source with the bi-LSTM.
+
+        Args:
+            src: long source ids ``(B, S)``, right-padded.
+            src_mask: ``(B, S)``, True at real tokens.
+
+        Returns:
+            The memory ``(B, S, H)``, zeros at pads.
+
+        Raises:
+            DataError: an empty source sequence.
+        """
         lengths = src_mask.sum(1)
         if bool((lengths == 0).any()):
             raise DataError("rnn-nmt: a source sequence has length 0 (nothing to encode)")
@@ -131,7 +181,15 @@ class RNNNMT(nn.Module):
         return memory
 
     def init_state(self, memory: Tensor, memory_mask: Tensor) -> RNNState:
-        """Decoding state (:class:`RNNState`): h_0 from the encoder's last states, c_0 and feed zero."""
+        """A decoding state: h_0 from the encoder's last states, c_0 and feed zero.
+
+        Args:
+            memory: the encoder output ``(B, S, H)``.
+            memory_mask: ``(B, S)``, True at real source tokens.
+
+        Returns:
+            The state.
+        """
         b, _, h = memory.shape
         last = (memory_mask.sum(1) - 1).clamp(min=0)  # index of the last real token, (B,)
         fwd = memory[torch.arange(b, device=memory.device), last, : h // 2]  # (B, H/2)
@@ -141,7 +199,16 @@ class RNNNMT(nn.Module):
         return RNNState(memory, memory_mask, h0, torch.zeros_like(h0), memory.new_zeros(b, h))
 
     def attend(self, query: Tensor, memory: Tensor, memory_mask: Tensor) -> Tensor:
-        """Global dot attention + W_c: h_t ``(B, H)`` → h~_t ``(B, H)`` (Luong Eq. 5, 7, 8)."""
+        """Global dot attention + W_c (Luong Eq. 5, 7, 8).
+
+        Args:
+            query: the top decoder state h_t ``(B, H)``.
+            memory: the encoder output ``(B, S, H)``.
+            memory_mask: ``(B, S)``, True at real source tokens.
+
+        Returns:
+            The attentional state h~_t ``(B, H)``.
+        """
         scores = torch.einsum("bh,bsh->bs", query, memory).masked_fill(~memory_mask, float("-inf"))
         context = torch.einsum("bs,bsh->bh", torch.softmax(scores, -1), memory)
         return torch.tanh(self.combine(torch.cat((context, query), -1)))
@@ -157,11 +224,29 @@ class RNNNMT(nn.Module):
         return self.drop(att)
 
     def step(self, tokens: Tensor, state: RNNState) -> Tensor:
-        """Next-token logits ``(B, V)`` given the last tokens ``(B,)``; updates ``state``."""
+        """Feed one token per row; updates ``state``.
+
+        Args:
+            tokens: the last tokens ``(B,)``, long.
+            state: the decoding state.
+
+        Returns:
+            Next-token logits ``(B, V)``.
+        """
         return self.logits(self._advance(self.drop(self.tgt_embed(tokens)), state))
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_mask: Tensor) -> Tensor:
-        """Teacher forcing: ``(B, S)``, ``(B, T)`` → logits ``(B, T, V)``."""
+        """Teacher-forced pass (the per-step recurrence of :meth:`step`).
+
+        Args:
+            src: long source ids ``(B, S)``.
+            src_mask: ``(B, S)``, True at real source tokens.
+            tgt_in: long target input ids ``(B, T)``.
+            tgt_mask: ``(B, T)`` (not read: steps past a row's end come after its real ones).
+
+        Returns:
+            Logits ``(B, T, V)``.
+        """
         state = self.init_state(self.encode(src, src_mask), src_mask)
         emb = self.drop(self.tgt_embed(tgt_in))  # (B, T, E)
         outs = [self._advance(emb[:, t], state) for t in range(tgt_in.shape[1])]

@@ -18,6 +18,17 @@ from posenc.positions import build_augmentation, default_positions
 
 
 class Seq2SeqTransformer(nn.Module):
+    """The encoder-decoder Transformer: embeddings (shared per ``share_embeddings``), encoder,
+    decoder, the augmentation of both sides' positions and the output projection.
+
+    Args:
+        cfg: the model config (``vocab_size`` set).
+        pad_id: the padding token.
+
+    Raises:
+        ConfigError: ``vocab_size`` not set.
+    """
+
     def __init__(self, cfg: ModelConfig, pad_id: int = 0) -> None:
         super().__init__()
         if cfg.vocab_size < 1:
@@ -35,23 +46,58 @@ class Seq2SeqTransformer(nn.Module):
             self.output = None  # tied to the target embedding
 
     def logits(self, h: Tensor) -> Tensor:
-        """``(..., D)`` → ``(..., V)``."""
+        """Project decoder states to the vocabulary (the tied target embedding unless ``share_embeddings``
+        is ``none``).
+
+        Args:
+            h: decoder states ``(..., D)``.
+
+        Returns:
+            Logits ``(..., V)``.
+        """
         if self.output is not None:
             return self.output(h)
         return h @ self.tgt_embed.weight.t()
 
     def positions(self, src_mask: Tensor, tgt_mask: Tensor) -> tuple[Tensor, Tensor]:
-        """Source/target positions ``(B, S)``, ``(B, T)`` after the augmentation (if any)."""
+        """Source and target positions after the augmentation (if any).
+
+        Args:
+            src_mask: ``(B, S)``, True at real source tokens.
+            tgt_mask: ``(B, T)``, True at real target tokens.
+
+        Returns:
+            Float positions ``(B, S)`` and ``(B, T)``.
+        """
         return self.augment.pair(default_positions(src_mask), src_mask, default_positions(tgt_mask), tgt_mask)
 
     def encode(self, src: Tensor, src_mask: Tensor, src_pos: Tensor | None = None) -> Tensor:
-        """Source tokens ``(B, S)`` → memory ``(B, S, D)``; positions default to eval positions."""
+        """Encode the source.
+
+        Args:
+            src: long source ids ``(B, S)``.
+            src_mask: ``(B, S)``, True at real tokens.
+            src_pos: float positions ``(B, S)``; None: the augmentation's (its eval transform in eval).
+
+        Returns:
+            The memory ``(B, S, D)``.
+        """
         if src_pos is None:
             src_pos, _ = self.positions(src_mask, src_mask[:, :1])
         return self.encoder(self.src_embed(src), src_pos, src_mask)
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_mask: Tensor) -> Tensor:
-        """Teacher forcing: ``(B, S)``, ``(B, T)`` → logits ``(B, T, V)``."""
+        """Teacher-forced pass.
+
+        Args:
+            src: long source ids ``(B, S)``.
+            src_mask: ``(B, S)``, True at real source tokens.
+            tgt_in: long target input ids ``(B, T)`` (BOS first).
+            tgt_mask: ``(B, T)``, True at real target tokens.
+
+        Returns:
+            Logits ``(B, T, V)``.
+        """
         src_pos, tgt_pos = self.positions(src_mask, tgt_mask)
         tgt = self.tgt_embed(tgt_in)
         self.decoder.input_pos.prefetch(tgt, tgt_pos, tgt_mask)  # GRU: overlaps the encoder (positions/gru.py)
@@ -60,7 +106,15 @@ class Seq2SeqTransformer(nn.Module):
         return self.logits(h)
 
     def init_state(self, memory: Tensor, memory_mask: Tensor) -> Seq2SeqState:
-        """Decoding state: cross-attention keys/values computed once, empty self-attn caches."""
+        """A decoding state: cross-attention keys/values computed once, empty self-attention caches.
+
+        Args:
+            memory: the encoder output ``(B, S, D)``.
+            memory_mask: ``(B, S)``, True at real source tokens.
+
+        Returns:
+            The state.
+        """
         layers = []
         for layer in self.decoder.layers:
             k, v = layer.cross_attn.project_kv(memory)
@@ -77,6 +131,15 @@ class Seq2SeqTransformer(nn.Module):
         counter (:class:`~posenc.models.decoding_state.FixedSteps`), attending over all ``max_len`` cache
         slots with a mask, so one step can be captured as a CUDA graph and replayed
         (:mod:`posenc.decoding.graphs`).
+
+        Args:
+            memory: the encoder output ``(B, S, D)``.
+            memory_mask: ``(B, S)``, True at real source tokens.
+            max_len: T_max, the most steps to decode.
+            fixed_shapes: every step with the same shapes (a :class:`FixedSteps` state).
+
+        Returns:
+            The state.
         """
         state = self.init_state(memory, memory_mask)
         at = torch.zeros(1, dtype=torch.long, device=memory.device) if fixed_shapes else None
@@ -88,6 +151,14 @@ class Seq2SeqTransformer(nn.Module):
         return state
 
     def step(self, tokens: Tensor, state: Seq2SeqState) -> Tensor:
-        """Next-token logits ``(B, V)`` given the last tokens ``(B,)``; updates ``state``."""
+        """Feed one token per row; updates ``state``.
+
+        Args:
+            tokens: the last tokens ``(B,)``, long.
+            state: the decoding state.
+
+        Returns:
+            Next-token logits ``(B, V)``.
+        """
         h = self.decoder.step(self.tgt_embed(tokens[:, None]), self.augment, state)
         return self.logits(h[:, 0])

@@ -34,7 +34,13 @@ __all__ = ["BeamInvariant", "Decoder", "Embedding", "Encoder", "Stack"]
 
 
 class Embedding(nn.Module):
-    """Token embedding scaled by √D (Vaswani et al. §3.4)."""
+    """Token embedding scaled by √D (Vaswani et al. §3.4).
+
+    Args:
+        vocab: vocabulary size V.
+        d_model: model width D.
+        pad_id: the padding token (its row starts at zero and gets no gradient).
+    """
 
     def __init__(self, vocab: int, d_model: int, pad_id: int) -> None:
         super().__init__()
@@ -45,12 +51,23 @@ class Embedding(nn.Module):
         self.pad_id, self.scale = pad_id, math.sqrt(d_model)
 
     def forward(self, tokens: Tensor) -> Tensor:
-        """Tokens ``(B, L)`` → ``(B, L, D)``."""
+        """Embed tokens.
+
+        Args:
+            tokens: long ids ``(B, L)``.
+
+        Returns:
+            √D · E[tokens], ``(B, L, D)``.
+        """
         return nn.functional.embedding(tokens, self.weight, self.pad_id) * self.scale
 
 
 class Stack(nn.Module):
-    """Input position layer + N layers (+ final LN for pre-LN): encoder, decoder and LM stacks."""
+    """Input position layer + N layers (+ final LN for pre-LN): encoder, decoder and LM stacks.
+
+    Args:
+        spec: the stack's config (layers, sizes, position methods, causal, cross-attention).
+    """
 
     def __init__(self, spec: StackConfig) -> None:
         super().__init__()
@@ -67,17 +84,35 @@ class Stack(nn.Module):
         self.drop = nn.Dropout(spec.dropout)
 
     def context(self, q_pos: Tensor, k_pos: Tensor) -> PositionContext | None:
-        """The attention method's per-call context from query/key positions ``(B, Lq)``, ``(B, Lk)``,
-        computed once per stack and passed to every layer (``None`` for the null method)."""
+        """The attention method's per-call context, computed once per stack and passed to every layer.
+
+        Args:
+            q_pos: float query positions ``(B, Lq)``.
+            k_pos: float key positions ``(B, Lk)``.
+
+        Returns:
+            The context, or None for the null method.
+        """
         return self.attn_pos.context(q_pos, k_pos)
 
     def run(self, x: Tensor, q_pos: Tensor, mask: Tensor, allowed: Tensor, k_pos: Tensor | None = None,
             caches: Sequence[Any] | None = None, cross: CrossInputs | None = None,
             input_state: dict[str, Tensor] | None = None) -> Tensor:
-        """The stack loop: embedded ``x (B, Lq, D)`` at positions ``q_pos (B, Lq)`` (``mask (B, Lq)``:
-        real tokens) attending under ``allowed (B, 1, Lq, Lk)`` to keys at ``k_pos (B, Lk)`` (default
-        ``q_pos``) → ``(B, Lq, D)``. Incremental decoding passes the layers' ``caches`` and the input
-        method's ``input_state``; decoder stacks pass ``cross``."""
+        """The stack loop: input positions, then every layer with the stack's one position context.
+
+        Args:
+            x: embedded tokens ``(B, Lq, D)``.
+            q_pos: their float positions ``(B, Lq)``.
+            mask: ``(B, Lq)``, True at real tokens.
+            allowed: bool ``(B, 1, Lq, Lk)`` (broadcastable), the self-attention mask.
+            k_pos: float key positions ``(B, Lk)``; None: ``q_pos`` (a full pass).
+            caches: one cache per layer (incremental decoding), or None.
+            cross: the memory and its mask (decoder stacks).
+            input_state: the input method's decoding state (incremental decoding), or None.
+
+        Returns:
+            ``(B, Lq, D)``.
+        """
         h = self.drop(self.input_pos(x, q_pos, mask, input_state))
         ctx = self.context(q_pos, q_pos if k_pos is None else k_pos)
         for layer, cache in zip(self.layers, caches if caches is not None else [None] * len(self.layers)):
@@ -86,26 +121,66 @@ class Stack(nn.Module):
 
 
 class Encoder(Stack):
+    """The bidirectional source stack of the seq2seq model.
+
+    Args:
+        cfg: the model config (its :meth:`~ModelConfig.encoder_stack`).
+    """
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg.encoder_stack())
 
     def forward(self, x: Tensor, positions: Tensor, mask: Tensor) -> Tensor:
-        """Embedded source ``(B, S, D)``, positions ``(B, S)``, mask ``(B, S)`` → ``(B, S, D)``."""
+        """Encode the source.
+
+        Args:
+            x: embedded source ``(B, S, D)``.
+            positions: float positions ``(B, S)``.
+            mask: ``(B, S)``, True at real tokens.
+
+        Returns:
+            The memory ``(B, S, D)``.
+        """
         return self.run(x, positions, mask, attention_bias(mask, mask.shape[1], causal=False))
 
 
 class Decoder(Stack):
+    """The causal target stack of the seq2seq model, with cross-attention to the memory.
+
+    Args:
+        cfg: the model config (its :meth:`~ModelConfig.decoder_stack`).
+    """
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg.decoder_stack())
 
     def forward(self, x: Tensor, positions: Tensor, mask: Tensor, memory: Tensor, memory_mask: Tensor) -> Tensor:
-        """Teacher-forced pass: embedded target ``(B, T, D)`` → ``(B, T, D)``."""
+        """Teacher-forced pass.
+
+        Args:
+            x: embedded target ``(B, T, D)``.
+            positions: float positions ``(B, T)``.
+            mask: ``(B, T)``, True at real tokens.
+            memory: the encoder output ``(B, S, D)``.
+            memory_mask: ``(B, S)``, True at real source tokens.
+
+        Returns:
+            ``(B, T, D)``.
+        """
         cross = CrossInputs(memory, attention_bias(memory_mask, mask.shape[1], causal=False))
         return self.run(x, positions, mask, attention_bias(mask, mask.shape[1], causal=True), cross=cross)
 
     def step(self, x: Tensor, augment: Augmentation, state: Seq2SeqState) -> Tensor:
-        """One incremental step: embedded token ``(B, 1, D)`` → ``(B, 1, D)``; updates ``state``
-        (:class:`~posenc.models.decoding_state.Seq2SeqState`)."""
+        """One incremental step; updates ``state`` (caches and step counter).
+
+        Args:
+            x: the embedded token of this step ``(B, 1, D)``.
+            augment: the model's augmentation (eval positions of the step).
+            state: the decoding state (:class:`~posenc.models.decoding_state.Seq2SeqState`).
+
+        Returns:
+            ``(B, 1, D)``.
+        """
         rows = x.shape[0]
         q_pos, k_pos, allowed = state.steps.attend(augment, rows, x.device)
         real = torch.ones(rows, 1, dtype=torch.bool, device=x.device)

@@ -29,11 +29,37 @@ from posenc.positions.grid2d import mean_normalize_2d, patch_centres
 
 
 def vision_positions(name: str = "cape-2d") -> PositionConfig:
+    """The position config of a ViT with the registered defaults.
+
+    Args:
+        name: the 2-D position setting (``cape-2d``, ``sinusoidal-2d``, ``learned-2d``, ``none``).
+
+    Returns:
+        The position config.
+    """
     return PositionConfig(name=name)
 
 
 @dataclass
 class ViTConfig:
+    """The ViT classifier of a vision run (its ``model`` section).
+
+    Args:
+        image_size: training resolution (sets the learned table's grid), divisible by ``patch``.
+        channels: image channels C.
+        patch: patch size P.
+        d_model: model width D, even.
+        heads: attention heads (D divisible by them).
+        layers: Transformer layers.
+        d_ff: feed-forward hidden width.
+        dropout: dropout of the layers and attention weights.
+        num_classes: classes V.
+        position: the 2-D position methods (no attention-level method).
+
+    Raises:
+        ConfigError: a value out of range or a position method that is not 2-D.
+    """
+
     image_size: int = 28  # training resolution (sets the learned table's grid)
     channels: int = 1
     patch: int = 4
@@ -63,7 +89,11 @@ class ViTConfig:
         self.position.learned2d.grid = [grid, grid]  # resolved: the learned table covers the training grid
 
     def encoder(self) -> ModelConfig:
-        """The encoder stack's config: pre-LN, GELU, attention dropout = dropout, no 1-D positions."""
+        """The encoder stack's config: pre-LN, GELU, attention dropout = dropout, no 1-D positions.
+
+        Returns:
+            A model config whose encoder stack is the ViT's Transformer.
+        """
         return ModelConfig(
             encoder_layers=self.layers, decoder_layers=1, d_model=self.d_model, heads=self.heads, d_ff=self.d_ff,
             dropout=self.dropout, attention_dropout=self.dropout, activation="gelu", norm="pre",
@@ -72,6 +102,12 @@ class ViTConfig:
 
 
 class ViT(nn.Module):
+    """Vision Transformer classifier with a 2-D position method and a CLS token.
+
+    Args:
+        cfg: the ViT config.
+    """
+
     def __init__(self, cfg: ViTConfig) -> None:
         super().__init__()
         self.cfg = cfg
@@ -84,13 +120,35 @@ class ViT(nn.Module):
         self.head = nn.Linear(cfg.d_model, cfg.num_classes)
 
     def grid(self, height: int, width: int) -> tuple[int, int]:
+        """The patch grid of an image size.
+
+        Args:
+            height: image height H.
+            width: image width W.
+
+        Returns:
+            ``(gh, gw)`` = ``(H/P, W/P)``.
+
+        Raises:
+            DataError: H or W not divisible by P.
+        """
         p = self.cfg.patch
         if height % p or width % p:
             raise DataError(f"image size {height}x{width} is not divisible by patch size {p}")
         return height // p, width // p
 
     def embed(self, images: Tensor) -> Tensor:
-        """images ``(B, C, H, W)`` float → tokens ``(B, L, D)`` (CLS first, positions added)."""
+        """Patch-embed images and add their (augmented) 2-D positions; prepend the CLS token.
+
+        Args:
+            images: float images ``(B, C, H, W)``.
+
+        Returns:
+            Tokens ``(B, L, D)``, CLS first.
+
+        Raises:
+            DataError: a shape other than ``(B, C, H, W)`` with H, W divisible by P.
+        """
         if images.dim() != 4 or images.shape[1] != self.cfg.channels:
             raise DataError(f"expected images (B, {self.cfg.channels}, H, W), got shape {tuple(images.shape)}")
         gh, gw = self.grid(images.shape[2], images.shape[3])
@@ -106,7 +164,14 @@ class ViT(nn.Module):
         return torch.cat((cls.expand(x.shape[0], 1, -1), x), dim=1)
 
     def forward(self, images: Tensor) -> Tensor:
-        """images ``(B, C, H, W)`` → logits ``(B, V)``."""
+        """Classify images.
+
+        Args:
+            images: float images ``(B, C, H, W)``.
+
+        Returns:
+            Class logits ``(B, V)``.
+        """
         x = self.embed(images)
         mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)  # every token visible
         h = self.encoder(x, default_positions(mask), mask)  # (B, L, D), final LayerNorm applied

@@ -28,6 +28,8 @@ from posenc.positions.shape import MAX_SHIFT
 
 @dataclass
 class AbacusParams:
+    """Options of the Abacus offset (each field's meaning in the ``#:`` comment above it)."""
+
     #: $K$: training offsets $k \sim U\{0..K\}$ added to digit ids (> 0); reference code: 99
     max_shift: int = 99
     #: one $k$ per sequence instead of one per batch (the reference code: per batch)
@@ -43,6 +45,12 @@ class AbacusParams:
           paper="McLeish et al. 2024 (Abacus)",
           what="a random offset of the digit ids (> 0) in training, none at inference")
 class AbacusAugmentation(Augmentation):
+    """A random offset k ~ U{0..K} of the digit ids (> 0) in training; the identity at inference.
+
+    Args:
+        params: the method's options (K, one k per batch or per sequence).
+    """
+
     integer_valued = True  # integer ids plus an integer k
     needs_task_ids = True  # digit places (data.position_ids: coupled); over 0..L−1 it would shift all but token 0
 
@@ -51,18 +59,54 @@ class AbacusAugmentation(Augmentation):
         self.params = params
 
     def shift(self, positions: Tensor) -> Tensor:
-        """``positions`` (B, L) + k on the entries > 0 (digits), k ~ U{0..K} per batch or per row."""
+        """Add one training offset k ~ U{0..K} (per batch or per row) to the digit ids.
+
+        Args:
+            positions: position ids ``(B, L)``: digit places > 0, every other token 0.
+
+        Returns:
+            ``positions`` + k on the entries > 0, ``(B, L)``.
+        """
         rows = positions.shape[0] if self.params.per_sequence else 1
         k = torch.randint(0, self.params.max_shift + 1, (rows, 1), device=positions.device, dtype=positions.dtype)
         return positions + k * (positions > 0).to(positions.dtype)
 
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
+        """Shift the digit ids of one sequence in training; unchanged in eval.
+
+        Args:
+            positions: position ids ``(B, L)``.
+            mask: ``(B, L)``, True at real tokens (not read: padding has id 0).
+
+        Returns:
+            The ids ``(B, L)``.
+        """
         return self.shift(positions) if self.training else positions
 
     def pair(self, src_pos: Tensor, src_mask: Tensor, tgt_pos: Tensor, tgt_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Shift the digit ids of source and target in training, each side its own k; unchanged in eval.
+
+        Args:
+            src_pos: source position ids ``(B, Ls)``.
+            src_mask: ``(B, Ls)`` (not read).
+            tgt_pos: target position ids ``(B, Lt)``.
+            tgt_mask: ``(B, Lt)`` (not read).
+
+        Returns:
+            The source ``(B, Ls)`` and target ``(B, Lt)`` ids.
+        """
         if not self.training:
             return src_pos, tgt_pos
         return self.shift(src_pos), self.shift(tgt_pos)
 
     def eval_target(self, tgt_pos: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The inference transform of target ids: k = 0, the identity.
+
+        Args:
+            tgt_pos: target position ids ``(B, Lt)``.
+            mask: ``(B, Lt)`` or None (not read).
+
+        Returns:
+            ``tgt_pos`` itself.
+        """
         return tgt_pos

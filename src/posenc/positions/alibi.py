@@ -30,6 +30,8 @@ from posenc.positions.registry import register
 
 @dataclass
 class AlibiParams:
+    """Options of ALiBi (each field's meaning in the ``#:`` comment above it)."""
+
     #: bidirectional stacks: $-m_h/2$ less penalty for keys left of the query (breaks the left/right symmetry);
     #: no effect in causal stacks
     asymmetric: bool = False
@@ -39,7 +41,14 @@ class AlibiParams:
 
 
 def alibi_slopes(num_heads: int) -> list[float]:
-    """Per-head slopes m_1..m_H (Press et al. 2022, §3)."""
+    """Per-head slopes m_1..m_H (Press et al. 2022, §3).
+
+    Args:
+        num_heads: H, the number of attention heads.
+
+    Returns:
+        The H slopes, steepest first.
+    """
 
     def power_of_two(n: int) -> list[float]:
         return [2.0 ** (-8.0 * (i + 1) / n) for i in range(n)]
@@ -52,13 +61,21 @@ def alibi_slopes(num_heads: int) -> list[float]:
 
 @dataclass
 class AlibiContext(PositionContext):
-    """``distance (B, 1, Lq, Lk)`` = |p_i − p_j|, shared by all layers of a stack."""
+    """The distances all layers of a stack read.
+
+    Args:
+        distance: |p_i − p_j| (less the left offset when asymmetric), ``(B, 1, Lq, Lk)``.
+    """
 
     distance: Tensor
 
 
 class AlibiHook(AttentionHook[AlibiContext]):
-    """Bias only: −m_h |p_i − p_j| for the scaled logits (the attention interface's bias hook)."""
+    """Bias only: −m_h |p_i − p_j| for the scaled logits (the attention interface's bias hook).
+
+    Args:
+        slopes: the per-head slopes ``(H,)`` (:func:`alibi_slopes`).
+    """
 
     has_bias = True
 
@@ -67,13 +84,28 @@ class AlibiHook(AttentionHook[AlibiContext]):
         self.register_buffer("slopes", slopes, persistent=False)
 
     def bias(self, ctx: AlibiContext) -> Tensor:
-        """→ ``(B, H, Lq, Lk)`` bias added to the *scaled* logits."""
+        """The bias added to the *scaled* logits.
+
+        Args:
+            ctx: the stack's distances.
+
+        Returns:
+            −m_h · distance, ``(B, H, Lq, Lk)``.
+        """
         return -self.slopes[None, :, None, None] * ctx.distance
 
 @register("attention", "alibi", AlibiParams, augmentable_by=("randomized",),
           paper="Press et al. 2022", what="a linear distance penalty per head (causal or bidirectional)")
 class AlibiPosition(AttentionPosition[AlibiContext]):
-    """One parameter-free hook, shared by every layer of the stack."""
+    """One parameter-free hook, shared by every layer of the stack.
+
+    Args:
+        d_model: model width (not read: ALiBi has no parameters).
+        params: the method's options.
+        num_layers: number of self-attention layers of the stack (they share one hook).
+        num_heads: number of heads (one slope each).
+        causal: the stack's self-attention is causal (the asymmetric option is then off).
+    """
 
     ct2_refusal = "ALiBi bias, CTranslate2 has it for decoder-only models"
 
@@ -84,7 +116,15 @@ class AlibiPosition(AttentionPosition[AlibiContext]):
         self.left_offset = 0.5 if params.asymmetric and not causal else 0.0  # causal: the paper's form
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> AlibiContext:
-        """Positions ``(B, Lq)``, ``(B, Lk)`` → |p_i − p_j| (− ½ for p_j < p_i if asymmetric) ``(B, 1, Lq, Lk)``."""
+        """The stack's distances.
+
+        Args:
+            q_positions: float query positions ``(B, Lq)``.
+            k_positions: float key positions ``(B, Lk)``.
+
+        Returns:
+            |p_i − p_j| (− ½ for p_j < p_i if asymmetric), ``(B, 1, Lq, Lk)``.
+        """
         diff = q_positions[:, :, None] - k_positions[:, None, :]
         distance = diff.abs()
         if self.left_offset:
@@ -92,4 +132,12 @@ class AlibiPosition(AttentionPosition[AlibiContext]):
         return AlibiContext(distance.unsqueeze(1))
 
     def hook(self, layer: int) -> AlibiHook:
+        """The hook every layer shares.
+
+        Args:
+            layer: the layer index (not read).
+
+        Returns:
+            The shared hook.
+        """
         return self.shared

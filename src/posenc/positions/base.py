@@ -28,9 +28,15 @@ from torch import Tensor, nn
 
 
 def default_positions(mask: Tensor) -> Tensor:
-    """Positions 0, 1, ..., L-1 for every row of ``mask (B, L)``, as float ``(B, L)``.
+    """Positions 0, 1, ..., L-1 for every row of ``mask``.
 
     Sequences are right-padded, so the position of a real token is its index.
+
+    Args:
+        mask: ``(B, L)``, True at real tokens (only its shape and device are read).
+
+    Returns:
+        Float positions ``(B, L)``.
     """
     b, length = mask.shape
     return torch.arange(length, device=mask.device, dtype=torch.float32).expand(b, length)
@@ -53,16 +59,44 @@ class InputPosition(nn.Module):
     def forward(
         self, x: Tensor, positions: Tensor, mask: Tensor, state: dict[str, Any] | None = None
     ) -> Tensor:
+        """Add (or otherwise apply) the method's position information to token embeddings.
+
+        Args:
+            x: token embeddings ``(B, L, D)``.
+            positions: float positions ``(B, L)`` (possibly rewritten by an augmentation).
+            mask: ``(B, L)``, True at real tokens.
+            state: the method's own dict: incremental decoding's (``x`` then holds the new steps
+                only) or the ViT's ``{"grid": (gh, gw)}``; None for a full pass.
+
+        Returns:
+            Embeddings with positions ``(B, L, D)``.
+        """
         raise NotImplementedError
 
     def ct2_table(self, rows: int, offset: int) -> Tensor | None:
-        """The CTranslate2 position table ``(rows, D)`` of positions ``offset … offset+rows−1`` (added
-        to the scaled embeddings, as :meth:`forward` adds its term), or None when the method adds nothing."""
+        """The CTranslate2 position table: added to the scaled embeddings, as :meth:`forward` adds its term.
+
+        Args:
+            rows: how many positions the table holds.
+            offset: the first position (row ``i`` is position ``offset + i``).
+
+        Returns:
+            The table ``(rows, D)``, or None when the method adds nothing.
+
+        Raises:
+            NotImplementedError: the method has no exact CTranslate2 form (``ct2_refusal`` says why).
+        """
         raise NotImplementedError(f"{type(self).__name__} declares no CTranslate2 table: {self.ct2_refusal}")
 
     def prefetch(self, x: Tensor, positions: Tensor, mask: Tensor) -> None:
         """Hint that ``forward(x, positions, mask)`` (full pass, same ``x``) will follow; a method
-        with a long sequential pass may start it now (the GRU, on a side CUDA stream). No-op here."""
+        with a long sequential pass may start it early (the GRU, on a side CUDA stream). No-op here.
+
+        Args:
+            x: token embeddings ``(B, L, D)``, as the coming :meth:`forward` gets them.
+            positions: float positions ``(B, L)``.
+            mask: ``(B, L)``, True at real tokens.
+        """
 
 
 class PositionContext:
@@ -71,7 +105,15 @@ class PositionContext:
 
     def once(self, owner: object, make: Callable[[], Tensor]) -> Tensor:
         """``make()`` computed once per context for ``owner``: a hook shared by the layers of a stack
-        (T5's table, FIRE's MLP) gives its bias once per stack call, not once per layer."""
+        (T5's table, FIRE's MLP) gives its bias once per stack call, not once per layer.
+
+        Args:
+            owner: the object the result belongs to (keyed by identity).
+            make: computes the tensor on the first call for ``owner``.
+
+        Returns:
+            ``make()``'s result, the same tensor on every later call for ``owner``.
+        """
         memo = self.__dict__.setdefault("_once", {})
         if id(owner) not in memo:
             memo[id(owner)] = make()
@@ -113,32 +155,93 @@ class AttentionHook(nn.Module, Generic[C]):
     has_logits: bool = False
 
     def bias(self, ctx: C) -> Tensor:
-        """``(B|1, H, Lq, Lk)`` added to the scaled logits q·k/sqrt(Dh) (before the mask)."""
+        """The additive term of the scaled logits q·k/sqrt(Dh) (added before the mask).
+
+        Args:
+            ctx: the stack's context (from :meth:`AttentionPosition.context`).
+
+        Returns:
+            The bias ``(B|1, H, Lq, Lk)``.
+        """
         raise NotImplementedError
 
     def logits(self, q: Tensor, k: Tensor, logits: Tensor, ctx: C) -> Tensor:
-        """q ``(B, H, Lq, Dh)`` (unscaled, after any transform), k ``(B, H, Lk, Dh)`` (every key this
-        call attends to, the KV cache included) and the scaled logits ``(B, H, Lq, Lk)`` with −inf
-        where attention is not allowed → the logits the softmax reads (same shape; may be in place)."""
+        """Rewrite the scaled, masked logits with q and k in hand.
+
+        Args:
+            q: queries ``(B, H, Lq, Dh)``, unscaled, after any transform.
+            k: keys ``(B, H, Lk, Dh)``: every key this call attends to, the KV cache included.
+            logits: the scaled logits ``(B, H, Lq, Lk)``, −inf where attention is not allowed.
+            ctx: the stack's context.
+
+        Returns:
+            The logits the softmax reads, ``(B, H, Lq, Lk)`` (may be ``logits`` changed in place).
+        """
         raise NotImplementedError
 
     def transform_q(self, q: Tensor, ctx: C) -> Tensor:
-        """q ``(B, H, Lq, Dh)`` → transformed q (identity unless ``has_transform``)."""
+        """Transform the queries before the products (identity unless ``has_transform``).
+
+        Args:
+            q: queries ``(B, H, Lq, Dh)``.
+            ctx: the stack's context.
+
+        Returns:
+            The transformed queries ``(B, H, Lq, Dh)``.
+        """
         return q
 
     def transform_k(self, k: Tensor, ctx: C) -> Tensor:
-        """New keys ``(B, H, Lnew, Dh)`` (the last Lnew key positions) → transformed keys."""
+        """Transform the new keys before they enter the products (and the KV cache).
+
+        Args:
+            k: new keys ``(B, H, Lnew, Dh)``, those of the last Lnew key positions.
+            ctx: the stack's context.
+
+        Returns:
+            The transformed keys ``(B, H, Lnew, Dh)``.
+        """
         return k
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, ctx: C, dropout_p: float) -> Tensor | None:
-        """The hook's own attention for this call ``(B, H, Lq, Dh)`` (e.g. Shaw through FlexAttention
-        on CUDA), or None: the layer then runs its own paths with ``score``/``value``."""
+        """The hook's own attention for this call (e.g. Shaw through FlexAttention on CUDA).
+
+        Args:
+            q: queries ``(B, H, Lq, Dh)``, unscaled.
+            k: keys ``(B, H, Lk, Dh)``.
+            v: values ``(B, H, Lk, Dh)``.
+            allowed: bool, broadcastable to ``(B, 1, Lq, Lk)``, True where a query may attend to a key.
+            ctx: the stack's context.
+            dropout_p: attention dropout probability (0 in eval).
+
+        Returns:
+            The attention output ``(B, H, Lq, Dh)``, or None: the layer then runs its own paths with
+            ``score``/``value``.
+        """
         return None
 
     def score(self, q: Tensor, ctx: C) -> Tensor:
+        """The additive term of the unscaled logits, linear in q.
+
+        Args:
+            q: queries ``(B, H, Lq, Dh)``, unscaled.
+            ctx: the stack's context.
+
+        Returns:
+            The score term ``(B, H, Lq, Lk)``.
+        """
         raise NotImplementedError
 
     def value(self, attn: Tensor, ctx: C) -> Tensor:
+        """The additive term of the attention output, read from the attention weights.
+
+        Args:
+            attn: attention weights ``(B, H, Lq, Lk)`` (after softmax and dropout).
+            ctx: the stack's context.
+
+        Returns:
+            The value term ``(B, H, Lq, Dh)``.
+        """
         raise NotImplementedError
 
 
@@ -158,20 +261,51 @@ class AttentionPosition(nn.Module, Generic[C]):
     ct2_refusal: str | None = None
 
     def ct2_spec(self) -> dict[str, Any]:
-        """Keywords of CTranslate2's ``TransformerEncoderSpec``/``TransformerDecoderSpec`` that switch
-        the method on in every self-attention of both stacks (e.g. ``relative_position=True``)."""
+        """The CTranslate2 form of the method, as spec keywords.
+
+        Returns:
+            Keywords of CTranslate2's ``TransformerEncoderSpec``/``TransformerDecoderSpec`` that switch
+            the method on in every self-attention of both stacks (e.g. ``relative_position=True``).
+
+        Raises:
+            NotImplementedError: the method has no exact CTranslate2 form (``ct2_refusal`` says why).
+        """
         raise NotImplementedError(f"{type(self).__name__} declares no CTranslate2 form: {self.ct2_refusal}")
 
     def ct2_layer(self, layer: int) -> dict[str, Tensor | int]:
-        """Self-attention spec attributes (CTranslate2's names) → values of layer ``layer``: tables as
-        tensors, integers as ints. None here (the method is all in :meth:`ct2_spec`)."""
+        """The method's CTranslate2 weights of one self-attention layer. None here (the method is all
+        in :meth:`ct2_spec`).
+
+        Args:
+            layer: the layer index in its stack.
+
+        Returns:
+            Self-attention spec attributes (CTranslate2's names) → values: tables as tensors, integers
+            as ints.
+        """
         return {}
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> C | None:
-        """Context shared by every layer of the stack, from positions ``(B, Lq)``, ``(B, Lk)``."""
+        """The context shared by every layer of the stack, computed once per stack call.
+
+        Args:
+            q_positions: float query positions ``(B, Lq)``.
+            k_positions: float key positions ``(B, Lk)``.
+
+        Returns:
+            The method's context, or None when its hooks read none.
+        """
         raise NotImplementedError
 
     def hook(self, layer: int) -> AttentionHook[C]:
+        """The hook of one self-attention layer (a method may share one hook across layers).
+
+        Args:
+            layer: the layer index in the stack, 0-based.
+
+        Returns:
+            That layer's hook.
+        """
         raise NotImplementedError
 
 
@@ -193,11 +327,32 @@ class Augmentation(nn.Module):
     needs_task_ids: bool = False
 
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
+        """Augment the positions of one sequence (vision, speech).
+
+        Args:
+            positions: float positions ``(B, L)`` (``(B, L, 2)`` for 2-D methods).
+            mask: ``(B, L)``, True at real tokens.
+
+        Returns:
+            The augmented positions, same shape.
+        """
         raise NotImplementedError
 
     def pair(
         self, src_pos: Tensor, src_mask: Tensor, tgt_pos: Tensor, tgt_mask: Tensor
     ) -> tuple[Tensor, Tensor]:
+        """Augment the positions of a source/target pair (translation), with shared draws where the
+        method ties the two sides.
+
+        Args:
+            src_pos: float source positions ``(B, Ls)``.
+            src_mask: ``(B, Ls)``, True at real source tokens.
+            tgt_pos: float target positions ``(B, Lt)``.
+            tgt_mask: ``(B, Lt)``, True at real target tokens.
+
+        Returns:
+            The augmented source ``(B, Ls)`` and target ``(B, Lt)`` positions.
+        """
         raise NotImplementedError
 
     #: True when eval positions are drawn for a whole sequence (randomized positions, Ruoss et al.
@@ -208,10 +363,27 @@ class Augmentation(nn.Module):
     samples_in_eval: bool = False
 
     def eval_target(self, tgt_pos: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The inference transform of causal target positions (a full pass).
+
+        Args:
+            tgt_pos: float target positions ``(B, Lt)``.
+            mask: ``(B, Lt)``, True at real tokens, or None when every position is real.
+
+        Returns:
+            The eval positions ``(B, Lt)``.
+        """
         raise NotImplementedError
 
     def decode_positions(self, horizon: int, device: torch.device | str) -> Tensor:
-        """Eval positions of causal target steps 0..horizon−1, ``(1, horizon)`` (incremental decoding)."""
+        """Eval positions of causal target steps 0..horizon−1 (incremental decoding reads them step by step).
+
+        Args:
+            horizon: how many target steps.
+            device: where the positions are made.
+
+        Returns:
+            Float positions ``(1, horizon)``.
+        """
         return self.eval_target(torch.arange(horizon, device=device, dtype=torch.float32)[None])
 
 
@@ -220,14 +392,43 @@ class NullAugmentation(Augmentation):
     the augmentation for positions without branching on whether there is one)."""
 
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
+        """The positions unchanged.
+
+        Args:
+            positions: float positions ``(B, L)``.
+            mask: ``(B, L)``, True at real tokens (not read).
+
+        Returns:
+            ``positions`` itself.
+        """
         return positions
 
     def pair(
         self, src_pos: Tensor, src_mask: Tensor, tgt_pos: Tensor, tgt_mask: Tensor
     ) -> tuple[Tensor, Tensor]:
+        """Both sides' positions unchanged.
+
+        Args:
+            src_pos: float source positions ``(B, Ls)``.
+            src_mask: ``(B, Ls)`` (not read).
+            tgt_pos: float target positions ``(B, Lt)``.
+            tgt_mask: ``(B, Lt)`` (not read).
+
+        Returns:
+            ``src_pos`` and ``tgt_pos`` themselves.
+        """
         return src_pos, tgt_pos
 
     def eval_target(self, tgt_pos: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The target positions unchanged.
+
+        Args:
+            tgt_pos: float target positions ``(B, Lt)``.
+            mask: ``(B, Lt)`` or None (not read).
+
+        Returns:
+            ``tgt_pos`` itself.
+        """
         return tgt_pos
 
 
@@ -239,11 +440,29 @@ class NullAttention(AttentionPosition[Any]):
         self.null = NullHook()
 
     def ct2_spec(self) -> dict[str, Any]:
-        """No keywords: CTranslate2's plain attention."""
+        """CTranslate2's plain attention.
+
+        Returns:
+            No keywords (an empty dict).
+        """
         return {}
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> None:
+        """No context: the hooks read none.
+
+        Args:
+            q_positions: float query positions ``(B, Lq)`` (not read).
+            k_positions: float key positions ``(B, Lk)`` (not read).
+        """
         return None
 
     def hook(self, layer: int) -> NullHook:
+        """The one :class:`NullHook`, shared by every layer.
+
+        Args:
+            layer: the layer index (not read).
+
+        Returns:
+            The shared null hook.
+        """
         return self.null

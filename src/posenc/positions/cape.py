@@ -27,6 +27,8 @@ from posenc.positions.registry import register
 
 @dataclass
 class CapeParams:
+    """Options of CAPE (each field's meaning in the ``#:`` comment above it)."""
+
     #: $\Delta_{\max} \ge 0$
     max_global_shift: float = 5.0
     #: $\epsilon_{\max} \ge 0$ (§5.3 MT: 0.5, which keeps token order)
@@ -58,14 +60,31 @@ class CapeParams:
 
 
 def mean_normalize(positions: Tensor, mask: Tensor) -> Tensor:
-    """Subtract each row's mean over real tokens: ``(B, L)`` → ``(B, L)``."""
+    """Subtract each row's mean over real tokens (CAPE §4, step i).
+
+    Args:
+        positions: float positions ``(B, L)``.
+        mask: ``(B, L)``, True at real tokens.
+
+    Returns:
+        The centred positions ``(B, L)``.
+    """
     m = mask.to(positions.dtype)
     mean = (positions * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp_min(1)
     return positions - mean
 
 
 def unit_uniform(batch: int, width: int, like: Tensor) -> Tensor:
-    """U(−1, 1) samples ``(B, width)`` on ``like``'s device and dtype: one on-device draw, no host sync."""
+    """U(−1, 1) samples: one on-device draw, no host sync.
+
+    Args:
+        batch: rows B.
+        width: samples per row.
+        like: a tensor whose device and dtype the samples take.
+
+    Returns:
+        The samples ``(B, width)``.
+    """
     return torch.empty(batch, width, device=like.device, dtype=like.dtype).uniform_(-1.0, 1.0)
 
 
@@ -73,6 +92,12 @@ def unit_uniform(batch: int, width: int, like: Tensor) -> Tensor:
           paper="Likhomanenko et al. 2021 (CAPE)",
           what="global shift, local jitter and global scaling of the positions in training")
 class CapeAugmentation(Augmentation):
+    """CAPE over 1-D positions: random shift, jitter and scaling in training, mean normalisation in eval.
+
+    Args:
+        params: the method's options.
+    """
+
     def __init__(self, params: CapeParams, **_: Any) -> None:
         super().__init__()
         self.params = params
@@ -83,6 +108,12 @@ class CapeAugmentation(Augmentation):
         One draw ``u ~ U(−1, 1)`` of shape ``(B, 2 + Σ L_j)`` gives, per row, Δ = Δmax·u₀ (Eq. 5),
         log λ = log(λmax)·u₁ (Eq. 7) and every ε_i = εmax·u_{2+i} (Eq. 6, independent per side);
         then p' = λ(p + Δ + ε) (shift, then scale: §4 order).
+
+        Args:
+            sides: float positions ``(B, L_j)`` of each sequence of the pair (or one sequence).
+
+        Returns:
+            The augmented positions of each side, same shapes, in the same order.
         """
         p = self.params
         lengths = [pos.shape[1] for pos in sides]
@@ -93,12 +124,33 @@ class CapeAugmentation(Augmentation):
         return [(pos + shift).add_(eps, alpha=p.max_local_shift).mul_(scale) for pos, eps in zip(sides, local)]
 
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
+        """Mean-normalise (if set) and, in training, augment the positions of one sequence.
+
+        Args:
+            positions: float positions ``(B, L)``.
+            mask: ``(B, L)``, True at real tokens (the mean is over those).
+
+        Returns:
+            The positions ``(B, L)``.
+        """
         pos = mean_normalize(positions, mask) if self.params.mean_normalize else positions
         if not self.training:
             return pos
         return self.augment([pos])[0]
 
     def pair(self, src_pos: Tensor, src_mask: Tensor, tgt_pos: Tensor, tgt_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Scale the source by α, mean-normalise it (if set) and, in training, augment both sides with
+        one shared Δ and λ (§5.3).
+
+        Args:
+            src_pos: float source positions ``(B, Ls)``.
+            src_mask: ``(B, Ls)``, True at real source tokens.
+            tgt_pos: float target positions ``(B, Lt)``.
+            tgt_mask: ``(B, Lt)`` (not read: the target is never mean-normalised).
+
+        Returns:
+            The source ``(B, Ls)`` and target ``(B, Lt)`` positions.
+        """
         alpha = self.params.source_scale or 1.0
         src = src_pos * alpha if alpha != 1.0 else src_pos
         if self.params.mean_normalize:
@@ -109,4 +161,13 @@ class CapeAugmentation(Augmentation):
         return src, tgt
 
     def eval_target(self, tgt_pos: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The inference transform of target positions: the identity (the target is not mean-normalised).
+
+        Args:
+            tgt_pos: float target positions ``(B, Lt)``.
+            mask: ``(B, Lt)`` or None (not read).
+
+        Returns:
+            ``tgt_pos`` itself.
+        """
         return tgt_pos

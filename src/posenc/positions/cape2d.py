@@ -27,6 +27,8 @@ from posenc.positions.registry import register
 
 @dataclass
 class Cape2dParams:
+    """Options of CAPE over 2-D patch centres (each field's meaning in the ``#:`` comment above it)."""
+
     #: Δmax (Eq. 5), in [−1, 1] coordinate units
     max_global_shift: float = 0.5
     #: εmax = local_shift / n (Eq. 6)
@@ -51,6 +53,12 @@ def _uniform(shape: tuple[int, ...], bound: Tensor | float, like: Tensor) -> Ten
 @register("augment", "cape2d", Cape2dParams, layout="grid",
           paper="Likhomanenko et al. 2021 (CAPE)", what="CAPE on 2-D patch coordinates")
 class CapeAugmentation2d(Augmentation):
+    """CAPE steps ii-iv over mean-normalised 2-D patch centres in training; the identity in eval.
+
+    Args:
+        params: the method's options.
+    """
+
     position_dims = 2
 
     def __init__(self, params: Cape2dParams, **_: Any) -> None:
@@ -58,7 +66,17 @@ class CapeAugmentation2d(Augmentation):
         self.params = params
 
     def augment(self, positions: Tensor) -> Tensor:
-        """Training transform of mean-normalised ``(B, N, 2)`` centres: steps ii-iv of CAPE §4."""
+        """The training transform: steps ii-iv of CAPE §4.
+
+        Args:
+            positions: mean-normalised patch centres ``(B, N, 2)`` of a full grid.
+
+        Returns:
+            The shifted, jittered and scaled centres ``(B, N, 2)``.
+
+        Raises:
+            DataError: on the CPU, when the centres do not form a full grid.
+        """
         p, b = self.params, positions.shape[0]
         if positions.device.type == "cpu" and not torch.compiler.is_compiling():
             grid_shape(positions)  # a full grid (DataError otherwise): a free read on the CPU only
@@ -69,4 +87,13 @@ class CapeAugmentation2d(Augmentation):
         return (positions + shift + local) * log_scale.exp()  # (iv) λ shared by x and y, Eq. 7
 
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
+        """Augment patch centres in training; unchanged in eval.
+
+        Args:
+            positions: mean-normalised patch centres ``(B, N, 2)``.
+            mask: ``(B, N)``, True at real patches (not read: every patch is real).
+
+        Returns:
+            The centres ``(B, N, 2)``.
+        """
         return self.augment(positions) if self.training else positions

@@ -59,7 +59,13 @@ METHOD_ALIASES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Methods:
-    """The resolved combination: one input method, optional attention method and augmentation."""
+    """The resolved combination: one input method, optional attention method and augmentation.
+
+    Args:
+        input: the input method's registered name (``none`` when the name gives none).
+        attention: the attention method's name, or None.
+        augment: the augmentation's name, or None.
+    """
 
     input: str
     attention: str | None
@@ -67,7 +73,18 @@ class Methods:
 
 
 def resolve(name: str) -> Methods:
-    """Parse ``name`` into one method per family, validating the combination."""
+    """Parse ``name`` into one method per family, validating the combination.
+
+    Args:
+        name: a ``+``-joined combination of registered methods and aliases (``ape+shaw``, ``rope``).
+
+    Returns:
+        The resolved methods.
+
+    Raises:
+        ConfigError: an unknown method, two methods of one family, or an augmentation that no
+            method of the combination reads.
+    """
     expanded = MODEL_ALIASES.get(name.strip(), name)
     parts = [METHOD_ALIASES.get(t.strip(), t.strip()) for t in expanded.split("+")]
     chosen: dict[str, str] = {}
@@ -116,6 +133,7 @@ class _PositionConfigBase:
 
     @property
     def methods(self) -> Methods:
+        """The methods ``name`` resolves to."""
         return resolve(self.name)
 
     @property
@@ -125,16 +143,27 @@ class _PositionConfigBase:
         return [n for n in (m.input, m.attention, m.augment) if n]
 
     def determining_dict(self) -> dict[str, Any]:
-        """What of this section determines a model: ``name`` and the active methods' blocks. The
-        other methods' blocks are never read, so a newly registered method (a new block) changes
-        no run's fingerprint (runs/fingerprint.determining_dict)."""
+        """What of this section determines a model. The other methods' blocks are never read, so
+        registering another method (another block) changes no run's fingerprint
+        (runs/fingerprint.determining_dict).
+
+        Returns:
+            ``name`` and the active methods' blocks, as plain dicts.
+        """
         return {"name": self.name, **{m: to_dict(self.params(m)) for m in self.active}}
 
     @classmethod
     def stored_blocks(cls, data: dict[str, Any]) -> dict[str, Any]:
-        """A stored position section (a fingerprint or config written by any posenc version) with
-        only ``name`` and the blocks of the methods it names: blocks of other methods, including
-        methods no longer registered, never determined that run. Unparsable names stay as stored."""
+        """The part of a stored position section that determined its run: blocks of other methods,
+        including methods not registered in this version, never did.
+
+        Args:
+            data: a stored position section (of a fingerprint or config written by any posenc version).
+
+        Returns:
+            ``data`` with only ``name`` and the blocks of the methods it names; ``data`` itself when
+            its name does not resolve.
+        """
         try:
             active = set(cls(name=str(data.get("name", "ape"))).active)
         except ConfigError:
@@ -142,6 +171,14 @@ class _PositionConfigBase:
         return {k: v for k, v in data.items() if k == "name" or k in active}
 
     def params(self, method: str) -> Any:
+        """The options block of one method.
+
+        Args:
+            method: a registered method name.
+
+        Returns:
+            That method's params dataclass instance.
+        """
         return getattr(self, method)
 
     @property
@@ -151,7 +188,14 @@ class _PositionConfigBase:
         return bool(aug) and bool(getattr(registry.AUGMENT[aug].builder, "needs_task_ids", False))
 
     def refuse_task_ids(self, where: str) -> None:
-        """One-line ConfigError when the augmentation needs task-given ids that ``where`` does not give."""
+        """Refuse an augmentation that needs task-given ids where they are not given.
+
+        Args:
+            where: what reads the positions, as the message names it (e.g. a task or posenc.hf).
+
+        Raises:
+            ConfigError: one line, when the augmentation needs task-given ids (Abacus).
+        """
         require(not self.needs_task_ids,
                 f"model.position {self.name!r}: {self.methods.augment} shifts task-given digit ids "
                 f"(the length suite with data.position_ids=coupled); {where} reads token indices, "

@@ -37,6 +37,8 @@ from posenc.positions.registry import register
 
 @dataclass
 class CopeParams:
+    """Options of CoPE (each field's meaning in the ``#:`` comment above it)."""
+
     #: $T$: contextual positions are clamped to $T - 1$
     max_positions: int = 64
 
@@ -45,14 +47,27 @@ class CopeParams:
 
 
 def cope_positions(logits: Tensor, max_positions: int) -> Tensor:
-    """Scaled, masked logits ``(B, H, Lq, Lk)`` (−inf: masked) → p_ij = Σ_{k≥j} σ(logit_ik), clamped to
-    T − 1 (Eq. 3-4; masked keys have gate 0, so the causal sum runs over k = j..i)."""
+    """Contextual positions p_ij = Σ_{k≥j} σ(logit_ik), clamped to T − 1 (Eq. 3-4; masked keys have
+    gate 0, so the causal sum runs over k = j..i).
+
+    Args:
+        logits: scaled, masked logits ``(B, H, Lq, Lk)``, −inf where masked.
+        max_positions: T.
+
+    Returns:
+        The positions ``(B, H, Lq, Lk)``, real numbers in [0, T − 1].
+    """
     gates = torch.sigmoid(logits)
     return gates.flip(-1).cumsum(-1).flip(-1).clamp(max=max_positions - 1)
 
 
 class CopeHook(AttentionHook[PositionContext]):
-    """Logits hook only: adds q_i·e[p_ij] (interpolated) to the logits."""
+    """Logits hook only: adds q_i·e[p_ij] (interpolated) to the logits.
+
+    Args:
+        head_dim: Dh, the width of one head.
+        max_positions: T, the rows of the position table.
+    """
 
     has_logits = True
 
@@ -62,7 +77,17 @@ class CopeHook(AttentionHook[PositionContext]):
         self.max_positions = max_positions
 
     def logits(self, q: Tensor, k: Tensor, logits: Tensor, ctx: PositionContext | None) -> Tensor:
-        """q ``(B, H, Lq, Dh)``, logits ``(B, H, Lq, Lk)`` → logits + q_i·e[p_ij] (Eq. 5)."""
+        """Add the interpolated position term q_i·e[p_ij] to the logits (Eq. 5).
+
+        Args:
+            q: queries ``(B, H, Lq, Dh)``.
+            k: keys ``(B, H, Lk, Dh)`` (not read: the gates come from the logits).
+            logits: scaled, masked logits ``(B, H, Lq, Lk)``.
+            ctx: None (CoPE has no context).
+
+        Returns:
+            logits + q_i·e[p_ij], ``(B, H, Lq, Lk)``.
+        """
         pos = cope_positions(logits, self.max_positions)
         floor = pos.floor()
         weight = pos - floor
@@ -76,7 +101,18 @@ class CopeHook(AttentionHook[PositionContext]):
           paper="Golovneva et al. 2024",
           what="contextual positions: gated counts of the keys between, interpolated embeddings in the logits")
 class CopePosition(AttentionPosition[PositionContext]):
-    """One table per layer; no context (the positions come from the gates)."""
+    """One table per layer; no context (the positions come from the gates).
+
+    Args:
+        d_model: model width D (the tables are D / num_heads wide).
+        params: the method's options.
+        num_layers: number of self-attention layers (one table each).
+        num_heads: number of heads.
+        causal: must be True.
+
+    Raises:
+        ConfigError: in a bidirectional stack (``causal`` False).
+    """
 
     ct2_refusal = "positions counted by gates of q and k; CTranslate2 has no such attention"
 
@@ -89,7 +125,21 @@ class CopePosition(AttentionPosition[PositionContext]):
         self.hooks = nn.ModuleList(CopeHook(d_model // num_heads, params.max_positions) for _ in range(num_layers))
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> None:
+        """No context: CoPE reads no positions.
+
+        Args:
+            q_positions: float query positions ``(B, Lq)`` (not read).
+            k_positions: float key positions ``(B, Lk)`` (not read).
+        """
         return None
 
     def hook(self, layer: int) -> CopeHook:
+        """The hook of one layer, with its own table.
+
+        Args:
+            layer: the layer index, 0-based.
+
+        Returns:
+            That layer's hook.
+        """
         return self.hooks[layer]

@@ -37,6 +37,8 @@ from posenc.positions.registry import register
 
 @dataclass
 class FireParams:
+    """Options of FIRE (each field's meaning in the ``#:`` comment above it)."""
+
     #: hidden units of $f_\theta$
     hidden: int = 32
     #: $c$ at initialisation (kept $\ge 10^{-6}$)
@@ -54,9 +56,15 @@ class FireParams:
 def unique_small(keys: Tensor) -> tuple[Tensor, Tensor]:
     """``torch.unique(keys, sorted=True, return_inverse=True)`` for non-negative integer ``keys``
     with a small maximum (here ≤ (max position + 2) · (max distance + 1)): a presence mask over
-    0..max and its running count instead of a sort, O(numel + max) (6-7x faster than torch.unique
-    for a (128, 41, 41) parity batch on one CPU core). Keys sparser than that (a maximum above
-    4 · numel, e.g. very large randomized positions) take torch.unique's sort."""
+    0..max and its running count instead of a sort, O(numel + max). Keys sparser than that (a
+    maximum above 4 · numel, e.g. very large randomized positions) take torch.unique's sort.
+
+    Args:
+        keys: non-negative integer keys, any shape.
+
+    Returns:
+        The distinct keys, ascending ``(K,)``, and each key's index into them (``keys``' shape).
+    """
     top = int(keys.max()) + 1 if keys.numel() else 0
     if not keys.numel() or top > 4 * keys.numel() + 1024:
         return torch.unique(keys, return_inverse=True)
@@ -68,14 +76,24 @@ def unique_small(keys: Tensor) -> tuple[Tensor, Tensor]:
 
 @dataclass
 class FireContext(PositionContext):
-    """Rounded distances i − j ``(B, Lq, Lk)`` (≥ 0; future keys 0) and query positions ``(B, Lq)``, long."""
+    """What the hooks of a stack read, as long integers.
+
+    Args:
+        distance: rounded distances i − j ``(B, Lq, Lk)``, ≥ 0 (future keys 0).
+        query: rounded query positions ``(B, Lq)``.
+    """
 
     distance: Tensor
     query: Tensor
 
 
 class FireHook(AttentionHook[FireContext]):
-    """Bias only: f_θ(ψ(i − j)/ψ(max(L, i))) per head, for the scaled logits."""
+    """Bias only: f_θ(ψ(i − j)/ψ(max(L, i))) per head, for the scaled logits.
+
+    Args:
+        num_heads: H, the MLP's outputs.
+        params: the method's options (hidden units, c and L at initialisation).
+    """
 
     has_bias = True
 
@@ -86,16 +104,38 @@ class FireHook(AttentionHook[FireContext]):
         self.threshold = nn.Parameter(torch.tensor(params.init_threshold))
 
     def psi(self, x: Tensor) -> Tensor:
-        """ψ(x) = log(c·x + 1) (c kept ≥ 1e-6 so that ψ stays defined)."""
+        """ψ(x) = log(c·x + 1) (c kept ≥ 1e-6 so that ψ stays defined).
+
+        Args:
+            x: non-negative values, any shape.
+
+        Returns:
+            ψ(x), same shape.
+        """
         return torch.log1p(self.c.clamp_min(1e-6) * x)
 
     def inputs(self, distance: Tensor, query: Tensor) -> Tensor:
-        """f_θ's input ψ(d)/ψ(max(L, i)) for distances ``d`` and query positions ``i`` (same shape)."""
+        """f_θ's input ψ(d)/ψ(max(L, i)).
+
+        Args:
+            distance: distances d, float.
+            query: query positions i, same shape.
+
+        Returns:
+            The inputs, same shape, in [0, 1] for d ≤ i.
+        """
         return self.psi(distance) / self.psi(torch.maximum(self.threshold, query.to(self.threshold.dtype)))
 
     def distinct(self, ctx: FireContext) -> tuple[Tensor, Tensor, Tensor]:
-        """The distinct (distance, query-or-−1) pairs ``(K,)``, ``(K,)`` and each element's index
-        into them ``(B, Lq, Lk)``: queries at or below L share one normaliser (key −1)."""
+        """The distinct (distance, query-or-−1) pairs: queries at or below L share one normaliser (key −1).
+
+        Args:
+            ctx: the stack's distances and query positions.
+
+        Returns:
+            The pairs' distances ``(K,)`` and queries ``(K,)``, and each element's index into them
+            ``(B, Lq, Lk)``.
+        """
         with torch.no_grad():
             beyond = torch.where(ctx.query > self.threshold, ctx.query, torch.full_like(ctx.query, -1))
             stride = int(ctx.distance.max()) + 1 if ctx.distance.numel() else 1
@@ -103,7 +143,14 @@ class FireHook(AttentionHook[FireContext]):
         return keys % stride, keys // stride - 1, index
 
     def bias(self, ctx: FireContext) -> Tensor:
-        """→ ``(B, H, Lq, Lk)``: f_θ over the K distinct inputs, gathered."""
+        """The bias of the scaled logits: f_θ over the K distinct inputs, gathered.
+
+        Args:
+            ctx: the stack's distances and query positions.
+
+        Returns:
+            The bias ``(B, H, Lq, Lk)``.
+        """
         distance, query, index = self.distinct(ctx)
         values = self.mlp(self.inputs(distance.float(), query.float())[:, None])  # (K, H)
         # index_select, not values[index]: its backward is an index_add (2x faster on one CPU core
@@ -115,7 +162,18 @@ class FireHook(AttentionHook[FireContext]):
 @register("attention", "fire", FireParams, augmentable_by=("randomized",), causal_only=True,
           paper="Li et al. 2023", what="a learned bias of the normalised distance, f(ψ(i−j)/ψ(max(L, i)))")
 class FirePosition(AttentionPosition[FireContext]):
-    """One hook per stack (or per layer with ``per_layer``)."""
+    """One hook per stack (or per layer with ``per_layer``).
+
+    Args:
+        d_model: model width (not read).
+        params: the method's options.
+        num_layers: number of self-attention layers (one hook each with ``per_layer``).
+        num_heads: number of heads (the MLP's outputs).
+        causal: must be True.
+
+    Raises:
+        ConfigError: in a bidirectional stack (``causal`` False).
+    """
 
     capturable = False
     capture_blocker = "the distinct (distance, query) pairs of FireHook.distinct have a data-dependent count"
@@ -130,10 +188,26 @@ class FirePosition(AttentionPosition[FireContext]):
         self.hooks = nn.ModuleList(FireHook(num_heads, params) for _ in range(num_layers if params.per_layer else 1))
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> FireContext:
-        """Positions ``(B, Lq)``, ``(B, Lk)`` → rounded i − j clamped at 0, and rounded i."""
+        """The stack's rounded distances and query positions.
+
+        Args:
+            q_positions: float query positions ``(B, Lq)``.
+            k_positions: float key positions ``(B, Lk)``.
+
+        Returns:
+            Rounded i − j clamped at 0 ``(B, Lq, Lk)`` and rounded i ``(B, Lq)``.
+        """
         query = q_positions.round().long()
         distance = (query[:, :, None] - k_positions.round().long()[:, None, :]).clamp_min(0)
         return FireContext(distance, query)
 
     def hook(self, layer: int) -> FireHook:
+        """The hook of one layer (the stack's one hook unless ``per_layer``).
+
+        Args:
+            layer: the layer index, 0-based.
+
+        Returns:
+            That layer's hook.
+        """
         return self.hooks[layer % len(self.hooks)]

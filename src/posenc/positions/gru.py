@@ -56,6 +56,14 @@ _SIDE_STREAMS: dict[int, torch.cuda.Stream] = {}
 
 
 def side_stream(device: torch.device) -> torch.cuda.Stream:
+    """The high-priority side stream of a CUDA device (created on first use, then reused).
+
+    Args:
+        device: a CUDA device (no index: the current one).
+
+    Returns:
+        The device's side stream.
+    """
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index not in _SIDE_STREAMS:
         _SIDE_STREAMS[index] = torch.cuda.Stream(device=index, priority=-1)
@@ -64,6 +72,8 @@ def side_stream(device: torch.device) -> torch.cuda.Stream:
 
 @dataclass
 class GRUParams:
+    """Options of the GRU input method (each field's meaning in the ``#:`` comment above it)."""
+
     #: stacked GRU layers per side (the paper uses one)
     num_layers: int = 1
     #: `false`: the GRU runs in float32 outside autocast; `true`: it follows CUDA autocast, which PyTorch runs
@@ -82,19 +92,38 @@ class GRUParams:
 
 class FullPass(nn.Module):
     """The training full pass ``x (B, L, D) → out (B, L, D)`` as a module, so that CUDA-graph
-    capture (``torch.cuda.make_graphed_callables``) sees the GRU's parameters."""
+    capture (``torch.cuda.make_graphed_callables``) sees the GRU's parameters.
+
+    Args:
+        gru: the batch-first GRU it runs.
+    """
 
     def __init__(self, gru: nn.GRU) -> None:
         super().__init__()
         self.gru = gru
 
     def forward(self, x: Tensor) -> Tensor:
+        """The GRU over a whole sequence from a zero state.
+
+        Args:
+            x: embeddings ``(B, L, D)``.
+
+        Returns:
+            The outputs ``(B, L, D)``.
+        """
         return self.gru(x)[0]
 
 
 @register("input", "gru", GRUParams,
           paper="Neishi & Yoshinaga 2019", what="a GRU over the embeddings as positional encoder (RNN-Transformer)")
 class GRUPosition(InputPosition):
+    """A uni-directional GRU over the embeddings: its outputs replace embeddings + positions.
+
+    Args:
+        d_model: model width D (the GRU's input and hidden size).
+        params: the method's options.
+    """
+
     capturable = False
     capture_blocker = "torch.compile does not trace nn.GRU (a graph break; its own CUDA graph: gru.cuda_graph)"
     ct2_refusal = "an RNN over the embeddings"
@@ -106,9 +135,15 @@ class GRUPosition(InputPosition):
         self._pending: tuple[Tensor, Tensor, torch.cuda.Stream | None] | None = None
 
     def run(self, x: Tensor, h0: Tensor | None, full: bool = False) -> tuple[Tensor, Tensor | None]:
-        """One GRU call: x ``(B, L, D)``, h0 ``(N, B, D)`` or None → out ``(B, L, D)``, h ``(N, B, D)``.
+        """One GRU call, in the weights' dtype outside autocast unless ``autocast`` is set.
 
-        ``full``: a whole-sequence pass whose final state is not needed (may be CUDA-graphed; h None).
+        Args:
+            x: embeddings ``(B, L, D)``.
+            h0: the initial hidden state ``(N, B, D)``, or None (zeros).
+            full: a whole-sequence pass whose final state is not needed (may be CUDA-graphed).
+
+        Returns:
+            The outputs ``(B, L, D)`` and the final hidden state ``(N, B, D)`` (None from a graphed pass).
         """
         if self.params.autocast:
             return self.gru(x.contiguous(), h0)
@@ -120,7 +155,14 @@ class GRUPosition(InputPosition):
             return self.gru(x, h0)
 
     def graphed(self, x: Tensor) -> Any:
-        """The CUDA-graphed full pass for ``x``'s shape (captured on first use; autocast is off here)."""
+        """The CUDA-graphed full pass for ``x``'s shape (captured on first use; autocast is off here).
+
+        Args:
+            x: embeddings ``(B, L, D)`` on CUDA, in the weights' dtype.
+
+        Returns:
+            The graphed callable: ``x (B, L, D)`` → outputs ``(B, L, D)``.
+        """
         key = (tuple(x.shape), x.dtype, x.device, x.requires_grad, self.gru.weight_ih_l0.data_ptr())
         graphs = _GRAPHS.setdefault(self, {})
         if key not in graphs:
@@ -137,11 +179,16 @@ class GRUPosition(InputPosition):
         return graphs[key]
 
     def prefetch(self, x: Tensor, positions: Tensor, mask: Tensor) -> None:
-        """Start the full pass of ``x (B, L, D)`` now; the next ``forward(x, ...)`` returns it.
+        """Start the full pass of ``x`` now; the next ``forward(x, ...)`` returns it.
 
         CUDA: on the side stream (after the current stream's pending work, which produced ``x``).
         Skipped while ``torch.compile`` traces (streams stay out of graphs; Dynamo leaves nn.GRU
         to eager by default, so the GRU is a graph break either way).
+
+        Args:
+            x: embeddings ``(B, L, D)``.
+            positions: float positions ``(B, L)`` (not read: the GRU counts steps itself).
+            mask: ``(B, L)`` (not read).
         """
         if torch.compiler.is_compiling():
             return
@@ -164,7 +211,18 @@ class GRUPosition(InputPosition):
         return out
 
     def forward(self, x: Tensor, positions: Tensor, mask: Tensor, state: dict | None = None) -> Tensor:
-        """x ``(B, L, D)`` → ``(B, L, D)``; ``state`` (decoding) carries ``h`` ``(B, N, D)`` between calls."""
+        """The GRU outputs at every step (the prefetched ones when :meth:`prefetch` ran on ``x``).
+
+        Args:
+            x: embeddings ``(B, L, D)`` (decoding: the new steps only).
+            positions: float positions ``(B, L)`` (not read).
+            mask: ``(B, L)`` (not read: right padding does not reach real tokens).
+            state: incremental decoding's dict, carrying ``h`` ``(B, N, D)`` between calls; None for
+                a full pass.
+
+        Returns:
+            The outputs ``(B, L, D)``.
+        """
         pending, self._pending = self._pending, None
         if pending is not None and pending[0] is x and state is None:
             return self._collect(pending[1], pending[2])

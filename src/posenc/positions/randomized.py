@@ -37,6 +37,8 @@ MAX_LEN = 2**24
 
 @dataclass
 class RandomizedParams:
+    """Options of randomized positions (each field's meaning in the ``#:`` comment above it)."""
+
     #: $N \ge L$; a longer sequence raises `DataError`
     max_len: int = 2048
     #: `sample`: random ordered positions at eval (the paper); `sequential`: $0, \dots, l-1$
@@ -58,15 +60,26 @@ class RandomizedParams:
 
     @property
     def sampled_in_eval(self) -> bool:
+        """True when evaluation draws random positions too (``eval: sample``)."""
         return self.eval == "sample"
 
 
 def sorted_subsets(lengths: Tensor, width: int, n: int, generator: torch.Generator | None = None) -> Tensor:
     """Row b: a uniform random ``lengths[b]``-subset of {0..n−1}, sorted, then ``width − lengths[b]``
-    slots of ``n`` (callers overwrite them). ``lengths (B,)`` long → float ``(B, width)``.
+    slots of ``n`` (callers overwrite them).
 
     The ``l`` smallest of n i.i.d. uniform keys mark a uniform l-subset, for every l at once.
-    Keys come from ``generator`` on its own device (CPU for eval: device-independent draws)."""
+
+    Args:
+        lengths: long subset sizes ``(B,)``, each ≤ ``width``.
+        width: columns of the result (≤ n).
+        n: the subsets are drawn from {0..n−1}.
+        generator: draws the keys on its own device (CPU for eval: device-independent draws); None:
+            the global RNG on ``lengths``' device.
+
+    Returns:
+        Float positions ``(B, width)`` on ``lengths``' device.
+    """
     b = lengths.shape[0]
     device = generator.device if generator is not None else lengths.device
     keys = torch.rand(b, n, generator=generator, device=device).to(lengths.device)
@@ -80,6 +93,13 @@ def sorted_subsets(lengths: Tensor, width: int, n: int, generator: torch.Generat
           paper="Ruoss et al. 2023",
           what="an ordered random subset of {0..N−1} as positions, in training and evaluation")
 class RandomizedAugmentation(Augmentation):
+    """Randomized positions: an ordered random subset of {0..N−1} per sequence, in training and (by
+    default) in evaluation, from a seeded eval generator.
+
+    Args:
+        params: the method's options.
+    """
+
     integer_valued = True  # an ordered subset of {0..N−1}
 
     def __init__(self, params: RandomizedParams, **_: Any) -> None:
@@ -90,7 +110,15 @@ class RandomizedAugmentation(Augmentation):
         self.needs_decode_horizon = self.samples_in_eval = params.sampled_in_eval
 
     def train(self, mode: bool = True) -> RandomizedAugmentation:
-        """Entering eval re-seeds the eval generator: every evaluation draws the same positions."""
+        """Switch training/eval mode; entering eval re-seeds the eval generator, so every evaluation
+        draws the same positions.
+
+        Args:
+            mode: True for training, False for eval.
+
+        Returns:
+            The module itself.
+        """
         if not mode:
             self.generator.manual_seed(self.params.eval_seed)
         return super().train(mode)
@@ -112,21 +140,61 @@ class RandomizedAugmentation(Augmentation):
         return torch.where(real, drawn.gather(1, rank).to(positions.dtype), positions)
 
     def forward(self, positions: Tensor, mask: Tensor) -> Tensor:
+        """Random ordered positions for the real tokens of each row (training, and eval with
+        ``eval: sample``); pads keep theirs. ``eval: sequential`` leaves eval positions unchanged.
+
+        Args:
+            positions: float positions ``(B, L)``.
+            mask: ``(B, L)``, True at real tokens.
+
+        Returns:
+            The positions ``(B, L)``.
+
+        Raises:
+            DataError: a sequence longer than N (``max_len``).
+        """
         if not self.training and not self.params.sampled_in_eval:
             return positions
         return self._sample(positions, mask)
 
     def pair(self, src_pos: Tensor, src_mask: Tensor, tgt_pos: Tensor, tgt_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Source and target positions drawn independently, as :meth:`forward` draws them.
+
+        Args:
+            src_pos: float source positions ``(B, Ls)``.
+            src_mask: ``(B, Ls)``, True at real source tokens.
+            tgt_pos: float target positions ``(B, Lt)``.
+            tgt_mask: ``(B, Lt)``, True at real target tokens.
+
+        Returns:
+            The source ``(B, Ls)`` and target ``(B, Lt)`` positions.
+        """
         return self.forward(src_pos, src_mask), self.forward(tgt_pos, tgt_mask)
 
     def eval_target(self, tgt_pos: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Eval positions of a whole causal target ``(B, T)`` (a full teacher-forced pass): each row
-        draws as many positions as it has real tokens (``mask``; all when None)."""
+        """Eval positions of a whole causal target (a full teacher-forced pass): each row draws as many
+        positions as it has real tokens.
+
+        Args:
+            tgt_pos: float target positions ``(B, T)``.
+            mask: ``(B, T)``, True at real tokens; None: every token is real.
+
+        Returns:
+            The positions ``(B, T)``.
+        """
         return self.forward(tgt_pos, torch.ones_like(tgt_pos, dtype=torch.bool) if mask is None else mask)
 
     def decode_positions(self, horizon: int, device: torch.device | str) -> Tensor:
-        """Eval positions of target steps 0..horizon−1 ``(1, horizon)``: one sorted draw of ``horizon``
-        positions, read one step at a time (a finished hypothesis uses a prefix of it)."""
+        """Eval positions of target steps 0..horizon−1: one sorted draw of ``horizon`` positions, read
+        one step at a time (a finished hypothesis uses a prefix of it); steps past N get N, N+1, ….
+
+        Args:
+            horizon: how many target steps.
+            device: where the positions are returned.
+
+        Returns:
+            Float positions ``(1, horizon)``.
+        """
         if not self.params.sampled_in_eval:
             return torch.arange(horizon, device=device, dtype=torch.float32)[None]
         n = self.params.max_len

@@ -16,6 +16,15 @@ from posenc.errors import ConfigError
 
 @dataclass(frozen=True)
 class Entry:
+    """One registered method: how to build it and what the docs tables say of it.
+
+    Args:
+        name: the method's registered name (its YAML block and ``position.name`` part).
+        params: its params dataclass.
+        builder: the class (or factory) called with ``params=`` and the model's sizes.
+        what: what the method does, one line (with ``paper``, the generated docs tables).
+    """
+
     name: str
     params: type
     builder: Callable[..., Any]
@@ -44,11 +53,25 @@ def register(family: str, name: str, params: type, augmentable_by: tuple[str, ..
              layout: str = "sequence", causal_only: bool = False, paper: str = "",
              what: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: ``@register("input", "sinusoidal", SinusoidalParams, augmentable_by=("shape",))``
-    on a class/factory. ``augmentable_by``: the augmentations that compose with this method (it
-    reads the positions they rewrite); every other combination is rejected by ``resolve``.
-    ``layout``: ``sequence`` or ``grid`` (2-D image positions); ``causal_only``: the method is
-    defined for causal self-attention only; ``paper`` and ``what``: one line each for the method
-    tables of the docs (positions/tables.py). Docs and tests enumerate methods by these."""
+    on a class/factory. Docs and tests enumerate methods by these entries.
+
+    Args:
+        family: ``input``, ``attention`` or ``augment``.
+        name: the method's name (unique across families).
+        params: its params dataclass.
+        augmentable_by: the augmentations that compose with this method (it reads the positions
+            they rewrite); every other combination is rejected by ``resolve``.
+        layout: ``sequence`` or ``grid`` (2-D image positions).
+        causal_only: the method is defined for causal self-attention only.
+        paper: one line for the method tables of the docs (positions/tables.py): the paper.
+        what: one line for those tables: what the method does.
+
+    Returns:
+        The decorator; it registers the class/factory and returns it unchanged.
+
+    Raises:
+        ValueError: an unknown layout, or (from the decorator) a name registered twice.
+    """
     table = _FAMILIES[family]
     if layout not in ("sequence", "grid"):
         raise ValueError(f"position method {name!r}: layout must be 'sequence' or 'grid', got {layout!r}")
@@ -72,12 +95,27 @@ def discover() -> None:
 
 
 def entries() -> Iterator[Entry]:
-    """Every registered method, family by family (input, attention, augment), in name order."""
+    """Every registered method, family by family (input, attention, augment), in name order.
+
+    Yields:
+        The registry entries.
+    """
     for table in _FAMILIES.values():
         yield from (table[n] for n in sorted(table))
 
 
 def family_of(name: str) -> str:
+    """The family a registered method belongs to.
+
+    Args:
+        name: a registered method name (not an alias).
+
+    Returns:
+        ``input``, ``attention`` or ``augment``.
+
+    Raises:
+        ConfigError: an unknown name (the message lists the known ones).
+    """
     for family, table in _FAMILIES.items():
         if name in table:
             return family
@@ -86,4 +124,15 @@ def family_of(name: str) -> str:
 
 
 def entry(name: str) -> Entry:
+    """The registry entry of a method.
+
+    Args:
+        name: a registered method name (not an alias).
+
+    Returns:
+        Its entry.
+
+    Raises:
+        ConfigError: an unknown name.
+    """
     return _FAMILIES[family_of(name)][name]

@@ -44,6 +44,8 @@ Device = torch.device | str
 
 @dataclass
 class RopeParams:
+    """Options of RoPE (each field's meaning in the ``#:`` comment above it)."""
+
     #: $b$
     base: float = 10000.0
     #: partial rotary: $P = \lfloor \text{fraction} \cdot D_h / 2 \rfloor$, other dims untouched
@@ -98,7 +100,15 @@ class RopeParams:
 
 
 def ntk_base(pairs: int, p: RopeParams) -> float:
-    """base' = base · ntk^(2P/(2P − 2)), the NTK-aware base (``base`` itself at ntk = 1)."""
+    """base' = base · ntk^(2P/(2P − 2)), the NTK-aware base (``base`` itself at ntk = 1).
+
+    Args:
+        pairs: P, the rotated pairs.
+        p: the options (``base``, ``ntk``).
+
+    Returns:
+        The base b'.
+    """
     return p.base * p.ntk ** (2 * pairs / max(2 * pairs - 2, 1))
 
 
@@ -154,19 +164,48 @@ SCALINGS: dict[str, Callable[[int, RopeParams, Device], tuple[Tensor, float]]] =
 
 
 def inverse_frequencies(pairs: int, params: RopeParams, device: Device = "cpu") -> tuple[Tensor, float]:
-    """θ_j ``(P,)`` float64 on ``device`` and the attention factor of ``params`` (its ``scaling``)."""
+    """The rotation frequencies and attention factor of ``params``' ``scaling``.
+
+    Args:
+        pairs: P, the rotated pairs.
+        params: the options.
+        device: where θ is computed.
+
+    Returns:
+        θ_j ``(P,)`` float64 on ``device``, and the attention factor a (1 without scaling).
+
+    Raises:
+        ConfigError: LongRoPE factors whose count is not P.
+    """
     return SCALINGS[params.scaling](pairs, params, device)
 
 
 def rope_angles(positions: Tensor, pairs: int, params: RopeParams) -> Tensor:
-    """Positions ``(B, L)`` → angles p·θ_j ``(B, 1, L, P)`` in float64 (θ computed on their device)."""
+    """The rotation angles p·θ_j of each position (θ computed on the positions' device).
+
+    Args:
+        positions: float positions ``(B, L)``.
+        pairs: P, the rotated pairs.
+        params: the options (frequencies, interpolation).
+
+    Returns:
+        Float64 angles ``(B, 1, L, P)``.
+    """
     theta = inverse_frequencies(pairs, params, positions.device)[0]
     return (positions.double() / params.interpolation)[:, None, :, None] * theta
 
 
 def rotate(x: Tensor, angles: Tensor, scale: float | Tensor = 1.0) -> Tensor:
-    """Rotate pairs (2j, 2j+1) of ``x (B, H, L, Dh)`` by ``angles (B, 1, L, P)`` and multiply them by
-    ``scale`` (a float, or per pair and position, broadcastable to the angles); other dims kept."""
+    """Rotate the pairs (2j, 2j+1), j < P, of ``x`` and multiply them by ``scale``; other dims kept.
+
+    Args:
+        x: queries or keys ``(B, H, L, Dh)``.
+        angles: rotation angles ``(B, 1, L, P)``.
+        scale: a float, or a tensor per pair and position broadcastable to the angles (xPos).
+
+    Returns:
+        The rotated tensor ``(B, H, L, Dh)``, in ``x``'s dtype.
+    """
     pairs = angles.shape[-1]
     rot, rest = x[..., : 2 * pairs], x[..., 2 * pairs :]
     even, odd = rot[..., 0::2], rot[..., 1::2]
@@ -180,8 +219,13 @@ def rotate(x: Tensor, angles: Tensor, scale: float | Tensor = 1.0) -> Tensor:
 
 @dataclass
 class RopeContext(PositionContext):
-    """Angles of the query ``(B, 1, Lq, P)`` and key ``(B, 1, Lk, P)`` positions, and the attention
-    factor that multiplies the rotated q and k (1 without scaling)."""
+    """What the hooks of a stack read.
+
+    Args:
+        q_angles: angles of the query positions ``(B, 1, Lq, P)``.
+        k_angles: angles of the key positions ``(B, 1, Lk, P)``.
+        scale: the attention factor that multiplies the rotated q and k (1 without scaling).
+    """
 
     q_angles: Tensor
     k_angles: Tensor
@@ -194,10 +238,27 @@ class RopeHook(AttentionHook[RopeContext]):
     has_transform = True
 
     def transform_q(self, q: Tensor, ctx: RopeContext) -> Tensor:
+        """Rotate the queries by their angles (times the attention factor).
+
+        Args:
+            q: queries ``(B, H, Lq, Dh)``.
+            ctx: the stack's angles.
+
+        Returns:
+            The rotated queries ``(B, H, Lq, Dh)``.
+        """
         return rotate(q, ctx.q_angles, ctx.scale)
 
     def transform_k(self, k: Tensor, ctx: RopeContext) -> Tensor:
-        """New keys ``(B, H, Lnew, Dh)`` are the last Lnew key positions (KV cache)."""
+        """Rotate the new keys by the angles of the last Lnew key positions (KV cache).
+
+        Args:
+            k: new keys ``(B, H, Lnew, Dh)``.
+            ctx: the stack's angles.
+
+        Returns:
+            The rotated keys ``(B, H, Lnew, Dh)``.
+        """
         return rotate(k, ctx.k_angles[:, :, -k.shape[2] :], ctx.scale)
 
 
@@ -208,6 +269,18 @@ class RopeHook(AttentionHook[RopeContext]):
           paper="Su et al. 2021 (RoFormer)",
           what="rotary q/k (partial rotary, PI, NTK, YaRN, LongRoPE, Llama-3 scaling)")
 class RotaryPosition(AttentionPosition[RopeContext]):
+    """RoPE: one parameter-free hook, shared by every layer.
+
+    Args:
+        d_model: model width D.
+        params: the method's options.
+        num_layers: self-attention layers of the stack (they share one hook).
+        num_heads: heads (the head width is D / num_heads).
+
+    Raises:
+        ConfigError: ``fraction`` rotates no pair, or LongRoPE factors whose count is not P.
+    """
+
     def __init__(self, d_model: int, params: RopeParams, num_layers: int, num_heads: int, **_: Any) -> None:
         super().__init__()
         self.params, self.pairs = params, int(params.fraction * (d_model // num_heads) / 2)
@@ -219,14 +292,34 @@ class RotaryPosition(AttentionPosition[RopeContext]):
                                 "partial rotary and the NTK base have a checked CTranslate2 form")
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> RopeContext:
+        """The stack's angles.
+
+        Args:
+            q_positions: float query positions ``(B, Lq)``.
+            k_positions: float key positions ``(B, Lk)``.
+
+        Returns:
+            Query and key angles and the attention factor.
+        """
         q, k = (rope_angles(p, self.pairs, self.params) for p in (q_positions, k_positions))
         return RopeContext(q, k, self.scale)
 
     def hook(self, layer: int) -> RopeHook:
+        """The hook every layer shares.
+
+        Args:
+            layer: the layer index (not read).
+
+        Returns:
+            The shared hook.
+        """
         return self.shared
 
     def ct2_spec(self) -> dict[str, Any]:
-        """CTranslate2's interleaved rotary embeddings: pairs (2j, 2j+1) as here (Eq. 34), ``rotary_dim``
-        2P, ``rotary_base`` the NTK-scaled base b'."""
+        """CTranslate2's interleaved rotary embeddings: pairs (2j, 2j+1) as here (Eq. 34).
+
+        Returns:
+            ``rotary_dim`` 2P, ``rotary_interleave`` True and ``rotary_base`` the NTK-scaled base b'.
+        """
         base = ntk_base(self.pairs, self.params)
         return {"rotary_dim": 2 * self.pairs, "rotary_interleave": True, "rotary_base": base}

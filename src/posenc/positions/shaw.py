@@ -46,6 +46,8 @@ from posenc.positions.registry import register
 
 @dataclass
 class ShawParams:
+    """Options of Shaw's relative positions (each field's meaning in the ``#:`` comment above it)."""
+
     #: clipping distance (the paper's base model, SHAPE and Neishi & Yoshinaga use 16)
     k: int = 16
     #: use $a^K$ (the score term)
@@ -62,10 +64,16 @@ class ShawParams:
 
 @dataclass
 class RelativeContext(PositionContext):
-    """Clipped relative distances ``index (B, 1, Lq, Lk)`` in [0, 2k], shared by all layers.
+    """Clipped relative distances shared by all layers of a stack.
 
-    ``shift`` is set when the index is Toeplitz (``index[b, 0, i, j] = clip(j − i − shift, k) + k``
-    for every row b); ``index`` may then be a stride-0 expansion of one ``(1, 1, Lq, Lk)`` matrix.
+    Args:
+        index: long bucket ids clip(j − i, k) + k in [0, 2k], ``(B, 1, Lq, Lk)``; for Toeplitz
+            positions possibly a stride-0 expansion of one ``(1, 1, Lq, Lk)`` matrix.
+        shift: set when the index is Toeplitz (``index[b, 0, i, j] = clip(j − i − shift, k) + k`` for
+            every row b); None otherwise.
+        k: the clipping distance, set with ``shift`` (the fast paths read it).
+        cache: what the hooks build once per stack call (the banded path's masks, the region
+            backends' tensors), by key.
     """
 
     index: Tensor
@@ -75,14 +83,32 @@ class RelativeContext(PositionContext):
 
 
 def relative_index(q_positions: Tensor, k_positions: Tensor, k: int) -> Tensor:
-    """clip(j − i, −k, k) + k from positions ``(B, Lq)``, ``(B, Lk)`` → long ``(B, 1, Lq, Lk)``."""
+    """The general index clip(j − i, −k, k) + k of rounded positions.
+
+    Args:
+        q_positions: float query positions ``(B, Lq)``.
+        k_positions: float key positions ``(B, Lk)``.
+        k: the clipping distance.
+
+    Returns:
+        Long bucket ids ``(B, 1, Lq, Lk)`` in [0, 2k].
+    """
     rel = (k_positions[:, None, :] - q_positions[:, :, None]).round().long()
     return (rel.clamp(-k, k) + k).unsqueeze(1)
 
 
 def toeplitz_shift(q_positions: Tensor, k_positions: Tensor) -> int | None:
-    """``c`` when every row is consecutive, ``q = q0_b + i``, ``k = k0_b + j``, with ``q0_b − k0_b = c``
-    the same for all rows b (positions rounded as in :func:`relative_index`); else None. O(B·L)."""
+    """Whether the index is Toeplitz: every row consecutive, ``q = q0_b + i``, ``k = k0_b + j``, with
+    ``q0_b − k0_b = c`` the same for all rows b (positions rounded as in :func:`relative_index`). O(B·L),
+    one host read.
+
+    Args:
+        q_positions: float query positions ``(B, Lq)``.
+        k_positions: float key positions ``(B, Lk)``.
+
+    Returns:
+        The shift ``c``, or None when the positions are not of that form.
+    """
     qr, kr = q_positions.round().long(), k_positions.round().long()
     if qr.numel() == 0 or kr.numel() == 0 or qr.shape[0] != kr.shape[0]:
         return None
@@ -94,7 +120,19 @@ def toeplitz_shift(q_positions: Tensor, k_positions: Tensor) -> int | None:
 
 
 def toeplitz_index(batch: int, lq: int, lk: int, shift: int, k: int, device: torch.device) -> Tensor:
-    """``clip(j − i − shift, k) + k`` as one ``(1, 1, Lq, Lk)`` matrix expanded (no copy) to ``(B, 1, Lq, Lk)``."""
+    """The Toeplitz index ``clip(j − i − shift, k) + k``, built once and expanded (no copy) to the batch.
+
+    Args:
+        batch: B.
+        lq: query positions Lq.
+        lk: key positions Lk.
+        shift: the rows' common q0 − k0 (:func:`toeplitz_shift`).
+        k: the clipping distance.
+        device: where the index is built.
+
+    Returns:
+        Long bucket ids ``(B, 1, Lq, Lk)``, a stride-0 expansion of one ``(1, 1, Lq, Lk)`` matrix.
+    """
     rel = torch.arange(lk, device=device)[None, :] - torch.arange(lq, device=device)[:, None] - shift
     return (rel.clamp(-k, k) + k)[None, None].expand(batch, 1, lq, lk)
 
@@ -104,13 +142,17 @@ class BandMasks:
     """What :class:`ToeplitzShaw` needs of one self-attention mask: built once per stack (kept in the
     context) for Toeplitz positions with shift 0 and Lq = Lk = L.
 
-    ``right (L, L)`` is 1.0 where j − i ≥ k (the right clipped bucket), or None when every such key
-    is masked (causal attention); ``valid (L, 2k−1)`` marks the band entries i + d, |d| < k, inside
-    0 … L−1; ``bias (B|1, 1, L, L)`` is 0 where attention is allowed and −inf elsewhere (None when
-    everything is allowed). ``scratch`` holds two L² buffers that every layer of the stack reuses,
-    forward and backward, for its transient logits, ∂α, ∂logits and products: fresh multi-MB
-    buffers per layer cost page faults (several ms per layer at L = 1024 on CPU); kept alive with
-    the autograd graph, like the masks."""
+    Args:
+        k: the clipping distance.
+        right: ``(L, L)``, 1.0 where j − i ≥ k (the right clipped bucket), or None when every such key
+            is masked (causal attention).
+        valid: ``(L, 2k−1)`` bool, marks the band entries i + d, |d| < k, inside 0 … L−1.
+        bias: ``(B|1, 1, L, L)``, 0 where attention is allowed and −inf elsewhere (None when
+            everything is allowed).
+        scratch: two L² buffers that every layer of the stack reuses, forward and backward, for its
+            transient logits, ∂α, ∂logits and products (fresh multi-MB buffers per layer cost page
+            faults); kept alive with the autograd graph, like the masks.
+    """
 
     k: int
     right: Tensor | None
@@ -119,7 +161,18 @@ class BandMasks:
     scratch: dict[int, Tensor] = field(default_factory=dict, repr=False)
 
     def buffer(self, slot: int, n: int, length: int, like: Tensor) -> tuple[Tensor, Tensor]:
-        """Scratch ``slot`` (0 or 1) as :func:`_slack_empty` gives it (same size, dtype and device)."""
+        """A scratch buffer, as :func:`_slack_empty` gives it (same size, dtype and device), reused
+        while those match.
+
+        Args:
+            slot: which of the two buffers (0 or 1).
+            n: matrices (B·H).
+            length: L.
+            like: a tensor whose dtype and device the buffer takes.
+
+        Returns:
+            The flat buffer (with k−1 elements of slack on each side) and its ``(n, L, L)`` middle.
+        """
         size = n * length * length + 2 * (self.k - 1)
         buf = self.scratch.get(slot)
         if buf is None or buf.numel() != size or buf.dtype != like.dtype or buf.device != like.device:
@@ -144,7 +197,17 @@ def _geometry(length: int, k: int, dtype: torch.dtype, device: torch.device) -> 
 
 
 def band_masks(allowed: Tensor, length: int, k: int, dtype: torch.dtype) -> BandMasks:
-    """:class:`BandMasks` of ``allowed (B, 1, L, L)`` (broadcastable) for clipping distance ``k``."""
+    """The :class:`BandMasks` of one self-attention mask.
+
+    Args:
+        allowed: ``(B, 1, L, L)`` (broadcastable), True where attention is allowed.
+        length: L.
+        k: the clipping distance.
+        dtype: dtype of the float masks (the attention's).
+
+    Returns:
+        The masks.
+    """
     right, valid = _geometry(length, k, dtype, allowed.device)
     full = allowed.expand(allowed.shape[0], 1, length, length)
     bias = None
@@ -233,6 +296,20 @@ class ToeplitzShaw(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: Tensor, k: Tensor, v: Tensor, key_table: Tensor | None, value_table: Tensor,
                 masks: BandMasks) -> Tensor:
+        """Shaw attention of one layer (called through ``ToeplitzShaw.apply``).
+
+        Args:
+            ctx: autograd's context (keeps α and the masks for backward).
+            q: queries ``(B, H, L, Dh)``, unscaled.
+            k: keys ``(B, H, L, Dh)``.
+            v: values ``(B, H, L, Dh)``.
+            key_table: w^K ``(2k+1, Dh)``, or None without the score term.
+            value_table: w^V ``(2k+1, Dh)``.
+            masks: the stack's band masks.
+
+        Returns:
+            The attention output ``(B, H, L, Dh)``.
+        """
         b, h, length, dh = q.shape
         n, slack = b * h, masks.k - 1
         q3 = torch.mul(q, 1.0 / math.sqrt(dh), out=q.new_empty(b, h, length, dh)).view(n, length, dh)
@@ -255,6 +332,16 @@ class ToeplitzShaw(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        """The gradients of :meth:`forward`'s inputs.
+
+        Args:
+            ctx: autograd's context, as :meth:`forward` filled it.
+            grad: the gradient of the output ``(B, H, L, Dh)``.
+
+        Returns:
+            ∂q, ∂k, ∂v ``(B, H, L, Dh)``, ∂w^K (None without a key table), ∂w^V ``(2k+1, Dh)``, and
+            None for the masks.
+        """
         q3, k3t, v3, key_table, value_table, abuf, attn, buckets = ctx.saved_tensors
         masks: BandMasks = ctx.masks
         shape = grad.shape
@@ -280,7 +367,12 @@ class ToeplitzShaw(torch.autograd.Function):
 
 
 class ShawHook(AttentionHook[RelativeContext]):
-    """One layer's tables w^K, w^V ∈ R^{(2k+1) × Dh}."""
+    """One layer's tables w^K, w^V ∈ R^{(2k+1) × Dh}.
+
+    Args:
+        head_dim: Dh, the tables' width.
+        params: the method's options (k, which terms, shared tables).
+    """
 
     def __init__(self, head_dim: int, params: ShawParams) -> None:
         super().__init__()
@@ -304,11 +396,19 @@ class ShawHook(AttentionHook[RelativeContext]):
     flex_min_len: int = 512
 
     #: Shortest sequence "auto" sends to the banded path on CPU (the crossover measured in
-    #: docs/perf/shaw_cpu.md); below it the explicit path is as fast and bit-identical to before.
+    #: docs/perf/shaw_cpu.md); below it the explicit path is as fast (and the reference itself).
     banded_min_len: int = 128
 
     def auto_backend(self, is_cuda: bool, length: int) -> str:
-        """What "auto" means for a pass of ``length`` query positions on this device."""
+        """What "auto" means for a pass of ``length`` query positions on this device.
+
+        Args:
+            is_cuda: the pass runs on CUDA.
+            length: query positions Lq.
+
+        Returns:
+            ``banded``, ``flex`` or ``explicit``.
+        """
         if not is_cuda:
             return "banded" if length >= self.banded_min_len else "explicit"
         return "flex" if length >= self.flex_min_len else "explicit"
@@ -318,7 +418,19 @@ class ShawHook(AttentionHook[RelativeContext]):
     ) -> Tensor | None:
         """:class:`ToeplitzShaw` for full self-attention passes on CPU (Lq = Lk = L ≥ 2k − 2,
         Toeplitz positions with shift 0, fp32 without autocast, no attention dropout, a value
-        table); None (the layer's paths) for anything else. The masks are built once per stack."""
+        table); None (the layer's paths) for anything else. The masks are built once per stack.
+
+        Args:
+            q: queries ``(B, H, L, Dh)``.
+            k: keys ``(B, H, L, Dh)``.
+            v: values ``(B, H, L, Dh)``.
+            allowed: ``(B|1, 1, L, L)``, True where attention is allowed.
+            ctx: the stack's context (its ``cache`` keeps the masks).
+            dropout_p: attention dropout probability (the path needs 0).
+
+        Returns:
+            The attention output ``(B, H, L, Dh)``, or None where the path does not apply.
+        """
         length, c = q.shape[-2], ctx.k
         if (c is None or ctx.shift != 0 or self.value_table is None or dropout_p > 0 or q.device.type != "cpu"
                 or length < max(2, 2 * c - 2) or ctx.index.shape[-2:] != (length, length) or k.shape[-2] != length
@@ -332,7 +444,16 @@ class ShawHook(AttentionHook[RelativeContext]):
     def region(self, q: Tensor, ctx: RelativeContext, dropout_p: float) -> shaw_flex.Region | None:
         """The region backend for this call, or None for the layer's paths: only full self-attention
         passes (Lq = Lk ≥ 2, Toeplitz positions with shift 0: training, teacher forcing) without
-        attention dropout; single-query decoding steps keep the cached explicit path."""
+        attention dropout; single-query decoding steps keep the cached explicit path.
+
+        Args:
+            q: queries ``(B, H, Lq, Dh)`` (their device and length pick the backend).
+            ctx: the stack's context.
+            dropout_p: attention dropout probability (region backends need 0).
+
+        Returns:
+            The region backend (``shaw_flex.REGIONS``), or None.
+        """
         name = self.auto_backend(q.is_cuda, q.shape[-2]) if self.backend == "auto" else self.backend
         if name not in shaw_flex.REGIONS or dropout_p > 0:
             return None
@@ -343,7 +464,19 @@ class ShawHook(AttentionHook[RelativeContext]):
         self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, ctx: RelativeContext, dropout_p: float
     ) -> Tensor | None:
         """Shaw Eq. 3-4 through :meth:`banded` (CPU) or :func:`shaw_flex.shaw_attention` when
-        :meth:`region` picks one."""
+        :meth:`region` picks one.
+
+        Args:
+            q: queries ``(B, H, Lq, Dh)``, unscaled.
+            k: keys ``(B, H, Lk, Dh)``.
+            v: values ``(B, H, Lk, Dh)``.
+            allowed: ``(B|1, 1, Lq, Lk)``, True where attention is allowed.
+            ctx: the stack's context.
+            dropout_p: attention dropout probability.
+
+        Returns:
+            The attention output ``(B, H, Lq, Dh)``, or None: the layer's explicit paths.
+        """
         if (self.auto_backend(q.is_cuda, q.shape[-2]) if self.backend == "auto" else self.backend) == "banded":
             return self.banded(q, k, v, allowed, ctx, dropout_p)
         region = self.region(q, ctx, dropout_p)
@@ -352,14 +485,30 @@ class ShawHook(AttentionHook[RelativeContext]):
         return shaw_flex.shaw_attention(q, k, v, allowed, self.key_table, self.value_table, ctx.k, region, ctx.cache)
 
     def score(self, q: Tensor, ctx: RelativeContext) -> Tensor:
-        """q ``(B, H, Lq, Dh)`` → q_i · a^K_ij ``(B, H, Lq, Lk)`` via (B, H, Lq, R) and a gather."""
+        """The key term q_i · a^K_ij, via q · w^K per bucket ``(B, H, Lq, R)`` and a gather.
+
+        Args:
+            q: queries ``(B, H, Lq, Dh)``, unscaled.
+            ctx: the stack's index.
+
+        Returns:
+            The score term ``(B, H, Lq, Lk)``.
+        """
         per_bucket = torch.matmul(q, self.key_table.to(q.dtype).t())  # (B, H, Lq, R)
         b, h, lq, _ = q.shape
         index = ctx.index.expand(b, h, lq, ctx.index.shape[-1])
         return torch.gather(per_bucket, -1, index)
 
     def value(self, attn: Tensor, ctx: RelativeContext) -> Tensor:
-        """attn ``(B, H, Lq, Lk)`` → Σ_j α_ij a^V_ij ``(B, H, Lq, Dh)`` via per-bucket sums."""
+        """The value term Σ_j α_ij a^V_ij, via per-bucket sums of α.
+
+        Args:
+            attn: attention weights ``(B, H, Lq, Lk)``.
+            ctx: the stack's index.
+
+        Returns:
+            The value term ``(B, H, Lq, Dh)``.
+        """
         r = self.value_table.shape[0]
         index = ctx.index.expand_as(attn)
         buckets = attn.new_zeros(*attn.shape[:-1], r).scatter_add_(-1, index, attn)
@@ -370,7 +519,14 @@ class ShawHook(AttentionHook[RelativeContext]):
           paper="Shaw et al. 2018",
           what="relative position representations: learned key and value terms per clipped distance")
 class ShawRelativePosition(AttentionPosition[RelativeContext]):
-    """Per-layer Shaw tables for a stack; the distance index is computed once per stack."""
+    """Per-layer Shaw tables for a stack; the distance index is computed once per stack.
+
+    Args:
+        d_model: model width D (the tables are D / num_heads wide).
+        params: the method's options.
+        num_layers: self-attention layers (one pair of tables each).
+        num_heads: heads.
+    """
 
     def __init__(self, d_model: int, params: ShawParams, num_layers: int, num_heads: int, **_: Any) -> None:
         super().__init__()
@@ -378,7 +534,15 @@ class ShawRelativePosition(AttentionPosition[RelativeContext]):
         self.hooks = nn.ModuleList(ShawHook(d_model // num_heads, params) for _ in range(num_layers))
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> RelativeContext:
-        """Positions ``(B, Lq)``, ``(B, Lk)`` → context; Toeplitz fast path for consecutive rows."""
+        """The stack's index; the Toeplitz fast path for consecutive rows.
+
+        Args:
+            q_positions: float query positions ``(B, Lq)``.
+            k_positions: float key positions ``(B, Lk)``.
+
+        Returns:
+            The context (``shift`` and ``k`` set on the fast path).
+        """
         # One query (a decoding step): the general index is as cheap and needs no host sync. In a
         # compiled (captured) step the Toeplitz check, a host read, is not made: the general index
         # gives the same terms (the fast paths it unlocks, banded CPU and FlexAttention, stay eager).
@@ -390,14 +554,33 @@ class ShawRelativePosition(AttentionPosition[RelativeContext]):
         return RelativeContext(toeplitz_index(b, lq, lk, shift, self.k, q_positions.device), shift, self.k)
 
     def hook(self, layer: int) -> ShawHook:
+        """The hook of one layer, with its own tables.
+
+        Args:
+            layer: the layer index, 0-based.
+
+        Returns:
+            That layer's hook.
+        """
         return self.hooks[layer]
 
     def ct2_spec(self) -> dict[str, Any]:
-        """CTranslate2's Shaw relative positions (its ``relative_position_keys/values``, clipped at k)."""
+        """CTranslate2's Shaw relative positions (its ``relative_position_keys/values``, clipped at k).
+
+        Returns:
+            ``relative_position`` True.
+        """
         return {"relative_position": True}
 
     def ct2_layer(self, layer: int) -> dict[str, Tensor | int]:
-        """Layer ``layer``'s a^K, a^V ``(R, Dh)`` (Eq. 3-4); a dropped term is an all-zero table."""
+        """One layer's tables (Eq. 3-4); a dropped term is an all-zero table.
+
+        Args:
+            layer: the layer index, 0-based.
+
+        Returns:
+            ``relative_position_keys`` a^K and ``relative_position_values`` a^V, each ``(R, Dh)``.
+        """
         hook = self.hooks[layer]
         present = hook.key_table if hook.key_table is not None else hook.value_table
         keys, values = (torch.zeros_like(present) if t is None else t for t in (hook.key_table, hook.value_table))
@@ -405,7 +588,18 @@ class ShawRelativePosition(AttentionPosition[RelativeContext]):
 
 
 def set_backend(module: nn.Module, name: str) -> int:
-    """Set :attr:`ShawHook.backend` of every Shaw hook inside ``module``; returns how many."""
+    """Set :attr:`ShawHook.backend` of every Shaw hook inside ``module``.
+
+    Args:
+        module: a model (or any module) holding Shaw hooks.
+        name: ``auto``, ``explicit``, ``banded`` or a region backend of ``shaw_flex.REGIONS``.
+
+    Returns:
+        How many hooks were set.
+
+    Raises:
+        ConfigError: an unknown backend name.
+    """
     require(name in ("auto", "explicit", "banded", *shaw_flex.REGIONS),
             f"shaw backend must be auto, explicit, banded or one of {sorted(shaw_flex.REGIONS)}, got {name!r}")
     hooks = [m for m in module.modules() if isinstance(m, ShawHook)]

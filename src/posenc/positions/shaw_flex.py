@@ -43,7 +43,17 @@ Region = Callable[[Tensor, Tensor, Tensor, Tensor, int, str, dict], tuple[Tensor
 
 
 def region_allowed(lq: int, c: int, side: str, device: torch.device) -> Tensor:
-    """``(L, L)`` bool: keys j ≤ i − c (``left``) or j ≥ i + c (``right``) of query i."""
+    """The keys of one region of each query: j ≤ i − c (``left``) or j ≥ i + c (``right``).
+
+    Args:
+        lq: L, query (and key) positions.
+        c: the clipping distance.
+        side: ``left`` or ``right``.
+        device: where the mask is built.
+
+    Returns:
+        Bool ``(L, L)``, True at the region's keys.
+    """
     rel = torch.arange(lq, device=device)[None, :] - torch.arange(lq, device=device)[:, None]
     return rel <= -c if side == "left" else rel >= c
 
@@ -51,7 +61,21 @@ def region_allowed(lq: int, c: int, side: str, device: torch.device) -> Tensor:
 def dense_region(
     q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, c: int, side: str, cache: dict
 ) -> tuple[Tensor, Tensor]:
-    """Explicit masked softmax over one region; rows without keys give out 0, lse −inf (as the kernel)."""
+    """Explicit masked softmax over one region (the reference region backend); rows without keys
+    give out 0, lse −inf (as the kernel).
+
+    Args:
+        q: queries ``(B, H, L, Dh)``, unscaled.
+        k: keys ``(B, H, L, Dh)``.
+        v: values ``(B, H, L, Dh)``.
+        allowed: ``(B, 1, L, L)`` bool (broadcastable), True where attention is allowed.
+        c: the clipping distance.
+        side: ``left`` or ``right``.
+        cache: the stack's cache (not read).
+
+    Returns:
+        The region's output ``(B, H, L, Dh)`` and its log-sum-exp ``(B, H, L)`` in float32.
+    """
     mask = allowed & region_allowed(q.shape[-2], c, side, q.device)  # (B, 1, L, L)
     has_key = mask.any(-1)  # (B, 1, L)
     scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * q.shape[-1] ** -0.5
@@ -95,7 +119,20 @@ def flex_region(
     q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, c: int, side: str, cache: dict
 ) -> tuple[Tensor, Tensor]:
     """One FlexAttention call over a region; its block mask is built once per (allowed, side) and
-    kept in ``cache`` (the stack's context, shared by all layers)."""
+    kept in ``cache`` (the stack's context, shared by all layers).
+
+    Args:
+        q: queries ``(B, H, L, Dh)``, unscaled.
+        k: keys ``(B, H, L, Dh)``.
+        v: values ``(B, H, L, Dh)``.
+        allowed: ``(B, 1, L, L)`` bool (broadcastable), True where attention is allowed.
+        c: the clipping distance.
+        side: ``left`` or ``right``.
+        cache: the stack's cache, where the block mask is kept.
+
+    Returns:
+        The region's output ``(B, H, L, Dh)`` and its log-sum-exp ``(B, H, L)`` in float32.
+    """
     from torch.nn.attention.flex_attention import AuxRequest
 
     flex, make_mask = _flex_functions(q.device)
@@ -128,11 +165,21 @@ def _windows(x: Tensor, t: int, halo: int) -> Tensor:
 
 
 def band_scores(q: Tensor, k: Tensor, c: int, t: int = BAND_BLOCK) -> Tensor:
-    """q_i·k_{i+r} for r = −(c−1) … c−1 → ``(B, H, L, 2c−1)`` (0 where i + r is outside 0 … L−1).
+    """The band scores q_i·k_{i+r}, r = −(c−1) … c−1.
 
     Per block of T queries, one matmul against its key window ``(T, W)``; the band is read out of
     it by the skew view: row t of (T, W) flattened and re-viewed with rows of W + 1 puts key
-    column t + m at column m."""
+    column t + m at column m.
+
+    Args:
+        q: queries ``(B, H, L, Dh)``.
+        k: keys ``(B, H, L, Dh)``.
+        c: the clipping distance.
+        t: query rows per block T.
+
+    Returns:
+        The scores ``(B, H, L, 2c−1)``, 0 where i + r is outside 0 … L−1.
+    """
     b, h, length, d = q.shape
     t = max(min(t, length), c - 1)  # no block longer than L; the key window's halo c − 1 ≤ T
     nb, w = -(-length // t), t + 2 * c - 2
@@ -143,8 +190,18 @@ def band_scores(q: Tensor, k: Tensor, c: int, t: int = BAND_BLOCK) -> Tensor:
 
 
 def band_values(p: Tensor, v: Tensor, c: int, t: int = BAND_BLOCK) -> Tensor:
-    """Σ_r p_{i,r} v_{i+r} for band weights ``p (B, H, L, 2c−1)`` → ``(B, H, L, Dh)`` (inverse skew
-    of :func:`band_scores`, then one matmul per block against its value window)."""
+    """The band's share of the output Σ_r p_{i,r} v_{i+r} (inverse skew of :func:`band_scores`, then
+    one matmul per block against its value window).
+
+    Args:
+        p: band weights ``(B, H, L, 2c−1)``.
+        v: values ``(B, H, L, Dh)``.
+        c: the clipping distance.
+        t: query rows per block T.
+
+    Returns:
+        ``(B, H, L, Dh)``.
+    """
     b, h, length, _ = p.shape
     t = max(min(t, length), c - 1)
     nb, w = -(-length // t), t + 2 * c - 2
@@ -155,7 +212,16 @@ def band_values(p: Tensor, v: Tensor, c: int, t: int = BAND_BLOCK) -> Tensor:
 
 
 def band_allowed(allowed: Tensor, length: int, c: int) -> Tensor:
-    """``allowed (B, 1, L, L)`` (broadcastable) → ``(B, 1, L, 2c−1)``: may i attend to i + r."""
+    """The attention mask on the band: may i attend to i + r.
+
+    Args:
+        allowed: ``(B, 1, L, L)`` bool (broadcastable).
+        length: L.
+        c: the clipping distance.
+
+    Returns:
+        Bool ``(B, 1, L, 2c−1)`` (False where i + r is outside 0 … L−1).
+    """
     dev = allowed.device
     cols = torch.arange(length, device=dev)[:, None] + torch.arange(1 - c, c, device=dev)[None, :]
     full = allowed.expand(allowed.shape[0], 1, length, length)
@@ -165,10 +231,24 @@ def band_allowed(allowed: Tensor, length: int, c: int) -> Tensor:
 
 def merge(q: Tensor, k: Tensor, v: Tensor, qa: Tensor | None, value_table: Tensor | None, ok: Tensor,
           out_l: Tensor, lse_l: Tensor, out_r: Tensor, lse_r: Tensor, c: int) -> Tensor:
-    """Left, band and right parts of Shaw Eq. 3-4 merged by their log-sum-exps → ``(B, H, L, Dh)``.
+    """Left, band and right parts of Shaw Eq. 3-4 merged by their log-sum-exps.
 
-    ``qa (B, H, L, 2c+1)`` = q_i·w^K_r (None without a^K), ``ok (B, 1, L, 2c−1)`` the band mask,
-    ``out_*``/``lse_*`` the plain attention of the left/right regions (lse without a^K)."""
+    Args:
+        q: queries ``(B, H, L, Dh)``, unscaled.
+        k: keys ``(B, H, L, Dh)``.
+        v: values ``(B, H, L, Dh)``.
+        qa: q_i·w^K_r ``(B, H, L, 2c+1)``, or None without a^K.
+        value_table: w^V ``(2c+1, Dh)``, or None without a^V.
+        ok: the band mask ``(B, 1, L, 2c−1)``.
+        out_l: plain attention output of the left region ``(B, H, L, Dh)``.
+        lse_l: its log-sum-exp ``(B, H, L)`` (without a^K).
+        out_r: plain attention output of the right region ``(B, H, L, Dh)``.
+        lse_r: its log-sum-exp ``(B, H, L)``.
+        c: the clipping distance.
+
+    Returns:
+        The attention output ``(B, H, L, Dh)`` in q's dtype.
+    """
     scale = q.shape[-1] ** -0.5
     s = band_scores(q, k, c).float() * scale  # (B, H, L, 2c−1)
     if qa is not None:  # Eq. 4's key term: per band bucket, and a constant shift of each region
@@ -186,7 +266,14 @@ def merge(q: Tensor, k: Tensor, v: Tensor, qa: Tensor | None, value_table: Tenso
 
 
 def merge_function(compiled: bool) -> Callable[..., Tensor]:
-    """:func:`merge`, or its ``torch.compile`` (made once, lazily), which fuses its ~40 small ops."""
+    """:func:`merge`, or its ``torch.compile`` (made once, lazily), which fuses its many small ops.
+
+    Args:
+        compiled: return the compiled merge.
+
+    Returns:
+        The merge function.
+    """
     if not compiled:
         return merge
     if "merge" not in _COMPILED:
@@ -197,11 +284,24 @@ def merge_function(compiled: bool) -> Callable[..., Tensor]:
 def shaw_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, key_table: Tensor | None,
                    value_table: Tensor | None, c: int, region: Region, cache: dict,
                    compiled: bool | None = None) -> Tensor:
-    """Shaw self-attention (Eq. 3-4, Toeplitz positions) → ``(B, H, L, Dh)``.
+    """Shaw self-attention (Eq. 3-4, Toeplitz positions with shift 0). Rows with no allowed key give
+    NaN, as the softmax reference does.
 
-    q, k, v ``(B, H, L, Dh)``; ``allowed (B, 1, L, L)`` bool, broadcastable (padding, causality);
-    tables ``(2c+1, Dh)``; ``compiled``: compile the merge (default: on CUDA). Rows with no allowed
-    key give NaN, as the softmax reference does."""
+    Args:
+        q: queries ``(B, H, L, Dh)``, unscaled.
+        k: keys ``(B, H, L, Dh)``.
+        v: values ``(B, H, L, Dh)``.
+        allowed: ``(B, 1, L, L)`` bool, broadcastable (padding, causality).
+        key_table: w^K ``(2c+1, Dh)``, or None without a^K.
+        value_table: w^V ``(2c+1, Dh)``, or None without a^V.
+        c: the clipping distance.
+        region: the region backend (``REGIONS``).
+        cache: the stack's cache: block masks and the band mask, built once per stack.
+        compiled: compile the merge; None: on CUDA.
+
+    Returns:
+        The attention output ``(B, H, L, Dh)``.
+    """
     fn = merge_function(q.is_cuda if compiled is None else compiled)
     qa = None if key_table is None else torch.matmul(q, key_table.to(q.dtype).t())  # (B, H, L, R): O(L·c)
     out_l, lse_l = region(q, k, v, allowed, c, "left", cache)

@@ -22,6 +22,8 @@ from posenc.positions.registry import register
 
 @dataclass
 class SinusoidalParams:
+    """Options of the sinusoid (each field's meaning in the ``#:`` comment above it)."""
+
     #: base of the geometric frequency progression (> 1)
     base: float = 10000.0
     #: multiplies every frequency; CAPE uses 30 for audio with positions in seconds
@@ -33,7 +35,19 @@ class SinusoidalParams:
 
 
 def frequencies(dim: int, base: float = 10000.0, scale: float = 1.0) -> Tensor:
-    """ω_j for j = 0..dim/2-1, float64 ``(dim/2,)``."""
+    """The frequencies ω_j = scale · base^(−2j/dim), j = 0..dim/2−1.
+
+    Args:
+        dim: embedding width, even.
+        base: base of the geometric progression.
+        scale: multiplies every frequency.
+
+    Returns:
+        ω, float64 ``(dim/2,)``.
+
+    Raises:
+        ValueError: an odd width.
+    """
     if dim % 2:
         raise ValueError(f"sinusoidal embeddings need an even width, got {dim}")
     j = torch.arange(dim // 2, dtype=torch.float64)
@@ -41,7 +55,17 @@ def frequencies(dim: int, base: float = 10000.0, scale: float = 1.0) -> Tensor:
 
 
 def sinusoidal_embedding(positions: Tensor, dim: int, base: float = 10000.0, scale: float = 1.0) -> Tensor:
-    """Embeddings ``(..., dim)`` of real positions ``(...)``; sin at even, cos at odd indices."""
+    """Sinusoidal embeddings of real positions: sin at even, cos at odd indices.
+
+    Args:
+        positions: real positions, any shape ``(...)``.
+        dim: embedding width, even.
+        base: base of the geometric progression.
+        scale: multiplies every frequency.
+
+    Returns:
+        Float32 embeddings ``(..., dim)``.
+    """
     omega = frequencies(dim, base, scale).to(positions.device)
     angles = positions.to(torch.float64).unsqueeze(-1) * omega  # (..., dim/2)
     out = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
@@ -51,7 +75,12 @@ def sinusoidal_embedding(positions: Tensor, dim: int, base: float = 10000.0, sca
 @register("input", "sinusoidal", SinusoidalParams, augmentable_by=("shape", "cape", "randomized"),
           paper="Vaswani et al. 2017", what="fixed sinusoidal absolute positions added to the embeddings (APE)")
 class SinusoidalPosition(InputPosition):
-    """x + PE(positions). Positions may be fractional (CAPE) or shifted (SHAPE)."""
+    """x + PE(positions). Positions may be fractional (CAPE) or shifted (SHAPE).
+
+    Args:
+        d_model: model width D, even.
+        params: the method's options.
+    """
 
     uses_positions = True
 
@@ -62,6 +91,17 @@ class SinusoidalPosition(InputPosition):
         self.register_buffer("omega", frequencies(d_model, params.base, params.scale), persistent=False)
 
     def forward(self, x: Tensor, positions: Tensor, mask: Tensor, state: dict | None = None) -> Tensor:
+        """Add PE(positions), computed from float64 angles.
+
+        Args:
+            x: token embeddings ``(B, L, D)``.
+            positions: float positions ``(B, L)`` (a row broadcast to all rows is computed once).
+            mask: ``(B, L)`` (not read).
+            state: incremental decoding's dict (not read).
+
+        Returns:
+            x + PE(positions), ``(B, L, D)``.
+        """
         # float64 angles: positions up to ~1e4 keep full float32 precision in sin/cos.
         if positions.dim() > 1 and positions.shape[0] > 1 and positions.stride(0) == 0:
             positions = positions[:1]  # one row broadcast to all (default_positions): its PE once, broadcast in the sum
@@ -70,6 +110,14 @@ class SinusoidalPosition(InputPosition):
         return x + pe.to(x.dtype)
 
     def ct2_table(self, rows: int, offset: int) -> Tensor:
-        """The interleaved sinusoid (PE(p, 2j) = sin, PE(p, 2j+1) = cos) at ``offset … offset+rows−1``."""
+        """The interleaved sinusoid (PE(p, 2j) = sin, PE(p, 2j+1) = cos).
+
+        Args:
+            rows: how many positions.
+            offset: the first position.
+
+        Returns:
+            Float32 table ``(rows, D)`` of positions ``offset … offset+rows−1``.
+        """
         positions = torch.arange(offset, offset + rows, dtype=torch.float64)
         return sinusoidal_embedding(positions, self.d_model, self.params.base, self.params.scale)

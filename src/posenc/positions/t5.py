@@ -27,6 +27,8 @@ from posenc.positions.registry import register
 
 @dataclass
 class T5Params:
+    """Options of the T5 bias (each field's meaning in the ``#:`` comment above it)."""
+
     #: $R$
     num_buckets: int = 32
     #: distances beyond share the last bucket
@@ -38,7 +40,17 @@ class T5Params:
 
 
 def t5_bucket(rel: Tensor, num_buckets: int, max_distance: int, causal: bool) -> Tensor:
-    """Relative distances ``rel = j − i`` (long, any shape) → bucket ids in [0, num_buckets)."""
+    """The bucket of each relative distance (T5's layout: exact near, log-spaced far).
+
+    Args:
+        rel: relative distances j − i, long, any shape.
+        num_buckets: R.
+        max_distance: distances beyond share the last bucket.
+        causal: only j ≤ i occur, so all R buckets go to i − j (else half per direction).
+
+    Returns:
+        Long bucket ids in [0, num_buckets), ``rel``'s shape.
+    """
     if causal:
         offset, n, buckets = torch.zeros_like(rel), (-rel).clamp(min=0), num_buckets
     else:
@@ -52,13 +64,21 @@ def t5_bucket(rel: Tensor, num_buckets: int, max_distance: int, causal: bool) ->
 
 @dataclass
 class T5Context(PositionContext):
-    """Bucket ids ``(B, 1, Lq, Lk)`` shared by all layers of a stack."""
+    """What the hooks of a stack read.
+
+    Args:
+        bucket: long bucket ids ``(B, 1, Lq, Lk)``.
+    """
 
     bucket: Tensor
 
 
 class T5Hook(AttentionHook[T5Context]):
-    """Bias only: the per-head b_h[bucket] for the scaled logits (the attention interface's bias hook)."""
+    """Bias only: the per-head b_h[bucket] for the scaled logits (the attention interface's bias hook).
+
+    Args:
+        table: the stack's ``(R, H)`` table (shared by its layers).
+    """
 
     has_bias = True
 
@@ -67,13 +87,28 @@ class T5Hook(AttentionHook[T5Context]):
         self.table = table
 
     def bias(self, ctx: T5Context) -> Tensor:
-        """→ ``(B, H, Lq, Lk)`` bias added to the scaled logits."""
+        """The bias added to the scaled logits.
+
+        Args:
+            ctx: the stack's bucket ids.
+
+        Returns:
+            b_h[bucket], ``(B, H, Lq, Lk)``.
+        """
         return self.table(ctx.bucket[:, 0]).permute(0, 3, 1, 2)
 
 @register("attention", "t5", T5Params, augmentable_by=("randomized",),
           paper="Raffel et al. 2020", what="a learned bias per log-bucketed distance, shared across layers")
 class T5RelativeBias(AttentionPosition[T5Context]):
-    """One ``(R, H)`` table per stack; ``causal`` picks the bucket layout."""
+    """One ``(R, H)`` table per stack; ``causal`` picks the bucket layout.
+
+    Args:
+        d_model: model width (not read).
+        params: the method's options.
+        num_layers: self-attention layers of the stack (they share the table).
+        num_heads: H, the table's columns.
+        causal: the stack's self-attention is causal (all buckets for i − j ≥ 0).
+    """
 
     def __init__(self, d_model: int, params: T5Params, num_layers: int, num_heads: int, causal: bool = False,
                  **_: Any) -> None:
@@ -84,19 +119,46 @@ class T5RelativeBias(AttentionPosition[T5Context]):
         self.shared = T5Hook(table)
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> T5Context:
-        """Positions ``(B, Lq)``, ``(B, Lk)`` → buckets of round(p_j − p_i)."""
+        """The stack's buckets of round(p_j − p_i).
+
+        Args:
+            q_positions: float query positions ``(B, Lq)``.
+            k_positions: float key positions ``(B, Lk)``.
+
+        Returns:
+            Bucket ids ``(B, 1, Lq, Lk)``.
+        """
         rel = (k_positions[:, None, :] - q_positions[:, :, None]).round().long()
         bucket = t5_bucket(rel, self.params.num_buckets, self.params.max_distance, self.causal)
         return T5Context(bucket.unsqueeze(1))
 
     def hook(self, layer: int) -> T5Hook:
+        """The hook every layer shares (one table per stack).
+
+        Args:
+            layer: the layer index (not read).
+
+        Returns:
+            The shared hook.
+        """
         return self.shared
 
     def ct2_spec(self) -> dict[str, Any]:
-        """CTranslate2's T5 bias (it buckets the encoder bidirectionally and the decoder causally, as here)."""
+        """CTranslate2's T5 bias (it buckets the encoder bidirectionally and the decoder causally, as here).
+
+        Returns:
+            ``relative_attention_bias`` True.
+        """
         return {"relative_attention_bias": True}
 
     def ct2_layer(self, layer: int) -> dict[str, Tensor | int]:
-        """The stack's one ``(R, H)`` table (in every layer) and its ``max_distance``."""
+        """The stack's one table, in every layer.
+
+        Args:
+            layer: the layer index (not read).
+
+        Returns:
+            ``relative_attention_bias``: the ``(R, H)`` table; ``relative_attention_max_distance``.
+        """
         return {"relative_attention_bias": self.shared.table.weight,
                 "relative_attention_max_distance": self.params.max_distance}

@@ -40,7 +40,11 @@ def _aliases(name: str) -> list[str]:
 
 
 def methods_table() -> list[str]:
-    """Every registered method, family by family: names, what it does, the paper."""
+    """Every registered method, family by family: names, what it does, the paper.
+
+    Returns:
+        The Markdown table's lines.
+    """
     rows = ["| family | name (aliases) | what | paper |", "|---|---|---|---|"]
     for e in registry.entries():
         aliases = ", ".join(f"`{a}`" for a in _aliases(e.name))
@@ -52,7 +56,11 @@ def methods_table() -> list[str]:
 
 
 def combos_table() -> list[str]:
-    """Which 1-D augmentation composes with which 1-D input or attention method."""
+    """Which 1-D augmentation composes with which 1-D input or attention method.
+
+    Returns:
+        The Markdown table's lines (``valid`` or ``rejected`` per cell).
+    """
     augs = [e.name for e in registry.entries() if e.name in registry.AUGMENT and e.layout == "sequence"]
     rows = ["| method | " + " | ".join(augs) + " |", "|---" * (len(augs) + 1) + "|"]
     for e in registry.entries():
@@ -72,7 +80,14 @@ def _resolves(name: str) -> bool:
 
 
 def option_docs(params: type) -> dict[str, str]:
-    """Each field's meaning: the ``#:`` comment lines right above it in the class source."""
+    """Each field's meaning: the ``#:`` comment lines right above it in the class source.
+
+    Args:
+        params: a params dataclass.
+
+    Returns:
+        Field name → its meaning, for the fields that have one.
+    """
     docs: dict[str, str] = {}
     pending: list[str] = []
     for line in inspect.getsource(params).splitlines():
@@ -95,7 +110,14 @@ def _value(value: Any) -> str:
 
 
 def options_table(method: str) -> list[str]:
-    """``| option | default | meaning |`` of ``method``'s params dataclass."""
+    """The options table of one method.
+
+    Args:
+        method: a registered method name.
+
+    Returns:
+        The lines of ``| option | default | meaning |`` of its params dataclass.
+    """
     params = registry.entry(method).params
     docs, default = option_docs(params), params()
     rows = ["| option | default | meaning |", "|---|---|---|"]
@@ -105,7 +127,17 @@ def options_table(method: str) -> list[str]:
 
 
 def block(name: str) -> list[str]:
-    """The generated lines of block ``name`` (a one-line ConfigError for an unknown one)."""
+    """The generated lines of one block.
+
+    Args:
+        name: ``methods``, ``combos`` or ``options:METHOD``.
+
+    Returns:
+        The block's lines.
+
+    Raises:
+        ConfigError: one line, for an unknown block.
+    """
     makers: dict[str, Callable[[], list[str]]] = {"methods": methods_table, "combos": combos_table}
     if name in makers:
         return makers[name]()
@@ -115,13 +147,24 @@ def block(name: str) -> list[str]:
 
 
 def render(text: str) -> str:
-    """``text`` with every generated block replaced by its current lines."""
+    """Regenerate the blocks of a document.
+
+    Args:
+        text: a document with ``<!-- NAME -->`` … ``<!-- /NAME -->`` blocks.
+
+    Returns:
+        ``text`` with every generated block replaced by its current lines.
+    """
     return BLOCK.sub(
         lambda m: f"<!-- {m['name']} -->\n" + "\n".join(block(m["name"])) + f"\n<!-- /{m['name']} -->", text)
 
 
 def undocumented() -> list[str]:
-    """Options of registered methods without a ``#:`` meaning (the test requires none)."""
+    """Options of registered methods without a ``#:`` meaning (the test requires none).
+
+    Returns:
+        ``METHOD.OPTION`` of each.
+    """
     return [f"{e.name}.{f.name}" for e in registry.entries() for f in dataclasses.fields(e.params)
             if f.name not in option_docs(e.params)]
 

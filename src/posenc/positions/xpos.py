@@ -32,6 +32,8 @@ from posenc.positions.rope import RopeParams, rope_angles, rotate
 
 @dataclass
 class XposParams:
+    """Options of xPos (each field's meaning in the ``#:`` comment above it)."""
+
     #: RoPE's base $b$
     base: float = 10000.0
     #: $\gamma$
@@ -45,14 +47,29 @@ class XposParams:
 
 
 def xpos_zeta(pairs: int, gamma: float = 0.4) -> Tensor:
-    """ζ_j = (2j + γ'·d)/((1 + γ')·d), d = 2P, ``(P,)`` float64 (Sun et al. 2022, §3.2)."""
+    """The per-pair decay bases ζ_j = (2j + γ'·d)/((1 + γ')·d), d = 2P (Sun et al. 2022, §3.2).
+
+    Args:
+        pairs: P, the rotated pairs.
+        gamma: γ'.
+
+    Returns:
+        ζ ``(P,)``, float64.
+    """
     d = 2 * pairs
     return (2 * torch.arange(pairs, dtype=torch.float64) + gamma * d) / ((1 + gamma) * d)
 
 
 @dataclass
 class XposContext(PositionContext):
-    """RoPE angles ``(B, 1, L, P)`` and the scales ζ^(±p/γ) ``(B, 1, L, P)`` of queries and keys."""
+    """What the hooks of a stack read: RoPE angles and the scales ζ^(±p/γ), float64.
+
+    Args:
+        q_angles: angles of the query positions ``(B, 1, Lq, P)``.
+        k_angles: angles of the key positions ``(B, 1, Lk, P)``.
+        q_scale: ζ^(n/γ) of the query positions ``(B, 1, Lq, P)``.
+        k_scale: ζ^(−m/γ) of the key positions ``(B, 1, Lk, P)``.
+    """
 
     q_angles: Tensor
     k_angles: Tensor
@@ -66,10 +83,27 @@ class XposHook(AttentionHook[XposContext]):
     has_transform = True
 
     def transform_q(self, q: Tensor, ctx: XposContext) -> Tensor:
+        """Rotate the queries and scale them by ζ^(n/γ).
+
+        Args:
+            q: queries ``(B, H, Lq, Dh)``.
+            ctx: the stack's angles and scales.
+
+        Returns:
+            The transformed queries ``(B, H, Lq, Dh)``.
+        """
         return rotate(q, ctx.q_angles, ctx.q_scale)
 
     def transform_k(self, k: Tensor, ctx: XposContext) -> Tensor:
-        """New keys ``(B, H, Lnew, Dh)`` are the last Lnew key positions (KV cache)."""
+        """Rotate the new keys and scale them by ζ^(−m/γ), at the last Lnew key positions (KV cache).
+
+        Args:
+            k: new keys ``(B, H, Lnew, Dh)``.
+            ctx: the stack's angles and scales.
+
+        Returns:
+            The transformed keys ``(B, H, Lnew, Dh)``.
+        """
         n = k.shape[2]
         return rotate(k, ctx.k_angles[:, :, -n:], ctx.k_scale[:, :, -n:])
 
@@ -77,6 +111,19 @@ class XposHook(AttentionHook[XposContext]):
 @register("attention", "xpos", XposParams, augmentable_by=("randomized",), causal_only=True,
           paper="Sun et al. 2022", what="RoPE with an exponential decay per rotated pair")
 class XposPosition(AttentionPosition[XposContext]):
+    """xPos: one parameter-free hook, shared by every layer.
+
+    Args:
+        d_model: model width D.
+        params: the method's options.
+        num_layers: self-attention layers of the stack (they share one hook).
+        num_heads: heads (P = head width / 2).
+        causal: must be True.
+
+    Raises:
+        ConfigError: in a bidirectional stack, or a head width below 2.
+    """
+
     ct2_refusal = "rotary q/k scaled per position; CTranslate2's rotary embeddings have no scale"
 
     def __init__(self, d_model: int, params: XposParams, num_layers: int, num_heads: int, causal: bool = False,
@@ -91,7 +138,15 @@ class XposPosition(AttentionPosition[XposContext]):
         self.shared = XposHook()
 
     def context(self, q_positions: Tensor, k_positions: Tensor) -> XposContext:
-        """Positions ``(B, Lq)``, ``(B, Lk)`` → angles and scales exp(±p/γ · ln ζ_j) in float64."""
+        """The stack's angles and scales exp(±p/γ · ln ζ_j), float64.
+
+        Args:
+            q_positions: float query positions ``(B, Lq)``.
+            k_positions: float key positions ``(B, Lk)``.
+
+        Returns:
+            The context.
+        """
         log_zeta = self.log_zeta.to(q_positions.device)
 
         def scale(positions: Tensor, sign: float) -> Tensor:
@@ -102,4 +157,12 @@ class XposPosition(AttentionPosition[XposContext]):
                            scale(q_positions, 1.0), scale(k_positions, -1.0))
 
     def hook(self, layer: int) -> XposHook:
+        """The hook every layer shares.
+
+        Args:
+            layer: the layer index (not read).
+
+        Returns:
+            The shared hook.
+        """
         return self.shared

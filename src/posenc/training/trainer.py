@@ -191,7 +191,7 @@ class Trainer:
         summary = session_summary(self.state, self.stop, warmup, self.cfg.max_steps, averaged_from)
         params = sum(p.numel() for p in self.model.parameters())
         record = {**run_summary(self.state, summary, average or self.last_checkpoint, params, self.out_dir),
-                  "device": device_label(self.device), **self.contents.summary}
+                  "device": device_label(self.device), "precision": self.precision, **self.contents.summary}
         if self.is_main and self.state.step > 0:
             write_summary(record, self.out_dir)
         return TrainResult(self.state, self.stop, self.last_checkpoint, average, averaged_from, self.train_rows,

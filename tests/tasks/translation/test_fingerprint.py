@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import make_dataclass
 
+import pytest
+
+import posenc.runs.same_run as rules
 from posenc.runs.fingerprint import RUNTIME_KEYS, diff_keys, fingerprint
 from posenc.runs.same_run import RunRecord, same_run
 from posenc.training import TrainConfig
@@ -30,10 +33,15 @@ def test_auto_precision_is_fingerprinted_as_written() -> None:
     assert diff_keys(_fp(precision="fp32"), _fp(precision="auto")) == ["train.precision"]
 
 
-def test_a_run_recorded_in_any_precision_answers_auto() -> None:
+@pytest.mark.parametrize("read", [False, True])
+def test_a_run_recorded_in_any_precision_answers_auto(monkeypatch: pytest.MonkeyPatch, read: bool) -> None:
     """A record of an older posenc holds the precision ``auto`` resolved to where it trained (fp32
     on a CPU, bf16 on a GPU): today's ``auto`` is that same run; a config that names a precision
-    asks for that one, and a record of ``auto`` does not say it trained in it."""
+    asks for that one, and a record of ``auto`` does not say it trained in it. Alike whether the
+    record is compared as stored or read through today's config classes (``read``)."""
+    if read:
+        monkeypatch.setattr(rules, "_differences", lambda *a: [("read", 0, 1)])  # always read the record
+
     def cfg(precision: str) -> object:
         return make_dataclass("RunCfg", [("train", TrainConfig), ("out_dir", str)])(
             TrainConfig(max_steps=5, precision=precision), "x")

@@ -134,8 +134,10 @@ def test_unknown_task_is_rejected(tmp_path: Path) -> None:
         run_experiment(str(path))
 
 
-def test_quickstart_runs_its_gpu_variant_only_when_cuda_is_visible(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`posenc experiment quickstart` on a GPU machine runs quickstart_gpu, else itself."""
+def test_an_experiment_never_swaps_itself_for_its_gpu_variant(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    """`posenc experiment quickstart` runs quickstart on every machine, a CUDA GPU visible or not;
+    the GPU variant runs when asked for by its name, and a YAML that asks for a swap is refused."""
     import torch
 
     from posenc.experiments import runner
@@ -145,10 +147,14 @@ def test_quickstart_runs_its_gpu_variant_only_when_cuda_is_visible(monkeypatch: 
     for cuda in (False, True):
         monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
         runner.run_experiment("quickstart", jobs=1)
-    runner.run_experiment("quickstart", jobs=2)  # an explicit --jobs wins over gpu_jobs
+    runner.run_experiment("quickstart_gpu", jobs=4)
+    assert calls == [("quickstart", {"jobs": 1}), ("quickstart", {"jobs": 1}), ("quickstart_gpu", {"jobs": 4})]
     gpu = load_config(ExperimentConfig, find_experiment("quickstart_gpu"))
     assert gpu.base["data"]["corpus"] == "bible" and gpu.base["train"]["precision"] == "bf16"
-    assert calls == [("quickstart", {"jobs": 1}), ("quickstart_gpu", {"jobs": 4}), ("quickstart_gpu", {"jobs": 2})]
+    path = tmp_path / "swap.yaml"
+    path.write_text("name: swap\non_gpu: quickstart_gpu\nmethods: {ape: {}}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="on_gpu: unknown option"):
+        load_config(ExperimentConfig, path)
 
 
 def test_tasks_are_found_by_package_and_unknown_ones_are_one_line_errors() -> None:

@@ -14,7 +14,7 @@ from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.tasks.translation.task import Seq2SeqLoss
 from posenc.training import TrainConfig, Trainer, TrainResult
-from posenc.training.checkpoint import list_checkpoints
+from posenc.training.checkpoint import Checkpoint, latest_checkpoint, list_checkpoints, load_checkpoint
 from posenc.training.loss import LossOutput
 
 PAD, BOS, EOS, VOCAB = 0, 2, 3, 24
@@ -61,12 +61,21 @@ def seq2seq_hooks(model: torch.nn.Module, cfg: TrainConfig, kwargs: dict[str, An
     return kwargs
 
 
+def latest(out: str | Path) -> Checkpoint | None:
+    """The latest checkpoint under ``out/checkpoints``, loaded (what a run directory's opener resumes
+    from), or None when there is none."""
+    path = latest_checkpoint(Path(out) / "checkpoints")
+    return None if path is None else load_checkpoint(path)
+
+
 def train(model: torch.nn.Module, batches: Callable[[int, int, int], Any], cfg: TrainConfig, out: str | Path,
           **kwargs: Any) -> TrainResult:
-    """``Trainer(...).fit(...)`` of the tiny translation model (see :func:`seq2seq_hooks`);
-    ``valid_batches``, ``metric_fn`` and ``resume`` go to ``fit``, the other keywords to the Trainer."""
-    fit = {k: kwargs.pop(k) for k in ("valid_batches", "metric_fn", "resume") if k in kwargs}
-    return make_trainer(model, cfg, out, **kwargs).fit(batches, **fit)
+    """``Trainer(...).fit(...)`` of the tiny translation model (see :func:`seq2seq_hooks`), resuming
+    from ``resume`` (default: :func:`latest` of ``out``, as a run directory continues);
+    ``valid_batches`` and ``metric_fn`` go to ``fit`` too, the other keywords to the Trainer."""
+    fit = {k: kwargs.pop(k) for k in ("valid_batches", "metric_fn") if k in kwargs}
+    resume = kwargs.pop("resume") if "resume" in kwargs else latest(out)
+    return make_trainer(model, cfg, out, **kwargs).fit(batches, resume=resume, **fit)
 
 
 def make_trainer(model: torch.nn.Module, cfg: TrainConfig, out: str | Path, cls: type[Trainer] = Trainer,

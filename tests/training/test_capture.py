@@ -153,7 +153,7 @@ def test_reduce_overhead_trainer_matches_eager_losses(tmp_path, monkeypatch: pyt
         loss = ShapeLoss()
         trainer = make_trainer(tiny_model(), train_config(max_steps=5, compile=mode), tmp_path / mode, loss_fn=loss)
         assert trainer.capture == (mode != "off") and trainer.compiled == (mode != "off")
-        rows[mode] = [r["loss"] for r in trainer.fit(data, resume=False).train]
+        rows[mode] = [r["loss"] for r in trainer.fit(data).train]
         if mode != "off":
             assert all(b % 8 == 0 and s % 8 == 0 and t % 8 == 0 for b, s, t in loss.shapes)
     assert len(rows["off"]) == 5 and rows["reduce-overhead"] == pytest.approx(rows["off"], rel=1e-5)
@@ -167,4 +167,4 @@ def test_an_uncapturable_model_trains_eagerly_with_one_line(tmp_path, caplog: py
     lines = [r.getMessage() for r in caplog.records if "reduce-overhead" in r.getMessage()]
     assert len(lines) == 1 and "GRUPosition: torch.compile does not trace nn.GRU" in lines[0]
     assert not trainer.compiled and not trainer.capture
-    trainer.fit(batches_fn(random_pairs(8, seed=2), max_tokens=48), resume=False)
+    trainer.fit(batches_fn(random_pairs(8, seed=2), max_tokens=48))

@@ -1,11 +1,12 @@
 """bf16 autocast training on the CPU: detection of native bf16, the width rule of
-``precision: auto``, autocast actually active in the trainer's step, fp32 master weights and
-optimizer state, a bf16 step close to the fp32 one, and one resolution shared by the trainer, the
-run fingerprint and the benchmark."""
+``precision: auto`` (resolved where the run trains and recorded in its summary, never in its
+fingerprint), autocast actually active in the trainer's step, fp32 master weights and optimizer
+state, and a bf16 step close to the fp32 one."""
 
 from __future__ import annotations
 
 import copy
+import json
 import warnings
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from posenc.models.config import ModelConfig
-from posenc.runs.fingerprint import _auto_precision, fingerprint
+from posenc.runs.fingerprint import fingerprint
 from posenc.tasks.translation.config import RunConfig
 from posenc.training import precision as training_precision
 from posenc.training.compiled import forward_loss
@@ -60,21 +61,35 @@ def test_auto_keeps_fp32_without_native_bf16_and_explicit_bf16_warns(emulated: N
         assert resolve_precision("bf16", CPU, 64) == "bf16"
 
 
-@pytest.mark.parametrize("has_bf16", [True, False])
-def test_shipped_cpu_widths_and_the_fingerprint_resolve_alike(monkeypatch: pytest.MonkeyPatch, has_bf16: bool) -> None:
-    """The fingerprint resolves ``auto`` by the model's width as the trainer does: at d_model 128
-    (multi30k_cpu) and 64 (quickstart) fp32 on any CPU, so committed fp32 runs stay the same run;
-    at 256 bf16 only on a native-bf16 CPU. The RNN-NMT's width is its hidden size."""
-    monkeypatch.setattr(training_precision, "cpu_has_native_bf16", lambda: has_bf16)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    for width in (64, 128, 256):
-        cfg = RunConfig(model=ModelConfig.from_preset("transformer-tiny", d_model=width, heads=4))
-        want = "bf16" if has_bf16 and width >= 256 else "fp32"
-        assert fingerprint(cfg)["train"]["precision"] == want == _auto_precision("cpu", width)
-        trainer_view = resolve_precision("auto", CPU, width)
-        assert trainer_view == want
-    rnn = RunConfig(arch="rnn-nmt")
-    assert fingerprint(rnn)["train"]["precision"] == resolve_precision("auto", CPU, rnn.rnn.hidden)
+@pytest.mark.parametrize("cuda", [False, True])
+def test_an_auto_run_has_one_fingerprint_on_every_machine(monkeypatch: pytest.MonkeyPatch, cuda: bool) -> None:
+    """``precision: auto`` is placement, not identity: a run's fingerprint is the same on a CPU with
+    and without native bf16 (``POSENC_NATIVE_BF16`` forces the probe) and with or without CUDA,
+    while the trainer's resolution differs between those machines (bf16 from d_model 256 on a
+    native-bf16 CPU). The RNN-NMT's width is its hidden size."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    configs = [RunConfig(model=ModelConfig.from_preset("transformer-tiny", d_model=w, heads=4)) for w in (64, 128, 256)]
+    configs.append(RunConfig(arch="rnn-nmt"))
+    seen: dict[str, list] = {}
+    for forced in ("0", "1"):
+        monkeypatch.setenv(training_precision.NATIVE_BF16_ENV, forced)
+        seen[forced] = [fingerprint(cfg) for cfg in configs]
+        trainer_view = [resolve_precision("auto", CPU, w) for w in (64, 128, 256)]
+        assert trainer_view == (["fp32", "fp32", "bf16"] if forced == "1" else ["fp32"] * 3)
+    assert seen["0"] == seen["1"]
+    assert {fp["train"]["precision"] for fp in seen["0"]} == {"auto"}
+
+
+def test_the_summary_records_the_precision_auto_chose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``auto`` resolved to where the run trained is recorded in its summary.json (a record says
+    what was done), the fingerprint keeping ``auto``."""
+    for forced, want in (("1", "bf16"), ("0", "fp32")):
+        monkeypatch.setenv(training_precision.NATIVE_BF16_ENV, forced)
+        trainer = make_trainer(tiny_model(), train_config(max_steps=1, precision="auto"), tmp_path / forced,
+                               d_model=CPU_BF16_MIN_WIDTH)  # the width the rule reads
+        result = trainer.fit(lambda e, r, w: [batch_of(random_pairs(4, seed=4))])
+        assert result.run_record["precision"] == want
+        assert json.loads((tmp_path / forced / "summary.json").read_text())["precision"] == want
 
 
 def test_bf16_step_on_cpu_autocasts_and_keeps_fp32_master_weights(tmp_path: Path, emulated: None) -> None:
@@ -87,7 +102,7 @@ def test_bf16_step_on_cpu_autocasts_and_keeps_fp32_master_weights(tmp_path: Path
     with pytest.warns(UserWarning, match="without native bf16"):
         trainer = make_trainer(model, train_config(max_steps=2, precision="bf16"), tmp_path)
     assert trainer.precision == "bf16"
-    result = trainer.fit(lambda e, r, w: [batch_of(random_pairs(6, seed=4))], resume=False)
+    result = trainer.fit(lambda e, r, w: [batch_of(random_pairs(6, seed=4))])
     for h in hooks:
         h.remove()
     assert result.state.step == 2 and seen and set(seen) == {torch.bfloat16}

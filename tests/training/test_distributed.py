@@ -40,7 +40,7 @@ def _worker(rank: int, port: int, out: str) -> None:
     assert trainer.dist.world_size == WORLD and trainer.dist.rank == rank
     wrapper = weakref.ref(trainer.net)
     assert wrapper() is not model  # DDP under two ranks
-    result = trainer.fit(shard, resume=False)
+    result = trainer.fit(shard)
     assert not dist.is_initialized()  # the trainer destroyed the group it created
     assert trainer.net is model and wrapper() is None  # and freed the DDP wrapper holding it, before exit
     grads = {f"grad.{n}": p.grad.contiguous() for n, p in model.named_parameters()}
@@ -62,7 +62,7 @@ def test_two_gloo_ranks_equal_one_process(tmp_path: Path) -> None:
     model = tiny_model()
     single = make_trainer(model, _cfg(), tmp_path / "single")
     assert single.dist.world_size == 1
-    result = single.fit(lambda e, r, w: [batch_of(g) for g in GLOBAL], resume=False)
+    result = single.fit(lambda e, r, w: [batch_of(g) for g in GLOBAL])
     ranks = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in range(WORLD)]
     for name, p in model.named_parameters():
         for got in ranks:
@@ -111,7 +111,7 @@ def _failing_worker(rank: int, port: int, out: str, where: str) -> None:
         if where == "on_start":
             raise OSError("disk full")
     try:
-        trainer.fit(lambda e, r, w: [batch_of(g[r::w]) for g in GLOBAL], resume=False,
+        trainer.fit(lambda e, r, w: [batch_of(g[r::w]) for g in GLOBAL],
                     on_start=on_start if rank == 0 else None)
         outcome = "trained"
     except Exception as err:  # noqa: BLE001 - the outcome is what the test reads

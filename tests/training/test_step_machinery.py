@@ -21,7 +21,16 @@ from posenc.training.optimization import _CPU_FUSED_ADAM, build_optimizer
 from posenc.training.precision import resolve_precision
 from tests.helpers.cuda import cuda_only
 from tests.helpers.inductor import compiled_or_skip
-from tests.helpers.training import batch_of, batches_fn, make_trainer, random_pairs, tiny_model, train, train_config
+from tests.helpers.training import (
+    batch_of,
+    batches_fn,
+    latest,
+    make_trainer,
+    random_pairs,
+    tiny_model,
+    train,
+    train_config,
+)
 
 TRAIN = batches_fn(random_pairs(40, seed=2), max_tokens=48)
 CPU = torch.device("cpu")
@@ -158,10 +167,10 @@ def test_no_host_reads_in_a_step_and_logs_stay_exact(tmp_path: Path, clip_norm: 
     deferred accumulation gives the same log rows and token count as the per-step one did."""
     WatchedTrainer.reads = []
     cfg = dict(max_steps=6, update_freq=2, clip_norm=clip_norm)
-    result = make_trainer(tiny_model(), train_config(**cfg, log_every=4), tmp_path / "w", WatchedTrainer).fit(TRAIN, resume=False)
+    result = make_trainer(tiny_model(), train_config(**cfg, log_every=4), tmp_path / "w", WatchedTrainer).fit(TRAIN)
     assert WatchedTrainer.reads == []
     with no_host_reads() as seen:
-        make_trainer(tiny_model(), train_config(max_steps=1), tmp_path / "c").fit(TRAIN, resume=False)
+        make_trainer(tiny_model(), train_config(max_steps=1), tmp_path / "c").fit(TRAIN)
     assert any("trainer.py" in s for s in seen)  # control: the guard does catch the loop's reads
     every = train(tiny_model(), TRAIN, train_config(**cfg, log_every=1), tmp_path / "e")
     assert result.state.step == 6 and [r["step"] for r in result.train] == [4, 6]
@@ -201,7 +210,7 @@ def test_a_compiled_module_is_unwrapped_and_saved_without_prefixes(tmp_path: Pat
     assert unwrap_compiled(wrapped) is model and unwrap_compiled(model) is model
     trainer = make_trainer(wrapped, train_config(max_steps=2, compile="off"), tmp_path)
     assert trainer.model is model
-    result = trainer.fit(TRAIN, resume=False)
+    result = trainer.fit(TRAIN)
     keys = set(load_checkpoint(result.last_checkpoint).model)
     assert keys == set(model.state_dict()) and not any("_orig_mod" in k for k in keys)
 
@@ -241,23 +250,21 @@ def test_cuda_defaults_compile_bf16_fused_and_resume(tmp_path: Path) -> None:
     assert [r["loss"] for r in result.train] == pytest.approx([r["loss"] for r in eager.train], rel=3e-2)
     resumed = tiny_model(seed=9)
     again = make_trainer(resumed, train_config(**{**cfg, "max_steps": 6}), tmp_path)
-    again.fit(TRAIN)
+    again.fit(TRAIN, resume=latest(tmp_path))
     assert again.optimizer.param_groups[0]["fused"] is True
     assert all(s["step"].device.type == "cuda" for s in again.optimizer.state.values())
 
 
 @pytest.mark.parametrize("bf16_supported", [True, False])
 def test_auto_precision_has_one_definition(monkeypatch: pytest.MonkeyPatch, bf16_supported: bool) -> None:
-    """The fingerprint and the benchmarks resolve ``auto`` by the trainer's resolve_precision: on a
-    (simulated) GPU with and without bf16 support, and on CPU."""
+    """The benchmarks resolve ``auto`` by the trainer's resolve_precision: on a (simulated) GPU with
+    and without bf16 support, and on CPU."""
     from posenc.bench.core import BenchConfig
-    from posenc.runs.fingerprint import _auto_precision
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16_supported)
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)  # a native-bf16 CPU: test_cpu_bf16.py
     expected = resolve_precision("auto", torch.device("cuda"))
     assert expected == ("bf16" if bf16_supported else "fp32")
-    assert _auto_precision("auto") == _auto_precision("cuda") == expected
     assert BenchConfig(device="cuda").train_precision() == expected
-    assert _auto_precision("cpu") == BenchConfig(device="cpu").train_precision() == resolve_precision("auto", CPU) == "fp32"
+    assert BenchConfig(device="cpu").train_precision() == resolve_precision("auto", CPU) == "fp32"

@@ -9,7 +9,16 @@ from posenc.errors import CheckpointError, ConfigError
 from posenc.tasks.translation.task import Seq2SeqLoss
 from posenc.training import TrainConfig, Trainer, load_checkpoint
 from tests.helpers.cuda import cuda_only
-from tests.helpers.training import batch_of, batches_fn, make_trainer, random_pairs, tiny_model, train, train_config
+from tests.helpers.training import (
+    batch_of,
+    batches_fn,
+    latest,
+    make_trainer,
+    random_pairs,
+    tiny_model,
+    train,
+    train_config,
+)
 
 PAIRS = random_pairs(40, seed=2)
 TRAIN = batches_fn(PAIRS, max_tokens=48)
@@ -85,9 +94,9 @@ def test_accumulating_two_halves_equals_one_full_batch(tmp_path: Path) -> None:
     full, half1, half2 = batch_of(pairs), batch_of(pairs[:4]), batch_of(pairs[4:])
     one, two = tiny_model(), tiny_model()
     t1 = make_trainer(one, train_config(max_steps=1, update_freq=1), tmp_path / "one")
-    t1.fit(lambda e, r, w: [full], resume=False)
+    t1.fit(lambda e, r, w: [full])
     t2 = make_trainer(two, train_config(max_steps=1, update_freq=2), tmp_path / "two")
-    r2 = t2.fit(lambda e, r, w: [half1, half2], resume=False)
+    r2 = t2.fit(lambda e, r, w: [half1, half2])
     for (name, p), q in zip(one.named_parameters(), two.parameters()):
         torch.testing.assert_close(q.grad, p.grad, atol=1e-6, rtol=0, msg=name)
         # Adam's first step is ≈ lr·sign(g): for gradients that are zero up to rounding (e.g.
@@ -160,7 +169,7 @@ def test_the_trainer_knows_no_task(tmp_path: Path) -> None:
         Trainer(tiny_model(), train_config(), tmp_path / "a")  # type: ignore[call-arg]
     bare = Trainer(tiny_model(), train_config(max_steps=1), tmp_path / "b", Seq2SeqLoss(0.1))
     with pytest.raises(ConfigError, match="needs d_model"):
-        bare.fit(TRAIN, resume=False)
+        bare.fit(TRAIN)
     assert from_dict(TrainConfig, {"bleu_every": 3}).metric_every == 3
     with pytest.raises(ConfigError, match="bleu_every and metric_every both given"):
         from_dict(TrainConfig, {"bleu_every": 3, "metric_every": 2})
@@ -179,8 +188,22 @@ def test_resume_refuses_other_model_config_and_model_only_checkpoint(tmp_path: P
     # checkpoint is the run opener's one rule (posenc.runs.run.Run.open, tests/runs)
     with pytest.raises(CheckpointError, match="ckpt_00000002: checkpoint lacks parameter"):
         train(other, TRAIN, train_config(max_steps=3), tmp_path)
+    average = load_checkpoint(tmp_path / "checkpoints" / "average")
     with pytest.raises(CheckpointError, match="model-only checkpoint"):
-        train(tiny_model(), TRAIN, train_config(max_steps=3), tmp_path / "new", resume=tmp_path / "checkpoints" / "average")
+        train(tiny_model(), TRAIN, train_config(max_steps=3), tmp_path / "new", resume=average)
+
+
+@pytest.mark.parametrize("resume", [True, "checkpoints/ckpt_00000002", Path("checkpoints/ckpt_00000002")])
+def test_fit_resumes_only_from_a_loaded_checkpoint(tmp_path: Path, resume: object) -> None:
+    """One resume path: the caller (a run directory's opener) loads the checkpoint and passes it;
+    a bool or a path is refused before anything is trained or written."""
+    train(tiny_model(), TRAIN, train_config(max_steps=2, save_every=1), tmp_path)
+    before = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "checkpoints").iterdir()}
+    with pytest.raises(TypeError, match="loaded Checkpoint or None"):
+        make_trainer(tiny_model(), train_config(max_steps=3), tmp_path).fit(TRAIN, resume=resume)  # type: ignore[arg-type]
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "checkpoints").iterdir()} == before
+    resumed = make_trainer(tiny_model(), train_config(max_steps=3), tmp_path).fit(TRAIN, resume=latest(tmp_path))
+    assert [row["step"] for row in resumed.train] == [3]
 
 
 def test_max_epochs_counts_updates_per_epoch(tmp_path: Path) -> None:

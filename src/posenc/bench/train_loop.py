@@ -56,7 +56,7 @@ def _timed_fit(model: Seq2SeqTransformer, batches: list[Batch], cfg: BenchConfig
                        compile=compile_, seed=cfg.seed)
     with tempfile.TemporaryDirectory(prefix="posenc-bench-") as out:
         trainer = Trainer(model, tcfg, out, Seq2SeqLoss(tcfg.label_smoothing, model.pad_id), d_model=model.cfg.d_model)
-        result = trainer.fit(lambda epoch, rank, world: batches, resume=False)
+        result = trainer.fit(lambda epoch, rank, world: batches)
     first, last = result.train[0], result.train[-1]
     seconds, timed = last["wall_s"] - first["wall_s"], last["step"] - first["step"]
     used = [batches[i % len(batches)] for i in range(first["step"], last["step"])]

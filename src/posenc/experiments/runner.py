@@ -201,7 +201,7 @@ def train_subset(grid: Grid, subset: CellSubset, up_to_date: Callable[..., list[
 
 def load_grid(name_or_path: str, overrides: list[str] | None = None) -> Grid:
     """The grid of a shipped or user experiment with dotted ``overrides``, validated by its task's
-    schema (no ``on_gpu`` variant: the experiment as named)."""
+    schema."""
     data = load_yaml(find_experiment(name_or_path))
     return grid_of(find_task(data.get("task", "translation")), data, list(overrides or []))
 
@@ -282,28 +282,11 @@ def find_experiment(name_or_path: str) -> Path:
 
 
 def run_experiment(name_or_path: str, overrides: list[str] | None = None, **options: Any) -> Path:
-    """Run a shipped or user experiment; its top-level ``task`` picks the runner (:func:`task_runner`).
-    ``options`` (``jobs``, ``rerun_stale``, ``backend``) go to it; tasks without grids reject them."""
+    """Run a shipped or user experiment, the one named whatever the machine (a GPU variant is
+    asked for by its own name, e.g. ``quickstart_gpu``); its top-level ``task`` picks the runner
+    (:func:`task_runner`). ``options`` (``jobs``, ``rerun_stale``, ``backend``) go to it; tasks
+    without grids reject them."""
     data = load_yaml(find_experiment(name_or_path))
-    gpu = _gpu_variant(data, options)
-    if gpu is not None:
-        return run_experiment(gpu[0], overrides, **gpu[1])
     task = data.get("task", "translation")
     with interrupt_on_signals():  # SIGTERM stops the grid like Ctrl-C: cleanup runs, exit 143 (SIGINT 130)
         return task_runner(task)(data, list(overrides or []), **options)
-
-
-def _gpu_variant(data: dict[str, Any], options: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """``(name, options)`` of the experiment's ``on_gpu`` variant when a CUDA GPU is visible."""
-    name = data.get("on_gpu")
-    if not name:
-        return None
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    jobs = options.get("jobs") or 1
-    chosen = dict(options, jobs=jobs if jobs == "auto" or int(jobs) > 1 else int(data.get("gpu_jobs", 4)))
-    print(f"{data.get('name', 'experiment')}: a CUDA GPU is visible, running its GPU-sized variant "
-          f"{name!r} with --jobs {chosen['jobs']}", flush=True)
-    return name, chosen

@@ -6,6 +6,7 @@ config are the same run is decided in one place,
 :func:`posenc.runs.same_run.same_run` (``posenc train``, ``posenc experiment`` and the methods
 grids all ask it): differences that only extend or observe training (:data:`EXTENSION_KEYS`:
 step/epoch caps, patience, logging, checkpoint bookkeeping, device) never make a run stale.
+Nothing in it depends on the machine: ``precision: auto`` stays ``auto`` (:data:`PLACED_WHEN_AUTO`).
 
 The fingerprint holds what determines the training, and only that: of ``model.position`` the name
 and the option blocks of the *active* methods (:func:`determining_dict`), so registering a new
@@ -20,7 +21,7 @@ from typing import Any
 
 from posenc.config import to_dict
 from posenc.runs.differences import config_differences, describe_differences
-from posenc.runs.spec import spec_of
+from posenc.runs.spec import RunSpec, spec_of
 
 #: ``train.*`` options that may change between a run and its resumption: they extend training
 #: or only change what is logged/kept, never what has been trained so far.
@@ -44,28 +45,37 @@ RUNTIME_KEYS = frozenset({"compile"})
 #: stay in the fingerprint and a run cannot be resumed under another cap.
 HORIZON_KEYS = frozenset({"max_steps", "max_epochs"})
 
+#: ``train.*`` options whose value ``auto`` leaves the choice to where the run trains (the trainer
+#: resolves it there and the run's summary records what it used): placement, not identity. A stored
+#: run answers a config that says ``auto`` whatever it recorded for them (a record of an older posenc
+#: holds the value ``auto`` resolved to there); a config that names a value asks for that value.
+PLACED_WHEN_AUTO = frozenset({"precision"})
+
 #: Top-level sections of a run config that never enter the fingerprint (where, not what); a task's
 #: sections that only say how its runs are scored are its spec's ``scoring_sections``.
 IGNORED_SECTIONS = frozenset({"out_dir", "data_dir"})
 
 
 def fingerprint(cfg: Any) -> dict[str, Any]:
-    """The parts of a resolved run config (a dataclass) that determine its data and its model:
-    every section except paths, the task's scoring sections (its spec's ``scoring_sections``) and
-    the model sections of other architectures (``cfg.inactive_sections``), the position blocks of
-    active methods only (:func:`determining_dict`),
-    with ``train`` minus :data:`EXTENSION_KEYS` (but for a cosine
-    schedule its horizon, :data:`HORIZON_KEYS`) and its ``precision: auto`` resolved as the
-    trainer will on this machine."""
+    """The parts of a resolved run config that determine its data and its model, the same on every
+    machine: every section except paths, the task's scoring sections (its spec's
+    ``scoring_sections``) and the model sections of other architectures (``cfg.inactive_sections``),
+    the position blocks of active methods only (:func:`determining_dict`), with ``train`` minus
+    :data:`EXTENSION_KEYS` (but for a cosine schedule its horizon, :data:`HORIZON_KEYS`). A
+    :data:`PLACED_WHEN_AUTO` option stays ``auto``: the trainer resolves it where the run trains.
+
+    Args:
+        cfg: a run config (a dataclass).
+
+    Returns:
+        The fingerprint, JSON-safe.
+    """
     data = determining_dict(cfg)
     ignored = IGNORED_SECTIONS | set(spec_of(cfg).scoring_sections) | set(getattr(cfg, "inactive_sections", ()))
     out = {k: v for k, v in data.items() if k not in ignored}
     if isinstance(out.get("train"), dict):
         left_out = (EXTENSION_KEYS | RUNTIME_KEYS) - (HORIZON_KEYS if _horizon_schedule(out["train"]) else frozenset())
         out["train"] = {k: v for k, v in out["train"].items() if k not in left_out}
-        if out["train"].get("precision") == "auto":  # what it means here: runs of fp32 days stay fresh on CPU
-            width = _model_width(cfg)
-            out["train"]["precision"] = _auto_precision(str(cfg.train.device), width)
     return json.loads(json.dumps(out, sort_keys=True, default=str))
 
 
@@ -83,35 +93,18 @@ def _horizon_schedule(train: dict[str, Any]) -> bool:
     return train.get("schedule") in HORIZON_SCHEDULES
 
 
-def _auto_precision(device: str, width: int | None = None) -> str:
-    """``train.precision: auto`` resolved as the trainer will on this machine for ``train.device``
-    (``auto``/``cuda`` train on the GPU when there is one) and the model ``width`` (on a CPU, bf16
-    only from a measured width on): training/precision.resolve_precision."""
-    import torch
+def data_fingerprint(data_cfg: Any, spec: RunSpec) -> dict[str, Any]:
+    """What determines a prepared data directory.
 
-    from posenc.training.precision import resolve_precision  # torch: imported when a config says auto
+    Args:
+        data_cfg: a task's data config (a dataclass).
+        spec: that task's spec: its ``data_runtime_keys`` are left out.
 
-    cuda = device != "cpu" and torch.cuda.is_available()
-    return resolve_precision("auto", torch.device("cuda" if cuda else "cpu"), width)
-
-
-def _model_width(cfg: Any) -> int | None:
-    """The width the trainer is given (a task's ``width``): ``d_model`` of the active model
-    section (``cfg.model_section`` where the config has several, e.g. ``rnn``: its ``hidden``)."""
-    section = getattr(cfg, str(getattr(cfg, "model_section", "model")), None)
-    width = getattr(section, "d_model", getattr(section, "hidden", None))
-    return int(width) if isinstance(width, int) else None
-
-
-#: ``data.*`` options that do not change the prepared data directory (used when training and using
-#: a model only), so prepared data is shared across them.
-DATA_RUNTIME_KEYS = frozenset({"max_source_len", "max_train_len"})
-
-
-def data_fingerprint(data_cfg: Any) -> dict[str, Any]:
-    """What determines a prepared data directory: the data config minus :data:`DATA_RUNTIME_KEYS`."""
+    Returns:
+        The data config minus ``spec.data_runtime_keys``, JSON-safe.
+    """
     data = to_dict(data_cfg)
-    return json.loads(json.dumps({k: v for k, v in data.items() if k not in DATA_RUNTIME_KEYS}, sort_keys=True,
+    return json.loads(json.dumps({k: v for k, v in data.items() if k not in spec.data_runtime_keys}, sort_keys=True,
                                  default=str))
 
 

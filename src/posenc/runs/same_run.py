@@ -23,9 +23,10 @@ today's config classes** (:func:`read_stored`): old option names
 mapped, options added since then filled in with today's defaults, and position blocks of methods
 the run did not use dropped. So registering a method, or adding an option whose default reproduces
 the old behaviour, changes no verdict: old runs resume and committed results stay fresh.
-Where a run trained (:data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`) never matters, nor does a
-key the task derives from its data (:attr:`~posenc.runs.spec.RunSpec.derived_keys`) while today's
-config leaves it unresolved.
+Where a run trained (:data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`) never matters, nor what it
+recorded for an option today's config leaves to the placement (``precision: auto``,
+:data:`~posenc.runs.fingerprint.PLACED_WHEN_AUTO`), nor a key the task derives from its data
+(:attr:`~posenc.runs.spec.RunSpec.derived_keys`) while today's config leaves it unresolved.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any
 from posenc.config import from_dict, to_dict
 from posenc.errors import ConfigError
 from posenc.runs.differences import ABSENT, config_differences, describe_differences
-from posenc.runs.fingerprint import EXTENSION_KEYS, PLACEMENT_KEYS, fingerprint
+from posenc.runs.fingerprint import EXTENSION_KEYS, PLACED_WHEN_AUTO, PLACEMENT_KEYS, fingerprint
 from posenc.runs.spec import spec_of
 
 
@@ -127,12 +128,14 @@ def read_stored(config_type: type, data: dict[str, Any], out_dir: Any = None) ->
 
 
 def with_placement_of(saved: Any, current: Any) -> Any:
-    """``saved`` (a run config dataclass) with ``current``'s :data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`,
-    so the two records compare as if trained in one place (``precision: auto`` resolved alike)."""
+    """``saved`` (a run config dataclass) with ``current``'s :data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`
+    and the :data:`~posenc.runs.fingerprint.PLACED_WHEN_AUTO` options ``current`` leaves ``auto``, so
+    the two records compare as if trained in one place (whatever precision ``auto`` chose there)."""
     train, now = getattr(saved, "train", None), getattr(current, "train", None)
     if train is None or now is None:
         return saved
     moved = {k: getattr(now, k) for k in PLACEMENT_KEYS if hasattr(train, k) and hasattr(now, k)}
+    moved |= {k: "auto" for k in PLACED_WHEN_AUTO if hasattr(train, k) and getattr(now, k, None) == "auto"}
     return dataclasses.replace(saved, train=dataclasses.replace(train, **moved))
 
 
@@ -163,8 +166,11 @@ def _differences(was: dict[str, Any], now: dict[str, Any], derived: frozenset[st
 
 def _ignored(key: str, old: Any, new: Any, derived: frozenset[str]) -> bool:
     """A difference that is none: a derived key unresolved in today's config (0 or absent: "take
-    it from the data"), or where the run trained (:data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`)."""
-    placement = key.startswith("train.") and key[len("train."):] in PLACEMENT_KEYS
+    it from the data"), where the run trained (:data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`), or
+    what it recorded for an option today's config leaves ``auto``
+    (:data:`~posenc.runs.fingerprint.PLACED_WHEN_AUTO`)."""
+    option = key[len("train."):] if key.startswith("train.") else None
+    placement = option in PLACEMENT_KEYS or (option in PLACED_WHEN_AUTO and new == "auto")
     return placement or (key in derived and old is not ABSENT and (new is ABSENT or not new))
 
 

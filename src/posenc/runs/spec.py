@@ -1,15 +1,21 @@
 """What a task declares about its runs, so that ``runs/`` and ``training/`` obey it and name no task.
 
-Each task declares one :class:`RunSpec` next to its run config (the config class's ``run_spec``)
-and registers it (:func:`declare`) when its package is imported. A run's own spec comes with its
-config (:func:`spec_of`); what holds for directories of any task (is this an older posenc's
-prepared data? a cache posenc keeps?) is asked of every declared spec (:func:`declared`).
+Each task declares one :class:`RunSpec` in the module ``spec`` of its package (the config class's
+``run_spec``), registered (:func:`declare`) when that module is imported. A run's own spec comes
+with its config (:func:`spec_of`); what holds for directories of any task (is this an older
+posenc's prepared data? a cache posenc keeps?) is asked of every spec (:func:`declared`), found by
+discovery as position methods are (:func:`discover`), whatever this process imported before.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
+import importlib.util
+import pkgutil
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -32,6 +38,10 @@ class RunSpec:
             or not: they may lie in a directory posenc is about to write).
         scoring_sections: top-level config sections that only say how the task's runs are scored
             (never in the fingerprint: scoring a run otherwise is no other run).
+        data_runtime_keys: ``data.*`` options that only say how the prepared data is used when
+            training and using a model (length caps), not what is prepared: left out of the
+            prepared data's fingerprint (:func:`~posenc.runs.fingerprint.data_fingerprint`), so
+            prepared data is shared across them.
     """
 
     task: str
@@ -41,6 +51,7 @@ class RunSpec:
     data_files: tuple[str, ...] = ()
     caches: tuple[str, ...] = ()
     scoring_sections: tuple[str, ...] = ()
+    data_runtime_keys: frozenset[str] = frozenset()
 
     def own_children(self) -> dict[str, re.Pattern[str]]:
         """:attr:`run_dirs` with their patterns compiled."""
@@ -52,6 +63,10 @@ NO_TASK = RunSpec("")
 
 _DECLARED: dict[str, RunSpec] = {}
 
+#: The package of the tasks: each of its packages declares its spec in its module :data:`SPEC_MODULE`.
+TASKS_PACKAGE = "posenc.tasks"
+SPEC_MODULE = "spec"
+
 
 def declare(spec: RunSpec) -> RunSpec:
     """Register ``spec`` (a task's, once per process; declaring it again replaces it) and return it."""
@@ -60,8 +75,26 @@ def declare(spec: RunSpec) -> RunSpec:
 
 
 def declared() -> tuple[RunSpec, ...]:
-    """Every spec declared in this process."""
-    return tuple(_DECLARED.values())
+    """Every task's spec (:func:`discover`) and any other declared in this process.
+
+    Returns:
+        The specs in task-name order, the same whatever order their modules were imported in.
+    """
+    discover()
+    return tuple(_DECLARED[task] for task in sorted(_DECLARED))
+
+
+@functools.cache
+def discover() -> None:
+    """Import the :data:`SPEC_MODULE` of every package of :data:`TASKS_PACKAGE` (found by their
+    files, as ``positions/registry.discover`` finds position methods), so each task's spec is
+    declared whatever modules were imported before: a new task's spec is found by its file. Once
+    per process (the installed packages do not change)."""
+    found = importlib.util.find_spec(TASKS_PACKAGE)
+    for where in (found.submodule_search_locations or []) if found is not None else []:
+        for package in sorted(m.name for m in pkgutil.iter_modules([where]) if m.ispkg):
+            if any(m.name == SPEC_MODULE for m in pkgutil.iter_modules([str(Path(where) / package)])):
+                importlib.import_module(f"{TASKS_PACKAGE}.{package}.{SPEC_MODULE}")
 
 
 def spec_of(cfg: Any) -> RunSpec:

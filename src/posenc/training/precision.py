@@ -72,8 +72,9 @@ def probe_native_bf16() -> bool:
 def resolve_precision(precision: str, device: torch.device, width: int | None = None) -> str:
     """The precision a run trains in: ``fp32``, ``bf16`` or ``fp16``.
 
-    The one resolution of ``train.precision``: the trainer, the run fingerprint
-    (runs/fingerprint.py) and the benchmarks (bench/core.py) all call it.
+    The one resolution of ``train.precision``, made where the run trains: the trainer (which
+    records the answer in the run's summary) and the benchmarks (bench/core.py) call it; a run's
+    fingerprint keeps ``auto`` as written, the same on every machine.
 
     Args:
         precision: ``auto``, ``fp32``, ``bf16`` or ``fp16``. ``auto`` is bf16 on a CUDA device with

@@ -54,9 +54,6 @@ from posenc.training.stopping import cap_reached, patience_ran_out, record_valid
 
 BatchesFn = Callable[[int, int, int], Sequence[Any]]
 MetricFn = Callable[[nn.Module], float]
-#: What :meth:`Trainer.fit` resumes from: a loaded checkpoint, a checkpoint directory, True (the
-#: latest under ``out_dir/checkpoints``) or False/None (nothing: step 0).
-ResumeFrom = ck.Checkpoint | str | Path | bool | None
 
 
 class StepTotals:
@@ -152,7 +149,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ public entry point
     def fit(self, train_batches: BatchesFn, valid_batches: ValidSource | None = None, metric_fn: MetricFn | None = None,
-            resume: ResumeFrom = True, on_start: Callable[[], None] | None = None) -> TrainResult:
+            resume: ck.Checkpoint | None = None, on_start: Callable[[], None] | None = None) -> TrainResult:
         """Train until ``max_steps``/``max_epochs`` (or patience); validate and checkpoint the last
         step, average the chosen checkpoints, and write ``summary.json`` on rank 0.
 
@@ -160,7 +157,8 @@ class Trainer:
             train_batches: the batches of one epoch, ``(epoch, rank, world_size) -> batches``.
             valid_batches: the validation loss's batches (patience), or None.
             metric_fn: the task's metric every ``train.metric_every`` updates, or None.
-            resume: what to resume from (:data:`ResumeFrom`).
+            resume: the checkpoint to resume from, loaded by the caller (the run directory's opener,
+                :class:`posenc.runs.run.Run`, loads the one its run continues), or None: step 0.
             on_start: called once every rank has restored that checkpoint, before the Trainer
                 writes anything: the caller writes its run files there, so a checkpoint that does
                 not load leaves the run directory untouched; a failure on any rank stops every rank.
@@ -171,6 +169,8 @@ class Trainer:
         """
         if self.cfg.metric_every > 0 and metric_fn is None:
             raise ConfigError("train.metric_every > 0 needs a validation metric (metric_fn); this task has none")
+        if resume is not None and not isinstance(resume, ck.Checkpoint):
+            raise TypeError(f"Trainer.fit(resume=...) takes a loaded Checkpoint or None, got {type(resume).__name__}")
         averaged: tuple[Path | None, list[str]] = (None, [])
         try:
             first_epoch = lambda: all_reduce_min(len(train_batches(0, self.dist.rank, self.dist.world_size)), self.dist)  # noqa: E731
@@ -191,13 +191,13 @@ class Trainer:
         summary = session_summary(self.state, self.stop, warmup, self.cfg.max_steps, averaged_from)
         params = sum(p.numel() for p in self.model.parameters())
         record = {**run_summary(self.state, summary, average or self.last_checkpoint, params, self.out_dir),
-                  "device": device_label(self.device), **self.contents.summary}
+                  "device": device_label(self.device), "precision": self.precision, **self.contents.summary}
         if self.is_main and self.state.step > 0:
             write_summary(record, self.out_dir)
         return TrainResult(self.state, self.stop, self.last_checkpoint, average, averaged_from, self.train_rows,
                            self.valid_rows, warmup, self.cfg.max_steps, record)
 
-    def _start(self, resume: ResumeFrom, on_start: Callable[[], None] | None) -> None:
+    def _start(self, resume: ck.Checkpoint | None, on_start: Callable[[], None] | None) -> None:
         """Restore the checkpoint resumed from (or seed a fresh run), let the caller write its run
         files, then open the logs and the wall clock where the restored state left them."""
         restored = self._on_every_rank(
@@ -220,15 +220,10 @@ class Trainer:
         self.clock = WallClock(self.state.wall_s)
         self._last_log = (self.state.wall_s, self.state.tokens)
 
-    def _restore(self, resume: ResumeFrom) -> TrainState | None:
-        """The state restored from ``resume`` (loaded here unless the caller loaded it), or None."""
-        if resume is None or resume is False:
+    def _restore(self, resume: ck.Checkpoint | None) -> TrainState | None:
+        """The state restored from the loaded checkpoint ``resume``, or None (nothing to resume)."""
+        if resume is None:
             return None
-        if not isinstance(resume, ck.Checkpoint):
-            path = ck.latest_checkpoint(self.ckpt_dir) if resume is True else Path(resume)
-            if path is None:
-                return None
-            resume = ck.load_checkpoint(path)
         return self.store.resume(resume, self.model, self.optimizer, self.scheduler, self.scaler)
 
     def _on_every_rank(self, fn: Callable[[], Any], elsewhere: Exception) -> Any:

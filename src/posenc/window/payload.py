@@ -28,6 +28,7 @@ from posenc.experiments.tasks import Cell
 from posenc.files import atomic_output, atomic_write_text, os_call, os_errors
 from posenc.runs.fingerprint import data_fingerprint, digest
 from posenc.runs.ownership import check_outside_posenc_dirs, claim_and_check, write_marker
+from posenc.runs.spec import spec_of
 
 FORMAT = "posenc-payload/1"
 DATA_ARCHIVE, INDEX = "data.tar.gz", "payload.json"
@@ -35,15 +36,16 @@ DATA_ARCHIVE, INDEX = "data.tar.gz", "payload.json"
 PACK_KIND = "payload"
 
 
-def data_dirs(cells: list[tuple[Grid, Cell]]) -> dict[str, tuple[Any, list[Path]]]:
-    """``{digest: (data config, [prepared directories])}`` of the cells' run configs: each data
+def data_dirs(cells: list[tuple[Grid, Cell]]) -> dict[str, tuple[dict[str, Any], list[Path]]]:
+    """``{digest: (data fingerprint, [prepared directories])}`` of the cells' run configs: each data
     config once, with every place a cell reads it from (grids at other out_dirs share a config)."""
-    found: dict[str, tuple[Any, list[Path]]] = {}
+    found: dict[str, tuple[dict[str, Any], list[Path]]] = {}
     for grid, cell in cells:
         cfg = grid.config(cell)
         where = getattr(cfg, "prepared_dir", None)
         if where is not None and hasattr(cfg, "data"):
-            _, places = found.setdefault(digest(data_fingerprint(cfg.data)), (cfg.data, []))
+            data = data_fingerprint(cfg.data, spec_of(cfg))
+            _, places = found.setdefault(digest(data), (data, []))
             if Path(where) not in places:
                 places.append(Path(where))
     return found
@@ -64,7 +66,7 @@ def pack(cells: list[tuple[Grid, Cell]], out: Path) -> str:
     with os_errors(str(out / DATA_ARCHIVE)), atomic_output(out / DATA_ARCHIVE, binary=True) as fh, \
             tarfile.open(fileobj=fh, mode="w:gz") as tar:
         for key, (data, places) in sorted(dirs.items()):
-            index["dirs"][key] = _add_dir(tar, key, places[0]) | {"data": data_fingerprint(data),
+            index["dirs"][key] = _add_dir(tar, key, places[0]) | {"data": data,
                                                                      "for": [str(p) for p in places]}
     atomic_write_text(out / INDEX, json.dumps(index, indent=1))
     raw = sum(d["bytes"] for d in index["dirs"].values())

@@ -14,8 +14,8 @@ prepared or downloaded here when the data was packed (:mod:`posenc.window.payloa
 
 A queue entry's overrides that say where a grid trains (``base.train.device=cuda``,
 ``base.train.precision=fp32`` for a grid whose base says ``device: cpu``) do not change a run's
-identity: ``train.device`` is a placement key of the fingerprint and an explicit precision equal to
-what ``auto`` resolves to on the CPU fingerprints alike.
+identity: ``train.device`` is a placement key of the fingerprint, and a run trained in the explicit
+precision answers the grid's own ``precision: auto`` (:data:`~posenc.runs.fingerprint.PLACED_WHEN_AUTO`).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from posenc.errors import DataError
 from posenc.runs.fingerprint import data_fingerprint
 from posenc.tasks.translation import prepare as prep
 from posenc.tasks.translation.prepare import load_meta, prepare
+from posenc.tasks.translation.spec import SPEC
 from tests.helpers.tiny import hidden_leftovers, read
 from tests.tasks.translation.conftest import TOY_OPTIONS, toy_data
 
@@ -42,7 +43,7 @@ def test_prepare_is_idempotent(toy_prepared: Path) -> None:
 def test_prepared_data_of_another_config_is_never_reused(toy_prepared: Path) -> None:
     """The data fingerprint is stored and checked before any write."""
     before = {p.name: p.read_bytes() for p in toy_prepared.iterdir()}
-    assert json.loads((toy_prepared / "fingerprint.json").read_text()) == data_fingerprint(toy_data())
+    assert json.loads((toy_prepared / "fingerprint.json").read_text()) == data_fingerprint(toy_data(), SPEC)
     with pytest.raises(DataError, match=r"vocab_size \(40 -> 64\)"):
         prepare(toy_data(vocab_size=64), toy_prepared)
     assert {p.name: p.read_bytes() for p in toy_prepared.iterdir()} == before

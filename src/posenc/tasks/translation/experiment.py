@@ -31,10 +31,6 @@ class ExperimentConfig:
     splits: list[str] = field(default_factory=lambda: ["test"])
     analyses: list[str] = field(default_factory=lambda: list(TRANSLATION_ANALYSES))
     analysis_options: dict[str, Any] = field(default_factory=dict)  # flat; schema: analysis/registry.py
-    #: Shipped experiment to run instead when a CUDA GPU is visible (the quickstart's GPU-sized
-    #: comparison), with ``gpu_jobs`` runs at once unless ``--jobs`` is given.
-    on_gpu: str = ""
-    gpu_jobs: int = 4
     #: GNMT length penalties α tried first on the validation split of every trained run; the
     #: search then extends the grid while its top (bottom) α is the strict best, and the run's splits
     #: are decoded with the validation peak (tasks/translation/tuning.py). Empty: no search, every
@@ -74,7 +70,6 @@ class ExperimentConfig:
         require(set(self.greedy_splits) <= set(self.splits) and len(set(self.greedy_splits)) == len(self.greedy_splits),
                 f"experiment.greedy_splits must be distinct splits of experiment.splits {self.splits}, "
                 f"got {self.greedy_splits}")
-        require(self.gpu_jobs >= 1, f"experiment.gpu_jobs must be >= 1, got {self.gpu_jobs}")
         self.tune_length_penalty = [float(a) for a in self.tune_length_penalty]
         require(all(a >= 0 for a in self.tune_length_penalty)
                 and len(set(self.tune_length_penalty)) == len(self.tune_length_penalty),

@@ -39,7 +39,7 @@ from posenc.runs.lock import missing_directories, remove_created
 from posenc.runs.ownership import MARKER_NAME, check_target, read_marker, write_marker
 from posenc.runs.run import read_json_dict
 from posenc.tasks.translation.config import DataConfig
-from posenc.tasks.translation.spec import SPM_CACHE_NAME
+from posenc.tasks.translation.spec import SPEC, SPM_CACHE_NAME
 
 FINGERPRINT_NAME = "fingerprint.json"
 
@@ -170,7 +170,7 @@ def check_prepared(cfg: DataConfig, out: str | Path) -> bool:
     if not (out / "meta.json").is_file():
         return False
     saved = stored_data_fingerprint(out)
-    new = data_fingerprint(cfg)
+    new = data_fingerprint(cfg, SPEC)
     if diff_keys(saved, new):
         raise DataError(
             f"{out} holds data prepared for another data config: {describe_diff({'data': saved}, {'data': new})}; "
@@ -186,7 +186,7 @@ def stored_data_fingerprint(out: Path) -> dict[str, Any]:
     data = read_json_dict(out / "meta.json", hint).get("data", {})
     if not isinstance(data, dict):
         raise RunDirError(f"{out / 'meta.json'}: no data config; {hint}")
-    return data_fingerprint(DataConfig(**{k: v for k, v in data.items() if k in DataConfig.__dataclass_fields__}))
+    return data_fingerprint(DataConfig(**{k: v for k, v in data.items() if k in DataConfig.__dataclass_fields__}), SPEC)
 
 
 def prepare(cfg: DataConfig, out: str | Path, cache_dir: str | Path | None = None, replace: bool = False,
@@ -244,7 +244,7 @@ def _prepared_for(cfg: DataConfig, out: Path, replace: bool) -> bool:
     (:func:`check_prepared`), or with ``replace`` are to be rebuilt (False)."""
     if not replace:
         return check_prepared(cfg, out)
-    return (out / "meta.json").is_file() and not diff_keys(stored_data_fingerprint(out), data_fingerprint(cfg))
+    return (out / "meta.json").is_file() and not diff_keys(stored_data_fingerprint(out), data_fingerprint(cfg, SPEC))
 
 
 def _identity_of(out: Path) -> str | None:
@@ -310,7 +310,7 @@ def _build(cfg: DataConfig, corpus: Corpus, tmp: Path, cache: Path, pinned: Toke
     with naming_os_errors(tmp / "meta.json"):
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
     with naming_os_errors(tmp / FINGERPRINT_NAME):
-        (tmp / FINGERPRINT_NAME).write_text(json.dumps(data_fingerprint(cfg), indent=1), encoding="utf-8")
+        (tmp / FINGERPRINT_NAME).write_text(json.dumps(data_fingerprint(cfg, SPEC), indent=1), encoding="utf-8")
     write_marker(tmp, "data")
 
 

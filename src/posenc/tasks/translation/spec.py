@@ -1,7 +1,7 @@
 """What the translation task declares about its runs (:class:`~posenc.runs.spec.RunSpec`): the
 model keys it fills in from the prepared data, the files it writes into a run directory, what
-marks its prepared data, the SentencePiece cache it keeps beside them and its decoding section
-(how a run is scored, never what it is)."""
+marks its prepared data, the SentencePiece cache it keeps beside them, its decoding section
+(how a run is scored, never what it is) and the length caps that only say how prepared data is used."""
 
 from __future__ import annotations
 
@@ -26,4 +26,5 @@ SPEC = declare(RunSpec(
     data_files=("meta.json", VOCAB_FILE),
     caches=(SPM_CACHE_NAME,),
     scoring_sections=("decode",),
+    data_runtime_keys=frozenset({"max_source_len", "max_train_len"}),
 ))

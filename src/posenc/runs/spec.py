@@ -32,6 +32,9 @@ class RunSpec:
             or not: they may lie in a directory posenc is about to write).
         scoring_sections: top-level config sections that only say how the task's runs are scored
             (never in the fingerprint: scoring a run otherwise is no other run).
+        carries: what the task's runs hold for the analyses to read (names of analysis/view.py);
+            an analysis runs on the task's grids when they carry everything it needs. Empty: no
+            analysis reads them.
     """
 
     task: str
@@ -41,6 +44,7 @@ class RunSpec:
     data_files: tuple[str, ...] = ()
     caches: tuple[str, ...] = ()
     scoring_sections: tuple[str, ...] = ()
+    carries: frozenset[str] = frozenset()
 
     def own_children(self) -> dict[str, re.Pattern[str]]:
         """:attr:`run_dirs` with their patterns compiled."""

@@ -1,10 +1,12 @@
 """What the translation task declares about its runs (:class:`~posenc.runs.spec.RunSpec`): the
 model keys it fills in from the prepared data, the files it writes into a run directory, what
-marks its prepared data, the SentencePiece cache it keeps beside them and its decoding section
-(how a run is scored, never what it is)."""
+marks its prepared data, the SentencePiece cache it keeps beside them, its decoding section
+(how a run is scored, never what it is) and what its runs carry for the analyses (every name of
+analysis/view.py: the report's ``SettingView`` reads them)."""
 
 from __future__ import annotations
 
+from posenc.analysis.view import CARRIED
 from posenc.runs.spec import RunSpec, declare
 
 #: The run's vocabulary (a copy of its prepared data's), so a moved run directory translates on its own.
@@ -26,4 +28,5 @@ SPEC = declare(RunSpec(
     data_files=("meta.json", VOCAB_FILE),
     caches=(SPM_CACHE_NAME,),
     scoring_sections=("decode",),
+    carries=frozenset(CARRIED),
 ))

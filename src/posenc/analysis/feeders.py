@@ -1,8 +1,11 @@
 """How each analysis reads a grid: one feeder per analysis, from a :class:`~posenc.analysis.view.GridView`
-and the analysis's typed options into its library function, which writes into ``out``.
+and the analysis's typed options (analysis/options.py) into its library function, which writes
+its files into ``out``.
 
 A feeder reads only the members of the view that its entry's ``needs`` name
-(analysis/registry.py), so it runs on the grid of any task whose runs carry them.
+(analysis/registry.py), so it runs on the grid of any task whose runs carry them. Every feeder
+takes ``(v, options, out)``: the view of one grid part (one setting; every seed for a pooled
+analysis, one seed otherwise), the analysis's options and the existing folder it writes into.
 """
 
 from __future__ import annotations
@@ -24,7 +27,15 @@ from posenc.analysis import (
     tokenwise,
 )
 from posenc.analysis.common import Buckets, Translate
-from posenc.analysis.options import AnalysisOptions
+from posenc.analysis.options import (
+    BootstrapOptions,
+    LengthOptions,
+    LongSourceOptions,
+    NoOptions,
+    PositionNllOptions,
+    ShiftOptions,
+    SwappedOptions,
+)
 from posenc.analysis.view import GridView
 from posenc.data import settings as data_settings
 from posenc.data.corpora import Pair
@@ -34,28 +45,40 @@ log = logging.getLogger("posenc")
 
 
 def source_buckets(view: GridView, width: int) -> Buckets:
-    """Uniform source-length buckets of ``width`` up to the longest test source of ``view``."""
+    """Uniform source-length buckets up to the longest test source.
+
+    Args:
+        view: the grid part (its test set).
+        width: the buckets' width (``bucket_width``).
+
+    Returns:
+        Buckets of ``width`` from 0; the open-ended last one starts at the longest source rounded
+        down to a multiple of ``width``.
+    """
     longest = max(view.lengths(view.src), default=width)
     return Buckets.uniform(width, max(width, (longest // width) * width))
 
 
-def feed_length_bleu(v: GridView, options: AnalysisOptions, out: Path) -> None:
+def feed_length_bleu(v: GridView, options: LengthOptions, out: Path) -> None:
+    """length_bleu on every method's outputs pooled over the seeds, seen lengths from the training sources."""
     hyps = {m: v.hyps(m) for m in v.methods}
     length_bleu.length_bleu(v.lengths(v.src), v.ref, hyps, out, source_buckets(v, options.bucket_width),
                             baseline=v.baseline, train_lengths=v.train_lengths)
 
 
-def feed_bootstrap(v: GridView, options: AnalysisOptions, out: Path) -> None:
+def feed_bootstrap(v: GridView, options: BootstrapOptions, out: Path) -> None:
+    """The paired bootstrap between every two methods on their outputs pooled over the seeds."""
     significance.bootstrap_table({m: v.hyps(m) for m in v.methods}, v.ref, out, n_samples=options.bootstrap_samples)
 
 
-def feed_length_diff(v: GridView, options: AnalysisOptions, out: Path) -> None:
+def feed_length_diff(v: GridView, options: LengthOptions, out: Path) -> None:
+    """length_diff on every method's output lengths pooled over the seeds."""
     hyp_lengths = {m: v.lengths(v.hyps(m)) for m in v.methods}
     length_diff.length_diff(v.lengths(v.src), v.lengths(v.ref), hyp_lengths, out,
                             source_buckets(v, options.bucket_width), train_lengths=v.train_lengths)
 
 
-def feed_long_sources(v: GridView, options: AnalysisOptions, out: Path) -> None:
+def feed_long_sources(v: GridView, options: LongSourceOptions, out: Path) -> None:
     """Neishi's long-sentence endpoints: sources longer than every training source, per seed."""
     n = len(v.src) // len(v.seeds)  # v.src repeats the test set once per seed
     src_lengths, ref_lengths, longest = v.lengths(v.src[:n]), v.lengths(v.ref[:n]), max(v.train_lengths)
@@ -69,7 +92,9 @@ def feed_long_sources(v: GridView, options: AnalysisOptions, out: Path) -> None:
                               baseline=v.baseline, n_samples=options.bootstrap_samples)
 
 
-def feed_shift_invariance(v: GridView, options: AnalysisOptions, out: Path) -> None:
+def feed_shift_invariance(v: GridView, options: ShiftOptions, out: Path) -> None:
+    """Encoder-state similarity under position offsets on the first ``shift_sentences`` test sources,
+    each in its method's own source format (Transformers only: an RNN encoder has no positions)."""
     n = options.shift_sentences
     models = {m: model for m, model in v.models().items() if isinstance(model, Seq2SeqTransformer)}  # not RNN-NMT
     sources = {m: [s for s, _ in v.pairs(v.src[:n], v.ref[:n], m)] for m in models}
@@ -81,7 +106,7 @@ def _device_list(devices: dict[str, str]) -> str:
     return ", ".join(f"{m}: {d}" for m, d in devices.items())
 
 
-def feed_speed(v: GridView, options: AnalysisOptions, out: Path) -> None:
+def feed_speed(v: GridView, options: NoOptions, out: Path) -> None:
     """Training speed against the baseline, among the runs trained on the baseline's device (wall
     clock compares runs of one machine): the runs trained elsewhere are named under the table, and a
     baseline alone on its device gets a one-line note instead of a table."""
@@ -101,7 +126,7 @@ def feed_speed(v: GridView, options: AnalysisOptions, out: Path) -> None:
                     f"{elsewhere}.\n")
 
 
-def feed_tokenwise(v: GridView, options: AnalysisOptions, out: Path) -> None:
+def feed_tokenwise(v: GridView, options: NoOptions, out: Path) -> None:
     """Gold-token scores of each method against the baseline on the test pairs (SHAPE §4, Fig. 4), binned by
     decoder position and by the token's frequency rank in the training targets: a folder ``tokenwise_<method>``
     per method."""
@@ -114,7 +139,7 @@ def feed_tokenwise(v: GridView, options: AnalysisOptions, out: Path) -> None:
                                 baseline_pairs=v.pairs(v.src, v.ref, base))
 
 
-def feed_position_nll(v: GridView, options: AnalysisOptions, out: Path) -> None:
+def feed_position_nll(v: GridView, options: PositionNllOptions, out: Path) -> None:
     """CAPE Fig. 8 on test pairs stacked until the target has >= ``stack_tokens`` tokens."""
     min_tokens = options.stack_tokens
     pairs = [Pair(s, t) for s, t in zip(v.src, v.ref)]
@@ -128,13 +153,22 @@ def feed_position_nll(v: GridView, options: AnalysisOptions, out: Path) -> None:
 
 
 def training_subsample(v: GridView, n: int, seed: int = 0) -> tuple[list[str], list[str]]:
-    """``n`` training pairs drawn without replacement (fixed seed), in corpus order."""
+    """Training pairs drawn without replacement, in corpus order.
+
+    Args:
+        v: the grid part (its training data).
+        n: how many pairs (all of them when the split has fewer).
+        seed: the draw's seed (fixed: every report draws the same pairs).
+
+    Returns:
+        (sources, targets) of the drawn pairs.
+    """
     src, tgt = v.training_texts()
     keep = sorted(random.Random(seed).sample(range(len(src)), min(n, len(src))))
     return [src[i] for i in keep], [tgt[i] for i in keep]
 
 
-def feed_swapped(v: GridView, options: AnalysisOptions, out: Path) -> None:
+def feed_swapped(v: GridView, options: SwappedOptions, out: Path) -> None:
     """SHAPE Table 1 on a random subsample of the INTERPOLATE *training* data (as the paper: the
     model has seen these groups, so only the order of the sentences is new); ``swapped_pairs``
     sets the size."""

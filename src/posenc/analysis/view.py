@@ -9,12 +9,11 @@ then reads them only through this protocol, so it runs on the grids of any task 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from torch import nn
-
-from posenc.analysis.common import Translate
 
 #: The test split: its sources and references as text, and their lengths in the runs' units.
 TEST_SET = "test_set"
@@ -126,7 +125,7 @@ class GridView(Protocol):
         """(source ids, target ids) in the input format ``method`` was trained with."""
         ...
 
-    def decoder(self, method: str) -> Translate:
+    def decoder(self, method: str) -> Callable[[list[str]], list[str]]:
         """Lines → outputs of ``method``'s model with its run's own decoding settings."""
         ...
 

@@ -154,7 +154,7 @@ def learning_curves_section(exp: ExperimentConfig, results: list[dict[str, Any]]
         names = {f"{r['method']}/seed{r['seed']}": r for r in runs}
         curves = {n: read_valid(run_config(exp, setting, r["method"], r["seed"]).out_dir) for n, r in names.items()}
         out = learning_curves.learning_curves(curves, {n: _status(r) for n, r in names.items()},
-                                                        report / setting / "learning_curves")
+                                              report / setting / "learning_curves")
         md += [f"### {setting}", "", f"![learning curves]({(out / 'learning_curves.png').relative_to(report)})", "",
                (out / "curves.md").read_text(encoding="utf-8"), ""]
     return md

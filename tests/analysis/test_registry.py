@@ -1,21 +1,20 @@
 """The one registry of analyses (analysis/registry.py): typed options validated on construction,
-the previous defaults, and the same registry behind the experiment schema, the report and
-``posenc analyze``."""
+the previous defaults, and the same registry behind the experiment schema and ``posenc analyze``."""
 
 from __future__ import annotations
 
 import argparse
 import inspect
-from types import SimpleNamespace
 
 import pytest
 
 from posenc.analysis import significance
-from posenc.analysis.registry import REGISTRY, LengthOptions, check_options, option_owners
+from posenc.analysis.options import LengthOptions
+from posenc.analysis.registry import REGISTRY, check_options, option_owners
 from posenc.config import load_config
 from posenc.errors import ConfigError
 from posenc.experiments.runner import find_experiment
-from posenc.tasks.translation.experiment import TRANSLATION_ANALYSES, ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig
 from tests.helpers.tiny import assert_one_line_error, cli
 
 #: The defaults tasks/translation/report.py read with ``analysis_options.get(key, default)`` before the registry.
@@ -75,17 +74,25 @@ def test_shipped_experiment_with_a_bad_override_is_one_line(capsys: pytest.Captu
     assert_one_line_error(code, err, "analysis_options.bucket_widht: unknown analysis option")
 
 
-def test_cli_report_and_schema_use_the_one_registry(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_translation_grid_runs_every_registered_analysis(capsys: pytest.CaptureFixture[str]) -> None:
+    """Translation runs carry everything an analysis may need, so its schema asks for every
+    registered analysis by default and refuses an unknown one in one line, and ``posenc analyze``
+    names each with its description."""
     from posenc.cli import analyze
-    from posenc.tasks.translation import report
 
-    assert TRANSLATION_ANALYSES == tuple(REGISTRY)
-    assert list(report.ADAPTERS) == list(REGISTRY)  # one adapter per registered analysis, no other names
+    assert ExperimentConfig(methods={"ape": {}}).analyses == list(REGISTRY)
+    with pytest.raises(ConfigError) as err:
+        ExperimentConfig(methods={"ape": {}}, analyses=["speed", "sped"])
+    assert str(err.value).startswith("experiment.analyses: unknown analysis 'sped' (known: length_bleu, ")
     parser = argparse.ArgumentParser()
     analyze.add_arguments(parser)
     help_text = next(a.help for a in parser._actions if a.dest == "name")
     assert all(f"{k} ({a.description})" in help_text for k, a in REGISTRY.items())
-    code, _, err = cli(capsys, "analyze", "no_such", "-e", "toy")
-    assert_one_line_error(code, err, f"(known: {', '.join(REGISTRY)})")
-    view = SimpleNamespace(exp=SimpleNamespace(analysis_options={"bucket_width": 3}))
-    assert report.SettingView.options(view, "length_diff") == REGISTRY["length_diff"].parse_options({"bucket_width": 3})
+    code, _, err_text = cli(capsys, "analyze", "no_such", "-e", "toy")
+    assert_one_line_error(code, err_text, f"(known: {', '.join(REGISTRY)})")
+
+
+def test_an_analysis_that_compares_methods_is_skipped_on_one() -> None:
+    one, two = ExperimentConfig(methods={"ape": {}}), ExperimentConfig(methods={"ape": {}, "rpe": {}})
+    assert one.skip_reason("bootstrap") == "bootstrap compares at least 2 methods; this experiment has 1"
+    assert two.skip_reason("bootstrap") == "" and one.skip_reason("length_bleu") == ""

@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from posenc.analysis.feeders import feed_position_nll
 from posenc.analysis.position_nll import position_nll
+from posenc.analysis.registry import REGISTRY
 from posenc.config import load_config
 from posenc.data.spm import Tokenizer
 from posenc.tasks.translation.experiment import ExperimentConfig
-from posenc.tasks.translation.report import SettingView, an_position_nll
+from posenc.tasks.translation.report import SettingView
 from tests.experiments.claims import csv_rows
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import cli
@@ -29,7 +31,7 @@ def test_each_model_is_scored_with_its_own_source_format(capsys: pytest.CaptureF
     ape, cape = view.pairs(view.src, view.ref, "ape"), view.pairs(view.src, view.ref, "cape")
     assert cape == [([bos] + a, t) for a, t in ape] and all(a[:1] != [bos] for a, _ in ape)
     with torch.inference_mode():
-        an_position_nll(view, tmp_path / "nll")
+        feed_position_nll(view, REGISTRY["position_nll"].parse_options(exp.analysis_options), tmp_path / "nll")
         src, tgt = _stacked(view)
         position_nll({"cape": view.run("cape").model}, view.pairs(src, tgt, "cape"), tmp_path / "own",
                      bos, view.tok.eos_id, view.tok.pad_id)
@@ -66,18 +68,20 @@ def test_seen_shading_knows_both_training_bounds(tmp_path: Path) -> None:
 
 
 def test_report_shades_by_training_lengths(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from posenc.analysis.feeders import feed_length_bleu, source_buckets
     from posenc.analysis.length_bleu import seen_buckets
     from posenc.data.text import read_lines
-    from posenc.tasks.translation.report import _length_buckets, an_length_bleu
 
     path = write_experiment(tmp_path)
     assert cli(capsys, "experiment", path)[0] == 0
     view = SettingView(load_config(ExperimentConfig, path), "vanilla")
     assert view.train_lengths == [len(view.tok.encode(s)) for s in read_lines(view.data_dir / "train.src")]
-    an_length_bleu(view, tmp_path / "lb")
+    options = REGISTRY["length_bleu"].parse_options(view.exp.analysis_options)
+    feed_length_bleu(view, options, tmp_path / "lb")
     rows = [r for r in csv_rows(tmp_path / "lb" / "length_bleu.csv") if r["model"] == "ape"]
     lengths = [len(view.tok.encode(s)) for s in read_lines(view.data_dir / "test.src")]
-    assert [r["seen"] == "True" for r in rows] == seen_buckets(_length_buckets(view, "length_bleu"), view.train_lengths, None, lengths)
+    assert [r["seen"] == "True" for r in rows] == seen_buckets(source_buckets(view, options.bucket_width),
+                                                               view.train_lengths, None, lengths)
 
 
 def test_interpolate_note_counts_the_shorter_runs_interpolate_keeps() -> None:
@@ -96,8 +100,8 @@ def test_interpolate_note_counts_the_shorter_runs_interpolate_keeps() -> None:
 def test_swapped_uses_a_training_subsample_and_protocol_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Fix 4: SHAPE Table 1 runs on training pairs (a fixed-seed subsample), not the test set;
     fix 6: the report names decoding, checkpoint and BLEU variant."""
+    from posenc.analysis.feeders import training_subsample
     from posenc.data.text import read_lines
-    from posenc.tasks.translation.report import training_subsample
 
     path = write_experiment(tmp_path)
     assert cli(capsys, "experiment", path)[0] == 0
@@ -114,17 +118,6 @@ def test_swapped_uses_a_training_subsample_and_protocol_is_named(capsys: pytest.
     sha = Tokenizer(view.data_dir / "spm.model").identity[:12]
     runs = len(view.exp.methods) * len(view.exp.seeds)  # every run of the setting shares its prepared tokenizer
     assert f"- tokenizer (vanilla): 1 SentencePiece model: `{sha}` ({runs} run{'s' * (runs > 1)})" in text
-
-
-def test_one_registry_of_analyses() -> None:
-    """The schema, the report and `posenc analyze` all use the analysis registry."""
-    from posenc.analysis import ANALYSES, DESCRIPTIONS, REGISTRY
-    from posenc.tasks.translation.experiment import TRANSLATION_ANALYSES
-    from posenc.tasks.translation.report import ADAPTERS
-
-    assert tuple(REGISTRY) == TRANSLATION_ANALYSES
-    assert list(ADAPTERS) == list(REGISTRY)  # one report adapter per registered analysis
-    assert ANALYSES == {k: a.function for k, a in REGISTRY.items()} and set(DESCRIPTIONS) == set(REGISTRY)
 
 
 def test_no_import_circle_between_report_and_runner() -> None:

@@ -4,18 +4,7 @@ Every analysis takes plain data (texts, lengths, token ids, CSV logs) and, where
 internals, models following the Seq2SeqTransformer protocol; it writes CSV + PNG files into
 ``out_dir`` and returns its rows (a list of dicts, the CSV's content before rounding).
 
-:data:`REGISTRY` (analysis/registry.py) holds every analysis with its options schema;
-:data:`ANALYSES` maps a name to its function and :data:`DESCRIPTIONS` to a one-line summary.
+:data:`~posenc.analysis.registry.REGISTRY` holds every analysis: its description, its feeder
+(analysis/feeders.py: how it reads a grid through the :class:`~posenc.analysis.view.GridView`
+protocol), what it needs of the runs and its options schema (analysis/options.py).
 """
-
-from __future__ import annotations
-
-from typing import Callable
-
-from posenc.analysis.registry import REGISTRY, Analysis, AnalysisOptions, check_options
-
-#: Views of :data:`REGISTRY` (name → function, name → description).
-ANALYSES: dict[str, Callable[..., list[dict]]] = {name: a.function for name, a in REGISTRY.items()}
-DESCRIPTIONS: dict[str, str] = {name: a.description for name, a in REGISTRY.items()}
-
-__all__ = ["ANALYSES", "DESCRIPTIONS", "REGISTRY", "Analysis", "AnalysisOptions", "check_options"]

@@ -1,170 +1,161 @@
-"""THE registry of analyses: name → library function, one-line description, typed options and
-whether it runs once on all seeds pooled.
+"""THE registry of analyses: name → what it does, how it reads a grid (its feeder), what it needs
+of the runs, its typed options and how it runs over the seeds.
 
-The experiment schema (``experiment.analyses``, ``experiment.analysis_options``), the report
-(tasks/translation/report.py) and ``posenc analyze`` all take their analyses from :data:`REGISTRY`.
+The experiment schema (``experiment.analyses``, ``experiment.analysis_options``), a task's report
+and ``posenc analyze`` all take their analyses from :data:`REGISTRY`. An analysis fits the grids
+of a task whose runs carry everything it ``needs`` (the task's RunSpec ``carries``; names in
+analysis/view.py): :func:`fitting` refuses any other in one line, and :func:`fitting_names` lists
+those a task's grids run.
 
-An experiment's ``analysis_options`` is one flat mapping shared by its analyses (``bucket_width``
-serves both length analyses); each analysis reads its own fields through its options dataclass
-(:meth:`Analysis.parse_options`), and :func:`check_options` refuses, with a one-line
-:class:`~posenc.errors.ConfigError`, a key that is no analysis's option or a bad value.
+An experiment's ``analysis_options`` is one flat mapping shared by its analyses (analysis/options.py);
+:func:`check_options` refuses, with a one-line :class:`~posenc.errors.ConfigError`, a key that
+is no analysis's option or a bad value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, make_dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from posenc.analysis import length_bleu as _length_bleu
-from posenc.analysis import length_diff as _length_diff
-from posenc.analysis import long_sources as _long_sources
+from posenc.analysis import feeders as _feed
 from posenc.analysis import position_nll as _position_nll
-from posenc.analysis import shift_invariance as _shift_invariance
-from posenc.analysis import significance as _significance
-from posenc.analysis import speed as _speed
-from posenc.analysis import swapped as _swapped
-from posenc.analysis import tokenwise as _tokenwise
-from posenc.config import check_value, from_dict, require, shorten
+from posenc.analysis.options import (
+    WHERE,
+    AnalysisOptions,
+    BootstrapOptions,
+    LengthOptions,
+    LongSourceOptions,
+    NoOptions,
+    PositionNllOptions,
+    ShiftOptions,
+    SwappedOptions,
+)
+from posenc.analysis.view import LOGS, MODELS, OUTPUTS, TEST_SET, TRAINING_DATA, GridView
+from posenc.config import from_dict, shorten
 from posenc.errors import ConfigError
 
-#: Where an option lives in an experiment config (named by every error message).
-WHERE = "experiment.analysis_options"
-
-
-@dataclass(frozen=True)
-class AnalysisOptions:
-    """Base of the options dataclasses: every ``int`` field is a count (an integer >= 1), checked
-    on construction, so a bad value is a one-line ConfigError however the options were made; a
-    subclass checks its other fields in ``__post_init__`` after calling this one."""
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            if f.type in (int, "int"):
-                value = check_value(getattr(self, f.name), int, f"{WHERE}.{f.name}")
-                require(value >= 1, f"{WHERE}.{f.name} must be >= 1, got {value}")
-
-
-@dataclass(frozen=True)
-class NoOptions(AnalysisOptions):
-    """An analysis without options."""
-
-
-def count_option(name: str, option: str, default: int, doc: str) -> type[AnalysisOptions]:
-    """The options dataclass ``name`` of an analysis with one count option (an ``int`` >= 1)."""
-    return make_dataclass(name, [(option, int, default)], bases=(AnalysisOptions,), frozen=True,
-                          namespace={"__doc__": doc, "__module__": __name__})
-
-
-LengthOptions = count_option("LengthOptions", "bucket_width", 10,
-                             "length_bleu, length_diff: width of the source-length buckets (subwords).")
-BootstrapOptions = count_option("BootstrapOptions", "bootstrap_samples", 1000, "bootstrap: paired-bootstrap resamples.")
-PositionNllOptions = count_option("PositionNllOptions", "stack_tokens", 300, "position_nll: test pairs are stacked "
-                                  "until the target has at least this many tokens.")
-SwappedOptions = count_option("SwappedOptions", "swapped_pairs", 10_000,
-                              "swapped: size of the training subsample the groups are drawn from.")
-
-
-@dataclass(frozen=True)
-class LongSourceOptions(AnalysisOptions):
-    """long_sources: paired-bootstrap resamples, and which test outputs it reads: ``beam`` (the
-    runs' scored translations) or ``greedy`` (those of ``experiment.greedy_splits``, the decoding
-    Neishi & Yoshinaga report)."""
-
-    bootstrap_samples: int = 1000
-    outputs: str = "beam"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.outputs in ("beam", "greedy"), f"{WHERE}.outputs must be beam or greedy, got {self.outputs!r}")
-
-
-@dataclass(frozen=True)
-class ShiftOptions(AnalysisOptions):
-    """shift_invariance: test sentences encoded under each position offset, and the offsets
-    (default SHAPE Fig. 2's 0/100/250/500; add offsets inside a SHAPE model's trained shifts, e.g.
-    0/10/20/40 for K = 40, to separate shift invariance from unseen positions)."""
-
-    shift_sentences: int = 100
-    shift_offsets: list[int] = field(default_factory=lambda: list(_shift_invariance.OFFSETS))
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        where = f"{WHERE}.shift_offsets"
-        offsets = check_value(self.shift_offsets, list, where)
-        require(len(offsets) >= 2, f"{where} needs at least two offsets, got {offsets}")
-        for k in offsets:
-            require(check_value(k, int, where) >= 0, f"{where} must be integers >= 0, got {k}")
-        require(len(set(offsets)) == len(offsets), f"{where} has a repeated offset: {offsets}")
+#: What a feeder is: the view of one grid part and the analysis's options → files in the folder.
+Feeder = Callable[[GridView, Any, Path], None]
 
 
 @dataclass(frozen=True)
 class Analysis:
-    """One analysis: its library function, a one-line description (paper figure/table), its
-    options dataclass and whether it reads outputs only (``pooled``: run once on all seeds
-    pooled; the others read model internals or run directories and run once per seed);
-    ``reads_models``: it needs the trained checkpoints (not kept with committed results);
-    ``across_seeds``: for a per-seed analysis, what combines its per-seed outputs (seed → folder)
-    into one table over the seeds, written beside them (``None``: nothing to combine)."""
+    """One analysis.
 
-    function: Callable[..., list[dict]]
+    Attributes:
+        description: one line: what it shows and which paper figure/table it reproduces.
+        feeder: reads a :class:`~posenc.analysis.view.GridView` and the parsed options, and
+            runs the analysis's library function into the output folder.
+        needs: what the runs must carry for the feeder to read them (analysis/view.py).
+        options: its options dataclass (analysis/options.py).
+        pooled: it reads outputs only and runs once on all seeds pooled; otherwise once per seed.
+        min_methods: the fewest methods it compares (fewer: the report skips it with a note).
+        across_seeds: for a per-seed analysis, what combines its per-seed outputs (seed → folder)
+            into one table over the seeds, written beside them (``None``: nothing to combine).
+    """
+
     description: str
+    feeder: Feeder
+    needs: frozenset[str]
     options: type[AnalysisOptions] = NoOptions
     pooled: bool = False
-    reads_models: bool = False
+    min_methods: int = 1
     across_seeds: Callable[[Mapping[int, Path], Path], list[dict]] | None = None
+
+    @property
+    def reads_models(self) -> bool:
+        """Whether it needs the trained models (checkpoints are not kept with committed results)."""
+        return MODELS in self.needs
+
+    def fits(self, carries: Collection[str]) -> bool:
+        """Whether runs that carry ``carries`` hold everything this analysis reads."""
+        return self.needs <= set(carries)
 
     def option_names(self) -> tuple[str, ...]:
         return tuple(f.name for f in fields(self.options))
 
     def parse_options(self, values: Mapping[str, Any]) -> AnalysisOptions:
         """This analysis's options from an experiment's ``analysis_options`` (its own keys; the
-        others belong to other analyses), defaults for the keys not given."""
+        others belong to other analyses), defaults for the keys not given.
+
+        Args:
+            values: the experiment's ``analysis_options``.
+
+        Returns:
+            An instance of :attr:`options`.
+        """
         own = {k: v for k, v in values.items() if k in self.option_names()}
         return from_dict(self.options, own, WHERE)
 
 
+_TEXTS = frozenset({TEST_SET, OUTPUTS})
+
 REGISTRY: dict[str, Analysis] = {
     "length_bleu": Analysis(
-        _length_bleu.length_bleu,
         "BLEU and gain over a baseline by source-length bucket, unseen lengths shaded (SHAPE Fig. 3, Neishi Fig. 3)",
-        LengthOptions, pooled=True),
+        _feed.feed_length_bleu, _TEXTS | {TRAINING_DATA}, LengthOptions, pooled=True),
     "bootstrap": Analysis(
-        _significance.bootstrap_table,
         "pairwise paired-bootstrap significance table between models (Neishi Table 4)",
-        BootstrapOptions, pooled=True),
+        _feed.feed_bootstrap, _TEXTS, BootstrapOptions, pooled=True, min_methods=2),
     "length_diff": Analysis(
-        _length_diff.length_diff,
         "mean output − reference length by source length, output-length histograms (Neishi Fig. 4, 5, 7)",
-        LengthOptions, pooled=True),
+        _feed.feed_length_diff, _TEXTS | {TRAINING_DATA}, LengthOptions, pooled=True),
     "long_sources": Analysis(
-        _long_sources.long_sources,
         "BLEU and output − reference length on sources longer than any training source, each method vs the "
         "baseline by one-sided Welch over seeds and paired bootstrap (Neishi Table 3, Fig. 3-4)",
-        LongSourceOptions, pooled=True),
+        _feed.feed_long_sources, _TEXTS | {TRAINING_DATA}, LongSourceOptions, pooled=True),
     "shift_invariance": Analysis(
-        _shift_invariance.shift_invariance,
         "cosine similarity of encoder states under position offsets (default 0/100/250/500, SHAPE Fig. 2)",
-        ShiftOptions, reads_models=True),
+        _feed.feed_shift_invariance, frozenset({TEST_SET, MODELS}), ShiftOptions),
     "speed": Analysis(
-        _speed.speed,
-        "relative training speed, training time, parameters and learning curves (SHAPE Tables 2/6, Fig. 8-9)"),
+        "relative training speed, training time, parameters and learning curves (SHAPE Tables 2/6, Fig. 8-9)",
+        _feed.feed_speed, frozenset({LOGS})),
     "tokenwise": Analysis(
-        _tokenwise.tokenwise,
         "gold-token log-prob difference by decoder position × token frequency (SHAPE Fig. 4)",
-        reads_models=True),
+        _feed.feed_tokenwise, frozenset({TEST_SET, TRAINING_DATA, MODELS})),
     "position_nll": Analysis(
-        _position_nll.position_nll,
         "mean NLL per target position on stacked test sets, seen vs unseen positions compared over the seeds "
         "(CAPE Fig. 8)",
-        PositionNllOptions, reads_models=True, across_seeds=_position_nll.across_seeds),
+        _feed.feed_position_nll, frozenset({TEST_SET, TRAINING_DATA, MODELS}), PositionNllOptions,
+        across_seeds=_position_nll.across_seeds),
     "swapped": Analysis(
-        _swapped.swapped,
         "BLEU of the first sentence of 10-sentence groups in original vs swapped order, on a training subsample "
         "(SHAPE Table 1)",
-        SwappedOptions, reads_models=True),
+        _feed.feed_swapped, frozenset({TRAINING_DATA, MODELS}), SwappedOptions),
 }
+
+
+def fitting_names(carries: Collection[str]) -> list[str]:
+    """The registered analyses that fit runs carrying ``carries``, in registry order."""
+    return [name for name, analysis in REGISTRY.items() if analysis.fits(carries)]
+
+
+def fitting(name: str, task: str, carries: Collection[str], where: str = "") -> Analysis:
+    """The entry of analysis ``name`` for a grid of ``task``, whose runs carry ``carries``.
+
+    Args:
+        name: a registered analysis.
+        task: the task of the grid (named by the error).
+        carries: what its runs carry (its RunSpec's ``carries``).
+        where: the config key that asked for it, prefixed to the error ("": none).
+
+    Returns:
+        The :class:`Analysis`.
+
+    Raises:
+        ConfigError: one line, for a name not registered or an analysis whose needs the runs lack.
+    """
+    at = f"{where}: " if where else ""
+    analysis = REGISTRY.get(name)
+    if analysis is None:
+        raise ConfigError(f"{at}unknown analysis {name!r} (known: {', '.join(REGISTRY)})")
+    if not analysis.fits(carries):
+        held = ", ".join(sorted(carries)) or "nothing an analysis reads"
+        raise ConfigError(f"{at}analysis {name} does not fit the runs of task {task}: it needs "
+                          f"{', '.join(sorted(analysis.needs))}; they carry {held}")
+    return analysis
 
 
 def option_owners() -> dict[str, list[str]]:

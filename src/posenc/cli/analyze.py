@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from posenc.analysis.registry import REGISTRY
-from posenc.config import load_config
+from posenc.analysis.registry import REGISTRY, fitting
+from posenc.config import load_config, load_yaml
 from posenc.errors import ConfigError
 from posenc.experiments.runner import check_report_dir, find_experiment
+from posenc.experiments.tasks import task_module
 from posenc.runs.ownership import check_outside_posenc_dirs, check_target, write_marker
+from posenc.runs.spec import declared
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.report import run_analysis
 
@@ -31,11 +33,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
 
 
+def carried_by(task: str) -> frozenset[str]:
+    """What the runs of ``task`` carry for the analyses (its RunSpec's ``carries``; its package
+    declares the spec when imported); nothing for a task that declares none."""
+    task_module(task)
+    return next((spec.carries for spec in declared() if spec.task == task), frozenset())
+
+
 def run(args: argparse.Namespace) -> int:
     name = args.name.replace("-", "_")
     if name not in REGISTRY:
         raise ConfigError(f"unknown analysis {args.name!r} (known: {', '.join(REGISTRY)})")
-    exp = load_config(ExperimentConfig, find_experiment(args.experiment), args.overrides)
+    path = find_experiment(args.experiment)
+    task = str(load_yaml(path).get("task", "translation"))
+    fitting(name, task, carried_by(task))  # an analysis the task's runs cannot feed: one line, before anything
+    exp = load_config(ExperimentConfig, path, args.overrides)
     if args.methods is not None:
         chosen = exp.with_methods([label.strip() for label in args.methods.split(",") if label.strip()])
         if list(chosen.methods) != list(exp.methods) and not args.out:

@@ -42,6 +42,9 @@ class RunSpec:
             training and using a model (length caps), not what is prepared: left out of the
             prepared data's fingerprint (:func:`~posenc.runs.fingerprint.data_fingerprint`), so
             prepared data is shared across them.
+        carries: what the task's runs hold for the analyses to read (names of analysis/view.py);
+            an analysis runs on the task's grids when they carry everything it needs. Empty: no
+            analysis reads them.
     """
 
     task: str
@@ -52,6 +55,7 @@ class RunSpec:
     caches: tuple[str, ...] = ()
     scoring_sections: tuple[str, ...] = ()
     data_runtime_keys: frozenset[str] = frozenset()
+    carries: frozenset[str] = frozenset()
 
     def own_children(self) -> dict[str, re.Pattern[str]]:
         """:attr:`run_dirs` with their patterns compiled."""

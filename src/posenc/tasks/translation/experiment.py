@@ -6,15 +6,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from posenc.analysis import REGISTRY as _ANALYSIS_REGISTRY
-from posenc.analysis import check_options
+from posenc.analysis.registry import REGISTRY, check_options, fitting, fitting_names
 from posenc.config import require, require_seeds
 from posenc.experiments.selection import SelectionConfig
+from posenc.tasks.translation.spec import SPEC
 
-#: Analysis names an experiment may ask for: the analysis registry's (one list, not a copy).
-TRANSLATION_ANALYSES = tuple(_ANALYSIS_REGISTRY)
-#: Analyses that compare methods with each other, and how many methods each needs.
-MIN_METHODS = {"bootstrap": 2}
+#: The analyses that fit translation runs (analysis/registry.py, by what the runs carry): every
+#: one an experiment may ask for, and its default.
+TRANSLATION_ANALYSES = tuple(fitting_names(SPEC.carries))
 
 
 @dataclass
@@ -54,10 +53,8 @@ class ExperimentConfig:
         require_seeds(self.seeds, "experiment.seeds")
         require(not self.baseline or self.baseline in self.methods,
                 f"experiment.baseline {self.baseline!r} is not a method label")
-        require(
-            self.task != "translation" or set(self.analyses) <= set(TRANSLATION_ANALYSES),
-            f"experiment.analyses must be among {', '.join(TRANSLATION_ANALYSES)}, got {self.analyses}",
-        )
+        for name in self.analyses:
+            fitting(name, self.task, SPEC.carries, "experiment.analyses")
         check_options(self.analysis_options)
         if self.selection.enabled:
             sel = self.selection
@@ -84,7 +81,7 @@ class ExperimentConfig:
 
     def skip_reason(self, analysis: str) -> str:
         """Why ``analysis`` cannot run on this grid (it is skipped with this note), or ""."""
-        need = MIN_METHODS.get(analysis, 1)
+        need = REGISTRY[analysis].min_methods
         if len(self.methods) < need:
             return f"{analysis} compares at least {need} methods; this experiment has {len(self.methods)}"
         return ""

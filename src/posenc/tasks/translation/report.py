@@ -4,7 +4,6 @@ papers' analyses for each setting, all under ``root/report``."""
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 from collections import Counter
 from collections.abc import Callable
@@ -14,13 +13,8 @@ from typing import Any
 
 import torch
 
-from posenc import analysis
-from posenc.analysis import learning_curves as _learning_curves  # noqa: F401 - analysis.learning_curves
-from posenc.analysis import long_sources as _long_sources  # noqa: F401 - analysis.long_sources
-from posenc.analysis import plots
-from posenc.analysis.common import Buckets
-from posenc.analysis.registry import REGISTRY
-from posenc.data import settings as data_settings
+from posenc.analysis import learning_curves
+from posenc.analysis.registry import REGISTRY, fitting
 from posenc.data.corpora import Pair
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
@@ -29,16 +23,13 @@ from posenc.evaluation.seeds import mean_std
 from posenc.experiments.grid import trained_on
 from posenc.experiments.selection import SelectionConfig, selection_lines
 from posenc.files import atomic_write_text
-from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.tasks.translation.cells import grid, run_config
 from posenc.tasks.translation.convergence import judge_run, read_valid
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.load import LoadedRun, decode_options, load_run
 from posenc.tasks.translation.prepare import load_meta
-from posenc.tasks.translation.spec import TOKENIZER_KEY
+from posenc.tasks.translation.spec import SPEC, TOKENIZER_KEY
 from posenc.training.convergence import CONVERGED, status_of
-
-log = logging.getLogger("posenc")
 
 
 def _cap(r: dict[str, Any]) -> int | None:
@@ -162,8 +153,8 @@ def learning_curves_section(exp: ExperimentConfig, results: list[dict[str, Any]]
         runs = [r for r in results if r["setting"] == setting]
         names = {f"{r['method']}/seed{r['seed']}": r for r in runs}
         curves = {n: read_valid(run_config(exp, setting, r["method"], r["seed"]).out_dir) for n, r in names.items()}
-        out = analysis.learning_curves.learning_curves(curves, {n: _status(r) for n, r in names.items()},
-                                                        report / setting / "learning_curves")
+        out = learning_curves.learning_curves(curves, {n: _status(r) for n, r in names.items()},
+                                              report / setting / "learning_curves")
         md += [f"### {setting}", "", f"![learning curves]({(out / 'learning_curves.png').relative_to(report)})", "",
                (out / "curves.md").read_text(encoding="utf-8"), ""]
     return md
@@ -171,7 +162,8 @@ def learning_curves_section(exp: ExperimentConfig, results: list[dict[str, Any]]
 
 class SettingView:
     """The runs of one setting for ``seeds`` (default: every seed of the experiment), loaded
-    lazily, with the prepared test data.
+    lazily, with the prepared test data: the :class:`~posenc.analysis.view.GridView` that the
+    analyses' feeders read (translation runs carry every group of it, ``spec.SPEC.carries``).
 
     Text analyses see every seed pooled: :attr:`src`/:attr:`ref` repeat the test set once per seed
     and :meth:`hyps` concatenates the seeds' outputs in the same order (so a corpus BLEU is the
@@ -180,8 +172,11 @@ class SettingView:
     :meth:`models`) need a one-seed view: :func:`run_analysis` makes one per seed.
     """
 
+    carries = SPEC.carries
+
     def __init__(self, exp: ExperimentConfig, setting: str, seeds: list[int] | None = None) -> None:
         self.exp, self.setting = exp, setting
+        self.methods, self.baseline = list(exp.methods), exp.baseline_label
         self.seeds = list(seeds) if seeds else list(exp.seeds)
         self.cfgs = {m: run_config(exp, setting, m, self.seeds[0]) for m in exp.methods}
         base_cfg = self.cfgs[exp.baseline_label]
@@ -221,12 +216,12 @@ class SettingView:
             out.append(read_lines(hyp))
         return out
 
-    def options(self, name: str) -> Any:  # noqa: ANN401 - the options dataclass of analysis ``name``
-        """Analysis ``name``'s typed options (analysis/registry.py) from ``experiment.analysis_options``."""
-        return REGISTRY[name].parse_options(self.exp.analysis_options)
+    def model(self, method: str) -> torch.nn.Module:
+        """The trained model of ``method`` (this view's first seed)."""
+        return self.run(method).model
 
     def models(self) -> dict[str, torch.nn.Module]:
-        return {m: self.run(m).model for m in self.exp.methods}
+        return {m: self.model(m) for m in self.exp.methods}
 
     @property
     def train_lengths(self) -> list[int]:
@@ -235,6 +230,20 @@ class SettingView:
         if not hasattr(self, "_train_lengths"):
             self._train_lengths = self.lengths(read_lines(self.data_dir / "train.src"))
         return self._train_lengths
+
+    @property
+    def train_max_target(self) -> int:
+        """The longest training target (subwords), as the prepared data's meta.json records it."""
+        return self.meta["train"]["max_tgt_len"]
+
+    @property
+    def group_size(self) -> int:
+        """INTERPOLATE's sentences per joined group (``data.group`` of the baseline's run)."""
+        return self.cfgs[self.exp.baseline_label].data.group
+
+    def training_texts(self) -> tuple[list[str], list[str]]:
+        """The prepared training sources and targets, in corpus order."""
+        return read_lines(self.data_dir / "train.src"), read_lines(self.data_dir / "train.tgt")
 
     def lengths(self, texts: list[str]) -> list[int]:
         return [len(self.tok.encode(t)) for t in texts]
@@ -250,171 +259,31 @@ class SettingView:
         bos = [self.tok.bos_id] if self.source_bos(method) else []
         return [(bos + self.tok.encode(s), self.tok.encode(t)) for s, t in zip(src, tgt)]
 
-    def pairs_by_method(self, src: list[str], tgt: list[str],
-                        methods: list[str]) -> dict[str, list[tuple[list[int], list[int]]]]:
-        return {m: self.pairs(src, tgt, m) for m in methods}
+    def decoder(self, method: str) -> Callable[[list[str]], list[str]]:
+        """Lines → translations by ``method``'s model with its run's own decoding settings."""
+        from posenc.decoding.translate import translate_lines
 
-
-def _length_buckets(view: SettingView, name: str) -> Buckets:
-    """Uniform source-length buckets of analysis ``name``'s ``bucket_width`` up to the longest source."""
-    width = view.options(name).bucket_width
-    longest = max(view.lengths(view.src), default=width)
-    return Buckets.uniform(width, max(width, (longest // width) * width))
-
-
-def an_length_bleu(v: SettingView, out: Path) -> None:
-    hyps = {m: v.hyps(m) for m in v.exp.methods}
-    analysis.ANALYSES["length_bleu"](v.lengths(v.src), v.ref, hyps, out, _length_buckets(v, "length_bleu"),
-                                     baseline=v.exp.baseline_label, train_lengths=v.train_lengths)
-
-
-def an_bootstrap(v: SettingView, out: Path) -> None:
-    n = v.options("bootstrap").bootstrap_samples
-    analysis.ANALYSES["bootstrap"]({m: v.hyps(m) for m in v.exp.methods}, v.ref, out, n_samples=n)
-
-
-def an_length_diff(v: SettingView, out: Path) -> None:
-    hyp_lengths = {m: v.lengths(v.hyps(m)) for m in v.exp.methods}
-    analysis.ANALYSES["length_diff"](v.lengths(v.src), v.lengths(v.ref), hyp_lengths, out,
-                                     _length_buckets(v, "length_diff"), train_lengths=v.train_lengths)
-
-
-def an_long_sources(v: SettingView, out: Path) -> None:
-    """Neishi's long-sentence endpoints: sources longer than every training source, per seed."""
-    n = len(v.src) // len(v.seeds)  # v.src repeats the test set once per seed
-    src_lengths, ref_lengths, longest = v.lengths(v.src[:n]), v.lengths(v.ref[:n]), max(v.train_lengths)
-    if not analysis.long_sources.long_subset(src_lengths, longest):
-        plots.write_markdown(out / "long_sources.md", [{"note": "No test source is longer than the longest training "
-                                                       f"source ({longest} subwords): nothing to compare."}], ["note"])
-        return
-    options = v.options("long_sources")
-    hyps = {m: v.hyps_by_seed(m, greedy=options.outputs == "greedy") for m in v.exp.methods}
-    hyp_lengths = {m: [v.lengths(h) for h in per_seed] for m, per_seed in hyps.items()}
-    analysis.ANALYSES["long_sources"](src_lengths, v.ref[:n], ref_lengths, hyps, hyp_lengths, out,
-                                      train_max=longest, baseline=v.exp.baseline_label,
-                                      n_samples=options.bootstrap_samples)
-
-
-def an_shift_invariance(v: SettingView, out: Path) -> None:
-    options = v.options("shift_invariance")
-    n = options.shift_sentences
-    models = {m: model for m, model in v.models().items() if isinstance(model, Seq2SeqTransformer)}  # not RNN-NMT
-    sources = {m: [s for s, _ in p] for m, p in v.pairs_by_method(v.src[:n], v.ref[:n], list(models)).items()}
-    analysis.ANALYSES["shift_invariance"](models, sources, out, offsets=options.shift_offsets, pad_id=v.tok.pad_id)
-
-
-def _stored(v: SettingView, method: str) -> dict[str, Any]:
-    """``method``'s results.json in this view (its first seed), {} when it has none."""
-    path = Path(v.cfgs[method].out_dir) / "results.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-
-
-def _params(v: SettingView, method: str) -> int:
-    """``method``'s parameter count: its results.json summary (no checkpoint needed), else its model."""
-    params = _stored(v, method).get("summary", {}).get("params")
-    return params if isinstance(params, int) else sum(p.numel() for p in v.run(method).model.parameters())
-
-
-def _trained_on(v: SettingView, method: str) -> str:
-    """The device ``method``'s run of this view trained on (:func:`~posenc.experiments.grid.trained_on`
-    of its results.json)."""
-    return trained_on(_stored(v, method))
-
-
-def _device_list(devices: dict[str, str]) -> str:
-    """``{"ape": "cpu", "rpe": "cuda"}`` -> ``"ape: cpu, rpe: cuda"`` (the speed note's device listing)."""
-    return ", ".join(f"{m}: {d}" for m, d in devices.items())
-
-
-def an_speed(v: SettingView, out: Path) -> None:
-    """Training speed against the baseline, among the runs trained on the baseline's device (wall
-    clock compares runs of one machine): the runs trained elsewhere are named under the table, and a
-    baseline alone on its device gets a one-line note instead of a table."""
-    devices = {m: _trained_on(v, m) for m in v.exp.methods}
-    base = v.exp.baseline_label
-    same = [m for m in v.exp.methods if devices[m] == devices[base]]
-    elsewhere = _device_list({m: d for m, d in devices.items() if d != devices[base]})
-    if len(same) < 2 and elsewhere:
-        (out / "speed.md").write_text(f"Not compared (seed {v.seeds[0]}): its runs trained on different devices ("
-                                      f"{_device_list(devices)}); wall-clock speed compares runs of one machine.\n",
-                                      encoding="utf-8")
-        return
-    runs = {m: v.cfgs[m].out_dir for m in same}
-    params = {m: _params(v, m) for m in same}
-    analysis.ANALYSES["speed"](runs, out, baseline=base, params=params)
-    if elsewhere:
-        with (out / "speed.md").open("a", encoding="utf-8") as f:
-            f.write(f"\nLeft out (seed {v.seeds[0]}): trained on another device than {base} ({devices[base]}): "
-                    f"{elsewhere}.\n")
-
-
-def an_tokenwise(v: SettingView, out: Path) -> None:
-    """Gold-token scores of each method against the baseline on the test pairs (SHAPE §4, Fig. 4), binned by
-    decoder position and by the token's frequency rank in the training targets: a folder ``tokenwise_<method>``
-    per method."""
-    train_tgt = read_lines(v.data_dir / "train.tgt")
-    counts = analysis.tokenwise.token_counts(v.tok.encode(t) for t in train_tgt)
-    base = v.exp.baseline_label
-    for m in v.exp.methods:
-        if m != base:
-            analysis.ANALYSES["tokenwise"](v.run(m).model, v.run(base).model, v.pairs(v.src, v.ref, m), counts,
-                                           out / f"tokenwise_{m}", v.tok.bos_id, v.tok.eos_id, v.tok.pad_id,
-                                           names=(m, base), baseline_pairs=v.pairs(v.src, v.ref, base))
-
-
-def an_position_nll(v: SettingView, out: Path) -> None:
-    """CAPE Fig. 8 on test pairs stacked until the target has >= ``stack_tokens`` tokens."""
-    min_tokens = v.options("position_nll").stack_tokens
-    pairs = [Pair(s, t) for s, t in zip(v.src, v.ref)]
-    stacked = data_settings.stack(pairs, min_tokens, length_fn=lambda s: len(v.tok.encode(s)))
-    if not stacked:
-        log.warning("position_nll: the test set is too small to stack to %d target tokens", min_tokens)
-        return
-    pairs = v.pairs_by_method([p.src for p in stacked], [p.tgt for p in stacked], list(v.exp.methods))
-    analysis.ANALYSES["position_nll"](v.models(), pairs, out,
-                                      v.tok.bos_id, v.tok.eos_id, v.tok.pad_id,
-                                      train_max=v.meta["train"]["max_tgt_len"])
-
-
-def training_subsample(v: SettingView, n: int, seed: int = 0) -> tuple[list[str], list[str]]:
-    """``n`` training pairs drawn without replacement (fixed seed), in corpus order."""
-    import random
-
-    src, tgt = read_lines(v.data_dir / "train.src"), read_lines(v.data_dir / "train.tgt")
-    keep = sorted(random.Random(seed).sample(range(len(src)), min(n, len(src))))
-    return [src[i] for i in keep], [tgt[i] for i in keep]
-
-
-def an_swapped(v: SettingView, out: Path) -> None:
-    """SHAPE Table 1 on a random 10k-pair subsample of the INTERPOLATE *training* data (as the
-    paper: the model has seen these groups, so only the order of the sentences is new);
-    ``analysis_options.swapped_pairs`` sets the size (default in analysis/registry.py)."""
-    from posenc.decoding.translate import translate_lines
-
-    sep = " <sep> "
-    src, tgt = training_subsample(v, v.options("swapped").swapped_pairs)
-    size = v.cfgs[v.exp.baseline_label].data.group  # full groups only: SHAPE Table 1 moves X1 of X1..X10
-    groups = [analysis.swapped.make_groups(s.split(sep), t.split(sep), size)[0]
-              for s, t in zip(src, tgt) if s.count(sep) == t.count(sep) == size - 1]
-    if not groups:
-        log.info("swapped: setting %s has no <sep>-joined groups; skipped", v.setting)
-        return
-
-    def translator(m: str) -> Callable[[list[str]], list[str]]:
-        r = v.run(m)
+        r = self.run(method)
         return lambda lines: list(translate_lines(r.model, r.tokenizer, lines, **decode_options(r.cfg.decode, r)))
 
-    analysis.ANALYSES["swapped"](groups, {m: translator(m) for m in v.exp.methods}, out)
+    def run_dir(self, method: str) -> Path:
+        """``method``'s run directory of this view's first seed."""
+        return Path(self.cfgs[method].out_dir)
 
+    def _stored(self, method: str) -> dict[str, Any]:
+        """``method``'s results.json in this view (its first seed), {} when it has none."""
+        path = self.run_dir(method) / "results.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
-#: How the report feeds each registered analysis (analysis/registry.py REGISTRY, same names) from
-#: a :class:`SettingView`; not a list of analyses of its own: the names come from the registry.
-ADAPTERS: dict[str, Callable[[SettingView, Path], None]] = {
-    "length_bleu": an_length_bleu, "bootstrap": an_bootstrap, "length_diff": an_length_diff,
-    "long_sources": an_long_sources,
-    "shift_invariance": an_shift_invariance, "speed": an_speed, "tokenwise": an_tokenwise,
-    "position_nll": an_position_nll, "swapped": an_swapped,
-}
+    def device(self, method: str) -> str:
+        """The device ``method``'s run of this view trained on (:func:`~posenc.experiments.grid.trained_on`
+        of its results.json)."""
+        return trained_on(self._stored(method))
+
+    def params(self, method: str) -> int:
+        """``method``'s parameter count: its results.json summary (no checkpoint needed), else its model."""
+        params = self._stored(method).get("summary", {}).get("params")
+        return params if isinstance(params, int) else sum(p.numel() for p in self.model(method).parameters())
 
 
 def run_analysis(exp: ExperimentConfig, setting: str, name: str, out: Path) -> list[str]:
@@ -424,25 +293,26 @@ def run_analysis(exp: ExperimentConfig, setting: str, name: str, out: Path) -> l
     trained models runs on the seeds whose runs keep a checkpoint; for a seed without one, the
     output an earlier report wrote where its models were stays when its ``runs.json`` names the
     same runs as today's (checkpoints are not committed, their analyses are). Returns Markdown lines."""
+    analysis = fitting(name, exp.task, SettingView.carries)
     if exp.skip_reason(name):
         return [f"Skipped: {exp.skip_reason(name)}.", ""]
-    seeds, note = list(exp.seeds), ""
-    if REGISTRY[name].reads_models:
+    seeds, note, options = list(exp.seeds), "", analysis.parse_options(exp.analysis_options)
+    if analysis.reads_models:
         seeds, note = _seeds_with_checkpoints(exp, setting, name)
         kept = kept_seeds(exp, setting, out, [s for s in exp.seeds if s not in seeds])
         note += "".join(f" Seed {s}: kept as the report that had its models wrote it (its runs.json names "
                         f"today's runs of {', '.join(methods)})." for s, methods in kept.items())
         if not seeds:
             return [note.strip(), ""]
-    if REGISTRY[name].pooled:
+    if analysis.pooled:
         out.mkdir(parents=True, exist_ok=True)
         with torch.inference_mode():
-            ADAPTERS[name](SettingView(exp, setting), out)
+            analysis.feeder(SettingView(exp, setting), options, out)
         return [f"All seeds pooled ({', '.join(map(str, exp.seeds))}): each test sentence once per seed.", ""]
     for seed in seeds:
         (out / f"seed{seed}").mkdir(parents=True, exist_ok=True)
         with torch.inference_mode():
-            ADAPTERS[name](SettingView(exp, setting, [seed]), out / f"seed{seed}")
+            analysis.feeder(SettingView(exp, setting, [seed]), options, out / f"seed{seed}")
         if any((out / f"seed{seed}").iterdir()):  # an analysis with nothing to say for this seed writes nothing
             atomic_write_text(out / f"seed{seed}" / RUNS_READ, json.dumps(run_identities(exp, setting, seed), indent=2))
     return [f"One result per seed ({', '.join(f'seed{s}' for s in seeds)}).{note}{_combine_seeds(exp, name, out)}", ""]

@@ -1,10 +1,13 @@
 """What the translation task declares about its runs (:class:`~posenc.runs.spec.RunSpec`): the
 model keys it fills in from the prepared data, the files it writes into a run directory, what
 marks its prepared data, the SentencePiece cache it keeps beside them, its decoding section
-(how a run is scored, never what it is) and the length caps that only say how prepared data is used."""
+(how a run is scored, never what it is), the length caps that only say how prepared data is used
+and what its runs carry for the analyses (every name of analysis/view.py: the report's
+``SettingView`` reads them)."""
 
 from __future__ import annotations
 
+from posenc.analysis.view import CARRIED
 from posenc.runs.spec import RunSpec, declare
 
 #: The run's vocabulary (a copy of its prepared data's), so a moved run directory translates on its own.
@@ -27,4 +30,5 @@ SPEC = declare(RunSpec(
     caches=(SPM_CACHE_NAME,),
     scoring_sections=("decode",),
     data_runtime_keys=frozenset({"max_source_len", "max_train_len"}),
+    carries=frozenset(CARRIED),
 ))

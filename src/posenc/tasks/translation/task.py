@@ -21,7 +21,7 @@ from posenc.data.batching import Batch
 from posenc.data.spm import Tokenizer
 from posenc.errors import ConfigError
 from posenc.files import atomic_write_bytes
-from posenc.tasks.base import run_task
+from posenc.tasks.base import Task, run_task
 from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.prepare import load_meta, prepare
 from posenc.tasks.translation.spec import TOKENIZER_KEY, VOCAB_FILE, VOCAB_KEY
@@ -68,7 +68,7 @@ class _Splits:
     signal: str  # which validation pairs those are, for the summary
 
 
-class TranslationTask:
+class TranslationTask(Task):
     """:class:`~posenc.tasks.base.Task` for sentence-level translation scored by BLEU/chrF.
     ``posenc train`` is ``run_task(TranslationTask(splits=()), cfg)``."""
 

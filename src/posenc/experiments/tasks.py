@@ -1,12 +1,13 @@
-"""Which task runs an experiment: the ``task:`` key of its YAML, looked up by module, never by a
-list of names here (a new task is one package; nothing in posenc changes).
+"""Which task runs an experiment or a run: the ``task:`` key of its YAML, looked up by module,
+never by a list of names here (a new task is one package; nothing in posenc changes).
 
 ``task: NAME`` is the package ``posenc.tasks.NAME``; a dotted ``task: pkg.module`` (e.g.
 ``tests.dummy_task``) is that module. The module's ``TASK`` is its experiment side, an
 :class:`ExperimentTask`: the experiment and run schemas, the grid's cells and each cell's run
 config, whether a finished cell is still fresh, how to bring a cell up to date, its summary line,
-the report and the optional stages (data checks and preparation, merged cells, a selection sweep);
-``posenc train`` trains one run of it (:meth:`ExperimentTask.new_task`). Every task is entered the same way: its ``TASK`` through the shared grid runner.
+the report and the optional stages (data checks and preparation, merged cells, a selection sweep).
+Every task is entered the same way: its ``TASK`` through the shared grid runner, and one run of it
+through ``posenc train`` (:meth:`ExperimentTask.new_task` and :attr:`ExperimentTask.run_config`).
 """
 
 from __future__ import annotations

@@ -91,8 +91,8 @@ class MethodsExperimentConfig:
 class MethodsGrid(ExperimentTask):
     """:class:`~posenc.experiments.tasks.ExperimentTask` of a methods × seeds grid. A task sets
     ``experiment_config`` and ``run_config`` (its schemas; a run config has a ``data`` section,
-    :meth:`data_check`'s argument) and defines ``new_task``,
-    ``summary_line`` and ``report``; :meth:`results` may add to a cell's results."""
+    :meth:`data_check`'s argument) and defines ``new_task``, ``summary_line`` and ``report``;
+    :meth:`results` may add to a cell's results."""
 
     experiment_config: ClassVar[type] = MethodsExperimentConfig
 

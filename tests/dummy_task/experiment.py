@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc.config import apply_mapping, from_dict
-from posenc.experiments.tasks import Cell
+from posenc.experiments.tasks import Cell, ExperimentTask
 from posenc.runs.fingerprint import describe_diff, fingerprint
 from posenc.runs.same_run import Verdict
 from posenc.tasks.base import run_task
@@ -30,8 +30,12 @@ class DummyExperimentConfig:
         return Path(self.out_dir or f"runs/{self.name}")
 
 
-class DummyExperiment:
+class DummyExperiment(ExperimentTask):
     experiment_config = DummyExperimentConfig
+    run_config = DummyConfig
+
+    def new_task(self) -> DummyTask:
+        return DummyTask()
 
     def cells(self, exp: DummyExperimentConfig) -> list[Cell]:
         return [Cell(s, m, seed) for s in exp.settings for m in exp.methods for seed in exp.seeds]
@@ -51,7 +55,7 @@ class DummyExperiment:
 
     def run_cell(self, exp: DummyExperimentConfig, cell: Cell, verdict: Verdict | None, old: dict[str, Any] | None) -> dict[str, Any]:
         cfg = self.cell_config(exp, cell)
-        run = run_task(DummyTask(), cfg)
+        run = run_task(self.new_task(), cfg)
         return {"setting": cell[0], "method": cell[1], "seed": cell[2], "summary": run.summary, "metrics": run.metrics,
                 "record": fingerprint(cfg)}
 

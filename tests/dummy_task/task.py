@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from posenc.runs.spec import RunSpec
+from posenc.tasks.base import Task
 from posenc.training.config import TrainConfig
 from posenc.training.loss import LossOutput
 
@@ -64,7 +65,7 @@ def examples(cfg: DummyConfig, offset: int, count: int) -> tuple[Tensor, Tensor]
     return x, x @ w + cfg.data.noise * torch.randn(count, generator=g)
 
 
-class DummyTask:
+class DummyTask(Task):
     """:class:`posenc.tasks.base.Task` of the dummy regression."""
 
     name = "tests.dummy_task"

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from posenc.config import load_config
+from posenc.decoding.loaded import source_bos
 from posenc.experiments.runner import find_experiment
 from posenc.tasks.translation.cells import run_config
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.prepare import TOKENIZERS_DIR, prepare
 from posenc.tasks.translation.task import TranslationTask
-from posenc.tasks.translation.train import source_bos
 
 ROOT = Path(__file__).resolve().parents[2]
 GRIDS = ("multi30k_select", "multi30k_position_nll")

@@ -12,8 +12,9 @@ import pytest
 
 from posenc.config import load_config, load_yaml
 from posenc.experiments.runner import Grid, find_experiment
-from posenc.tasks.translation.convergence import read_valid, run_status
+from posenc.tasks.translation.convergence import run_status
 from posenc.training.convergence import CONVERGED, convergence
+from posenc.training.logging import read_valid
 from posenc.training.stopping import is_flat
 
 

@@ -12,7 +12,7 @@ import torch
 from posenc.data.batching import Batch, collate, token_batches
 from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.tasks.translation.task import Seq2SeqLoss
+from posenc.models.seq2seq_loss import Seq2SeqLoss
 from posenc.training import TrainConfig, Trainer, TrainResult
 from posenc.training.checkpoint import Checkpoint, latest_checkpoint, list_checkpoints, load_checkpoint
 from posenc.training.loss import LossOutput

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.tasks.translation.task import Seq2SeqLoss
+from posenc.models.seq2seq_loss import Seq2SeqLoss
 from posenc.training.compiled import capture_blockers
 from tests.conftest import tiny_config
 from tests.helpers.lm import tiny_lm

@@ -5,7 +5,7 @@ import torch
 from safetensors.torch import save_file
 
 from posenc.errors import CheckpointError
-from posenc.tasks.translation.task import Seq2SeqLoss
+from posenc.models.seq2seq_loss import Seq2SeqLoss
 from posenc.training import (
     average_checkpoints,
     checkpoint_name,

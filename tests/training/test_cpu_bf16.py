@@ -119,7 +119,7 @@ def test_a_bf16_step_is_close_to_the_fp32_step_on_a_fixed_batch() -> None:
     torch.manual_seed(0)
     cfg = ModelConfig.from_preset("transformer-tiny", vocab_size=40, d_model=64, heads=4, d_ff=128, dropout=0.0)
     from posenc.models.seq2seq import Seq2SeqTransformer
-    from posenc.tasks.translation.task import Seq2SeqLoss
+    from posenc.models.seq2seq_loss import Seq2SeqLoss
 
     fp32_model = Seq2SeqTransformer(cfg, pad_id=PAD)
     bf16_model = copy.deepcopy(fp32_model)

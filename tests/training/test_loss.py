@@ -2,7 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posenc.tasks.translation.task import Seq2SeqLoss
+from posenc.models.seq2seq_loss import Seq2SeqLoss
 from posenc.training import label_smoothed_nll
 from tests.helpers.training import PAD, batch_of, random_pairs, tiny_model
 

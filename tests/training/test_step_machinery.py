@@ -13,7 +13,7 @@ from typing import Iterator
 import pytest
 import torch
 
-from posenc.tasks.translation.task import Seq2SeqLoss
+from posenc.models.seq2seq_loss import Seq2SeqLoss
 from posenc.training import TrainConfig, Trainer, load_checkpoint, precision
 from posenc.training.checkpoint import load_optimizer_state
 from posenc.training.compiled import forward_loss, resolve_compile, unwrap_compiled

@@ -6,7 +6,7 @@ import torch
 
 from posenc.config import from_dict
 from posenc.errors import CheckpointError, ConfigError
-from posenc.tasks.translation.task import Seq2SeqLoss
+from posenc.models.seq2seq_loss import Seq2SeqLoss
 from posenc.training import TrainConfig, Trainer, load_checkpoint
 from tests.helpers.cuda import cuda_only
 from tests.helpers.training import (

@@ -29,13 +29,13 @@ import torch
 
 from posenc.analysis.common import gold_logprobs
 from posenc.data.text import read_lines
+from posenc.decoding.loaded import LoadedRun, tuned_alpha
 from posenc.decoding.search import gnmt_length_penalty
 from posenc.decoding.translate import translate_lines as native_lines
 from posenc.evaluation.metrics import corpus_scores
 from posenc.serving.ctranslate2 import export_run
 from posenc.serving.exported import load_export
-from posenc.tasks.translation.load import LoadedRun, decode_options, load_run, split_files
-from posenc.tasks.translation.tuning import tuned_alpha
+from posenc.tasks.translation.load import decode_options, load_run, split_files
 
 
 def options(run: LoadedRun, alpha: float | None, beam: int | None) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from posenc.bench.core import BenchConfig
 from posenc.data.batching import Batch, collate, token_batches
 from posenc.models.config import ModelConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
-from posenc.tasks.translation.task import Seq2SeqLoss
+from posenc.models.seq2seq_loss import Seq2SeqLoss
 from posenc.training import TrainConfig, Trainer
 
 PAD, BOS, EOS = 0, 2, 3

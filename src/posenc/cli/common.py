@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import torch
 
-from posenc.config import load_config
+from posenc.config import from_dict, load_yaml, merge_overrides, shorten
 from posenc.errors import ConfigError
+from posenc.experiments.tasks import ExperimentTask, find_task
 from posenc.positions.config import METHOD_ALIASES, MODEL_ALIASES
-from posenc.tasks.translation.config import RunConfig
+
+#: The task of a run config without a ``task:`` key.
+DEFAULT_TASK = "translation"
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,9 +27,36 @@ def documented_methods() -> str:
     return f"{', '.join(names)}, or combinations such as ape+shaw, ape+rpe, rnn+shape"
 
 
-def run_config(args: argparse.Namespace) -> RunConfig:
+def run_config(args: argparse.Namespace) -> tuple[ExperimentTask, Any]:
+    """The task and the run config of ``--config FILE`` and the ``KEY=VALUE`` overrides.
+
+    The task is the config's ``task:`` key (a ``task=NAME`` override wins; default translation),
+    found as ``posenc experiment`` finds it (:func:`~posenc.experiments.tasks.find_task`); the rest
+    is validated by that task's run schema.
+
+    Args:
+        args: the parsed command line (``config``, ``overrides``).
+
+    Returns:
+        ``(task, cfg)``: the task's experiment side (its ``new_task()`` trains ``cfg``) and the run config.
+
+    Raises:
+        ConfigError: one line, for an unknown task or a bad config.
+    """
+    data = load_yaml(args.config) if args.config is not None else {}
+    ref = data.pop("task", DEFAULT_TASK)
+    overrides = []
+    for text in args.overrides:
+        key, _, value = text.partition("=")
+        if key.strip() == "task":
+            ref = value.strip()
+        else:
+            overrides.append(text)
+    if not isinstance(ref, str) or not ref:
+        raise ConfigError(f"task: a task name or module path, got {shorten(ref)}")
+    task = find_task(ref)
     try:
-        return load_config(RunConfig, args.config, args.overrides)
+        return task, from_dict(task.run_config, merge_overrides(data, overrides, task.run_config))
     except ConfigError as err:
         if "unknown position method" in str(err):
             raise ConfigError(f"{err}; documented names: {documented_methods()}") from None

@@ -20,7 +20,7 @@ from posenc.processes import interrupt_exit_code
 #: name → module path; each module defines ``add_arguments(parser)`` and ``run(args) -> int``.
 COMMANDS: dict[str, tuple[str, str]] = {
     "prepare": ("posenc.cli.prepare", "build a prepared data directory (corpus, setting, SentencePiece)"),
-    "train": ("posenc.cli.train", "train a translation model (single process or under torchrun)"),
+    "train": ("posenc.cli.train", "train one run of any task (the config's task: key, default translation)"),
     "translate": ("posenc.cli.translate", "translate a file with a trained run (beam search, streaming)"),
     "evaluate": ("posenc.cli.evaluate", "detokenized sacreBLEU and chrF of a hypothesis file"),
     "average": ("posenc.cli.average", "average the last N checkpoints of a run"),

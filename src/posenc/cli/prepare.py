@@ -6,9 +6,11 @@ import argparse
 from pathlib import Path
 
 from posenc.cli.common import add_config_arguments, run_config
+from posenc.errors import ConfigError
 from posenc.files import os_errors
 from posenc.runs.lock import LOCK_NAME, exclusive
 from posenc.runs.ownership import check_free_target
+from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.prepare import load_meta, prepare
 
 
@@ -24,7 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = run_config(args)
+    _, cfg = run_config(args)
+    if not isinstance(cfg, RunConfig):
+        raise ConfigError(f"posenc prepare builds translation data; a {type(cfg).__name__} run prepares its own "
+                          "data when it trains (posenc train)")
     out = Path(args.out) if args.out else Path(cfg.out_dir) / "data"
     if not args.out:
         check_free_target(cfg.out_dir, "run")

@@ -1,4 +1,8 @@
-"""``posenc train --config FILE [KEY=VALUE ...]``: prepare (if needed) and train; torchrun-ready."""
+"""``posenc train --config FILE [KEY=VALUE ...]``: train one run of any task, the one way every
+run trains (:func:`~posenc.tasks.base.run_task`); torchrun-ready.
+
+The task is the config's ``task:`` key (or a ``task=NAME`` override), the key ``posenc experiment``
+reads; without one, translation (which prepares its data first if needed)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import json
 
 from posenc.cli.common import add_config_arguments, run_config
 from posenc.files import os_errors
-from posenc.tasks.translation.task import train_run
+from posenc.tasks.base import run_task
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,8 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = run_config(args)
+    task, cfg = run_config(args)
     with os_errors(f"a file in {cfg.out_dir}"):  # a read-only or full disk: one line, not a traceback
-        summary = train_run(cfg, resume=not args.no_resume)
+        summary = run_task(task.new_task(), cfg, resume=not args.no_resume).summary
     print(json.dumps(summary, indent=2))
     return 0

@@ -31,14 +31,14 @@ import torch
 from tqdm import tqdm
 
 from posenc.cli.common import check_device
+from posenc.decoding.config import DecodeConfig
+from posenc.decoding.loaded import LoadedRun, tuned_alpha
 from posenc.decoding.translate import MAX_BEAM, read_lines_lazily, read_stdin_lines, translate_lines, write_translations
 from posenc.errors import ConfigError
 from posenc.files import os_errors
 from posenc.runs.lock import exclusive
 from posenc.runs.ownership import check_user_output
-from posenc.tasks.translation.config import DecodeConfig
-from posenc.tasks.translation.load import SPLITS, LoadedRun, decode_options, load_run, translate_split
-from posenc.tasks.translation.tuning import tuned_alpha
+from posenc.tasks.translation.load import SPLITS, decode_options, load_run, translate_split
 
 log = logging.getLogger("posenc")
 #: Seconds between progress lines when stderr is not a terminal.

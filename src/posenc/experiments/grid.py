@@ -89,10 +89,9 @@ class Grid:
 
     def check_data(self, cells: list[Cell]) -> None:
         """The task's check that the data of ``cells`` are at hand (a one-line DataError naming what
-        is missing), before any run or worker starts; tasks without data to check define none."""
-        check = getattr(self.task, "check_data", None)
-        if check is not None and cells:
-            check(self.exp, cells)
+        is missing), before any run or worker starts (by default a task checks nothing)."""
+        if cells:
+            self.task.check_data(self.exp, cells)
 
     def todo(self, cells: list[Cell] | None = None) -> list[Cell]:
         """The cells (of ``cells``, default every one) that are not fresh: those a run would train
@@ -102,9 +101,7 @@ class Grid:
 
     def prepare(self, cells: list[Cell]) -> None:
         """The task's preparation of ``cells`` before any runs (e.g. data prepared once per setting)."""
-        prepare = getattr(self.task, "prepare", None)
-        if prepare is not None:
-            prepare(self.exp, cells)
+        self.task.prepare(self.exp, cells)
 
     def report(self, results: list[dict[str, Any]]) -> Path:
         """The task's report of ``results``; returns its directory."""

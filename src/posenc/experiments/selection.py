@@ -6,7 +6,8 @@ The experiment YAML's ``selection:`` block names the dotted run-config ``key`` t
 ``values``, the ``method`` label whose overrides it extends (that method of the test grid then gets
 the chosen value; pinned values are simply other methods, e.g. ``shape-k500``), the ``setting`` and
 ``seeds`` it is chosen on and the validation ``metric``. The runner knows no task: the task
-supplies three hooks —
+overrides three methods of :class:`~posenc.experiments.tasks.ExperimentTask` (by default a task
+has no selection stage) —
 
 * ``selection_experiment(exp, sel) -> sub``: the sweep as an experiment of the task's own schema, one
   method per value, scored on validation data only (translation: ``splits: [valid]``, no analyses);

@@ -1,15 +1,18 @@
-"""Which task runs an experiment: the ``task:`` key of its YAML, looked up by module, never by a
-list of names here (a new task is one package; nothing in posenc changes).
+"""Which task runs an experiment or a run: the ``task:`` key of its YAML, looked up by module,
+never by a list of names here (a new task is one package; nothing in posenc changes).
 
 ``task: NAME`` is the package ``posenc.tasks.NAME``; a dotted ``task: pkg.module`` (e.g.
 ``tests.dummy_task``) is that module. The module's ``TASK`` is its experiment side, an
-:class:`ExperimentTask`: the experiment schema, the grid's cells and each cell's run config,
-whether a finished cell is still fresh, how to bring a cell up to date, its summary line and the
-report. Every task is entered the same way: its ``TASK`` through the shared grid runner.
+:class:`ExperimentTask`: the experiment and run schemas, the grid's cells and each cell's run
+config, whether a finished cell is still fresh, how to bring a cell up to date, its summary line,
+the report and the optional stages (data checks and preparation, merged cells, a selection sweep).
+Every task is entered the same way: its ``TASK`` through the shared grid runner, and one run of it
+through ``posenc train`` (:meth:`ExperimentTask.new_task` and :attr:`ExperimentTask.run_config`).
 """
 
 from __future__ import annotations
 
+import abc
 import functools
 import importlib
 import importlib.util
@@ -17,7 +20,7 @@ import pkgutil
 import re
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NamedTuple, Protocol
+from typing import Any, ClassVar, NamedTuple
 
 from posenc.errors import ConfigError
 from posenc.runs.same_run import Verdict
@@ -36,49 +39,187 @@ class Cell(NamedTuple):
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
-class ExperimentTask(Protocol):
-    """The experiment side of a task: what :mod:`posenc.experiments.runner` asks of it."""
+class ExperimentTask(abc.ABC):
+    """The experiment side of a task: everything :mod:`posenc.experiments.runner` (and its
+    scheduler, queue and merge) asks of it, declared here. A task's ``TASK`` subclasses it, defines
+    the abstract methods and overrides the hooks it needs (the others keep their defaults)."""
 
     #: The experiment schema (a dataclass with ``task``, ``root``, methods and seeds).
-    experiment_config: type
+    experiment_config: ClassVar[type]
+    #: The schema of one run (a cell's config; what ``posenc train`` reads).
+    run_config: ClassVar[type]
 
+    # ------------------------------------------------------------------ what every task defines
+    @abc.abstractmethod
+    def new_task(self) -> Any:
+        """A fresh :class:`~posenc.tasks.base.Task` that trains one run of :attr:`run_config`
+        (``posenc train``; one per cell).
+
+        Returns:
+            The task object.
+        """
+
+    @abc.abstractmethod
     def cells(self, exp: Any) -> list[Cell]:
-        """Every cell of the grid, in report order."""
-        ...
+        """Every cell of the grid.
 
+        Args:
+            exp: the experiment config (an :attr:`experiment_config`).
+
+        Returns:
+            The cells, in report order.
+        """
+
+    @abc.abstractmethod
     def cell_config(self, exp: Any, cell: Cell) -> Any:
-        """The validated run config of ``cell``; its ``out_dir`` is the cell's run directory."""
-        ...
+        """The validated run config of ``cell``.
 
+        Args:
+            exp: the experiment config.
+            cell: one of :meth:`cells`.
+
+        Returns:
+            The run config (a :attr:`run_config`); its ``out_dir`` is the cell's run directory.
+        """
+
+    @abc.abstractmethod
     def verdict(self, exp: Any, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
-        """How the cell's stored ``results`` (None: none yet) relate to the current config;
-        None when the cell has to run (no results, nothing stale)."""
-        ...
+        """How the cell's stored results relate to the current config.
 
+        Args:
+            exp: the experiment config.
+            cell: the cell.
+            results: its stored ``results.json`` (None: none yet).
+
+        Returns:
+            The verdict, or None when the cell has to run (no results, nothing stale).
+        """
+
+    @abc.abstractmethod
     def run_cell(self, exp: Any, cell: Cell, verdict: Verdict | None, old: dict[str, Any] | None) -> dict[str, Any]:
-        """Train (resuming) and/or evaluate the cell; its results (the runner stores them)."""
-        ...
+        """Train (resuming) and/or evaluate the cell.
 
+        Args:
+            exp: the experiment config.
+            cell: the cell.
+            verdict: its :meth:`verdict` (None: it has to run).
+            old: its stored results (None: none).
+
+        Returns:
+            Its results, JSON-safe (the runner stores them).
+        """
+
+    @abc.abstractmethod
     def summary_line(self, exp: Any, result: dict[str, Any]) -> str:
-        """One line printed as a run finishes."""
-        ...
+        """One line printed as a run finishes.
 
+        Args:
+            exp: the experiment config.
+            result: the cell's results.
+
+        Returns:
+            The line.
+        """
+
+    @abc.abstractmethod
     def report(self, exp: Any, results: list[dict[str, Any]]) -> Path:
-        """Write the report of the grid from ``results`` (every cell's; with ``--report-only`` only
-        the fresh cells', possibly none of a setting or method); return its directory."""
-        ...
+        """Write the report of the grid.
+
+        Args:
+            exp: the experiment config.
+            results: every cell's results (with ``--report-only`` only the fresh cells', possibly
+                none of a setting or method).
+
+        Returns:
+            The report's directory.
+        """
+
+    # ------------------------------------------------------------------ hooks, with defaults
+    def check_data(self, exp: Any, cells: list[Cell]) -> None:
+        """Check that the data of ``cells`` are at hand, before any run or worker starts.
+
+        Args:
+            exp: the experiment config.
+            cells: the cells about to run.
+
+        Raises:
+            DataError: one line naming what is missing (default: nothing to check).
+        """
+        return None
+
+    def prepare(self, exp: Any, cells: list[Cell]) -> None:
+        """Prepare what ``cells`` share before any of them runs (e.g. data prepared once per
+        setting; default: nothing).
+
+        Args:
+            exp: the experiment config.
+            cells: the cells about to run.
+        """
+        return None
+
+    def check_carried(self, exp: Any, cell: Cell, results: dict[str, Any], run_dir: Path) -> tuple[str, str | None]:
+        """Judge the scores of a cell trained elsewhere and brought back (``posenc experiment --merge``).
+
+        Args:
+            exp: the experiment config.
+            cell: the cell.
+            results: the results it carries.
+            run_dir: its carried run directory.
+
+        Returns:
+            ``(what became of its scores, why they do not hold here or None)``; by default they
+            are taken as carried (a task whose runs carry no outputs to recompute them from).
+        """
+        return "scores as carried: its task carries no outputs to recompute them from", None
+
+    def selection_experiment(self, exp: Any, sel: Any) -> Any:
+        """The validation sweep of a ``selection:`` block (:mod:`posenc.experiments.selection`).
+
+        Args:
+            exp: the experiment config.
+            sel: its resolved :class:`~posenc.experiments.selection.SelectionConfig`.
+
+        Returns:
+            The sweep, an experiment of the same schema: one method per value, scored on
+            validation data only. By default a task has no selection stage (a one-line ConfigError).
+        """
+        raise ConfigError(f"experiment task {exp.task!r} has no selection stage")
+
+    def selection_score(self, result: dict[str, Any], metric: str) -> float:
+        """A sweep cell's validation ``metric``.
+
+        Args:
+            result: the sweep cell's results.
+            metric: the selection's metric name.
+
+        Returns:
+            Its value.
+        """
+        raise ConfigError("this experiment task has no selection stage")
+
+    def with_selection(self, exp: Any, value: Any) -> Any:
+        """The test grid with the chosen value.
+
+        Args:
+            exp: the experiment config.
+            value: the chosen value of ``selection.key``.
+
+        Returns:
+            ``exp`` with ``value`` in the selected method's overrides.
+        """
+        raise ConfigError(f"experiment task {exp.task!r} has no selection stage")
 
 
 def task_module(ref: str) -> ModuleType:
     """The module of ``task: ref`` (``posenc.tasks.<ref>`` for a bare name), else a one-line error."""
     name = f"posenc.tasks.{ref}" if ref.isidentifier() else ref
     if not _MODULE.match(ref) or (ref.isidentifier() and ref not in known_tasks()):
-        raise ConfigError(f"experiment task must be one of {', '.join(known_tasks())} or a module path, got {ref!r}")
+        raise ConfigError(f"task must be one of {', '.join(known_tasks())} or a module path, got {ref!r}")
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as err:
         if err.name and name.startswith(err.name):
-            raise ConfigError(f"experiment task must be one of {', '.join(known_tasks())} or a module path, "
+            raise ConfigError(f"task must be one of {', '.join(known_tasks())} or a module path, "
                               f"got {ref!r}") from None
         raise
 

@@ -34,6 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from posenc.data.spm import Tokenizer
+from posenc.decoding.loaded import LoadedRun, tuned_alpha
 from posenc.errors import ConfigError
 from posenc.files import atomic_write_text, new_dir_mode, replacement_mode
 from posenc.models.attention import MultiHeadAttention
@@ -46,8 +47,6 @@ from posenc.runs.ownership import (
     write_marker,
 )
 from posenc.serving.validate import file_checksums
-from posenc.tasks.translation.load import LoadedRun
-from posenc.tasks.translation.tuning import tuned_alpha
 
 #: ``posenc export --quantization`` → CTranslate2's weight type (``bf16`` is an alias).
 QUANTIZATIONS = {"float32": "float32", "int8": "int8", "bfloat16": "bfloat16", "bf16": "bfloat16"}

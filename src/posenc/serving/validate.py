@@ -25,11 +25,11 @@ from typing import Any
 
 from posenc.config import from_dict
 from posenc.data.spm import BOS_ID, EOS_ID, UNK_ID
+from posenc.decoding.config import DecodeConfig
 from posenc.decoding.translate import MAX_BEAM, MIN_SOURCE_LEN
 from posenc.errors import ConfigError
 from posenc.files import sha256_of
 from posenc.runs.ownership import EXPORT_MANIFEST
-from posenc.tasks.translation.config import DecodeConfig
 
 #: The files of an export whose size and sha256 ``posenc export`` records (:func:`file_checksums`).
 CHECKED_FILES = ("config.json", "model.bin", "spm.model")

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from posenc.config import apply_mapping, from_dict, load_yaml, require, require_seeds
-from posenc.experiments.tasks import Cell
+from posenc.experiments.tasks import Cell, ExperimentTask
 from posenc.runs.same_run import RunRecord, Verdict, same_run
-from posenc.tasks.base import Task, TaskRun, run_task
+from posenc.tasks.base import TaskRun, run_task
 
 log = logging.getLogger("posenc")
 
@@ -88,17 +88,13 @@ class MethodsExperimentConfig:
         return Path(self.out_dir or f"runs/{self.name}")
 
 
-class MethodsGrid:
+class MethodsGrid(ExperimentTask):
     """:class:`~posenc.experiments.tasks.ExperimentTask` of a methods × seeds grid. A task sets
-    ``experiment_config`` and ``run_config`` (its schemas) and defines :meth:`new_task`,
-    :meth:`summary_line` and :meth:`report`; :meth:`results` may add to a cell's results."""
+    ``experiment_config`` and ``run_config`` (its schemas; a run config has a ``data`` section,
+    :meth:`data_check`'s argument) and defines ``new_task``, ``summary_line`` and ``report``;
+    :meth:`results` may add to a cell's results."""
 
-    experiment_config: type[MethodsExperimentConfig] = MethodsExperimentConfig
-    run_config: type = object
-
-    def new_task(self) -> Task:
-        """A fresh task object (one per cell)."""
-        raise NotImplementedError
+    experiment_config: ClassVar[type] = MethodsExperimentConfig
 
     def cells(self, exp: MethodsExperimentConfig) -> list[Cell]:
         return [Cell(exp.task, method, seed) for method in exp.methods for seed in exp.seeds]
@@ -152,9 +148,3 @@ class MethodsGrid:
     def results(self, done: dict[str, Any], run: TaskRun) -> dict[str, Any]:
         """A cell's results; a task may add to them (default: unchanged)."""
         return done
-
-    def summary_line(self, exp: MethodsExperimentConfig, result: dict[str, Any]) -> str:
-        raise NotImplementedError
-
-    def report(self, exp: MethodsExperimentConfig, results: list[dict[str, Any]]) -> Path:
-        raise NotImplementedError

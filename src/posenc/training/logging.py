@@ -7,13 +7,15 @@ ranks), ``tokens_per_s`` the interval's throughput. ``valid.csv``: step, loss, p
 task's ``train.metric_every`` metric, e.g. BLEU; empty when not computed; runs before the rename
 call it ``bleu``), wall_s. ``wall_s`` is training time (validation and checkpointing excluded),
 so validation perplexity/BLEU against steps and against wall clock (SHAPE Fig. 8/9) can be
-plotted from valid.csv alone.
+plotted from valid.csv alone; :func:`read_valid` reads it back (a run's validation curve, for
+every task's report and convergence status).
 """
 
 from __future__ import annotations
 
 import csv
 import logging
+import math
 import sys
 import time
 from contextlib import contextmanager
@@ -60,6 +62,30 @@ class CsvLog:
             writer = csv.writer(fh)
             writer.writerow(self.columns)
             writer.writerows(kept)
+
+
+def read_valid(run_dir: str | Path) -> list[dict[str, float]]:
+    """A run's validation curve, as :class:`RunLogger` wrote it to ``valid.csv``.
+
+    Args:
+        run_dir: the run directory.
+
+    Returns:
+        One row per validation with a loss, as floats: ``step``, ``loss``, ``ppl`` (``exp(loss)``
+        where the row has none) and ``wall_s`` (0 where the row has none); empty without a valid.csv.
+    """
+    path = Path(run_dir) / "valid.csv"
+    if not path.is_file():
+        return []
+    rows = []
+    with path.open(encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row.get("loss"):
+                loss = float(row["loss"])
+                ppl = float(row["ppl"]) if row.get("ppl") else math.exp(loss)
+                rows.append({"step": float(row["step"]), "loss": loss, "ppl": ppl,
+                             "wall_s": float(row.get("wall_s") or 0.0)})
+    return rows
 
 
 class RunLogger:

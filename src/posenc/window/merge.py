@@ -246,12 +246,9 @@ def _place(grid: Grid, cell: Cell, unpacked: Path, path: str) -> tuple[str, str]
 
 
 def _check_carried(grid: Grid, cell: Cell, results: dict[str, Any], source: Path) -> tuple[str, str | None]:
-    """``(what became of the cell's scores, why they do not hold or None)``: recomputed by the
-    task's ``check_carried(exp, cell, results, run_dir)`` (why not, or None) where it has one."""
-    check = getattr(grid.task, "check_carried", None)
-    if check is None:
-        return "scores as carried: its task carries no outputs to recompute them from", None
-    return "scores recomputed here", check(grid.exp, cell, results, source)
+    """``(what became of the cell's scores, why they do not hold or None)``: the task's
+    :meth:`~posenc.experiments.tasks.ExperimentTask.check_carried`."""
+    return grid.task.check_carried(grid.exp, cell, results, source)
 
 
 def _read_results(path: Path) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ from posenc.config import load_config
 from posenc.experiments.runner import find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
 from posenc.tasks.lengthgen.driver import TASK, collect
-from posenc.tasks.translation.convergence import read_valid
+from posenc.training.logging import read_valid
 
 ROOT = Path(__file__).resolve().parents[3]
 #: grid -> {method: the seeds committed} for the methods not committed with seeds 1-3

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 from posenc.evaluation.seeds import mean_std
 from posenc.tasks.grid import recorded
 from posenc.training.convergence import CONVERGED, NO_CURVE, status_of
+from posenc.training.logging import read_valid
 
 
 def _by(results: list[dict[str, Any]], task: str, method: str) -> list[dict[str, Any]]:
@@ -30,8 +31,6 @@ def with_curves(results: list[dict[str, Any]], root: Path) -> list[dict[str, Any
     """``results`` with each run's validation curve (``valid_history``: ``[[step, loss], ...]``)
     read from ``root/<task>/<method>/seed<N>/valid.csv`` where that file exists (a run that carries
     one already keeps it)."""
-    from posenc.tasks.translation.convergence import read_valid
-
     out = []
     for r in results:
         rows = [] if "valid_history" in r else read_valid(Path(root) / r["task"] / r["method"] / f"seed{r['seed']}")

@@ -28,6 +28,7 @@ from posenc.data.batching import bucket_length, bucket_rows, pad_to
 from posenc.errors import ConfigError
 from posenc.files import atomic_write_text
 from posenc.models.lm import DecoderLM
+from posenc.tasks.base import Task
 from posenc.tasks.lengthgen.config import LengthgenConfig
 from posenc.tasks.lengthgen.generators import PAD, POSITION_IDS, SEP, VOCAB_SIZE, Example, example
 from posenc.training import checkpoint as ck
@@ -177,7 +178,7 @@ def evaluation_model(cfg: LengthgenConfig, model: nn.Module) -> nn.Module:
     return scaled
 
 
-class LengthgenTask:
+class LengthgenTask(Task):
     """:class:`posenc.tasks.base.Task` for the length-generalization suite."""
 
     name = "lengthgen"

@@ -26,6 +26,7 @@ from torch import nn
 from posenc.data import speech as sd
 from posenc.errors import DataError
 from posenc.models.ctc import CTCModel, CTCOutput
+from posenc.tasks.base import Task
 from posenc.tasks.speech.config import SpeechConfig, SpeechDataConfig
 from posenc.tasks.speech.evaluate import eval_sets, evaluate_by_duration
 from posenc.training.loss import LossOutput
@@ -58,7 +59,7 @@ def ctc_sums(out: CTCOutput, targets: torch.Tensor, target_lengths: torch.Tensor
     return (per_utt / target_lengths.clamp(min=1).to(per_utt.dtype)).sum()
 
 
-class SpeechTask:
+class SpeechTask(Task):
     """:class:`~posenc.tasks.base.Task` for CTC speech recognition by duration."""
 
     name = "speech"

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from posenc.config import from_dict, require
 from posenc.data.corpora import corpus_option_types
-from posenc.decoding.translate import MAX_BEAM, MIN_SOURCE_LEN
+from posenc.decoding.config import DecodeConfig
+from posenc.decoding.translate import MIN_SOURCE_LEN
 from posenc.models.config import ModelConfig
 from posenc.models.rnn_nmt import RNNConfig
 from posenc.runs.spec import RunSpec
@@ -60,25 +60,6 @@ class DataConfig:
         require(self.spm_type in ("unigram", "bpe"), f"data.spm_type must be unigram or bpe, got {self.spm_type!r}")
         for name in ("max_train_pairs", "max_valid_pairs", "max_test_pairs"):
             require(getattr(self, name) >= 0, f"data.{name} must be >= 0")
-
-
-@dataclass
-class DecodeConfig:
-    beam: int = 4
-    length_penalty: float = 0.6  # Shaw et al. 2018 use α = 0.6
-    max_len_a: float = 1.2
-    max_len_b: int = 10
-    batch_tokens: int = 4000
-
-    def __post_init__(self) -> None:
-        """Refuse what ``posenc translate`` would refuse later (so a run never stores it)."""
-        require(1 <= self.beam <= MAX_BEAM, f"decode.beam must be in 1..{MAX_BEAM} (decoding memory grows with "
-                f"batch x beam), got {self.beam}")
-        require(0 <= self.length_penalty < math.inf,
-                f"decode.length_penalty must be a finite number >= 0, got {self.length_penalty}")
-        require(0 <= self.max_len_a < math.inf and 0 <= self.max_len_b < math.inf,
-                f"decode.max_len_a/b must be finite numbers >= 0, got {self.max_len_a}, {self.max_len_b}")
-        require(self.batch_tokens >= 1, f"decode.batch_tokens must be >= 1, got {self.batch_tokens}")
 
 
 @dataclass

@@ -4,38 +4,22 @@ A thin reader: the rule itself lives in :mod:`posenc.training.convergence` (conv
 by patience before the cap, with the best validation after warm-up and a flat end of the
 validation curve; capped = "still improving"; no record = "unknown"). The status is always
 recomputed from the recorded stop reason, best step, warm-up, steps against the cap and the
-run's valid.csv, never from a stored ``status``/``converged`` flag.
+run's valid.csv (:func:`~posenc.training.logging.read_valid`), never from a stored
+``status``/``converged`` flag.
 """
 
 from __future__ import annotations
 
-import csv
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from posenc.training.convergence import UNKNOWN, status_of
+from posenc.training.logging import read_valid
 from posenc.training.stopping import end_slope
 
 # the run's; the trainer's own in runs written before one summary
 SUMMARY_FILES = ("summary.json", "train_summary.json")
-
-
-def read_valid(run_dir: str | Path) -> list[dict[str, float]]:
-    """valid.csv rows as floats (step, loss, ppl, wall_s); rows without a loss are skipped."""
-    path = Path(run_dir) / "valid.csv"
-    if not path.is_file():
-        return []
-    rows = []
-    with path.open(encoding="utf-8", newline="") as fh:
-        for row in csv.DictReader(fh):
-            if row.get("loss"):
-                loss = float(row["loss"])
-                ppl = float(row["ppl"]) if row.get("ppl") else math.exp(loss)
-                rows.append({"step": float(row["step"]), "loss": loss, "ppl": ppl,
-                             "wall_s": float(row.get("wall_s") or 0.0)})
-    return rows
 
 
 def read_summary(run_dir: str | Path) -> dict[str, Any]:

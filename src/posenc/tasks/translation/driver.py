@@ -16,6 +16,7 @@ from typing import Any
 
 from posenc.config import to_dict
 from posenc.experiments.selection import SelectionConfig
+from posenc.experiments.tasks import ExperimentTask
 from posenc.runs.same_run import RunRecord, Verdict, same_run
 from posenc.tasks.base import run_task
 from posenc.tasks.translation.cells import Cell, data_root, grid, run_config
@@ -123,10 +124,15 @@ def trained_elsewhere(cfg: RunConfig) -> dict[str, Any] | None:
     return summary if capped and run.verdict.kind == "fresh" else None
 
 
-class TranslationExperiment:
+class TranslationExperiment(ExperimentTask):
     """Translation grids: data prepared once per setting, BLEU per split, the analyses' report."""
 
     experiment_config = ExperimentConfig
+    run_config = RunConfig
+
+    def new_task(self) -> TranslationTask:
+        """The run side without test splits (``posenc train``; a cell's splits are scored by :meth:`run_cell`)."""
+        return TranslationTask(splits=())
 
     def cells(self, exp: ExperimentConfig) -> list[Cell]:
         return grid(exp)
@@ -204,7 +210,7 @@ class TranslationExperiment:
             if verdict is not None:
                 log.info("== %s / %s / seed %d: extending training (%s)", setting, method, seed, verdict.detail)
             log.info("== %s / %s / seed %d -> %s", setting, method, seed, cfg.out_dir)
-            trained = run_task(TranslationTask(splits=()), cfg)
+            trained = run_task(self.new_task(), cfg)
             summary = trained.summary
         (Path(cfg.out_dir) / "results.json").unlink(missing_ok=True)  # never old numbers next to a changed run
         loaded = load_run(cfg.out_dir) if trained is None or trained.run is None else loaded_after_training(trained.run)
@@ -223,14 +229,15 @@ class TranslationExperiment:
             result["greedy"] = {split: translate_split(loaded, split, greedy) for split in exp.greedy_splits}
         return dict(result, length_penalty=tuning) if tuning else result
 
-    def check_carried(self, exp: ExperimentConfig, cell: Cell, results: dict[str, Any], run_dir: Path) -> str | None:
-        """A cell trained elsewhere and brought back (``--merge``; its files in ``run_dir``): why its
-        stored scores do not hold against this grid's data, prepared first (one line), or None
-        (:func:`~posenc.tasks.translation.carried.check_carried`: every score recomputed here)."""
+    def check_carried(self, exp: ExperimentConfig, cell: Cell, results: dict[str, Any],
+                      run_dir: Path) -> tuple[str, str | None]:
+        """A cell trained elsewhere and brought back (``--merge``; its files in ``run_dir``): every
+        score recomputed here against this grid's data, prepared first, and why its stored scores
+        do not hold (one line), or None (:func:`~posenc.tasks.translation.carried.check_carried`)."""
         from posenc.tasks.translation.carried import check_carried
 
         self.prepare_data(exp, [cell], pin=False)  # a merge trains nothing: it commits no tokenizer
-        return check_carried(run_config(exp, *cell), exp.splits, results, Path(run_dir))
+        return "scores recomputed here", check_carried(run_config(exp, *cell), exp.splits, results, Path(run_dir))
 
     def summary_line(self, exp: ExperimentConfig, result: dict[str, Any]) -> str:
         """Method, setting, seed, BLEU of the first split, steps, convergence status."""

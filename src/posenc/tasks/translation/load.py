@@ -11,16 +11,16 @@ written except what the command line names.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from posenc.config import load_yaml, to_dict
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
+from posenc.decoding.loaded import LoadedRun
 from posenc.decoding.translate import translate_file
 from posenc.errors import CheckpointError, ConfigError, RunDirError
 from posenc.evaluation.metrics import corpus_scores
@@ -30,28 +30,10 @@ from posenc.runs.run import FinishedRun, Run, recorded
 from posenc.runs.same_run import RunRecord, read_stored, same_run
 from posenc.tasks.translation.config import ARCH_SECTIONS, DecodeConfig, RunConfig, located_config
 from posenc.tasks.translation.spec import VOCAB_FILE, VOCAB_KEY
-from posenc.tasks.translation.train import build_model, source_bos
+from posenc.tasks.translation.train import build_model
 from posenc.training import checkpoint as ck
 
 SPLITS = ("train", "valid", "test")
-
-
-@dataclass
-class LoadedRun:
-    cfg: RunConfig
-    model: nn.Module
-    tokenizer: Tokenizer
-    checkpoint: Path
-    run_dir: Path | None = None
-    confine: bool = False
-
-    @property
-    def prepend_src_bos(self) -> bool:
-        return source_bos(self.cfg)
-
-    @property
-    def root(self) -> Path:
-        return self.run_dir if self.run_dir is not None else Path(self.cfg.out_dir)
 
 
 def _with_sections(stored: dict[str, Any], sections: dict[str, Any]) -> dict[str, Any]:

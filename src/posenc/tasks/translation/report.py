@@ -250,7 +250,7 @@ class SettingView:
 
     def source_bos(self, method: str) -> bool:
         """Whether ``method`` was trained with a source BOS (CAPE): its own source format."""
-        from posenc.tasks.translation.train import source_bos
+        from posenc.decoding.loaded import source_bos
 
         return source_bos(self.run(method).cfg)
 

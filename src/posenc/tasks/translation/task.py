@@ -19,9 +19,11 @@ from torch import nn
 from posenc.config import to_dict
 from posenc.data.batching import Batch
 from posenc.data.spm import Tokenizer
+from posenc.decoding.loaded import LoadedRun, source_bos
 from posenc.errors import ConfigError
 from posenc.files import atomic_write_bytes
-from posenc.tasks.base import run_task
+from posenc.models.seq2seq_loss import Seq2SeqLoss
+from posenc.tasks.base import Task, run_task
 from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.prepare import load_meta, prepare
 from posenc.tasks.translation.spec import TOKENIZER_KEY, VOCAB_FILE, VOCAB_KEY
@@ -30,28 +32,15 @@ from posenc.tasks.translation.train import (
     EncodedSplit,
     build_model,
     resolve_model_config,
-    source_bos,
     stopping_split,
     train_split,
     validation_bleu,
 )
 from posenc.training import checkpoint as ck
-from posenc.training.loss import LossOutput, label_smoothed_nll
+from posenc.training.loss import LossOutput
 
 #: Tokens of the shortest pair worth training on: one target subword and EOS.
 MIN_PAIR_TOKENS = 2
-
-
-class Seq2SeqLoss:
-    """The loss hook of :class:`~posenc.models.seq2seq.Seq2SeqTransformer` (and the RNN-NMT) on a data ``Batch``:
-    teacher forcing ``model(src, src_mask, tgt_in, tgt_mask)`` scored against ``tgt_out``."""
-
-    def __init__(self, epsilon: float, pad_id: int = 0) -> None:
-        self.epsilon, self.pad_id = epsilon, pad_id
-
-    def __call__(self, model: nn.Module, batch: Any) -> LossOutput:
-        logits = model(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask)  # (B, T, V)
-        return label_smoothed_nll(logits, batch.tgt_out, self.epsilon, self.pad_id)
 
 
 @dataclass
@@ -68,7 +57,7 @@ class _Splits:
     signal: str  # which validation pairs those are, for the summary
 
 
-class TranslationTask:
+class TranslationTask(Task):
     """:class:`~posenc.tasks.base.Task` for sentence-level translation scored by BLEU/chrF.
     ``posenc train`` is ``run_task(TranslationTask(splits=()), cfg)``."""
 
@@ -176,7 +165,7 @@ class TranslationTask:
         """BLEU/chrF of ``model`` on ``self.splits`` (load.py's decoding and scoring)."""
         if not self.splits:
             return {}
-        from posenc.tasks.translation.load import LoadedRun, translate_split
+        from posenc.tasks.translation.load import translate_split
 
         p = self.prepared(cfg)
         run_cfg = p.cfg if Path(p.cfg.out_dir) == Path(out_dir) else replace(p.cfg, out_dir=str(out_dir))

@@ -97,12 +97,6 @@ def build_model(cfg: RunConfig, pad_id: int) -> nn.Module:
     return arch.build(arch.section(cfg), pad_id)
 
 
-def source_bos(cfg: RunConfig) -> bool:
-    """Whether the run's sources carry a BOS (CAPE §5.3), resolved from its position config."""
-    position = getattr(getattr(cfg, cfg.model_section), "position", None)
-    return bool(position is not None and position.needs_source_bos)
-
-
 def train_split(cfg: RunConfig, tok: Tokenizer, data_dir: Path, bos: bool) -> EncodedSplit:
     """The training pairs, without those longer than ``data.max_train_len`` or the token budget."""
     limit = min(cfg.data.max_train_len, cfg.train.max_tokens)

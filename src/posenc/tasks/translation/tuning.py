@@ -19,14 +19,10 @@ chosen α (:mod:`posenc.tasks.translation.driver`), and results.json records it.
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from posenc.errors import ConfigError
 from posenc.tasks.translation.config import DecodeConfig
 from posenc.tasks.translation.load import LoadedRun, alpha_key, translate_split
 
@@ -94,24 +90,3 @@ def tune_length_penalty(run: LoadedRun, alphas: Sequence[float], decode: DecodeC
 
     top = max(float(a) for a in alphas)
     return {"split": TUNING_SPLIT, **search_alphas(alphas, top if bound is None else max(bound, top), bleu)}
-
-
-def tuned_alpha(run_dir: str | Path, remedy: str = "pass --length-penalty A") -> float | None:
-    """The α a run's reported BLEU was decoded with when its experiment tuned α: results.json's
-    ``length_penalty.chosen``; None when the run has no results.json or did not tune α. A
-    results.json that is not a JSON object, or a chosen α that is not a number >= 0, is a one-line
-    ConfigError ending in ``remedy`` (what the calling command lets the user do about it)."""
-    path = Path(run_dir) / "results.json"
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: not valid JSON ({err}); {remedy}") from None
-    tuning = data.get("length_penalty") if isinstance(data, dict) else None
-    if not isinstance(tuning, dict) or "chosen" not in tuning:
-        return None
-    chosen = tuning["chosen"]
-    if isinstance(chosen, bool) or not isinstance(chosen, (int, float)) or not 0 <= chosen < math.inf:
-        raise ConfigError(f"{path}: length_penalty.chosen must be a finite number >= 0, got {chosen!r}; {remedy}")
-    return float(chosen)

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from posenc.data.images import ImageSet, load_fashion_mnist, to_model_input
 from posenc.errors import DataError
 from posenc.models.vit import ViT
+from posenc.tasks.base import Task
 from posenc.tasks.vision.config import VisionConfig
 from posenc.tasks.vision.evaluate import evaluate_resolutions, evaluate_tta, predict_logits, tta_resolutions
 from posenc.training.loss import LossOutput
@@ -39,7 +40,7 @@ class ImageBatch:
         return ImageBatch(self.images.to(device), self.labels.to(device), self.resolution)
 
 
-class VisionTask:
+class VisionTask(Task):
     """:class:`~posenc.tasks.base.Task` for image classification by resolution."""
 
     name = "vision"

@@ -75,12 +75,29 @@ def test_run_dir_grid_cell_and_checkpoint_get_one_verdict(tmp_path: Path, monkey
     else:
         with Run.open(cfg, cfg.out_dir, resume=True) as run:
             assert run.continues and run.checkpoint_path == Path(cfg.out_dir) / "checkpoints" / checkpoint_name(3)
-        assert len(calls) == 2  # the run directory's record, then its checkpoint's
+        assert len(calls) == 1  # the run directory's record; its checkpoint records that run: not judged again
     results = {"record": RunRecord.of(saved, evaluation_record(saved, exp.splits)).to_dict(), "summary": {"steps": 3}}
     cell = translation_driver.TASK.verdict(exp_now, ("vanilla", "ape", 1), results)
     grid_cell = methods_grid.recorded_verdict(cfg, {"record": RunRecord.of(saved).to_dict(), "summary": {"steps": 3}})
     assert cell is not None and grid_cell is not None and cell.kind == grid_cell.kind == kind
     assert {k for k, _ in calls} == {kind} and len(set(calls)) == 1  # one verdict, word for word
+
+
+@pytest.mark.parametrize("judged", ["the run's", "another run's"])
+def test_a_verdict_handed_down_stands_for_the_record_it_judged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              judged: str) -> None:
+    """Run.open with a caller's verdict (a grid cell's) judges nothing more when that verdict is on
+    the run's own record; a verdict on another record is no answer for this run: it is judged."""
+    saved, _ = _cfg(tmp_path / "saved")
+    other, _ = _cfg(tmp_path / "other", lr=0.01)
+    cfg, _ = _cfg(tmp_path / "now", max_steps=9)
+    _run_dir(cfg, saved)
+    given = rules.same_run(RunRecord.read(RunRecord.of(saved if judged == "the run's" else other).to_dict(), 3), cfg)
+    calls: list[str] = []
+    monkeypatch.setattr(run_module, "same_run", lambda *a: calls.append("judged") or rules.same_run(*a))
+    with Run.open(cfg, cfg.out_dir, resume=True, verdict=given) as run:
+        assert run.verdict is not None and run.verdict.kind == "extend"
+    assert calls == ([] if judged == "the run's" else ["judged"])
 
 
 def test_a_checkpoint_of_another_run_is_refused_before_anything_is_written(tmp_path: Path) -> None:

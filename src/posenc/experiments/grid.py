@@ -1,19 +1,18 @@
 """One experiment grid and its task, looked up once (:class:`Grid`): the cell-level steps of the
 runner (:mod:`posenc.experiments.runner`), its scheduler and its worker processes: the cells and
-their run configs, each cell's verdict on its stored ``results.json``, bringing a cell up to date
-(results written atomically), the plan of what needs work and the report."""
+their run configs, each cell judged once on its stored ``results.json`` (:mod:`posenc.experiments.cell`),
+bringing a cell up to date with that judgement, the plan of what needs work and the report."""
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from posenc.errors import ConfigError
+from posenc.experiments.cell import JudgedCell, bring_up, judge, results_path
 from posenc.experiments.tasks import Cell, ExperimentTask, task_of
-from posenc.files import atomic_write_text
 from posenc.runs.same_run import Verdict
 
 log = logging.getLogger("posenc")
@@ -30,17 +29,19 @@ def trained_on(results: dict[str, Any]) -> str:
     return str(configured) if configured and configured != "auto" else "unknown"
 
 
-def _load_results(path: Path) -> dict[str, Any] | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
 @dataclass(frozen=True, eq=False)
 class Grid:
     """An experiment config and its task, looked up once (:meth:`of`) and passed along: every
-    cell-level step of the runner. A cell is a :class:`Cell` or a plain ``(group, method, seed)``."""
+    cell-level step of the runner. A cell is a :class:`Cell` or a plain ``(group, method, seed)``.
+
+    Each cell is judged once per grid (:meth:`judge`, :mod:`posenc.experiments.cell`): the plan, the
+    data check, bringing it up to date and reading its results back all use that judgement; a
+    cell brought up to date in this process is judged by its new results, and :meth:`verdict`
+    (or ``judge(cell, again=True)``) looks at the stored results again (cells run by workers)."""
 
     exp: Any
     task: ExperimentTask
+    judged: dict[Cell, JudgedCell] = field(default_factory=dict, init=False, repr=False)
 
     @classmethod
     def of(cls, exp: Any) -> Grid:
@@ -48,7 +49,8 @@ class Grid:
         return cls(exp, task_of(exp))
 
     def on(self, exp: Any) -> Grid:
-        """Another experiment of the same task (a selection sweep, the grid with the chosen value)."""
+        """Another experiment of the same task (a selection sweep, the grid with the chosen value),
+        its cells judged afresh."""
         return replace(self, exp=exp)
 
     def cells(self) -> list[Cell]:
@@ -61,26 +63,30 @@ class Grid:
 
     def results_path(self, cell: tuple[str, str, int]) -> Path:
         """Where the cell's ``results.json`` is (or will be)."""
-        return Path(self.config(cell).out_dir) / "results.json"
+        return results_path(self.config(cell))
+
+    def judge(self, cell: tuple[str, str, int], again: bool = False) -> JudgedCell:
+        """The cell judged once (:func:`~posenc.experiments.cell.judge`); ``again``: look at its
+        stored results anew (written by another process since)."""
+        cell = Cell(*cell)
+        if again or cell not in self.judged:
+            self.judged[cell] = judge(self.task, self.exp, cell)
+        return self.judged[cell]
 
     def verdict(self, cell: tuple[str, str, int]) -> Verdict | None:
-        """None when the cell has to run, else how its stored results relate to the current config."""
-        return self.task.verdict(self.exp, Cell(*cell), _load_results(self.results_path(cell)))
+        """None when the cell has to run, else how its stored results (read now) relate to the
+        current config."""
+        return self.judge(cell, again=True).verdict
 
     def execute(self, cell: tuple[str, str, int]) -> dict[str, Any]:
-        """Bring one cell up to date with the current config and return its results: fresh → the
-        stored results; otherwise the task runs the cell and its results are stored. Stale cells
-        must have been cleared (``--rerun-stale``) or refused by :meth:`plan` before."""
-        cell = Cell(*cell)
-        done = self.results_path(cell)
-        old = _load_results(done)
-        v = self.task.verdict(self.exp, cell, old)
-        if v is not None and v.kind == "fresh":
-            return old or {}
-        if v is not None and v.kind == "stale":
-            raise ConfigError(f"{done.parent}: stale results ({v.detail}); rerun with --rerun-stale")
-        result = self.task.run_cell(self.exp, cell, v, old)
-        atomic_write_text(done, json.dumps(result, indent=2))
+        """Bring one cell up to date with its judgement and return its results: fresh → the stored
+        results; otherwise the task runs the cell and its run stores the results
+        (:func:`~posenc.experiments.cell.bring_up`). Stale cells must have been cleared
+        (``--rerun-stale``) or refused by :meth:`plan` before."""
+        judged = self.judge(cell)
+        result = bring_up(self.task, self.exp, judged)
+        if not judged.fresh:  # what it stored now is the run of today's config
+            self.judged[judged.cell] = JudgedCell(judged.cell, judged.cfg, result, Verdict("fresh"))
         return result
 
     def summary_line(self, result: dict[str, Any]) -> str:
@@ -96,8 +102,7 @@ class Grid:
     def todo(self, cells: list[Cell] | None = None) -> list[Cell]:
         """The cells (of ``cells``, default every one) that are not fresh: those a run would train
         or score (stale ones included); reads results only, changes nothing."""
-        return [c for c in (self.cells() if cells is None else cells)
-                if (v := self.verdict(c)) is None or v.kind != "fresh"]
+        return [c for c in (self.cells() if cells is None else cells) if not self.judge(c).fresh]
 
     def prepare(self, cells: list[Cell]) -> None:
         """The task's preparation of ``cells`` before any runs (e.g. data prepared once per setting)."""
@@ -110,35 +115,25 @@ class Grid:
     def plan(self, rerun_stale: bool = False, cells: list[Cell] | None = None) -> list[Cell]:
         """The cells (of ``cells``, default every one) that need work. Stale cells stop the
         experiment with one line naming the differing keys, or with ``rerun_stale`` have their run
-        directory cleared so they train from scratch."""
-        pending, stale = [], []
-        for cell in self.cells() if cells is None else cells:
-            v = self.verdict(cell)
-            if v is not None and v.kind == "stale":
-                stale.append((cell, v))
-            if v is None or v.kind != "fresh":
-                pending.append(cell)
+        directory cleared so they train from scratch (judged so: nothing stored)."""
+        judged = [self.judge(cell) for cell in (self.cells() if cells is None else cells)]
+        stale = [j for j in judged if j.stale]
         if stale and not rerun_stale:
-            cell, v = stale[0]
+            first = stale[0]
             more = f" (and {len(stale) - 1} more runs)" if len(stale) > 1 else ""
-            raise ConfigError(f"stale results in {self.config(cell).out_dir}{more}: the config changed: "
-                              f"{v.detail}; rerun with --rerun-stale, or use another out_dir")
-        for cell, _ in stale:
-            _clear_stale(self.config(cell))
-            log.info("== %s / %s / seed %d: stale, its outputs removed for a fresh run", *cell)
-        return pending
+            raise ConfigError(f"stale results in {first.cfg.out_dir}{more}: the config changed: "
+                              f"{first.verdict.detail}; rerun with --rerun-stale, or use another out_dir")
+        for j in stale:
+            _clear_stale(j.cfg)
+            self.judged[j.cell] = JudgedCell(j.cell, j.cfg, None, None)
+            log.info("== %s / %s / seed %d: stale, its outputs removed for a fresh run", *j.cell)
+        return [j.cell for j in judged if not j.fresh]
 
     def fresh_results(self) -> tuple[list[dict[str, Any]], list[str]]:
         """The stored results of the fresh cells, in grid order (trains nothing), and
         ``setting/method/seed`` (with the verdict when there is one) of every other cell."""
-        results, left = [], []
-        for cell in self.cells():
-            v = self.verdict(cell)
-            if v is not None and v.kind == "fresh":
-                results.append(_load_results(self.results_path(cell)) or {})
-            else:
-                left.append("/".join(map(str, cell)) + ("" if v is None else f" ({v.kind})"))
-        return results, left
+        judged = [self.judge(cell) for cell in self.cells()]
+        return [j.results or {} for j in judged if j.fresh], [j.name for j in judged if not j.fresh]
 
 
 def _clear_stale(cfg: Any) -> None:

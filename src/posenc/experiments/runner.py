@@ -104,10 +104,12 @@ def check_data_up_front(grid: Grid, subset: CellSubset | None = None) -> None:
 
 def _with_selection(grid: Grid, up_to_date: Callable[[Grid], list[dict[str, Any]]]) -> Grid:
     """The grid with its selection stage's choice (:func:`~posenc.experiments.selection.run_selection`,
-    whose sweep ``up_to_date`` brings up to date); ``grid`` itself when it selects nothing."""
+    whose sweep ``up_to_date`` brings up to date); ``grid`` itself (its cells' judgements kept)
+    when it selects nothing."""
     from posenc.experiments.selection import run_selection
 
-    return grid.on(run_selection(grid.exp, grid.task, lambda sub: up_to_date(grid.on(sub))))
+    chosen = run_selection(grid.exp, grid.task, lambda sub: up_to_date(grid.on(sub)))
+    return grid if chosen is grid.exp else grid.on(chosen)
 
 
 def _report_only_results(grid: Grid) -> tuple[Grid, list[dict[str, Any]], list[str]]:
@@ -175,7 +177,9 @@ def bring_up_to_date(grid: Grid, jobs: int | str = 1, rerun_stale: bool = False,
             print(grid.summary_line(grid.execute(cell)), flush=True)
     else:
         run_cells(grid, pending, jobs, backend)
-    return [grid.execute(cell) for cell in wanted]  # all fresh now: read back
+        for cell in pending:
+            grid.judge(cell, again=True)  # the results its worker stored
+    return [grid.execute(cell) for cell in wanted]  # all fresh now: their results, judged once
 
 
 def train_subset(grid: Grid, subset: CellSubset, up_to_date: Callable[..., list[dict[str, Any]]]) -> None:

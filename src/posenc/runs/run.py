@@ -28,7 +28,7 @@ from posenc.errors import CheckpointError, ConfigError, RunDirError
 from posenc.files import atomic_write_text, os_call
 from posenc.runs.lock import exclusive
 from posenc.runs.ownership import CHECKPOINT_DIR, CONFIG_NAME, FINGERPRINT_NAME, check_free_target, write_marker
-from posenc.runs.same_run import RunRecord, Verdict, read_stored, same_run
+from posenc.runs.same_run import RunRecord, Verdict, read_stored, same_record, same_run
 from posenc.runs.spec import NO_TASK, RunSpec, spec_of
 from posenc.training.checkpoint import (
     Checkpoint,
@@ -43,10 +43,12 @@ from posenc.training.state import RunContents
 
 log = logging.getLogger("posenc")
 
+#: A grid cell's results (its scores and the record they were taken with), stored by :meth:`Run.write_results`.
+RESULTS_NAME = "results.json"
 #: Outputs of a training session of any task, removed when a run starts afresh (``--no-resume``);
 #: a task's own outputs are its spec's :attr:`~posenc.runs.spec.RunSpec.run_files`.
 RUN_OUTPUTS = ("checkpoints", "train.csv", "valid.csv", "tensorboard", "summary.json", "train_summary.json",
-               "results.json", CONFIG_NAME, FINGERPRINT_NAME)
+               RESULTS_NAME, CONFIG_NAME, FINGERPRINT_NAME)
 #: What posenc writes inside the directories of :data:`RUN_OUTPUTS` (nothing else there is removed).
 OWN_CHILDREN = {"checkpoints": r"^(ckpt_\d{8}|average|\.(tmp|old)-.+)$", "tensorboard": r"^events\.out\.tfevents\..+$"}
 
@@ -78,8 +80,8 @@ class Run:
     # ------------------------------------------------------------------ open
     @classmethod
     @contextmanager
-    def open(cls, cfg: Any, out: str | Path, resume: bool = True,
-             check: Callable[[Any], None] | None = None) -> Iterator[Run]:
+    def open(cls, cfg: Any, out: str | Path, resume: bool = True, check: Callable[[Any], None] | None = None,
+             verdict: Verdict | None = None) -> Iterator[Run]:
         """Open ``out`` to train ``cfg``, validating before anything is written; closed (its lock
         released, the directories this call created and left empty removed) on leaving.
 
@@ -87,7 +89,9 @@ class Run:
         ``check(cfg)`` (the task's own checks) runs then. With ``resume`` the run recorded in ``out``
         must be one ``cfg`` continues (:meth:`judged`: a stale verdict is a one-line ConfigError
         naming the differing keys, and a finished run without a checkpoint to resume from is
-        refused, never trained again over its files); without, its outputs can be replaced."""
+        refused, never trained again over its files); without, its outputs can be replaced.
+        ``verdict``: the caller's verdict on this run (a grid cell's), used for the record it
+        judged instead of judging it again (:meth:`judged`)."""
         out = Path(out)
         main = env_int("RANK", 0) == 0
         if main:
@@ -95,11 +99,11 @@ class Run:
         with exclusive(out) if main else nullcontext():
             if check is not None:
                 check(cfg)
-            yield cls._opened(cfg, out, resume)
+            yield cls._opened(cfg, out, resume, verdict)
 
     @classmethod
-    def _opened(cls, cfg: Any, out: Path, resume: bool) -> Run:
-        run = cls.judged(cfg, out) if resume else cls(out, cfg)
+    def _opened(cls, cfg: Any, out: Path, resume: bool, verdict: Verdict | None) -> Run:
+        run = cls.judged(cfg, out, verdict=verdict) if resume else cls(out, cfg)
         if run.verdict is not None and run.verdict.kind == "stale":
             raise ConfigError(f"{out} holds a run with another config: {run.verdict.detail}; "
                               "use --no-resume to start afresh or another out_dir")
@@ -112,19 +116,21 @@ class Run:
         return run
 
     @classmethod
-    def judged(cls, cfg: Any, out: Path, load: bool = True) -> Run:
+    def judged(cls, cfg: Any, out: Path, load: bool = True, verdict: Verdict | None = None) -> Run:
         """The run directory ``out`` judged against ``cfg`` by the one rule (:func:`same_run`): the
         verdict on the run it records, stale too when the checkpoint it would resume from (its latest)
         records another run, or a ``max_steps`` below the step it resumes from; changes that only
         extend training, and options and methods added since, pass. With ``load`` the checkpoint
         of a run that is not stale is loaded (its state.json is read once, here). Nothing is raised
-        for a stale run: :meth:`open` refuses it."""
+        for a stale run: :meth:`open` refuses it. The run is judged once: ``verdict`` (the caller's)
+        stands for the record it judged, and a checkpoint recording the run's own record is the run's
+        (:func:`~posenc.runs.same_run.same_record`); only another record is judged again."""
         stored = stored_run(out, type(cfg))
         if stored is None:
             return cls(out, cfg)
         path = latest_checkpoint(out / "checkpoints")
         state = checkpoint_state(path) if path is not None else {}
-        verdict = _verdict(stored, state, cfg, path)
+        verdict = _verdict(stored, state, cfg, path, verdict)
         if verdict.kind == "stale" or path is None or not load:
             return cls(out, cfg, verdict, checkpoint_path=path)
         return cls(out, cfg, verdict, load_checkpoint(path, state=state))
@@ -146,6 +152,20 @@ class Run:
             self.record = RunRecord.of(self.cfg)
         return self.record
 
+    def write_results(self, results: dict[str, Any]) -> dict[str, Any]:
+        """Store the run's results as a grid cell (``results.json``, written atomically): the one
+        writer of that file, so a cell's results are always a whole file its grid wrote.
+
+        Args:
+            results: the cell's results, JSON-safe.
+
+        Returns:
+            The results as stored (what reading the file back gives, e.g. string keys).
+        """
+        text = json.dumps(results, indent=2)
+        atomic_write_text(self.out / RESULTS_NAME, text)
+        return json.loads(text)
+
     def commit(self, own_files: Callable[[Any, Path], None] | None = None) -> None:
         """Write the run's files (rank 0 only), once the Trainer has restored and checked the
         checkpoint it resumes from (``Trainer.fit(on_start=...)``), so a checkpoint that does not
@@ -159,14 +179,20 @@ class Run:
             own_files(self.cfg, self.out)
 
 
-def _verdict(stored: RunRecord, state: dict[str, Any], cfg: Any, path: Path | None) -> Verdict:
-    """The verdict on the run's record, stale also when its checkpoint's record (``state``, of
-    ``path``) is another run's."""
+def _verdict(stored: RunRecord, state: dict[str, Any], cfg: Any, path: Path | None,
+             given: Verdict | None = None) -> Verdict:
+    """The verdict on the run's record (``given`` when that is the verdict on it), stale also when
+    its checkpoint's record (``state``, of ``path``) is another run's."""
     step = state.get("step")  # a cap below the steps it resumes from is no extension
-    verdict = same_run(replace(stored, steps=step if isinstance(step, int) else None), cfg)
+    stored = replace(stored, steps=step if isinstance(step, int) else None)
+    derived = spec_of(cfg).derived_keys
+    verdict = given if given is not None and same_record(given, stored, derived) else same_run(stored, cfg)
     if verdict.kind == "stale" or state.get("record") is None:  # a checkpoint older than records: no record
         return verdict
-    mine = same_run(RunRecord.read(state["record"]), cfg)
+    theirs = RunRecord.read(state["record"], stored.steps)
+    if same_record(replace(verdict, record=stored), theirs, derived):  # the run's own checkpoint
+        return verdict
+    mine = same_run(theirs, cfg)
     if mine.kind == "stale":
         return replace(mine, detail=f"its checkpoint {path.name} is another run's ({mine.detail})")
     return verdict

@@ -46,11 +46,14 @@ from posenc.runs.spec import spec_of
 @dataclass(frozen=True)
 class Verdict:
     """The answer of :func:`same_run`: ``kind`` (fresh | rescore | extend | stale), a one-line
-    ``detail`` of what differs ('' when fresh) and the differing dotted ``keys``."""
+    ``detail`` of what differs ('' when fresh) and the differing dotted ``keys``; ``record`` is
+    the stored record judged (None: none), so a verdict handed down is used for that record and
+    never judged again (:func:`same_record`)."""
 
     kind: str
     detail: str = ""
     keys: tuple[str, ...] = ()
+    record: RunRecord | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 #: ``train`` options that no fingerprint ever held (extension keys since the first one): a stored
@@ -145,7 +148,28 @@ def same_run(stored: RunRecord | None, cfg: Any, evaluation: dict[str, Any] | No
     splits) where it scores them. The one answer to "is this the same run?": run directories,
     grid cells and the checkpoint a run resumes from are all judged here, by comparing the stored
     record, read through today's config classes, with ``cfg``'s record (:meth:`RunRecord.of`). A
-    stored record that already equals ``cfg``'s (but for :func:`_ignored` keys) needs no reading."""
+    stored record that already equals ``cfg``'s (but for :func:`_ignored` keys) needs no reading.
+    The verdict carries ``stored`` (:attr:`Verdict.record`)."""
+    return dataclasses.replace(_same_run(stored, cfg, evaluation), record=stored)
+
+
+def same_record(verdict: Verdict | None, stored: RunRecord | None, derived: frozenset[str] = frozenset()) -> bool:
+    """Whether ``verdict`` (handed down by a caller that judged a run once) is the verdict on
+    ``stored``: the record it judged is ``stored`` (equal fingerprint and extension values but for
+    ``derived`` keys, those the task fills in from its data, unresolved in one of them) and
+    records as many trained steps where ``stored`` knows them. An identity of two records, not a
+    judgement against a config: the run's own checkpoint is never judged twice."""
+    was = verdict.record if verdict is not None else None
+    if was is None or stored is None or not isinstance(was.config, dict) or not isinstance(stored.config, dict):
+        return False
+    if stored.steps is not None and was.steps != stored.steps:
+        return False
+    return all(k in derived and (old is ABSENT or new is ABSENT or not old or not new)
+               for k, old, new in config_differences(was.config, stored.config))
+
+
+def _same_run(stored: RunRecord | None, cfg: Any, evaluation: dict[str, Any] | None) -> Verdict:
+    """:func:`same_run` without the record attached."""
     if stored is None or not isinstance(stored.config, dict):
         return Verdict("stale", "the run records no config (written before posenc recorded one)")
     now = RunRecord.of(cfg)

@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from posenc.runs.run import Run
+from posenc.runs.same_run import Verdict
 from posenc.training.device import resolve_device
 from posenc.training.distributed import env_int
 from posenc.training.loss import LossOutput
@@ -223,7 +224,8 @@ class TaskRun:
     run: Run | None = None
 
 
-def run_task(task: Task, cfg: Any, out_dir: str | Path | None = None, resume: bool = True) -> TaskRun:
+def run_task(task: Task, cfg: Any, out_dir: str | Path | None = None, resume: bool = True,
+             verdict: Verdict | None = None) -> TaskRun:
     """Build, train (the one :class:`~posenc.training.trainer.Trainer`, with the task's loss and
     batches) and evaluate one run in ``out_dir`` (default ``cfg.out_dir``), opened as one
     :class:`~posenc.runs.run.Run`.
@@ -233,9 +235,10 @@ def run_task(task: Task, cfg: Any, out_dir: str | Path | None = None, resume: bo
     the checkpoint's fit) before the first byte is written. An earlier run of the same config is
     resumed (a finished one only evaluated); one of another config is an error unless ``resume`` is
     False, which replaces its outputs. Under DDP (torchrun) only rank 0 evaluates; the other ranks'
-    :class:`TaskRun` has no metrics."""
+    :class:`TaskRun` has no metrics. ``verdict``: the caller's verdict on the run (a grid cell's),
+    handed to :meth:`Run.open <posenc.runs.run.Run.open>` so the run is not judged again."""
     out = Path(cfg.out_dir if out_dir is None else out_dir)
-    with Run.open(cfg, out, resume, check=task.check) as run:
+    with Run.open(cfg, out, resume, check=task.check, verdict=verdict) as run:
         resolve_device(cfg.train.device, env_int("LOCAL_RANK", 0))  # usable here, before any data is prepared
         return _train(task, run, resume)
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from posenc.config import apply_mapping, from_dict, load_yaml, require, require_seeds
+from posenc.config import load_yaml, require, require_seeds
+from posenc.experiments.cell import cell_run_config
 from posenc.experiments.tasks import Cell, ExperimentTask
 from posenc.runs.same_run import RunRecord, Verdict, same_run
 from posenc.tasks.base import TaskRun, run_task
@@ -100,11 +101,11 @@ class MethodsGrid(ExperimentTask):
         return [Cell(exp.task, method, seed) for method in exp.methods for seed in exp.seeds]
 
     def cell_config(self, exp: MethodsExperimentConfig, cell: Cell) -> Any:
-        """Base + the method's overrides + seed, with its run directory ``root/method/seedN``."""
+        """Base + the method's overrides + seed (:func:`~posenc.experiments.cell.cell_run_config`),
+        with its run directory ``root/method/seedN``."""
         _, method, seed = cell
-        data = apply_mapping(exp.base, exp.methods[method], self.run_config)
-        where = {"train.seed": seed, "out_dir": str(exp.root / method / f"seed{seed}")}
-        return from_dict(self.run_config, apply_mapping(data, where, self.run_config))
+        where = exp.root / method / f"seed{seed}"
+        return cell_run_config(self.run_config, exp.base, [exp.methods[method]], seed, where)
 
     def verdict(self, exp: MethodsExperimentConfig, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
         """:func:`recorded_verdict` of the cell's run config."""
@@ -115,7 +116,7 @@ class MethodsGrid(ExperimentTask):
         """Train (resuming) and evaluate the cell's run; its results (JSON-safe)."""
         cfg = self.cell_config(exp, cell)
         log.info("== %s -> %s", " / ".join(map(str, cell)), cfg.out_dir)
-        return self.train_cell(cfg, cell)
+        return self.train_cell(cfg, cell, verdict)
 
     def check_data(self, exp: MethodsExperimentConfig, cells: list[Cell]) -> None:
         """The data of ``cells`` checked once per distinct data config (:meth:`data_check`), before
@@ -131,13 +132,13 @@ class MethodsGrid(ExperimentTask):
         """A one-line DataError when the data of a run's ``data`` config are not at hand (default:
         nothing to check, e.g. generated data)."""
 
-    def train_cell(self, cfg: Any, cell: Cell) -> dict[str, Any]:
+    def train_cell(self, cfg: Any, cell: Cell, verdict: Verdict | None = None) -> dict[str, Any]:
         """Train (resuming) and evaluate the run ``cfg`` of ``cell``; what ``results.json`` stores:
         the cell, the run's record (:meth:`RunRecord.of`, as in its fingerprint.json), a summary
         with the trainer's stop reason and convergence status (:mod:`posenc.training.convergence`)
-        and the task's metrics."""
+        and the task's metrics. ``verdict``: the cell's, handed to the run (judged once)."""
         task, method, seed = cell
-        run = run_task(self.new_task(), cfg)
+        run = run_task(self.new_task(), cfg, verdict=verdict)
         s, conv = run.result.state, run.result.summary()
         summary = {"steps": s.step, "wall_s": round(s.wall_s, 2), "params": run.summary.get("params"),
                    **{k: conv[k] for k in ("stopped", "status", "converged") if k in conv}}

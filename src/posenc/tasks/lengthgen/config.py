@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from posenc.config import apply_mapping, from_dict, require, to_dict
+from posenc.experiments.cell import cell_run_config
 from posenc.models.lm import LMConfig
 from posenc.positions import PositionConfig
 from posenc.runs.spec import RunSpec
@@ -143,12 +144,10 @@ class LengthgenExperimentConfig(MethodsExperimentConfig):
 
 
 def run_config(exp: LengthgenExperimentConfig, task: str, method: str, seed: int) -> LengthgenConfig:
-    """Base + method overrides + task overrides + task + seed, with its run directory ``root/task/method/seedN``."""
-    data = apply_mapping(exp.base, exp.methods[method], LengthgenConfig)
-    data = apply_mapping(data, exp.task_overrides.get(task, {}), LengthgenConfig)
-    data = apply_mapping(data, {"data.task": task, "train.seed": seed,
-                                "out_dir": str(exp.root / task / method / f"seed{seed}")}, LengthgenConfig)
-    return from_dict(LengthgenConfig, data)
+    """Base + method overrides + task overrides + task + seed (:func:`~posenc.experiments.cell.cell_run_config`),
+    with its run directory ``root/task/method/seedN``."""
+    overrides = [exp.methods[method], exp.task_overrides.get(task, {}), {"data.task": task}]
+    return cell_run_config(LengthgenConfig, exp.base, overrides, seed, exp.root / task / method / f"seed{seed}")
 
 
 def expand(exp: LengthgenExperimentConfig) -> list[tuple[str, str, int, LengthgenConfig]]:

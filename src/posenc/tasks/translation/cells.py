@@ -8,21 +8,20 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from posenc.config import apply_mapping, from_dict, to_dict
+from posenc.config import to_dict
+from posenc.experiments.cell import cell_run_config
 from posenc.experiments.tasks import Cell
 from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.experiment import ExperimentConfig
 
 
 def run_config(exp: ExperimentConfig, setting: str, method: str, seed: int) -> RunConfig:
-    """Base config + setting overrides + method overrides + seed, with its directories."""
-    data = apply_mapping(exp.base, exp.settings[setting], RunConfig)
-    data = apply_mapping(data, exp.methods[method], RunConfig)
-    data = apply_mapping(data, {"train.seed": seed}, RunConfig)
-    cfg = from_dict(RunConfig, data)
+    """Base config + setting overrides + method overrides + seed (:func:`~posenc.experiments.cell.cell_run_config`),
+    with its directories: the run's, and its setting's prepared data (one per data config)."""
+    cfg = cell_run_config(RunConfig, exp.base, [exp.settings[setting], exp.methods[method]], seed,
+                          exp.root / setting / method / f"seed{seed}")
     key = hashlib.sha256(json.dumps(to_dict(cfg.data), sort_keys=True).encode()).hexdigest()[:8]
-    return replace(cfg, out_dir=str(exp.root / setting / method / f"seed{seed}"),
-                   data_dir=str(data_root(exp) / f"{setting}-{key}"))
+    return replace(cfg, data_dir=str(data_root(exp) / f"{setting}-{key}"))
 
 
 def data_root(exp: ExperimentConfig) -> Path:

@@ -103,12 +103,13 @@ def with_tokenizer(exp: ExperimentConfig, cfg: RunConfig, results: dict[str, Any
                             f"{expected[:12]}", ("tokenizer",))
 
 
-def trained_elsewhere(cfg: RunConfig) -> dict[str, Any] | None:
+def trained_elsewhere(cfg: RunConfig) -> tuple[dict[str, Any], Verdict] | None:
     """The summary of a run of ``cfg`` in ``cfg.out_dir`` whose training ended (patience, or this
     config's step cap) and which keeps its averaged checkpoint but no resumable one: trained on
     another machine and brought back without the optimizer states (e.g. a run trained on a GPU
-    machine whose decoding was cut off). Such a run is scored, never retrained from scratch over its files; None when
-    ``out_dir`` holds anything else (the normal resume path applies)."""
+    machine whose decoding was cut off), with the verdict on its record (handed to checkpoint
+    loading, so the run is judged once). Such a run is scored, never retrained from scratch over its
+    files; None when ``out_dir`` holds anything else (the normal resume path applies)."""
     from posenc.runs.run import Run
 
     out = Path(cfg.out_dir)
@@ -119,9 +120,9 @@ def trained_elsewhere(cfg: RunConfig) -> dict[str, Any] | None:
         return None
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     if summary.get("stopped") == "patience":  # ended by its own plateau: other caps or logging change nothing
-        return summary
+        return summary, run.verdict
     capped = summary.get("stopped") == "max_steps" and summary.get("max_steps") == cfg.train.max_steps
-    return summary if capped and run.verdict.kind == "fresh" else None
+    return (summary, run.verdict) if capped and run.verdict.kind == "fresh" else None
 
 
 class TranslationExperiment(ExperimentTask):
@@ -192,7 +193,8 @@ class TranslationExperiment(ExperimentTask):
     def run_cell(self, exp: ExperimentConfig, cell: Cell, verdict: Verdict | None,
                  old: dict[str, Any] | None) -> dict[str, Any]:
         """rescore → translate again with the trained model; extend or missing → train (resuming
-        from the run's last checkpoint) and score, with the run's averaged/latest checkpoint."""
+        from the run's last checkpoint) and score, with the run's averaged/latest checkpoint. The
+        cell's ``verdict`` is handed to training and checkpoint loading: the run is judged once."""
         from posenc.tasks.translation.load import load_run, loaded_after_training, translate_split
 
         cfg = run_config(exp, *cell)
@@ -200,7 +202,7 @@ class TranslationExperiment(ExperimentTask):
         elsewhere = trained_elsewhere(cfg) if verdict is None else None
         trained = None
         if elsewhere is not None:
-            summary = elsewhere
+            summary, verdict = elsewhere
             log.info("== %s / %s / seed %d: training ended (%s at %s) and only its averaged checkpoint is here: "
                      "scoring it", setting, method, seed, summary.get("stopped"), summary.get("step"))
         elif verdict is not None and verdict.kind == "rescore":
@@ -210,10 +212,11 @@ class TranslationExperiment(ExperimentTask):
             if verdict is not None:
                 log.info("== %s / %s / seed %d: extending training (%s)", setting, method, seed, verdict.detail)
             log.info("== %s / %s / seed %d -> %s", setting, method, seed, cfg.out_dir)
-            trained = run_task(self.new_task(), cfg)
+            trained = run_task(self.new_task(), cfg, verdict=verdict)
             summary = trained.summary
         (Path(cfg.out_dir) / "results.json").unlink(missing_ok=True)  # never old numbers next to a changed run
-        loaded = load_run(cfg.out_dir) if trained is None or trained.run is None else loaded_after_training(trained.run)
+        loaded = (load_run(cfg.out_dir, verdict=verdict) if trained is None or trained.run is None
+                  else loaded_after_training(trained.run))
         decode, tuning = cfg.decode, None
         if exp.tune_length_penalty:  # α chosen on validation BLEU; the splits decoded with it
             tuning = tune_length_penalty(loaded, exp.tune_length_penalty, cfg.decode, exp.tune_length_penalty_max)

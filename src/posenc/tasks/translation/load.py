@@ -27,9 +27,9 @@ from posenc.evaluation.metrics import corpus_scores
 from posenc.files import atomic_write_text
 from posenc.runs.ownership import dir_kind
 from posenc.runs.run import FinishedRun, Run, recorded
-from posenc.runs.same_run import RunRecord, read_stored, same_run
+from posenc.runs.same_run import RunRecord, Verdict, read_stored, same_record, same_run
 from posenc.tasks.translation.config import ARCH_SECTIONS, DecodeConfig, RunConfig, located_config
-from posenc.tasks.translation.spec import VOCAB_FILE, VOCAB_KEY
+from posenc.tasks.translation.spec import SPEC, VOCAB_FILE, VOCAB_KEY
 from posenc.tasks.translation.train import build_model
 from posenc.training import checkpoint as ck
 
@@ -65,16 +65,18 @@ def check_checkpoint_run(run_dir: Path, sections: dict[str, Any], where: Path, r
                               f"({verdict.detail}); remove it or pass the run it belongs to")
 
 
-def checkpoint_run_config(run: FinishedRun) -> RunConfig:
+def checkpoint_run_config(run: FinishedRun, verdict: Verdict | None = None) -> RunConfig:
     """What the model of the opened checkpoint is rebuilt from: the run's config.yaml with the
     ``arch``, ``data`` and model sections saved with that checkpoint in place of its own, resolved
     against the run directory (never a file a later command could change), once the checkpoint is
     judged to be the run's (:func:`check_checkpoint_run`). Both files hold what posenc wrote there
-    or the run is refused: a model section in the checkpoint's, a run config in config.yaml."""
+    or the run is refused: a model section in the checkpoint's, a run config in config.yaml.
+    ``verdict``: the caller's verdict on the run (a grid cell's); a checkpoint recording the record
+    it judged is the run's and is not judged again (:func:`~posenc.runs.same_run.same_record`)."""
     sections, where = run.opened().config, run.opened().path
     if not isinstance(sections.get("model"), dict):
         raise CheckpointError(f"{where}: its config.yaml records no model section (not a complete posenc checkpoint)")
-    if run.record is not None:
+    if run.record is not None and not _vouched(run, verdict):
         check_checkpoint_run(run.out, sections, where, run.record)
     if not run.stored:
         raise CheckpointError(f"{run.out / 'config.yaml'}: empty (the run's config is gone); restore it from the "
@@ -84,6 +86,14 @@ def checkpoint_run_config(run: FinishedRun) -> RunConfig:
     except ConfigError as err:
         raise CheckpointError(f"{run.out / 'config.yaml'} with the sections saved in {where}: not a usable "
                               f"run config ({err})") from None
+
+
+def _vouched(run: FinishedRun, verdict: Verdict | None) -> bool:
+    """Whether the opened checkpoint records the run ``verdict`` judged (its state's record)."""
+    record = run.opened().state.get("record")
+    if verdict is None or verdict.kind == "stale" or not isinstance(record, dict):
+        return False
+    return same_record(verdict, RunRecord.read(record), SPEC.derived_keys)
 
 
 def check_vocab(state: dict[str, Any], digest: str, vocab: Path, where: Path) -> None:
@@ -108,13 +118,15 @@ def check_vocabulary(cfg: RunConfig, tok: Tokenizer, state: dict[str, Any], run_
     check_vocab(state, tok.sha256, run_dir / VOCAB_FILE, where)
 
 
-def load_run(run_dir: str | Path, checkpoint: str = "auto", device: str = "cpu", confine: bool = False) -> LoadedRun:
+def load_run(run_dir: str | Path, checkpoint: str = "auto", device: str = "cpu", confine: bool = False,
+             verdict: Verdict | None = None) -> LoadedRun:
     """The trained run in ``run_dir`` with the weights of ``checkpoint`` (``auto``: the average if
     present, else the latest; ``latest``, ``average`` or a path), its model rebuilt from the
     config saved with that checkpoint, checked against the run's record and vocabulary: the run
-    opened once (:class:`~posenc.runs.run.FinishedRun`)."""
+    opened once (:class:`~posenc.runs.run.FinishedRun`). ``verdict``: the caller's verdict on the
+    run (:func:`checkpoint_run_config`)."""
     run = FinishedRun.open(run_dir, checkpoint)
-    return _loaded(run, checkpoint_run_config(run), device, confine)
+    return _loaded(run, checkpoint_run_config(run, verdict), device, confine)
 
 
 def loaded_after_training(trained: Run, checkpoint: str = "auto", device: str = "cpu") -> LoadedRun:

@@ -1,0 +1,123 @@
+"""One cell of an experiment grid: its run config (:func:`cell_run_config`, base + overrides +
+seed for every task), judged once (:class:`JudgedCell`) and brought up to date with that
+judgement (:func:`bring_up`).
+
+A cell is a run directory: its run config's ``out_dir``, holding ``results.json`` once done. The
+cell is judged once, when the runner first looks at it: its stored results and the task's one
+verdict on them (fresh / rescore / extend / stale, or none: it has to run). That verdict is handed
+down to whatever brings the cell up to date: the task's ``run_cell`` passes it to training (the
+run directory resumes without being judged again, :meth:`posenc.runs.run.Run.open`) and to
+checkpoint loading; the results are stored by the cell's :class:`~posenc.runs.run.Run`
+(:meth:`~posenc.runs.run.Run.write_results`, their one writer).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from posenc.config import apply_mapping, from_dict
+from posenc.errors import ConfigError
+from posenc.experiments.tasks import Cell, ExperimentTask
+from posenc.runs.run import RESULTS_NAME, Run
+from posenc.runs.same_run import Verdict
+
+
+def cell_run_config(schema: type, base: dict[str, Any], overrides: Sequence[dict[str, Any]], seed: int,
+                    out_dir: str | Path) -> Any:
+    """A cell's run config, the one way every task writes it: ``base`` with each mapping of dotted
+    ``overrides`` applied in order (a setting's, a method's, ...), then the cell's seed and run
+    directory, validated by the task's run schema.
+
+    Args:
+        schema: the run config class.
+        base: the experiment's base run config (a mapping).
+        overrides: mappings of dotted overrides, applied in order (a later one wins).
+        seed: the cell's ``train.seed``.
+        out_dir: the cell's run directory.
+
+    Returns:
+        The run config (a ``schema``).
+    """
+    data = base
+    for mapping in overrides:
+        data = apply_mapping(data, mapping, schema)
+    return from_dict(schema, apply_mapping(data, {"train.seed": seed, "out_dir": str(out_dir)}, schema))
+
+
+@dataclass(frozen=True)
+class JudgedCell:
+    """A cell with its run config, its stored results and the task's verdict on them, taken once.
+
+    Attributes:
+        cell: the grid coordinate.
+        cfg: its run config (``out_dir``: the cell's run directory).
+        results: its stored ``results.json`` (None: none yet).
+        verdict: the task's verdict on them (None: the cell has to run).
+    """
+
+    cell: Cell
+    cfg: Any
+    results: dict[str, Any] | None
+    verdict: Verdict | None
+
+    @property
+    def fresh(self) -> bool:
+        """Whether the stored results hold for today's config (nothing to do)."""
+        return self.verdict is not None and self.verdict.kind == "fresh"
+
+    @property
+    def stale(self) -> bool:
+        """Whether the stored run is another config's (refused, or cleared with ``--rerun-stale``)."""
+        return self.verdict is not None and self.verdict.kind == "stale"
+
+    @property
+    def name(self) -> str:
+        """``group/method/seed``, with the verdict's kind when there is one (the runner's listings)."""
+        return "/".join(map(str, self.cell)) + ("" if self.verdict is None else f" ({self.verdict.kind})")
+
+
+def results_path(cfg: Any) -> Path:
+    """Where the ``results.json`` of the cell whose run config is ``cfg`` is (or will be)."""
+    return Path(cfg.out_dir) / RESULTS_NAME
+
+
+def judge(task: ExperimentTask, exp: Any, cell: tuple[str, str, int]) -> JudgedCell:
+    """``cell`` of ``exp`` judged once: its run config, its stored results and the task's verdict.
+
+    Args:
+        task: the experiment's task.
+        exp: the experiment config.
+        cell: the cell.
+
+    Returns:
+        The judged cell.
+    """
+    cell = Cell(*cell)
+    cfg = task.cell_config(exp, cell)
+    path = results_path(cfg)
+    results = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return JudgedCell(cell, cfg, results, task.verdict(exp, cell, results))
+
+
+def bring_up(task: ExperimentTask, exp: Any, judged: JudgedCell) -> dict[str, Any]:
+    """Bring the cell up to date with its judgement: fresh → its stored results; stale → a one-line
+    ConfigError (stale cells are cleared, ``--rerun-stale``, or refused before); otherwise the task
+    runs the cell with the verdict and the cell's run stores the results.
+
+    Args:
+        task: the experiment's task.
+        exp: the experiment config.
+        judged: the cell, judged once (:func:`judge`).
+
+    Returns:
+        Its results, as stored.
+    """
+    if judged.fresh:
+        return judged.results or {}
+    if judged.stale:
+        raise ConfigError(f"{judged.cfg.out_dir}: stale results ({judged.verdict.detail}); rerun with --rerun-stale")
+    result = task.run_cell(exp, judged.cell, judged.verdict, judged.results)
+    return Run(Path(judged.cfg.out_dir), judged.cfg, judged.verdict).write_results(result)

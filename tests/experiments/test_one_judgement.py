@@ -1,0 +1,92 @@
+"""One judgement per cell: ``posenc experiment`` asks the one "same run?" rule
+(:func:`posenc.runs.same_run.same_run`) once per cell whatever becomes of it (re-reported, rescored,
+training extended, reported only), and hands that verdict down: training resumes and the
+checkpoint is loaded without judging the run again. A cell with nothing recorded has nothing to judge."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import posenc.runs.same_run as rules
+import posenc.tasks.translation.driver  # noqa: F401  (imported before the spy: every user of the rule is patched)
+import posenc.tasks.translation.load  # noqa: F401
+from posenc.config import load_config
+from posenc.experiments.runner import Grid, run_experiment
+from posenc.tasks.translation.experiment import ExperimentConfig
+from tests.experiments.tiny_grid import write_experiment
+
+METHODS = ("ape", "shape")
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch) -> Counter[Path]:
+    """Every use of :func:`same_run` in posenc (wherever a module imported it), counted per run
+    directory judged."""
+    calls: Counter[Path] = Counter()
+    judge = rules.same_run
+
+    def spy(stored: Any, cfg: Any, evaluation: Any = None) -> rules.Verdict:
+        calls[Path(cfg.out_dir).resolve()] += 1
+        return judge(stored, cfg, evaluation)
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("posenc") and getattr(module, "same_run", None) is judge:
+            monkeypatch.setattr(module, "same_run", spy)
+    return calls
+
+
+def _cells(path: Path) -> dict[Path, str]:
+    """Each cell's run directory → its verdict now (None: nothing stored)."""
+    grid = Grid.of(load_config(ExperimentConfig, path))
+    return {Path(grid.config(c).out_dir).resolve(): getattr(grid.verdict(c), "kind", None) for c in grid.cells()}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny grid trained once (its cells then re-judged by each test, in copies)."""
+    root = tmp_path_factory.mktemp("one_judgement")
+    run_experiment(str(write_experiment(root, methods=METHODS)))
+    return root
+
+
+def _copy(trained: Path, tmp_path: Path, **changes: Any) -> Path:
+    """A copy of the trained grid, its YAML rewritten with ``changes`` (write_experiment's arguments)."""
+    import shutil
+
+    shutil.copytree(trained / "exp", tmp_path / "exp", symlinks=True)
+    return write_experiment(tmp_path, methods=METHODS, **changes)
+
+
+def test_a_new_cell_is_judged_nowhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _spy(monkeypatch)
+    path = write_experiment(tmp_path, methods=("ape",))
+    run_experiment(str(path))
+    monkeypatch.undo()
+    assert list(_cells(path).values()) == ["fresh"]
+    assert not calls  # nothing recorded before, and what it stored is not judged again
+
+
+@pytest.mark.parametrize(("changes", "before"), [({}, "fresh"), ({"decode": {"beam": 3}}, "rescore"),
+                                                 ({"train": {"max_steps": 4}}, "extend")])
+def test_every_cell_is_judged_once(trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   changes: dict, before: str) -> None:
+    path = _copy(trained, tmp_path, **changes)
+    cells = _cells(path)
+    assert set(cells.values()) == {before}
+    calls = _spy(monkeypatch)
+    run_experiment(str(path))
+    monkeypatch.undo()
+    assert calls == Counter(dict.fromkeys(cells, 1))
+    assert set(_cells(path).values()) == {"fresh"}
+
+
+def test_a_report_only_judges_each_cell_once(trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _copy(trained, tmp_path)
+    calls = _spy(monkeypatch)
+    run_experiment(str(path), report_only=True)
+    monkeypatch.undo()
+    assert calls == Counter(dict.fromkeys(_cells(path), 1))

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import posenc.experiments.cell as cell_module
 import posenc.runs.run as run_module
 import posenc.runs.same_run as rules
 import posenc.tasks.grid as methods_grid
@@ -30,7 +31,7 @@ from tests.experiments.tiny_grid import write_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results"
-CALLERS = (run_module, methods_grid, translation_driver, translation_load)
+CALLERS = (run_module, cell_module, translation_load)
 
 
 def _cfg(tmp_path: Path, **train: Any) -> tuple[Any, ExperimentConfig]:

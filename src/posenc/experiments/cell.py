@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from posenc.config import apply_mapping, from_dict
+from posenc.config import apply_mapping, from_dict, load_yaml
 from posenc.errors import ConfigError
 from posenc.experiments.tasks import Cell, ExperimentTask
+from posenc.runs.ownership import CONFIG_NAME
 from posenc.runs.run import RESULTS_NAME, Run
-from posenc.runs.same_run import Verdict
+from posenc.runs.same_run import RunRecord, Verdict, same_run
 
 
 def cell_run_config(schema: type, base: dict[str, Any], overrides: Sequence[dict[str, Any]], seed: int,
@@ -45,6 +46,40 @@ def cell_run_config(schema: type, base: dict[str, Any], overrides: Sequence[dict
     for mapping in overrides:
         data = apply_mapping(data, mapping, schema)
     return from_dict(schema, apply_mapping(data, {"train.seed": seed, "out_dir": str(out_dir)}, schema))
+
+
+def recorded(results: dict[str, Any]) -> RunRecord:
+    """The record a cell's ``results.json`` holds, read by the one adapter (:meth:`RunRecord.read`):
+    its ``record`` or, in results written before records, the whole ``config``; with the steps trained."""
+    summary = results.get("summary")
+    steps = summary.get("steps") if isinstance(summary, dict) else None
+    return RunRecord.read(results.get("record", results.get("config")), steps)
+
+
+def recorded_verdict(cfg: Any, results: dict[str, Any] | None,
+                     evaluation: dict[str, Any] | None = None) -> Verdict | None:
+    """A cell's freshness, the one rule of every task: the record its results hold (:func:`recorded`)
+    judged by :func:`~posenc.runs.same_run.same_run` against its run config ``cfg``, scored as
+    ``evaluation`` where the task scores its cells (a task adds only what its results hold beyond
+    the record, e.g. translation's α search). Without results: stale when the run's saved
+    config.yaml is another run (a run started, not finished), else None (the cell has to run).
+
+    Args:
+        cfg: the cell's run config.
+        results: its stored ``results.json`` (None: none).
+        evaluation: how the task scores the cell now (None: it records none).
+
+    Returns:
+        The verdict, or None.
+    """
+    if results is not None:
+        return same_run(recorded(results), cfg, evaluation)
+    saved = Path(cfg.out_dir) / CONFIG_NAME
+    if saved.is_file():
+        verdict = same_run(RunRecord.read(load_yaml(saved)), cfg)
+        if verdict.kind == "stale":
+            return Verdict("stale", f"the run in {cfg.out_dir} was started with another config ({verdict.detail})")
+    return None
 
 
 @dataclass(frozen=True)

@@ -23,39 +23,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from posenc.config import load_yaml, require, require_seeds
-from posenc.experiments.cell import cell_run_config
+from posenc.config import require, require_seeds
+from posenc.experiments.cell import cell_run_config, recorded, recorded_verdict
 from posenc.experiments.tasks import Cell, ExperimentTask
-from posenc.runs.same_run import RunRecord, Verdict, same_run
+from posenc.runs.same_run import RunRecord, Verdict
 from posenc.tasks.base import TaskRun, run_task
 
 log = logging.getLogger("posenc")
 
+__all__ = ["MethodsExperimentConfig", "MethodsGrid", "recorded", "recorded_verdict"]
+
 #: How an old single-config experiment YAML is told the new form (one line).
 NEW_FORM = ("the run config now goes under `base:` and `methods:` maps label -> dotted overrides, "
             "e.g. `methods: {cape: {model.position.name: cape}}` (docs/architecture.md, 'A task')")
-
-
-def recorded(results: dict[str, Any]) -> RunRecord:
-    """The record a cell's ``results.json`` holds, read by the one adapter (:meth:`RunRecord.read`):
-    its ``record`` or, in results written before records, the whole ``config``; with the steps trained."""
-    summary = results.get("summary")
-    steps = summary.get("steps") if isinstance(summary, dict) else None
-    return RunRecord.read(results.get("record", results.get("config")), steps)
-
-
-def recorded_verdict(cfg: Any, results: dict[str, Any] | None) -> Verdict | None:
-    """A cell's freshness by the one rule (:func:`posenc.runs.same_run.same_run`) on the record
-    its results hold; without results, stale when the run's saved config.yaml is another run
-    (a run started, not finished); None when it has to run."""
-    if results is not None:
-        return same_run(recorded(results), cfg)
-    saved = Path(cfg.out_dir) / "config.yaml"
-    if saved.is_file():
-        verdict = same_run(RunRecord.read(load_yaml(saved)), cfg)
-        if verdict.kind == "stale":
-            return Verdict("stale", f"the run in {cfg.out_dir} was started with another config ({verdict.detail})")
-    return None
 
 
 @dataclass

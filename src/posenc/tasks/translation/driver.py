@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from posenc.config import to_dict
+from posenc.experiments.cell import recorded_verdict
 from posenc.experiments.selection import SelectionConfig
 from posenc.experiments.tasks import ExperimentTask
-from posenc.runs.same_run import RunRecord, Verdict, same_run
+from posenc.runs.same_run import RunRecord, Verdict
 from posenc.tasks.base import run_task
 from posenc.tasks.translation.cells import Cell, data_root, grid, run_config
 from posenc.tasks.translation.config import RunConfig
@@ -142,12 +143,13 @@ class TranslationExperiment(ExperimentTask):
         return run_config(exp, *cell)
 
     def verdict(self, exp: ExperimentConfig, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
-        """fresh / rescore / extend / stale from the stored record (None: no results yet)."""
+        """fresh / rescore / extend / stale by the one rule on the stored record
+        (:func:`~posenc.experiments.cell.recorded_verdict`, scored as the grid scores now), then
+        the α search and the tokenizer its results hold (None: no results yet, nothing stale)."""
+        cfg = run_config(exp, *cell)
         if results is None:
-            return None
-        cfg, steps = run_config(exp, *cell), results.get("summary", {}).get("steps")
-        verdict = with_tuning(exp, results, same_run(RunRecord.read(results.get("record"), steps), cfg,
-                                                     expected_evaluation(exp, cfg, results)))
+            return recorded_verdict(cfg, None)
+        verdict = with_tuning(exp, results, recorded_verdict(cfg, results, expected_evaluation(exp, cfg, results)))
         return with_tokenizer(exp, cfg, results, verdict)
 
     def prepare(self, exp: ExperimentConfig, cells: list[Cell]) -> None:

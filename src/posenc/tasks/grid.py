@@ -78,14 +78,28 @@ class MethodsGrid(ExperimentTask):
     experiment_config: ClassVar[type] = MethodsExperimentConfig
 
     def cells(self, exp: MethodsExperimentConfig) -> list[Cell]:
-        return [Cell(exp.task, method, seed) for method in exp.methods for seed in exp.seeds]
+        """Every cell, group-major (:meth:`groups`), then method and seed."""
+        return [Cell(group, method, seed) for group in self.groups(exp) for method in exp.methods for seed in exp.seeds]
 
     def cell_config(self, exp: MethodsExperimentConfig, cell: Cell) -> Any:
-        """Base + the method's overrides + seed (:func:`~posenc.experiments.cell.cell_run_config`),
-        with its run directory ``root/method/seedN``."""
+        """Base + the method's overrides + the group's (:meth:`group_overrides`) + seed
+        (:func:`~posenc.experiments.cell.cell_run_config`), in the run directory :meth:`run_dir`."""
+        group, method, seed = cell
+        overrides = [exp.methods[method], *self.group_overrides(exp, group)]
+        return cell_run_config(self.run_config, exp.base, overrides, seed, self.run_dir(exp, cell))
+
+    def groups(self, exp: MethodsExperimentConfig) -> list[str]:
+        """The grid's outer coordinate (default: one group, the task's name, with no overrides)."""
+        return [exp.task]
+
+    def group_overrides(self, exp: MethodsExperimentConfig, group: str) -> list[dict[str, Any]]:
+        """The dotted overrides of ``group``, applied after the method's (default: none)."""
+        return []
+
+    def run_dir(self, exp: MethodsExperimentConfig, cell: Cell) -> Path:
+        """The cell's run directory (default ``root/method/seedN``: one group, no level of its own)."""
         _, method, seed = cell
-        where = exp.root / method / f"seed{seed}"
-        return cell_run_config(self.run_config, exp.base, [exp.methods[method]], seed, where)
+        return exp.root / method / f"seed{seed}"
 
     def verdict(self, exp: MethodsExperimentConfig, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
         """:func:`recorded_verdict` of the cell's run config."""

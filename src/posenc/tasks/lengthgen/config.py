@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, ClassVar
 
 from posenc.config import apply_mapping, from_dict, require, to_dict
@@ -146,8 +147,18 @@ class LengthgenExperimentConfig(MethodsExperimentConfig):
 def run_config(exp: LengthgenExperimentConfig, task: str, method: str, seed: int) -> LengthgenConfig:
     """Base + method overrides + task overrides + task + seed (:func:`~posenc.experiments.cell.cell_run_config`),
     with its run directory ``root/task/method/seedN``."""
-    overrides = [exp.methods[method], exp.task_overrides.get(task, {}), {"data.task": task}]
-    return cell_run_config(LengthgenConfig, exp.base, overrides, seed, exp.root / task / method / f"seed{seed}")
+    overrides = [exp.methods[method], *task_overrides(exp, task)]
+    return cell_run_config(LengthgenConfig, exp.base, overrides, seed, cell_dir(exp, task, method, seed))
+
+
+def task_overrides(exp: LengthgenExperimentConfig, task: str) -> list[dict[str, Any]]:
+    """What a task applies after a method's overrides: its ``task_overrides``, then ``data.task``."""
+    return [exp.task_overrides.get(task, {}), {"data.task": task}]
+
+
+def cell_dir(exp: LengthgenExperimentConfig, task: str, method: str, seed: int) -> Path:
+    """A cell's run directory, ``root/task/method/seedN``."""
+    return exp.root / task / method / f"seed{seed}"
 
 
 def expand(exp: LengthgenExperimentConfig) -> list[tuple[str, str, int, LengthgenConfig]]:

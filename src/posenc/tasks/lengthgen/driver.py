@@ -19,7 +19,7 @@ from typing import Any
 
 from posenc.tasks.base import TaskRun
 from posenc.tasks.grid import Cell, MethodsGrid
-from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, run_config
+from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, cell_dir, task_overrides
 from posenc.tasks.lengthgen.report import write_report
 from posenc.tasks.lengthgen.task import LengthgenTask
 
@@ -34,11 +34,17 @@ class LengthgenExperiment(MethodsGrid):
     def new_task(self) -> LengthgenTask:
         return LengthgenTask()
 
-    def cells(self, exp: LengthgenExperimentConfig) -> list[Cell]:
-        return [(task, method, seed) for task in exp.tasks for method in exp.methods for seed in exp.seeds]
+    def groups(self, exp: LengthgenExperimentConfig) -> list[str]:
+        """The algorithmic tasks."""
+        return list(exp.tasks)
 
-    def cell_config(self, exp: LengthgenExperimentConfig, cell: Cell) -> LengthgenConfig:
-        return run_config(exp, *cell)
+    def group_overrides(self, exp: LengthgenExperimentConfig, group: str) -> list[dict[str, Any]]:
+        """The task's ``task_overrides``, then the task itself (:func:`~posenc.tasks.lengthgen.config.run_config`)."""
+        return task_overrides(exp, group)
+
+    def run_dir(self, exp: LengthgenExperimentConfig, cell: Cell) -> Path:
+        """``root/task/method/seedN``."""
+        return cell_dir(exp, *cell)
 
     def results(self, done: dict[str, Any], run: TaskRun) -> dict[str, Any]:
         """Adds the best validation loss, the warm-up, the best step, whether the validation curve

@@ -58,8 +58,8 @@ def run_paths(run: RunFiles) -> tuple[Path, Path]:
 
 
 def metric_column(valid: dict[str, list[float | None]]) -> list[float | None]:
-    """valid.csv's metric column (translation: BLEU; ``bleu`` in runs logged before the rename)."""
-    return valid.get("metric") or valid.get("bleu") or []
+    """valid.csv's metric column (translation: BLEU)."""
+    return valid.get("metric") or []
 
 
 def summarize(train: dict[str, list[float | None]], valid: dict[str, list[float | None]]) -> dict[str, Any]:

@@ -3,9 +3,9 @@ directory that is new, empty, or its own (:func:`check_target`), and never an ou
 of its own directories (:func:`check_outside_posenc_dirs`).
 
 posenc's directories carry a marker file, ``.posenc-run`` (JSON ``{"kind": "run"}``, ``"data"``,
-``"report"``, ...), written when posenc first fills them; directories of older versions are
-recognised by their files (a run's ``config.yaml`` and ``fingerprint.json`` or ``checkpoints/``;
-prepared data by the files its task declares, :attr:`~posenc.runs.spec.RunSpec.data_files`).
+``"report"``, ...), written when posenc first fills them; the caches the tasks keep beside their
+prepared data are posenc's by their names. A directory an older posenc left unmarked is marked by
+``posenc upgrade`` (:mod:`posenc.runs.upgrade`), once.
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Callable
 
-from posenc.config import load_yaml
-from posenc.errors import ConfigError, PosencError, RunDirError
+from posenc.errors import ConfigError, RunDirError
 from posenc.files import atomic_write_text, check_output_file, os_call
 from posenc.runs.lock import LOCK_NAME, in_use
 from posenc.runs.spec import declared
@@ -30,7 +28,7 @@ KIND_WORDS = {"run": "run directory", "data": "prepared data directory", "report
               "logs": "log directory", "export": "model export directory", "checkpoint": "checkpoint directory",
               "datasets": "directory of prepared data", "cache": "data cache",
               "payload": "folder of packed data"}
-#: The description file of a model export (serving/); it marks older unmarked exports.
+#: The description file of a model export (serving/).
 EXPORT_MANIFEST = "posenc_export.json"
 #: Files of a checkpoint directory (training/checkpoint.py): an average written elsewhere, a moved checkpoint.
 _CHECKPOINT_SIGNS = ("model.safetensors", "state.json")
@@ -48,23 +46,6 @@ def read_marker(directory: str | Path) -> str | None:
     return data.get("kind") if isinstance(data, dict) else None
 
 
-def _legacy_kind(directory: Path) -> str | None:
-    """What a directory written by an older posenc (no marker) is, judged by its files."""
-    checkpoints = any(p.is_dir() and CHECKPOINT_DIR.match(p.name) for p in (directory / "checkpoints").glob("ckpt_*"))
-    has_run_files = (directory / FINGERPRINT_NAME).is_file() or checkpoints
-    if has_run_files and _is_run_config(directory / CONFIG_NAME):
-        return "run"
-    if checkpoints and (directory / "train.csv").is_file():
-        return "run"  # a run of another task that the Trainer wrote (checkpoints and its log)
-    if any(spec.data_files and all((directory / f).is_file() for f in spec.data_files) for spec in declared()):
-        return "data"
-    if (directory / EXPORT_MANIFEST).is_file():
-        return "export"
-    if directory.name in cache_names():
-        return "cache"
-    return None
-
-
 def cache_names() -> frozenset[str]:
     """The names of the cache directories the declared tasks keep beside their prepared data: the
     name is posenc's, so such a directory is posenc's cache, marked or not."""
@@ -77,30 +58,24 @@ def scratch_names() -> frozenset[str]:
     return frozenset({LOCK_NAME, MARKER_NAME}) | cache_names()
 
 
-def _is_run_config(path: Path) -> bool:
-    """Whether ``path`` is a run config that posenc wrote, of any task (a YAML mapping with a
-    ``train`` section)."""
-    if not path.is_file():
-        return False
-    try:
-        return isinstance(load_yaml(path).get("train"), dict)
-    except (PosencError, OSError, ValueError, TypeError, AttributeError):
-        return False
-
-
 def dir_kind(directory: str | Path) -> str | None:
     """The kind of a directory posenc wrote (``run``, ``data``, ``report``, ``logs``, ``export``,
-    ``datasets``: its marker, else an older layout; ``cache``: a task's data cache), else None."""
+    ``datasets``, ...: its marker; ``cache``: a task's data cache, by its name), else None."""
     directory = Path(directory)
     if not directory.is_dir() or directory.is_symlink():
         return None
-    return read_marker(directory) or _legacy_kind(directory)
+    return read_marker(directory) or ("cache" if directory.name in cache_names() else None)
+
+
+def marker_text(kind: str) -> str:
+    """The marker file's text for a directory of ``kind``."""
+    return json.dumps({"kind": kind, "written_by": "posenc"}) + "\n"
 
 
 def write_marker(directory: str | Path, kind: str) -> None:
     """Mark ``directory`` as posenc's own ``kind`` (no-op when it already is)."""
     if read_marker(directory) != kind:
-        atomic_write_text(Path(directory) / MARKER_NAME, json.dumps({"kind": kind, "written_by": "posenc"}) + "\n")
+        atomic_write_text(Path(directory) / MARKER_NAME, marker_text(kind))
 
 
 def _forbidden(directory: Path) -> str | None:
@@ -142,8 +117,9 @@ def check_target(directory: str | Path, kind: str, what: str = "out_dir") -> Non
     if foreign or other is not None:  # a posenc directory of another kind is never written as this one
         held = f"a posenc {KIND_WORDS[other]}" if other else f"files posenc did not write ({foreign[0]!r}"
         held += "" if other else (f" and {len(foreign) - 1} more)" if len(foreign) > 1 else ")")
+        older = "" if other else f", or `posenc upgrade {directory}` if an older posenc wrote it"
         raise RunDirError(f"{what} {directory} holds {held}; posenc writes only into a new or empty directory "
-                          f"or a {KIND_WORDS[kind]} it created (use another {what})")
+                          f"or a {KIND_WORDS[kind]} it created (use another {what}{older})")
 
 
 def mark_datasets(directory: str | Path) -> None:
@@ -163,15 +139,6 @@ def mark_datasets(directory: str | Path) -> None:
 def _holds_only_data(directory: Path) -> bool:
     """Whether every entry of ``directory`` is prepared data, a cache or a lock."""
     return all(p.name in scratch_names() or dir_kind(p) == "data" for p in directory.iterdir())
-
-
-def claim_and_check(directory: str | Path, kind: str, what: str, older: Callable[[Path], bool]) -> None:
-    """:func:`check_target` for a ``kind`` directory that older posenc versions wrote unmarked:
-    an unmarked directory that ``older`` recognises as such is marked (claimed) first."""
-    directory = Path(directory)
-    if directory.is_dir() and not directory.is_symlink() and read_marker(directory) is None and older(directory):
-        write_marker(directory, kind)
-    check_target(directory, kind, what)
 
 
 def owned_kind(directory: Path) -> str | None:

@@ -23,12 +23,12 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
-from posenc.config import load_yaml, naming, to_dict
+from posenc.config import load_yaml, to_dict
 from posenc.errors import CheckpointError, ConfigError, RunDirError
 from posenc.files import atomic_write_text, os_call
 from posenc.runs.lock import exclusive
 from posenc.runs.ownership import CHECKPOINT_DIR, CONFIG_NAME, FINGERPRINT_NAME, check_free_target, write_marker
-from posenc.runs.same_run import RunRecord, Verdict, read_stored, same_run
+from posenc.runs.same_run import UPGRADE, RunRecord, Verdict, same_run
 from posenc.runs.spec import NO_TASK, RunSpec, spec_of
 from posenc.training.checkpoint import (
     Checkpoint,
@@ -45,8 +45,8 @@ log = logging.getLogger("posenc")
 
 #: Outputs of a training session of any task, removed when a run starts afresh (``--no-resume``);
 #: a task's own outputs are its spec's :attr:`~posenc.runs.spec.RunSpec.run_files`.
-RUN_OUTPUTS = ("checkpoints", "train.csv", "valid.csv", "tensorboard", "summary.json", "train_summary.json",
-               "results.json", CONFIG_NAME, FINGERPRINT_NAME)
+RUN_OUTPUTS = ("checkpoints", "train.csv", "valid.csv", "tensorboard", "summary.json", "results.json", CONFIG_NAME,
+               FINGERPRINT_NAME)
 #: What posenc writes inside the directories of :data:`RUN_OUTPUTS` (nothing else there is removed).
 OWN_CHILDREN = {"checkpoints": r"^(ckpt_\d{8}|average|\.(tmp|old)-.+)$", "tensorboard": r"^events\.out\.tfevents\..+$"}
 
@@ -119,7 +119,7 @@ class Run:
         extend training, and options and methods added since, pass. With ``load`` the checkpoint
         of a run that is not stale is loaded (its state.json is read once, here). Nothing is raised
         for a stale run: :meth:`open` refuses it."""
-        stored = stored_run(out, type(cfg))
+        stored = stored_run(out)
         if stored is None:
             return cls(out, cfg)
         path = latest_checkpoint(out / "checkpoints")
@@ -164,28 +164,39 @@ def _verdict(stored: RunRecord, state: dict[str, Any], cfg: Any, path: Path | No
     ``path``) is another run's."""
     step = state.get("step")  # a cap below the steps it resumes from is no extension
     verdict = same_run(replace(stored, steps=step if isinstance(step, int) else None), cfg)
-    if verdict.kind == "stale" or state.get("record") is None:  # a checkpoint older than records: no record
+    if verdict.kind == "stale" or state.get("record") is None:  # a Trainer's checkpoint outside a Run: no record
         return verdict
-    mine = same_run(RunRecord.read(state["record"]), cfg)
+    mine = same_run(RunRecord.read(state["record"], where=f"{path}/state.json"), cfg)
     if mine.kind == "stale":
         return replace(mine, detail=f"its checkpoint {path.name} is another run's ({mine.detail})")
     return verdict
 
 
-def stored_run(out_dir: str | Path, config_type: type) -> RunRecord | None:
-    """What a run directory recorded about its config (:meth:`RunRecord.read`): its
-    ``fingerprint.json``, or for runs older than fingerprints the ``config.yaml`` beside their
-    checkpoints (read as ``config_type`` here, so a file that no longer loads is named in the
-    error); None when it holds no run."""
+#: What to do about a run directory whose record is damaged, when the run would resume.
+RESUME_HINT = "use --no-resume to start afresh or another out_dir"
+
+
+def stored_run(out_dir: str | Path, hint: str = RESUME_HINT) -> RunRecord | None:
+    """The record of the run in ``out_dir``.
+
+    Args:
+        out_dir: a run directory, or one that holds no run yet.
+        hint: what to do about a fingerprint.json that is not JSON (the refusal's last words).
+
+    Returns:
+        Its ``fingerprint.json`` read as a :class:`RunRecord`; None when it holds no run (no
+        ``config.yaml`` either).
+
+    Raises:
+        RunDirError: a fingerprint.json that is not a record, or a config.yaml without one (an
+            older posenc's run: one line naming ``posenc upgrade``).
+    """
     out = Path(out_dir)
-    if (out / FINGERPRINT_NAME).is_file():
-        return RunRecord.read(
-            read_json_dict(out / FINGERPRINT_NAME, "use --no-resume to start afresh or another out_dir"))
-    if (out / CONFIG_NAME).is_file() and (out / "checkpoints").is_dir():
-        with naming(out / CONFIG_NAME):
-            data = load_yaml(out / CONFIG_NAME)
-            read_stored(config_type, data)
-        return RunRecord.read(data)
+    path = out / FINGERPRINT_NAME
+    if path.is_file():
+        return RunRecord.read(read_json_dict(path, hint), where=str(path))
+    if (out / CONFIG_NAME).is_file():
+        raise RunDirError(f"{out} holds a run without its {FINGERPRINT_NAME} ({UPGRADE})")
     return None
 
 
@@ -208,8 +219,8 @@ class FinishedRun:
 
     Attributes:
         out: the run directory.
-        record: the run's record (``fingerprint.json``; None for runs older than records): the
-            reference a checkpoint is judged against.
+        record: the run's record (``fingerprint.json``; None where the directory holds no run
+            config): the reference a checkpoint is judged against.
         checkpoint: the checkpoint opened (weights, state.json and config sections, no optimizer
             state), or None (a caller that judges several checkpoints, e.g. ``posenc average``).
         stored: the run's ``config.yaml`` as stored (None when the caller has the run's config).
@@ -238,9 +249,8 @@ class FinishedRun:
 
 
 def recorded(out: Path) -> RunRecord | None:
-    """The record of the run in ``out`` (its fingerprint.json), None when it has none."""
-    path = out / FINGERPRINT_NAME
-    return RunRecord.read(read_json_dict(path, "the run directory is damaged")) if path.is_file() else None
+    """The record of the trained run in ``out`` (:func:`stored_run`), None when it holds no run."""
+    return stored_run(out, "the run directory is damaged")
 
 
 def find_checkpoint(run_dir: Path, which: str = "auto") -> Path:
@@ -268,9 +278,19 @@ def write_run_files(cfg: Any, out_dir: str | Path | None = None, record: RunReco
     out = Path(cfg.out_dir if out_dir is None else out_dir)
     write_marker(out, "run")
     stored = cfg.stored_form() if hasattr(cfg, "stored_form") else cfg
-    atomic_write_text(out / CONFIG_NAME, yaml.safe_dump(to_dict(stored), sort_keys=False))
+    atomic_write_text(out / CONFIG_NAME, config_text(to_dict(stored)))
     record = RunRecord.of(stored) if record is None else record
-    atomic_write_text(out / FINGERPRINT_NAME, json.dumps(record.to_dict(), indent=1, sort_keys=True))
+    atomic_write_text(out / FINGERPRINT_NAME, record_text(record))
+
+
+def config_text(data: dict[str, Any]) -> str:
+    """A run's ``config.yaml`` as posenc writes it: ``data`` (a stored config) as YAML, in its order."""
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def record_text(record: RunRecord) -> str:
+    """A run's ``fingerprint.json`` as posenc writes it: ``record`` as JSON, keys sorted."""
+    return json.dumps(record.to_dict(), indent=1, sort_keys=True)
 
 
 def check_clearable(out_dir: str | Path) -> None:

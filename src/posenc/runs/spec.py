@@ -2,8 +2,8 @@
 
 Each task declares one :class:`RunSpec` in the module ``spec`` of its package (the config class's
 ``run_spec``), registered (:func:`declare`) when that module is imported. A run's own spec comes
-with its config (:func:`spec_of`); what holds for directories of any task (is this an older
-posenc's prepared data? a cache posenc keeps?) is asked of every spec (:func:`declared`), found by
+with its config (:func:`spec_of`); what holds for directories of any task (a cache posenc keeps?
+the prepared data ``posenc upgrade`` marks?) is asked of every spec (:func:`declared`), found by
 discovery as position methods are (:func:`discover`), whatever this process imported before.
 """
 
@@ -32,8 +32,8 @@ class RunSpec:
             run's other outputs when it starts afresh (``--no-resume``).
         run_dirs: directories of ``run_files`` → the pattern of the names the task writes in them
             (only those are removed; a user's file there stays).
-        data_files: the files that mark a prepared data directory of an older posenc, written
-            before prepared data was marked.
+        data_files: the files of the task's prepared data directory: an unmarked directory that
+            holds them all is prepared data an older posenc wrote, marked by ``posenc upgrade``.
         caches: names of cache directories the task keeps beside its prepared data (posenc's, marked
             or not: they may lie in a directory posenc is about to write).
         scoring_sections: top-level config sections that only say how the task's runs are scored

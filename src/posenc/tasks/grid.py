@@ -23,35 +23,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from posenc.config import apply_mapping, from_dict, load_yaml, require, require_seeds
+from posenc.config import apply_mapping, from_dict, require, require_seeds
 from posenc.experiments.tasks import Cell, ExperimentTask
+from posenc.runs.run import stored_run
 from posenc.runs.same_run import RunRecord, Verdict, same_run
 from posenc.tasks.base import TaskRun, run_task
 
 log = logging.getLogger("posenc")
 
-#: How an old single-config experiment YAML is told the new form (one line).
-NEW_FORM = ("the run config now goes under `base:` and `methods:` maps label -> dotted overrides, "
-            "e.g. `methods: {cape: {model.position.name: cape}}` (docs/architecture.md, 'A task')")
+#: The form of an experiment's methods, told where none is given (one line).
+METHODS_FORM = ("`methods:` maps label -> dotted overrides of `base:`, e.g. `methods: {cape: {model.position.name: "
+                "cape}}` (docs/architecture.md, 'A task')")
 
 
-def recorded(results: dict[str, Any]) -> RunRecord:
-    """The record a cell's ``results.json`` holds, read by the one adapter (:meth:`RunRecord.read`):
-    its ``record`` or, in results written before records, the whole ``config``; with the steps trained."""
+def recorded(results: dict[str, Any], where: str = "results.json") -> RunRecord:
+    """The record a cell's results hold (their ``record``, :meth:`RunRecord.read`), with the steps
+    trained; ``where``: the file, named when it holds none."""
     summary = results.get("summary")
     steps = summary.get("steps") if isinstance(summary, dict) else None
-    return RunRecord.read(results.get("record", results.get("config")), steps)
+    return RunRecord.read(results.get("record"), steps, where)
 
 
 def recorded_verdict(cfg: Any, results: dict[str, Any] | None) -> Verdict | None:
     """A cell's freshness by the one rule (:func:`posenc.runs.same_run.same_run`) on the record
-    its results hold; without results, stale when the run's saved config.yaml is another run
-    (a run started, not finished); None when it has to run."""
+    its results hold; without results, stale when the run's record (its fingerprint.json) is
+    another run (a run started, not finished); None when it has to run."""
     if results is not None:
-        return same_run(recorded(results), cfg)
-    saved = Path(cfg.out_dir) / "config.yaml"
-    if saved.is_file():
-        verdict = same_run(RunRecord.read(load_yaml(saved)), cfg)
+        return same_run(recorded(results, str(Path(cfg.out_dir) / "results.json")), cfg)
+    stored = stored_run(cfg.out_dir)
+    if stored is not None:
+        verdict = same_run(stored, cfg)
         if verdict.kind == "stale":
             return Verdict("stale", f"the run in {cfg.out_dir} was started with another config ({verdict.detail})")
     return None
@@ -69,12 +70,8 @@ class MethodsExperimentConfig:
     methods: dict[str, dict[str, Any]] = field(default_factory=dict)
     seeds: list[int] = field(default_factory=lambda: [0])
 
-    #: Keys of the old form (a run config with an ``experiment``/``methods`` list), refused in one line.
-    _retired: ClassVar[dict[str, str]] = {k: NEW_FORM for k in
-                                          ("experiment", "model", "data", "train", "univit", "eval")}
-
     def __post_init__(self) -> None:
-        require(len(self.methods) >= 1, f"experiment {self.name}: give at least one method ({NEW_FORM})")
+        require(len(self.methods) >= 1, f"experiment {self.name}: give at least one method ({METHODS_FORM})")
         require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds),
                 "experiment.seeds must be distinct and non-empty")
         require_seeds(self.seeds, "experiment.seeds")

@@ -197,8 +197,8 @@ _TEMP_RE = re.compile(r"^\.(?P<kind>tmp|old)-(?P<name>.+?)(?:-(?P<pid>\d+))?-(?P
 
 
 def _abandoned(pid: str | None) -> bool:
-    """A temporary is abandoned if its writer is this process or a dead one (names without a
-    pid come from older versions and count as abandoned)."""
+    """A temporary is abandoned if its writer is this process or a dead one (a name without a
+    pid counts as abandoned)."""
     return pid is None or int(pid) == os.getpid() or not pid_alive(int(pid))
 
 

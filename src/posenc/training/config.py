@@ -2,7 +2,7 @@
 
 ``precision: auto`` trains in bf16 autocast where that is measured faster (training/precision.py);
 ``compile`` (default ``off``; ``auto`` = on CUDA only, ``on``) runs the forward and loss through
-``torch.compile`` (training/compiled.py). Off by default: its gain was small and its warm-up long
+``torch.compile`` (training/compiled.py). Off by default: its gain is small and its warm-up long
 for methods with graph breaks (Shaw's Toeplitz check, learned-range checks, the GRU;
 docs/performance.md). ``reduce-overhead`` captures the step whole (``fullgraph``; on CUDA
 ``mode="reduce-overhead"``, CUDA graphs) over batches padded into a few static shapes
@@ -16,7 +16,6 @@ in Shaw et al. (2018, §4.1) and Vaswani et al. (2017).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from posenc.config import require, require_finite, require_seeds
 
@@ -77,9 +76,6 @@ class TrainConfig:
     device: str = "auto"
     num_threads: int = 0  # torch.set_num_threads; 0 = leave torch's default
     metric_every: int = 0  # steps; 0 = off. The task's validation metric (e.g. greedy BLEU)
-
-    #: Old names still read (stored run configs, YAMLs): ``bleu_every`` is ``metric_every``.
-    _renamed: ClassVar[dict[str, str]] = {"bleu_every": "metric_every"}
 
     def __post_init__(self) -> None:
         require_finite(self, "train")

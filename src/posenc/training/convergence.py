@@ -82,9 +82,9 @@ def convergence(history: Sequence[Sequence[float]], stopped: str | None, warmup:
 def status_of(summary: Mapping[str, Any] | None, cap: int | None = None,
               history: Sequence[Sequence[float]] | None = None) -> str:
     """:func:`status` recomputed from a stored summary's ``stopped``, ``best_step``, ``warmup``,
-    ``steps`` and ``max_steps`` (or ``cap``, from the run's config, for summaries that predate it)
-    and the flatness of ``history`` (else the summary's ``flat``). A stored ``status``/``converged``
-    is never trusted: older runs used another rule."""
+    ``steps`` and ``max_steps`` (or ``cap``, from the run's config, for summaries that do not
+    record it) and the flatness of ``history`` (else the summary's ``flat``). A stored
+    ``status``/``converged`` is never read: the status is always this rule's."""
     summary = summary or {}
     as_int = lambda v: int(v) if v is not None else None  # noqa: E731
     steps = summary.get("steps", summary.get("step"))

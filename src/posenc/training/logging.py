@@ -4,11 +4,10 @@ training wall clock they record (:class:`WallClock`).
 ``train.csv``: step, epoch, loss, nll, ppl, lr, tokens, wall_s, tokens_per_s — loss/nll in nats
 per target token over the rows' logging interval, ``tokens`` cumulative target tokens (all
 ranks), ``tokens_per_s`` the interval's throughput. ``valid.csv``: step, loss, ppl, metric (the
-task's ``train.metric_every`` metric, e.g. BLEU; empty when not computed; runs before the rename
-call it ``bleu``), wall_s. ``wall_s`` is training time (validation and checkpointing excluded),
-so validation perplexity/BLEU against steps and against wall clock (SHAPE Fig. 8/9) can be
-plotted from valid.csv alone; :func:`read_valid` reads it back (a run's validation curve, for
-every task's report and convergence status).
+task's ``train.metric_every`` metric, e.g. BLEU; empty when not computed), wall_s. ``wall_s`` is
+training time (validation and checkpointing excluded), so validation perplexity/BLEU against steps
+and against wall clock (SHAPE Fig. 8/9) can be plotted from valid.csv alone; :func:`read_valid`
+reads it back (a run's validation curve, for every task's report and convergence status).
 """
 
 from __future__ import annotations

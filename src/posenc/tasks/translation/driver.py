@@ -145,8 +145,8 @@ class TranslationExperiment(ExperimentTask):
         if results is None:
             return None
         cfg, steps = run_config(exp, *cell), results.get("summary", {}).get("steps")
-        verdict = with_tuning(exp, results, same_run(RunRecord.read(results.get("record"), steps), cfg,
-                                                     expected_evaluation(exp, cfg, results)))
+        record = RunRecord.read(results.get("record"), steps, str(Path(cfg.out_dir) / "results.json"))
+        verdict = with_tuning(exp, results, same_run(record, cfg, expected_evaluation(exp, cfg, results)))
         return with_tokenizer(exp, cfg, results, verdict)
 
     def prepare(self, exp: ExperimentConfig, cells: list[Cell]) -> None:

@@ -45,8 +45,13 @@ from posenc.runs.spec import spec_of
 
 @dataclass(frozen=True)
 class Verdict:
-    """The answer of :func:`same_run`: ``kind`` (fresh | rescore | extend | stale), a one-line
-    ``detail`` of what differs ('' when fresh) and the differing dotted ``keys``."""
+    """The answer of :func:`same_run`.
+
+    Args:
+        kind: ``fresh``, ``rescore``, ``extend`` or ``stale`` (see the module docstring).
+        detail: one line saying what differs (``model.d_model (256 -> 512)``); ``""`` when fresh.
+        keys: the dotted keys that differ; empty when fresh.
+    """
 
     kind: str
     detail: str = ""
@@ -64,10 +69,19 @@ class RunRecord:
     (``fingerprint.json``, a cell's ``results.json`` ``record``, every checkpoint's state):
     ``{"fingerprint": ..., "extension": ..., "evaluation": ...}`` (:meth:`to_dict`).
 
-    ``fingerprint`` is a fingerprint or, read from an older file, a whole config; ``whole`` says
-    the training-extension values are known (``extension``, or inside a whole config). A bare
-    fingerprint records none, so extension keys are not compared (a run directory resumes under
-    any caps). ``steps``: the updates already trained, where known."""
+    A bare fingerprint records no training-extension values, so extension keys are not compared
+    with it (a run directory resumes under any caps).
+
+    Args:
+        fingerprint: the run's :func:`~posenc.runs.fingerprint.fingerprint`, or a whole config
+            (as :meth:`read` finds one in an older file); None when nothing comparable was recorded.
+        extension: the values of :data:`~posenc.runs.fingerprint.EXTENSION_KEYS` the run was
+            trained with.
+        evaluation: how the run was scored (a grid cell's options and splits); None when not scored.
+        steps: the updates already trained, where known (compared with a new ``max_steps``).
+        whole: whether the training-extension values are known (in ``extension``, or inside a
+            whole config); False for a bare fingerprint.
+    """
 
     fingerprint: dict[str, Any] | None
     extension: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -77,19 +91,43 @@ class RunRecord:
 
     @classmethod
     def of(cls, cfg: Any, evaluation: dict[str, Any] | None = None) -> RunRecord:
-        """The record of the resolved run config ``cfg`` (a dataclass), scored as ``evaluation``."""
+        """The record of a resolved run config, as the run stores it.
+
+        Args:
+            cfg: the resolved run config (a dataclass, data-dependent values filled in).
+            evaluation: how the run is scored (a grid cell's options and splits); None when the
+                caller does not score it.
+
+        Returns:
+            Its fingerprint, the :data:`~posenc.runs.fingerprint.EXTENSION_KEYS` values of its
+            ``train`` section and ``evaluation``; ``steps`` unknown.
+        """
         train = to_dict(cfg.train) if hasattr(cfg, "train") else {}
         return cls(fingerprint(cfg), {k: train[k] for k in sorted(EXTENSION_KEYS) if k in train}, evaluation)
 
     def to_dict(self) -> dict[str, Any]:
-        """The stored form (JSON-safe)."""
+        """The stored form, the one written to ``fingerprint.json``, ``results.json`` and checkpoints.
+
+        Returns:
+            ``{"fingerprint": ..., "extension": ..., "evaluation": ...}``, JSON-safe (``steps`` and
+            ``whole`` are not stored: they are known where the record is read).
+        """
         return {"fingerprint": self.fingerprint, "extension": self.extension, "evaluation": self.evaluation}
 
     @classmethod
     def read(cls, data: Any, steps: int | None = None) -> RunRecord:
         """The one reader of every stored form, of any posenc version: a record (:meth:`to_dict`),
         a bare fingerprint (an older ``fingerprint.json``) or a whole config (an older methods
-        grid's ``results.json`` ``config``, a ``config.yaml``); anything else records no config."""
+        grid's ``results.json`` ``config``, a ``config.yaml``); anything else records no config.
+
+        Args:
+            data: the stored dict, as read from its JSON or YAML file.
+            steps: the updates the run has trained, where the caller knows them (a checkpoint's or
+                a summary's ``step``).
+
+        Returns:
+            The record; its ``fingerprint`` is None when ``data`` is not a non-empty dict.
+        """
         if not isinstance(data, dict) or not data:
             return cls(None, steps=steps)
         if "fingerprint" in data and "extension" in data:
@@ -119,8 +157,19 @@ def _prune(cls: type, data: dict[str, Any]) -> dict[str, Any]:
 
 def read_stored(config_type: type, data: dict[str, Any], out_dir: Any = None) -> Any:
     """A stored config or fingerprint read as today's ``config_type``: old names mapped, options
-    added since filled in with today's defaults, unused position blocks dropped. ``out_dir``
-    (where the run lies now) replaces the recorded one. A one-line ConfigError if it no longer loads."""
+    added since filled in with today's defaults, unused position blocks dropped.
+
+    Args:
+        config_type: the run config class to read it as (a dataclass).
+        data: the stored dict (a :attr:`RunRecord.config`, a ``config.yaml``).
+        out_dir: where the run lies now, in place of the one recorded; None keeps the recorded one.
+
+    Returns:
+        A ``config_type`` instance.
+
+    Raises:
+        ConfigError: ``data`` does not load as ``config_type`` (one line naming the key).
+    """
     data = _prune(config_type, dict(data))
     if out_dir is not None and "out_dir" in {f.name for f in dataclasses.fields(config_type)}:
         data["out_dir"] = out_dir
@@ -128,9 +177,18 @@ def read_stored(config_type: type, data: dict[str, Any], out_dir: Any = None) ->
 
 
 def with_placement_of(saved: Any, current: Any) -> Any:
-    """``saved`` (a run config dataclass) with ``current``'s :data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`
-    and the :data:`~posenc.runs.fingerprint.PLACED_WHEN_AUTO` options ``current`` leaves ``auto``, so
-    the two records compare as if trained in one place (whatever precision ``auto`` chose there)."""
+    """A stored config placed where today's config trains, so the two records compare as if
+    trained in one place (whatever precision ``auto`` chose there).
+
+    Args:
+        saved: the stored run config (a dataclass, :func:`read_stored`).
+        current: today's run config.
+
+    Returns:
+        ``saved`` with ``current``'s :data:`~posenc.runs.fingerprint.PLACEMENT_KEYS` and ``auto``
+        for each :data:`~posenc.runs.fingerprint.PLACED_WHEN_AUTO` option ``current`` leaves
+        ``auto``; ``saved`` itself when either has no ``train`` section.
+    """
     train, now = getattr(saved, "train", None), getattr(current, "train", None)
     if train is None or now is None:
         return saved
@@ -145,7 +203,19 @@ def same_run(stored: RunRecord | None, cfg: Any, evaluation: dict[str, Any] | No
     splits) where it scores them. The one answer to "is this the same run?": run directories,
     grid cells and the checkpoint a run resumes from are all judged here, by comparing the stored
     record, read through today's config classes, with ``cfg``'s record (:meth:`RunRecord.of`). A
-    stored record that already equals ``cfg``'s (but for :func:`_ignored` keys) needs no reading."""
+    stored record that already equals ``cfg``'s (but for :func:`_ignored` keys) needs no reading.
+
+    Args:
+        stored: the record the run holds (:meth:`RunRecord.read`); None when nothing was recorded.
+        cfg: today's run config (a dataclass).
+        evaluation: how the caller scores the run; None when it does not score runs (then a
+            different stored evaluation is no difference).
+
+    Returns:
+        The :class:`Verdict`: ``stale`` (naming the differing keys) when nothing comparable was
+        recorded, the recorded config does not load, a fingerprint key differs or the steps already
+        trained exceed a new ``max_steps``; else ``extend``, ``rescore`` or ``fresh``.
+    """
     if stored is None or not isinstance(stored.config, dict):
         return Verdict("stale", "the run records no config (written before posenc recorded one)")
     now = RunRecord.of(cfg)

@@ -56,7 +56,7 @@ class Run:
 
     Args:
         out: the run directory.
-        cfg: the run config; once :meth:`settle` is given the resolved one, what the run records.
+        cfg: the run config; once :meth:`set_resolved` is given the resolved one, what the run records.
         verdict: the one rule's verdict on the run recorded there (None: nothing to continue).
         checkpoint: the checkpoint training resumes from, loaded once (None: training starts at step 0).
         checkpoint_path: where the checkpoint it would resume from lies when it is not loaded (a
@@ -64,8 +64,8 @@ class Run:
 
     Attributes:
         spec: the task's declaration (:func:`~posenc.runs.spec.spec_of` the config).
-        record: the run's record once :meth:`settle` computed it (:meth:`recorded`), else None.
-        sections: the config sections stored with every checkpoint (:meth:`settle`).
+        record: the run's record once :meth:`set_resolved` computed it (:meth:`recorded`), else None.
+        sections: the config sections stored with every checkpoint (:meth:`set_resolved`).
     """
 
     def __init__(self, out: Path, cfg: Any, verdict: Verdict | None = None, checkpoint: Checkpoint | None = None,
@@ -73,7 +73,7 @@ class Run:
         self.out, self.cfg, self.verdict, self.checkpoint = out, cfg, verdict, checkpoint
         self.checkpoint_path = checkpoint_path if checkpoint is None else checkpoint.path
         self.spec: RunSpec = spec_of(cfg)
-        self.record: RunRecord | None = None  # what the run records: set by settle(), once
+        self.record: RunRecord | None = None  # what the run records: set by set_resolved(), once
         self.sections: dict[str, Any] = {}
 
     @property
@@ -166,7 +166,7 @@ class Run:
         return cls(out, cfg, verdict, load_checkpoint(path, state=state))
 
     # ------------------------------------------------------------------ train
-    def settle(self, cfg: Any, sections: dict[str, Any]) -> None:
+    def set_resolved(self, cfg: Any, sections: dict[str, Any]) -> None:
         """The resolved config (data-dependent values filled in) and the config sections stored with
         every checkpoint: what the run records (its record is computed once, here).
 
@@ -192,7 +192,7 @@ class Run:
         return RunContents(self.sections, self.recorded().to_dict(), dict(checked or {}), dict(summary or {}))
 
     def recorded(self) -> RunRecord:
-        """The run's record (:meth:`settle`; of the config it was opened with when never settled).
+        """The run's record (:meth:`set_resolved`; of the config it was opened with when never resolved).
 
         Returns:
             The :class:`~posenc.runs.same_run.RunRecord` written to ``fingerprint.json`` and every

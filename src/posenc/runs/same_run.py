@@ -16,7 +16,7 @@ opener (:meth:`posenc.runs.run.Run.open`: ``posenc train``, every task's runs) o
     ``max_steps`` 2000 → 4000, patience, ...): training resumes under the new caps. A cap *below*
     the steps already trained cannot be honoured by resuming: ``stale``.
 ``stale``
-    the fingerprint differs (the differing keys are named), or the recorded config no longer loads.
+    the fingerprint differs (the differing keys are named), or the recorded config does not load as today's config.
 
 A stored record is read **through today's config classes** (:func:`read_stored`): options added
 since it was written are filled in with today's defaults, and position blocks of methods the run
@@ -46,8 +46,13 @@ from posenc.runs.spec import spec_of
 
 @dataclass(frozen=True)
 class Verdict:
-    """The answer of :func:`same_run`: ``kind`` (fresh | rescore | extend | stale), a one-line
-    ``detail`` of what differs ('' when fresh) and the differing dotted ``keys``."""
+    """The answer of :func:`same_run`.
+
+    Args:
+        kind: ``fresh``, ``rescore``, ``extend`` or ``stale`` (see the module docstring).
+        detail: one line saying what differs (``model.d_model (256 -> 512)``); ``""`` when fresh.
+        keys: the dotted keys that differ; empty when fresh.
+    """
 
     kind: str
     detail: str = ""
@@ -64,7 +69,7 @@ class RunRecord:
     (``fingerprint.json``, a cell's ``results.json`` ``record``, every checkpoint's state):
     ``{"fingerprint": ..., "extension": ..., "evaluation": ...}`` (:meth:`to_dict`).
 
-    Attributes:
+    Args:
         fingerprint: what determines the run (:func:`~posenc.runs.fingerprint.fingerprint`).
         extension: the training-extension values it was trained under
             (:data:`~posenc.runs.fingerprint.EXTENSION_KEYS`).
@@ -79,12 +84,27 @@ class RunRecord:
 
     @classmethod
     def of(cls, cfg: Any, evaluation: dict[str, Any] | None = None) -> RunRecord:
-        """The record of the resolved run config ``cfg`` (a dataclass), scored as ``evaluation``."""
+        """The record of a resolved run config, as the run stores it.
+
+        Args:
+            cfg: the resolved run config (a dataclass, data-dependent values filled in).
+            evaluation: how the run is scored (a grid cell's options and splits); None when the
+                caller does not score it.
+
+        Returns:
+            Its fingerprint, the :data:`~posenc.runs.fingerprint.EXTENSION_KEYS` values of its
+            ``train`` section and ``evaluation``; ``steps`` unknown.
+        """
         train = to_dict(cfg.train) if hasattr(cfg, "train") else {}
         return cls(fingerprint(cfg), {k: train[k] for k in sorted(EXTENSION_KEYS) if k in train}, evaluation)
 
     def to_dict(self) -> dict[str, Any]:
-        """The stored form (JSON-safe)."""
+        """The stored form, the one written to ``fingerprint.json``, ``results.json`` and checkpoints.
+
+        Returns:
+            ``{"fingerprint": ..., "extension": ..., "evaluation": ...}``, JSON-safe (``steps`` and
+            ``whole`` are not stored: they are known where the record is read).
+        """
         return {"fingerprint": self.fingerprint, "extension": self.extension, "evaluation": self.evaluation}
 
     @classmethod
@@ -116,7 +136,15 @@ class RunRecord:
 
 
 def is_record(data: Any) -> bool:
-    """Whether ``data`` (a stored JSON value) has a record's form (:meth:`RunRecord.to_dict`)."""
+    """Whether a stored value has a record's form.
+
+    Args:
+        data: a stored JSON value (a fingerprint.json, a results.json's ``record``).
+
+    Returns:
+        True when it is a dict whose ``fingerprint`` and ``extension`` are dicts
+        (:meth:`RunRecord.to_dict`'s form).
+    """
     return isinstance(data, dict) and all(isinstance(data.get(k), dict) for k in ("fingerprint", "extension"))
 
 
@@ -131,9 +159,20 @@ def _prune(cls: type, data: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_stored(config_type: type, data: dict[str, Any], out_dir: Any = None) -> Any:
-    """A stored config or fingerprint read as today's ``config_type``: options
-    added since filled in with today's defaults, unused position blocks dropped. ``out_dir``
-    (where the run lies now) replaces the recorded one. A one-line ConfigError if it no longer loads."""
+    """A stored config or fingerprint read as today's ``config_type``: options added
+    since filled in with today's defaults, unused position blocks dropped.
+
+    Args:
+        config_type: the run config class to read it as (a dataclass).
+        data: the stored dict (a :attr:`RunRecord.config`, a ``config.yaml``).
+        out_dir: where the run lies now, in place of the one recorded; None keeps the recorded one.
+
+    Returns:
+        A ``config_type`` instance.
+
+    Raises:
+        ConfigError: ``data`` does not load as ``config_type`` (one line naming the key).
+    """
     data = _prune(config_type, dict(data))
     if out_dir is not None and "out_dir" in {f.name for f in dataclasses.fields(config_type)}:
         data["out_dir"] = out_dir
@@ -141,9 +180,18 @@ def read_stored(config_type: type, data: dict[str, Any], out_dir: Any = None) ->
 
 
 def with_placement_of(saved: Any, current: Any) -> Any:
-    """``saved`` (a run config dataclass) with ``current``'s :data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`
-    and the :data:`~posenc.runs.fingerprint.PLACED_WHEN_AUTO` options ``current`` leaves ``auto``, so
-    the two records compare as if trained in one place (whatever precision ``auto`` chose there)."""
+    """A stored config placed where today's config trains, so the two records compare as if
+    trained in one place (whatever precision ``auto`` chose there).
+
+    Args:
+        saved: the stored run config (a dataclass, :func:`read_stored`).
+        current: today's run config.
+
+    Returns:
+        ``saved`` with ``current``'s :data:`~posenc.runs.fingerprint.PLACEMENT_KEYS` and ``auto``
+        for each :data:`~posenc.runs.fingerprint.PLACED_WHEN_AUTO` option ``current`` leaves
+        ``auto``; ``saved`` itself when either has no ``train`` section.
+    """
     train, now = getattr(saved, "train", None), getattr(current, "train", None)
     if train is None or now is None:
         return saved
@@ -158,7 +206,19 @@ def same_run(stored: RunRecord, cfg: Any, evaluation: dict[str, Any] | None = No
     splits) where it scores them. The one answer to "is this the same run?": run directories,
     grid cells and the checkpoint a run resumes from are all judged here, by comparing the stored
     record, read through today's config classes, with ``cfg``'s record (:meth:`RunRecord.of`). A
-    stored record that already equals ``cfg``'s (but for :func:`_ignored` keys) needs no reading."""
+    stored record that already equals ``cfg``'s (but for :func:`_ignored` keys) needs no reading.
+
+    Args:
+        stored: the record the run holds (:meth:`RunRecord.read`).
+        cfg: today's run config (a dataclass).
+        evaluation: how the caller scores the run; None when it does not score runs (then a
+            different stored evaluation is no difference).
+
+    Returns:
+        The :class:`Verdict`: ``stale`` (naming the differing keys) when the recorded config does
+        not load, a fingerprint key differs or the steps already trained exceed a new
+        ``max_steps``; else ``extend``, ``rescore`` or ``fresh``.
+    """
     now = RunRecord.of(cfg)
     derived = spec_of(cfg).derived_keys
     if not _differences(stored.config, now.config, derived):

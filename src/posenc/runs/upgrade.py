@@ -77,7 +77,7 @@ LEFT = "nothing was changed"
 class Change:
     """One file of a posenc directory rewritten.
 
-    Attributes:
+    Args:
         path: the file.
         text: its new text; None: the file is removed.
     """
@@ -374,7 +374,11 @@ def _renamed_record(record: dict[str, Any]) -> dict[str, Any]:
 def run_config_classes() -> tuple[type, ...]:
     """The run config class of every task: the dataclasses with a ``run_spec`` in the
     :data:`CONFIG_MODULE` of each package of :data:`~posenc.runs.spec.TASKS_PACKAGE` that declares a
-    spec (found by their files, as :func:`~posenc.runs.spec.discover` finds the specs)."""
+    spec (found by their files, as :func:`~posenc.runs.spec.discover` finds the specs).
+
+    Returns:
+        The run config classes, in package-name order.
+    """
     found = importlib.util.find_spec(TASKS_PACKAGE)
     classes = []
     for where in (found.submodule_search_locations or []) if found is not None else []:

@@ -25,8 +25,9 @@ def symbol(p_row_better: float, p_col_better: float) -> str:
     """Neishi Table 4 notation for row vs column.
 
     Args:
-        p_row_better: the bootstrap p of "the row model is not better".
-        p_col_better: the bootstrap p of "the column model is not better".
+        p_row_better: the paired bootstrap's p-value of "the row model is better" (the share of
+            resamples in which it is not ahead).
+        p_col_better: the same for "the column model is better".
 
     Returns:
         ``>>``/``<<`` when the row/column model is better at p < 0.01, ``>``/``<`` at p < 0.05,

@@ -173,7 +173,7 @@ class GridView(Protocol):
         Args:
             src: source sentences.
             tgt: target sentences, aligned with ``src``.
-            method: one of :attr:`methods` (its source format, e.g. SHAPE's or a context marker).
+            method: one of :attr:`methods` (its source format, e.g. CAPE's source BOS).
 
         Returns:
             (source ids, target ids) per pair, without BOS/EOS on the target.

@@ -26,7 +26,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 #: The packages held to this test (paths under src/, their subpackages included).
-DOCUMENTED = ("posenc/positions", "posenc/models", "posenc/hf", "posenc/evaluation")
+DOCUMENTED = ("posenc/positions", "posenc/models", "posenc/hf", "posenc/evaluation", "posenc/runs", "posenc/training",
+              "posenc/analysis")
 
 #: Phrases that tell a reader what the code used to do rather than what it does.
 HISTORY = re.compile(r"\b(previously|used to|no longer|before this|new in|formerly|issue \d+)\b", re.I)

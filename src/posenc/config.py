@@ -86,12 +86,10 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     """Build dataclass ``cls`` from a (nested) dict, rejecting unknown keys and wrong types.
 
     A class may define ``_preset_defaults(data) -> dict`` to supply defaults chosen by a key in
-    ``data`` (e.g. a model preset); explicit keys win over the preset. Old option names: see
-    :func:`old_names`.
+    ``data`` (e.g. a model preset); explicit keys win over the preset.
     """
     if not isinstance(data, dict):
         raise ConfigError(f"{where or cls.__name__}: expected a mapping, got {shorten(data)}")
-    data = old_names(cls, data, where)
     hook = getattr(cls, "_preset_defaults", None)
     if hook is not None:
         data = {**hook(data), **data}
@@ -108,21 +106,6 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
         return cls(**kwargs)
     except TypeError as err:
         raise ConfigError(f"{where or cls.__name__}: {err}") from None
-
-
-def old_names(cls: type, data: dict[str, Any], where: str = "") -> dict[str, Any]:
-    """``data`` with the old option names of ``cls`` handled: ``cls._renamed`` (old → new name,
-    still read, e.g. from a stored run config) and ``cls._retired`` (old name → the new form,
-    refused in one line naming it)."""
-    at = f"{where}." if where else ""
-    for old, hint in getattr(cls, "_retired", {}).items():
-        if old in data:
-            raise ConfigError(f"{at}{old}: no longer supported; {hint}")
-    renamed: dict[str, str] = getattr(cls, "_renamed", {})
-    for old, new in renamed.items():
-        if old in data and new in data:
-            raise ConfigError(f"{at}{old} and {at}{new} both given ({old} is the old name of {new})")
-    return {renamed.get(k, k): v for k, v in data.items()}
 
 
 def to_dict(cfg: Any, own: str | None = None) -> Any:
@@ -250,7 +233,6 @@ def _normalise(cls: type, data: dict[str, Any], prefix: str) -> dict[str, Any]:
     """Move alias keys to their targets and type CLI text, recursively along ``cls``."""
     hints = typing.get_type_hints(cls)
     alias = getattr(cls, "_resolve_alias", None)
-    data = old_names(cls, data, prefix.rstrip("."))
     out: dict[str, Any] = {}
     moved: list[tuple[list[str], Any]] = []
     for key, value in data.items():

@@ -16,7 +16,7 @@ def write_run(root: Path, name: str, wall: list[float], tps: list[float], bleu: 
     train = ["step,epoch,loss,nll,ppl,lr,tokens,wall_s,tokens_per_s"]
     train += [f"{100 * (i + 1)},1,5.0,5.0,148.4,0.001,{1000 * (i + 1)},{w},{t}" for i, (w, t) in enumerate(zip(wall, tps))]
     (run / "train.csv").write_text("\n".join(train) + "\n")
-    valid = ["step,loss,ppl,bleu"] + [f"{100 * (i + 1)},{v},0,{b}" for i, (v, b) in enumerate(zip(loss, bleu))]
+    valid = ["step,loss,ppl,metric"] + [f"{100 * (i + 1)},{v},0,{b}" for i, (v, b) in enumerate(zip(loss, bleu))]
     (run / "valid.csv").write_text("\n".join(valid) + "\n")
     return run
 

@@ -344,14 +344,18 @@ def test_long_validation_and_test_lines_are_bounded(tmp_path: Path) -> None:
 
 def test_unknown_key_in_older_run_config_names_the_file(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                         trained: Path) -> None:
-    """Resuming a run without fingerprint.json reads its config.yaml: the error names that file."""
+    """A run without fingerprint.json (an older posenc's) is refused until ``posenc upgrade``
+    writes one from its config.yaml; a config.yaml that no longer reads is named there."""
     run = tmp_path / "run"
     shutil.copytree(trained, run)
     (run / "fingerprint.json").unlink()
     config = run / "config.yaml"
     config.write_text(config.read_text(encoding="utf-8") + "bogus: 1\n", encoding="utf-8")
     code, _, err = cli(capsys, "train", *run_overrides(run))
-    short_error(code, err, str(config), "bogus", "unknown option")
+    short_error(code, err, str(run), "fingerprint.json", "posenc upgrade")
+    code, _, err = cli(capsys, "upgrade", str(run))
+    short_error(code, err, str(config), "bogus", "unknown option", "nothing was changed")
+    assert not (run / "fingerprint.json").exists()
 
 
 def test_alias_bomb_in_checkpoint_config(tmp_path: Path, trained: Path) -> None:

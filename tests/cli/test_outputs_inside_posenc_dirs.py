@@ -25,8 +25,8 @@ from tests.helpers.tiny import assert_one_line_error, cli
 
 
 def _posenc_dirs(root: Path) -> dict[str, Path]:
-    """A report, a log directory, an export (marked, and an older unmarked one with only its
-    manifest), an average written outside a run: posenc's own files in each."""
+    """A report, a log directory, an export (marked, and an older posenc's unmarked one with only
+    its manifest), an average written outside a run: posenc's own files in each."""
     dirs = {name: root / name for name in ("report", "logs", "export", "old_export", "average")}
     for d in dirs.values():
         d.mkdir()
@@ -44,7 +44,7 @@ def _posenc_dirs(root: Path) -> dict[str, Path]:
 
 
 OUTPUT_FILES = ["report/README.md", "report/sub/new.txt", "logs/experiment.json", "export/model.bin",
-                "old_export/model.bin", "export/new.txt", "average/model.safetensors"]
+                "export/new.txt", "average/model.safetensors"]
 
 
 @pytest.mark.parametrize("target", OUTPUT_FILES)
@@ -99,11 +99,17 @@ def test_export_out_inside_posenc_dirs_is_refused(capsys: pytest.CaptureFixture[
     assert md5s(tmp_path) == before
 
 
-def test_export_into_an_older_unmarked_export_is_its_own(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                                         run_copy: Path) -> None:
-    """An export of an older posenc (its manifest, no marker) is replaced and marked, like a run."""
+def test_export_into_an_older_unmarked_export_once_upgraded(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                             run_copy: Path) -> None:
+    """An export of an older posenc (its manifest, no marker) is refused in one line naming
+    ``posenc upgrade``, which marks it; then it is replaced, like a run."""
     pytest.importorskip("ctranslate2")
     old = _posenc_dirs(tmp_path)["old_export"]
+    before = md5s(old)
+    code, _, err = cli(capsys, "export", "--run", run_copy, "--format", "ctranslate2", "--out", old)
+    assert_one_line_error(code, err, "--out", "posenc did not write", f"`posenc upgrade {old}`")
+    assert md5s(old) == before
+    assert cli(capsys, "upgrade", str(old))[0] == 0
     code, _, err = cli(capsys, "export", "--run", run_copy, "--format", "ctranslate2", "--out", old)
     assert code == 0, err
     assert json.loads((old / ".posenc-run").read_text())["kind"] == "export"

@@ -361,7 +361,7 @@ def test_metric_every_reports_validation_bleu(capsys: pytest.CaptureFixture[str]
                                               tmp_path: Path, prepared: Path) -> None:
     run = tmp_path / "run"
     with caplog.at_level(logging.INFO, logger="posenc"):
-        code, _, err = cli(capsys, "train", *run_overrides(run, prepared, *NEAR_INIT, "train.bleu_every=3",  # the old name of train.metric_every
+        code, _, err = cli(capsys, "train", *run_overrides(run, prepared, *NEAR_INIT, "train.metric_every=3",
                                                            "train.validate_every=3"))
     assert code == 0, err
     rows = [r.split(",") for r in read(run / "valid.csv")[1:]]

@@ -3,7 +3,7 @@ on a bad run directory with one line (exit 2) and nothing written.
 
 Tests: 1 ``average --output`` → ``test_average_output_*``; 2 train into a foreign
 out_dir → ``test_train_refuses_*``, ``test_no_resume_deletes_only_posenc_files``,
-``test_older_run_without_marker_resumes_and_is_marked``; 3 ``prepare --out EXISTING`` →
+``test_older_run_without_marker_is_refused_until_upgraded``; 3 ``prepare --out EXISTING`` →
 ``test_prepare_refuses_a_foreign_directory``; 4 lock symlink → ``test_lock_that_is_*``;
 5 ``--input - --output F`` → ``test_translate_stdin_to_output_file``; 6 foreign checkpoint →
 ``test_foreign_checkpoint_in_a_run_*``; tracebacks → the tests after them.
@@ -112,13 +112,20 @@ def test_run_dir_is_marked_and_no_resume_deletes_only_posenc_files(capsys: pytes
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["ckpt_00000003", "notes.txt"]
 
 
-def test_older_run_without_marker_resumes_and_is_marked(capsys: pytest.CaptureFixture[str], run_copy: Path,
-                                                         prepared: Path) -> None:
-    (run_copy / ".posenc-run").unlink()  # a run of an older posenc version
+def test_older_run_without_marker_is_refused_until_upgraded(capsys: pytest.CaptureFixture[str], run_copy: Path,
+                                                             prepared: Path) -> None:
+    """A run of an older posenc (no marker) is not written: one line names ``posenc upgrade``; once
+    upgraded (marked) it resumes."""
+    (run_copy / ".posenc-run").unlink()
     extra = [*NEAR_INIT, "train.save_every=1", "train.keep_last=0", "model.position.name=ape", "train.max_steps=4"]
+    before = snapshot(run_copy)
+    code, _, err = cli(capsys, "train", *run_overrides(run_copy, prepared, *extra))
+    assert_one_line_error(code, err, str(run_copy), "posenc did not write", f"`posenc upgrade {run_copy}`")
+    assert snapshot(run_copy) == before
+    assert cli(capsys, "upgrade", str(run_copy))[0] == 0
+    assert json.loads((run_copy / ".posenc-run").read_text())["kind"] == "run"
     code, out, err = cli(capsys, "train", *run_overrides(run_copy, prepared, *extra))
     assert code == 0 and json.loads(out)["steps"] == 4, err
-    assert (run_copy / ".posenc-run").is_file()
 
 
 # ------------------------------------------------------------------------------ finding 3: prepare --out EXISTING

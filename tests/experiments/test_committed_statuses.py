@@ -1,7 +1,7 @@
 """One meaning of "converged" in every committed record: each stored status, ``converged`` and
-``flat`` under docs/results (summary.json, the trainer's train_summary.json, results.json's
-``summary``) is what the one rule (src/posenc/training/convergence.py) decides now from the run's
-committed valid.csv, its stop reason, warm-up and step cap; a run without a curve is "no curve"."""
+``flat`` under docs/results (summary.json, results.json's ``summary``) is what the one rule
+(src/posenc/training/convergence.py) decides now from the run's committed valid.csv, its stop
+reason, warm-up and step cap; a run without a curve is "no curve"."""
 
 from __future__ import annotations
 

@@ -74,8 +74,9 @@ def test_lengthgen_run_dir_is_owned(tmp_path: Path) -> None:
 
 
 def test_a_users_report_directory_is_refused_before_training(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """ROOT/report holding a user's README.md: one line, exit 2, nothing trained or written; an
-    older posenc report (no marker, README headed with the experiment's name) is claimed."""
+    """ROOT/report holding a user's README.md: one line, exit 2, nothing trained or written, and
+    ``posenc upgrade`` leaves it alone; an older posenc's report (no marker, its README headed with
+    the grid's name) is refused in one line naming ``posenc upgrade``, which marks it as posenc's."""
     from posenc.runs.ownership import dir_kind
 
     path = _write(tmp_path, settings={"plain": {}})
@@ -86,7 +87,13 @@ def test_a_users_report_directory_is_refused_before_training(capsys: pytest.Capt
     assert_one_line_error(code, err, "report directory")
     assert (report / "README.md").read_text() == "# my notes\n"
     assert sorted(p.name for p in (tmp_path / "exp").iterdir()) == ["report"]  # no cell trained
-    (report / "README.md").write_text("# dummy\n\nan older report\n")  # what posenc wrote before markers
+    code, _, err = cli(capsys, "upgrade", str(tmp_path / "exp"))
+    assert_one_line_error(code, err, "holds no directory posenc wrote")
+    assert sorted(p.name for p in report.iterdir()) == ["README.md"]
+    (report / "README.md").write_text("# exp\n\nan older report\n")  # an older posenc's, headed with the grid's name
+    code, _, err = cli(capsys, "experiment", str(path))
+    assert_one_line_error(code, err, "report directory", "`posenc upgrade")
+    assert cli(capsys, "upgrade", str(tmp_path / "exp"))[0] == 0
     assert cli(capsys, "experiment", str(path))[0] == 0
     assert dir_kind(report) == "report" and "an older report" not in (report / "README.md").read_text()
 

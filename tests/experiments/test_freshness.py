@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from posenc.config import load_config
+from posenc.errors import RunDirError
 from posenc.experiments.runner import Grid
 from posenc.runs.same_run import RunRecord, same_run
 from posenc.tasks.translation.driver import evaluation_record
@@ -50,8 +51,9 @@ def test_judge_verdicts(tmp_path: Path) -> None:
     v = _judge(base, wider)
     assert v.kind == "stale" and v.detail.startswith("model.d_model (32 -> 48)") and "model.d_model" in v.keys
     assert _judge(base, _cfg(tmp_path, decode={"beam": 3})).kind == "rescore"
-    none = same_run(RunRecord.read(None), base[0], evaluation_record(*base))
-    assert none.kind == "stale" and "records no config" in none.detail
+    for older in (None, {"config": {}}, run_record(*base)["fingerprint"]):  # no record: never judged
+        with pytest.raises(RunDirError, match="holds no run record .*`posenc upgrade DIR`"):
+            RunRecord.read(older)
 
 
 def test_longer_budget_is_not_answered_from_old_results(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -103,7 +105,10 @@ def test_changed_decoding_rescores_without_training(capsys: pytest.CaptureFixtur
     assert {p: p.stat().st_mtime_ns for p in weights} == weights  # no training happened
 
 
-def test_results_without_a_fingerprint_are_stale(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_results_without_a_record_are_refused_naming_the_upgrade(capsys: pytest.CaptureFixture[str],
+                                                                 tmp_path: Path) -> None:
+    """A results.json that holds no record (an older posenc's) is never reused nor retrained: one
+    line names the file and ``posenc upgrade``."""
     path = write_experiment(tmp_path)
     assert cli(capsys, "experiment", path)[0] == 0
     done = Path(Grid.of(load_config(ExperimentConfig, path)).config(("vanilla", "ape", 1)).out_dir) / "results.json"
@@ -111,15 +116,7 @@ def test_results_without_a_fingerprint_are_stale(capsys: pytest.CaptureFixture[s
     del legacy["record"]
     done.write_text(json.dumps(legacy))
     code, _, err = cli(capsys, "experiment", path)
-    assert_one_line_error(code, err, "records no config")
-
-
-def test_a_record_with_the_old_bleu_every_key_stays_fresh(tmp_path: Path) -> None:
-    """results.json written before train.bleu_every became train.metric_every: still fresh."""
-    cfg, splits = _cfg(tmp_path)
-    record = run_record(cfg, splits)
-    record["extension"]["bleu_every"] = record["extension"].pop("metric_every")
-    assert same_run(RunRecord.read(record), cfg, evaluation_record(cfg, splits)).kind == "fresh"
+    assert_one_line_error(code, err, f"{done} holds no run record", "`posenc upgrade DIR`")
 
 
 def test_where_a_run_trained_never_makes_it_stale(tmp_path: Path) -> None:

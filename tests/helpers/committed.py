@@ -80,9 +80,8 @@ def assert_status_is_the_rules(run: Path, summary: dict, cap: int | None) -> Non
     assert [summary[k] for k in sorted(floats)] == expected, run
 
 
-#: The files that store a run's status: its summary, the trainer's summary of older runs, and the
-#: ``summary`` of its results.json.
-STATUS_FILES = ("summary.json", "train_summary.json", "results.json")
+#: The files that store a run's status: its summary and the ``summary`` of its results.json.
+STATUS_FILES = ("summary.json", "results.json")
 #: The stored fields the one rule decides.
 STATUS_KEYS = ("status", "converged", "flat")
 
@@ -102,13 +101,13 @@ def stored_statuses(root: Path) -> list[tuple[Path, str, dict]]:
 
 def recorded_cap(run: Path, summary: dict) -> int | None:
     """The run's ``max_steps``: its summary's, else its recorded config's (config.yaml, or the
-    ``config`` a results.json carries); None when neither records one."""
+    extension values of the record a results.json carries); None when neither records one."""
     if summary.get("max_steps"):
         return int(summary["max_steps"])
-    configs = [load_yaml(run / "config.yaml")] if (run / "config.yaml").is_file() else []
+    configs = [(load_yaml(run / "config.yaml").get("train") or {})] if (run / "config.yaml").is_file() else []
     if (run / "results.json").is_file():
-        configs.append(json.loads((run / "results.json").read_text(encoding="utf-8")).get("config") or {})
-    caps = [(c.get("train") or {}).get("max_steps") for c in configs]
+        configs.append(json.loads((run / "results.json").read_text(encoding="utf-8"))["record"]["extension"])
+    caps = [c.get("max_steps") for c in configs]
     return next((int(cap) for cap in caps if cap is not None), None)
 
 

@@ -4,13 +4,13 @@ record its results.json holds (tasks/grid.recorded_verdict), not by a config.yam
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from posenc.config import to_dict
+from posenc.errors import RunDirError
 from posenc.runs.same_run import RunRecord
 from posenc.tasks.grid import recorded_verdict
 
@@ -26,21 +26,23 @@ def _record(cfg: object) -> dict:
     return {"record": RunRecord.of(cfg).to_dict()}
 
 
-def _whole_config(cfg: object) -> dict:
-    """The form of results written before records: the whole config but its out_dir."""
-    return {"config": {k: v for k, v in to_dict(cfg).items() if k != "out_dir"}}
-
-
-@pytest.mark.parametrize("form", [_record, _whole_config])
-def test_recorded_config_decides_freshness(tmp_path: Path, form: Callable[[object], dict]) -> None:
+def test_recorded_config_decides_freshness(tmp_path: Path) -> None:
     cfg = Run(out_dir=str(tmp_path / "a"))
-    results = {**form(cfg), "metrics": {}}
+    results = {**_record(cfg), "metrics": {}}
     assert "out_dir" not in json.dumps(results)
     assert recorded_verdict(replace(cfg, out_dir=str(tmp_path / "b")), results).kind == "fresh"
     stale = recorded_verdict(replace(cfg, width=8), results)
     assert stale.kind == "stale" and "width (4 -> 8)" in stale.detail
-    assert recorded_verdict(cfg, {"metrics": {}}).kind == "stale"  # no record: never silently reused
     assert recorded_verdict(cfg, None) is None  # nothing run yet
+
+
+def test_results_without_a_record_are_never_reused(tmp_path: Path) -> None:
+    """Results that hold no record (an older posenc's whole ``config``, or nothing) are refused in
+    one line naming the file and ``posenc upgrade``: never silently reused, never judged stale."""
+    cfg = Run(out_dir=str(tmp_path / "a"))
+    for results in ({"metrics": {}}, {"config": {k: v for k, v in to_dict(cfg).items() if k != "out_dir"}}):
+        with pytest.raises(RunDirError, match=r"a/results\.json holds no run record .*`posenc upgrade DIR`"):
+            recorded_verdict(cfg, results)
 
 
 @dataclass
@@ -62,11 +64,12 @@ def test_where_a_cell_trained_never_makes_it_stale(tmp_path: Path) -> None:
     started elsewhere resumes here."""
     cfg = TrainedRun(Train(), out_dir=str(tmp_path / "run"))
     gpu = TrainedRun(Train(device="cuda", num_threads=1), out_dir=cfg.out_dir)
-    assert recorded_verdict(cfg, _record(gpu)).kind == recorded_verdict(cfg, _whole_config(gpu)).kind == "fresh"
+    assert recorded_verdict(cfg, _record(gpu)).kind == "fresh"
     other = recorded_verdict(cfg, _record(replace(gpu, train=Train(lr=0.2, device="cuda"))))
     assert other.kind == "stale" and "lr (0.2 -> 0.1)" in other.detail
     Path(cfg.out_dir).mkdir()
-    (Path(cfg.out_dir) / "config.yaml").write_text("train: {device: cuda, num_threads: 1}\n")
+    started = Path(cfg.out_dir) / "fingerprint.json"  # the record of a run started, not finished
+    started.write_text(json.dumps(_record(gpu)["record"]))
     assert recorded_verdict(cfg, None) is None  # started on the GPU: resumable, not stale
-    (Path(cfg.out_dir) / "config.yaml").write_text("train: {lr: 0.3}\n")
+    started.write_text(json.dumps(_record(replace(gpu, train=Train(lr=0.3)))["record"]))
     assert recorded_verdict(cfg, None).kind == "stale"

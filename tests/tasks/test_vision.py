@@ -72,9 +72,12 @@ def test_config_validation_and_shipped_config():
         TASK.cell_config(bad, TASK.cells(bad)[0])
 
 
-def test_the_old_experiment_form_is_refused_in_one_line():
+def test_a_run_config_is_no_experiment_and_is_refused_in_one_line():
+    """A run config's sections at an experiment's top level are unknown options there (the run
+    config goes under ``base:``), named with the known ones."""
     for old in ({"experiment": {"methods": ["none"], "univit_methods": ["cape-2d"]}}, {"model": {"patch": 4}}):
-        with pytest.raises(ConfigError, match="no longer supported; the run config now goes under `base:`") as err:
+        with pytest.raises(ConfigError, match=r"(experiment|model): unknown option for VisionExperimentConfig "
+                                              r"\(known: base, ") as err:
             from_dict(VisionExperimentConfig, old)
         assert "\n" not in str(err.value)
 

@@ -164,15 +164,15 @@ def test_metric_callback_and_patience(tmp_path: Path) -> None:
 
 def test_the_trainer_knows_no_task(tmp_path: Path) -> None:
     """No default loss, no width guessed from ``model.cfg``: the Noam schedule needs ``d_model``
-    given; ``bleu_every`` (stored run configs) still reads as ``metric_every``."""
+    given; the task's metric is ``metric_every`` (``bleu_every`` is no option)."""
     with pytest.raises(TypeError):
         Trainer(tiny_model(), train_config(), tmp_path / "a")  # type: ignore[call-arg]
     bare = Trainer(tiny_model(), train_config(max_steps=1), tmp_path / "b", Seq2SeqLoss(0.1))
     with pytest.raises(ConfigError, match="needs d_model"):
         bare.fit(TRAIN)
-    assert from_dict(TrainConfig, {"bleu_every": 3}).metric_every == 3
-    with pytest.raises(ConfigError, match="bleu_every and metric_every both given"):
-        from_dict(TrainConfig, {"bleu_every": 3, "metric_every": 2})
+    assert from_dict(TrainConfig, {"metric_every": 3}).metric_every == 3
+    with pytest.raises(ConfigError, match="bleu_every: unknown option for TrainConfig"):
+        from_dict(TrainConfig, {"bleu_every": 3})
 
 
 def test_fp16_on_cpu_falls_back_with_warning(tmp_path: Path) -> None:

@@ -60,26 +60,51 @@ def source_buckets(view: GridView, width: int) -> Buckets:
 
 
 def feed_length_bleu(v: GridView, options: LengthOptions, out: Path) -> None:
-    """length_bleu on every method's outputs pooled over the seeds, seen lengths from the training sources."""
+    """length_bleu on every method's outputs pooled over the seeds, seen lengths from the training sources.
+
+    Args:
+        v: the view of one grid part: every seed of the setting.
+        options: its options (``bucket_width``).
+        out: the existing folder it writes into.
+    """
     hyps = {m: v.hyps(m) for m in v.methods}
     length_bleu.length_bleu(v.lengths(v.src), v.ref, hyps, out, source_buckets(v, options.bucket_width),
                             baseline=v.baseline, train_lengths=v.train_lengths)
 
 
 def feed_bootstrap(v: GridView, options: BootstrapOptions, out: Path) -> None:
-    """The paired bootstrap between every two methods on their outputs pooled over the seeds."""
+    """The paired bootstrap between every two methods on their outputs pooled over the seeds.
+
+    Args:
+        v: the view of one grid part: every seed of the setting.
+        options: its options (``bootstrap_samples``).
+        out: the existing folder it writes into.
+    """
     significance.bootstrap_table({m: v.hyps(m) for m in v.methods}, v.ref, out, n_samples=options.bootstrap_samples)
 
 
 def feed_length_diff(v: GridView, options: LengthOptions, out: Path) -> None:
-    """length_diff on every method's output lengths pooled over the seeds."""
+    """length_diff on every method's output lengths pooled over the seeds.
+
+    Args:
+        v: the view of one grid part: every seed of the setting.
+        options: its options (``bucket_width``).
+        out: the existing folder it writes into.
+    """
     hyp_lengths = {m: v.lengths(v.hyps(m)) for m in v.methods}
     length_diff.length_diff(v.lengths(v.src), v.lengths(v.ref), hyp_lengths, out,
                             source_buckets(v, options.bucket_width), train_lengths=v.train_lengths)
 
 
 def feed_long_sources(v: GridView, options: LongSourceOptions, out: Path) -> None:
-    """Neishi's long-sentence endpoints: sources longer than every training source, per seed."""
+    """Neishi's long-sentence endpoints: sources longer than every training source, per seed. Where
+    no test source is that long, long_sources.md says so and nothing else is written.
+
+    Args:
+        v: the view of one grid part: every seed of the setting.
+        options: its options (``bootstrap_samples``, ``outputs``).
+        out: the existing folder it writes into.
+    """
     n = len(v.src) // len(v.seeds)  # v.src repeats the test set once per seed
     src_lengths, ref_lengths, longest = v.lengths(v.src[:n]), v.lengths(v.ref[:n]), max(v.train_lengths)
     if not long_sources.long_subset(src_lengths, longest):
@@ -94,7 +119,13 @@ def feed_long_sources(v: GridView, options: LongSourceOptions, out: Path) -> Non
 
 def feed_shift_invariance(v: GridView, options: ShiftOptions, out: Path) -> None:
     """Encoder-state similarity under position offsets on the first ``shift_sentences`` test sources,
-    each in its method's own source format (Transformers only: an RNN encoder has no positions)."""
+    each in its method's own source format (Transformers only: an RNN encoder has no positions).
+
+    Args:
+        v: the view of one grid part: one seed of the setting.
+        options: its options (``shift_sentences``, ``shift_offsets``).
+        out: the existing folder it writes into.
+    """
     n = options.shift_sentences
     models = {m: model for m, model in v.models().items() if isinstance(model, Seq2SeqTransformer)}  # not RNN-NMT
     sources = {m: [s for s, _ in v.pairs(v.src[:n], v.ref[:n], m)] for m in models}
@@ -109,7 +140,13 @@ def _device_list(devices: dict[str, str]) -> str:
 def feed_speed(v: GridView, options: NoOptions, out: Path) -> None:
     """Training speed against the baseline, among the runs trained on the baseline's device (wall
     clock compares runs of one machine): the runs trained elsewhere are named under the table, and a
-    baseline alone on its device gets a one-line note instead of a table."""
+    baseline alone on its device gets a one-line note instead of a table.
+
+    Args:
+        v: the view of one grid part: one seed of the setting.
+        options: none (:class:`~posenc.analysis.options.NoOptions`).
+        out: the existing folder it writes into.
+    """
     devices = {m: v.device(m) for m in v.methods}
     base = v.baseline
     same = [m for m in v.methods if devices[m] == devices[base]]
@@ -129,7 +166,13 @@ def feed_speed(v: GridView, options: NoOptions, out: Path) -> None:
 def feed_tokenwise(v: GridView, options: NoOptions, out: Path) -> None:
     """Gold-token scores of each method against the baseline on the test pairs (SHAPE §4, Fig. 4), binned by
     decoder position and by the token's frequency rank in the training targets: a folder ``tokenwise_<method>``
-    per method."""
+    per method.
+
+    Args:
+        v: the view of one grid part: one seed of the setting.
+        options: none (:class:`~posenc.analysis.options.NoOptions`).
+        out: the existing folder it writes into.
+    """
     counts = tokenwise.token_counts(v.tok.encode(t) for t in v.training_texts()[1])
     base = v.baseline
     for m in v.methods:
@@ -140,7 +183,14 @@ def feed_tokenwise(v: GridView, options: NoOptions, out: Path) -> None:
 
 
 def feed_position_nll(v: GridView, options: PositionNllOptions, out: Path) -> None:
-    """CAPE Fig. 8 on test pairs stacked until the target has >= ``stack_tokens`` tokens."""
+    """CAPE Fig. 8 on test pairs stacked until the target has >= ``stack_tokens`` tokens (a warning
+    and nothing written when the test set is too small to stack that far).
+
+    Args:
+        v: the view of one grid part: one seed of the setting.
+        options: its options (``stack_tokens``).
+        out: the existing folder it writes into.
+    """
     min_tokens = options.stack_tokens
     pairs = [Pair(s, t) for s, t in zip(v.src, v.ref)]
     stacked = data_settings.stack(pairs, min_tokens, length_fn=lambda s: len(v.tok.encode(s)))
@@ -170,8 +220,14 @@ def training_subsample(v: GridView, n: int, seed: int = 0) -> tuple[list[str], l
 
 def feed_swapped(v: GridView, options: SwappedOptions, out: Path) -> None:
     """SHAPE Table 1 on a random subsample of the INTERPOLATE *training* data (as the paper: the
-    model has seen these groups, so only the order of the sentences is new); ``swapped_pairs``
-    sets the size."""
+    model has seen these groups, so only the order of the sentences is new); nothing is written
+    when the training data has no full ``<sep>``-joined groups.
+
+    Args:
+        v: the view of one grid part: one seed of the setting.
+        options: its options (``swapped_pairs``: the subsample's size).
+        out: the existing folder it writes into.
+    """
     sep = " <sep> "
     src, tgt = training_subsample(v, options.swapped_pairs)
     size = v.group_size  # full groups only: SHAPE Table 1 moves X1 of X1..X10

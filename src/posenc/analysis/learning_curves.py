@@ -23,13 +23,27 @@ ZOOM_FRACTION = 0.4
 
 
 def method_of(name: str) -> str:
-    """``ape`` of ``ape/seed1`` (a name without ``/seed`` is its own method)."""
+    """The method of a run name (``ape`` of ``ape/seed1``).
+
+    Args:
+        name: a run name, ``<method>/seed<N>`` or a bare method.
+
+    Returns:
+        The part before ``/seed<N>``; a name without ``/seed<N>`` is its own method.
+    """
     head, _, tail = name.rpartition("/seed")
     return head if head and tail.isdigit() else name
 
 
 def seed_index(name: str) -> int:
-    """0 for ``ape/seed1``, 1 for ``.../seed2`` ... (0 without a seed): the seed's line style."""
+    """The position of a run's seed, which picks its line style.
+
+    Args:
+        name: a run name, ``<method>/seed<N>`` or a bare method.
+
+    Returns:
+        ``N - 1`` for ``.../seed<N>`` (0 for ``seed0`` and for a name without a seed).
+    """
     _, _, tail = name.rpartition("/seed")
     return max(int(tail) - 1, 0) if tail.isdigit() else 0
 
@@ -96,9 +110,22 @@ def _table_row(name: str, rows: Sequence[Mapping[str, float]], status: Mapping[s
 def learning_curves(
     curves: Mapping[str, Sequence[Mapping[str, float]]], status: Mapping[str, str], out: str | Path
 ) -> Path:
-    """``curves``: run name (``method/seedN``) → valid.csv rows (step, ppl, loss, wall_s);
-    ``status``: run name → status. Writes ``learning_curves.png`` (three panels) and
-    ``curves.md``; returns the output directory."""
+    """Draw the runs' validation curves and tabulate their convergence.
+
+    Writes ``learning_curves.png`` (three panels: perplexity by step, loss zoomed on the end of
+    training, perplexity by wall clock) and ``curves.md`` (per run: validations, last step, best and
+    last perplexity, end slope and status).
+
+    Args:
+        curves: run name (``method/seedN``) → its valid.csv rows (``step``, ``ppl``, ``wall_s``, and
+            ``loss`` in nats, else taken as log ``ppl``), in step order.
+        status: run name → its convergence status (:mod:`posenc.training.convergence`; ``unknown``
+            where missing).
+        out: the output directory (created if needed).
+
+    Returns:
+        The output directory.
+    """
     out = output_dir(out)
     fig, axes = figure(ncols=3, size=(5.2, 3.9))
     _draw(axes, curves, status)

@@ -23,9 +23,21 @@ DEFAULT_BUCKETS = Buckets.uniform(10, 60)  # 0-9, 10-19, ..., 50-59, 60-
 
 def seen_buckets(buckets: Buckets, train_lengths: Sequence[int] | None, train_max: int | None,
                  lengths: Sequence[int] | None = None) -> list[bool | None]:
-    """Per bucket: does every test sentence in it (``lengths``; without them every length the bucket
-    spans, an open last bucket never) lie inside the training range, ``min..max`` of
-    ``train_lengths`` (or ``..train_max``)? ``None`` when nothing is known of the training data."""
+    """Which buckets lie inside the training range of lengths, ``min..max`` of ``train_lengths``
+    (or ``0..train_max``).
+
+    Args:
+        buckets: the length buckets.
+        train_lengths: the training sources' lengths, or None.
+        train_max: the longest training source, used when ``train_lengths`` is None (or None).
+        lengths: the test sources' lengths; without them a bucket is judged by every length it
+            spans (an open last bucket is never inside).
+
+    Returns:
+        Per bucket: True when every test length in it (every length it spans) is inside the training
+        range, False otherwise (an empty bucket is False); all ``None`` when both ``train_lengths``
+        and ``train_max`` are None.
+    """
     if train_lengths is None and train_max is None:
         return [None] * len(buckets)
     lo = min(train_lengths) if train_lengths else 0
@@ -53,12 +65,22 @@ def length_bleu(
     """Per-bucket BLEU per model → ``length_bleu.csv`` and ``length_bleu.png``.
 
     Args:
-        src_lengths: source length of every test sentence.
+        src_lengths: source length of every test sentence (in the unit the buckets count).
         refs: references, aligned with ``src_lengths``.
-        hyps: model name → hypotheses (aligned); ``baseline`` (default: the first) is APE.
-        train_lengths / train_max: training source lengths (or their maximum), for shading.
+        hyps: model name → hypotheses, aligned with ``src_lengths``.
+        out_dir: the output directory (created if needed).
+        buckets: the source-length buckets.
+        baseline: the model the gain is measured against (None: the first of ``hyps``).
+        train_lengths: training source lengths, for the seen/unseen shading (:func:`seen_buckets`).
+        train_max: the longest training source, used for the shading when ``train_lengths`` is None.
+        tokenize: sacreBLEU's tokenizer.
 
-    Rows: ``model, bucket, sentences, bleu, gain, seen`` (gain = bleu − baseline's bleu).
+    Returns:
+        The rows written, one per model and bucket: ``model, bucket, sentences, bleu, gain, seen``
+        (gain = bleu − the baseline's bleu; None for an empty bucket).
+
+    Raises:
+        DataError: no models, inputs that do not align, or a baseline not among the models.
     """
     if not hyps:
         raise DataError("length_bleu: no model outputs given")
@@ -89,6 +111,16 @@ def length_bleu(
 def plot_length_bleu(
     rows: list[dict[str, Any]], labels: list[str], base: str, seen: list[bool | None], out: Path
 ) -> None:
+    """Write the rows of :func:`length_bleu` as ``length_bleu.csv`` and plot ``length_bleu.png``
+    (BLEU by bucket, and each other model's gain over the baseline; unseen buckets shaded).
+
+    Args:
+        rows: the rows of :func:`length_bleu`, grouped by model in bucket order.
+        labels: the bucket labels.
+        base: the baseline model (no gain bars).
+        seen: per bucket, as :func:`seen_buckets` (False: shaded).
+        out: the existing output directory.
+    """
     plots.write_csv(out / "length_bleu.csv", rows)
     models = list(dict.fromkeys(r["model"] for r in rows))
     by = {m: [r for r in rows if r["model"] == m] for m in models}

@@ -24,6 +24,16 @@ from posenc.errors import DataError
 def check_lengths(
     src_lengths: Sequence[int], ref_lengths: Sequence[int], hyp_lengths: Mapping[str, Sequence[int]]
 ) -> None:
+    """Refuse length lists that do not align with the test set.
+
+    Args:
+        src_lengths: source length of every test sentence.
+        ref_lengths: reference length of every test sentence.
+        hyp_lengths: model name → output length of every test sentence.
+
+    Raises:
+        DataError: no models, or a list whose length differs from ``src_lengths``'.
+    """
     if not hyp_lengths:
         raise DataError("length_diff: no model outputs given")
     check_same_length("length_diff: reference lengths", ref_lengths, len(src_lengths), "source lengths")
@@ -35,7 +45,19 @@ def length_diff_table(
     src_lengths: Sequence[int], ref_lengths: Sequence[int], hyp_lengths: Mapping[str, Sequence[int]], buckets: Buckets,
     seen: Sequence[bool | None],
 ) -> list[dict[str, Any]]:
-    """Rows ``model, bucket, sentences, mean_diff, seen``."""
+    """The mean output − reference length of each model per source-length bucket.
+
+    Args:
+        src_lengths: source length of every test sentence.
+        ref_lengths: reference length of every test sentence.
+        hyp_lengths: model name → output length of every test sentence.
+        buckets: the source-length buckets.
+        seen: per bucket, whether it lies in the training range (:func:`~posenc.analysis.length_bleu.seen_buckets`).
+
+    Returns:
+        One row per model and bucket: ``model, bucket, sentences, mean_diff, seen`` (``mean_diff``
+        None for an empty bucket; negative = outputs too short).
+    """
     index = np.array(buckets.assign(src_lengths), dtype=int)
     refs = np.asarray(ref_lengths, dtype=float)
     rows = []
@@ -51,7 +73,21 @@ def length_diff_table(
 def output_length_histogram(
     src_lengths: Sequence[int], hyp_lengths: Mapping[str, Sequence[int]], buckets: Buckets, label: str
 ) -> list[dict[str, Any]]:
-    """Rows ``model, bucket, output_length, sentences`` for source-length bucket ``label``."""
+    """The distribution of output lengths on the sentences of one source-length bucket.
+
+    Args:
+        src_lengths: source length of every test sentence.
+        hyp_lengths: model name → output length of every test sentence.
+        buckets: the source-length buckets.
+        label: the bucket, by its label (e.g. ``40-49``).
+
+    Returns:
+        Rows ``model, bucket, output_length, sentences``, one per model and output length that
+        occurs, by length.
+
+    Raises:
+        DataError: ``label`` is not one of the buckets' labels.
+    """
     labels = buckets.labels()
     if label not in labels:
         raise DataError(f"length_diff: unknown bucket {label!r} (buckets: {', '.join(labels)})")
@@ -74,8 +110,25 @@ def length_diff(
     train_lengths: Sequence[int] | None = None,
     train_max: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Mean length difference per bucket → ``length_diff.csv``/``.png``; optional histograms
-    → ``length_hist.csv``/``.png``. Returns the length-difference rows."""
+    """Mean length difference per bucket → ``length_diff.csv``/``.png``; with ``hist_buckets`` also the
+    output-length histograms → ``length_hist.csv``/``.png``.
+
+    Args:
+        src_lengths: source length of every test sentence (in the unit the buckets count).
+        ref_lengths: reference length of every test sentence.
+        hyp_lengths: model name → output length of every test sentence.
+        out_dir: the output directory (created if needed).
+        buckets: the source-length buckets.
+        hist_buckets: labels of the buckets to draw output-length histograms for (none: no histograms).
+        train_lengths: training source lengths, for the seen/unseen shading.
+        train_max: the longest training source, used for the shading when ``train_lengths`` is None.
+
+    Returns:
+        The length-difference rows (:func:`length_diff_table`).
+
+    Raises:
+        DataError: inputs that do not align, or a histogram bucket that is not a bucket's label.
+    """
     check_lengths(src_lengths, ref_lengths, hyp_lengths)
     seen = seen_buckets(buckets, train_lengths, train_max, src_lengths)
     rows = length_diff_table(src_lengths, ref_lengths, hyp_lengths, buckets, seen)
@@ -97,6 +150,19 @@ def write_histograms(
     src_lengths: Sequence[int], hyp_lengths: Mapping[str, Sequence[int]], buckets: Buckets, labels: Sequence[str],
     out: Path,
 ) -> None:
+    """Write the output-length histograms of some source-length buckets as ``length_hist.csv`` and
+    ``length_hist.png`` (one panel per bucket).
+
+    Args:
+        src_lengths: source length of every test sentence.
+        hyp_lengths: model name → output length of every test sentence.
+        buckets: the source-length buckets.
+        labels: the buckets to draw, by label.
+        out: the existing output directory.
+
+    Raises:
+        DataError: a label that is not one of the buckets'.
+    """
     hist = [r for label in labels for r in output_length_histogram(src_lengths, hyp_lengths, buckets, label)]
     plots.write_csv(out / "length_hist.csv", hist, ["model", "bucket", "output_length", "sentences"])
     fig, axes = plots.figure(ncols=len(labels))

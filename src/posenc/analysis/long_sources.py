@@ -39,14 +39,34 @@ PerSeed = Sequence[Sequence[Any]]
 
 
 def long_subset(src_lengths: Sequence[int], train_max: int) -> list[int]:
-    """Indices of the test sentences whose source is longer than ``train_max``."""
+    """The test sentences whose source is longer than every training source.
+
+    Args:
+        src_lengths: source length of every test sentence.
+        train_max: the longest training source (same unit).
+
+    Returns:
+        The indices of the sentences with a source longer than ``train_max``, in order.
+    """
     return [i for i, n in enumerate(src_lengths) if n > train_max]
 
 
 def per_seed_scores(
     subset: Sequence[int], refs: Sequence[str], ref_lengths: Sequence[int], hyps: PerSeed, hyp_lengths: PerSeed
 ) -> tuple[list[float], list[float]]:
-    """BLEU and mean output − reference length on ``subset``, one value per seed."""
+    """BLEU and mean output − reference length on a subset of the test set, one value per seed.
+
+    Args:
+        subset: indices of the test sentences to score (:func:`long_subset`).
+        refs: the references of the whole test set.
+        ref_lengths: their lengths.
+        hyps: one method's outputs, one list per seed, each aligned with the test set.
+        hyp_lengths: their lengths, likewise.
+
+    Returns:
+        ``(bleu, diff)``: the corpus BLEU and the mean output − reference length on ``subset``, one
+        value per seed each.
+    """
     ref_sub = [refs[i] for i in subset]
     bleu = [corpus_bleu([h[i] for i in subset], ref_sub) for h in hyps]
     diff = [float(np.mean([lengths[i] - ref_lengths[i] for i in subset])) for lengths in hyp_lengths]
@@ -54,9 +74,16 @@ def per_seed_scores(
 
 
 def one_sided_welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
-    """``gain`` = mean(a) − mean(b), its two-sided 95 % interval (``low``, ``high``) and the
-    one-sided p of "a > b" (Welch, unequal variances); NaN p and interval with fewer than two
-    seeds on a side."""
+    """Welch's test (unequal variances) of "a > b" over per-seed values.
+
+    Args:
+        a: one method's per-seed values.
+        b: the baseline's per-seed values.
+
+    Returns:
+        ``gain`` = mean(a) − mean(b), its two-sided 95 % interval (``low``, ``high``) and the
+        one-sided ``p`` of "a > b"; NaN ``p`` and interval with fewer than two seeds on a side.
+    """
     if len(a) < 2 or len(b) < 2:
         return {"gain": statistics.fmean(a) - statistics.fmean(b), "low": np.nan, "high": np.nan, "p": np.nan}
     t = seed_test(a, b)
@@ -64,8 +91,17 @@ def one_sided_welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
 
 
 def bootstrap_length(a: Sequence[int], b: Sequence[int], n_samples: int, seed: int) -> float:
-    """Share of ``n_samples`` paired resamples of sentences in which the mean of ``a − b`` (two
-    systems' output lengths on the same sentences) is not above 0."""
+    """Paired-bootstrap test of "system a's outputs are longer than system b's" on the same sentences.
+
+    Args:
+        a: one system's output lengths.
+        b: the other's on the same sentences, aligned.
+        n_samples: the resamples of sentences.
+        seed: the resampling generator's seed.
+
+    Returns:
+        The share of resamples in which the mean of ``a − b`` is not above 0 (the one-sided p).
+    """
     diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     rng = np.random.default_rng(seed)
     means = np.array([diff[rng.integers(0, diff.size, diff.size)].mean() for _ in range(n_samples)])
@@ -73,14 +109,38 @@ def bootstrap_length(a: Sequence[int], b: Sequence[int], n_samples: int, seed: i
 
 
 def pooled(subset: Sequence[int], per_seed: PerSeed) -> list[Any]:
-    """The subset's items of every seed, seed after seed."""
+    """The subset's items of every seed, seed after seed.
+
+    Args:
+        subset: indices into each seed's list.
+        per_seed: one list per seed (outputs, lengths or references), each aligned with the test set.
+
+    Returns:
+        ``per_seed[0][i] for i in subset``, then the same of the next seed, and so on.
+    """
     return [values[i] for values in per_seed for i in subset]
 
 
 def compare(method: str, baseline: str, scores: Mapping[str, tuple[list[float], list[float]]], subset: Sequence[int],
             refs: Sequence[str], hyps: Mapping[str, PerSeed], hyp_lengths: Mapping[str, PerSeed], n_samples: int,
             seed: int) -> dict[str, Any]:
-    """The row of ``method`` against ``baseline``: both tests for BLEU and for length."""
+    """The comparison of one method with the baseline: both tests for BLEU and for length.
+
+    Args:
+        method: the method compared.
+        baseline: the method it is compared with.
+        scores: method → its per-seed ``(bleu, diff)`` (:func:`per_seed_scores`).
+        subset: indices of the long test sentences.
+        refs: the references of the whole test set.
+        hyps: method → its per-seed outputs, aligned with the test set.
+        hyp_lengths: method → their lengths, likewise.
+        n_samples: paired-bootstrap resamples.
+        seed: the resampling generator's seed.
+
+    Returns:
+        ``bleu_gain, bleu_low, bleu_high, bleu_p`` (Welch, one-sided), ``bleu_boot_p`` and the same
+        ``len_*`` columns for the length difference; empty for the baseline itself.
+    """
     if method == baseline:
         return {}
     bleu = one_sided_welch(scores[method][0], scores[baseline][0])
@@ -111,18 +171,27 @@ def long_sources(
     tested against ``baseline`` → ``long_sources.csv``, ``long_sources.md``, ``long_sources.png``.
 
     Args:
-        src_lengths / refs / ref_lengths: the test set (one entry per sentence).
-        hyps / hyp_lengths: method → per-seed outputs and their lengths, aligned with the test set;
-            every method needs the same number of seeds (they are paired seed by seed).
+        src_lengths: source length of every test sentence.
+        refs: the references, one per test sentence.
+        ref_lengths: their lengths.
+        hyps: method → per-seed outputs, each aligned with the test set; every method needs the
+            same number of seeds (they are paired seed by seed).
+        hyp_lengths: method → the lengths of those outputs, likewise.
+        out_dir: the output directory (created if needed).
         train_max: the longest training source; longer test sources form the subset.
         baseline: the method every other is compared with (default: the first).
-        n_samples / seed: paired-bootstrap resamples and their generator's seed.
+        n_samples: paired-bootstrap resamples.
+        seed: the resampling generator's seed.
 
     Returns:
         One row per method: ``method, sentences, seeds``, the mean over seeds ``bleu`` and
         ``out_minus_ref`` with their per-seed values (``*_seeds``), and against the baseline
         ``bleu_gain, bleu_low, bleu_high, bleu_p`` (Welch, one-sided), ``bleu_boot_p`` and the same
         ``len_*`` columns for the length difference (absent for the baseline itself).
+
+    Raises:
+        DataError: inputs that do not align, methods with different numbers of seeds, a baseline not
+            among them, or no test source longer than ``train_max``.
     """
     _check(src_lengths, refs, ref_lengths, hyps, hyp_lengths)
     base = baseline if baseline is not None else next(iter(hyps))

@@ -62,9 +62,16 @@ SwappedOptions = count_option("SwappedOptions", "swapped_pairs", 10_000,
 
 @dataclass(frozen=True)
 class LongSourceOptions(AnalysisOptions):
-    """long_sources: paired-bootstrap resamples, and which test outputs it reads: ``beam`` (the
-    runs' scored translations) or ``greedy`` (those of ``experiment.greedy_splits``, the decoding
-    Neishi & Yoshinaga report)."""
+    """long_sources: paired-bootstrap resamples, and which test outputs it reads.
+
+    Args:
+        bootstrap_samples: paired-bootstrap resamples, >= 1.
+        outputs: ``beam`` (the runs' scored translations) or ``greedy`` (those of
+            ``experiment.greedy_splits``, the decoding Neishi & Yoshinaga report).
+
+    Raises:
+        ConfigError: a count below 1 or ``outputs`` neither ``beam`` nor ``greedy``.
+    """
 
     bootstrap_samples: int = 1000
     outputs: str = "beam"
@@ -76,9 +83,17 @@ class LongSourceOptions(AnalysisOptions):
 
 @dataclass(frozen=True)
 class ShiftOptions(AnalysisOptions):
-    """shift_invariance: test sentences encoded under each position offset, and the offsets
-    (default SHAPE Fig. 2's 0/100/250/500; add offsets inside a SHAPE model's trained shifts, e.g.
-    0/10/20/40 for K = 40, to separate shift invariance from unseen positions)."""
+    """shift_invariance: how many test sentences it encodes, and under which position offsets.
+
+    Args:
+        shift_sentences: the first test sentences encoded under each offset, >= 1.
+        shift_offsets: the position offsets, at least two distinct integers >= 0 (default SHAPE
+            Fig. 2's 0/100/250/500; add offsets inside a SHAPE model's trained shifts, e.g.
+            0/10/20/40 for K = 40, to separate shift invariance from unseen positions).
+
+    Raises:
+        ConfigError: a count below 1, or fewer than two offsets, a negative or repeated one.
+    """
 
     shift_sentences: int = 100
     shift_offsets: list[int] = field(default_factory=lambda: list(_shift_invariance.OFFSETS))

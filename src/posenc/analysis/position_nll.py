@@ -29,7 +29,20 @@ SPANS_CSV = "position_nll_spans.csv"
 
 
 def position_nll_table(logprobs: Sequence[np.ndarray], window: int = 1) -> list[dict[str, Any]]:
-    """Rows ``position, tokens, nll``; ``position`` is the first position of each window."""
+    """Mean NLL per decoder position (or window of positions) over the sequences that reach it.
+
+    Args:
+        logprobs: per sequence, the gold tokens' log-probabilities by decoder position
+            (:func:`~posenc.analysis.common.gold_logprobs`).
+        window: consecutive positions averaged together, >= 1.
+
+    Returns:
+        Rows ``position, tokens, nll``: ``position`` the first (1-based) position of each window,
+        ``tokens`` the gold tokens in it, ``nll`` their mean negative log-probability (nats).
+
+    Raises:
+        DataError: ``window`` < 1.
+    """
     if window < 1:
         raise DataError(f"position_nll: window must be >= 1, got {window}")
     longest = max((len(x) for x in logprobs), default=0)
@@ -47,8 +60,16 @@ def position_nll_table(logprobs: Sequence[np.ndarray], window: int = 1) -> list[
 def seen_and_unseen(rows: Sequence[Mapping[str, Any]], train_max: int) -> list[dict[str, Any]]:
     """Token-weighted mean NLL per model over the positions training reached (``seen``: up to
     ``train_max`` + 1, the EOS after the longest training target) and over those past them
-    (``unseen``; CAPE Fig. 8's "positions not seen during training"). Rows ``model, span,
-    positions, tokens, nll``; a span without tokens is left out."""
+    (``unseen``; CAPE Fig. 8's "positions not seen during training").
+
+    Args:
+        rows: the rows of :func:`position_nll` (``model, position, tokens, nll``).
+        train_max: the longest training target (tokens).
+
+    Returns:
+        Rows ``model, span, positions, tokens, nll``, seen before unseen per model; a span without
+        tokens is left out.
+    """
     out = []
     for model in dict.fromkeys(r["model"] for r in rows):
         for span, inside in (("seen", True), ("unseen", False)):
@@ -73,11 +94,24 @@ def position_nll(
 ) -> list[dict[str, Any]]:
     """NLL per decoder position per model → ``position_nll.csv`` and ``position_nll.png``.
 
-    ``pairs`` are (source ids, target ids without BOS/EOS), e.g. stacked test sentences, or a
-    mapping model name → its own pairs (each model scored with the source format it was trained on);
-    ``train_max`` (longest training target) draws a vertical line in the plot and adds
-    ``position_nll_spans.csv`` (:func:`seen_and_unseen`).
-    Rows: ``model, position, tokens, nll``.
+    Args:
+        models: name → trained sequence-to-sequence model.
+        pairs: (source ids, target ids without BOS/EOS), e.g. stacked test sentences, or a mapping
+            model name → its own pairs (each model scored with the source format it was trained on).
+        out_dir: the output directory (created if needed).
+        bos_id: the tokenizer's BOS id.
+        eos_id: the tokenizer's EOS id.
+        pad_id: the tokenizer's padding id.
+        window: consecutive positions averaged together in the table and plot.
+        train_max: the longest training target (tokens): draws a vertical line in the plot and adds
+            ``position_nll_spans.csv`` (:func:`seen_and_unseen`); None: neither.
+        batch_size: pairs per forward pass.
+
+    Returns:
+        The rows written: ``model, position, tokens, nll``.
+
+    Raises:
+        DataError: no pairs, or ``window`` < 1.
     """
     if not pairs:
         raise DataError("position_nll: no sentence pairs given")
@@ -111,14 +145,27 @@ def _span_means(seed_dirs: Mapping[int, Path]) -> dict[tuple[str, str], list[flo
 
 
 def across_seeds(seed_dirs: Mapping[int, Path], out_dir: str | Path) -> list[dict[str, Any]]:
-    """Per-seed span means (:data:`SPANS_CSV` in each of ``seed_dirs``, seed → folder) over the
-    seeds → ``position_nll_seeds.csv`` (``span, model, seeds, nll`` mean, ``nll_seeds``) and
-    ``position_nll_pairs.csv``: every pair of models per span, ``diff`` = model − other (negative:
-    the model predicts the gold tokens better), Welch's two-sided 95 % interval ``low``/``high``,
-    two-sided ``p`` and ``p_below``, the one-sided p of "model's NLL < other's" (CAPE Fig. 8's
-    direction when the model is the one claimed better) over the per-seed means
-    (:func:`~posenc.evaluation.seeds.seed_test`); ``position_nll_seeds.png``: the seed-mean curves
-    (:func:`plot_seed_means`). Needs at least two seeds. Returns the pair rows."""
+    """Compare the models' per-seed span means over the seeds.
+
+    Writes ``position_nll_seeds.csv`` (``span, model, seeds``, mean ``nll``, ``nll_seeds``),
+    ``position_nll_pairs.csv`` (every pair of models per span: ``diff`` = model − other, negative
+    when the model predicts the gold tokens better; Welch's two-sided 95 % interval ``low``/``high``;
+    two-sided ``p``; ``p_below``, the one-sided p of "model's NLL < other's", CAPE Fig. 8's direction
+    when the model is the one claimed better; :func:`~posenc.evaluation.seeds.seed_test`), both
+    tables as ``position_nll_seeds.md``, and the seed-mean curves ``position_nll_seeds.png``
+    (:func:`plot_seed_means`).
+
+    Args:
+        seed_dirs: seed → the folder of that seed's :func:`position_nll` output (with :data:`SPANS_CSV`
+            and ``position_nll.csv``); at least two seeds.
+        out_dir: the output directory (created if needed).
+
+    Returns:
+        The pair rows.
+
+    Raises:
+        DataError: fewer than two seeds.
+    """
     if len(seed_dirs) < 2:
         raise DataError(f"position_nll across seeds needs at least 2 seeds, got {sorted(seed_dirs)}")
     means = _span_means(seed_dirs)
@@ -158,10 +205,15 @@ def _windowed(rows: Sequence[Mapping[str, str]], window: int) -> dict[str, dict[
 
 
 def plot_seed_means(seed_dirs: Mapping[int, Path], path: Path, points: int = 40) -> None:
-    """Each model's NLL per window of positions (token-weighted, from every seed's
-    ``position_nll.csv``; windows as wide as gives about ``points`` points), mean over the seeds with
-    their min–max band, and a dashed line after the last seen position (``seen`` span of
-    :data:`SPANS_CSV`): CAPE Fig. 8 over training seeds."""
+    """CAPE Fig. 8 over training seeds: each model's NLL per window of positions (token-weighted), the
+    mean over the seeds with their min–max band, and a dashed line after the last seen position.
+
+    Args:
+        seed_dirs: seed → the folder of that seed's :func:`position_nll` output (its
+            ``position_nll.csv`` and :data:`SPANS_CSV`, whose ``seen`` span gives the last seen position).
+        path: the PNG file to write.
+        points: about how many points a curve has (the windows are as wide as gives that many).
+    """
     tables = {}
     for seed, folder in seed_dirs.items():
         with (folder / "position_nll.csv").open(newline="", encoding="utf-8") as fh:

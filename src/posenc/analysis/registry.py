@@ -44,11 +44,11 @@ Feeder = Callable[[GridView, Any, Path], None]
 class Analysis:
     """One analysis.
 
-    Attributes:
+    Args:
         description: one line: what it shows and which paper figure/table it reproduces.
         feeder: reads a :class:`~posenc.analysis.view.GridView` and the parsed options, and
             runs the analysis's library function into the output folder.
-        needs: what the runs must carry for the feeder to read them (analysis/view.py).
+        needs: what the runs must carry for the feeder to read them (names of analysis/view.py).
         options: its options dataclass (analysis/options.py).
         pooled: it reads outputs only and runs once on all seeds pooled; otherwise once per seed.
         min_methods: the fewest methods it compares (fewer: the report skips it with a note).
@@ -70,10 +70,22 @@ class Analysis:
         return MODELS in self.needs
 
     def fits(self, carries: Collection[str]) -> bool:
-        """Whether runs that carry ``carries`` hold everything this analysis reads."""
+        """Whether runs that carry ``carries`` hold everything this analysis reads.
+
+        Args:
+            carries: what the runs carry (a RunSpec's ``carries``; names of analysis/view.py).
+
+        Returns:
+            True when :attr:`needs` is a subset of ``carries``.
+        """
         return self.needs <= set(carries)
 
     def option_names(self) -> tuple[str, ...]:
+        """The keys of ``analysis_options`` this analysis reads.
+
+        Returns:
+            The field names of its options dataclass, in field order.
+        """
         return tuple(f.name for f in fields(self.options))
 
     def parse_options(self, values: Mapping[str, Any]) -> AnalysisOptions:
@@ -128,7 +140,14 @@ REGISTRY: dict[str, Analysis] = {
 
 
 def fitting_names(carries: Collection[str]) -> list[str]:
-    """The registered analyses that fit runs carrying ``carries``, in registry order."""
+    """The registered analyses that fit runs carrying ``carries``.
+
+    Args:
+        carries: what the runs carry (a RunSpec's ``carries``).
+
+    Returns:
+        Their names, in registry order.
+    """
     return [name for name, analysis in REGISTRY.items() if analysis.fits(carries)]
 
 
@@ -159,7 +178,11 @@ def fitting(name: str, task: str, carries: Collection[str], where: str = "") -> 
 
 
 def option_owners() -> dict[str, list[str]]:
-    """Every analysis option → the analyses that read it (sorted by option)."""
+    """Which analyses read each option of ``analysis_options``.
+
+    Returns:
+        Every analysis option → the analyses that read it, in registry order; sorted by option.
+    """
     owners: dict[str, list[str]] = {}
     for name, analysis in REGISTRY.items():
         for option in analysis.option_names():
@@ -168,8 +191,15 @@ def option_owners() -> dict[str, list[str]]:
 
 
 def check_options(values: Any) -> None:
-    """Refuse an ``analysis_options`` that is not a mapping, names a key that is no registered
-    analysis's option, or holds a bad value: a one-line ConfigError naming the key."""
+    """Check an experiment's ``analysis_options``.
+
+    Args:
+        values: the experiment's ``analysis_options`` as read from its config.
+
+    Raises:
+        ConfigError: one line naming the key, for a value that is not a mapping, a key that is no
+            registered analysis's option, or a bad value.
+    """
     if not isinstance(values, Mapping):
         raise ConfigError(f"{WHERE}: expected a mapping, got {shorten(values)}")
     owners = option_owners()

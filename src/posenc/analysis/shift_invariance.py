@@ -27,7 +27,20 @@ OFFSETS = (0, 100, 250, 500)
 
 
 def encoder_states(model: nn.Module, src: Tensor, src_mask: Tensor, offset: float) -> Tensor:
-    """Encoder output ``(B, S, D)`` with source positions shifted by ``offset``."""
+    """Encoder output with the source positions shifted by ``offset``.
+
+    Args:
+        model: a Seq2SeqTransformer (its ``src_embed`` and ``encoder``).
+        src: source token ids ``(B, S)``.
+        src_mask: ``(B, S)`` bool, True on real tokens.
+        offset: added to every source position.
+
+    Returns:
+        The encoder states ``(B, S, D)``.
+
+    Raises:
+        ConfigError: ``model`` is not a Seq2SeqTransformer (e.g. an RNN).
+    """
     if not (hasattr(model, "encoder") and hasattr(model, "src_embed") and hasattr(model.encoder, "input_pos")):
         raise ConfigError(f"shift_invariance needs a Seq2SeqTransformer, got {type(model).__name__}")
     positions = default_positions(src_mask) + offset
@@ -42,7 +55,23 @@ def shift_similarity(
     pad_id: int = 0,
     batch_size: int = 32,
 ) -> np.ndarray:
-    """Mean over sentences of Eq. 3 for every pair of offsets → ``(K, K)`` float64."""
+    """SHAPE Eq. 3 averaged over sentences, for every pair of offsets. The model is put in eval mode.
+
+    Args:
+        model: a Seq2SeqTransformer.
+        sources: source token-id sequences, as the encoder receives them; none empty.
+        offsets: the K position offsets.
+        pad_id: the padding id.
+        batch_size: sentences per forward pass.
+
+    Returns:
+        The ``(K, K)`` float64 matrix of mean cosine similarity between the encoder states under
+        each two offsets.
+
+    Raises:
+        DataError: no sources, or an empty one.
+        ConfigError: ``model`` is not a Seq2SeqTransformer.
+    """
     if not sources or any(len(s) == 0 for s in sources):
         raise DataError("shift_invariance: need at least one non-empty source sentence")
     model.eval()
@@ -75,8 +104,13 @@ def shift_invariance(
         sources: source token-id sequences (as the model's encoder receives them), or a mapping
             model name → its own sources, when models read different source formats (CAPE
             trained with a source BOS is scored with it).
+        out_dir: the output directory (created if needed).
+        offsets: the K position offsets.
+        pad_id: the padding id.
+        batch_size: sentences per forward pass.
 
-    Rows: ``model, k1, k2, similarity`` (K×K rows per model).
+    Returns:
+        The rows written: ``model, k1, k2, similarity`` (K×K rows per model).
     """
     out = plots.output_dir(out_dir)
     labels = [f"{k:g}" for k in offsets]

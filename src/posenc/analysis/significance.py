@@ -22,7 +22,17 @@ STRONG, WEAK = 0.01, 0.05
 
 
 def symbol(p_row_better: float, p_col_better: float) -> str:
-    """Neishi Table 4 notation for row vs column."""
+    """Neishi Table 4 notation for row vs column.
+
+    Args:
+        p_row_better: the paired bootstrap's p-value of "the row model is better" (the share of
+            resamples in which it is not ahead).
+        p_col_better: the same for "the column model is better".
+
+    Returns:
+        ``>>``/``<<`` when the row/column model is better at p < 0.01, ``>``/``<`` at p < 0.05,
+        ``~`` otherwise.
+    """
     if p_row_better < STRONG:
         return ">>"
     if p_col_better < STRONG:
@@ -35,11 +45,31 @@ def symbol(p_row_better: float, p_col_better: float) -> str:
 
 
 def flip(sym: str) -> str:
+    """The same comparison read from the other model's side.
+
+    Args:
+        sym: a :func:`symbol` of row vs column.
+
+    Returns:
+        ``sym`` with ``<`` and ``>`` swapped (column vs row).
+    """
     return sym.translate(str.maketrans("<>", "><"))
 
 
 def pairwise(hyps: Mapping[str, Sequence[str]], refs: Sequence[str], n_samples: int, seed: int) -> list[dict[str, Any]]:
-    """One row per unordered pair ``(a, b)`` in the given model order."""
+    """One paired bootstrap per unordered pair of models.
+
+    Args:
+        hyps: model name → its outputs, aligned with ``refs``.
+        refs: the references.
+        n_samples: bootstrap resamples.
+        seed: the resampling generator's seed (the same for every pair).
+
+    Returns:
+        One row per pair ``(a, b)``, ``a`` before ``b`` in the given model order: ``a, b, bleu_a,
+        bleu_b``, their 95 % intervals ``ci_a_low, ci_a_high, ci_b_low, ci_b_high``, ``p_a_better,
+        p_b_better`` and ``symbol`` (a vs b).
+    """
     names = list(hyps)
     rows = []
     for i, a in enumerate(names):
@@ -57,7 +87,16 @@ def pairwise(hyps: Mapping[str, Sequence[str]], refs: Sequence[str], n_samples: 
 
 
 def matrix_rows(names: list[str], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Table 4 layout: one row per model, a BLEU column and one symbol column per model."""
+    """The rows of :func:`pairwise` in Table 4 layout.
+
+    Args:
+        names: the models, in table order.
+        rows: the rows of :func:`pairwise` over them.
+
+    Returns:
+        One row per model: ``model``, its ``BLEU`` and one column per model holding the symbol of
+        the row model vs that one (empty on the diagonal).
+    """
     bleu = {r["a"]: r["bleu_a"] for r in rows} | {r["b"]: r["bleu_b"] for r in rows}
     sym = {(r["a"], r["b"]): r["symbol"] for r in rows} | {(r["b"], r["a"]): flip(r["symbol"]) for r in rows}
     return [{"model": m, "BLEU": bleu.get(m), **{c: sym.get((m, c), "") for c in names}} for m in names]
@@ -70,9 +109,22 @@ def bootstrap_table(
     n_samples: int = 1000,
     seed: int = 12345,
 ) -> list[dict[str, Any]]:
-    """Pairwise paired-bootstrap tests → ``bootstrap.csv``, ``bootstrap.md``, ``bootstrap.png``.
+    """Pairwise paired-bootstrap tests → ``bootstrap.csv``, ``bootstrap.md`` (Table 4 layout) and
+    ``bootstrap.png`` (p of "row better" per pair).
 
-    Rows (one per pair): ``a, b, bleu_a, bleu_b, ci_*, p_a_better, p_b_better, symbol``.
+    Args:
+        hyps: model name → its outputs, aligned with ``refs``; at least two models.
+        refs: the references.
+        out_dir: the output directory (created if needed).
+        n_samples: bootstrap resamples.
+        seed: the resampling generator's seed.
+
+    Returns:
+        The rows of :func:`pairwise`, one per pair: ``a, b, bleu_a, bleu_b, ci_*, p_a_better,
+        p_b_better, symbol``.
+
+    Raises:
+        DataError: fewer than two models.
     """
     names = list(hyps)
     if len(names) < 2:

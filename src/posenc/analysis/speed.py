@@ -30,7 +30,19 @@ RunFiles = str | Path | tuple[str | Path, str | Path]
 
 
 def read_log(path: Path, required: Sequence[str]) -> dict[str, list[float | None]]:
-    """Columns of a CSV log as float lists (empty cells → None); checks ``required`` columns."""
+    """The columns of a CSV training log.
+
+    Args:
+        path: a train.csv or valid.csv (:mod:`posenc.training.logging`).
+        required: the columns it must have.
+
+    Returns:
+        Column name → its values as floats, row by row (empty cells → None).
+
+    Raises:
+        DataError: the file is missing, lacks a required column, has no rows, or has a
+            non-numeric column.
+    """
     if not path.is_file():
         raise DataError(f"{path}: training log not found")
     with path.open(newline="", encoding="utf-8") as f:
@@ -51,18 +63,43 @@ def read_log(path: Path, required: Sequence[str]) -> dict[str, list[float | None
 
 
 def run_paths(run: RunFiles) -> tuple[Path, Path]:
-    """A run directory (with train.csv and valid.csv) or an explicit (train, valid) pair."""
+    """The training and validation logs of a run.
+
+    Args:
+        run: a run directory (with train.csv and valid.csv) or an explicit (train, valid) pair of files.
+
+    Returns:
+        ``(train.csv, valid.csv)`` paths.
+    """
     if isinstance(run, tuple):
         return Path(run[0]), Path(run[1])
     return Path(run) / "train.csv", Path(run) / "valid.csv"
 
 
 def metric_column(valid: dict[str, list[float | None]]) -> list[float | None]:
-    """valid.csv's metric column (translation: BLEU; ``bleu`` in runs logged before the rename)."""
-    return valid.get("metric") or valid.get("bleu") or []
+    """valid.csv's metric column (translation: BLEU).
+
+    Args:
+        valid: the columns of a valid.csv (:func:`read_log`).
+
+    Returns:
+        Its ``metric`` values (None where not scored); empty when the log has no such column.
+    """
+    return valid.get("metric") or []
 
 
 def summarize(train: dict[str, list[float | None]], valid: dict[str, list[float | None]]) -> dict[str, Any]:
+    """One run's row of the speed table.
+
+    Args:
+        train: the columns of its train.csv (``step``, ``wall_s``, ``tokens_per_s``).
+        valid: the columns of its valid.csv (``step``, ``loss``, and ``metric`` where scored).
+
+    Returns:
+        ``steps, train_time_s, s_per_step, tokens_per_s`` (mean of the logged intervals),
+        ``best_bleu, best_step`` (the best metric, the earlier step on a tie; None when never scored)
+        and ``final_valid_loss``.
+    """
     tps = [v for v in train["tokens_per_s"] if v is not None]
     steps, wall = train["step"][-1], train["wall_s"][-1]
     scored = [(b, s) for b, s in zip(metric_column(valid), valid["step"]) if b is not None]
@@ -84,8 +121,18 @@ def speed(
     """Speed/time/parameter table → ``speed.csv``, ``speed.md``; learning curves →
     ``curves_steps.png`` and ``curves_wall.png``.
 
-    Rows: ``model, steps, train_time_s, s_per_step, tokens_per_s, speed, best_bleu, best_step,
-    final_valid_loss, params``.
+    Args:
+        runs: model name → its run directory or (train.csv, valid.csv) pair.
+        out_dir: the output directory (created if needed).
+        baseline: the model ``speed`` is relative to (default: the first).
+        params: model name → parameter count, for the ``params`` column (None: empty).
+
+    Returns:
+        The rows written: ``model, steps, train_time_s, s_per_step, tokens_per_s, speed, best_bleu,
+        best_step, final_valid_loss, params``.
+
+    Raises:
+        DataError: no runs, a baseline not among them, or a log that cannot be read (:func:`read_log`).
     """
     if not runs:
         raise DataError("speed: no runs given")
@@ -110,7 +157,13 @@ def speed(
 
 
 def plot_curves(logs: Mapping[str, tuple[dict, dict]], out: Path) -> None:
-    """Validation perplexity and BLEU against steps and against (interpolated) wall clock."""
+    """Validation perplexity and BLEU against steps (``curves_steps.png``) and against wall clock
+    (``curves_wall.png``, a validation's wall clock interpolated from the training log).
+
+    Args:
+        logs: model name → the columns of its (train.csv, valid.csv) (:func:`read_log`).
+        out: the existing output directory.
+    """
     for axis, path in (("step", out / "curves_steps.png"), ("wall", out / "curves_wall.png")):
         fig, (ax1, ax2) = plots.figure(ncols=2)
         ppl, bleu = {}, {}

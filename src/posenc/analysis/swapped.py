@@ -23,7 +23,19 @@ Group = tuple[Sequence[str], Sequence[str]]
 
 
 def make_groups(sources: Sequence[str], targets: Sequence[str], size: int = 10) -> list[Group]:
-    """Consecutive groups of ``size`` pairs (an incomplete last group is dropped)."""
+    """Consecutive groups of ``size`` sentence pairs (an incomplete last group is dropped).
+
+    Args:
+        sources: source sentences, in corpus order.
+        targets: their references, aligned with ``sources``.
+        size: sentences per group, >= 2.
+
+    Returns:
+        ``(sources, targets)`` per group, ``size`` sentences each.
+
+    Raises:
+        DataError: ``targets`` does not align with ``sources``, or ``size`` < 2.
+    """
     check_same_length("swapped: targets", targets, len(sources), "sources")
     if size < 2:
         raise DataError(f"swapped: group size must be >= 2, got {size}")
@@ -31,15 +43,47 @@ def make_groups(sources: Sequence[str], targets: Sequence[str], size: int = 10) 
 
 
 def join(sentences: Sequence[str], sep: str) -> str:
+    """One line of sentences joined by a separator.
+
+    Args:
+        sentences: the sentences (each stripped).
+        sep: the separator token.
+
+    Returns:
+        The sentences joined by ``sep`` with a space on each side.
+    """
     return f" {sep} ".join(s.strip() for s in sentences)
 
 
 def split(text: str, sep: str) -> list[str]:
+    """The sentences of a joined line (the inverse of :func:`join`).
+
+    Args:
+        text: a line of sentences joined by ``sep`` (e.g. a model's output).
+        sep: the separator token.
+
+    Returns:
+        The stripped segments between the separators (one more than the separators).
+    """
     return [s.strip() for s in text.split(sep)]
 
 
 def first_sentence_outputs(groups: Sequence[Group], translate: Translate, sep: str) -> tuple[list[str], list[str], int]:
-    """Y1' in the original and the swapped order, and the number of misaligned outputs."""
+    """Y1' (the translation of X1) in the original and in the swapped order.
+
+    Args:
+        groups: (sources X1..Xn, references Y1..Yn) per group.
+        translate: source lines → one output each (the model's decoding).
+        sep: the separator token joining sentences.
+
+    Returns:
+        ``(original, swapped, misaligned)``: Y1' per group in the original order (the first output
+        segment) and in the swapped order (the last), and how many outputs have a number of segments
+        other than the group's sentences.
+
+    Raises:
+        DataError: ``translate`` returns a number of outputs other than its inputs.
+    """
     original_src = [join(xs, sep) for xs, _ in groups]
     swapped_src = [join([*xs[1:], xs[0]], sep) for xs, _ in groups]
     outputs = translate(original_src + swapped_src)
@@ -65,9 +109,16 @@ def swapped(
     Args:
         groups: (sources X1..Xn, references Y1..Yn) per group, e.g. from :func:`make_groups`.
         translators: model name → ``translate(list[str]) -> list[str]``.
+        out_dir: the output directory (created if needed).
         sep: the separator token joining sentences (as the models saw it in training).
+        tokenize: sacreBLEU's tokenizer.
 
-    Rows: ``model, original, swapped, drop, groups, misaligned``.
+    Returns:
+        The rows written, one per model: ``model, original, swapped, drop, groups, misaligned``
+        (``drop`` = original − swapped BLEU).
+
+    Raises:
+        DataError: no groups, or a translator returns a number of outputs other than its inputs.
     """
     if not groups:
         raise DataError("swapped: no groups to evaluate")

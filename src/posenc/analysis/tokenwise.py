@@ -29,7 +29,15 @@ RANK_BUCKETS = Buckets((1, 5001, 15001, 25001))
 
 
 def token_counts(sequences: Iterable[Sequence[int]], eos_id: int | None = None) -> Counter[int]:
-    """Token frequencies of training targets; with ``eos_id``, one EOS per sequence."""
+    """Token frequencies of the training targets.
+
+    Args:
+        sequences: the training targets as token ids (no BOS/EOS).
+        eos_id: when given, one EOS is counted per sequence (the gold EOS the decoder predicts).
+
+    Returns:
+        Token id → its count.
+    """
     counts: Counter[int] = Counter()
     for seq in sequences:
         counts.update(seq)
@@ -39,13 +47,34 @@ def token_counts(sequences: Iterable[Sequence[int]], eos_id: int | None = None) 
 
 
 def frequency_ranks(counts: Mapping[int, int]) -> dict[int, int]:
-    """Rank 1 for the most frequent token; ties broken by token id; zero counts left out."""
+    """Frequency ranks of the tokens seen in training.
+
+    Args:
+        counts: token id → training count (:func:`token_counts`).
+
+    Returns:
+        Token id → rank, 1 for the most frequent (ties broken by token id); tokens with a zero count
+        are left out.
+    """
     ordered = sorted((t for t, c in counts.items() if c > 0), key=lambda t: (-counts[t], t))
     return {t: r for r, t in enumerate(ordered, start=1)}
 
 
 def frequency_values(gold: Sequence[Sequence[int]], counts: Mapping[int, int], by: str) -> list[list[int]]:
-    """The rank or count of every gold token."""
+    """The training frequency of every gold token, as a rank or a count.
+
+    Args:
+        gold: the gold tokens of each sentence (target + EOS).
+        counts: token id → training count.
+        by: ``rank`` (1 = most frequent; an unseen token gets the number of seen types + 1) or
+            ``count`` (0 for an unseen token).
+
+    Returns:
+        Per sentence, one rank or count per gold token.
+
+    Raises:
+        DataError: ``by`` is neither ``rank`` nor ``count``.
+    """
     if by == "rank":
         ranks = frequency_ranks(counts)
         unseen = len(ranks) + 1
@@ -64,7 +93,25 @@ def tokenwise_table(
     freq_buckets: Buckets = RANK_BUCKETS,
     by: str = "rank",
 ) -> list[dict[str, Any]]:
-    """Rows ``frequency, position, tokens, mean_diff, win_ratio`` for every cell (empty: None)."""
+    """The model's and the baseline's gold-token scores compared per (frequency, position) cell.
+
+    Args:
+        model_scores: per sentence, the model's log-probability of each gold token.
+        base_scores: the baseline's, likewise.
+        gold: per sentence, the gold tokens (target + EOS), aligned with the scores.
+        counts: token id → training count.
+        position_buckets: the decoder-position buckets (1-based positions).
+        freq_buckets: the frequency buckets (of ranks or counts, as ``by``).
+        by: ``rank`` or ``count`` (:func:`frequency_values`).
+
+    Returns:
+        One row per cell, frequency-major: ``frequency, position, tokens, mean_diff`` (model −
+        baseline) and ``win_ratio`` (share of tokens the model scores higher); None for an empty cell.
+
+    Raises:
+        DataError: inputs that do not align sentence by sentence or token by token, a value below the
+            first edge of its buckets, or a bad ``by``.
+    """
     check_same_length("tokenwise: baseline scores", base_scores, len(model_scores), "sentences")
     check_same_length("tokenwise: gold tokens", gold, len(model_scores), "sentences")
     freq = frequency_values(gold, counts, by)
@@ -104,9 +151,28 @@ def tokenwise(
 ) -> list[dict[str, Any]]:
     """Score gold tokens with both models → ``tokenwise.csv`` and ``tokenwise.png``.
 
-    ``pairs`` are (source ids, target ids without BOS/EOS); ``counts`` are training target
-    token counts (see :func:`token_counts`). ``baseline_pairs`` (default ``pairs``): the same
-    pairs in the baseline's own source format, when it differs (e.g. a source BOS).
+    Args:
+        model: the model compared (a sequence-to-sequence model, put in eval mode).
+        baseline: the model it is compared with.
+        pairs: (source ids, target ids without BOS/EOS) per test sentence, in ``model``'s source format.
+        counts: training target token counts (:func:`token_counts`).
+        out_dir: the output directory (created if needed).
+        bos_id: the tokenizer's BOS id.
+        eos_id: the tokenizer's EOS id.
+        pad_id: the tokenizer's padding id.
+        position_buckets: the decoder-position buckets.
+        freq_buckets: the frequency buckets.
+        by: ``rank`` or ``count`` (:func:`frequency_values`).
+        names: (model, baseline) names for the plot's titles.
+        batch_size: pairs per forward pass.
+        baseline_pairs: the same pairs in the baseline's own source format, when it differs (e.g. a
+            source BOS); None: ``pairs``.
+
+    Returns:
+        The rows of :func:`tokenwise_table`.
+
+    Raises:
+        DataError: ``baseline_pairs`` with other targets than ``pairs``, or a bad ``by``.
     """
     if baseline_pairs is not None and [t for _, t in baseline_pairs] != [t for _, t in pairs]:
         raise DataError("tokenwise: baseline_pairs must have the same targets as pairs")
@@ -124,6 +190,17 @@ def tokenwise(
 def plot_tokenwise(
     rows: list[dict[str, Any]], f_labels: list[str], p_labels: list[str], names: tuple[str, str], by: str, path: Path
 ) -> None:
+    """Draw the rows of :func:`tokenwise_table` as two heatmaps: the mean log-prob difference and the
+    share of tokens the model wins.
+
+    Args:
+        rows: the rows, frequency-major.
+        f_labels: the frequency buckets' labels (the heatmaps' rows).
+        p_labels: the position buckets' labels (the heatmaps' columns).
+        names: (model, baseline) names for the titles.
+        by: ``rank`` or ``count`` (the y axis label).
+        path: the PNG file to write.
+    """
     shape = (len(f_labels), len(p_labels))
     diff = np.array([np.nan if r["mean_diff"] is None else r["mean_diff"] for r in rows]).reshape(shape)
     win = np.array([np.nan if r["win_ratio"] is None else r["win_ratio"] for r in rows]).reshape(shape)

@@ -47,7 +47,14 @@ class TokenIds(Protocol):
     pad_id: int
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` (no BOS/EOS)."""
+        """Token ids of a text.
+
+        Args:
+            text: one sentence.
+
+        Returns:
+            Its token ids, without BOS/EOS.
+        """
         ...
 
 
@@ -74,17 +81,41 @@ class GridView(Protocol):
     ref: list[str]
 
     def lengths(self, texts: list[str]) -> list[int]:
-        """Length of each text in the units the runs read (subwords)."""
+        """Length of each text in the units the runs read.
+
+        Args:
+            texts: sentences (sources, references or outputs).
+
+        Returns:
+            One length (subwords) per text.
+        """
         ...
 
     # OUTPUTS
     def hyps(self, method: str) -> list[str]:
-        """Test outputs of ``method``, every seed of the view in order (as :attr:`src`)."""
+        """Test outputs of one method, pooled over the seeds.
+
+        Args:
+            method: one of :attr:`methods`.
+
+        Returns:
+            Its outputs, every seed of the view in order (aligned with :attr:`src`).
+        """
         ...
 
     def hyps_by_seed(self, method: str, greedy: bool = False) -> list[list[str]]:
-        """Test outputs of ``method``, one list per seed: the scored ones, or with ``greedy``
-        the greedy decoding's (a one-line ConfigError where the runs have none)."""
+        """Test outputs of one method, seed by seed.
+
+        Args:
+            method: one of :attr:`methods`.
+            greedy: read the greedy decoding's outputs instead of the scored ones.
+
+        Returns:
+            One list of outputs per seed of the view, in :attr:`seeds` order.
+
+        Raises:
+            ConfigError: one line, with ``greedy`` where the runs have no greedy outputs.
+        """
         ...
 
     # TRAINING_DATA
@@ -104,7 +135,11 @@ class GridView(Protocol):
         ...
 
     def training_texts(self) -> tuple[list[str], list[str]]:
-        """The training split's sources and targets, in corpus order."""
+        """The training split's texts.
+
+        Returns:
+            ``(sources, targets)``, in corpus order.
+        """
         ...
 
     # MODELS
@@ -114,30 +149,78 @@ class GridView(Protocol):
         ...
 
     def model(self, method: str) -> nn.Module:
-        """The trained model of ``method``."""
+        """The trained model of one method (of the view's first seed).
+
+        Args:
+            method: one of :attr:`methods`.
+
+        Returns:
+            The model, as its run loaded it.
+        """
         ...
 
     def models(self) -> dict[str, nn.Module]:
-        """Every method's trained model."""
+        """Every method's trained model (of the view's first seed).
+
+        Returns:
+            Method → its model, in :attr:`methods` order.
+        """
         ...
 
     def pairs(self, src: list[str], tgt: list[str], method: str) -> list[tuple[list[int], list[int]]]:
-        """(source ids, target ids) in the input format ``method`` was trained with."""
+        """Sentence pairs as ids, in the input format one method was trained with.
+
+        Args:
+            src: source sentences.
+            tgt: target sentences, aligned with ``src``.
+            method: one of :attr:`methods` (its source format, e.g. CAPE's source BOS).
+
+        Returns:
+            (source ids, target ids) per pair, without BOS/EOS on the target.
+        """
         ...
 
     def decoder(self, method: str) -> Callable[[list[str]], list[str]]:
-        """Lines → outputs of ``method``'s model with its run's own decoding settings."""
+        """The translation function of one method's model, with its run's own decoding settings.
+
+        Args:
+            method: one of :attr:`methods`.
+
+        Returns:
+            A function from source lines to their outputs, one per line.
+        """
         ...
 
     # LOGS
     def run_dir(self, method: str) -> Path:
-        """``method``'s run directory (its training logs)."""
+        """The run directory of one method (its training logs).
+
+        Args:
+            method: one of :attr:`methods`.
+
+        Returns:
+            The directory (of the view's first seed).
+        """
         ...
 
     def device(self, method: str) -> str:
-        """The device ``method``'s run trained on."""
+        """The device one method's run trained on.
+
+        Args:
+            method: one of :attr:`methods`.
+
+        Returns:
+            The device as its run's results name it (with the GPU's name), ``unknown`` where they do not.
+        """
         ...
 
     def params(self, method: str) -> int:
-        """``method``'s parameter count."""
+        """One method's parameter count.
+
+        Args:
+            method: one of :attr:`methods`.
+
+        Returns:
+            The number of its model's parameters.
+        """
         ...

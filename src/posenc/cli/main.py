@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "experiment": ("posenc.cli.experiment", "run a grid of methods x settings x seeds and write a report"),
     "analyze": ("posenc.cli.analyze", "run one of the papers' analyses on trained runs"),
     "queue": ("posenc.cli.queue", "a timed session's grid cells: pack their data beforehand, run them to a deadline"),
+    "upgrade": ("posenc.cli.upgrade", "rewrite the runs and reports an older posenc wrote in today's format, once"),
 }
 
 

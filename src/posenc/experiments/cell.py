@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from posenc.config import apply_mapping, from_dict, load_yaml
+from posenc.config import apply_mapping, from_dict
 from posenc.errors import ConfigError
 from posenc.experiments.tasks import Cell, ExperimentTask
-from posenc.runs.ownership import CONFIG_NAME
-from posenc.runs.run import RESULTS_NAME, Run
+from posenc.runs.run import RESULTS_NAME, Run, stored_run
 from posenc.runs.same_run import RunRecord, Verdict, same_run
 
 
@@ -48,12 +47,22 @@ def cell_run_config(schema: type, base: dict[str, Any], overrides: Sequence[dict
     return from_dict(schema, apply_mapping(data, {"train.seed": seed, "out_dir": str(out_dir)}, schema))
 
 
-def recorded(results: dict[str, Any]) -> RunRecord:
-    """The record a cell's ``results.json`` holds, read by the one adapter (:meth:`RunRecord.read`):
-    its ``record`` or, in results written before records, the whole ``config``; with the steps trained."""
+def recorded(results: dict[str, Any], where: str = RESULTS_NAME) -> RunRecord:
+    """The record a cell's ``results.json`` holds, read by the one reader (:meth:`RunRecord.read`).
+
+    Args:
+        results: the cell's stored results.
+        where: the file, named when it holds no record.
+
+    Returns:
+        Its ``record``, with the steps trained (its summary's ``steps``, where known).
+
+    Raises:
+        RunDirError: the results hold no record (one line naming ``posenc upgrade``).
+    """
     summary = results.get("summary")
     steps = summary.get("steps") if isinstance(summary, dict) else None
-    return RunRecord.read(results.get("record", results.get("config")), steps)
+    return RunRecord.read(results.get("record"), steps, where)
 
 
 def recorded_verdict(cfg: Any, results: dict[str, Any] | None,
@@ -61,8 +70,9 @@ def recorded_verdict(cfg: Any, results: dict[str, Any] | None,
     """A cell's freshness, the one rule of every task: the record its results hold (:func:`recorded`)
     judged by :func:`~posenc.runs.same_run.same_run` against its run config ``cfg``, scored as
     ``evaluation`` where the task scores its cells (a task adds only what its results hold beyond
-    the record, e.g. translation's α search). Without results: stale when the run's saved
-    config.yaml is another run (a run started, not finished), else None (the cell has to run).
+    the record, e.g. translation's α search). Without results: stale when the run's record (its
+    fingerprint.json, :func:`~posenc.runs.run.stored_run`) is another run (a run started, not
+    finished), else None (the cell has to run).
 
     Args:
         cfg: the cell's run config.
@@ -71,12 +81,15 @@ def recorded_verdict(cfg: Any, results: dict[str, Any] | None,
 
     Returns:
         The verdict, or None.
+
+    Raises:
+        RunDirError: the results, or the started run, hold no record (one line naming ``posenc upgrade``).
     """
     if results is not None:
-        return same_run(recorded(results), cfg, evaluation)
-    saved = Path(cfg.out_dir) / CONFIG_NAME
-    if saved.is_file():
-        verdict = same_run(RunRecord.read(load_yaml(saved)), cfg)
+        return same_run(recorded(results, str(results_path(cfg))), cfg, evaluation)
+    stored = stored_run(cfg.out_dir)
+    if stored is not None:
+        verdict = same_run(stored, cfg)
         if verdict.kind == "stale":
             return Verdict("stale", f"the run in {cfg.out_dir} was started with another config ({verdict.detail})")
     return None

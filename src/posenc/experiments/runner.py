@@ -32,22 +32,10 @@ log = logging.getLogger("posenc")
 
 
 def check_report_dir(exp: Any) -> None:
-    """``<root>/report`` must be new, empty or posenc's report (one-line RunDirError otherwise). A
-    report written before reports were marked (README.md headed ``# <experiment name>``, only
-    Markdown/PNG/CSV files and folders) is claimed as posenc's."""
-    from posenc.runs.ownership import claim_and_check
+    """``<root>/report`` must be new, empty or posenc's report (one-line RunDirError otherwise)."""
+    from posenc.runs.ownership import check_target
 
-    claim_and_check(exp.root / "report", "report", "report directory", partial(_older_report, name=exp.name))
-
-
-def _older_report(report: Path, name: str) -> bool:
-    readme = report / "README.md"
-    try:
-        head = readme.read_text(encoding="utf-8").split("\n", 1)[0] if readme.is_file() else ""
-    except (OSError, UnicodeDecodeError):
-        return False
-    ours = all(p.is_dir() or p.suffix in (".md", ".png", ".csv") for p in report.iterdir())
-    return ours and (head == f"# {name}" or head.startswith(f"# {name}:"))
+    check_target(exp.root / "report", "report", "report directory")
 
 
 def run_grid(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: str = "local",

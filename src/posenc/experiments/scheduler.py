@@ -61,13 +61,11 @@ def parse_jobs(value: Jobs) -> Jobs:
 
 def check_logs_target(exp: Any) -> Path:
     """``<root>/logs`` (worker logs, the experiment spec, submitit's folder) must be new, empty or
-    posenc's log directory: one-line RunDirError otherwise. An unmarked one holding only what posenc
-    writes there (``*.log``, ``experiment.json``, ``submitit/``) is claimed as posenc's. Returns the
-    directory, not created."""
-    from posenc.runs.ownership import claim_and_check
+    posenc's log directory: one-line RunDirError otherwise. Returns the directory, not created."""
+    from posenc.runs.ownership import check_target
 
     logs = exp.root / "logs"
-    claim_and_check(logs, "logs", "log directory", _older_logs)
+    check_target(logs, "logs", "log directory")
     return logs
 
 
@@ -79,10 +77,6 @@ def check_logs_dir(exp: Any) -> Path:
     logs.mkdir(parents=True, exist_ok=True)
     write_marker(logs, "logs")
     return logs
-
-
-def _older_logs(logs: Path) -> bool:
-    return all(p.suffix == ".log" or p.name in ("experiment.json", "submitit") for p in logs.iterdir())
 
 
 def write_spec(exp: Any) -> Path:

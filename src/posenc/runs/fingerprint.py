@@ -82,7 +82,14 @@ def fingerprint(cfg: Any) -> dict[str, Any]:
 def determining_dict(cfg: Any) -> Any:
     """:func:`posenc.config.to_dict` of ``cfg``, but a section that can say what of it determines a
     run (a ``determining_dict()`` method: ``PositionConfig`` keeps ``name`` and its active methods'
-    blocks) gives only that."""
+    blocks) gives only that.
+
+    Args:
+        cfg: a run config (a dataclass), or any section of one.
+
+    Returns:
+        Its plain nested dict form, each section that has a ``determining_dict()`` as that gives it.
+    """
     return to_dict(cfg, "determining_dict")
 
 
@@ -109,16 +116,42 @@ def data_fingerprint(data_cfg: Any, spec: RunSpec) -> dict[str, Any]:
 
 
 def digest(fp: dict[str, Any]) -> str:
-    """Short stable hash of a fingerprint (for directory names and quick equality)."""
+    """Short stable hash of a fingerprint (for directory names and quick equality).
+
+    Args:
+        fp: a fingerprint (:func:`fingerprint` or :func:`data_fingerprint`), or any JSON-safe dict.
+
+    Returns:
+        The first 16 hex digits of the SHA-256 of its key-sorted JSON: equal for equal dicts,
+        whatever their key order.
+    """
     return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def diff_keys(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Dotted keys whose values differ between two fingerprints (sorted; posenc.config.config_differences)."""
+    """Which keys two fingerprints differ at (:func:`~posenc.runs.differences.config_differences`).
+
+    Args:
+        saved: the stored fingerprint.
+        new: the fingerprint it is compared with.
+
+    Returns:
+        The dotted keys whose values differ, sorted; empty when the fingerprints are the same.
+    """
     return [key for key, _, _ in config_differences(saved, new)]
 
 
 def describe_diff(saved: dict[str, Any], new: dict[str, Any], limit: int = 4) -> str:
-    """One-line description: ``model.d_model (256 -> 512), data.corpus ('bible' -> 'toy')``."""
+    """What two fingerprints differ at, in one line for a message.
+
+    Args:
+        saved: the stored fingerprint.
+        new: the fingerprint it is compared with.
+        limit: how many differences to spell out; the rest are counted.
+
+    Returns:
+        ``model.d_model (256 -> 512), data.corpus ('bible' -> 'toy')`` (see
+        :func:`~posenc.runs.differences.describe_differences`).
+    """
     return describe_differences(config_differences(saved, new), limit)
 

@@ -31,8 +31,15 @@ IN_USE_ADVICE = "wait for it to finish or use another out_dir"
 
 
 def missing_directories(directory: Path) -> list[Path]:
-    """``directory`` and those of its ancestors that do not exist, deepest first: what
-    ``mkdir(parents=True)`` would create."""
+    """What ``mkdir(parents=True)`` would create, so a failed command can remove just that.
+
+    Args:
+        directory: the directory about to be created.
+
+    Returns:
+        ``directory`` and those of its ancestors that do not exist (a dangling symlink counts as
+        existing), deepest first; empty when ``directory`` exists.
+    """
     missing = []
     for d in (directory, *directory.parents):
         if d.exists() or d.is_symlink():
@@ -43,7 +50,12 @@ def missing_directories(directory: Path) -> list[Path]:
 
 def remove_created(created: list[Path]) -> None:
     """Remove the directories of ``created`` that are still empty, deepest first (a parent after
-    its children): a failed command leaves none of the directories it created, and touches no other."""
+    its children): a failed command leaves none of the directories it created, and touches no other.
+
+    Args:
+        created: the directories a command created (:func:`missing_directories` before it made
+            them); one that is not empty or is gone is left as it is.
+    """
     for d in sorted(created, key=lambda p: len(p.parts), reverse=True):
         try:
             d.rmdir()  # only if empty
@@ -60,6 +72,20 @@ def exclusive(directory: str | Path, lock_name: str = LOCK_NAME, advice: str = I
     is a one-line :class:`ConfigError` ending in ``advice``. On exit the lock file is removed, and
     so is every directory this call created (``directory`` and missing parents) that is still
     empty, so a failed command leaves no trace.
+
+    Args:
+        directory: the directory to lock; created (with its parents) if missing.
+        lock_name: the lock file's name inside ``directory``.
+        advice: what the refused user can do, the end of the message when a live process holds
+            the lock.
+
+    Yields:
+        The lock file's path, while the lock is held.
+
+    Raises:
+        ConfigError: a live process holds the lock.
+        RunDirError: ``directory`` cannot be created, or the lock file is a symlink, not a regular
+            file, or cannot be opened.
     """
     import fcntl
 
@@ -95,7 +121,16 @@ def exclusive(directory: str | Path, lock_name: str = LOCK_NAME, advice: str = I
 
 
 def in_use(directory: str | Path, lock_name: str = LOCK_NAME) -> int | None:
-    """The pid (0 if unreadable) of the live posenc process holding ``directory``'s lock, or None."""
+    """Whether a live posenc process holds ``directory``'s lock, asked without taking it.
+
+    Args:
+        directory: the locked (or not) directory.
+        lock_name: the lock file's name inside ``directory``.
+
+    Returns:
+        The pid of the process holding the lock (0 if the lock file does not say), or ``None``
+        when no process holds it or there is no lock file.
+    """
     import fcntl
 
     path = Path(directory) / lock_name

@@ -3,9 +3,9 @@ directory that is new, empty, or its own (:func:`check_target`), and never an ou
 of its own directories (:func:`check_outside_posenc_dirs`).
 
 posenc's directories carry a marker file, ``.posenc-run`` (JSON ``{"kind": "run"}``, ``"data"``,
-``"report"``, ...), written when posenc first fills them; directories of older versions are
-recognised by their files (a run's ``config.yaml`` and ``fingerprint.json`` or ``checkpoints/``;
-prepared data by the files its task declares, :attr:`~posenc.runs.spec.RunSpec.data_files`).
+``"report"``, ...), written when posenc first fills them; the caches the tasks keep beside their
+prepared data are posenc's by their names. A directory an older posenc left unmarked is marked by
+``posenc upgrade`` (:mod:`posenc.runs.upgrade`), once.
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Callable
 
-from posenc.config import load_yaml
-from posenc.errors import ConfigError, PosencError, RunDirError
+from posenc.errors import ConfigError, RunDirError
 from posenc.files import atomic_write_text, check_output_file, os_call
 from posenc.runs.lock import LOCK_NAME, in_use
 from posenc.runs.spec import declared
@@ -30,14 +28,22 @@ KIND_WORDS = {"run": "run directory", "data": "prepared data directory", "report
               "logs": "log directory", "export": "model export directory", "checkpoint": "checkpoint directory",
               "datasets": "directory of prepared data", "cache": "data cache",
               "payload": "folder of packed data"}
-#: The description file of a model export (serving/); it marks older unmarked exports.
+#: The description file of a model export (serving/).
 EXPORT_MANIFEST = "posenc_export.json"
 #: Files of a checkpoint directory (training/checkpoint.py): an average written elsewhere, a moved checkpoint.
 _CHECKPOINT_SIGNS = ("model.safetensors", "state.json")
 
 
 def read_marker(directory: str | Path) -> str | None:
-    """The kind recorded in ``directory``'s marker file (``run``, ``data``), or None."""
+    """What ``directory``'s marker file says it is.
+
+    Args:
+        directory: the directory to ask.
+
+    Returns:
+        The kind its marker records (``run``, ``data``, ...); None when it has no marker, the
+        marker is a symlink or does not read as a JSON object.
+    """
     path = Path(directory) / MARKER_NAME
     if path.is_symlink() or not path.is_file():
         return None
@@ -48,59 +54,64 @@ def read_marker(directory: str | Path) -> str | None:
     return data.get("kind") if isinstance(data, dict) else None
 
 
-def _legacy_kind(directory: Path) -> str | None:
-    """What a directory written by an older posenc (no marker) is, judged by its files."""
-    checkpoints = any(p.is_dir() and CHECKPOINT_DIR.match(p.name) for p in (directory / "checkpoints").glob("ckpt_*"))
-    has_run_files = (directory / FINGERPRINT_NAME).is_file() or checkpoints
-    if has_run_files and _is_run_config(directory / CONFIG_NAME):
-        return "run"
-    if checkpoints and (directory / "train.csv").is_file():
-        return "run"  # a run of another task that the Trainer wrote (checkpoints and its log)
-    if any(spec.data_files and all((directory / f).is_file() for f in spec.data_files) for spec in declared()):
-        return "data"
-    if (directory / EXPORT_MANIFEST).is_file():
-        return "export"
-    if directory.name in cache_names():
-        return "cache"
-    return None
-
-
 def cache_names() -> frozenset[str]:
     """The names of the cache directories the declared tasks keep beside their prepared data: the
-    name is posenc's, so such a directory is posenc's cache, marked or not."""
+    name is posenc's, so such a directory is posenc's cache, marked or not.
+
+    Returns:
+        Every declared spec's :attr:`~posenc.runs.spec.RunSpec.caches`.
+    """
     return frozenset(name for spec in declared() for name in spec.caches)
 
 
 def scratch_names() -> frozenset[str]:
-    """Names posenc may leave in a directory besides its marked contents: its lock, its marker and
-    the tasks' caches."""
+    """Names posenc may leave in a directory besides its marked contents, so a directory holding
+    only these counts as empty.
+
+    Returns:
+        The lock's and the marker's names and :func:`cache_names`.
+    """
     return frozenset({LOCK_NAME, MARKER_NAME}) | cache_names()
 
 
-def _is_run_config(path: Path) -> bool:
-    """Whether ``path`` is a run config that posenc wrote, of any task (a YAML mapping with a
-    ``train`` section)."""
-    if not path.is_file():
-        return False
-    try:
-        return isinstance(load_yaml(path).get("train"), dict)
-    except (PosencError, OSError, ValueError, TypeError, AttributeError):
-        return False
-
-
 def dir_kind(directory: str | Path) -> str | None:
-    """The kind of a directory posenc wrote (``run``, ``data``, ``report``, ``logs``, ``export``,
-    ``datasets``: its marker, else an older layout; ``cache``: a task's data cache), else None."""
+    """The kind of a directory posenc wrote.
+
+    Args:
+        directory: the directory to look at.
+
+    Returns:
+        Its marker's kind (``run``, ``data``, ``report``, ``logs``, ``export``, ``datasets``, ...),
+        ``cache`` for a task's data cache (known by its name), or None: not a directory posenc
+        wrote (or not a directory, or a symlink).
+    """
     directory = Path(directory)
     if not directory.is_dir() or directory.is_symlink():
         return None
-    return read_marker(directory) or _legacy_kind(directory)
+    return read_marker(directory) or ("cache" if directory.name in cache_names() else None)
+
+
+def marker_text(kind: str) -> str:
+    """The marker file's text for a directory of ``kind``.
+
+    Args:
+        kind: what the directory is, a key of :data:`KIND_WORDS`.
+
+    Returns:
+        One JSON line naming ``kind`` and posenc as its writer.
+    """
+    return json.dumps({"kind": kind, "written_by": "posenc"}) + "\n"
 
 
 def write_marker(directory: str | Path, kind: str) -> None:
-    """Mark ``directory`` as posenc's own ``kind`` (no-op when it already is)."""
+    """Mark ``directory`` as posenc's own ``kind`` (no-op when it already is).
+
+    Args:
+        directory: an existing directory posenc writes.
+        kind: what it is, a key of :data:`KIND_WORDS` (``run``, ``data``, ``report``, ...).
+    """
     if read_marker(directory) != kind:
-        atomic_write_text(Path(directory) / MARKER_NAME, json.dumps({"kind": kind, "written_by": "posenc"}) + "\n")
+        atomic_write_text(Path(directory) / MARKER_NAME, marker_text(kind))
 
 
 def _forbidden(directory: Path) -> str | None:
@@ -124,7 +135,17 @@ def _foreign_entries(directory: Path, kind: str) -> list[str]:
 def check_target(directory: str | Path, kind: str, what: str = "out_dir") -> None:
     """Refuse (one-line :class:`RunDirError`) to write the ``kind`` directory ``directory``
     unless it is new, empty (but for posenc's lock and caches, and not marked as posenc's of another
-    kind) or posenc's own ``kind``."""
+    kind) or posenc's own ``kind``.
+
+    Args:
+        directory: the directory about to be written.
+        kind: what posenc writes there, a key of :data:`KIND_WORDS`.
+        what: how the user named it, for the message (``out_dir``, ``--output``).
+
+    Raises:
+        RunDirError: ``directory`` is the filesystem root or the home directory, a dangling
+            symlink, a file, a posenc directory of another kind, or holds files posenc did not write.
+    """
     directory = Path(directory)
     where = _forbidden(directory)
     if where is not None:
@@ -142,15 +163,20 @@ def check_target(directory: str | Path, kind: str, what: str = "out_dir") -> Non
     if foreign or other is not None:  # a posenc directory of another kind is never written as this one
         held = f"a posenc {KIND_WORDS[other]}" if other else f"files posenc did not write ({foreign[0]!r}"
         held += "" if other else (f" and {len(foreign) - 1} more)" if len(foreign) > 1 else ")")
+        older = "" if other else f", or `posenc upgrade {directory}` if an older posenc wrote it"
         raise RunDirError(f"{what} {directory} holds {held}; posenc writes only into a new or empty directory "
-                          f"or a {KIND_WORDS[kind]} it created (use another {what})")
+                          f"or a {KIND_WORDS[kind]} it created (use another {what}{older})")
 
 
 def mark_datasets(directory: str | Path) -> None:
     """Make ``directory``, where an experiment keeps its prepared data directories and their
     caches, posenc's ``datasets`` directory (created if new), so no output is written
     into it (:func:`check_outside_posenc_dirs`). One that holds anything else (or is a symlink) is left
-    as it is, unmarked: it is not only posenc's."""
+    as it is, unmarked: it is not only posenc's.
+
+    Args:
+        directory: the directory that holds (or will hold) an experiment's prepared data.
+    """
     directory = Path(directory)
     if read_marker(directory) == "datasets" or directory.is_symlink():
         return
@@ -165,18 +191,16 @@ def _holds_only_data(directory: Path) -> bool:
     return all(p.name in scratch_names() or dir_kind(p) == "data" for p in directory.iterdir())
 
 
-def claim_and_check(directory: str | Path, kind: str, what: str, older: Callable[[Path], bool]) -> None:
-    """:func:`check_target` for a ``kind`` directory that older posenc versions wrote unmarked:
-    an unmarked directory that ``older`` recognises as such is marked (claimed) first."""
-    directory = Path(directory)
-    if directory.is_dir() and not directory.is_symlink() and read_marker(directory) is None and older(directory):
-        write_marker(directory, kind)
-    check_target(directory, kind, what)
-
-
 def owned_kind(directory: Path) -> str | None:
-    """:func:`dir_kind` of ``directory``, or ``checkpoint`` for a posenc checkpoint directory (an
-    average written anywhere), else None."""
+    """Whether posenc owns ``directory``, and as what.
+
+    Args:
+        directory: the directory to ask.
+
+    Returns:
+        :func:`dir_kind` of ``directory``, or ``checkpoint`` for a posenc checkpoint directory (an
+        average written anywhere), else None.
+    """
     kind = dir_kind(directory)
     if kind is None and directory.is_dir() and all((directory / n).is_file() for n in _CHECKPOINT_SIGNS):
         return "checkpoint"
@@ -184,8 +208,15 @@ def owned_kind(directory: Path) -> str | None:
 
 
 def posenc_owner(path: str | Path) -> tuple[Path, str] | None:
-    """The nearest directory strictly above ``path`` (symlinks resolved) that posenc owns and its
-    kind (:func:`owned_kind`), or None when no ancestor is posenc's."""
+    """The posenc directory ``path`` lies in, if any.
+
+    Args:
+        path: a file or directory, existing or not.
+
+    Returns:
+        The nearest directory strictly above ``path`` (symlinks resolved) that posenc owns and its
+        kind (:func:`owned_kind`), or None when no ancestor is posenc's.
+    """
     for directory in Path(path).resolve().parents:
         kind = owned_kind(directory)
         if kind is not None:
@@ -197,7 +228,15 @@ def check_outside_posenc_dirs(path: str | Path, what: str) -> None:
     """Refuse (one-line RunDirError) an output file or directory ``path`` that lies, symlinks
     resolved, inside any posenc-owned directory (a run, prepared data, a report, logs, a
     model export, a checkpoint): it would overwrite posenc's own files (a tokenizer, a
-    config, a model) or be mistaken for them. ``path`` itself is not judged (see :func:`check_target`)."""
+    config, a model) or be mistaken for them. ``path`` itself is not judged (see :func:`check_target`).
+
+    Args:
+        path: the output file or directory.
+        what: how the user named it, for the message (``--output``).
+
+    Raises:
+        RunDirError: ``path`` lies inside a posenc directory.
+    """
     found = posenc_owner(path)
     if found is not None:
         directory, kind = found
@@ -207,7 +246,17 @@ def check_outside_posenc_dirs(path: str | Path, what: str) -> None:
 
 def check_user_output(path: str | Path, what: str, inputs: tuple[str | Path, ...] = ()) -> None:
     """An output file the user named: :func:`posenc.files.check_output_file` (not a directory, not
-    an input, its directory exists) and outside every posenc directory (:func:`check_outside_posenc_dirs`)."""
+    an input, its directory exists) and outside every posenc directory (:func:`check_outside_posenc_dirs`).
+
+    Args:
+        path: the output file.
+        what: how the user named it, for the message (``--output``).
+        inputs: the files the command reads, which ``path`` must not be.
+
+    Raises:
+        RunDirError: ``path`` is a directory or an input, its directory does not exist, or it lies
+            inside a posenc directory.
+    """
     check_output_file(path, what, inputs)
     check_outside_posenc_dirs(path, what)
 
@@ -216,7 +265,14 @@ def check_average_output(out: str | Path) -> None:
     """``posenc average --output``: a new or empty directory, or an earlier average (its
     ``state.json`` says ``"kind": "average"``) holding only the files of a checkpoint
     (``training.checkpoint.CHECKPOINT_FILES``, which the new average replaces); anything else is a one-line
-    RunDirError."""
+    RunDirError.
+
+    Args:
+        out: the directory ``posenc average`` is to write.
+
+    Raises:
+        RunDirError: ``out`` is anything else.
+    """
     out = Path(out)
     if _forbidden(out) is not None or (out.exists() and not out.is_dir()) or out.is_symlink():
         raise RunDirError(f"--output {out} exists and is not a directory of averaged weights; "
@@ -239,7 +295,17 @@ def check_average_output(out: str | Path) -> None:
 
 def check_free_target(directory: str | Path, kind: str, what: str = "out_dir") -> None:
     """:func:`check_target`, except that a directory another posenc process
-    holds (its lock) is reported as in use: what it is writing there (``.data.*``) is not a user's file."""
+    holds (its lock) is reported as in use: what it is writing there (``.data.*``) is not a user's file.
+
+    Args:
+        directory: the directory about to be written.
+        kind: what posenc writes there, a key of :data:`KIND_WORDS`.
+        what: how the user named it, for the message.
+
+    Raises:
+        ConfigError: another posenc process holds ``directory``'s lock and :func:`check_target` refuses it.
+        RunDirError: :func:`check_target` refuses ``directory`` and no posenc process holds it.
+    """
     try:
         check_target(directory, kind, what)
     except RunDirError:

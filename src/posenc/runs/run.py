@@ -23,12 +23,12 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
-from posenc.config import load_yaml, naming, to_dict
+from posenc.config import load_yaml, to_dict
 from posenc.errors import CheckpointError, ConfigError, RunDirError
 from posenc.files import atomic_write_text, os_call
 from posenc.runs.lock import exclusive
 from posenc.runs.ownership import CHECKPOINT_DIR, CONFIG_NAME, FINGERPRINT_NAME, check_free_target, write_marker
-from posenc.runs.same_run import RunRecord, Verdict, read_stored, same_record, same_run
+from posenc.runs.same_run import UPGRADE, RunRecord, Verdict, same_record, same_run
 from posenc.runs.spec import NO_TASK, RunSpec, spec_of
 from posenc.training.checkpoint import (
     Checkpoint,
@@ -47,21 +47,27 @@ log = logging.getLogger("posenc")
 RESULTS_NAME = "results.json"
 #: Outputs of a training session of any task, removed when a run starts afresh (``--no-resume``);
 #: a task's own outputs are its spec's :attr:`~posenc.runs.spec.RunSpec.run_files`.
-RUN_OUTPUTS = ("checkpoints", "train.csv", "valid.csv", "tensorboard", "summary.json", "train_summary.json",
-               RESULTS_NAME, CONFIG_NAME, FINGERPRINT_NAME)
+RUN_OUTPUTS = ("checkpoints", "train.csv", "valid.csv", "tensorboard", "summary.json", RESULTS_NAME, CONFIG_NAME,
+               FINGERPRINT_NAME)
 #: What posenc writes inside the directories of :data:`RUN_OUTPUTS` (nothing else there is removed).
 OWN_CHILDREN = {"checkpoints": r"^(ckpt_\d{8}|average|\.(tmp|old)-.+)$", "tensorboard": r"^events\.out\.tfevents\..+$"}
 
 
 class Run:
-    """A run directory opened to train ``cfg`` (:meth:`open`).
+    """A run directory opened to train ``cfg`` (:meth:`open`, which builds it through :meth:`judged`).
 
-    Attributes:
+    Args:
         out: the run directory.
-        cfg: the run config; once :meth:`settle` is given the resolved one, what the run records.
+        cfg: the run config; once :meth:`set_resolved` is given the resolved one, what the run records.
         verdict: the one rule's verdict on the run recorded there (None: nothing to continue).
         checkpoint: the checkpoint training resumes from, loaded once (None: training starts at step 0).
+        checkpoint_path: where the checkpoint it would resume from lies when it is not loaded (a
+            stale run's, or one judged without loading); ignored when ``checkpoint`` is given.
+
+    Attributes:
         spec: the task's declaration (:func:`~posenc.runs.spec.spec_of` the config).
+        record: the run's record once :meth:`set_resolved` computed it (:meth:`recorded`), else None.
+        sections: the config sections stored with every checkpoint (:meth:`set_resolved`).
     """
 
     def __init__(self, out: Path, cfg: Any, verdict: Verdict | None = None, checkpoint: Checkpoint | None = None,
@@ -69,7 +75,7 @@ class Run:
         self.out, self.cfg, self.verdict, self.checkpoint = out, cfg, verdict, checkpoint
         self.checkpoint_path = checkpoint_path if checkpoint is None else checkpoint.path
         self.spec: RunSpec = spec_of(cfg)
-        self.record: RunRecord | None = None  # what the run records: set by settle(), once
+        self.record: RunRecord | None = None  # what the run records: set by set_resolved(), once
         self.sections: dict[str, Any] = {}
 
     @property
@@ -90,8 +96,28 @@ class Run:
         must be one ``cfg`` continues (:meth:`judged`: a stale verdict is a one-line ConfigError
         naming the differing keys, and a finished run without a checkpoint to resume from is
         refused, never trained again over its files); without, its outputs can be replaced.
-        ``verdict``: the caller's verdict on this run (a grid cell's), used for the record it
-        judged instead of judging it again (:meth:`judged`)."""
+
+        Args:
+            cfg: the run config (a dataclass), as the user gave it.
+            out: the run directory.
+            resume: continue the run recorded in ``out`` (False: start afresh, replacing its outputs
+                once :meth:`commit` runs).
+            check: the task's checks of ``cfg``, run with the lock held before anything is read;
+                None for none.
+            verdict: the caller's verdict on this run (a grid cell's), used for the record it judged
+                instead of judging it again (:meth:`judged`); None to judge it here.
+
+        Yields:
+            The opened :class:`Run`, ``out`` locked (on rank 0) until the ``with`` block is left.
+
+        Raises:
+            ConfigError: ``out`` is in use by another posenc process, or holds a run of another
+                config (stale) while ``resume``.
+            RunDirError: ``out`` is not posenc's to write, its ``fingerprint.json`` does not read,
+                it holds a finished run without a checkpoint to resume from, or (starting afresh) a
+                checkpoint holding files posenc did not write.
+            CheckpointError: the checkpoint to resume from does not load.
+        """
         out = Path(out)
         main = env_int("RANK", 0) == 0
         if main:
@@ -124,8 +150,20 @@ class Run:
         of a run that is not stale is loaded (its state.json is read once, here). Nothing is raised
         for a stale run: :meth:`open` refuses it. The run is judged once: ``verdict`` (the caller's)
         stands for the record it judged, and a checkpoint recording the run's own record is the run's
-        (:func:`~posenc.runs.same_run.same_record`); only another record is judged again."""
-        stored = stored_run(out, type(cfg))
+        (:func:`~posenc.runs.same_run.same_record`); only another record is judged again.
+
+        Args:
+            cfg: today's run config (a dataclass).
+            out: the run directory.
+            load: load the checkpoint to resume from (False: only its path is kept).
+            verdict: the caller's verdict, used when it judged the record ``out`` holds; None to
+                judge it here.
+
+        Returns:
+            The :class:`Run`, its ``verdict`` None when ``out`` records no run, its ``checkpoint``
+            None when the run is stale, has no checkpoint or ``load`` is False.
+        """
+        stored = stored_run(out)
         if stored is None:
             return cls(out, cfg)
         path = latest_checkpoint(out / "checkpoints")
@@ -136,18 +174,38 @@ class Run:
         return cls(out, cfg, verdict, load_checkpoint(path, state=state))
 
     # ------------------------------------------------------------------ train
-    def settle(self, cfg: Any, sections: dict[str, Any]) -> None:
+    def set_resolved(self, cfg: Any, sections: dict[str, Any]) -> None:
         """The resolved config (data-dependent values filled in) and the config sections stored with
-        every checkpoint: what the run records (its record is computed once, here)."""
+        every checkpoint: what the run records (its record is computed once, here).
+
+        Args:
+            cfg: the resolved run config, which replaces the one the run was opened with.
+            sections: the config sections stored with every checkpoint (``{"model": ..., "data": ...}``),
+                against which a checkpoint is later judged.
+        """
         self.cfg, self.record, self.sections = cfg, RunRecord.of(cfg), sections
 
     def contents(self, checked: dict[str, Any] | None = None, summary: dict[str, Any] | None = None) -> RunContents:
         """What the Trainer keeps with every checkpoint and in ``summary.json``: the config sections,
-        the run's record, the task's ``checked`` state entries and its ``summary`` entries."""
+        the run's record, the task's ``checked`` state entries and its ``summary`` entries.
+
+        Args:
+            checked: state entries the task stores with every checkpoint and checks on resuming
+                (e.g. a hash of the task's data); None for none.
+            summary: entries the task adds to ``summary.json``; None for none.
+
+        Returns:
+            The :class:`~posenc.training.state.RunContents` to hand the Trainer.
+        """
         return RunContents(self.sections, self.recorded().to_dict(), dict(checked or {}), dict(summary or {}))
 
     def recorded(self) -> RunRecord:
-        """The run's record (:meth:`settle`; of the config it was opened with when never settled)."""
+        """The run's record (:meth:`set_resolved`; of the config it was opened with when never resolved).
+
+        Returns:
+            The :class:`~posenc.runs.same_run.RunRecord` written to ``fingerprint.json`` and every
+            checkpoint, computed once.
+        """
         if self.record is None:
             self.record = RunRecord.of(self.cfg)
         return self.record
@@ -171,7 +229,11 @@ class Run:
         checkpoint it resumes from (``Trainer.fit(on_start=...)``), so a checkpoint that does not
         load leaves the directory untouched: a fresh run first removes an earlier session's outputs
         (posenc's files only); then the marker, config.yaml, fingerprint.json (:func:`write_run_files`)
-        and the task's own files (``own_files(cfg, out)``)."""
+        and the task's own files (``own_files(cfg, out)``).
+
+        Args:
+            own_files: writes the task's own files, called as ``own_files(cfg, out)``; None for none.
+        """
         if not self.continues:
             clear_run(self.out, self.spec)
         write_run_files(self.cfg, self.out, self.recorded())
@@ -187,9 +249,9 @@ def _verdict(stored: RunRecord, state: dict[str, Any], cfg: Any, path: Path | No
     stored = replace(stored, steps=step if isinstance(step, int) else None)
     derived = spec_of(cfg).derived_keys
     verdict = given if given is not None and same_record(given, stored, derived) else same_run(stored, cfg)
-    if verdict.kind == "stale" or state.get("record") is None:  # a checkpoint older than records: no record
+    if verdict.kind == "stale" or state.get("record") is None:  # a Trainer's checkpoint outside a Run: no record
         return verdict
-    theirs = RunRecord.read(state["record"], stored.steps)
+    theirs = RunRecord.read(state["record"], stored.steps, where=f"{path}/state.json")
     if same_record(replace(verdict, record=stored), theirs, derived):  # the run's own checkpoint
         return verdict
     mine = same_run(theirs, cfg)
@@ -198,25 +260,47 @@ def _verdict(stored: RunRecord, state: dict[str, Any], cfg: Any, path: Path | No
     return verdict
 
 
-def stored_run(out_dir: str | Path, config_type: type) -> RunRecord | None:
-    """What a run directory recorded about its config (:meth:`RunRecord.read`): its
-    ``fingerprint.json``, or for runs older than fingerprints the ``config.yaml`` beside their
-    checkpoints (read as ``config_type`` here, so a file that no longer loads is named in the
-    error); None when it holds no run."""
+#: What to do about a run directory whose record is damaged, when the run would resume.
+RESUME_HINT = "use --no-resume to start afresh or another out_dir"
+
+
+def stored_run(out_dir: str | Path, hint: str = RESUME_HINT) -> RunRecord | None:
+    """The record of the run in ``out_dir``.
+
+    Args:
+        out_dir: a run directory, or one that holds no run yet.
+        hint: what to do about a fingerprint.json that is not JSON (the refusal's last words).
+
+    Returns:
+        Its ``fingerprint.json`` read as a :class:`RunRecord`; None when it holds no run (no
+        ``config.yaml`` either).
+
+    Raises:
+        RunDirError: a fingerprint.json that is not a record, or a config.yaml without one (an
+            older posenc's run: one line naming ``posenc upgrade``).
+    """
     out = Path(out_dir)
-    if (out / FINGERPRINT_NAME).is_file():
-        return RunRecord.read(
-            read_json_dict(out / FINGERPRINT_NAME, "use --no-resume to start afresh or another out_dir"))
-    if (out / CONFIG_NAME).is_file() and (out / "checkpoints").is_dir():
-        with naming(out / CONFIG_NAME):
-            data = load_yaml(out / CONFIG_NAME)
-            read_stored(config_type, data)
-        return RunRecord.read(data)
+    path = out / FINGERPRINT_NAME
+    if path.is_file():
+        return RunRecord.read(read_json_dict(path, hint), where=str(path))
+    if (out / CONFIG_NAME).is_file():
+        raise RunDirError(f"{out} holds a run without its {FINGERPRINT_NAME} ({UPGRADE})")
     return None
 
 
 def read_json_dict(path: Path, hint: str) -> dict[str, Any]:
-    """A JSON object stored by posenc (a fingerprint), else a one-line RunDirError with ``hint``."""
+    """A JSON object stored by posenc (a fingerprint), read whole.
+
+    Args:
+        path: the JSON file.
+        hint: what the user can do, the end of the message when it cannot be read.
+
+    Returns:
+        The object, as a dict.
+
+    Raises:
+        RunDirError: the file cannot be read, is not JSON or holds no JSON object.
+    """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
@@ -232,10 +316,10 @@ def read_json_dict(path: Path, hint: str) -> dict[str, Any]:
 class FinishedRun:
     """A trained run opened to be used (scored, averaged, served), each file read once.
 
-    Attributes:
+    Args:
         out: the run directory.
-        record: the run's record (``fingerprint.json``; None for runs older than records): the
-            reference a checkpoint is judged against.
+        record: the run's record (``fingerprint.json``; None where the directory holds no run
+            config): the reference a checkpoint is judged against.
         checkpoint: the checkpoint opened (weights, state.json and config sections, no optimizer
             state), or None (a caller that judges several checkpoints, e.g. ``posenc average``).
         stored: the run's ``config.yaml`` as stored (None when the caller has the run's config).
@@ -248,8 +332,22 @@ class FinishedRun:
 
     @classmethod
     def open(cls, out: str | Path, which: str | None = "auto", stored: bool = True) -> FinishedRun:
-        """The trained run in ``out`` with the checkpoint ``which`` (:func:`find_checkpoint`; None:
-        none); ``stored``: read its config.yaml too."""
+        """The trained run in ``out`` with a checkpoint of it.
+
+        Args:
+            out: the run directory.
+            which: the checkpoint to open (:func:`find_checkpoint`: ``auto``, ``latest``,
+                ``average`` or a path); None opens none.
+            stored: read the run's ``config.yaml`` too (False when the caller has the run's config).
+
+        Returns:
+            The :class:`FinishedRun`, its checkpoint loaded without optimizer state.
+
+        Raises:
+            CheckpointError: ``stored`` and ``out`` has no ``config.yaml``, or the checkpoint is
+                missing or does not load.
+            RunDirError: the run's ``fingerprint.json`` does not read as a JSON object.
+        """
         out = Path(out)
         if stored and not (out / CONFIG_NAME).is_file():
             raise CheckpointError(f"{out}: not a run directory (no {CONFIG_NAME})")
@@ -257,20 +355,49 @@ class FinishedRun:
         return cls(out, recorded(out), ckpt, load_yaml(out / CONFIG_NAME) if stored else None)
 
     def opened(self) -> Checkpoint:
-        """The checkpoint this run was opened with."""
+        """The checkpoint this run was opened with.
+
+        Returns:
+            The :class:`~posenc.training.checkpoint.Checkpoint` loaded by :meth:`open`.
+
+        Raises:
+            CheckpointError: the run was opened without one (``which=None``).
+        """
         if self.checkpoint is None:
             raise CheckpointError(f"{self.out}: opened without a checkpoint")
         return self.checkpoint
 
 
 def recorded(out: Path) -> RunRecord | None:
-    """The record of the run in ``out`` (its fingerprint.json), None when it has none."""
-    path = out / FINGERPRINT_NAME
-    return RunRecord.read(read_json_dict(path, "the run directory is damaged")) if path.is_file() else None
+    """The record of the trained run in ``out`` (:func:`stored_run`), None when it holds no run.
+
+    Args:
+        out: the run directory.
+
+    Returns:
+        The :class:`~posenc.runs.same_run.RunRecord` its ``fingerprint.json`` holds, or None
+        without that file.
+
+    Raises:
+        RunDirError: the file is damaged or holds no record.
+    """
+    return stored_run(out, "the run directory is damaged")
 
 
 def find_checkpoint(run_dir: Path, which: str = "auto") -> Path:
-    """``auto``: averaged if present else latest; ``latest``; ``average``; or a path."""
+    """The checkpoint of a run directory a command asks for.
+
+    Args:
+        run_dir: the run directory.
+        which: ``auto`` (the average if there is one, else the latest), ``latest``, ``average``,
+            or a checkpoint's path (returned as it is).
+
+    Returns:
+        The checkpoint directory's path.
+
+    Raises:
+        CheckpointError: the run has no checkpoint (``auto``, ``latest``) or no average (``average``).
+    """
     ckpt_dir = run_dir / "checkpoints"
     if which in ("auto", "average") and (ckpt_dir / "average").is_dir():
         return ckpt_dir / "average"
@@ -290,19 +417,56 @@ def write_run_files(cfg: Any, out_dir: str | Path | None = None, record: RunReco
     written once the run is valid. config.yaml holds the config with run-relative paths
     (its ``stored_form()``, where the config has one), else whole;
     fingerprint.json the run's record (``record``, default :meth:`RunRecord.of` the stored config;
-    the fingerprint ignores paths)."""
+    the fingerprint ignores paths).
+
+    Args:
+        cfg: the resolved run config.
+        out_dir: the run directory; None: ``cfg.out_dir``.
+        record: the run's record (:meth:`Run.recorded`); None: computed from ``cfg``.
+    """
     out = Path(cfg.out_dir if out_dir is None else out_dir)
     write_marker(out, "run")
     stored = cfg.stored_form() if hasattr(cfg, "stored_form") else cfg
-    atomic_write_text(out / CONFIG_NAME, yaml.safe_dump(to_dict(stored), sort_keys=False))
+    atomic_write_text(out / CONFIG_NAME, config_text(to_dict(stored)))
     record = RunRecord.of(stored) if record is None else record
-    atomic_write_text(out / FINGERPRINT_NAME, json.dumps(record.to_dict(), indent=1, sort_keys=True))
+    atomic_write_text(out / FINGERPRINT_NAME, record_text(record))
+
+
+def config_text(data: dict[str, Any]) -> str:
+    """A run's ``config.yaml`` as posenc writes it.
+
+    Args:
+        data: the stored config (a dict of sections).
+
+    Returns:
+        ``data`` as YAML, keys in their order.
+    """
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def record_text(record: RunRecord) -> str:
+    """A run's ``fingerprint.json`` as posenc writes it.
+
+    Args:
+        record: the run's record.
+
+    Returns:
+        ``record`` (:meth:`~posenc.runs.same_run.RunRecord.to_dict`) as JSON, keys sorted.
+    """
+    return json.dumps(record.to_dict(), indent=1, sort_keys=True)
 
 
 def check_clearable(out_dir: str | Path) -> None:
     """Before a fresh start replaces an earlier session (:func:`clear_run`): no checkpoint in
     ``out_dir/checkpoints`` may hold a file posenc did not write (a one-line RunDirError naming
-    it), since the new run may write a checkpoint of the same name over it."""
+    it), since the new run may write a checkpoint of the same name over it.
+
+    Args:
+        out_dir: the run directory about to start afresh.
+
+    Raises:
+        RunDirError: a checkpoint in it holds a file posenc did not write.
+    """
     ckpts = Path(out_dir) / "checkpoints"
     if not ckpts.is_dir() or ckpts.is_symlink():
         return
@@ -315,8 +479,16 @@ def check_clearable(out_dir: str | Path) -> None:
 
 
 def run_outputs(spec: RunSpec = NO_TASK) -> dict[str, re.Pattern[str] | None]:
-    """A run's outputs → for a directory, the pattern of the names posenc writes in it (None: a
-    file): :data:`RUN_OUTPUTS` and :data:`OWN_CHILDREN` with the task's own (``spec``)."""
+    """What a training session writes into a run directory, so a fresh start removes only that.
+
+    Args:
+        spec: the task's spec (its ``run_files`` and ``run_dirs``); :data:`NO_TASK` for none.
+
+    Returns:
+        Each output's name (:data:`RUN_OUTPUTS` and the task's ``run_files``) → for a directory,
+        the compiled pattern of the names posenc writes in it (:data:`OWN_CHILDREN` and the task's
+        ``run_dirs``); None for a file.
+    """
     children = {**OWN_CHILDREN, **spec.run_dirs}
     return {name: re.compile(children[name]) if name in children else None for name in (*RUN_OUTPUTS, *spec.run_files)}
 
@@ -324,7 +496,12 @@ def run_outputs(spec: RunSpec = NO_TASK) -> dict[str, re.Pattern[str] | None]:
 def clear_run(out_dir: str | Path, spec: RunSpec = NO_TASK) -> None:
     """Remove the outputs of an earlier training session (``--no-resume``): the files of
     :func:`run_outputs`, and inside its directories only what posenc writes there; a directory left
-    non-empty by other files stays."""
+    non-empty by other files stays.
+
+    Args:
+        out_dir: the run directory.
+        spec: the task's spec (its own outputs, :func:`run_outputs`); :data:`NO_TASK` for none.
+    """
     out = Path(out_dir)
     for name, pattern in run_outputs(spec).items():
         p = out / name

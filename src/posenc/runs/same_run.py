@@ -16,13 +16,14 @@ opener (:meth:`posenc.runs.run.Run.open`: ``posenc train``, every task's runs) o
     ``max_steps`` 2000 → 4000, patience, ...): training resumes under the new caps. A cap *below*
     the steps already trained cannot be honoured by resuming: ``stale``.
 ``stale``
-    the fingerprint differs (the differing keys are named), or nothing comparable was recorded.
+    the fingerprint differs (the differing keys are named), or the recorded config does not load as today's config.
 
-Records of any posenc version are read by one adapter (:meth:`RunRecord.read`) and **through
-today's config classes** (:func:`read_stored`): old option names
-mapped, options added since then filled in with today's defaults, and position blocks of methods
-the run did not use dropped. So registering a method, or adding an option whose default reproduces
-the old behaviour, changes no verdict: old runs resume and committed results stay fresh.
+A stored record is read **through today's config classes** (:func:`read_stored`): options added
+since it was written are filled in with today's defaults, and position blocks of methods the run
+did not use are dropped. So registering a method, or adding an option whose default reproduces
+the earlier behaviour, changes no verdict: runs resume and committed results stay fresh. A file
+that holds no record (written by an older posenc) is refused in one line naming ``posenc upgrade``
+(:data:`UPGRADE`), which rewrites it once (:mod:`posenc.runs.upgrade`).
 Where a run trained (:data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`) never matters, nor what it
 recorded for an option today's config leaves to the placement (``precision: auto``,
 :data:`~posenc.runs.fingerprint.PLACED_WHEN_AUTO`), nor a key the task derives from its data
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from posenc.config import from_dict, to_dict
-from posenc.errors import ConfigError
+from posenc.errors import ConfigError, RunDirError
 from posenc.runs.differences import ABSENT, config_differences, describe_differences
 from posenc.runs.fingerprint import EXTENSION_KEYS, PLACED_WHEN_AUTO, PLACEMENT_KEYS, fingerprint
 from posenc.runs.spec import spec_of
@@ -45,10 +46,15 @@ from posenc.runs.spec import spec_of
 
 @dataclass(frozen=True)
 class Verdict:
-    """The answer of :func:`same_run`: ``kind`` (fresh | rescore | extend | stale), a one-line
-    ``detail`` of what differs ('' when fresh) and the differing dotted ``keys``; ``record`` is
-    the stored record judged (None: none), so a verdict handed down is used for that record and
-    never judged again (:func:`same_record`)."""
+    """The answer of :func:`same_run`.
+
+    Args:
+        kind: ``fresh``, ``rescore``, ``extend`` or ``stale`` (see the module docstring).
+        detail: one line saying what differs (``model.d_model (256 -> 512)``); ``""`` when fresh.
+        keys: the dotted keys that differ; empty when fresh.
+        record: the stored record judged (None: none), so a verdict handed down is used for that
+            record and never judged again (:func:`same_record`).
+    """
 
     kind: str
     detail: str = ""
@@ -56,9 +62,8 @@ class Verdict:
     record: RunRecord | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
-#: ``train`` options that no fingerprint ever held (extension keys since the first one): a stored
-#: dict whose ``train`` has one of them is a whole config, not a bare fingerprint.
-WHOLE_CONFIG_KEYS = frozenset({"patience", "log_every", "validate_every", "save_every", "keep_last"})
+#: What a file that holds no record is told (it was written by an older posenc).
+UPGRADE = "written by an older posenc: `posenc upgrade DIR` rewrites the runs under DIR in today's format, once"
 
 
 @dataclass(frozen=True)
@@ -67,47 +72,83 @@ class RunRecord:
     (``fingerprint.json``, a cell's ``results.json`` ``record``, every checkpoint's state):
     ``{"fingerprint": ..., "extension": ..., "evaluation": ...}`` (:meth:`to_dict`).
 
-    ``fingerprint`` is a fingerprint or, read from an older file, a whole config; ``whole`` says
-    the training-extension values are known (``extension``, or inside a whole config). A bare
-    fingerprint records none, so extension keys are not compared (a run directory resumes under
-    any caps). ``steps``: the updates already trained, where known."""
+    Args:
+        fingerprint: what determines the run (:func:`~posenc.runs.fingerprint.fingerprint`).
+        extension: the training-extension values it was trained under
+            (:data:`~posenc.runs.fingerprint.EXTENSION_KEYS`).
+        evaluation: how it was scored, where the caller scores runs (None: not recorded).
+        steps: the updates already trained, where known.
+    """
 
-    fingerprint: dict[str, Any] | None
+    fingerprint: dict[str, Any]
     extension: dict[str, Any] = dataclasses.field(default_factory=dict)
     evaluation: dict[str, Any] | None = None
     steps: int | None = None
-    whole: bool = True
 
     @classmethod
     def of(cls, cfg: Any, evaluation: dict[str, Any] | None = None) -> RunRecord:
-        """The record of the resolved run config ``cfg`` (a dataclass), scored as ``evaluation``."""
+        """The record of a resolved run config, as the run stores it.
+
+        Args:
+            cfg: the resolved run config (a dataclass, data-dependent values filled in).
+            evaluation: how the run is scored (a grid cell's options and splits); None when the
+                caller does not score it.
+
+        Returns:
+            Its fingerprint, the :data:`~posenc.runs.fingerprint.EXTENSION_KEYS` values of its
+            ``train`` section and ``evaluation``; ``steps`` unknown.
+        """
         train = to_dict(cfg.train) if hasattr(cfg, "train") else {}
         return cls(fingerprint(cfg), {k: train[k] for k in sorted(EXTENSION_KEYS) if k in train}, evaluation)
 
     def to_dict(self) -> dict[str, Any]:
-        """The stored form (JSON-safe)."""
+        """The stored form, the one written to ``fingerprint.json``, ``results.json`` and checkpoints.
+
+        Returns:
+            ``{"fingerprint": ..., "extension": ..., "evaluation": ...}``, JSON-safe (``steps`` and
+            ``whole`` are not stored: they are known where the record is read).
+        """
         return {"fingerprint": self.fingerprint, "extension": self.extension, "evaluation": self.evaluation}
 
     @classmethod
-    def read(cls, data: Any, steps: int | None = None) -> RunRecord:
-        """The one reader of every stored form, of any posenc version: a record (:meth:`to_dict`),
-        a bare fingerprint (an older ``fingerprint.json``) or a whole config (an older methods
-        grid's ``results.json`` ``config``, a ``config.yaml``); anything else records no config."""
-        if not isinstance(data, dict) or not data:
-            return cls(None, steps=steps)
-        if "fingerprint" in data and "extension" in data:
-            fp = data["fingerprint"] if isinstance(data["fingerprint"], dict) else None
-            return cls(fp, dict(data.get("extension") or {}), data.get("evaluation"), steps)
-        train = data.get("train")
-        return cls(data, steps=steps, whole=isinstance(train, dict) and bool(WHOLE_CONFIG_KEYS & set(train)))
+    def read(cls, data: Any, steps: int | None = None, where: str = "the stored run") -> RunRecord:
+        """The record stored as ``data`` (:meth:`to_dict`'s form).
+
+        Args:
+            data: what the file holds there (a fingerprint.json, a results.json's ``record``).
+            steps: the updates already trained, where known.
+            where: the file, named when it is refused.
+
+        Returns:
+            The record, with ``steps``.
+
+        Raises:
+            RunDirError: ``data`` is no record (one line naming ``posenc upgrade``, :data:`UPGRADE`).
+        """
+        if not is_record(data):
+            raise RunDirError(f"{where} holds no run record ({UPGRADE})")
+        return cls(data["fingerprint"], dict(data["extension"]), data.get("evaluation"), steps)
 
     @property
-    def config(self) -> dict[str, Any] | None:
+    def config(self) -> dict[str, Any]:
         """The stored dict to read as today's config: the fingerprint with its extension values."""
         fp = self.fingerprint
-        if isinstance(fp, dict) and self.extension and isinstance(fp.get("train"), dict):
+        if self.extension and isinstance(fp.get("train"), dict):
             return {**fp, "train": {**fp["train"], **self.extension}}
         return fp
+
+
+def is_record(data: Any) -> bool:
+    """Whether a stored value has a record's form.
+
+    Args:
+        data: a stored JSON value (a fingerprint.json, a results.json's ``record``).
+
+    Returns:
+        True when it is a dict whose ``fingerprint`` and ``extension`` are dicts
+        (:meth:`RunRecord.to_dict`'s form).
+    """
+    return isinstance(data, dict) and all(isinstance(data.get(k), dict) for k in ("fingerprint", "extension"))
 
 
 def _prune(cls: type, data: dict[str, Any]) -> dict[str, Any]:
@@ -121,9 +162,20 @@ def _prune(cls: type, data: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_stored(config_type: type, data: dict[str, Any], out_dir: Any = None) -> Any:
-    """A stored config or fingerprint read as today's ``config_type``: old names mapped, options
-    added since filled in with today's defaults, unused position blocks dropped. ``out_dir``
-    (where the run lies now) replaces the recorded one. A one-line ConfigError if it no longer loads."""
+    """A stored config or fingerprint read as today's ``config_type``: options added
+    since filled in with today's defaults, unused position blocks dropped.
+
+    Args:
+        config_type: the run config class to read it as (a dataclass).
+        data: the stored dict (a :attr:`RunRecord.config`, a ``config.yaml``).
+        out_dir: where the run lies now, in place of the one recorded; None keeps the recorded one.
+
+    Returns:
+        A ``config_type`` instance.
+
+    Raises:
+        ConfigError: ``data`` does not load as ``config_type`` (one line naming the key).
+    """
     data = _prune(config_type, dict(data))
     if out_dir is not None and "out_dir" in {f.name for f in dataclasses.fields(config_type)}:
         data["out_dir"] = out_dir
@@ -131,9 +183,18 @@ def read_stored(config_type: type, data: dict[str, Any], out_dir: Any = None) ->
 
 
 def with_placement_of(saved: Any, current: Any) -> Any:
-    """``saved`` (a run config dataclass) with ``current``'s :data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`
-    and the :data:`~posenc.runs.fingerprint.PLACED_WHEN_AUTO` options ``current`` leaves ``auto``, so
-    the two records compare as if trained in one place (whatever precision ``auto`` chose there)."""
+    """A stored config placed where today's config trains, so the two records compare as if
+    trained in one place (whatever precision ``auto`` chose there).
+
+    Args:
+        saved: the stored run config (a dataclass, :func:`read_stored`).
+        current: today's run config.
+
+    Returns:
+        ``saved`` with ``current``'s :data:`~posenc.runs.fingerprint.PLACEMENT_KEYS` and ``auto``
+        for each :data:`~posenc.runs.fingerprint.PLACED_WHEN_AUTO` option ``current`` leaves
+        ``auto``; ``saved`` itself when either has no ``train`` section.
+    """
     train, now = getattr(saved, "train", None), getattr(current, "train", None)
     if train is None or now is None:
         return saved
@@ -142,25 +203,47 @@ def with_placement_of(saved: Any, current: Any) -> Any:
     return dataclasses.replace(saved, train=dataclasses.replace(train, **moved))
 
 
-def same_run(stored: RunRecord | None, cfg: Any, evaluation: dict[str, Any] | None = None) -> Verdict:
-    """The verdict on ``stored`` (None: nothing recorded) against today's run config ``cfg`` (a
+def same_run(stored: RunRecord, cfg: Any, evaluation: dict[str, Any] | None = None) -> Verdict:
+    """The verdict on ``stored`` against today's run config ``cfg`` (a
     dataclass), and ``evaluation`` (how the caller scores runs, e.g. a grid cell's options and
     splits) where it scores them. The one answer to "is this the same run?": run directories,
     grid cells and the checkpoint a run resumes from are all judged here, by comparing the stored
     record, read through today's config classes, with ``cfg``'s record (:meth:`RunRecord.of`). A
     stored record that already equals ``cfg``'s (but for :func:`_ignored` keys) needs no reading.
-    The verdict carries ``stored`` (:attr:`Verdict.record`)."""
+
+    Args:
+        stored: the record the run holds (:meth:`RunRecord.read`).
+        cfg: today's run config (a dataclass).
+        evaluation: how the caller scores the run; None when it does not score runs (then a
+            different stored evaluation is no difference).
+
+    Returns:
+        The :class:`Verdict`: ``stale`` (naming the differing keys) when the recorded config does
+        not load, a fingerprint key differs or the steps already trained exceed a new
+        ``max_steps``; else ``extend``, ``rescore`` or ``fresh``. It carries ``stored``
+        (:attr:`Verdict.record`).
+    """
     return dataclasses.replace(_same_run(stored, cfg, evaluation), record=stored)
 
 
 def same_record(verdict: Verdict | None, stored: RunRecord | None, derived: frozenset[str] = frozenset()) -> bool:
-    """Whether ``verdict`` (handed down by a caller that judged a run once) is the verdict on
-    ``stored``: the record it judged is ``stored`` (equal fingerprint and extension values but for
-    ``derived`` keys, those the task fills in from its data, unresolved in one of them) and
-    records as many trained steps where ``stored`` knows them. An identity of two records, not a
-    judgement against a config: the run's own checkpoint is never judged twice."""
+    """Whether a verdict handed down by a caller that judged a run once is the verdict on
+    ``stored``. An identity of two records, not a judgement against a config: the run's own
+    checkpoint is never judged twice.
+
+    Args:
+        verdict: the caller's verdict (:attr:`Verdict.record` the record it judged); None for none.
+        stored: the record at hand (a run directory's, a checkpoint's); None for none.
+        derived: the keys the task fills in from its data (:attr:`~posenc.runs.spec.RunSpec.derived_keys`),
+            no difference where unresolved in one of the two records.
+
+    Returns:
+        True when the record ``verdict`` judged is ``stored`` (equal fingerprint and extension
+        values but for unresolved ``derived`` keys) and records as many trained steps where
+        ``stored`` knows them; False otherwise, and when either is None.
+    """
     was = verdict.record if verdict is not None else None
-    if was is None or stored is None or not isinstance(was.config, dict) or not isinstance(stored.config, dict):
+    if was is None or stored is None:
         return False
     if stored.steps is not None and was.steps != stored.steps:
         return False
@@ -168,13 +251,11 @@ def same_record(verdict: Verdict | None, stored: RunRecord | None, derived: froz
                for k, old, new in config_differences(was.config, stored.config))
 
 
-def _same_run(stored: RunRecord | None, cfg: Any, evaluation: dict[str, Any] | None) -> Verdict:
+def _same_run(stored: RunRecord, cfg: Any, evaluation: dict[str, Any] | None) -> Verdict:
     """:func:`same_run` without the record attached."""
-    if stored is None or not isinstance(stored.config, dict):
-        return Verdict("stale", "the run records no config (written before posenc recorded one)")
     now = RunRecord.of(cfg)
     derived = spec_of(cfg).derived_keys
-    if stored.whole and not _differences(stored.config, now.config or {}, derived):
+    if not _differences(stored.config, now.config, derived):
         return _evaluated(stored, evaluation)
     try:
         saved = read_stored(type(cfg), stored.config, getattr(cfg, "out_dir", None))
@@ -202,18 +283,17 @@ def _judge(stored: RunRecord, was: RunRecord, now: RunRecord, evaluation: dict[s
            derived: frozenset[str]) -> Verdict:
     """The verdict from the stored record ``was`` (read through today's classes, placed as ``now``)
     and ``now``, compared in one form (:attr:`RunRecord.config`: the fingerprint with the extension
-    values): a differing fingerprint key is stale, a differing extension key (compared only where
-    ``stored`` records them) extends; an unresolved ``derived`` key (0 or absent in ``now``: "take
-    it from the data") is no difference. Then the evaluation: rescore."""
-    extension = {f"train.{k}" for k in now.extension if k not in (now.fingerprint or {}).get("train", {})}
-    diffs = [(k, old, new) for k, old, new in config_differences(was.config or {}, now.config or {})
+    values): a differing fingerprint key is stale, a differing extension key extends; an
+    unresolved ``derived`` key (0 or absent in ``now``: "take it from the data") is no difference.
+    Then the evaluation: rescore."""
+    extension = {f"train.{k}" for k in now.extension if k not in now.fingerprint.get("train", {})}
+    diffs = [(k, old, new) for k, old, new in config_differences(was.config, now.config)
              if not (k in derived and old is not ABSENT and (new is ABSENT or not new))]
     stale = [d for d in diffs if d[0] not in extension]
     if stale:
         return Verdict("stale", describe_differences(stale), tuple(k for k, _, _ in stale))
-    changed = diffs if stored.whole else []  # a bare fingerprint records no extension values
-    if changed:
-        detail, keys = describe_differences(changed), tuple(k for k, _, _ in changed)
+    if diffs:
+        detail, keys = describe_differences(diffs), tuple(k for k, _, _ in diffs)
         cap = int(now.extension.get("max_steps") or 0)
         if cap and stored.steps is not None and stored.steps > cap:
             return Verdict("stale", f"{detail}: {stored.steps} steps already trained exceed the new max_steps", keys)

@@ -2,8 +2,8 @@
 
 Each task declares one :class:`RunSpec` in the module ``spec`` of its package (the config class's
 ``run_spec``), registered (:func:`declare`) when that module is imported. A run's own spec comes
-with its config (:func:`spec_of`); what holds for directories of any task (is this an older
-posenc's prepared data? a cache posenc keeps?) is asked of every spec (:func:`declared`), found by
+with its config (:func:`spec_of`); what holds for directories of any task (a cache posenc keeps?
+the prepared data ``posenc upgrade`` marks?) is asked of every spec (:func:`declared`), found by
 discovery as position methods are (:func:`discover`), whatever this process imported before.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 class RunSpec:
     """A task's declaration about its runs.
 
-    Attributes:
+    Args:
         task: the task's name (the ``task:`` key of experiment YAMLs).
         derived_keys: dotted config keys the task fills in from its data (the number of token
             types, a scale measured on the data): 0 or absent in a new config means "take it from the data",
@@ -32,8 +32,8 @@ class RunSpec:
             run's other outputs when it starts afresh (``--no-resume``).
         run_dirs: directories of ``run_files`` → the pattern of the names the task writes in them
             (only those are removed; a user's file there stays).
-        data_files: the files that mark a prepared data directory of an older posenc, written
-            before prepared data was marked.
+        data_files: the files of the task's prepared data directory: an unmarked directory that
+            holds them all is prepared data an older posenc wrote, marked by ``posenc upgrade``.
         caches: names of cache directories the task keeps beside its prepared data (posenc's, marked
             or not: they may lie in a directory posenc is about to write).
         scoring_sections: top-level config sections that only say how the task's runs are scored
@@ -58,7 +58,11 @@ class RunSpec:
     carries: frozenset[str] = frozenset()
 
     def own_children(self) -> dict[str, re.Pattern[str]]:
-        """:attr:`run_dirs` with their patterns compiled."""
+        """:attr:`run_dirs` with their patterns compiled.
+
+        Returns:
+            Each directory of ``run_files`` → the compiled pattern of the names the task writes in it.
+        """
         return {name: re.compile(pattern) for name, pattern in self.run_dirs.items()}
 
 
@@ -73,7 +77,14 @@ SPEC_MODULE = "spec"
 
 
 def declare(spec: RunSpec) -> RunSpec:
-    """Register ``spec`` (a task's, once per process; declaring it again replaces it) and return it."""
+    """Register a task's spec, so questions about directories of any task (:func:`declared`) ask it.
+
+    Args:
+        spec: the task's spec; declaring one of the same ``task`` again replaces it.
+
+    Returns:
+        ``spec`` itself (``SPEC = declare(RunSpec(...))``).
+    """
     _DECLARED[spec.task] = spec
     return spec
 
@@ -102,5 +113,12 @@ def discover() -> None:
 
 
 def spec_of(cfg: Any) -> RunSpec:
-    """The spec of the run config ``cfg``: its class's ``run_spec``, else :data:`NO_TASK`."""
+    """The spec of a run config's task.
+
+    Args:
+        cfg: a run config (a dataclass instance).
+
+    Returns:
+        Its class's ``run_spec``, else :data:`NO_TASK`.
+    """
     return getattr(type(cfg), "run_spec", NO_TASK)

@@ -250,7 +250,7 @@ def _train(task: Task, run: Run, resume: bool) -> TaskRun:
     model = task.build_model(cfg)
     valid = task.valid_batches(cfg)
     metric = task.validation_metric(cfg)
-    run.settle(cfg, task.checkpoint_sections(cfg))  # the record, computed once
+    run.set_resolved(cfg, task.checkpoint_sections(cfg))  # the record, computed once
     extra = task.summary(cfg)  # the task's summary.json entries (known before training)
     contents = run.contents(task.checkpoint_state(cfg), extra)
     trainer = Trainer(model, cfg.train, run.out, task.loss, d_model=task.width(cfg), contents=contents)

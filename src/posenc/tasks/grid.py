@@ -33,9 +33,9 @@ log = logging.getLogger("posenc")
 
 __all__ = ["MethodsExperimentConfig", "MethodsGrid", "recorded", "recorded_verdict"]
 
-#: How an old single-config experiment YAML is told the new form (one line).
-NEW_FORM = ("the run config now goes under `base:` and `methods:` maps label -> dotted overrides, "
-            "e.g. `methods: {cape: {model.position.name: cape}}` (docs/architecture.md, 'A task')")
+#: The form of an experiment's methods, told where none is given (one line).
+METHODS_FORM = ("`methods:` maps label -> dotted overrides of `base:`, e.g. `methods: {cape: {model.position.name: "
+                "cape}}` (docs/architecture.md, 'A task')")
 
 
 @dataclass
@@ -50,12 +50,8 @@ class MethodsExperimentConfig:
     methods: dict[str, dict[str, Any]] = field(default_factory=dict)
     seeds: list[int] = field(default_factory=lambda: [0])
 
-    #: Keys of the old form (a run config with an ``experiment``/``methods`` list), refused in one line.
-    _retired: ClassVar[dict[str, str]] = {k: NEW_FORM for k in
-                                          ("experiment", "model", "data", "train", "univit", "eval")}
-
     def __post_init__(self) -> None:
-        require(len(self.methods) >= 1, f"experiment {self.name}: give at least one method ({NEW_FORM})")
+        require(len(self.methods) >= 1, f"experiment {self.name}: give at least one method ({METHODS_FORM})")
         require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds),
                 "experiment.seeds must be distinct and non-empty")
         require_seeds(self.seeds, "experiment.seeds")

@@ -24,17 +24,36 @@ from posenc.training.config import TrainConfig
 
 
 def best_steps(history: list[list[float]], saved: list[int], n: int) -> list[int]:
-    """Steps of the ``n`` saved checkpoints of lowest validation loss (ties: the later step),
-    in step order. Checkpoints without a validation at their step are never chosen."""
+    """The saved checkpoints of lowest validation loss. Checkpoints without a validation at their
+    step are never chosen.
+
+    Args:
+        history: the run's validations, ``[step, loss]`` each (``TrainState.valid_history``).
+        saved: the steps of the checkpoints on disk.
+        n: how many to choose.
+
+    Returns:
+        The steps of the ``n`` (or fewer) checkpoints of lowest loss (ties: the later step), in
+        step order.
+    """
     losses = {int(s): loss for s, loss in history}
     scored = sorted((losses[s], -s) for s in saved if s in losses)
     return sorted(-neg for _, neg in scored[:n])
 
 
 def to_average(cfg: TrainConfig, history: list[list[float]], saved: list[Path]) -> list[Path]:
-    """The checkpoints of ``saved`` to average at the end of a run: the best ``average_best`` by
-    validation loss (``history``), else the last ``average_last``; none when both are 0 or 1. A
-    warning when fewer than asked for qualify (those are averaged)."""
+    """The checkpoints to average at the end of a run. A warning when fewer than asked for
+    qualify (those are averaged).
+
+    Args:
+        cfg: the run's training config (its ``average_best`` and ``average_last``).
+        history: the run's validations, ``[step, loss]`` each.
+        saved: the checkpoint directories on disk, oldest first.
+
+    Returns:
+        The best ``average_best`` of ``saved`` by validation loss, else the last ``average_last``,
+        in step order; empty when both are 0 or 1.
+    """
     if cfg.average_best > 1:
         n, what = cfg.average_best, "average_best"
         chosen = set(best_steps(history, [checkpoint_step(p) for p in saved], n))
@@ -53,6 +72,16 @@ def average_checkpoints(paths: list[str | Path]) -> dict[str, Tensor]:
     """Element-wise mean of the model weights of ``paths`` (accumulated in float64, cast back).
 
     Non-floating tensors (integer buffers) must agree and are copied. Tied weights stay tied.
+
+    Args:
+        paths: the checkpoint directories to average, at least one.
+
+    Returns:
+        The averaged state dict (every key of the first checkpoint, aliases included), on the CPU.
+
+    Raises:
+        CheckpointError: no paths, a checkpoint does not load, the checkpoints' keys or shapes
+            differ, or a non-float buffer differs between them.
     """
     if not paths:
         raise CheckpointError("average_checkpoints: no checkpoints given")
@@ -91,9 +120,22 @@ def _shared(paths: list[Path], keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 def save_average(paths: list[str | Path], out: str | Path, shared: tuple[str, ...] = ()) -> Path:
-    """Average ``paths`` and save the result as a model-only checkpoint directory ``out``, keeping
-    the state.json entries ``shared`` (e.g. a hash of the task's data), which must be the same for
-    all."""
+    """Average ``paths`` and save the result as a model-only checkpoint directory ``out``.
+
+    Args:
+        paths: the checkpoint directories to average, oldest first (the last gives the step and
+            config the average stores).
+        out: the checkpoint directory to write (replaced atomically).
+        shared: the state.json entries to keep (e.g. a hash of the task's data), which must be
+            the same in every checkpoint that stores them.
+
+    Returns:
+        ``out``, as a path.
+
+    Raises:
+        CheckpointError: the checkpoints cannot be averaged (:func:`average_checkpoints`), store
+            different ``shared`` entries, or the average cannot be written.
+    """
     paths = [Path(p) for p in paths]
     kept = _shared(paths, shared)
     weights = average_checkpoints(paths)

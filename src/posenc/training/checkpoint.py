@@ -46,7 +46,16 @@ _ALIASES_KEY = "posenc.aliases"
 
 @dataclass
 class Checkpoint:
-    """A loaded checkpoint. ``model`` maps every state-dict key (aliases included) to a tensor."""
+    """A loaded checkpoint (:func:`load_checkpoint`), on the CPU.
+
+    Args:
+        path: the checkpoint directory.
+        model: every state-dict key of the model (tied weights' aliases included) → its tensor.
+        state: its state.json (step, scheduler, RNG states, the run's record, ...).
+        config: its config.yaml (the config sections the run stores with every checkpoint).
+        tensors: its optim.safetensors, flat (optimizer state and RNG tensors); empty when loaded
+            without the optimizer or when it has none.
+    """
 
     path: Path
     model: dict[str, Tensor]
@@ -56,10 +65,19 @@ class Checkpoint:
 
     @property
     def step(self) -> int:
+        """The update the checkpoint was saved after (0 when its state does not say)."""
         return int(self.state.get("step", 0))
 
     def optimizer_state(self) -> dict[str, Any] | None:
-        """The ``torch.optim.Optimizer.state_dict()`` this checkpoint was saved from, or None."""
+        """The optimizer state this checkpoint was saved with.
+
+        Returns:
+            The ``torch.optim.Optimizer.state_dict()`` it was saved from, or None for a model-only
+            checkpoint.
+
+        Raises:
+            CheckpointError: its optimizer metadata has no param_groups.
+        """
         meta = self.state.get("optimizer")
         if meta is None:
             return None
@@ -67,18 +85,40 @@ class Checkpoint:
 
 
 def checkpoint_name(step: int) -> str:
+    """The directory name of the checkpoint saved after ``step``.
+
+    Args:
+        step: the update count.
+
+    Returns:
+        ``ckpt_`` and the step in eight digits (``ckpt_00005000``), so names sort by step.
+    """
     return f"ckpt_{step:08d}"
 
 
 def checkpoint_step(path: Path) -> int:
-    """The step of the checkpoint directory ``path`` (``ckpt_00005000`` → 5000)."""
+    """The step a checkpoint directory's name says.
+
+    Args:
+        path: a checkpoint directory named by :func:`checkpoint_name`.
+
+    Returns:
+        Its step (``ckpt_00005000`` → 5000).
+    """
     return int(path.name.split("_")[-1])
 
 
 # ----------------------------------------------------------------------------- tensors <-> files
 def dedupe_state(state: dict[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, str]]:
-    """Split a state dict into unique contiguous CPU tensors and ``{alias: original}`` for keys
-    that are the very same tensor (tied weights); partial overlaps are cloned."""
+    """Split a state dict into what safetensors can store: each tensor once.
+
+    Args:
+        state: a model's state dict (tied weights share one tensor under several keys).
+
+    Returns:
+        ``(unique, aliases)``: contiguous CPU tensors, one per distinct tensor (partial overlaps
+        cloned), and ``{alias: original}`` for the keys that are the very same tensor as another.
+    """
     unique: dict[str, Tensor] = {}
     aliases: dict[str, str] = {}
     seen: dict[tuple, str] = {}
@@ -99,7 +139,15 @@ def dedupe_state(state: dict[str, Tensor]) -> tuple[dict[str, Tensor], dict[str,
 
 
 def flatten_optimizer(optim_state: dict[str, Any]) -> tuple[dict[str, Tensor], dict[str, Any]]:
-    """``optimizer.state_dict()`` → (tensors ``optim.state.<i>.<name>``, JSON-able metadata)."""
+    """Split an optimizer's state into tensors for safetensors and the rest for state.json.
+
+    Args:
+        optim_state: ``optimizer.state_dict()``.
+
+    Returns:
+        ``(tensors, meta)``: the state tensors as contiguous CPU tensors named
+        ``optim.state.<i>.<name>``, and the param groups and non-tensor state, JSON-safe.
+    """
     tensors: dict[str, Tensor] = {}
     scalars: dict[str, dict[str, Any]] = {}
     for index, entry in optim_state["state"].items():
@@ -113,7 +161,19 @@ def flatten_optimizer(optim_state: dict[str, Any]) -> tuple[dict[str, Tensor], d
 
 
 def unflatten_optimizer(tensors: dict[str, Tensor], meta: dict[str, Any], where: Path) -> dict[str, Any]:
-    """Inverse of :func:`flatten_optimizer`."""
+    """Inverse of :func:`flatten_optimizer`.
+
+    Args:
+        tensors: a checkpoint's flat tensors (entries not named ``optim.state.*`` are skipped).
+        meta: the metadata :func:`flatten_optimizer` returned (from state.json).
+        where: the checkpoint, for the message.
+
+    Returns:
+        An ``optimizer.state_dict()`` to load (``betas`` as tuples).
+
+    Raises:
+        CheckpointError: ``meta`` has no param_groups.
+    """
     state: dict[int, dict[str, Any]] = {}
     for key, value in tensors.items():
         if not key.startswith("optim.state."):
@@ -171,8 +231,15 @@ def _write_tensors(path: Path, tensors: dict[str, Tensor], metadata: dict[str, s
 
 @contextmanager
 def atomic_directory(final: Path) -> Iterator[Path]:
-    """Yield a temporary directory next to ``final``; on success it replaces ``final``
-    atomically, on any exception it is removed and ``final`` is left untouched."""
+    """Write a directory all at once: on success the temporary directory replaces ``final``
+    atomically, on any exception it is removed and ``final`` is left untouched.
+
+    Args:
+        final: the directory to write (its parent is created if missing).
+
+    Yields:
+        A new temporary directory next to ``final``, named with this process's pid, to fill.
+    """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -197,8 +264,8 @@ _TEMP_RE = re.compile(r"^\.(?P<kind>tmp|old)-(?P<name>.+?)(?:-(?P<pid>\d+))?-(?P
 
 
 def _abandoned(pid: str | None) -> bool:
-    """A temporary is abandoned if its writer is this process or a dead one (names without a
-    pid come from older versions and count as abandoned)."""
+    """A temporary is abandoned if its writer is this process or a dead one (a name without a
+    pid counts as abandoned)."""
     return pid is None or int(pid) == os.getpid() or not pid_alive(int(pid))
 
 
@@ -206,7 +273,11 @@ def remove_stale_temporaries(directory: Path) -> None:
     """Clean up after saves interrupted by a crash: delete ``.tmp-*`` directories; an ``.old-*``
     copy (a checkpoint being replaced) is moved back if the replacement never arrived. Only
     temporaries of dead writers (or of this process) are touched: a live process's in-progress
-    save, named with its pid, is left alone."""
+    save, named with its pid, is left alone.
+
+    Args:
+        directory: the directory that holds checkpoints (nothing happens if it does not exist).
+    """
     if not Path(directory).is_dir():
         return
     for p in sorted(Path(directory).iterdir()):
@@ -234,9 +305,23 @@ def save_checkpoint(
 ) -> Path:
     """Write a checkpoint directory at ``path`` atomically and return it.
 
-    ``state`` must be JSON-serialisable (it is stored in state.json together with the optimizer's
-    hyper-parameters and the files' checksums); ``tensors`` (e.g. RNG states) go to
-    optim.safetensors next to the flattened ``optim_state``.
+    Args:
+        path: the checkpoint directory; an existing one is replaced, unless it holds files posenc
+            did not write.
+        model_state: the model's state dict (tied weights stored once).
+        state: JSON-safe training state, stored in state.json together with the optimizer's
+            hyper-parameters and the files' checksums; None for none.
+        config: the config sections to store in config.yaml; None for none.
+        optim_state: ``optimizer.state_dict()``, flattened into optim.safetensors and state.json;
+            None for a model-only checkpoint.
+        tensors: other tensors to store in optim.safetensors (e.g. RNG states); None for none.
+
+    Returns:
+        ``path``, as a path.
+
+    Raises:
+        CheckpointError: ``state`` is not JSON-serialisable, ``path`` holds files posenc did not
+            write, or writing fails (a full disk); earlier checkpoints are intact.
     """
     path = Path(path)
     unique, aliases = dedupe_state(model_state)
@@ -323,13 +408,32 @@ def _read_config(directory: Path) -> dict[str, Any]:
 
 
 def checkpoint_config(path: str | Path) -> dict[str, Any]:
-    """The configuration stored with a checkpoint (its config.yaml), without reading tensors."""
+    """The configuration stored with a checkpoint (its config.yaml), without reading tensors.
+
+    Args:
+        path: the checkpoint directory.
+
+    Returns:
+        Its config.yaml as a dict (empty when it is not a mapping).
+
+    Raises:
+        CheckpointError: config.yaml is missing or not valid YAML.
+    """
     return _read_config(Path(path))
 
 
 def checkpoint_state(path: str | Path) -> dict[str, Any]:
-    """The training state stored with a checkpoint (its state.json: step, the run's ``record``, ...),
-    without reading tensors; a one-line CheckpointError when it is missing or not posenc's."""
+    """The training state stored with a checkpoint, without reading tensors.
+
+    Args:
+        path: the checkpoint directory.
+
+    Returns:
+        Its state.json (step, the run's ``record``, ...) as a dict.
+
+    Raises:
+        CheckpointError: state.json is missing, not valid JSON or not a posenc checkpoint state.
+    """
     return _read_state(Path(path))
 
 
@@ -337,10 +441,19 @@ def load_checkpoint(path: str | Path, verify: bool = True, with_optimizer: bool 
                     state: dict[str, Any] | None = None) -> Checkpoint:
     """Read a checkpoint directory (or its ``model.safetensors``) on the CPU.
 
-    ``state``: its state.json, where the caller has read it already (:func:`checkpoint_state`),
-    so no file of a checkpoint is read twice. Raises :class:`CheckpointError` with a one-line
-    message when a file is missing, truncated, corrupt (size/SHA-256 mismatch when ``verify``, or
-    unreadable safetensors/JSON/YAML).
+    Args:
+        path: the checkpoint directory, or its ``model.safetensors``.
+        verify: check each tensor file's size and SHA-256 against state.json.
+        with_optimizer: read optim.safetensors too (False for weights only).
+        state: its state.json, where the caller has read it already (:func:`checkpoint_state`), so
+            no file of a checkpoint is read twice; None reads it here.
+
+    Returns:
+        The loaded :class:`Checkpoint`.
+
+    Raises:
+        CheckpointError: one line, when a file is missing, truncated, corrupt (size/SHA-256
+            mismatch when ``verify``, or unreadable safetensors/JSON/YAML).
     """
     directory = Path(path)
     if directory.is_file() and directory.name == MODEL_FILE:
@@ -368,7 +481,15 @@ def load_checkpoint(path: str | Path, verify: bool = True, with_optimizer: bool 
 def check_resumable(ckpt: Checkpoint, expected: dict[str, Any]) -> None:
     """A one-line CheckpointError unless a run can resume training from ``ckpt``: a training
     checkpoint with its optimizer state, whose state.json stores every entry of ``expected`` (e.g.
-    a task's hash of its data) as this run has it (a key the checkpoint lacks is not checked)."""
+    a task's hash of its data) as this run has it (a key the checkpoint lacks is not checked).
+
+    Args:
+        ckpt: the checkpoint to resume from.
+        expected: state.json entries and the values this run has for them.
+
+    Raises:
+        CheckpointError: ``ckpt`` is model-only or stores another value of an ``expected`` key.
+    """
     if ckpt.state.get("kind") != "train" or ckpt.state.get("optimizer") is None:
         raise CheckpointError(f"{ckpt.path}: model-only checkpoint (no optimizer state); "
                               "cannot resume training from it")
@@ -380,7 +501,16 @@ def check_resumable(ckpt: Checkpoint, expected: dict[str, Any]) -> None:
 
 
 def check_state_compatible(model_state: dict[str, Tensor], expected: dict[str, Tensor], where: str) -> None:
-    """Raise CheckpointError unless the two state dicts have the same keys and shapes."""
+    """Check that a checkpoint's weights fit a model: the same keys and shapes.
+
+    Args:
+        model_state: the checkpoint's state dict.
+        expected: the state dict it must match (the model's, or another checkpoint's).
+        where: the checkpoint, for the message.
+
+    Raises:
+        CheckpointError: a key is missing or extra, or a shape differs (the first one named).
+    """
     missing = [k for k in expected if k not in model_state]
     if missing:
         raise CheckpointError(f"{where}: checkpoint lacks parameter {missing[0]!r} ({len(missing)} missing)")
@@ -397,7 +527,15 @@ def check_state_compatible(model_state: dict[str, Tensor], expected: dict[str, T
 
 
 def restore_model(model: torch.nn.Module, ckpt: Checkpoint) -> None:
-    """Load ``ckpt``'s weights into ``model`` after a key/shape check (CheckpointError)."""
+    """Load ``ckpt``'s weights into ``model`` after a key/shape check.
+
+    Args:
+        model: the model to load into (unwrapped: its state-dict keys are the checkpoint's).
+        ckpt: the loaded checkpoint.
+
+    Raises:
+        CheckpointError: the weights do not fit ``model`` (:func:`check_state_compatible`).
+    """
     check_state_compatible(ckpt.model, model.state_dict(), str(ckpt.path))
     model.load_state_dict(ckpt.model, strict=True)
 
@@ -409,7 +547,12 @@ _IMPL_KEYS = ("fused", "foreach", "capturable")
 def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
     """``optimizer.load_state_dict(state)`` keeping this run's implementation (fused, or foreach
     where torch has no fused kernel for the device) rather than the checkpoint's, with ``step`` where that
-    implementation wants it (on the parameter's device for fused/capturable, on the CPU otherwise)."""
+    implementation wants it (on the parameter's device for fused/capturable, on the CPU otherwise).
+
+    Args:
+        optimizer: the optimizer built for this run.
+        state: the checkpoint's optimizer state (:meth:`Checkpoint.optimizer_state`).
+    """
     impl = [{k: g.get(k) for k in _IMPL_KEYS if k in g} for g in optimizer.param_groups]
     optimizer.load_state_dict(state)
     for group, kept in zip(optimizer.param_groups, impl):
@@ -423,7 +566,14 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]
 
 # ----------------------------------------------------------------------------- directory management
 def list_checkpoints(directory: str | Path) -> list[Path]:
-    """Complete ``ckpt_XXXXXXXX`` directories under ``directory``, oldest step first."""
+    """The checkpoints saved under ``directory``.
+
+    Args:
+        directory: a run's ``checkpoints/`` directory, existing or not.
+
+    Returns:
+        Its complete ``ckpt_XXXXXXXX`` directories, oldest step first; empty when there is none.
+    """
     d = Path(directory)
     if not d.is_dir():
         return []
@@ -432,14 +582,29 @@ def list_checkpoints(directory: str | Path) -> list[Path]:
 
 
 def latest_checkpoint(directory: str | Path) -> Path | None:
-    """The checkpoint with the highest step, or None."""
+    """The newest checkpoint under ``directory``.
+
+    Args:
+        directory: a run's ``checkpoints/`` directory, existing or not.
+
+    Returns:
+        The checkpoint with the highest step, or None when there is none.
+    """
     ckpts = list_checkpoints(directory)
     return ckpts[-1] if ckpts else None
 
 
 def prune(directory: Path, keep_last: int, protect: set[int]) -> list[Path]:
-    """Delete all but the newest ``keep_last`` checkpoints (0 = keep all), never deleting the
-    steps in ``protect`` (the best N); returns the deleted directories."""
+    """Delete all but the newest checkpoints (their files only: a user's file there stays).
+
+    Args:
+        directory: a run's ``checkpoints/`` directory.
+        keep_last: how many of the newest to keep; 0 keeps all.
+        protect: steps never deleted (the best N, to be averaged).
+
+    Returns:
+        The deleted checkpoint directories.
+    """
     ckpts = list_checkpoints(directory)
     if keep_last <= 0 or len(ckpts) <= keep_last:
         return []
@@ -454,7 +619,14 @@ CHECKPOINT_FILES = frozenset({MODEL_FILE, OPTIM_FILE, STATE_FILE, CONFIG_FILE})
 
 
 def foreign_files(directory: str | Path) -> list[str]:
-    """Names in the checkpoint directory ``directory`` that posenc did not write, sorted."""
+    """What in a checkpoint directory posenc did not write.
+
+    Args:
+        directory: an existing checkpoint directory.
+
+    Returns:
+        The names in it other than the regular files of :data:`CHECKPOINT_FILES`, sorted.
+    """
     d = Path(directory)
     return sorted(p.name for p in d.iterdir() if p.name not in CHECKPOINT_FILES or not p.is_file() or p.is_symlink())
 
@@ -462,7 +634,14 @@ def foreign_files(directory: str | Path) -> list[str]:
 def remove_checkpoint(directory: str | Path) -> bool:
     """Delete the files posenc wrote in the checkpoint ``directory`` (:data:`CHECKPOINT_FILES`),
     then the directory if nothing else is left; True when it is gone. A user's file in it stays
-    (and so does the directory, logged)."""
+    (and so does the directory, logged).
+
+    Args:
+        directory: the checkpoint directory.
+
+    Returns:
+        True when the directory is gone, False when files posenc did not write keep it.
+    """
     d = Path(directory)
     for name in CHECKPOINT_FILES:
         f = d / name

@@ -28,9 +28,18 @@ COMPILE_BACKEND: str | None = None
 
 
 def resolve_compile(mode: str, device: torch.device, capture: bool = True) -> bool:
-    """``train.compile``: ``auto`` → compiled on CUDA, eager on CPU; ``on`` compiled, ``off`` eager;
-    ``reduce-overhead`` compiled where the step is captured (``capture``, :func:`resolve_capture`),
-    else eager."""
+    """Whether the training step goes through ``torch.compile``.
+
+    Args:
+        mode: ``train.compile``: ``auto`` (compiled on CUDA, eager on CPU), ``on``, ``off`` or
+            ``reduce-overhead`` (compiled where the step is captured whole).
+        device: the device the run trains on.
+        capture: whether the step is captured whole (:func:`resolve_capture`), for
+            ``reduce-overhead``.
+
+    Returns:
+        True to compile, False to train eagerly.
+    """
     if mode == "reduce-overhead":
         return capture
     return device.type == "cuda" if mode == "auto" else mode == "on"
@@ -41,7 +50,14 @@ def capture_blockers(model: nn.Module) -> list[str]:
     graphs): the ``capture_blocker`` of every submodule that declares ``capturable = False`` (a position
     method or a model declares it next to its code), one ``"ClassName: reason"`` each, sorted; empty
     when nothing does. tests/training/test_capture.py compiles every other registered method with
-    ``fullgraph=True``."""
+    ``fullgraph=True``.
+
+    Args:
+        model: the model to train.
+
+    Returns:
+        One ``"ClassName: reason"`` per blocking submodule class, sorted; empty when none blocks.
+    """
     found = {f"{type(m).__name__}: {m.capture_blocker}" for m in model.modules()
              if getattr(m, "capturable", True) is False}
     return sorted(found)
@@ -50,7 +66,15 @@ def capture_blockers(model: nn.Module) -> list[str]:
 def resolve_capture(mode: str, model: nn.Module) -> bool:
     """Whether the training step of ``model`` is captured whole: ``train.compile: reduce-overhead``
     and no submodule blocks it (:func:`capture_blockers`); where one does, one logged line says why
-    and the run trains eagerly."""
+    and the run trains eagerly.
+
+    Args:
+        mode: ``train.compile``.
+        model: the model to train.
+
+    Returns:
+        True when ``mode`` is ``reduce-overhead`` and nothing in ``model`` blocks capture.
+    """
     if mode != "reduce-overhead":
         return False
     blockers = capture_blockers(model)
@@ -61,8 +85,16 @@ def resolve_capture(mode: str, model: nn.Module) -> bool:
 
 
 def compile_options(capture: bool, device_type: str) -> dict[str, Any]:
-    """``torch.compile`` keywords: ``capture`` (``train.compile: reduce-overhead``) traces the whole
-    step (``fullgraph``) and, with inductor on CUDA, replays it as CUDA graphs (``mode="reduce-overhead"``)."""
+    """The ``torch.compile`` keywords of a training step.
+
+    Args:
+        capture: capture the whole step (``train.compile: reduce-overhead``, :func:`resolve_capture`).
+        device_type: the device the run trains on (``cuda``, ``cpu``).
+
+    Returns:
+        ``fullgraph`` set to ``capture``; :data:`COMPILE_BACKEND` as ``backend`` where it is set,
+        else, with ``capture`` on CUDA, ``mode="reduce-overhead"`` (CUDA graphs).
+    """
     options: dict[str, Any] = {"fullgraph": capture}
     if COMPILE_BACKEND is not None:
         options["backend"] = COMPILE_BACKEND
@@ -74,7 +106,15 @@ def compile_options(capture: bool, device_type: str) -> dict[str, Any]:
 def bucketed(batch: Any, unbucketed: set[str]) -> Any:
     """``batch`` padded to its static shape (``batch.bucketed()``), as a captured step
     (:func:`resolve_capture`) takes it; a batch type without ``bucketed`` is used as it is, logged
-    once per type (``unbucketed`` holds the type names logged so far)."""
+    once per type.
+
+    Args:
+        batch: a training batch.
+        unbucketed: the batch type names logged so far; a new one is added when logged.
+
+    Returns:
+        ``batch.bucketed()``, or ``batch`` itself when its type has no ``bucketed``.
+    """
     if callable(getattr(batch, "bucketed", None)):
         return batch.bucketed()
     if type(batch).__name__ not in unbucketed:
@@ -85,7 +125,14 @@ def bucketed(batch: Any, unbucketed: set[str]) -> Any:
 
 
 def batch_tensors(batch: Any) -> Iterator[torch.Tensor]:
-    """Every tensor of a batch (tensor, dataclass, dict, list or tuple of those)."""
+    """Every tensor of a batch, so each can be marked dynamic before a compiled call.
+
+    Args:
+        batch: a tensor, or a dataclass, dict, list or tuple of those (nested).
+
+    Yields:
+        Each tensor it holds, in field, key or item order.
+    """
     if isinstance(batch, torch.Tensor):
         yield batch
     elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
@@ -100,7 +147,14 @@ def batch_tensors(batch: Any) -> Iterator[torch.Tensor]:
 
 
 def unwrap_compiled(model: nn.Module) -> nn.Module:
-    """The module inside a compiled one (``torch.compile``; its state_dict keys carry ``_orig_mod.``)."""
+    """The module inside a compiled one, whose state_dict keys a checkpoint stores.
+
+    Args:
+        model: a module, compiled (``torch.compile``; its state_dict keys carry ``_orig_mod.``) or not.
+
+    Returns:
+        The module ``torch.compile`` wrapped, or ``model`` itself when it is not compiled.
+    """
     inner = getattr(model, "_orig_mod", None)
     return inner if isinstance(inner, nn.Module) else model
 
@@ -118,7 +172,14 @@ class CompiledLoss:
     every Trainer of the process, e.g. the cells of an experiment grid) and at most
     ``torch._dynamo.config.recompile_limit`` of them are kept before falling back to eager. With
     ``capture`` on CUDA each call begins a new CUDA-graph step (the previous step's outputs were
-    read into the trainer's accumulators already)."""
+    read into the trainer's accumulators already).
+
+    Args:
+        eager: the eager step, ``batch -> loss_fn(net, batch)`` under autocast.
+        fallback: train eagerly when compiling fails (``train.compile: auto``) instead of raising.
+        device_type: the device the run trains on (``cuda``, ``cpu``).
+        capture: capture the whole step (``train.compile: reduce-overhead``); it implies ``fallback``.
+    """
 
     def __init__(self, eager: Callable[[Any], LossOutput], fallback: bool, device_type: str, capture: bool) -> None:
         torch._dynamo.reset()
@@ -131,6 +192,19 @@ class CompiledLoss:
         return self.call(batch)
 
     def through_compile(self, batch: Any) -> LossOutput:
+        """The step through the compiled function; where compiling fails and falling back is
+        allowed, one warning and the eager step, which every later call takes.
+
+        Args:
+            batch: a training batch.
+
+        Returns:
+            The loss output of ``batch``.
+
+        Raises:
+            torch._dynamo.exc.TorchDynamoException: compiling failed and falling back is not
+                allowed (also a ``GuardOnDataDependentSymNode``).
+        """
         try:
             return self._compiled_step(batch)
         except CompileFailed as failure:
@@ -158,7 +232,20 @@ def forward_loss(loss_fn: LossFn, net: nn.Module, precision: str, compiled: bool
                  device_type: str = "cuda", capture: bool = False) -> Callable[[Any], LossOutput]:
     """``batch -> loss_fn(net, batch)`` under autocast on ``device_type``: eager, or when
     ``compiled`` a :class:`CompiledLoss` (``fallback``: ``train.compile: auto``; ``capture``:
-    ``reduce-overhead``, one graph per static shape, :func:`compile_options`)."""
+    ``reduce-overhead``, one graph per static shape, :func:`compile_options`).
+
+    Args:
+        loss_fn: the task's loss, ``loss_fn(net, batch) -> LossOutput``.
+        net: the model as trained (DDP-wrapped where distributed).
+        precision: the resolved precision (``fp32``, ``bf16``, ``fp16``) to autocast to.
+        compiled: go through ``torch.compile`` (:func:`resolve_compile`).
+        fallback: when compiled, train eagerly if compiling fails (``train.compile: auto``).
+        device_type: the device the run trains on (``cuda``, ``cpu``).
+        capture: when compiled, capture the whole step (:func:`resolve_capture`).
+
+    Returns:
+        The step, ``batch -> LossOutput``.
+    """
     def run(batch: Any) -> LossOutput:
         with autocast(precision, device_type):
             return loss_fn(net, batch)

@@ -2,7 +2,7 @@
 
 ``precision: auto`` trains in bf16 autocast where that is measured faster (training/precision.py);
 ``compile`` (default ``off``; ``auto`` = on CUDA only, ``on``) runs the forward and loss through
-``torch.compile`` (training/compiled.py). Off by default: its gain was small and its warm-up long
+``torch.compile`` (training/compiled.py). Off by default: its gain is small and its warm-up long
 for methods with graph breaks (Shaw's Toeplitz check, learned-range checks, the GRU;
 docs/performance.md). ``reduce-overhead`` captures the step whole (``fullgraph``; on CUDA
 ``mode="reduce-overhead"``, CUDA graphs) over batches padded into a few static shapes
@@ -16,7 +16,6 @@ in Shaw et al. (2018, §4.1) and Vaswani et al. (2017).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from posenc.config import require, require_finite, require_seeds
 
@@ -34,6 +33,55 @@ OPTIMIZERS = ("adam", "adamw")
 
 @dataclass
 class TrainConfig:
+    """The ``train`` section of a run config: how a model is trained, stopped, logged and kept.
+
+    Args:
+        seed: seeds the initial weights, the batch order and dropout.
+        max_steps: optimizer updates to train; 0 = no step limit (at least one limit is set).
+        max_epochs: epochs to train; 0 = no epoch limit.
+        max_tokens: tokens per batch per GPU (read by whoever builds the batches).
+        update_freq: batches per optimizer update (gradient accumulation).
+        lr: the Noam scaling factor (``noam``), else the peak learning rate.
+        warmup: warm-up updates (linear warm-up; Noam's ``warmup``).
+        schedule: the learning-rate schedule, one of :data:`SCHEDULE_NAMES`
+            (training/optimization.py).
+        warmup_fraction: for ``cosine`` and ``constant``, warm-up as a fraction of all updates;
+            0 uses ``warmup``.
+        lr_floor: for ``cosine``, the final learning rate as a fraction of ``lr``.
+        optimizer: ``adam`` (L2 ``weight_decay`` in the gradient) or ``adamw`` (decoupled).
+        betas: Adam's two decay rates, each in [0, 1).
+        eps: Adam's ε.
+        weight_decay: the weight decay (>= 0).
+        label_smoothing: the label smoothing ε of the loss, in [0, 1).
+        clip_norm: clip the gradients' global norm to this; 0 = no clipping.
+        precision: one of :data:`PRECISIONS`; ``auto`` is resolved where the run trains
+            (training/precision.resolve_precision), so a config that says ``auto`` answers a
+            stored run whatever precision it trained in.
+        compile: one of :data:`COMPILE_MODES` (YAML ``on``/``off`` read as booleans are taken
+            as those): whether the forward and loss go through ``torch.compile``.
+        validate_every: updates between validations; 0 = only at the end.
+        save_every: updates between checkpoints; 0 = only at the end.
+        keep_last: checkpoints kept on disk; 0 = keep all.
+        average_last: average the last N checkpoints at the end; 0 or 1 = off.
+        average_best: average the N checkpoints of lowest validation loss at the end (needs a
+            validation at every checkpoint); 0 or 1 = off.
+        patience: stop after this many validations in a row without an improvement; None = off.
+        min_delta: an improvement lowers the best validation loss by more than this fraction of
+            it (0.001: a 0.1 % gain), so noise-level gains never postpone the stop; a run stopped
+            by patience after warm-up is converged (training/convergence.py).
+        min_delta_abs: ... and by more than this many nats, so a loss near zero (a solved task,
+            falling by large relative steps for ever) reaches its plateau; 0 = off.
+        smooth_window: patience compares the moving average of this many last validation losses;
+            1 = the raw loss.
+        require_flat: patience stops only once the validation curve is flat
+            (training/stopping.is_flat); False = as soon as patience runs out.
+        log_every: updates between training log lines.
+        device: one of :data:`DEVICES`; ``auto`` = CUDA where available.
+        num_threads: ``torch.set_num_threads``; 0 = torch's default.
+        metric_every: updates between evaluations of the task's validation metric (e.g. greedy
+            BLEU); 0 = off.
+    """
+
     seed: int = 1
     max_steps: int = 100000  # optimizer updates; 0 = no step limit
     max_epochs: int = 0  # 0 = no epoch limit (at least one limit must be set)
@@ -77,9 +125,6 @@ class TrainConfig:
     device: str = "auto"
     num_threads: int = 0  # torch.set_num_threads; 0 = leave torch's default
     metric_every: int = 0  # steps; 0 = off. The task's validation metric (e.g. greedy BLEU)
-
-    #: Old names still read (stored run configs, YAMLs): ``bleu_every`` is ``metric_every``.
-    _renamed: ClassVar[dict[str, str]] = {"bleu_every": "metric_every"}
 
     def __post_init__(self) -> None:
         require_finite(self, "train")
@@ -137,7 +182,21 @@ class TrainConfig:
 class AdamWCosineConfig(TrainConfig):
     """The recipe the ViT and CTC tasks share (CAPE §5.1/§5.2 style): AdamW (0.9, 0.999, ε 1e-8),
     peak lr 1e-3 on a cosine schedule, no label smoothing, no periodic validation or checkpoints.
-    Each task's train config subclasses it with its own remaining defaults."""
+    Each task's train config subclasses it with its own remaining defaults. The options it sets
+    are listed below; the others are :class:`TrainConfig`'s.
+
+    Args:
+        seed: as in :class:`TrainConfig` (default 0).
+        lr: the peak learning rate of the cosine schedule.
+        optimizer: ``adamw``.
+        betas: AdamW's decay rates (0.9, 0.999).
+        eps: AdamW's ε (1e-8).
+        schedule: ``cosine``.
+        label_smoothing: none (0).
+        validate_every: 0: validation only at the end.
+        save_every: 0: a checkpoint only at the end.
+        keep_last: 0: keep all.
+    """
 
     seed: int = 0
     lr: float = 1e-3  # peak lr of the cosine schedule

@@ -34,8 +34,15 @@ CAPS = ("max_steps", "max_epochs")  # stop reasons that are budget caps
 
 
 def best_validation(history: Sequence[Sequence[float]]) -> tuple[int | None, float | None]:
-    """(step, loss) of the lowest validation loss in ``[[step, loss], ...]`` (ties: the earlier
-    step, the one patience counted from); (None, None) without validations."""
+    """The best validation of a run.
+
+    Args:
+        history: the run's validations, ``[[step, loss], ...]``.
+
+    Returns:
+        ``(step, loss)`` of the lowest validation loss (ties: the earlier step, the one patience
+        counted from); ``(None, None)`` without validations.
+    """
     if not history:
         return None, None
     step, loss = min(((int(s), float(v)) for s, v in history), key=lambda p: (p[1], p[0]))
@@ -44,7 +51,16 @@ def best_validation(history: Sequence[Sequence[float]]) -> tuple[int | None, flo
 
 def capped(stopped: str | None, steps: int | None, cap: int | None) -> bool:
     """Whether a run stopped at a budget cap: by its stop reason, or because it reached ``max_steps``
-    (``cap``; 0/None = none) whatever reason was recorded."""
+    whatever reason was recorded.
+
+    Args:
+        stopped: the run's stop reason (``patience``, ``max_steps``, ``max_epochs``), or None.
+        steps: the updates it trained, or None when unknown.
+        cap: its ``max_steps``; 0 or None = none.
+
+    Returns:
+        True when ``stopped`` is a cap or ``steps`` reached ``cap``.
+    """
     return stopped in CAPS or bool(cap and steps is not None and steps >= cap)
 
 
@@ -52,7 +68,21 @@ def status(stopped: str | None, best_step: int | None, warmup: int | None, steps
            cap: int | None = None, flat: bool | None = None) -> str:
     """The convergence status of a run from its stop reason, best validation step, the number of
     warm-up updates, the updates trained against the ``max_steps`` cap, and whether its validation
-    curve ends flat (None: no curve to test, "no curve"; see the module docstring)."""
+    curve ends flat (see the module docstring).
+
+    Args:
+        stopped: the run's stop reason (``patience``, ``max_steps``, ``max_epochs``), or None.
+        best_step: the step of its best validation (:func:`best_validation`), or None.
+        warmup: its warm-up updates (:func:`warmup_updates`), or None when unknown.
+        steps: the updates it trained, or None when unknown.
+        cap: its ``max_steps``; 0 or None = none.
+        flat: whether its validation curve ends flat (:func:`~posenc.training.stopping.is_flat`);
+            None: no curve to test.
+
+    Returns:
+        One of ``converged``, ``still improving``, ``not flat``, ``best in warm-up``, ``no curve``
+        and ``unknown``.
+    """
     if capped(stopped, steps, cap):
         return IMPROVING
     if stopped != PATIENCE or best_step is None or warmup is None:
@@ -66,10 +96,21 @@ def status(stopped: str | None, best_step: int | None, warmup: int | None, steps
 
 def convergence(history: Sequence[Sequence[float]], stopped: str | None, warmup: int | None,
                 steps: int | None = None, cap: int | None = None) -> dict[str, Any]:
-    """The convergence keys every run summary carries: ``stopped``, ``warmup``, ``best_step``,
-    ``best_valid``, ``last_valid``, ``max_steps`` (the cap), ``valid_slope`` / ``valid_slope_se``
-    (nats per 1,000 updates over the last validations), ``flat``, ``status`` and ``converged``
-    (True only for ``converged``)."""
+    """The convergence keys every run summary carries.
+
+    Args:
+        history: the run's validations, ``[[step, loss], ...]``.
+        stopped: the run's stop reason, or None.
+        warmup: its warm-up updates, or None when unknown.
+        steps: the updates it trained, or None when unknown.
+        cap: its ``max_steps``; 0 or None = none.
+
+    Returns:
+        ``stopped``, ``warmup``, ``best_step``, ``best_valid``, ``last_valid``, ``max_steps`` (the
+        cap), ``valid_slope`` / ``valid_slope_se`` (nats per 1,000 updates over the last
+        validations), ``flat``, ``status`` (:func:`status`) and ``converged`` (True only for
+        ``converged``).
+    """
     best_step, best = best_validation(history)
     fit, flat = end_slope(history), is_flat(history)
     verdict = status(stopped, best_step, warmup, steps, cap, flat)
@@ -81,10 +122,20 @@ def convergence(history: Sequence[Sequence[float]], stopped: str | None, warmup:
 
 def status_of(summary: Mapping[str, Any] | None, cap: int | None = None,
               history: Sequence[Sequence[float]] | None = None) -> str:
-    """:func:`status` recomputed from a stored summary's ``stopped``, ``best_step``, ``warmup``,
-    ``steps`` and ``max_steps`` (or ``cap``, from the run's config, for summaries that predate it)
-    and the flatness of ``history`` (else the summary's ``flat``). A stored ``status``/``converged``
-    is never trusted: older runs used another rule."""
+    """:func:`status` recomputed from a stored summary, so every run is judged by this rule
+    whatever ``status``/``converged`` its summary stores (those are never read).
+
+    Args:
+        summary: a run's ``summary.json`` (its ``stopped``, ``best_step``, ``warmup``, ``steps``,
+            ``max_steps`` and ``flat``); None or empty for none.
+        cap: the run's ``max_steps`` from its config, used in place of the summary's; None: the
+            summary's.
+        history: the run's validations, ``[[step, loss], ...]``, whose flatness is tested; None
+            or empty: the summary's ``flat``.
+
+    Returns:
+        The run's convergence status (:func:`status`).
+    """
     summary = summary or {}
     as_int = lambda v: int(v) if v is not None else None  # noqa: E731
     steps = summary.get("steps", summary.get("step"))
@@ -95,8 +146,15 @@ def status_of(summary: Mapping[str, Any] | None, cap: int | None = None,
 
 
 def warmup_updates(cfg: Any, total: int) -> int:
-    """Warm-up updates of the run's schedule (as training/optimization.py builds it): the cosine
-    schedule's ``warmup_fraction`` of ``total`` when that is > 0, else ``train.warmup``."""
+    """Warm-up updates of the run's schedule (as training/optimization.py builds it).
+
+    Args:
+        cfg: the run's training config (a :class:`~posenc.training.config.TrainConfig`).
+        total: the run's total updates.
+
+    Returns:
+        The cosine schedule's ``warmup_fraction`` of ``total`` when that is > 0, else ``cfg.warmup``.
+    """
     if getattr(cfg, "schedule", "noam") == "cosine" and getattr(cfg, "warmup_fraction", 0.0) > 0:
         return int(cfg.warmup_fraction * total)
     return int(cfg.warmup)

@@ -4,11 +4,10 @@ training wall clock they record (:class:`WallClock`).
 ``train.csv``: step, epoch, loss, nll, ppl, lr, tokens, wall_s, tokens_per_s — loss/nll in nats
 per target token over the rows' logging interval, ``tokens`` cumulative target tokens (all
 ranks), ``tokens_per_s`` the interval's throughput. ``valid.csv``: step, loss, ppl, metric (the
-task's ``train.metric_every`` metric, e.g. BLEU; empty when not computed; runs before the rename
-call it ``bleu``), wall_s. ``wall_s`` is training time (validation and checkpointing excluded),
-so validation perplexity/BLEU against steps and against wall clock (SHAPE Fig. 8/9) can be
-plotted from valid.csv alone; :func:`read_valid` reads it back (a run's validation curve, for
-every task's report and convergence status).
+task's ``train.metric_every`` metric, e.g. BLEU; empty when not computed), wall_s. ``wall_s`` is
+training time (validation and checkpointing excluded), so validation perplexity/BLEU against steps
+and against wall clock (SHAPE Fig. 8/9) can be plotted from valid.csv alone; :func:`read_valid`
+reads it back (a run's validation curve, for every task's report and convergence status).
 """
 
 from __future__ import annotations
@@ -41,7 +40,12 @@ def _fmt(value: Any) -> str:
 
 
 class CsvLog:
-    """Append-only CSV with a fixed header; :meth:`truncate_after` drops rows of a lost future."""
+    """Append-only CSV with a fixed header; :meth:`truncate_after` drops rows of a lost future.
+
+    Args:
+        path: the CSV file; created with the header row when missing or empty, else appended to.
+        columns: the header, and the order of every row's values.
+    """
 
     def __init__(self, path: Path, columns: tuple[str, ...]) -> None:
         self.path, self.columns = Path(path), columns
@@ -50,11 +54,22 @@ class CsvLog:
                 csv.writer(fh).writerow(columns)
 
     def write(self, row: dict[str, Any]) -> None:
+        """Append one row.
+
+        Args:
+            row: values by column name; a column it lacks (or None) is written empty, a float with
+                eight significant digits, a key that is no column is ignored.
+        """
         with naming_os_errors(self.path), open(self.path, "a", newline="", encoding="utf-8") as fh:  # EFBIG: the log
             csv.writer(fh).writerow([_fmt(row.get(c)) for c in self.columns])
 
     def truncate_after(self, step: int) -> None:
-        """Keep only rows with ``step <= step`` (used when resuming from a checkpoint)."""
+        """Drop the rows written after a step, so a run resumed from a checkpoint logs its steps
+        again without duplicates.
+
+        Args:
+            step: the step resumed from; rows whose first column is a step above it are dropped.
+        """
         with open(self.path, newline="", encoding="utf-8") as fh:
             rows = list(csv.reader(fh))
         kept = [r for r in rows[1:] if r and r[0].isdigit() and int(r[0]) <= step]
@@ -89,7 +104,14 @@ def read_valid(run_dir: str | Path) -> list[dict[str, float]]:
 
 
 class RunLogger:
-    """CSV + TensorBoard sink; every method is a no-op when ``enabled`` is False (rank > 0)."""
+    """CSV + TensorBoard sink; every method is a no-op when ``enabled`` is False (rank > 0).
+
+    Args:
+        out_dir: the run directory: ``train.csv``, ``valid.csv`` and ``tensorboard/`` go there.
+        enabled: whether this process logs (rank 0); when False nothing is created.
+        resume_step: the step the run resumes from: rows and TensorBoard events after it are
+            dropped; None for a fresh run.
+    """
 
     def __init__(self, out_dir: Path, enabled: bool, resume_step: int | None = None) -> None:
         self.enabled = enabled
@@ -108,6 +130,12 @@ class RunLogger:
         self.writer = SummaryWriter(str(out_dir / "tensorboard"), purge_step=resume_step)
 
     def train(self, row: dict[str, Any]) -> None:
+        """Log one training interval to ``train.csv`` and TensorBoard.
+
+        Args:
+            row: the interval's values by :data:`TRAIN_COLUMNS` name (``step`` and ``wall_s``
+                required), ``gnorm`` too where known.
+        """
         if not self.enabled:
             return
         self.train_csv.write(row)
@@ -117,6 +145,11 @@ class RunLogger:
         self.writer.add_scalar("train/wall_s", row["wall_s"], row["step"])
 
     def valid(self, row: dict[str, Any]) -> None:
+        """Log one validation to ``valid.csv``, TensorBoard and one log line.
+
+        Args:
+            row: the validation's values by :data:`VALID_COLUMNS` name (``step`` required).
+        """
         if not self.enabled:
             return
         self.valid_csv.write(row)
@@ -127,6 +160,7 @@ class RunLogger:
         log.info("step %d: %s", row["step"], " ".join(fields))
 
     def close(self) -> None:
+        """Flush and close the TensorBoard writer (the CSV files are closed after every row)."""
         if self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -135,7 +169,13 @@ class RunLogger:
 class LogProgress:
     """Progress for output that is not a terminal: one log line after the first step of the
     session, then at most one every ``interval`` seconds, instead of tqdm's
-    carriage-return bar. Same ``update``/``set_postfix``/``close`` interface as tqdm."""
+    carriage-return bar. Same ``update``/``set_postfix``/``close`` interface as tqdm.
+
+    Args:
+        total: the step the run ends at, shown as ``step N/total``; None when unknown.
+        initial: the step the session starts from.
+        interval: the fewest seconds between two log lines.
+    """
 
     def __init__(self, total: int | None, initial: int, interval: float = 30.0) -> None:
         self.total, self.step, self.interval = total, initial, interval
@@ -144,12 +184,24 @@ class LogProgress:
         self._pending = False
 
     def update(self, n: int = 1) -> None:
+        """Count steps. A line is due after the session's first step and once ``interval`` seconds
+        have passed since the last; it is written by the next :meth:`set_postfix` (or the next
+        call of any method).
+
+        Args:
+            n: the steps taken.
+        """
         if self._pending:  # the previous step's line is still due (no postfix came)
             self._emit()
         self.step += n
         self._pending = self._last is None or time.monotonic() - self._last >= self.interval
 
     def set_postfix(self, **values: Any) -> None:
+        """Set the values shown after the step (and write the line if one is due).
+
+        Args:
+            **values: ``name=value`` pairs, shown as ``name=value``.
+        """
         self.postfix = values
         if self._pending:
             self._emit()
@@ -161,13 +213,23 @@ class LogProgress:
         self._last, self._pending = time.monotonic(), False
 
     def close(self) -> None:
+        """Write the line still due, if any."""
         if self._pending:
             self._emit()
 
 
 def progress_bar(total: int | None, initial: int, enabled: bool) -> tqdm | LogProgress:
     """tqdm over optimizer steps on rank 0 when stderr is a terminal; otherwise (rank 0) log
-    lines from the first step on (:class:`LogProgress`); nothing on other ranks."""
+    lines from the first step on (:class:`LogProgress`); nothing on other ranks.
+
+    Args:
+        total: the step the run ends at; None when unknown.
+        initial: the step the session starts from.
+        enabled: whether this process shows progress (rank 0).
+
+    Returns:
+        A tqdm bar (disabled when not ``enabled``), or a :class:`LogProgress`.
+    """
     if enabled and not sys.stderr.isatty():
         return LogProgress(total, initial)
     return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True, disable=not enabled)
@@ -175,7 +237,12 @@ def progress_bar(total: int | None, initial: int, enabled: bool) -> tqdm | LogPr
 
 class WallClock:
     """Training wall clock: this session's time plus the resumed run's, minus the time spent
-    validating and checkpointing (so curves vs wall clock compare training speed)."""
+    validating and checkpointing (so curves vs wall clock compare training speed).
+
+    Args:
+        before: the training seconds of the run's earlier sessions (the resumed checkpoint's
+            ``wall_s``); 0 for a fresh run. The clock starts when it is made.
+    """
 
     def __init__(self, before: float = 0.0) -> None:
         self.start, self.before = time.perf_counter(), before
@@ -183,13 +250,23 @@ class WallClock:
         self.pause_start: float | None = None
 
     def wall_s(self) -> float:
+        """The run's training seconds so far.
+
+        Returns:
+            ``before`` plus this session's seconds, less the time spent paused (a pause in
+            progress included).
+        """
         now = time.perf_counter()
         paused = now - self.pause_start if self.pause_start is not None else 0.0
         return self.before + now - self.start - self.overhead_s - paused
 
     @contextmanager
     def paused(self) -> Iterator[None]:
-        """Exclude the block's duration from :meth:`wall_s` (nesting is allowed)."""
+        """Exclude the block's duration from :meth:`wall_s` (nesting is allowed).
+
+        Yields:
+            Nothing: the ``with`` block runs with the clock paused.
+        """
         if self.pause_start is not None:
             yield
             return

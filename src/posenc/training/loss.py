@@ -23,6 +23,16 @@ from posenc.training.precision import autocast
 
 
 class LossOutput(NamedTuple):
+    """What a loss hook returns for one batch: sums over its tokens, which the trainer divides by
+    the global token count.
+
+    Args:
+        loss: the summed loss (label-smoothed where the task smooths), a scalar: what is
+            back-propagated.
+        nll: the summed negative log-likelihood without smoothing, a scalar: for perplexity.
+        ntokens: the number of tokens (items) the sums cover, a scalar.
+    """
+
     loss: Tensor  # scalar, summed over tokens; what is back-propagated
     nll: Tensor  # scalar, summed negative log-likelihood (no smoothing), for perplexity
     ntokens: Tensor  # scalar, number of tokens in the sums
@@ -40,6 +50,16 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, ignore_in
     ``logits (..., V)``, ``target (...)`` → per token ``(1 − ε)·(−log p_y) + ε·mean_v(−log p_v)``,
     i.e. the smoothed target puts ε/V on every class (as ``F.cross_entropy(label_smoothing=ε)``;
     fairseq instead spreads ε over the V − 1 non-target classes). Computed in float32.
+
+    Args:
+        logits: ``(..., V)`` scores over the V classes, any float dtype.
+        target: ``(...)`` the class of each position, ``ignore_index`` where no target counts.
+        epsilon: the label smoothing ε, in [0, 1); 0 is plain cross entropy.
+        ignore_index: the target value of positions left out (padding).
+
+    Returns:
+        The summed smoothed loss, the summed unsmoothed NLL and the number of targets counted,
+        each a float32 (count: integer) scalar.
     """
     lprobs = F.log_softmax(logits.float(), dim=-1).reshape(-1, logits.shape[-1])  # (N, V)
     flat = target.reshape(-1)  # (N,)
@@ -58,7 +78,23 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, ignore_in
 def validation_loss(
     model: nn.Module, loss_fn: LossFn, batches: ValidSource, device: torch.device, precision: str
 ) -> dict[str, float]:
-    """Loss, NLL and perplexity per target token (item) on ``batches`` (eval mode, no grad)."""
+    """Loss, NLL and perplexity per target token (item) on ``batches`` (eval mode, no grad; the
+    model is put back in train mode after).
+
+    Args:
+        model: the model to validate (unwrapped or DDP-wrapped, as ``loss_fn`` takes it).
+        loss_fn: the task's loss hook.
+        batches: the validation batches, or a function that yields them afresh.
+        device: the device the model is on; batches are moved there.
+        precision: the resolved precision to autocast to.
+
+    Returns:
+        ``loss`` and ``nll`` per token, ``ppl`` (``exp(nll)``, capped at ``exp(700)``) and
+        ``ntokens``, as floats.
+
+    Raises:
+        DataError: the batches hold no target tokens.
+    """
     source = batches() if callable(batches) else batches
     sums = torch.zeros(3, dtype=torch.float64, device=device)
     model.eval()

@@ -32,8 +32,16 @@ from posenc.training.config import TrainConfig
 
 
 def total_norm(params: list[nn.Parameter], clip_norm: float) -> torch.Tensor:
-    """The global L2 norm of the gradients of ``params``, after clipping them to ``clip_norm``
-    (> 0; 0: no clipping), as a tensor (no host sync)."""
+    """The global L2 norm of the gradients, clipping them first where asked.
+
+    Args:
+        params: the model's parameters (those without a gradient are skipped).
+        clip_norm: clip the gradients so their global norm is at most this; 0 = no clipping.
+
+    Returns:
+        The global L2 norm of the gradients before clipping, a scalar tensor (no host sync); 0
+        when no parameter has a gradient.
+    """
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return torch.zeros(())
@@ -56,7 +64,17 @@ def build_optimizer(
     The fused kernel (``fused=True``: one pass over all parameters) on CUDA, and on the CPU where
     torch has it (2.4 and later; the faster one there, docs/perf/cpu_step.md), else the
     multi-tensor ``foreach`` implementation; all compute the same update (Kingma & Ba 2015, Alg. 1; AdamW: Loshchilov &
-    Hutter 2019, Alg. 2), the fused one with its own rounding (a few float32 ulps)."""
+    Hutter 2019, Alg. 2), the fused one with its own rounding (a few float32 ulps).
+
+    Args:
+        params: the parameters to optimize.
+        cfg: the training config (``optimizer``, ``lr``, ``betas``, ``eps``, ``weight_decay``).
+        device: the device the parameters are on, which picks the implementation; None: foreach.
+
+    Returns:
+        A ``torch.optim.Adam`` or ``torch.optim.AdamW``; its ``lr`` is ``cfg.lr``, which the
+        schedule scales.
+    """
     kind = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
     fused = device is not None and (device.type == "cuda" or (device.type == "cpu" and _CPU_FUSED_ADAM))
     impl = {"fused": True} if fused else {"foreach": True}
@@ -65,14 +83,33 @@ def build_optimizer(
 
 # ----------------------------------------------------------------------------- schedules
 def noam_factor(step: int, d_model: int, warmup: int) -> float:
-    """``d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)``; 0 for ``step <= 0``."""
+    """The Noam schedule's learning-rate factor, without the scale.
+
+    Args:
+        step: the optimizer update, 1-based.
+        d_model: the model width.
+        warmup: the warm-up updates.
+
+    Returns:
+        ``d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)``; 0 for ``step <= 0``.
+    """
     if step <= 0:
         return 0.0
     return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
 def noam_lr(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
-    """Learning rate of the ``step``-th update (1-based)."""
+    """The Noam learning rate of the ``step``-th update.
+
+    Args:
+        step: the optimizer update, 1-based.
+        d_model: the model width.
+        warmup: the warm-up updates.
+        scale: the scaling factor (``train.lr``).
+
+    Returns:
+        ``scale · noam_factor(step, d_model, warmup)``.
+    """
     return scale * noam_factor(step, d_model, warmup)
 
 
@@ -87,6 +124,14 @@ def noam_scheduler(optimizer: Optimizer, d_model: int, warmup: int) -> LambdaLR:
 
     After construction the lr is ``noam_lr(1)``; after ``k`` calls of ``.step()`` it is
     ``noam_lr(k + 1)``, i.e. the value used by update ``k + 1``.
+
+    Args:
+        optimizer: the optimizer, its groups' ``lr`` the scale.
+        d_model: the model width.
+        warmup: the warm-up updates.
+
+    Returns:
+        The scheduler (its state_dict JSON-safe).
     """
     return LambdaLR(optimizer, partial(_update_factor, d_model=d_model, warmup=warmup))
 
@@ -94,7 +139,17 @@ def noam_scheduler(optimizer: Optimizer, d_model: int, warmup: int) -> LambdaLR:
 def cosine_factor(index: int, total: int, warmup: int, floor: float = 0.0) -> float:
     """Factor of the update with 0-based ``index``: ``(index + 1) / warmup`` while
     ``index < warmup``, then ``floor + (1 − floor) · ½(1 + cos(π · progress))`` with
-    ``progress = (index − warmup) / max(1, total − warmup)`` clipped to 1."""
+    ``progress = (index − warmup) / max(1, total − warmup)`` clipped to 1.
+
+    Args:
+        index: the update, 0-based.
+        total: the run's total updates.
+        warmup: the warm-up updates.
+        floor: the final factor.
+
+    Returns:
+        The factor the peak learning rate is multiplied by.
+    """
     if index < warmup:
         return (index + 1) / warmup
     progress = min(1.0, (index - warmup) / max(1, total - warmup))
@@ -102,7 +157,17 @@ def cosine_factor(index: int, total: int, warmup: int, floor: float = 0.0) -> fl
 
 
 def cosine_scheduler(optimizer: Optimizer, total: int, warmup: int, floor: float = 0.0) -> LambdaLR:
-    """LambdaLR with :func:`cosine_factor`; update ``i + 1`` uses the factor of index ``i``."""
+    """LambdaLR with :func:`cosine_factor`; update ``i + 1`` uses the factor of index ``i``.
+
+    Args:
+        optimizer: the optimizer, its groups' ``lr`` the peak learning rate.
+        total: the run's total updates.
+        warmup: the warm-up updates.
+        floor: the final learning rate as a fraction of the peak.
+
+    Returns:
+        The scheduler (its state_dict JSON-safe).
+    """
     return LambdaLR(optimizer, partial(cosine_factor, total=total, warmup=warmup, floor=floor))
 
 
@@ -119,7 +184,15 @@ def _cosine(optimizer: Optimizer, cfg: TrainConfig, d_model: int | None, total: 
 
 def constant_factor(index: int, warmup: int) -> float:
     """``(index + 1) / warmup`` while ``index < warmup``, then 1: the peak lr held (the fixed Adam
-    learning rate of Ruoss et al. 2023's public code, with an optional linear warm-up)."""
+    learning rate of Ruoss et al. 2023's public code, with an optional linear warm-up).
+
+    Args:
+        index: the update, 0-based.
+        warmup: the warm-up updates.
+
+    Returns:
+        The factor the peak learning rate is multiplied by.
+    """
     return (index + 1) / warmup if index < warmup else 1.0
 
 
@@ -137,7 +210,16 @@ SCHEDULES: dict[str, SchedulerBuilder] = {"noam": _noam, "cosine": _cosine, "con
 def total_updates(cfg: TrainConfig, first_epoch_batches: Callable[[], int]) -> int:
     """Updates of the whole run: ``max_steps``, or those of ``max_epochs`` epochs (the first
     epoch's batch count, from ``first_epoch_batches()``, times the epochs), whichever is smaller.
-    Noam does not need the total (0 when only epochs limit the run)."""
+    Noam does not need the total (0 when only epochs limit the run).
+
+    Args:
+        cfg: the training config (``max_steps``, ``max_epochs``, ``update_freq``, ``schedule``).
+        first_epoch_batches: counts the batches of the first epoch; called only when epochs
+            limit a run whose schedule needs the total.
+
+    Returns:
+        The run's total optimizer updates.
+    """
     if cfg.max_epochs == 0 or cfg.schedule == "noam":
         return cfg.max_steps
     epochs = math.ceil(first_epoch_batches() / cfg.update_freq) * cfg.max_epochs
@@ -145,7 +227,20 @@ def total_updates(cfg: TrainConfig, first_epoch_batches: Callable[[], int]) -> i
 
 
 def build_scheduler(optimizer: Optimizer, cfg: TrainConfig, d_model: int | None, total: int) -> LambdaLR:
-    """The schedule named by ``cfg.schedule`` for a run of ``total`` optimizer updates."""
+    """The schedule named by ``cfg.schedule`` for a run of ``total`` optimizer updates.
+
+    Args:
+        optimizer: the optimizer whose learning rate it schedules.
+        cfg: the training config.
+        d_model: the model width, which ``noam`` needs; None where unknown.
+        total: the run's total updates (:func:`total_updates`).
+
+    Returns:
+        A ``LambdaLR`` (its state_dict JSON-safe).
+
+    Raises:
+        ConfigError: the schedule is unknown, or ``noam`` without a ``d_model``.
+    """
     if cfg.schedule not in SCHEDULES:
         raise ConfigError(f"train.schedule {cfg.schedule!r} unknown (known: {', '.join(SCHEDULES)})")
     return SCHEDULES[cfg.schedule](optimizer, cfg, d_model, total)

@@ -30,8 +30,15 @@ CPU_BF16_MIN_WIDTH = 256
 
 
 def cpu_bf16_flags(cpuinfo: str) -> bool:
-    """Does a ``/proc/cpuinfo`` text list a native bf16 flag (:data:`CPU_BF16_FLAGS`) on its
-    ``flags`` lines?"""
+    """Whether a ``/proc/cpuinfo`` text lists a native bf16 flag (:data:`CPU_BF16_FLAGS`) on its
+    ``flags`` lines.
+
+    Args:
+        cpuinfo: the text of ``/proc/cpuinfo``.
+
+    Returns:
+        True when a ``flags`` line holds ``avx512_bf16`` or ``amx_bf16``.
+    """
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "flags" and CPU_BF16_FLAGS & set(value.split()):
@@ -47,7 +54,14 @@ NATIVE_BF16_ENV = "POSENC_NATIVE_BF16"
 
 def cpu_has_native_bf16() -> bool:
     """Whether this machine's CPU counts as having native bf16: ``$POSENC_NATIVE_BF16`` (``0`` or
-    ``1``) where set, else :func:`probe_native_bf16`. Any other value is a one-line ConfigError."""
+    ``1``) where set, else :func:`probe_native_bf16`.
+
+    Returns:
+        True for a CPU with native bf16 (or ``$POSENC_NATIVE_BF16=1``).
+
+    Raises:
+        ConfigError: ``$POSENC_NATIVE_BF16`` is set to anything but ``0``, ``1`` or empty.
+    """
     forced = os.environ.get(NATIVE_BF16_ENV, "").strip()
     if not forced:
         return probe_native_bf16()
@@ -60,7 +74,12 @@ def cpu_has_native_bf16() -> bool:
 def probe_native_bf16() -> bool:
     """Whether this machine's CPU has native bf16, never guessed: the flags of ``/proc/cpuinfo``,
     or where that file is absent (not Linux) torch's own probe when this torch has one
-    (``torch._C._cpu._is_avx512_bf16_supported``, ``_is_amx_tile_supported``), else False."""
+    (``torch._C._cpu._is_avx512_bf16_supported``, ``_is_amx_tile_supported``), else False.
+    Probed once per process.
+
+    Returns:
+        True when the CPU has native bf16.
+    """
     try:
         return cpu_bf16_flags(Path("/proc/cpuinfo").read_text(errors="replace"))
     except OSError:
@@ -84,6 +103,9 @@ def resolve_precision(precision: str, device: torch.device, width: int | None = 
             needs CUDA (its loss scaler): on a CPU it falls back to fp32 with a warning.
         device: where the run trains.
         width: the model width (d_model); None: unknown, so ``auto`` keeps fp32 on a CPU.
+
+    Returns:
+        ``fp32``, ``bf16`` or ``fp16``.
     """
     cuda = device.type == "cuda"
     if precision == "auto":
@@ -101,7 +123,15 @@ def resolve_precision(precision: str, device: torch.device, width: int | None = 
 
 
 def autocast(precision: str, device_type: str = "cuda") -> ContextManager[Any]:
-    """Autocast on ``device_type`` (``cuda`` or ``cpu``) for bf16/fp16, a no-op for fp32."""
+    """The autocast context of a resolved precision.
+
+    Args:
+        precision: ``fp32``, ``bf16`` or ``fp16`` (:func:`resolve_precision`).
+        device_type: the device the run trains on, ``cuda`` or ``cpu``.
+
+    Returns:
+        ``torch.autocast`` to bf16 or fp16 on ``device_type``; a no-op context for fp32.
+    """
     if precision == "fp32":
         return nullcontext()
     return torch.autocast(device_type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)

@@ -18,7 +18,7 @@ from posenc.training.state import TrainState
 class TrainResult:
     """The end of one training session.
 
-    Attributes:
+    Args:
         state: the loop's final state (step, tokens, validation history, ...).
         stopped: ``max_steps``, ``max_epochs`` or ``patience``.
         last_checkpoint: the checkpoint of the last step.
@@ -43,14 +43,29 @@ class TrainResult:
     run_record: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
-        """:func:`session_summary` of this result."""
+        """:func:`session_summary` of this result.
+
+        Returns:
+            The session's stop reason, step, convergence keys and averaged checkpoints.
+        """
         return session_summary(self.state, self.stopped, self.warmup, self.max_steps, self.averaged_from)
 
 
 def session_summary(state: TrainState, stopped: str, warmup: int | None, max_steps: int | None,
                     averaged_from: list[str]) -> dict[str, Any]:
-    """Stop reason, step, best step/loss, end slope and convergence status
-    (:func:`posenc.training.convergence.convergence`) and the averaged checkpoints."""
+    """What a training session says about how it ended, for the run's ``summary.json``.
+
+    Args:
+        state: the loop's final state.
+        stopped: the stop reason (``max_steps``, ``max_epochs`` or ``patience``).
+        warmup: the learning-rate warm-up updates, or None when unknown.
+        max_steps: the step cap; 0 or None = none.
+        averaged_from: the names of the checkpoints averaged at the end (empty: none).
+
+    Returns:
+        The convergence keys (:func:`posenc.training.convergence.convergence`: stop reason, best
+        step and loss, end slope, status), ``step`` and ``averaged_from``.
+    """
     conv = convergence(state.valid_history, stopped, warmup, state.step, max_steps)
     return {**conv, "step": state.step, "averaged_from": averaged_from}
 
@@ -59,7 +74,19 @@ def run_summary(state: TrainState, summary: dict[str, Any], last: Path | None, p
                 out: Path) -> dict[str, Any]:
     """The trainer's part of a run's ``summary.json``: steps, epochs, tokens, wall clock, the
     number of parameters, the session's ``summary`` (:func:`session_summary`) and the final
-    checkpoint ``last`` (relative to the run directory ``out``)."""
+    checkpoint ``last`` (relative to the run directory ``out``).
+
+    Args:
+        state: the loop's final state.
+        summary: the session's summary (:func:`session_summary`).
+        last: the final checkpoint, or None.
+        params: the model's number of parameters.
+        out: the run directory (``last`` lies inside it).
+
+    Returns:
+        ``steps``, ``epochs``, ``tokens``, ``wall_s``, ``params``, the entries of ``summary`` and
+        ``checkpoint`` (``""`` without one).
+    """
     checkpoint = str(Path(last).resolve().relative_to(Path(out).resolve())) if last else ""
     return {"steps": state.step, "epochs": state.epoch, "tokens": state.tokens, "wall_s": round(state.wall_s, 2),
             "params": params, **summary, "checkpoint": checkpoint}
@@ -67,7 +94,15 @@ def run_summary(state: TrainState, summary: dict[str, Any], last: Path | None, p
 
 def write_summary(record: dict[str, Any], out_dir: Path) -> Path:
     """``out_dir/summary.json`` holding ``record`` (:func:`run_summary` plus the run's entries;
-    rank 0 calls this). One summary per run, one writer."""
+    rank 0 calls this). One summary per run, one writer.
+
+    Args:
+        record: the whole summary (JSON-safe).
+        out_dir: the run directory.
+
+    Returns:
+        The path of the ``summary.json`` written (atomically).
+    """
     path = out_dir / "summary.json"
     atomic_write_text(path, json.dumps(record, indent=2))
     return path

@@ -25,14 +25,22 @@ if TYPE_CHECKING:
 
 
 def seed_everything(seed: int) -> None:
-    """Seed ``random``, NumPy and torch (all devices)."""
+    """Seed ``random``, NumPy and torch (all devices).
+
+    Args:
+        seed: the seed (NumPy takes it modulo 2**32).
+    """
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
 
 
 def host_state() -> dict[str, Any]:
-    """JSON-able states of ``random`` and NumPy's global generator."""
+    """The states of ``random`` and NumPy's global generator, as JSON can hold them.
+
+    Returns:
+        ``{"python": [...], "numpy": [...]}``, JSON-safe lists; :func:`set_host_state` restores them.
+    """
     version, internal, gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     return {
@@ -42,7 +50,11 @@ def host_state() -> dict[str, Any]:
 
 
 def set_host_state(state: dict[str, Any]) -> None:
-    """Inverse of :func:`host_state`."""
+    """Inverse of :func:`host_state`.
+
+    Args:
+        state: what :func:`host_state` returned (through JSON or not).
+    """
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     kind, keys, pos, has_gauss, cached = state["numpy"]
@@ -50,7 +62,14 @@ def set_host_state(state: dict[str, Any]) -> None:
 
 
 def torch_states(device: torch.device) -> dict[str, torch.Tensor]:
-    """``{"torch": CPU state, "cuda": state of ``device``}`` (uint8 tensors)."""
+    """The torch generators' states.
+
+    Args:
+        device: the device the run trains on; a CUDA device's generator is included.
+
+    Returns:
+        ``{"torch": CPU state}``, with ``"cuda"``: ``device``'s state on CUDA (uint8 tensors).
+    """
     out = {"torch": torch.get_rng_state()}
     if device.type == "cuda":
         out["cuda"] = torch.cuda.get_rng_state(device)
@@ -58,6 +77,13 @@ def torch_states(device: torch.device) -> dict[str, torch.Tensor]:
 
 
 def set_torch_states(states: dict[str, torch.Tensor], device: torch.device) -> None:
+    """Inverse of :func:`torch_states`.
+
+    Args:
+        states: what :func:`torch_states` returned (the tensors may come from a checkpoint); a
+            ``"cuda"`` state is restored only on a CUDA ``device``.
+        device: the device the run trains on.
+    """
     torch.set_rng_state(states["torch"].to(torch.uint8).cpu())
     if device.type == "cuda" and "cuda" in states:
         torch.cuda.set_rng_state(states["cuda"].to(torch.uint8).cpu(), device)
@@ -65,7 +91,14 @@ def set_torch_states(states: dict[str, torch.Tensor], device: torch.device) -> N
 
 @contextmanager
 def isolated_rng(device: torch.device) -> Iterator[None]:
-    """Run a block (validation, a task's metric) without disturbing any generator."""
+    """Run a block (validation, a task's metric) without disturbing any generator.
+
+    Args:
+        device: the device the run trains on (its generator is restored too).
+
+    Yields:
+        Nothing: every generator is restored when the block is left.
+    """
     host, dev = host_state(), torch_states(device)
     try:
         yield
@@ -77,7 +110,16 @@ def isolated_rng(device: torch.device) -> Iterator[None]:
 def rank_states(dist: DistInfo, device: torch.device) -> tuple[dict[str, torch.Tensor], list[dict[str, Any]]]:
     """Every rank's generator states as a checkpoint keeps them (a collective: every rank calls
     it): the torch ones as uint8 tensors named ``rng.<name>.<rank>``, the host ones
-    (:func:`host_state`) as a list by rank."""
+    (:func:`host_state`) as a list by rank.
+
+    Args:
+        dist: the process group's description.
+        device: this rank's device.
+
+    Returns:
+        ``(tensors, hosts)``: the torch states named ``rng.<name>.<rank>``, and each rank's host
+        states in rank order.
+    """
     tensors: dict[str, torch.Tensor] = {}
     for name, state in torch_states(device).items():
         for rank, t in enumerate(gather_bytes(state, dist)):
@@ -90,7 +132,17 @@ def rank_states(dist: DistInfo, device: torch.device) -> tuple[dict[str, torch.T
 def restore_rank_states(ckpt: Checkpoint, dist: DistInfo, device: torch.device, reseed: int) -> None:
     """This rank's generators as :func:`rank_states` left them in ``ckpt`` (its state's ``rng.host``
     list and tensors); a checkpoint saved with another world size has no states of this rank's
-    stream, so the generators are seeded with ``reseed`` instead (with a warning)."""
+    stream, so the generators are seeded with ``reseed`` instead (with a warning).
+
+    Args:
+        ckpt: the checkpoint resumed from, loaded with its optimizer tensors.
+        dist: the process group's description.
+        device: this rank's device.
+        reseed: the seed when ``ckpt`` holds no states of this rank.
+
+    Raises:
+        CheckpointError: ``ckpt`` lacks this rank's torch state.
+    """
     rank, hosts = dist.rank, ckpt.state.get("rng", {}).get("host", [])
     if ckpt.state.get("world_size") != dist.world_size or rank >= len(hosts):
         warnings.warn(

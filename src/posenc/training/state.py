@@ -30,7 +30,19 @@ from posenc.training.rng import rank_states, restore_rank_states
 
 @dataclass
 class TrainState:
-    """Everything about the loop's position that a checkpoint must restore."""
+    """Everything about the loop's position that a checkpoint must restore.
+
+    Args:
+        step: optimizer updates done.
+        epoch: completed epochs.
+        batch_index: micro-batches of the current epoch already consumed.
+        tokens: target tokens trained on, all ranks.
+        wall_s: the training wall clock in seconds up to the last save.
+        best_valid: the best validation loss (its moving average with ``train.smooth_window``
+            > 1) patience compares with; None before the first validation.
+        bad_validations: validations in a row without an improvement (the patience counter).
+        valid_history: every validation so far, ``[step, loss]`` each.
+    """
 
     step: int = 0  # optimizer updates done
     epoch: int = 0  # completed epochs
@@ -42,7 +54,14 @@ class TrainState:
     valid_history: list[list[float]] = field(default_factory=list)  # [step, validation loss]
 
     def valid_loss_at(self, step: int) -> float | None:
-        """The validation loss measured at ``step``, or None."""
+        """The validation loss measured at a step.
+
+        Args:
+            step: the update.
+
+        Returns:
+            The (last) validation loss recorded at ``step``, or None when none ran there.
+        """
         found = [loss for s, loss in self.valid_history if int(s) == step]
         return found[-1] if found else None
 
@@ -52,7 +71,7 @@ class RunContents:
     """What a run keeps with every checkpoint beside the training state: the run's own, which the
     Trainer stores and never interprets.
 
-    Attributes:
+    Args:
         sections: config sections of each checkpoint's config.yaml (a dataclass becomes a dict;
             ``model`` defaults to ``model.cfg``, ``train`` is always the run's TrainConfig).
         record: the run's record, kept in every state.json (``record``) for the run's opener to judge.
@@ -70,7 +89,17 @@ class RunContents:
 
 def config_sections(model: nn.Module, cfg: TrainConfig, config: dict[str, Any] | None) -> dict[str, Any]:
     """Config sections stored with every checkpoint: ``config`` (a dataclass section becomes a
-    dict) plus ``model`` (from ``model.cfg`` when absent) and ``train``, as plain YAML-safe types."""
+    dict) plus ``model`` (from ``model.cfg`` when absent) and ``train``, as plain YAML-safe types.
+
+    Args:
+        model: the model trained (its ``cfg``, a dataclass, is the ``model`` section when
+            ``config`` has none).
+        cfg: the training config, the ``train`` section.
+        config: the run's own sections by name (dataclasses or dicts); None for none.
+
+    Returns:
+        The sections by name, as plain JSON- and YAML-safe types.
+    """
     plain = lambda v: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v  # noqa: E731
     sections = {k: plain(v) for k, v in (config or {}).items()}
     model_cfg = getattr(model, "cfg", None)
@@ -82,7 +111,16 @@ def config_sections(model: nn.Module, cfg: TrainConfig, config: dict[str, Any] |
 
 class StateStore:
     """Saves and restores the training state under ``ckpt_dir`` (rank 0 writes, all ranks sync),
-    with the run's :class:`RunContents` (``sections``: every checkpoint's config.yaml)."""
+    with the run's :class:`RunContents`.
+
+    Args:
+        ckpt_dir: the run's ``checkpoints/`` directory.
+        cfg: the training config (``keep_last``, ``average_best``, ``average_last``, ``seed``).
+        dist: the process group's description.
+        device: this rank's device.
+        sections: the config sections of every checkpoint's config.yaml (:func:`config_sections`).
+        contents: what the run keeps with every checkpoint (its record and ``checked`` entries).
+    """
 
     def __init__(self, ckpt_dir: Path, cfg: TrainConfig, dist: DistInfo, device: torch.device,
                  sections: dict[str, Any], contents: RunContents) -> None:
@@ -91,7 +129,20 @@ class StateStore:
 
     # ------------------------------------------------------------------ save
     def save(self, state: TrainState, model: nn.Module, optimizer: Any, scheduler: Any, scaler: Any) -> Path:
-        """Checkpoint ``state`` with the weights, optimizer, schedule, scaler and RNG states."""
+        """Checkpoint ``state`` with the weights, optimizer, schedule, scaler and RNG states, then
+        prune old checkpoints (keeping the best ``average_best``). A collective: every rank calls
+        it, rank 0 writes.
+
+        Args:
+            state: the loop's state after its last update.
+            model: the model (unwrapped: its state-dict keys are what a checkpoint stores).
+            optimizer: the optimizer.
+            scheduler: the learning-rate schedule.
+            scaler: the fp16 gradient scaler, or None.
+
+        Returns:
+            The checkpoint directory (``ckpt_<step>``).
+        """
         rng_tensors, hosts = rank_states(self.dist, self.device)
         path = self.ckpt_dir / ck.checkpoint_name(state.step)
         barrier(self.dist)
@@ -120,8 +171,22 @@ class StateStore:
     # ------------------------------------------------------------------ resume
     def resume(self, ckpt: ck.Checkpoint, model: nn.Module, optimizer: Any, scheduler: Any, scaler: Any) -> TrainState:
         """Restore the weights, optimizer, schedule, scaler and this rank's generators from ``ckpt``
-        (loaded once by the caller; a one-line CheckpointError when it does not fit this run);
-        returns the loop's state at that checkpoint."""
+        (loaded once by the caller).
+
+        Args:
+            ckpt: the checkpoint, loaded with its optimizer tensors.
+            model: the model (unwrapped) to load the weights into.
+            optimizer: the optimizer built for this run.
+            scheduler: the learning-rate schedule built for this run.
+            scaler: the fp16 gradient scaler, or None.
+
+        Returns:
+            The loop's state at that checkpoint.
+
+        Raises:
+            CheckpointError: one line, when ``ckpt`` does not fit this run (model-only, another
+                ``checked`` entry, other weights, or an optimizer or training state that does not load).
+        """
         ck.check_resumable(ckpt, self.contents.checked)
         ck.restore_model(model, ckpt)
         try:
@@ -139,7 +204,16 @@ class StateStore:
     # ------------------------------------------------------------------ averaging
     def average(self, state: TrainState) -> tuple[Path | None, list[str]]:
         """Average the best ``average_best`` checkpoints by validation loss, else the last
-        ``average_last``, into ``checkpoints/average``; returns (path, averaged names)."""
+        ``average_last``, into ``checkpoints/average``. A collective: every rank calls it, rank 0
+        writes.
+
+        Args:
+            state: the loop's final state (its validation history chooses the best).
+
+        Returns:
+            ``(path, names)``: the average's directory and the names of the checkpoints averaged;
+            ``(None, [])`` when averaging is off.
+        """
         paths = to_average(self.cfg, state.valid_history, ck.list_checkpoints(self.ckpt_dir))
         if not paths:
             return None, []

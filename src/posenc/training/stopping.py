@@ -36,7 +36,15 @@ SPREAD_FLOOR = 1e-6
 
 
 def cap_reached(cfg: TrainConfig, state: TrainState) -> str:
-    """``max_steps`` or ``max_epochs`` when ``state`` reached that cap of ``cfg``, else ``""``."""
+    """Which step or epoch cap the loop has reached.
+
+    Args:
+        cfg: the training config (``max_steps``, ``max_epochs``; 0 = no cap).
+        state: the loop's state.
+
+    Returns:
+        ``max_steps`` or ``max_epochs`` when ``state`` reached that cap, else ``""``.
+    """
     if cfg.max_steps and state.step >= cfg.max_steps:
         return "max_steps"
     if cfg.max_epochs and state.epoch >= cfg.max_epochs:
@@ -45,7 +53,15 @@ def cap_reached(cfg: TrainConfig, state: TrainState) -> str:
 
 
 def smoothed(history: list[list[float]], window: int) -> float:
-    """The mean of the last ``window`` validation losses of ``history`` (1: the last loss)."""
+    """The validation loss patience compares: the mean of the last ones.
+
+    Args:
+        history: the validations so far, ``[[step, loss], ...]``, at least one.
+        window: how many of the last to average (1: the last loss).
+
+    Returns:
+        The mean of the last ``window`` losses (of all, when there are fewer).
+    """
     last = [float(v) for _, v in history[-window:]]
     return sum(last) / len(last)
 
@@ -57,8 +73,19 @@ def record_validation(state: TrainState, loss: float, cfg: TrainConfig) -> bool:
     than ``train.min_delta_abs`` (nats); ``train.patience`` validations without one stop training.
     With ``train.smooth_window`` W > 1 the loss compared is the moving average of the last W
     validations (``state.best_valid`` is then the best moving average), and with
-    ``train.require_flat`` patience only stops once the last validations no longer fall
-    significantly (:func:`is_flat`). Defaults (1, False): the raw rule."""
+    ``train.require_flat`` patience only stops once the last validations have stopped falling
+    significantly (:func:`is_flat`). Defaults (1, False): the raw rule.
+
+    Args:
+        state: the loop's state, updated in place (``valid_history``, ``best_valid``,
+            ``bad_validations``).
+        loss: the validation loss measured at ``state.step``.
+        cfg: the training config (``patience``, ``min_delta``, ``min_delta_abs``,
+            ``smooth_window``, ``require_flat``).
+
+    Returns:
+        True when training stops (:func:`patience_ran_out`).
+    """
     state.valid_history.append([state.step, loss])
     value = smoothed(state.valid_history, cfg.smooth_window)
     best = state.best_valid
@@ -70,8 +97,17 @@ def record_validation(state: TrainState, loss: float, cfg: TrainConfig) -> bool:
 
 
 def patience_ran_out(state: TrainState, cfg: TrainConfig) -> bool:
-    """``train.patience`` validations without an improvement (and, with ``train.require_flat``, a
-    validation curve that no longer falls significantly): the run stops, or stays stopped on resume."""
+    """Whether patience has run out: the run stops, or stays stopped on resume.
+
+    Args:
+        state: the loop's state (its patience counter and validation history).
+        cfg: the training config (``patience``, ``require_flat``).
+
+    Returns:
+        True after ``train.patience`` validations without an improvement (and, with
+        ``train.require_flat``, on a validation curve that has stopped falling significantly);
+        False when patience is off.
+    """
     if cfg.patience is None or state.bad_validations < cfg.patience:
         return False
     return not cfg.require_flat or bool(is_flat(state.valid_history))
@@ -80,7 +116,16 @@ def patience_ran_out(state: TrainState, cfg: TrainConfig) -> bool:
 def end_slope(history: Sequence[Sequence[float]], window: int = FLAT_WINDOW) -> tuple[float, float] | None:
     """Least-squares slope of the validation loss against the step over the last ``window``
     validations ``[[step, loss], ...]``, and its standard error, both in nats per 1,000 updates;
-    None with fewer than 3 validations (no error estimate)."""
+    None with fewer than 3 validations (no error estimate).
+
+    Args:
+        history: the validations, ``[[step, loss], ...]``.
+        window: how many of the last validations to fit.
+
+    Returns:
+        ``(slope, standard error)`` in nats per 1,000 updates, or None with fewer than 3
+        validations or all at one step.
+    """
     points = [(float(s), float(v)) for s, v in history][-window:]
     n = len(points)
     if n < 3:
@@ -98,7 +143,14 @@ def end_slope(history: Sequence[Sequence[float]], window: int = FLAT_WINDOW) -> 
 def flat_t(points: int) -> float:
     """The one-sided :data:`FLAT_LEVEL` critical value of Student's t for a slope fitted to
     ``points`` validations (``points - 2`` degrees of freedom): 1.943 at 8 points. (scipy.stats
-    is imported here, when a curve is judged: it costs seconds at every process's start.)"""
+    is imported here, when a curve is judged: it costs seconds at every process's start.)
+
+    Args:
+        points: the validations fitted, at least 3.
+
+    Returns:
+        The critical value (cached per ``points``).
+    """
     from scipy.stats import t as student_t
 
     return float(student_t.ppf(1.0 - FLAT_LEVEL, points - 2))
@@ -106,15 +158,31 @@ def flat_t(points: int) -> float:
 
 def below_floor(history: Sequence[Sequence[float]], window: int = FLAT_WINDOW) -> bool:
     """Whether the last ``window`` validation losses are all <= :data:`LOSS_FLOOR` or spread over
-    <= :data:`SPREAD_FLOOR` nats (False without validations)."""
+    <= :data:`SPREAD_FLOOR` nats: a solved task, or no measurable change.
+
+    Args:
+        history: the validations, ``[[step, loss], ...]``.
+        window: how many of the last validations to look at.
+
+    Returns:
+        True when the window lies below either floor; False without validations.
+    """
     losses = [float(v) for _, v in history][-window:]
     return bool(losses) and (max(losses) <= LOSS_FLOOR or max(losses) - min(losses) <= SPREAD_FLOOR)
 
 
 def is_flat(history: Sequence[Sequence[float]], window: int = FLAT_WINDOW) -> bool | None:
     """True when the last ``window`` validations are below the absolute floor (:func:`below_floor`)
-    or do not fall significantly (slope >= -:func:`flat_t` standard errors); None when there are
-    too few (< 3) to tell."""
+    or do not fall significantly (slope >= -:func:`flat_t` standard errors).
+
+    Args:
+        history: the validations, ``[[step, loss], ...]``.
+        window: how many of the last validations to test.
+
+    Returns:
+        True when the curve ends flat, False when it still falls significantly, None when there
+        are too few validations (< 3) to tell.
+    """
     fit = end_slope(history, window)
     if fit is None:
         return None

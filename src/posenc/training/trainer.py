@@ -59,7 +59,11 @@ MetricFn = Callable[[nn.Module], float]
 class StepTotals:
     """The loop's device-side sums, read only at log rows, checkpoints and the end (no host sync
     per step): loss, nll and tokens since the last log row, tokens not yet in the state, the first
-    step whose gradient norm was not finite (0: none), and the last update's lr and gradient norm."""
+    step whose gradient norm was not finite (0: none), and the last update's lr and gradient norm.
+
+    Args:
+        device: the device the sums live on (the run's).
+    """
 
     def __init__(self, device: torch.device) -> None:
         self.interval = torch.zeros(3, dtype=torch.float64, device=device)
@@ -68,19 +72,37 @@ class StepTotals:
         self.lr, self.gnorm = 0.0, torch.zeros(())
 
     def note_norm(self, gnorm: torch.Tensor, step: int) -> None:
-        """Remember ``step`` when it is the first whose gradient norm ``gnorm`` is not finite."""
+        """Remember ``step`` when it is the first whose gradient norm is not finite (no host sync).
+
+        Args:
+            gnorm: the update's gradient norm, a scalar tensor.
+            step: the update, 1-based.
+        """
         first_bad = (self.bad_step == 0) & ~torch.isfinite(gnorm.to(self.bad_step.device))
         self.bad_step = torch.where(first_bad, step, self.bad_step)
 
     def add(self, sums: torch.Tensor, lr: float, gnorm: torch.Tensor) -> None:
-        """Add one update's all-reduced (loss, nll, tokens) ``sums``, its lr and gradient norm."""
+        """Add one update to the sums.
+
+        Args:
+            sums: the update's all-reduced ``(loss, nll, tokens)``, a float64 tensor on the device.
+            lr: the learning rate the update used.
+            gnorm: the update's gradient norm, a scalar tensor.
+        """
         self.interval += sums
         self.new_tokens += sums[2]
         self.lr, self.gnorm = lr, gnorm.detach()
 
     def take_tokens(self) -> int:
-        """The tokens trained on since the last call; FloatingPointError if a step's gradient norm
-        was not finite (so no checkpoint ever holds such a step)."""
+        """The tokens trained on since the last call (a host sync), which it resets.
+
+        Returns:
+            Their number.
+
+        Raises:
+            FloatingPointError: a step's gradient norm was not finite (so no checkpoint ever holds
+                such a step).
+        """
         bad, tokens = int(self.bad_step), int(self.new_tokens)
         if bad:
             raise FloatingPointError(
@@ -141,10 +163,15 @@ class Trainer:
 
     @property
     def is_main(self) -> bool:
+        """Whether this process is rank 0, the one that writes the run's files."""
         return self.dist.is_main
 
     def wall_s(self) -> float:
-        """Training wall clock in seconds (validation and checkpointing excluded)."""
+        """The run's training wall clock.
+
+        Returns:
+            Its seconds so far, earlier sessions included, validation and checkpointing excluded.
+        """
         return self.clock.wall_s()
 
     # ------------------------------------------------------------------ public entry point
@@ -166,6 +193,13 @@ class Trainer:
         Returns:
             The session's :class:`TrainResult`. The process group, if this trainer created it, is
             destroyed.
+
+        Raises:
+            ConfigError: ``train.metric_every`` > 0 without a ``metric_fn``, or a schedule that
+                needs what the Trainer was not given.
+            TypeError: ``resume`` is neither a :class:`~posenc.training.checkpoint.Checkpoint` nor None.
+            CheckpointError: ``resume`` does not fit this run, or a checkpoint cannot be written.
+            FloatingPointError: an update's gradient norm was not finite.
         """
         if self.cfg.metric_every > 0 and metric_fn is None:
             raise ConfigError("train.metric_every > 0 needs a validation metric (metric_fn); this task has none")
@@ -284,11 +318,19 @@ class Trainer:
         self.stop = self._stop_reason()
 
     def train_step(self, group: Sequence[Any]) -> dict[str, Any] | None:
-        """One optimizer update on the micro-batches ``group``; returns a log row or None.
+        """One optimizer update on the micro-batches ``group``.
 
         Gradients are zeroed at the start (not the end), so after the call ``p.grad`` holds the
         update's normalised (and clipped) gradient. Nothing here waits for the device: token
         counts, losses and the gradient norm stay on it until a log row (:meth:`_log_row`).
+
+        Args:
+            group: this rank's micro-batches of the update (``train.update_freq`` of them, fewer
+                at the end of an epoch).
+
+        Returns:
+            The log row (``train.csv``'s columns and ``gnorm``) when the update is a multiple of
+            ``train.log_every``, else None.
         """
         self.net.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -373,7 +415,16 @@ class Trainer:
     def validate(self, valid: ValidSource | None, metric_fn: MetricFn | None) -> dict[str, Any]:
         """Validation on rank 0 (RNG-isolated, so it never changes training randomness): the loss
         and perplexity per target token on ``valid`` and the metric; updates the patience counter
-        on every rank."""
+        on every rank. A collective: every rank calls it.
+
+        Args:
+            valid: the validation batches, or None to compute the metric only.
+            metric_fn: the task's metric, ``metric_fn(model) -> float``, or None.
+
+        Returns:
+            The ``valid.csv`` row: ``step``, ``loss``, ``ppl``, ``metric`` (None where not
+            computed) and ``wall_s``.
+        """
         values = [math.nan, math.nan, math.nan]
         if self.is_main:
             with isolated_rng(self.device):
@@ -401,7 +452,12 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:
-        """Checkpoint the current state (see :class:`~posenc.training.state.StateStore`)."""
+        """Checkpoint the current state (see :class:`~posenc.training.state.StateStore`). A
+        collective: every rank calls it, rank 0 writes.
+
+        Returns:
+            The checkpoint directory.
+        """
         self._sync()
         self.state.wall_s = self.wall_s()
         path = self.store.save(self.state, self.model, self.optimizer, self.scheduler, self.scaler)

@@ -39,9 +39,8 @@ LIMIT_BYTES = 16 * 2**20
 #: event files, the vocabulary's copy (the prepared data has it) and the lock.
 LEFT_OUT = frozenset({"checkpoints", "tensorboard", "spm.model", LOCK_NAME})
 #: The records of every task's run directory that travel: posenc's marker, the run's config and
-#: fingerprint, its summaries and results.
-RUN_RECORDS = frozenset({MARKER_NAME, CONFIG_NAME, FINGERPRINT_NAME, "summary.json", "train_summary.json",
-                         "results.json"})
+#: fingerprint, its summary and results.
+RUN_RECORDS = frozenset({MARKER_NAME, CONFIG_NAME, FINGERPRINT_NAME, "summary.json", "results.json"})
 #: The training logs of every task's run directory (the Trainer's CSVs).
 RUN_LOGS = frozenset({"train.csv", "valid.csv"})
 #: The most bytes a travelling record (JSON, YAML, the marker; the manifest too) may hold: the

@@ -27,7 +27,7 @@ from posenc.experiments.grid import Grid
 from posenc.experiments.tasks import Cell
 from posenc.files import atomic_output, atomic_write_text, os_call, os_errors
 from posenc.runs.fingerprint import data_fingerprint, digest
-from posenc.runs.ownership import check_outside_posenc_dirs, claim_and_check, write_marker
+from posenc.runs.ownership import check_outside_posenc_dirs, check_target, write_marker
 from posenc.runs.spec import spec_of
 
 FORMAT = "posenc-payload/1"
@@ -76,14 +76,10 @@ def pack(cells: list[tuple[Grid, Cell]], out: Path) -> str:
 
 
 def check_pack_target(out: Path) -> None:
-    """``pack DIR``: a new or empty folder, or one ``pack`` wrote (an unmarked one holding only its
-    two files is claimed as such), outside every posenc directory; a one-line RunDirError otherwise."""
+    """``pack DIR``: a new or empty folder, or one ``pack`` wrote, outside every posenc directory;
+    a one-line RunDirError otherwise."""
     check_outside_posenc_dirs(out, "pack folder")
-    claim_and_check(out, PACK_KIND, "pack folder", _older_pack)
-
-
-def _older_pack(folder: Path) -> bool:
-    return {p.name for p in folder.iterdir()} <= {DATA_ARCHIVE, INDEX}
+    check_target(out, PACK_KIND, "pack folder")
 
 
 def _prepare(cells: list[tuple[Grid, Cell]], first: set[Path]) -> None:

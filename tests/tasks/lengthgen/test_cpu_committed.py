@@ -110,7 +110,7 @@ def test_docs_parity_reading() -> None:
     share of odd-parity test examples, recomputed from the generator), its fitted seeds solve only
     n = 25–30 and from n = 50 on score what always answering 0 scores."""
     flat, results = _flat(DOC.read_text(encoding="utf-8")), _results()
-    data = next(r for r in results if r["task"] == "parity")["config"]["data"]
+    data = next(r for r in results if r["task"] == "parity")["record"]["fingerprint"]["data"]
     one = {n: sum(example("parity", n, data["eval_seed"], i)[1] == [5] for i in range(data["eval_samples"]))
            / data["eval_samples"] for n in _parity_unseen(results, "ape", 1)}  # symbol 1 is token 5
     runs = {(m, s): _parity_unseen(results, m, s) for m in ("ape", "ape+randomized", "nope", "t5") for s in (1, 2, 3)}

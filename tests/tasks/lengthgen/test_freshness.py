@@ -9,8 +9,11 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from posenc.config import from_dict, load_config
-from posenc.runs.same_run import RunRecord, with_placement_of
+import pytest
+
+from posenc.config import load_config, to_dict
+from posenc.errors import RunDirError
+from posenc.runs.same_run import RunRecord, read_stored, with_placement_of
 from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, run_config
 from posenc.tasks.lengthgen.driver import TASK
 
@@ -43,11 +46,16 @@ def test_results_of_another_config_are_stale_and_name_the_key(tmp_path: Path) ->
     assert v.kind == "stale" and "model.layers" in v.detail
 
 
-def test_results_without_a_config_are_stale(tmp_path: Path) -> None:
+def test_results_without_a_record_are_refused_naming_the_upgrade(tmp_path: Path) -> None:
+    """Results an older posenc wrote (its whole ``config``, no ``record``) are not read: one line
+    tells the user to run ``posenc upgrade``, which rewrites them."""
     exp = _exp(tmp_path)
-    results = {"task": "parity", "method": "ape", "seed": 1, "summary": {}, "metrics": {}}
-    v = TASK.verdict(exp, ("parity", "ape", 1), results)
-    assert v.kind == "stale" and "records no config" in v.detail
+    cfg = run_config(exp, "parity", "ape", 1)
+    results = {"task": "parity", "method": "ape", "seed": 1, "config": to_dict(cfg), "summary": {}, "metrics": {}}
+    with pytest.raises(RunDirError, match=r"results\.json holds no run record \(written by an older posenc: "
+                                          r"`posenc upgrade DIR`") as err:
+        TASK.verdict(exp, ("parity", "ape", 1), results)
+    assert "\n" not in str(err.value)
 
 
 def test_committed_results_match_the_shipped_config_or_are_stale(tmp_path: Path) -> None:
@@ -59,8 +67,9 @@ def test_committed_results_match_the_shipped_config_or_are_stale(tmp_path: Path)
         res = json.loads(path.read_text(encoding="utf-8"))
         cell = (res["task"], res["method"], res["seed"])
         kinds[cell] = TASK.verdict(exp, cell, res).kind
-        cfg = run_config(exp, *cell)  # the record read with today's names and defaults
-        same = with_placement_of(from_dict(LengthgenConfig, {**res["config"], "out_dir": cfg.out_dir}), cfg) == cfg
+        cfg = run_config(exp, *cell)  # the record read with today's defaults, placed as today's config
+        saved = with_placement_of(read_stored(LengthgenConfig, RunRecord.read(res["record"]).config, cfg.out_dir), cfg)
+        same = RunRecord.of(saved) == RunRecord.of(cfg)
         assert kinds[cell] == ("fresh" if same else "stale"), cell
     assert kinds, "no committed lengthgen results found"
     # the whole grid (4 tasks x 9 methods x 3 seeds) is committed and answers today's config: the

@@ -139,7 +139,7 @@ def test_docs_quote_parity_fits_plateaus_and_the_gpu_reproduction() -> None:
         assert f"{name} {at(method, 25):.1f} / {at(method, 30):.1f} % ({count}" in doc, method
     cpu_grid = json.loads((ROOT / "docs/results/lengthgen_cpu/parity/rope/seed2/results.json").read_text(encoding="utf-8"))
     here = next(r for r in runs if (r["method"], r["seed"]) == ("rope", 2))
-    assert cpu_grid["config"]["train"]["device"] == here["config"]["train"]["device"] == "cuda"
+    assert cpu_grid["record"]["extension"]["device"] == here["record"]["extension"]["device"] == "cuda"
     assert cpu_grid["metrics"] == here["metrics"] and cpu_grid["summary"]["best_valid"] == here["summary"]["best_valid"]
 
 
@@ -181,5 +181,5 @@ def test_docs_name_the_copy_runs_that_did_not_converge() -> None:
 
 def _cap(runs: list[dict]) -> int:
     """The copy runs' step cap (one per task in the grid)."""
-    (cap,) = {r["config"]["train"]["max_steps"] for r in runs}
+    (cap,) = {r["record"]["extension"]["max_steps"] for r in runs}
     return int(cap)

@@ -9,12 +9,13 @@ import pytest
 from posenc.tasks.lengthgen.report import long_table
 
 
-def _run(seed: int, seen: float, wall: float | None, stopped: str) -> dict:
+def _run(seed: int, seen: float, wall: float | None, stopped: str, device: str = "cpu") -> dict:
     summary = {"steps": 400, "stopped": stopped, "best_step": 300, "warmup": 100, "flat": True}
     if wall is not None:
         summary["wall_s"] = wall
     metrics = {"seen_seq_acc": seen, "unseen_seq_acc": 0.0, "unseen_token_acc": 0.5}
-    return {"task": "reverse", "method": "ape", "seed": seed, "summary": summary, "metrics": metrics}
+    record = {"fingerprint": {"train": {}}, "extension": {"device": device}, "evaluation": None}
+    return {"task": "reverse", "method": "ape", "seed": seed, "record": record, "summary": summary, "metrics": metrics}
 
 
 def test_long_table_rows_on_hand_made_results() -> None:
@@ -50,8 +51,7 @@ def test_time_column_without_wall_clock() -> None:
 
 def test_runs_trained_on_a_gpu_are_marked_and_timed_apart() -> None:
     exp = SimpleNamespace(tasks=["reverse"], methods={"ape": {}})
-    gpu = {**_run(2, 1.0, 30.0, "patience"), "config": {"train": {"device": "cuda"}}}
-    cpu = {**_run(1, 1.0, 240.0, "patience"), "config": {"train": {"device": "cpu"}}}
+    gpu, cpu = _run(2, 1.0, 30.0, "patience", device="cuda"), _run(1, 1.0, 240.0, "patience")
     cells = [c.strip() for c in long_table(exp, [gpu, cpu])[2].strip("|").split("|")]
     assert cells[5] == "1: conv @ 400, 2: conv @ 400 GPU"
     assert cells[6] == "4.0 CPU / 0.5 GPU"
@@ -94,7 +94,7 @@ def test_committed_runs_that_reached_the_cap_read_capped() -> None:
             for p in root.glob("*/*/seed*/results.json")}
     runs = {k: r for k, r in zip(runs, with_curves(list(runs.values()), root))}
     at_cap = sorted(k for k, r in runs.items() if r["summary"]["stopped"] == "patience"
-                    and r["summary"]["steps"] >= r["config"]["train"]["max_steps"])
+                    and r["summary"]["steps"] >= r["record"]["extension"]["max_steps"])
     assert at_cap == ["parity/ape/seed1", "reverse/ape+randomized/seed2"]
     assert all(runs[k]["summary"]["status"] == run_status(runs[k]) == "still improving" for k in at_cap)
     # the other 53 patience stops recorded neither a flatness nor a validation curve: "no curve"

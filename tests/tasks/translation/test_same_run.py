@@ -128,9 +128,11 @@ def test_only_the_active_methods_blocks_are_fingerprinted() -> None:
 
 def test_a_stored_block_of_a_method_no_longer_registered_is_ignored() -> None:
     stored = to_dict(Run())
-    stored["model"]["position"]["retired_method"] = {"x": 1}  # from an older posenc
+    stored["model"]["position"]["retired_method"] = {"x": 1}  # a method since removed
     assert read_stored(Run, stored) == Run()
-    assert same_run(RunRecord.read(stored), Run()).kind == "fresh"
+    record = RunRecord.of(Run())
+    record.fingerprint["model"]["position"]["retired_method"] = {"x": 1}
+    assert same_run(record, Run()).kind == "fresh"
 
 
 @pytest.mark.parametrize(("change", "kind", "key"), [
@@ -141,20 +143,17 @@ def test_a_stored_block_of_a_method_no_longer_registered_is_ignored() -> None:
     ({"lr": 0.2}, "stale", "train.lr"),
 ])
 def test_one_verdict_for_the_same_change_in_every_caller(change: dict, kind: str, key: str | None) -> None:
-    """A whole recorded config (methods grid) and a fingerprint + extension record (translation
-    cell) give the same verdict; a bare fingerprint (``posenc train``) resumes unless stale."""
+    """A record as every caller stores it (fingerprint.json, a cell's results.json, a checkpoint's
+    state), read back, gives one verdict naming the changed key."""
     saved, now = Run(), Run(train=Train(**{**to_dict(Train()), **change}))
-    whole = same_run(RunRecord.read(to_dict(saved), steps=10), now)
-    ext = {k: v for k, v in to_dict(saved.train).items() if k in ("max_steps", "patience", "device")}
-    record = same_run(RunRecord.read({"fingerprint": fingerprint(saved), "extension": ext}, steps=10), now)
-    bare = same_run(RunRecord.read(fingerprint(saved)), now)
-    assert whole.kind == record.kind == kind
-    assert (key in whole.keys) if key else not whole.keys
-    assert bare.kind == ("stale" if kind == "stale" else "fresh")
+    stored = json.loads(json.dumps(RunRecord.of(saved).to_dict()))
+    verdict = same_run(RunRecord.read(stored, steps=10), now)
+    assert verdict.kind == kind
+    assert (key in verdict.keys) if key else not verdict.keys
 
 
 def test_a_cap_below_the_steps_trained_is_stale() -> None:
-    v = same_run(RunRecord.read(to_dict(Run()), steps=10), Run(train=Train(max_steps=5)))
+    v = same_run(RunRecord.read(RunRecord.of(Run()).to_dict(), steps=10), Run(train=Train(max_steps=5)))
     assert v.kind == "stale" and "10 steps already trained exceed the new max_steps" in v.detail
 
 
@@ -173,8 +172,9 @@ class VocabRun:
 def test_a_derived_key_left_unresolved_is_no_difference() -> None:
     """vocab_size 0 in a new config means "take it from the data": the stored resolved value stands."""
     R, M = VocabRun, Vocab
-    assert same_run(RunRecord.read({"model": {"vocab_size": 400}}), R()).kind == "fresh"
-    assert same_run(RunRecord.read({"model": {"vocab_size": 400}}), R(M(300))).kind == "stale"
+    stored = RunRecord.of(R(M(400)))
+    assert same_run(stored, R()).kind == "fresh"
+    assert same_run(stored, R(M(300))).kind == "stale"
 
 
 @dataclass
@@ -194,6 +194,6 @@ def test_a_cosine_horizon_is_compared_as_the_fingerprint(change: dict, kind: str
     depends on it): a new cap is another run, while another extension key still extends."""
     saved, now = CosineRun(), CosineRun(train=CosineTrain(**{**to_dict(CosineTrain()), **change}))
     record = {"fingerprint": fingerprint(saved), "extension": {"max_steps": 10, "patience": 3, "device": "cpu"}}
-    for stored in (RunRecord.read(to_dict(saved), steps=5), RunRecord.read(record, steps=5)):
+    for stored in (RunRecord.read(RunRecord.of(saved).to_dict(), steps=5), RunRecord.read(record, steps=5)):
         verdict = same_run(stored, now)
         assert verdict.kind == kind and verdict.keys == (f"train.{next(iter(change))}",)

@@ -18,20 +18,15 @@ from posenc.training.convergence import UNKNOWN, status_of
 from posenc.training.logging import read_valid
 from posenc.training.stopping import end_slope
 
-# the run's; the trainer's own in runs written before one summary
-SUMMARY_FILES = ("summary.json", "train_summary.json")
+#: The run's summary (the Trainer's stop reason, best step and warm-up, with the task's entries).
+SUMMARY_FILE = "summary.json"
 
 
 def read_summary(run_dir: str | Path) -> dict[str, Any]:
-    """The first of summary.json / train_summary.json in ``run_dir`` that records a stop reason
-    and a best step ({} when neither does)."""
-    for name in SUMMARY_FILES:
-        path = Path(run_dir) / name
-        if path.is_file():
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("stopped") and data.get("best_step") is not None:
-                return data
-    return {}
+    """The run's summary.json in ``run_dir`` when it records a stop reason and a best step, else {}."""
+    path = Path(run_dir) / SUMMARY_FILE
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return data if data.get("stopped") and data.get("best_step") is not None else {}
 
 
 def _history(run_dir: str | Path) -> list[list[float]]:
@@ -40,7 +35,7 @@ def _history(run_dir: str | Path) -> list[list[float]]:
 
 def run_status(run_dir: str | Path, summary: dict[str, Any] | None = None, cap: int | None = None) -> str:
     """The status of ``summary`` when it records the stop reason, best step and warm-up, else of
-    the summaries in ``run_dir``, judged with ``cap`` (the run's ``max_steps``, for summaries that
+    the summary in ``run_dir``, judged with ``cap`` (the run's ``max_steps``, for summaries that
     do not record it) and the flatness of ``run_dir/valid.csv``; "unknown" when nothing recorded them."""
     history = _history(run_dir) or None
     verdict = status_of(summary, cap, history)

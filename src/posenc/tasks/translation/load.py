@@ -93,7 +93,7 @@ def _vouched(run: FinishedRun, verdict: Verdict | None) -> bool:
     record = run.opened().state.get("record")
     if verdict is None or verdict.kind == "stale" or not isinstance(record, dict):
         return False
-    return same_record(verdict, RunRecord.read(record), SPEC.derived_keys)
+    return same_record(verdict, RunRecord.read(record, where=f"{run.opened().path}/state.json"), SPEC.derived_keys)
 
 
 def check_vocab(state: dict[str, Any], digest: str, vocab: Path, where: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 from posenc.config import load_config
 from posenc.evaluation.seeds import seed_test
 from posenc.experiments.runner import Grid, find_experiment
-from posenc.experiments.selection import resolved
+from posenc.experiments.selection import choose, resolved
 from posenc.tasks.translation import report
 from posenc.tasks.translation.driver import TASK
 from posenc.tasks.translation.experiment import ExperimentConfig
@@ -66,14 +66,29 @@ def test_every_run_is_of_the_committed_tokenizer() -> None:
 
 
 def test_the_rebuilt_sweep_cells_are_quoted() -> None:
-    """§0c names every rebuilt sweep cell committed so far: K, validation BLEU, status and updates."""
+    """§0c names every rebuilt sweep cell: K, validation BLEU, status and updates; the sweep is complete."""
     sel = resolved(_exp())
     done = [(k, json.loads(path.read_text(encoding="utf-8"))) for k in sel.values
             if (path := COMMITTED / "extrapolate" / sel.label(k) / "seed1" / "results.json").is_file()]
-    assert done, "the rebuild has begun"
+    assert [k for k, _ in done] == sel.values
     quoted = "; ".join(f"K = {k}: {r['scores']['valid']['bleu']:.2f} ({r['summary']['status']}, "
                        f"{r['summary']['steps']:,} updates, {round(r['summary']['wall_s'] / 60)} min)" for k, r in done)
-    assert f"Rebuilt sweep cells committed so far (seed 1, validation BLEU): {quoted}." in " ".join(SECTION.split())
+    assert f"Rebuilt sweep cells (seed 1, validation BLEU): {quoted}." in " ".join(SECTION.split())
+
+
+def test_the_rule_chooses_the_k_the_vanilla_cells_were_trained_with() -> None:
+    """The declared rule (best validation BLEU of the sweep, ties: the first listed) run on the
+    committed sweep cells chooses K = 10, the docs say so, and that is the VANILLA SHAPE K* runs' K."""
+    sel = resolved(_exp())
+    sweep = [json.loads((COMMITTED / "extrapolate" / sel.label(k) / "seed1" / "results.json").read_text(encoding="utf-8"))
+             for k in sel.values]
+    record = choose(sel, sweep, TASK.selection_score)
+    assert record["chosen"] == 10
+    assert [row["mean"] for row in record["rows"]] == sorted((row["mean"] for row in record["rows"]), reverse=True)
+    assert "**The rule chooses K* = 10**" in SECTION
+    vanilla = {r["record"]["fingerprint"]["model"]["position"]["shape"]["max_shift"]
+               for (m, _), r in _results().items() if m == "shape-kstar"}
+    assert vanilla == {10}
 
 
 #: Runs stopped by patience on an end slope between -2.0 and -1.943 standard errors: flat by the

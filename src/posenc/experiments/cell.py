@@ -47,7 +47,7 @@ def cell_run_config(schema: type, base: dict[str, Any], overrides: Sequence[dict
     return from_dict(schema, apply_mapping(data, {"train.seed": seed, "out_dir": str(out_dir)}, schema))
 
 
-def recorded(results: dict[str, Any], where: str = RESULTS_NAME) -> RunRecord:
+def results_record(results: dict[str, Any], where: str = RESULTS_NAME) -> RunRecord:
     """The record a cell's ``results.json`` holds, read by the one reader (:meth:`RunRecord.read`).
 
     Args:
@@ -67,7 +67,7 @@ def recorded(results: dict[str, Any], where: str = RESULTS_NAME) -> RunRecord:
 
 def recorded_verdict(cfg: Any, results: dict[str, Any] | None,
                      evaluation: dict[str, Any] | None = None) -> Verdict | None:
-    """A cell's freshness, the one rule of every task: the record its results hold (:func:`recorded`)
+    """A cell's freshness, the one rule of every task: the record its results hold (:func:`results_record`)
     judged by :func:`~posenc.runs.same_run.same_run` against its run config ``cfg``, scored as
     ``evaluation`` where the task scores its cells (a task adds only what its results hold beyond
     the record, e.g. translation's α search). Without results: stale when the run's record (its
@@ -86,7 +86,7 @@ def recorded_verdict(cfg: Any, results: dict[str, Any] | None,
         RunDirError: the results, or the started run, hold no record (one line naming ``posenc upgrade``).
     """
     if results is not None:
-        return same_run(recorded(results, str(results_path(cfg))), cfg, evaluation)
+        return same_run(results_record(results, str(results_path(cfg))), cfg, evaluation)
     stored = stored_run(cfg.out_dir)
     if stored is not None:
         verdict = same_run(stored, cfg)

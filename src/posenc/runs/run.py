@@ -66,7 +66,7 @@ class Run:
 
     Attributes:
         spec: the task's declaration (:func:`~posenc.runs.spec.spec_of` the config).
-        record: the run's record once :meth:`set_resolved` computed it (:meth:`recorded`), else None.
+        record: the run's record once :meth:`set_resolved` computed it (:meth:`own_record`), else None.
         sections: the config sections stored with every checkpoint (:meth:`set_resolved`).
     """
 
@@ -197,9 +197,9 @@ class Run:
         Returns:
             The :class:`~posenc.training.state.RunContents` to hand the Trainer.
         """
-        return RunContents(self.sections, self.recorded().to_dict(), dict(checked or {}), dict(summary or {}))
+        return RunContents(self.sections, self.own_record().to_dict(), dict(checked or {}), dict(summary or {}))
 
-    def recorded(self) -> RunRecord:
+    def own_record(self) -> RunRecord:
         """The run's record (:meth:`set_resolved`; of the config it was opened with when never resolved).
 
         Returns:
@@ -236,7 +236,7 @@ class Run:
         """
         if not self.continues:
             clear_run(self.out, self.spec)
-        write_run_files(self.cfg, self.out, self.recorded())
+        write_run_files(self.cfg, self.out, self.own_record())
         if own_files is not None:
             own_files(self.cfg, self.out)
 
@@ -352,7 +352,7 @@ class FinishedRun:
         if stored and not (out / CONFIG_NAME).is_file():
             raise CheckpointError(f"{out}: not a run directory (no {CONFIG_NAME})")
         ckpt = None if which is None else load_checkpoint(find_checkpoint(out, which), with_optimizer=False)
-        return cls(out, recorded(out), ckpt, load_yaml(out / CONFIG_NAME) if stored else None)
+        return cls(out, read_record(out), ckpt, load_yaml(out / CONFIG_NAME) if stored else None)
 
     def opened(self) -> Checkpoint:
         """The checkpoint this run was opened with.
@@ -368,7 +368,7 @@ class FinishedRun:
         return self.checkpoint
 
 
-def recorded(out: Path) -> RunRecord | None:
+def read_record(out: Path) -> RunRecord | None:
     """The record of the trained run in ``out`` (:func:`stored_run`), None when it holds no run.
 
     Args:
@@ -422,7 +422,7 @@ def write_run_files(cfg: Any, out_dir: str | Path | None = None, record: RunReco
     Args:
         cfg: the resolved run config.
         out_dir: the run directory; None: ``cfg.out_dir``.
-        record: the run's record (:meth:`Run.recorded`); None: computed from ``cfg``.
+        record: the run's record (:meth:`Run.own_record`); None: computed from ``cfg``.
     """
     out = Path(cfg.out_dir if out_dir is None else out_dir)
     write_marker(out, "run")

@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from posenc.config import require, require_seeds
-from posenc.experiments.cell import cell_run_config, recorded, recorded_verdict
+from posenc.experiments.cell import cell_run_config, recorded_verdict, results_record
 from posenc.experiments.tasks import Cell, ExperimentTask
 from posenc.runs.same_run import RunRecord, Verdict
 from posenc.tasks.base import TaskRun, run_task
 
 log = logging.getLogger("posenc")
 
-__all__ = ["MethodsExperimentConfig", "MethodsGrid", "recorded", "recorded_verdict"]
+__all__ = ["MethodsExperimentConfig", "MethodsGrid", "recorded_verdict", "results_record"]
 
 #: The form of an experiment's methods, told where none is given (one line).
 METHODS_FORM = ("`methods:` maps label -> dotted overrides of `base:`, e.g. `methods: {cape: {model.position.name: "

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from posenc.evaluation.seeds import mean_std
-from posenc.tasks.grid import recorded
+from posenc.tasks.grid import results_record
 from posenc.training.convergence import CONVERGED, NO_CURVE, status_of
 from posenc.training.logging import read_valid
 
@@ -67,8 +67,8 @@ def _device(run: dict[str, Any]) -> str:
 
 
 def _train(run: dict[str, Any]) -> dict[str, Any]:
-    """The ``train`` section a run's results record (:func:`posenc.tasks.grid.recorded`)."""
-    train = (recorded(run).config or {}).get("train")
+    """The ``train`` section a run's results record (:func:`posenc.experiments.cell.results_record`)."""
+    train = (results_record(run).config or {}).get("train")
     return train if isinstance(train, dict) else {}
 
 

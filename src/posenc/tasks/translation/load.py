@@ -26,7 +26,7 @@ from posenc.errors import CheckpointError, ConfigError, RunDirError
 from posenc.evaluation.metrics import corpus_scores
 from posenc.files import atomic_write_text
 from posenc.runs.ownership import dir_kind
-from posenc.runs.run import FinishedRun, Run, recorded
+from posenc.runs.run import FinishedRun, Run, read_record
 from posenc.runs.same_run import RunRecord, Verdict, read_stored, same_record, same_run
 from posenc.tasks.translation.config import ARCH_SECTIONS, DecodeConfig, RunConfig, located_config
 from posenc.tasks.translation.spec import SPEC, VOCAB_FILE, VOCAB_KEY
@@ -52,7 +52,7 @@ def check_checkpoint_run(run_dir: Path, sections: dict[str, Any], where: Path, r
     the run trained (e.g. the precision ``auto`` chose there, bf16 on a GPU) is recorded there and
     must not refuse the run on a CPU. A checkpoint of another model copied into a run is never
     decoded with the run's vocabulary or averaged in; options added since either was written pass."""
-    record = recorded(run_dir) if record is None else record
+    record = read_record(run_dir) if record is None else record
     if record is None or not isinstance(record.config, dict):
         return
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc.config import to_dict
-from posenc.experiments.cell import recorded_verdict
+from posenc.experiments.cell import recorded_verdict, results_path
 from posenc.experiments.selection import SelectionConfig
 from posenc.experiments.tasks import ExperimentTask
 from posenc.runs.same_run import RunRecord, Verdict
@@ -216,7 +216,7 @@ class TranslationExperiment(ExperimentTask):
             log.info("== %s / %s / seed %d -> %s", setting, method, seed, cfg.out_dir)
             trained = run_task(self.new_task(), cfg, verdict=verdict)
             summary = trained.summary
-        (Path(cfg.out_dir) / "results.json").unlink(missing_ok=True)  # never old numbers next to a changed run
+        results_path(cfg).unlink(missing_ok=True)  # never old numbers next to a changed run
         loaded = (load_run(cfg.out_dir, verdict=verdict) if trained is None or trained.run is None
                   else loaded_after_training(trained.run))
         decode, tuning = cfg.decode, None

@@ -74,6 +74,9 @@ def test_the_rebuilt_sweep_cells_are_quoted() -> None:
     quoted = "; ".join(f"K = {k}: {r['scores']['valid']['bleu']:.2f} ({r['summary']['status']}, "
                        f"{r['summary']['steps']:,} updates, {round(r['summary']['wall_s'] / 60)} min)" for k, r in done)
     assert f"Rebuilt sweep cells (seed 1, validation BLEU): {quoted}." in " ".join(SECTION.split())
+    below_cap = {k: r["length_penalty"]["chosen"] for k, r in done if r["length_penalty"]["chosen"] != 1.4}
+    assert below_cap == {30: 1.2} and all(r["length_penalty"]["at_bound"] for k, r in done if k not in below_cap)
+    assert "Every sweep cell but K = 30 (α = 1.2) chose α = 1.4, the grid's declared cap" in " ".join(SECTION.split())
 
 
 def test_the_rule_chooses_the_k_the_vanilla_cells_were_trained_with() -> None:

@@ -45,7 +45,7 @@ EXTRAPOLATE = ("ape", "rpe", "rnn", "rr", "rnn-nmt", "cape", "learned")
 
 
 def test_committed_cells_are_fresh() -> None:
-    """Every committed cell is fresh; SHAPE K*'s VANILLA cells as K = 10 (the withdrawn sweep's choice)."""
+    """Every committed cell is fresh; SHAPE K*'s VANILLA cells as K = 10 (the rebuilt sweep's choice)."""
     grid = TASK.with_selection(_exp(), 10)
     cells = [("vanilla", m, s) for m in METHODS for s in SEEDS] + [("extrapolate", m, s) for m in EXTRAPOLATE
                                                                   for s in SEEDS]
@@ -160,23 +160,22 @@ def test_length_table_is_the_committed_report() -> None:
     ape = [r for r in rows if r["model"] == "ape"]
     table = _table("vanilla")
     assert "| APE | " + " | ".join(f"{float(r['bleu']):.1f}" for r in ape) + " |" in table
-    assert not [r for r in rows if r["model"] == "shape-kstar"]  # it waits for the rebuilt sweep's choice
-    for method, label in (("shape-k500", "SHAPE K=500"), ("rpe", "RPE")):
+    for method, label in (("shape-k500", "SHAPE K=500"), ("rpe", "RPE"), ("shape-kstar", "SHAPE K*")):
         gains = [f"{float(r['gain']):+.1f}".replace("-", "−") for r in rows if r["model"] == method]
         assert f"| {label} − APE | " + " | ".join(gains) + " |" in table, method
 
 
 def test_bootstrap_verdicts_are_the_committed_report() -> None:
-    """§0c's VANILLA bootstrap sentence (APE ~ RPE, each >> both K = 500 variants, which are ~)."""
+    """§0c's VANILLA bootstrap sentence (APE ~ RPE ~ SHAPE K*, each >> both K = 500 variants, which are ~)."""
     lines = (COMMITTED / "report" / "vanilla" / "bootstrap" / "bootstrap.md").read_text(encoding="utf-8").splitlines()
     names = [c.strip() for c in lines[0].strip("|").split("|")][2:]
     cells = {row[0]: dict(zip(names, row[2:])) for row in
              ([c.strip() for c in line.strip("|").split("|")] for line in lines[2:] if line.startswith("| "))}
-    strong, weak = ("ape", "rpe"), ("shape-k500", "shape-k500-public")
-    assert cells["ape"]["rpe"] == cells["rpe"]["ape"] == "~"
+    strong, weak = ("ape", "rpe", "shape-kstar"), ("shape-k500", "shape-k500-public")
+    assert all(cells[a][b] == "~" for a in strong for b in strong if a != b)
     assert all(cells[a][b] == ">>" for a in strong for b in weak)
     assert cells["shape-k500"]["shape-k500-public"] == "~"
-    assert "APE ~ RPE; each of them >> SHAPE K = 500 and >> the public-code variant; K = 500 ~ public code" in " ".join(
+    assert "APE ~ RPE ~ SHAPE K*; each of them >> SHAPE K = 500 and >> the public-code variant; K = 500 ~ public code" in " ".join(
         _table("vanilla").split())
 
 

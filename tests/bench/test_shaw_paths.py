@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from posenc.models.attention import MultiHeadAttention, attention_bias
+from posenc.models.attention import MultiHeadAttention, may_attend_mask
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions.base import default_positions
 from posenc.positions.shaw import (
@@ -59,7 +59,7 @@ def test_fast_paths_equal_reference_with_padding(variant: str, causal: bool) -> 
     lengths = torch.tensor([11, 6, 2])  # right padding; k = 3 so both clipped buckets are used
     mask = torch.arange(11)[None, :] < lengths[:, None]
     x, pos = torch.randn(3, 11, D), default_positions(mask)
-    allowed = attention_bias(mask, 11, causal=causal)
+    allowed = may_attend_mask(mask, 11, causal=causal)
     ref_ctx = RelativeContext(relative_index(pos, pos, 3))
     fast_ctx = ShawRelativePosition(D, VARIANTS[variant], 1, H).context(pos, pos)
     assert fast_ctx.shift == 0 and fast_ctx.index.stride(0) == 0  # Toeplitz: one (Lq, Lk) matrix
@@ -133,7 +133,7 @@ def test_fast_path_never_builds_an_l_by_l_by_dh_tensor(variant: str, backend: st
     hook.backend = backend
     pos = default_positions(torch.ones(b, length, dtype=torch.bool))
     ctx = ShawRelativePosition(D, VARIANTS[variant], 1, H).context(pos, pos)
-    allowed = attention_bias(torch.ones(b, length, dtype=torch.bool), length, causal=True)
+    allowed = may_attend_mask(torch.ones(b, length, dtype=torch.bool), length, causal=True)
     x = torch.randn(b, length, D, requires_grad=True)
     with _Shapes() as rec:
         mha(x, x, allowed, ctx).sum().backward()
@@ -178,7 +178,7 @@ def test_bench_reference_path_equals_the_tests_reference() -> None:
     mha, hook = _pair(VARIANTS["keys+values"])
     mask = torch.arange(9)[None, :] < torch.tensor([9, 4])[:, None]
     x, pos = torch.randn(2, 9, D), default_positions(mask)
-    allowed = attention_bias(mask, 9, causal=False)
+    allowed = may_attend_mask(mask, 9, causal=False)
     ctx = RelativeContext(relative_index(pos, pos, 3))
     want, want_grads = _run(mha, hook, x, allowed, ctx, "reference")
     use_reference_path(mha, False)

@@ -14,7 +14,7 @@ import torch
 from posenc.decoding import beam_search, greedy_search
 from posenc.decoding.search import reorder_state
 from posenc.errors import ConfigError
-from posenc.models.attention import KVCache, MultiHeadAttention, attention_bias
+from posenc.models.attention import KVCache, MultiHeadAttention, may_attend_mask
 from posenc.models.layers import BeamInvariant
 from posenc.models.seq2seq import Seq2SeqTransformer
 from tests.conftest import tiny_config
@@ -96,7 +96,7 @@ def test_static_cache_equals_concatenated_cache_through_appends_and_reorders() -
     gen = torch.Generator().manual_seed(0)
     for t in range(5):
         x = torch.randn(6, 1, 16, generator=gen)
-        allowed = attention_bias(torch.ones(6, t + 1, dtype=torch.bool), 1, causal=True, offset=t)
+        allowed = may_attend_mask(torch.ones(6, t + 1, dtype=torch.bool), 1, causal=True, offset=t)
         a, b = attn(x, x, allowed, cache=static), attn(x, x, allowed, cache=grown)
         torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
         rows = torch.randperm(6, generator=gen)

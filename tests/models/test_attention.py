@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from posenc.models.attention import MultiHeadAttention, attention_bias
+from posenc.models.attention import MultiHeadAttention, may_attend_mask
 from posenc.positions.base import NullAttention
 from tests.helpers.reference_attention import hooked
 
@@ -17,7 +17,7 @@ def test_null_hook_is_plain_scaled_dot_product_attention() -> None:
     b, length, h, d = 2, 4, 2, 8
     mha = MultiHeadAttention(d, h).eval()
     x, mask = torch.randn(b, length, d), torch.tensor([[True] * 4, [True] * 2 + [False] * 2])
-    allowed, null = attention_bias(mask, length, causal=True), NullAttention()
+    allowed, null = may_attend_mask(mask, length, causal=True), NullAttention()
     out = mha(x, x, allowed, null.context(x[..., 0], x[..., 0]))  # the module's hook: a NullHook
     q, k, v = mha._split(mha.q_proj(x)), *mha.project_kv(x)
     logits = (q @ k.transpose(-1, -2) / math.sqrt(d // h)).masked_fill(~allowed, float("-inf"))

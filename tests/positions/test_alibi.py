@@ -9,7 +9,7 @@ import torch
 
 from posenc.config import from_dict
 from posenc.errors import ConfigError
-from posenc.models.attention import MultiHeadAttention, attention_bias
+from posenc.models.attention import MultiHeadAttention, may_attend_mask
 from posenc.positions import PositionConfig, build_attention, default_positions, resolve
 from posenc.positions.alibi import alibi_slopes
 from tests.conftest import tiny_config
@@ -41,7 +41,7 @@ def test_fused_attention_equals_softmax_of_biased_logits(causal: bool) -> None:
     mha = MultiHeadAttention(d, h, hook=rel.hook(0)).eval()
     x, mask = torch.randn(b, length, d), torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
     pos = default_positions(mask)
-    ctx, allowed = rel.context(pos, pos), attention_bias(mask, length, causal)
+    ctx, allowed = rel.context(pos, pos), may_attend_mask(mask, length, causal)
     out = mha(x, x, allowed, ctx)
     q, k, v = mha._split(mha.q_proj(x)), *mha.project_kv(x)
     logits = q @ k.transpose(-1, -2) / math.sqrt(d // h) + rel.hook(0).bias(ctx)
@@ -55,7 +55,7 @@ def test_output_is_invariant_to_shifting_all_positions() -> None:
     rel = build_attention(PositionConfig(name="alibi"), d_model=8, num_layers=1, num_heads=2)
     mha = MultiHeadAttention(8, 2, hook=rel.hook(0)).eval()
     x, mask = torch.randn(1, 4, 8), torch.ones(1, 4, dtype=torch.bool)
-    pos, allowed = default_positions(mask), attention_bias(mask, 4, True)
+    pos, allowed = default_positions(mask), may_attend_mask(mask, 4, True)
     a = mha(x, x, allowed, rel.context(pos, pos))
     b = mha(x, x, allowed, rel.context(pos + 17, pos + 17))
     assert torch.allclose(a, b, atol=1e-6)

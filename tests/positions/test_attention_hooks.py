@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from posenc.config import from_dict
-from posenc.models.attention import MultiHeadAttention, attention_bias
+from posenc.models.attention import MultiHeadAttention, may_attend_mask
 from posenc.models.lm import DecoderLM, LMConfig
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions import registry
@@ -173,7 +173,7 @@ def _attention_case(causal: bool) -> tuple[Tensor, Tensor, Tensor]:
     torch.manual_seed(3)
     x = torch.randn(2, 5, 12)
     mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
-    return x, mask, attention_bias(mask, 5, causal)
+    return x, mask, may_attend_mask(mask, 5, causal)
 
 
 def _textbook(mha: MultiHeadAttention, x: Tensor, allowed: Tensor, extra: Tensor) -> Tensor:

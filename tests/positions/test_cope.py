@@ -10,7 +10,7 @@ import torch
 
 from posenc.config import from_dict
 from posenc.errors import ConfigError
-from posenc.models.attention import MultiHeadAttention, attention_bias
+from posenc.models.attention import MultiHeadAttention, may_attend_mask
 from posenc.positions import PositionConfig, build_attention, resolve
 from posenc.positions.cope import cope_positions
 from tests.helpers.lm import assert_incremental_equals_full_pass, tiny_lm
@@ -55,7 +55,7 @@ def test_attention_equals_the_papers_equations(t_max: int) -> None:
     mha = MultiHeadAttention(d, h, hook=cope.hook(0)).eval()
     x = torch.randn(1, length, d, dtype=torch.float64)
     mha, cope = mha.double(), cope.double()
-    allowed = attention_bias(torch.ones(1, length, dtype=torch.bool), length, causal=True)
+    allowed = may_attend_mask(torch.ones(1, length, dtype=torch.bool), length, causal=True)
     with torch.no_grad():
         got = mha(x, x, allowed)
         q, (k, v) = mha._split(mha.q_proj(x)), mha.project_kv(x)

@@ -1,5 +1,5 @@
 """The 2-D methods read nothing back from the device: CAPE-2d's local shift bound comes from the
-first centre on the device (``grid_sizes``), the learned table's grid from the ViT (``state["grid"]``),
+first centre on the device (``grid_sizes_xy``), the learned table's grid from the ViT (``state["grid"]``),
 the patch centres are built on the device. Results equal the host-read computation they replace."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from posenc.config import from_dict
 from posenc.errors import DataError
 from posenc.models.vit import ViT, ViTConfig
 from posenc.positions import PositionConfig, build_augmentation, build_input
-from posenc.positions.grid2d import grid_shape, grid_sizes, mean_normalize_2d, patch_centres
+from posenc.positions.grid2d import grid_shape, grid_sizes_xy, mean_normalize_2d, patch_centres
 from tests.helpers.cuda import cuda_only
 
 GRIDS = [(1, 1), (3, 3), (6, 5), (2, 9), (7, 7), (14, 14), (16, 3)]
@@ -55,7 +55,7 @@ def old_cape2d(pos: torch.Tensor, shift: float, local_shift: float, scaling: flo
 def test_centres_and_grid_equal_the_host_computation(gh: int, gw: int) -> None:
     assert torch.equal(patch_centres(gh, gw), old_patch_centres(gh, gw))
     pos = positions(gh, gw)
-    assert grid_sizes(pos).tolist() == [float(gw), float(gh)] and old_grid_shape(pos) == (gh, gw)
+    assert grid_sizes_xy(pos).tolist() == [float(gw), float(gh)] and old_grid_shape(pos) == (gh, gw)
     assert grid_shape(pos) == grid_shape(pos, (gh, gw)) == (gh, gw)
     with pytest.raises(DataError, match="full"):
         grid_shape(pos, (gh + 1, gw))

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posenc.models.attention import MultiHeadAttention, attention_bias
+from posenc.models.attention import MultiHeadAttention, may_attend_mask
 from posenc.positions.base import default_positions
 from posenc.positions.shaw import RelativeContext, ShawHook, ShawParams, ShawRelativePosition, relative_index
 
@@ -89,7 +89,7 @@ def test_efficient_path_equals_naive_reference(variant: str, causal: bool, kind:
     mask = torch.arange(length)[None, :] < lengths[:, None]
     x = torch.randn(b, length, D)
     pos = positions_of(kind, mask)
-    allowed = attention_bias(mask, length, causal=causal)
+    allowed = may_attend_mask(mask, length, causal=causal)
     with torch.no_grad():
         got = mha(x, x, allowed, rel.context(pos, pos))
         expected, _ = naive_shaw(mha, rel.hook(0), x, x, pos, pos, allowed, params.k)
@@ -149,7 +149,7 @@ def test_keys_only_uses_fused_attention(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
     x = torch.randn(1, 4, D)
     pos = default_positions(torch.ones(1, 4, dtype=torch.bool))
-    allowed = attention_bias(torch.ones(1, 4, dtype=torch.bool), 4, causal=True)
+    allowed = may_attend_mask(torch.ones(1, 4, dtype=torch.bool), 4, causal=True)
     for variant, fused in (("keys", True), ("keys+values", False), ("values", False)):
         calls.clear()
         mha, rel = make(VARIANTS[variant])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posenc.models.attention import attention_bias
+from posenc.models.attention import may_attend_mask
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions.base import default_positions
 from posenc.positions.shaw import (
@@ -33,7 +33,7 @@ def _inputs(lengths: list[int], length: int, causal: bool, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     mask = torch.arange(length)[None, :] < torch.tensor(lengths)[:, None]
     q, k, v = (torch.randn(len(lengths), H, length, DH, generator=g, requires_grad=True) for _ in range(3))
-    return q, k, v, default_positions(mask), attention_bias(mask, length, causal=causal)
+    return q, k, v, default_positions(mask), may_attend_mask(mask, length, causal=causal)
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -91,12 +91,12 @@ def test_banded_applies_only_where_it_is_exact() -> None:
 
 
 def test_band_masks_by_hand() -> None:
-    allowed = attention_bias(torch.ones(2, 5, dtype=torch.bool), 5, causal=True)
+    allowed = may_attend_mask(torch.ones(2, 5, dtype=torch.bool), 5, causal=True)
     masks = band_masks(allowed, 5, 2, torch.float32)
     assert masks.right is None  # causal: j − i ≥ 2 is always masked
     assert masks.bias is not None and masks.bias.shape == (1, 1, 5, 5)  # one mask for both rows
     assert torch.equal(masks.valid[0], torch.tensor([False, True, True])) and torch.equal(masks.valid[4], torch.tensor([True, True, False]))
-    padded = attention_bias(torch.arange(5)[None] < torch.tensor([[5], [3]]), 5, causal=False)
+    padded = may_attend_mask(torch.arange(5)[None] < torch.tensor([[5], [3]]), 5, causal=False)
     masks = band_masks(padded, 5, 2, torch.float32)
     assert masks.right is not None and masks.right[0].tolist() == [0, 0, 1, 1, 1] and masks.bias.shape == (2, 1, 5, 5)
     assert band_masks(torch.ones(2, 1, 1, 5, dtype=torch.bool), 5, 2, torch.float32).bias is None

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from posenc.errors import ConfigError
-from posenc.models.attention import MultiHeadAttention, attention_bias
+from posenc.models.attention import MultiHeadAttention, may_attend_mask
 from posenc.models.seq2seq import Seq2SeqTransformer
 from posenc.positions import shaw_flex
 from posenc.positions.base import default_positions
@@ -50,7 +50,7 @@ def _setup(params: ShawParams, lengths: list[int], causal: bool, device: str = "
     length = max(lengths)
     mask = torch.arange(length, device=device)[None, :] < torch.tensor(lengths, device=device)[:, None]
     x = torch.randn(len(lengths), length, D, device=device)
-    return mha, rel, x, default_positions(mask), attention_bias(mask, length, causal=causal)
+    return mha, rel, x, default_positions(mask), may_attend_mask(mask, length, causal=causal)
 
 
 def _run(mha, rel, x, pos, allowed, backend: str, grads: bool = True):
@@ -97,7 +97,7 @@ def test_band_scores_and_values_equal_the_full_matrix_band(c: int, block: int) -
 
 
 def test_band_allowed_and_region_masks_by_hand() -> None:
-    allowed = attention_bias(torch.tensor([[True, True, True, False]]), 4, causal=True)
+    allowed = may_attend_mask(torch.tensor([[True, True, True, False]]), 4, causal=True)
     band = shaw_flex.band_allowed(allowed, 4, 2)[0, 0]  # columns r = −1, 0, +1
     assert band.tolist() == [[False, True, False], [True, True, False], [True, True, False], [True, False, False]]
     assert shaw_flex.region_allowed(4, 2, "left", torch.device("cpu")).int().tolist() == [[0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0]]
@@ -265,7 +265,7 @@ def test_compiled_merge_equals_eager_forward_and_backward() -> None:
     """The merge as compiled on CUDA (here by inductor on CPU), checkpointed, forward and gradients."""
     hook = ShawRelativePosition(D, ShawParams(k=3), 1, H).hook(0)
     q, k, v = (torch.randn(2, H, 70, D // H, requires_grad=True) for _ in range(3))
-    allowed = attention_bias(torch.arange(70)[None, :] < torch.tensor([[70], [51]]), 70, causal=True)
+    allowed = may_attend_mask(torch.arange(70)[None, :] < torch.tensor([[70], [51]]), 70, causal=True)
 
     def forward_and_grads(compiled: bool) -> list[torch.Tensor]:
         out = shaw_flex.shaw_attention(q, k, v, allowed, hook.key_table, hook.value_table, 3, shaw_flex.dense_region, {}, compiled)

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from posenc.models.attention import MultiHeadAttention, attention_bias
+from posenc.models.attention import MultiHeadAttention, may_attend_mask
 from posenc.positions import PositionConfig, build_attention, default_positions
 from posenc.positions.t5 import t5_bucket
 
@@ -49,7 +49,7 @@ def test_fused_attention_equals_softmax_of_biased_logits(causal: bool) -> None:
     mha = MultiHeadAttention(d, h, hook=rel.hook(0)).eval()
     x, mask = torch.randn(b, length, d), torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
     pos = default_positions(mask)
-    ctx, allowed = rel.context(pos, pos), attention_bias(mask, length, causal)
+    ctx, allowed = rel.context(pos, pos), may_attend_mask(mask, length, causal)
     out = mha(x, x, allowed, ctx)
     q, k, v = mha._split(mha.q_proj(x)), *mha.project_kv(x)
     logits = q @ k.transpose(-1, -2) / math.sqrt(d // h) + rel.hook(0).bias(ctx)

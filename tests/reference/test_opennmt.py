@@ -15,7 +15,7 @@ import types
 import pytest
 import torch
 
-from posenc.models.attention import MultiHeadAttention, attention_bias
+from posenc.models.attention import MultiHeadAttention, may_attend_mask
 from posenc.positions.shaw import ShawParams, ShawRelativePosition
 
 D, H, K = 24, 3, 4
@@ -60,7 +60,7 @@ def inputs(length: int, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch
     x = torch.randn(2, length, D)
     mask = torch.ones(2, length, dtype=torch.bool)
     mask[1, 2 * length // 3 :] = False
-    return x, torch.arange(length, dtype=torch.float32).expand(2, -1), attention_bias(mask, length, causal)
+    return x, torch.arange(length, dtype=torch.float32).expand(2, -1), may_attend_mask(mask, length, causal)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["encoder", "decoder"])

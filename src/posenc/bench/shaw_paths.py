@@ -32,7 +32,7 @@ import torch
 
 from posenc.bench.core import autocast, interleaved, paired_ratio, sync
 from posenc.bench.reference import use_textbook_shaw
-from posenc.models.attention import MultiHeadAttention, attention_bias
+from posenc.models.attention import MultiHeadAttention, may_attend_mask
 from posenc.positions.base import default_positions
 from posenc.positions.shaw import RelativeContext, ShawParams, ShawRelativePosition, relative_index
 
@@ -52,7 +52,7 @@ def runner(path: str, length: int, tokens: int, d: int, heads: int, k: int, devi
         use_textbook_shaw(mha)
     mask = torch.ones(b, length, dtype=torch.bool, device=device)
     pos = default_positions(mask)
-    allowed = attention_bias(mask, length, causal=causal)
+    allowed = may_attend_mask(mask, length, causal=causal)
     x = torch.randn(b, length, d, requires_grad=True, device=device)
 
     def run() -> float:

@@ -17,7 +17,7 @@ from posenc.errors import CheckpointError
 from posenc.files import os_errors
 from posenc.runs.lock import exclusive
 from posenc.runs.ownership import check_average_output
-from posenc.runs.run import FinishedRun
+from posenc.runs.run import Run
 from posenc.tasks.translation.load import check_checkpoint_run, check_vocab
 from posenc.tasks.translation.spec import VOCAB_FILE, VOCAB_KEY
 from posenc.training.averaging import save_average
@@ -70,7 +70,7 @@ def _check_belong(run_dir: Path, chosen: list[Path]) -> None:
     """Every checkpoint of ``chosen`` is the run's (its record and vocabulary), else one line."""
     vocab = run_dir / VOCAB_FILE
     digest = Tokenizer(vocab).sha256 if vocab.is_file() else None
-    run = FinishedRun.open(run_dir, which=None, stored=False)
+    run = Run.finished(run_dir, which=None, stored=False)
     for path in chosen:
         check_checkpoint_run(run.out, checkpoint_config(path), path, run.record)
         if digest is not None:

@@ -9,7 +9,7 @@ is run through :meth:`GraphedStep._body`, which makes the state's addresses stab
 entry that ``model.step`` replaces (the GRU's hidden state) is copied back into the original
 buffer, and :meth:`GraphedStep.step` copies the entries of the caller's (reordered) state into
 those buffers before each replay. Key/value caches (:class:`~posenc.models.attention.KVCache`)
-and :class:`~posenc.models.decoding_state.Fixed` entries are shared objects, updated in place.
+and :class:`~posenc.models.decoding_state.Unbatched` entries are shared objects, updated in place.
 
 Off CUDA the same warm-up, restore and body run eagerly (the CPU-testable path). A step that synchronises
 with the host (e.g. learned positions' range check) cannot be captured: the warm-up runs with

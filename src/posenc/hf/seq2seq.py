@@ -52,8 +52,8 @@ def learned_tables(model: nn.Module) -> tuple[nn.Embedding, nn.Embedding]:
     return found["encoder"], found["decoder"]
 
 
-def rows(table: nn.Embedding) -> int:
-    """The positions a learned table holds (its rows less the model's ``offset``).
+def positions_held(table: nn.Embedding) -> int:
+    """How many positions a learned table holds (its rows less the model's ``offset``).
 
     Args:
         table: a ``*LearnedPositionalEmbedding``.
@@ -84,7 +84,8 @@ class PositionAugmentedSeq2Seq(nn.Module):
         self.model = require_module(model, "PositionAugmentedSeq2Seq")
         encoder, decoder = learned_tables(model)
         model_type = str(getattr(getattr(model, "config", None), "model_type", type(model).__name__))
-        interface = PositionInterface(FAMILIES["learned"], min(rows(encoder), rows(decoder)), model_type)
+        held = min(positions_held(encoder), positions_held(decoder))
+        interface = PositionInterface(FAMILIES["learned"], held, model_type)
         self.sampler = PositionSampler(augment, interface, **params)
         self._pending: dict[int, Tensor] = {}
         self._tables = (id(encoder), id(decoder))  # ids, not attributes: no second registration

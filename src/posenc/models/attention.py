@@ -45,7 +45,7 @@ def avoid_cudnn_attention() -> None:
         torch.backends.cuda.enable_cudnn_sdp(False)
 
 
-def attention_bias(key_mask: Tensor, lq: int, causal: bool, offset: int = 0) -> Tensor:
+def may_attend_mask(key_mask: Tensor, lq: int, causal: bool, offset: int = 0) -> Tensor:
     """The "may attend" mask of key padding and causality.
 
     Args:

@@ -115,7 +115,7 @@ class CTCModelConfig:
         reads_nothing = not registry.INPUT[methods.input].builder.uses_positions
         return bool(reads_integers or (methods.attention is not None and reads_nothing))
 
-    def encoder(self) -> ModelConfig:
+    def encoder_config(self) -> ModelConfig:
         """The encoder stack's config (no attention dropout, ReLU).
 
         Returns:
@@ -210,7 +210,7 @@ class CTCModel(nn.Module):
                 "CTCModel: need n_features >= 1, vocab_size >= 2, hop_seconds > 0")
         self.cfg, self.spacing = cfg, hop_seconds * cfg.downsample
         self.frontend = GLUFrontEnd(n_features, cfg)
-        self.encoder = Encoder(cfg.encoder())
+        self.encoder = Encoder(cfg.encoder_config())
         self.augment = build_augmentation(cfg.position)
         self.head = nn.Linear(cfg.d_model, vocab_size)
 

@@ -1,8 +1,8 @@
 """Incremental-decoding state: the typed per-model states (:class:`Seq2SeqState`,
-:class:`LMState`) and their step bookkeeping (:class:`Steps`, :class:`FixedSteps`, :class:`Fixed`).
+:class:`LMState`) and their step bookkeeping (:class:`Steps`, :class:`FixedSteps`, :class:`Unbatched`).
 Beam search selects rows of any of them with :func:`posenc.decoding.search.reorder_state`.
 
-Every tensor of a state has the batch on dim 0, except :class:`Fixed` entries (a device step
+Every tensor of a state has the batch on dim 0, except :class:`Unbatched` entries (a device step
 counter, the positions of every step). The step bookkeeping is a :class:`Steps` (positions grown by
 one column per step) or, for fixed shapes (CUDA graphs), a :class:`FixedSteps` (a device step
 counter and preallocated positions).
@@ -19,14 +19,14 @@ import torch
 from torch import Tensor
 
 from posenc.errors import ConfigError
-from posenc.models.attention import attention_bias
+from posenc.models.attention import may_attend_mask
 from posenc.models.layers import DecoderLayerCache, SelfCache
 from posenc.positions import Augmentation
 
-__all__ = ["Fixed", "FixedSteps", "LMState", "Seq2SeqState", "Steps"]
+__all__ = ["FixedSteps", "LMState", "Seq2SeqState", "Steps", "Unbatched"]
 
 
-class Fixed:
+class Unbatched:
     """A decoding-state entry without a batch dimension (a device step counter, the positions of
     every step): :func:`~posenc.decoding.search.reorder_state` leaves it alone; ``value`` is updated in place only.
 
@@ -51,7 +51,7 @@ class Steps:
     """
 
     positions: Tensor
-    decode_positions: Fixed | None = None
+    decode_positions: Unbatched | None = None
     step: int = 0
 
     def query(self, augment: Augmentation, rows: int, device: torch.device, given: Tensor | None = None) -> Tensor:
@@ -101,7 +101,7 @@ class Steps:
         q_pos = self.query(augment, rows, device, given)
         self.positions = torch.cat((self.positions, q_pos), 1)  # (B, t+1)
         real = torch.ones(rows, self.step + 1, dtype=torch.bool, device=device)
-        return q_pos, self.positions, attention_bias(real, 1, causal=True, offset=self.step)
+        return q_pos, self.positions, may_attend_mask(real, 1, causal=True, offset=self.step)
 
     def advance(self) -> None:
         """Count one step taken."""
@@ -119,7 +119,7 @@ class FixedSteps(Steps):
         counter: the device step counter ``(1,)`` long.
     """
 
-    counter: Fixed = field(default_factory=lambda: Fixed(torch.zeros(1, dtype=torch.long)))
+    counter: Unbatched = field(default_factory=lambda: Unbatched(torch.zeros(1, dtype=torch.long)))
 
     def attend(self, augment: Augmentation, rows: int, device: torch.device,
                given: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:

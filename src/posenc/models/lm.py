@@ -23,9 +23,9 @@ from torch import Tensor, nn
 
 from posenc.config import require
 from posenc.errors import ConfigError
-from posenc.models.attention import attention_bias
+from posenc.models.attention import may_attend_mask
 from posenc.models.config import StackConfig, check_layer_dims, stack_config
-from posenc.models.decoding_state import Fixed, LMState, Steps
+from posenc.models.decoding_state import LMState, Steps, Unbatched
 from posenc.models.layers import SelfCache
 from posenc.models.transformer import Embedding, Stack
 from posenc.positions import PositionConfig, build_augmentation, default_positions
@@ -138,7 +138,7 @@ class DecoderLM(nn.Module):
             Logits ``(B, L, V)``.
         """
         pos = self.positions(default_positions(mask) if positions is None else positions, mask)
-        allowed = attention_bias(mask, mask.shape[1], causal=True)
+        allowed = may_attend_mask(mask, mask.shape[1], causal=True)
         return self.logits(self.stack.run(self.embed(tokens), pos, mask, allowed))
 
     def init_state(self, batch: int, device: torch.device | str = "cpu", horizon: int | None = None) -> LMState:
@@ -159,7 +159,7 @@ class DecoderLM(nn.Module):
         if horizon is None and self.augment.needs_decode_horizon:  # fail here, not at the first step
             raise ConfigError("randomized positions sampled at eval need a decoding horizon: "
                               "init_state(batch, device, horizon=N), or model.position.randomized.eval=sequential")
-        table = Fixed(self.augment.decode_positions(horizon, device)) if horizon is not None else None
+        table = Unbatched(self.augment.decode_positions(horizon, device)) if horizon is not None else None
         layers: list[SelfCache] = [{} for _ in self.stack.layers]
         return LMState(layers, Steps(torch.zeros(batch, 0, device=device), table))
 

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from posenc.errors import ConfigError
 from posenc.models.attention import KVCache
 from posenc.models.config import ModelConfig
-from posenc.models.decoding_state import Fixed, FixedSteps, Seq2SeqState, Steps
+from posenc.models.decoding_state import FixedSteps, Seq2SeqState, Steps, Unbatched
 from posenc.models.layers import BeamInvariant, DecoderLayerCache
 from posenc.models.transformer import Decoder, Embedding, Encoder
 from posenc.positions import build_augmentation, default_positions
@@ -145,9 +145,9 @@ class Seq2SeqTransformer(nn.Module):
         at = torch.zeros(1, dtype=torch.long, device=memory.device) if fixed_shapes else None
         for layer in state.layers:
             layer.self_attn = KVCache(max_len, at)
-        pos = Fixed(self.augment.decode_positions(max_len, memory.device))  # (1, T_max): eval positions of every step
+        pos = Unbatched(self.augment.decode_positions(max_len, memory.device))  # (1, T_max): eval positions, every step
         empty = state.steps.positions
-        state.steps = Steps(empty, pos) if at is None else FixedSteps(empty, pos, counter=Fixed(at))
+        state.steps = Steps(empty, pos) if at is None else FixedSteps(empty, pos, counter=Unbatched(at))
         return state
 
     def step(self, tokens: Tensor, state: Seq2SeqState) -> Tensor:

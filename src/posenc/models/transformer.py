@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor, nn
 
-from posenc.models.attention import attention_bias
+from posenc.models.attention import may_attend_mask
 from posenc.models.config import ModelConfig, StackConfig
 from posenc.models.decoding_state import Seq2SeqState
 from posenc.models.layers import BeamInvariant, CrossInputs, DecoderLayer, EncoderLayer
@@ -141,7 +141,7 @@ class Encoder(Stack):
         Returns:
             The memory ``(B, S, D)``.
         """
-        return self.run(x, positions, mask, attention_bias(mask, mask.shape[1], causal=False))
+        return self.run(x, positions, mask, may_attend_mask(mask, mask.shape[1], causal=False))
 
 
 class Decoder(Stack):
@@ -167,8 +167,8 @@ class Decoder(Stack):
         Returns:
             ``(B, T, D)``.
         """
-        cross = CrossInputs(memory, attention_bias(memory_mask, mask.shape[1], causal=False))
-        return self.run(x, positions, mask, attention_bias(mask, mask.shape[1], causal=True), cross=cross)
+        cross = CrossInputs(memory, may_attend_mask(memory_mask, mask.shape[1], causal=False))
+        return self.run(x, positions, mask, may_attend_mask(mask, mask.shape[1], causal=True), cross=cross)
 
     def step(self, x: Tensor, augment: Augmentation, state: Seq2SeqState) -> Tensor:
         """One incremental step; updates ``state`` (caches and step counter).

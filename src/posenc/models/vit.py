@@ -88,7 +88,7 @@ class ViTConfig:
         grid = self.image_size // self.patch
         self.position.learned2d.grid = [grid, grid]  # resolved: the learned table covers the training grid
 
-    def encoder(self) -> ModelConfig:
+    def encoder_config(self) -> ModelConfig:
         """The encoder stack's config: pre-LN, GELU, attention dropout = dropout, no 1-D positions.
 
         Returns:
@@ -116,7 +116,7 @@ class ViT(nn.Module):
         nn.init.trunc_normal_(self.cls_token, std=0.02)
         self.position = build_input(cfg.position, cfg.d_model)
         self.augment = build_augmentation(cfg.position)
-        self.encoder = Encoder(cfg.encoder())
+        self.encoder = Encoder(cfg.encoder_config())
         self.head = nn.Linear(cfg.d_model, cfg.num_classes)
 
     def grid(self, height: int, width: int) -> tuple[int, int]:

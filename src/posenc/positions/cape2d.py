@@ -21,7 +21,7 @@ from torch import Tensor
 
 from posenc.config import require
 from posenc.positions.base import Augmentation
-from posenc.positions.grid2d import grid_shape, grid_sizes
+from posenc.positions.grid2d import grid_shape, grid_sizes_xy
 from posenc.positions.registry import register
 
 
@@ -81,7 +81,7 @@ class CapeAugmentation2d(Augmentation):
         if positions.device.type == "cpu" and not torch.compiler.is_compiling():
             grid_shape(positions)  # a full grid (DataError otherwise): a free read on the CPU only
         shift = _uniform((b, 1, 2), p.max_global_shift, positions)  # (ii) Δx, Δy, Eq. 5
-        local_max = p.local_shift / grid_sizes(positions)  # (iii) Eq. 6: εmax = local_shift / n per axis (x: gw, y: gh)
+        local_max = p.local_shift / grid_sizes_xy(positions)  # (iii) Eq. 6: εmax = local_shift / n per axis: (gw, gh)
         local = _uniform(tuple(positions.shape), local_max, positions)
         log_scale = _uniform((b, 1, 1), math.log(p.max_global_scaling), positions)
         return (positions + shift + local) * log_scale.exp()  # (iv) λ shared by x and y, Eq. 7

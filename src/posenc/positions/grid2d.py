@@ -9,7 +9,7 @@ image location has the same coordinate at every resolution. Each axis spans [−
 (no aspect-ratio correction; the paper gives none and all images here are square). The model
 hands the methods mean-normalised centres (CAPE §4 step i; the identity up to rounding for full
 grids, whose centres are symmetric), so the grid size can be read back from the first centre
-(on the device: :func:`grid_sizes`), and the grid ``(gh, gw)`` itself (``state["grid"]`` of an
+(on the device: :func:`grid_sizes_xy`), and the grid ``(gh, gw)`` itself (``state["grid"]`` of an
 input method), so nothing is read back to the host.
 """
 
@@ -58,16 +58,17 @@ def mean_normalize_2d(positions: Tensor) -> Tensor:
     return positions - positions.mean(dim=1, keepdim=True)
 
 
-def grid_sizes(positions: Tensor) -> Tensor:
-    """The grid size of a full grid of patch centres, read on their device (no host sync): the first
-    centre is (−1 + 1/gw, −1 + 1/gh), so gw = round(1 / (x0 + 1)) and gh = round(1 / (y0 + 1))
-    (round half to even, as Python's).
+def grid_sizes_xy(positions: Tensor) -> Tensor:
+    """The grid size of a full grid of patch centres along each coordinate axis, in a centre's
+    (x, y) order, so ``(gw, gh)`` (:func:`grid_shape` is ``(gh, gw)``, rows first), read on their
+    device (no host sync): the first centre is (−1 + 1/gw, −1 + 1/gh), so gw = round(1 / (x0 + 1))
+    and gh = round(1 / (y0 + 1)) (round half to even, as Python's).
 
     Args:
         positions: (mean-normalised) patch centres ``(B, N, 2)`` of a full grid.
 
     Returns:
-        ``(gw, gh)`` as a float64 tensor ``(2,)`` on their device.
+        ``(gw, gh)`` as a float64 tensor ``(2,)`` on their device, broadcasting against a centre's (x, y).
     """
     return torch.round(1.0 / (positions[0, 0].to(torch.float64) + 1.0))
 
@@ -81,7 +82,7 @@ def grid_shape(positions: Tensor, grid: tuple[int, int] | None = None) -> tuple[
             None: read from the first centre (−1 + 1/gw, −1 + 1/gh), a host read.
 
     Returns:
-        ``(gh, gw)``.
+        ``(gh, gw)``, rows first as in a tensor's shape (:func:`grid_sizes_xy` is ``(gw, gh)``).
 
     Raises:
         DataError: gh·gw is not the number of patches N.

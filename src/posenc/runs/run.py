@@ -1,8 +1,8 @@
 """One run directory through its whole life: :class:`Run` opens it (creates it, or judges the run
 recorded there by the one "same run?" rule), loads the checkpoint it resumes from once, hands the
 Trainer what it needs, writes the run's files once the Trainer has restored that checkpoint, and
-closes it (its lock released). :class:`FinishedRun` opens a trained run to use it (score it,
-average it, serve it): its record, its stored config and a checkpoint, each read once.
+closes it (its lock released). :meth:`Run.finished` opens a trained run to use it instead (score
+it, average it, serve it): its record, its stored config and a checkpoint, each read once.
 
 A run directory holds ``config.yaml`` (the resolved config, in its ``stored_form()`` where the
 config has one, e.g. with paths relative to the run directory) and ``fingerprint.json`` (its
@@ -17,7 +17,7 @@ import logging
 import re
 import shutil
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -54,20 +54,27 @@ OWN_CHILDREN = {"checkpoints": r"^(ckpt_\d{8}|average|\.(tmp|old)-.+)$", "tensor
 
 
 class Run:
-    """A run directory opened to train ``cfg`` (:meth:`open`, which builds it through :meth:`judged`).
+    """A run directory opened to train ``cfg`` (:meth:`open`, which builds it through :meth:`judged`),
+    or a trained one opened to be used (:meth:`finished`).
 
     Args:
         out: the run directory.
-        cfg: the run config; once :meth:`set_resolved` is given the resolved one, what the run records.
+        cfg: the run config; once :meth:`set_resolved` is given the resolved one, what the run records
+            (None for a trained run opened by :meth:`finished`: its config is :attr:`stored_config`).
         verdict: the one rule's verdict on the run recorded there (None: nothing to continue).
-        checkpoint: the checkpoint training resumes from, loaded once (None: training starts at step 0).
+        checkpoint: the checkpoint training resumes from, loaded once (None: training starts at step 0);
+            for a trained run, the checkpoint it was opened with (:meth:`opened_checkpoint`).
         checkpoint_path: where the checkpoint it would resume from lies when it is not loaded (a
             stale run's, or one judged without loading); ignored when ``checkpoint`` is given.
 
     Attributes:
         spec: the task's declaration (:func:`~posenc.runs.spec.spec_of` the config).
-        record: the run's record once :meth:`set_resolved` computed it (:meth:`own_record`), else None.
+        record: the run's record once :meth:`set_resolved` computed it (:meth:`own_record`); for a
+            trained run, its ``fingerprint.json`` (the reference a checkpoint is judged against);
+            else None.
         sections: the config sections stored with every checkpoint (:meth:`set_resolved`).
+        stored_config: a trained run's ``config.yaml`` as stored (:meth:`finished`); None when not
+            read (a run opened to train, or a caller that has the run's config).
     """
 
     def __init__(self, out: Path, cfg: Any, verdict: Verdict | None = None, checkpoint: Checkpoint | None = None,
@@ -77,6 +84,7 @@ class Run:
         self.spec: RunSpec = spec_of(cfg)
         self.record: RunRecord | None = None  # what the run records: set by set_resolved(), once
         self.sections: dict[str, Any] = {}
+        self.stored_config: dict[str, Any] | None = None
 
     @property
     def continues(self) -> bool:
@@ -172,6 +180,51 @@ class Run:
         if verdict.kind == "stale" or path is None or not load:
             return cls(out, cfg, verdict, checkpoint_path=path)
         return cls(out, cfg, verdict, load_checkpoint(path, state=state))
+
+    @classmethod
+    def finished(cls, out: str | Path, which: str | None = "auto", stored: bool = True) -> Run:
+        """The trained run in ``out`` opened to be used (scored, averaged, served), each file read
+        once: its record, a checkpoint of it and its stored config. Nothing is locked or written.
+
+        Args:
+            out: the run directory.
+            which: the checkpoint to open (:func:`find_checkpoint`: ``auto``, ``latest``,
+                ``average`` or a path); None opens none (a caller that judges several checkpoints,
+                e.g. ``posenc average``).
+            stored: read the run's ``config.yaml`` too (False when the caller has the run's config).
+
+        Returns:
+            The :class:`Run`: its ``record`` the run's ``fingerprint.json`` (None where the
+            directory holds no run config), its ``checkpoint`` loaded without optimizer state, its
+            ``stored_config`` the ``config.yaml`` as stored (None without ``stored``).
+
+        Raises:
+            CheckpointError: ``stored`` and ``out`` has no ``config.yaml``, or the checkpoint is
+                missing or does not load.
+            RunDirError: the run's ``fingerprint.json`` does not read as a JSON object.
+        """
+        out = Path(out)
+        if stored and not (out / CONFIG_NAME).is_file():
+            raise CheckpointError(f"{out}: not a run directory (no {CONFIG_NAME})")
+        ckpt = None if which is None else load_checkpoint(find_checkpoint(out, which), with_optimizer=False)
+        run = cls(out, None, checkpoint=ckpt)
+        run.record = read_record(out)
+        run.stored_config = load_yaml(out / CONFIG_NAME) if stored else None
+        return run
+
+    def opened_checkpoint(self) -> Checkpoint:
+        """The checkpoint this run was opened with.
+
+        Returns:
+            The :class:`~posenc.training.checkpoint.Checkpoint` loaded by :meth:`finished` (or the
+            one training resumes from).
+
+        Raises:
+            CheckpointError: the run was opened without one (``which=None``).
+        """
+        if self.checkpoint is None:
+            raise CheckpointError(f"{self.out}: opened without a checkpoint")
+        return self.checkpoint
 
     # ------------------------------------------------------------------ train
     def set_resolved(self, cfg: Any, sections: dict[str, Any]) -> None:
@@ -309,63 +362,6 @@ def read_json_dict(path: Path, hint: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise RunDirError(f"{path}: not a posenc fingerprint (a JSON object); {hint}")
     return data
-
-
-# ----------------------------------------------------------------------------- a finished run
-@dataclass(frozen=True)
-class FinishedRun:
-    """A trained run opened to be used (scored, averaged, served), each file read once.
-
-    Args:
-        out: the run directory.
-        record: the run's record (``fingerprint.json``; None where the directory holds no run
-            config): the reference a checkpoint is judged against.
-        checkpoint: the checkpoint opened (weights, state.json and config sections, no optimizer
-            state), or None (a caller that judges several checkpoints, e.g. ``posenc average``).
-        stored: the run's ``config.yaml`` as stored (None when the caller has the run's config).
-    """
-
-    out: Path
-    record: RunRecord | None
-    checkpoint: Checkpoint | None = None
-    stored: dict[str, Any] | None = None
-
-    @classmethod
-    def open(cls, out: str | Path, which: str | None = "auto", stored: bool = True) -> FinishedRun:
-        """The trained run in ``out`` with a checkpoint of it.
-
-        Args:
-            out: the run directory.
-            which: the checkpoint to open (:func:`find_checkpoint`: ``auto``, ``latest``,
-                ``average`` or a path); None opens none.
-            stored: read the run's ``config.yaml`` too (False when the caller has the run's config).
-
-        Returns:
-            The :class:`FinishedRun`, its checkpoint loaded without optimizer state.
-
-        Raises:
-            CheckpointError: ``stored`` and ``out`` has no ``config.yaml``, or the checkpoint is
-                missing or does not load.
-            RunDirError: the run's ``fingerprint.json`` does not read as a JSON object.
-        """
-        out = Path(out)
-        if stored and not (out / CONFIG_NAME).is_file():
-            raise CheckpointError(f"{out}: not a run directory (no {CONFIG_NAME})")
-        ckpt = None if which is None else load_checkpoint(find_checkpoint(out, which), with_optimizer=False)
-        return cls(out, read_record(out), ckpt, load_yaml(out / CONFIG_NAME) if stored else None)
-
-    def opened(self) -> Checkpoint:
-        """The checkpoint this run was opened with.
-
-        Returns:
-            The :class:`~posenc.training.checkpoint.Checkpoint` loaded by :meth:`open`.
-
-        Raises:
-            CheckpointError: the run was opened without one (``which=None``).
-        """
-        if self.checkpoint is None:
-            raise CheckpointError(f"{self.out}: opened without a checkpoint")
-        return self.checkpoint
 
 
 def read_record(out: Path) -> RunRecord | None:

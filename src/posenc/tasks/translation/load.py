@@ -11,7 +11,6 @@ written except what the command line names.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from posenc.errors import CheckpointError, ConfigError, RunDirError
 from posenc.evaluation.metrics import corpus_scores
 from posenc.files import atomic_write_text
 from posenc.runs.ownership import dir_kind
-from posenc.runs.run import FinishedRun, Run, read_record
+from posenc.runs.run import Run, read_record
 from posenc.runs.same_run import RunRecord, Verdict, read_stored, same_record, same_run
 from posenc.tasks.translation.config import ARCH_SECTIONS, DecodeConfig, RunConfig, located_config
 from posenc.tasks.translation.spec import SPEC, VOCAB_FILE, VOCAB_KEY
@@ -65,7 +64,7 @@ def check_checkpoint_run(run_dir: Path, sections: dict[str, Any], where: Path, r
                               f"({verdict.detail}); remove it or pass the run it belongs to")
 
 
-def checkpoint_run_config(run: FinishedRun, verdict: Verdict | None = None) -> RunConfig:
+def checkpoint_run_config(run: Run, verdict: Verdict | None = None) -> RunConfig:
     """What the model of the opened checkpoint is rebuilt from: the run's config.yaml with the
     ``arch``, ``data`` and model sections saved with that checkpoint in place of its own, resolved
     against the run directory (never a file a later command could change), once the checkpoint is
@@ -73,27 +72,29 @@ def checkpoint_run_config(run: FinishedRun, verdict: Verdict | None = None) -> R
     or the run is refused: a model section in the checkpoint's, a run config in config.yaml.
     ``verdict``: the caller's verdict on the run (a grid cell's); a checkpoint recording the record
     it judged is the run's and is not judged again (:func:`~posenc.runs.same_run.same_record`)."""
-    sections, where = run.opened().config, run.opened().path
+    ckpt = run.opened_checkpoint()
+    sections, where = ckpt.config, ckpt.path
     if not isinstance(sections.get("model"), dict):
         raise CheckpointError(f"{where}: its config.yaml records no model section (not a complete posenc checkpoint)")
     if run.record is not None and not _vouched(run, verdict):
         check_checkpoint_run(run.out, sections, where, run.record)
-    if not run.stored:
+    if not run.stored_config:
         raise CheckpointError(f"{run.out / 'config.yaml'}: empty (the run's config is gone); restore it from the "
                               "run's copy or retrain")
     try:
-        return located_config(_with_sections(run.stored, sections), run.out)
+        return located_config(_with_sections(run.stored_config, sections), run.out)
     except ConfigError as err:
         raise CheckpointError(f"{run.out / 'config.yaml'} with the sections saved in {where}: not a usable "
                               f"run config ({err})") from None
 
 
-def _vouched(run: FinishedRun, verdict: Verdict | None) -> bool:
+def _vouched(run: Run, verdict: Verdict | None) -> bool:
     """Whether the opened checkpoint records the run ``verdict`` judged (its state's record)."""
-    record = run.opened().state.get("record")
+    ckpt = run.opened_checkpoint()
+    record = ckpt.state.get("record")
     if verdict is None or verdict.kind == "stale" or not isinstance(record, dict):
         return False
-    return same_record(verdict, RunRecord.read(record, where=f"{run.opened().path}/state.json"), SPEC.derived_keys)
+    return same_record(verdict, RunRecord.read(record, where=f"{ckpt.path}/state.json"), SPEC.derived_keys)
 
 
 def check_vocab(state: dict[str, Any], digest: str, vocab: Path, where: Path) -> None:
@@ -123,9 +124,9 @@ def load_run(run_dir: str | Path, checkpoint: str = "auto", device: str = "cpu",
     """The trained run in ``run_dir`` with the weights of ``checkpoint`` (``auto``: the average if
     present, else the latest; ``latest``, ``average`` or a path), its model rebuilt from the
     config saved with that checkpoint, checked against the run's record and vocabulary: the run
-    opened once (:class:`~posenc.runs.run.FinishedRun`). ``verdict``: the caller's verdict on the
+    opened once (:meth:`~posenc.runs.run.Run.finished`). ``verdict``: the caller's verdict on the
     run (:func:`checkpoint_run_config`)."""
-    run = FinishedRun.open(run_dir, checkpoint)
+    run = Run.finished(run_dir, checkpoint)
     return _loaded(run, checkpoint_run_config(run, verdict), device, confine)
 
 
@@ -133,17 +134,18 @@ def loaded_after_training(trained: Run, checkpoint: str = "auto", device: str = 
     """:func:`load_run` of the run ``trained`` in this process (its resolved config and config
     sections in memory): a checkpoint holding this run's sections is rebuilt from that config,
     without reading it again; any other is judged and rebuilt as :func:`load_run` does."""
-    run = FinishedRun.open(trained.out, checkpoint, stored=False)
+    run = Run.finished(trained.out, checkpoint, stored=False)
     sections = json.loads(json.dumps({k: to_dict(v) for k, v in trained.sections.items()}))
-    if sections and all(run.opened().config.get(k) == v for k, v in sections.items()):
+    if sections and all(run.opened_checkpoint().config.get(k) == v for k, v in sections.items()):
         return _loaded(run, trained.cfg, device, False)
-    return _loaded(run, checkpoint_run_config(replace(run, stored=load_yaml(run.out / "config.yaml"))), device, False)
+    run.stored_config = load_yaml(run.out / "config.yaml")
+    return _loaded(run, checkpoint_run_config(run), device, False)
 
 
-def _loaded(run: FinishedRun, cfg: RunConfig, device: str, confine: bool) -> LoadedRun:
+def _loaded(run: Run, cfg: RunConfig, device: str, confine: bool) -> LoadedRun:
     """The model of ``cfg`` with the opened checkpoint's weights, once the run's vocabulary is the
     checkpoint's (before the weights: a clearer error than their shapes)."""
-    ckpt = run.opened()
+    ckpt = run.opened_checkpoint()
     tok = Tokenizer.from_file(run.out / VOCAB_FILE)
     model = build_model(cfg, tok.pad_id)
     check_vocabulary(cfg, tok, ckpt.state, run.out, ckpt.path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from posenc.analysis.grid_part import run_analysis
 from posenc.analysis.registry import REGISTRY, fitting
 from posenc.config import load_config, load_yaml
 from posenc.errors import ConfigError
@@ -17,7 +18,7 @@ from posenc.experiments.tasks import task_module
 from posenc.runs.ownership import check_outside_posenc_dirs, check_target, write_marker
 from posenc.runs.spec import declared
 from posenc.tasks.translation.experiment import ExperimentConfig
-from posenc.tasks.translation.report import run_analysis
+from posenc.tasks.translation.report import setting_part
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         check_report_dir(exp)
     for setting in settings:
         out = top / setting if args.out else top / setting / name
-        run_analysis(exp, setting, name, out)  # every seed: pooled, or one out/seedN per seed
+        run_analysis(setting_part(exp, setting), name, exp.analysis_options, out)  # pooled, or one out/seedN per seed
         if args.out:
             write_marker(out, "report")
         write_marker(top, "report")

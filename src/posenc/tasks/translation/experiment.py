@@ -6,7 +6,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from posenc.analysis.registry import REGISTRY, check_options, fitting, fitting_names
+from posenc.analysis.grid_part import skip_reason
+from posenc.analysis.registry import check_options, fitting, fitting_names
 from posenc.config import require, require_seeds
 from posenc.experiments.selection import SelectionConfig
 from posenc.tasks.translation.spec import SPEC
@@ -81,10 +82,7 @@ class ExperimentConfig:
 
     def skip_reason(self, analysis: str) -> str:
         """Why ``analysis`` cannot run on this grid (it is skipped with this note), or ""."""
-        need = REGISTRY[analysis].min_methods
-        if len(self.methods) < need:
-            return f"{analysis} compares at least {need} methods; this experiment has {len(self.methods)}"
-        return ""
+        return skip_reason(analysis, list(self.methods))
 
     @property
     def root(self) -> Path:

@@ -4,7 +4,6 @@ papers' analyses for each setting, all under ``root/report``."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
@@ -14,7 +13,7 @@ from typing import Any
 import torch
 
 from posenc.analysis import learning_curves
-from posenc.analysis.registry import REGISTRY, fitting
+from posenc.analysis.grid_part import GridPart, clear_analysis_output, run_analysis
 from posenc.data.corpora import Pair
 from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
@@ -22,7 +21,6 @@ from posenc.errors import ConfigError
 from posenc.evaluation.seeds import mean_std
 from posenc.experiments.grid import trained_on
 from posenc.experiments.selection import SelectionConfig, selection_lines
-from posenc.files import atomic_write_text
 from posenc.tasks.translation.cells import grid, run_config
 from posenc.tasks.translation.convergence import judge_run, read_valid
 from posenc.tasks.translation.experiment import ExperimentConfig
@@ -169,7 +167,8 @@ class SettingView:
     and :meth:`hyps` concatenates the seeds' outputs in the same order (so a corpus BLEU is the
     BLEU of all seeds' outputs together, and a paired bootstrap pairs each seed's sentence with the
     same seed's sentence of the other model). Analyses of model internals (:meth:`run`,
-    :meth:`models`) need a one-seed view: :func:`run_analysis` makes one per seed.
+    :meth:`models`) need a one-seed view: :func:`~posenc.analysis.grid_part.run_analysis` makes one
+    per seed (:func:`setting_part`).
     """
 
     carries = SPEC.carries
@@ -286,66 +285,26 @@ class SettingView:
         return params if isinstance(params, int) else sum(p.numel() for p in self.model(method).parameters())
 
 
-def run_analysis(exp: ExperimentConfig, setting: str, name: str, out: Path) -> list[str]:
-    """Run registered analysis ``name`` on every seed of ``setting`` into ``out``: pooled over the
-    seeds when the registry says so (outputs only), else once per seed into ``out/seed<N>``, beside
-    a ``runs.json`` naming the runs it read (:func:`run_identities`). An analysis that reads the
-    trained models runs on the seeds whose runs keep a checkpoint; for a seed without one, the
-    output an earlier report wrote where its models were stays when its ``runs.json`` names the
-    same runs as today's (checkpoints are not committed, their analyses are). Returns Markdown lines."""
-    analysis = fitting(name, exp.task, SettingView.carries)
-    if exp.skip_reason(name):
-        return [f"Skipped: {exp.skip_reason(name)}.", ""]
-    seeds, note, options = list(exp.seeds), "", analysis.parse_options(exp.analysis_options)
-    if analysis.reads_models:
-        seeds, note = _seeds_with_checkpoints(exp, setting, name)
-        kept = kept_seeds(exp, setting, out, [s for s in exp.seeds if s not in seeds])
-        note += "".join(f" Seed {s}: kept as the report that had its models wrote it (its runs.json names "
-                        f"today's runs of {', '.join(methods)})." for s, methods in kept.items())
-        if not seeds:
-            return [note.strip(), ""]
-    if analysis.pooled:
-        out.mkdir(parents=True, exist_ok=True)
-        with torch.inference_mode():
-            analysis.feeder(SettingView(exp, setting), options, out)
-        return [f"All seeds pooled ({', '.join(map(str, exp.seeds))}): each test sentence once per seed.", ""]
-    for seed in seeds:
-        (out / f"seed{seed}").mkdir(parents=True, exist_ok=True)
-        with torch.inference_mode():
-            analysis.feeder(SettingView(exp, setting, [seed]), options, out / f"seed{seed}")
-        if any((out / f"seed{seed}").iterdir()):  # an analysis with nothing to say for this seed writes nothing
-            atomic_write_text(out / f"seed{seed}" / RUNS_READ, json.dumps(run_identities(exp, setting, seed), indent=2))
-    return [f"One result per seed ({', '.join(f'seed{s}' for s in seeds)}).{note}{_combine_seeds(exp, name, out)}", ""]
+def setting_part(exp: ExperimentConfig, setting: str) -> GridPart:
+    """One setting of ``exp`` as the analysis runner reads it: its runs under
+    ``root/setting/method/seed<N>``, a :class:`SettingView` of some of its seeds, and each run
+    identified by its results.json (:func:`run_identity`).
+
+    Args:
+        exp: the grid (or the part of it the report compares, :func:`done_part`).
+        setting: one of its settings.
+
+    Returns:
+        The :class:`~posenc.analysis.grid_part.GridPart` of that setting.
+    """
+    return GridPart(task=exp.task, carries=SettingView.carries, setting=setting, methods=list(exp.methods),
+                    seeds=list(exp.seeds), run_dir=lambda method, seed: exp.root / setting / method / f"seed{seed}",
+                    view=lambda seeds: SettingView(exp, setting, seeds), identity=run_identity)
 
 
-def _combine_seeds(exp: ExperimentConfig, name: str, out: Path) -> str:
-    """Run analysis ``name``'s ``across_seeds`` (registry) on the per-seed outputs in ``out`` that
-    describe today's runs (computed now or kept) when there are at least two; a sentence for the report."""
-    combine = REGISTRY[name].across_seeds
-    seed_dirs = {s: out / f"seed{s}" for s in exp.seeds if (out / f"seed{s}" / RUNS_READ).is_file()}
-    if combine is None or len(seed_dirs) < 2:
-        return ""
-    combine(seed_dirs, out)
-    return f" Compared over seeds {', '.join(map(str, seed_dirs))} in the files beside the seed folders."
-
-
-#: Beside each per-seed analysis output: the runs it was computed from (:func:`run_identities`).
-RUNS_READ = "runs.json"
-
-
-def run_identities(exp: ExperimentConfig, setting: str, seed: int) -> dict[str, dict[str, Any]]:
-    """Method → what makes its run of ``setting``/``seed`` the run it is: the fingerprint of its
-    config and where its training ended (steps, best step), from its results.json."""
-    out = {}
-    for method in exp.methods:
-        identity = _run_identity(Path(run_config(exp, setting, method, seed).out_dir))
-        if identity is not None:
-            out[method] = identity
-    return out
-
-
-def _run_identity(run_dir: Path) -> dict[str, Any] | None:
-    """:func:`run_identities`' entry of the run in ``run_dir`` (None without a results.json)."""
+def run_identity(run_dir: Path) -> dict[str, Any] | None:
+    """What makes the run in ``run_dir`` the run it is, from its results.json: the fingerprint of
+    its config and where its training ended (steps, best step); None without a results.json."""
     path = run_dir / "results.json"
     if not path.is_file():
         return None
@@ -353,59 +312,6 @@ def _run_identity(run_dir: Path) -> dict[str, Any] | None:
     summary = results.get("summary", {})
     return {"fingerprint": results.get("record", {}).get("fingerprint"),
             "steps": summary.get("steps"), "best_step": summary.get("best_step")}
-
-
-def kept_seeds(exp: ExperimentConfig, setting: str, out: Path, seeds: list[int]) -> dict[int, list[str]]:
-    """Of ``seeds`` (those this report cannot recompute), the ones whose earlier output in
-    ``out/seed<N>`` was computed from today's runs (every run its ``runs.json`` names is unchanged
-    in its cell, also one this report leaves out, e.g. waiting for a selection), with the methods it covers."""
-    kept = {}
-    for seed in seeds:
-        path = out / f"seed{seed}" / RUNS_READ
-        if not path.is_file():
-            continue
-        read = json.loads(path.read_text(encoding="utf-8"))
-        runs = {m: _run_identity(exp.root / setting / m / f"seed{seed}") for m in read}
-        if read and all(runs[m] == identity for m, identity in read.items()):
-            kept[seed] = list(read)
-    return kept
-
-
-def clear_analysis_output(exp: ExperimentConfig, setting: str, name: str, out: Path) -> None:
-    """Empty a report's ``out`` (one analysis of one setting) before :func:`run_analysis` writes it,
-    but for the per-seed outputs of a model-reading analysis that it cannot recompute here and that
-    still describe today's runs (:func:`kept_seeds`)."""
-    keep: set[str] = set()
-    if REGISTRY[name].reads_models and not REGISTRY[name].pooled:
-        here, _ = _seeds_with_checkpoints(exp, setting, name)
-        keep = {f"seed{s}" for s in kept_seeds(exp, setting, out, [s for s in exp.seeds if s not in here])}
-    if out.is_dir():
-        for entry in out.iterdir():
-            if entry.name not in keep:
-                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-
-
-def _without_checkpoints(exp: ExperimentConfig, setting: str, seed: int) -> list[str]:
-    """Run directories of ``setting``/``seed`` (every method) that keep no checkpoint: a committed
-    grid (checkpoints are not committed) read back in another clone."""
-    dirs = [Path(run_config(exp, setting, m, seed).out_dir) for m in exp.methods]
-    return [str(d) for d in dirs if not any((d / "checkpoints").glob("*/model.safetensors"))]
-
-
-def _seeds_with_checkpoints(exp: ExperimentConfig, setting: str, name: str) -> tuple[list[int], str]:
-    """The seeds whose runs (every method) keep a checkpoint, for an analysis that reads the models,
-    and a note on the others: a per-seed analysis runs on those seeds; a pooled one needs them all.
-    No seed (or a pooled analysis missing one): the seed list is empty and the note says why."""
-    missing = {seed: _without_checkpoints(exp, setting, seed) for seed in exp.seeds}
-    gone = [d for dirs in missing.values() for d in dirs]
-    if not gone:
-        return list(exp.seeds), ""
-    skipped = (f"it reads the trained models and {len(gone)} run(s) keep no checkpoint (e.g. `{gone[0]}`; "
-               "committed results keep none)")
-    kept = [seed for seed, dirs in missing.items() if not dirs]
-    if REGISTRY[name].pooled or not kept:
-        return [], f"Skipped: {skipped}: run the report where the runs were trained."
-    return kept, f" Seed(s) {', '.join(str(s) for s, d in missing.items() if d)} left out: {skipped}."
 
 
 def interpolate_short_runs(pairs: list[Pair], group: int) -> int:
@@ -598,9 +504,9 @@ def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]
         part, why = done_part(exp, setting, results)
         md += [why, ""] if why else []
         for name in exp.analyses if part is not None else []:
-            out = report / setting / name
-            clear_analysis_output(part, setting, name, out)  # posenc's report dir: no output of another grid part
-            md += [f"### {name}", ""] + run_analysis(part, setting, name, out)
+            out, runs = report / setting / name, setting_part(part, setting)
+            clear_analysis_output(runs, name, out)  # posenc's report dir: no output of another grid part
+            md += [f"### {name}", ""] + run_analysis(runs, name, part.analysis_options, out)
             md += [f"![{p.stem}]({p.relative_to(report)})" for p in sorted(out.rglob("*.png"))]
             md += [(p.read_text(encoding="utf-8")) for p in sorted(out.rglob("*.md"))] + [""]
     (report / "README.md").write_text("\n".join(md), encoding="utf-8")

@@ -49,6 +49,8 @@ def test_committed_cells_are_fresh() -> None:
     grid = TASK.with_selection(_exp(), 10)
     cells = [("vanilla", m, s) for m in METHODS for s in SEEDS] + [("extrapolate", m, s) for m in EXTRAPOLATE
                                                                   for s in SEEDS]
+    cells += [("extrapolate", m, s) for m in METHODS for s in SEEDS if m not in EXTRAPOLATE
+              and (COMMITTED / "extrapolate" / m / f"seed{s}" / "results.json").is_file()]  # rebuilt so far
     assert {c: Grid(grid, TASK).verdict(c).kind for c in cells} == dict.fromkeys(cells, "fresh")
 
 
@@ -77,6 +79,22 @@ def test_the_rebuilt_sweep_cells_are_quoted() -> None:
     below_cap = {k: r["length_penalty"]["chosen"] for k, r in done if r["length_penalty"]["chosen"] != 1.4}
     assert below_cap == {30: 1.2} and all(r["length_penalty"]["at_bound"] for k, r in done if k not in below_cap)
     assert "Every sweep cell but K = 30 (α = 1.2) chose α = 1.4, the grid's declared cap" in " ".join(SECTION.split())
+
+
+#: The rebuilt SHAPE EXTRAPOLATE methods and the names §0c gives them.
+REBUILT = {"shape-kstar": "SHAPE K*", "shape-k500": "SHAPE K = 500", "shape-k500-public": "SHAPE K = 500, public code"}
+
+
+def test_the_rebuilt_extrapolate_cells_are_quoted() -> None:
+    """§0c names every rebuilt SHAPE EXTRAPOLATE cell committed so far: test BLEU, status, updates,
+    minutes and the α it was decoded with."""
+    done = [(m, s, json.loads(path.read_text(encoding="utf-8"))) for m in REBUILT for s in SEEDS
+            if (path := COMMITTED / "extrapolate" / m / f"seed{s}" / "results.json").is_file()]
+    assert done
+    quoted = "; ".join(f"{REBUILT[m]} seed {s}: {r['scores']['test']['bleu']:.2f} ({r['summary']['status']}, "
+                       f"{r['summary']['steps']:,} updates, {round(r['summary']['wall_s'] / 60)} min, "
+                       f"α = {r['length_penalty']['chosen']:g})" for m, s, r in done)
+    assert f"Rebuilt EXTRAPOLATE cells so far (test BLEU): {quoted}." in " ".join(SECTION.split())
 
 
 def test_the_rule_chooses_the_k_the_vanilla_cells_were_trained_with() -> None:

@@ -49,7 +49,7 @@ def test_committed_cells_are_fresh() -> None:
     grid = TASK.with_selection(_exp(), 10)
     cells = [("vanilla", m, s) for m in METHODS for s in SEEDS] + [("extrapolate", m, s) for m in EXTRAPOLATE
                                                                   for s in SEEDS]
-    assert {c: Grid(grid, TASK).verdict(c).kind for c in cells} == dict.fromkeys(cells, "fresh")
+    assert {c: Grid.of(grid, TASK).verdict(c).kind for c in cells} == dict.fromkeys(cells, "fresh")
 
 
 def test_every_run_is_of_the_committed_tokenizer() -> None:

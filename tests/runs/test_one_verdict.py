@@ -78,7 +78,7 @@ def test_run_dir_grid_cell_and_checkpoint_get_one_verdict(tmp_path: Path, monkey
             assert run.continues and run.checkpoint_path == Path(cfg.out_dir) / "checkpoints" / checkpoint_name(3)
         assert len(calls) == 1  # the run directory's record; its checkpoint records that run: not judged again
     results = {"record": RunRecord.of(saved, evaluation_record(saved, exp.splits)).to_dict(), "summary": {"steps": 3}}
-    cell = translation_driver.TASK.verdict(exp_now, ("vanilla", "ape", 1), results)
+    cell = translation_driver.TASK.verdict(translation_driver.TASK.experiment(exp_now), ("vanilla", "ape", 1), results)
     grid_cell = methods_grid.recorded_verdict(cfg, {"record": RunRecord.of(saved).to_dict(), "summary": {"steps": 3}})
     assert cell is not None and grid_cell is not None and cell.kind == grid_cell.kind == kind
     assert {k for k, _ in calls} == {kind} and len(set(calls)) == 1  # one verdict, word for word

@@ -3,9 +3,10 @@ never by a list of names here (a new task is one package; nothing in posenc chan
 
 ``task: NAME`` is the package ``posenc.tasks.NAME``; a dotted ``task: pkg.module`` (e.g.
 ``tests.dummy_task``) is that module. The module's ``TASK`` is its experiment side, an
-:class:`ExperimentTask`: the experiment and run schemas, the grid's cells and each cell's run
-config, whether a finished cell is still fresh, how to bring a cell up to date, its summary line,
-the report and the optional stages (data checks and preparation, merged cells, a selection sweep).
+:class:`ExperimentTask`: the experiment and run schemas, the grid as data (an
+:class:`~posenc.experiments.experiment.Experiment`: its cells and each cell's run config), whether
+a finished cell is still fresh, how to bring a cell up to date, its summary line, the report and
+the optional stages (data checks and preparation, merged cells, a selection sweep).
 Every task is entered the same way: its ``TASK`` through the shared grid runner, and one run of it
 through ``posenc train`` (:meth:`ExperimentTask.new_task` and :attr:`ExperimentTask.run_config`).
 """
@@ -20,21 +21,11 @@ import pkgutil
 import re
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 from posenc.errors import ConfigError
+from posenc.experiments.experiment import Cell, Experiment
 from posenc.runs.same_run import Verdict
-
-
-class Cell(NamedTuple):
-    """One run of an experiment grid, as the runner passes it around (log names, worker argv,
-    results paths). ``group`` is the task's outer coordinate: translation's data setting, the
-    task name in a methods × seeds grid (:mod:`posenc.tasks.grid`); the runner never reads it."""
-
-    group: str
-    method: str
-    seed: int
-
 
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
@@ -60,34 +51,23 @@ class ExperimentTask(abc.ABC):
         """
 
     @abc.abstractmethod
-    def cells(self, exp: Any) -> list[Cell]:
-        """Every cell of the grid.
+    def experiment(self, options: Any) -> Experiment:
+        """The grid of an experiment config: its base, axes, seeds and selection as data.
 
         Args:
-            exp: the experiment config (an :attr:`experiment_config`).
+            options: the experiment config (an :attr:`experiment_config`).
 
         Returns:
-            The cells, in report order.
+            The :class:`~posenc.experiments.experiment.Experiment` (its ``options``: ``options``),
+            whose cells and run configs the runner uses.
         """
 
     @abc.abstractmethod
-    def cell_config(self, exp: Any, cell: Cell) -> Any:
-        """The validated run config of ``cell``.
-
-        Args:
-            exp: the experiment config.
-            cell: one of :meth:`cells`.
-
-        Returns:
-            The run config (a :attr:`run_config`); its ``out_dir`` is the cell's run directory.
-        """
-
-    @abc.abstractmethod
-    def verdict(self, exp: Any, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
+    def verdict(self, exp: Experiment, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
         """How the cell's stored results relate to the current config.
 
         Args:
-            exp: the experiment config.
+            exp: the experiment.
             cell: the cell.
             results: its stored ``results.json`` (None: none yet).
 
@@ -96,11 +76,12 @@ class ExperimentTask(abc.ABC):
         """
 
     @abc.abstractmethod
-    def run_cell(self, exp: Any, cell: Cell, verdict: Verdict | None, old: dict[str, Any] | None) -> dict[str, Any]:
+    def run_cell(self, exp: Experiment, cell: Cell, verdict: Verdict | None,
+                 old: dict[str, Any] | None) -> dict[str, Any]:
         """Train (resuming) and/or evaluate the cell.
 
         Args:
-            exp: the experiment config.
+            exp: the experiment.
             cell: the cell.
             verdict: its :meth:`verdict` (None: it has to run).
             old: its stored results (None: none).
@@ -110,11 +91,11 @@ class ExperimentTask(abc.ABC):
         """
 
     @abc.abstractmethod
-    def summary_line(self, exp: Any, result: dict[str, Any]) -> str:
+    def summary_line(self, exp: Experiment, result: dict[str, Any]) -> str:
         """One line printed as a run finishes.
 
         Args:
-            exp: the experiment config.
+            exp: the experiment.
             result: the cell's results.
 
         Returns:
@@ -122,11 +103,11 @@ class ExperimentTask(abc.ABC):
         """
 
     @abc.abstractmethod
-    def report(self, exp: Any, results: list[dict[str, Any]]) -> Path:
+    def report(self, exp: Experiment, results: list[dict[str, Any]]) -> Path:
         """Write the report of the grid.
 
         Args:
-            exp: the experiment config.
+            exp: the experiment.
             results: every cell's results (with ``--report-only`` only the fresh cells', possibly
                 none of a setting or method).
 
@@ -135,11 +116,11 @@ class ExperimentTask(abc.ABC):
         """
 
     # ------------------------------------------------------------------ hooks, with defaults
-    def check_data(self, exp: Any, cells: list[Cell]) -> None:
+    def check_data(self, exp: Experiment, cells: list[Cell]) -> None:
         """Check that the data of ``cells`` are at hand, before any run or worker starts.
 
         Args:
-            exp: the experiment config.
+            exp: the experiment.
             cells: the cells about to run.
 
         Raises:
@@ -147,21 +128,22 @@ class ExperimentTask(abc.ABC):
         """
         return None
 
-    def prepare(self, exp: Any, cells: list[Cell]) -> None:
+    def prepare(self, exp: Experiment, cells: list[Cell]) -> None:
         """Prepare what ``cells`` share before any of them runs (e.g. data prepared once per
         setting; default: nothing).
 
         Args:
-            exp: the experiment config.
+            exp: the experiment.
             cells: the cells about to run.
         """
         return None
 
-    def check_carried(self, exp: Any, cell: Cell, results: dict[str, Any], run_dir: Path) -> tuple[str, str | None]:
+    def check_carried(self, exp: Experiment, cell: Cell, results: dict[str, Any],
+                      run_dir: Path) -> tuple[str, str | None]:
         """Judge the scores of a cell trained elsewhere and brought back (``posenc experiment --merge``).
 
         Args:
-            exp: the experiment config.
+            exp: the experiment.
             cell: the cell.
             results: the results it carries.
             run_dir: its carried run directory.
@@ -176,7 +158,7 @@ class ExperimentTask(abc.ABC):
         """The validation sweep of a ``selection:`` block (:mod:`posenc.experiments.selection`).
 
         Args:
-            exp: the experiment config.
+            exp: the experiment config (an :attr:`experiment_config`).
             sel: its resolved :class:`~posenc.experiments.selection.SelectionConfig`.
 
         Returns:
@@ -201,7 +183,7 @@ class ExperimentTask(abc.ABC):
         """The test grid with the chosen value.
 
         Args:
-            exp: the experiment config.
+            exp: the experiment config (an :attr:`experiment_config`).
             value: the chosen value of ``selection.key``.
 
         Returns:
@@ -233,7 +215,7 @@ def find_task(ref: str) -> ExperimentTask:
 
 
 def task_of(exp: Any) -> ExperimentTask:
-    """The experiment side of the task of the experiment config ``exp``."""
+    """The experiment side of the task of ``exp`` (an experiment config or an :class:`Experiment`)."""
     return find_task(exp.task)
 
 

@@ -13,7 +13,9 @@ An experiment YAML::
     seeds: [0]
 
 Layout under ``exp.root`` (``out_dir``, default ``runs/NAME``): ``<method>/seed<N>/`` (a run
-directory; ``results.json`` once done) and ``report/``.
+directory; ``results.json`` once done; no level of a group: the grid has no outer axis) and
+``report/``. A task may add an outer axis (:meth:`MethodsGrid.groups`: lengthgen's algorithmic
+tasks, ``<task>/<method>/seed<N>/``).
 """
 
 from __future__ import annotations
@@ -24,14 +26,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from posenc.config import require, require_seeds
-from posenc.experiments.cell import cell_run_config, recorded_verdict, results_record
-from posenc.experiments.tasks import Cell, ExperimentTask
+from posenc.experiments.cell import recorded_verdict, results_record
+from posenc.experiments.experiment import Cell, Experiment
+from posenc.experiments.tasks import ExperimentTask
 from posenc.runs.same_run import RunRecord, Verdict
 from posenc.tasks.base import TaskRun, run_task
 
 log = logging.getLogger("posenc")
 
-__all__ = ["MethodsExperimentConfig", "MethodsGrid", "recorded_verdict", "results_record"]
+__all__ = ["MethodsExperimentConfig", "MethodsGrid", "methods_experiment", "recorded_verdict", "results_record"]
 
 #: The form of an experiment's methods, told where none is given (one line).
 METHODS_FORM = ("`methods:` maps label -> dotted overrides of `base:`, e.g. `methods: {cape: {model.position.name: "
@@ -65,6 +68,22 @@ class MethodsExperimentConfig:
         return Path(self.out_dir or f"runs/{self.name}")
 
 
+def methods_experiment(options: MethodsExperimentConfig, run_schema: type,
+                       groups: dict[str, dict[str, Any]] | None = None) -> Experiment:
+    """The grid of a methods × seeds experiment config.
+
+    Args:
+        options: the experiment config.
+        run_schema: the task's run config class.
+        groups: an outer axis, label → dotted overrides applied after the method's (None: none).
+
+    Returns:
+        The :class:`~posenc.experiments.experiment.Experiment` (its ``options``: ``options``).
+    """
+    return Experiment(options.name, options.task, options.root, run_schema, options.base, options.methods,
+                      tuple(options.seeds), groups=groups or {}, group_last=True, options=options)
+
+
 class MethodsGrid(ExperimentTask):
     """:class:`~posenc.experiments.tasks.ExperimentTask` of a methods × seeds grid. A task sets
     ``experiment_config`` and ``run_config`` (its schemas; a run config has a ``data`` section,
@@ -73,47 +92,31 @@ class MethodsGrid(ExperimentTask):
 
     experiment_config: ClassVar[type] = MethodsExperimentConfig
 
-    def cells(self, exp: MethodsExperimentConfig) -> list[Cell]:
-        """Every cell, group-major (:meth:`groups`), then method and seed."""
-        return [Cell(group, method, seed) for group in self.groups(exp) for method in exp.methods for seed in exp.seeds]
+    def experiment(self, options: MethodsExperimentConfig) -> Experiment:
+        """:func:`methods_experiment` of ``options``, with the outer axis of :meth:`groups`."""
+        return methods_experiment(options, self.run_config, self.groups(options))
 
-    def cell_config(self, exp: MethodsExperimentConfig, cell: Cell) -> Any:
-        """Base + the method's overrides + the group's (:meth:`group_overrides`) + seed
-        (:func:`~posenc.experiments.cell.cell_run_config`), in the run directory :meth:`run_dir`."""
-        group, method, seed = cell
-        overrides = [exp.methods[method], *self.group_overrides(exp, group)]
-        return cell_run_config(self.run_config, exp.base, overrides, seed, self.run_dir(exp, cell))
+    def groups(self, options: MethodsExperimentConfig) -> dict[str, dict[str, Any]]:
+        """The grid's outer axis: label → dotted overrides (default: none, a grid of methods × seeds)."""
+        return {}
 
-    def groups(self, exp: MethodsExperimentConfig) -> list[str]:
-        """The grid's outer coordinate (default: one group, the task's name, with no overrides)."""
-        return [exp.task]
-
-    def group_overrides(self, exp: MethodsExperimentConfig, group: str) -> list[dict[str, Any]]:
-        """The dotted overrides of ``group``, applied after the method's (default: none)."""
-        return []
-
-    def run_dir(self, exp: MethodsExperimentConfig, cell: Cell) -> Path:
-        """The cell's run directory (default ``root/method/seedN``: one group, no level of its own)."""
-        _, method, seed = cell
-        return exp.root / method / f"seed{seed}"
-
-    def verdict(self, exp: MethodsExperimentConfig, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
+    def verdict(self, exp: Experiment, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
         """:func:`recorded_verdict` of the cell's run config."""
-        return recorded_verdict(self.cell_config(exp, cell), results)
+        return recorded_verdict(exp.run_config(cell), results)
 
-    def run_cell(self, exp: MethodsExperimentConfig, cell: Cell, verdict: Verdict | None,
+    def run_cell(self, exp: Experiment, cell: Cell, verdict: Verdict | None,
                  old: dict[str, Any] | None) -> dict[str, Any]:
         """Train (resuming) and evaluate the cell's run; its results (JSON-safe)."""
-        cfg = self.cell_config(exp, cell)
-        log.info("== %s -> %s", " / ".join(map(str, cell)), cfg.out_dir)
-        return self.train_cell(cfg, cell, verdict)
+        cfg = exp.run_config(cell)
+        log.info("== %s -> %s", cell.name, cfg.out_dir)
+        return self.train_cell(cfg, Cell(cell.group or exp.task, cell.method, cell.seed), verdict)
 
-    def check_data(self, exp: MethodsExperimentConfig, cells: list[Cell]) -> None:
+    def check_data(self, exp: Experiment, cells: list[Cell]) -> None:
         """The data of ``cells`` checked once per distinct data config (:meth:`data_check`), before
         any run or worker starts: a missing data set stops the grid in one line."""
         seen: set[str] = set()
         for cell in cells:
-            data = self.cell_config(exp, cell).data
+            data = exp.run_config(cell).data
             if repr(data) not in seen:
                 seen.add(repr(data))
                 self.data_check(data)
@@ -124,7 +127,8 @@ class MethodsGrid(ExperimentTask):
 
     def train_cell(self, cfg: Any, cell: Cell, verdict: Verdict | None = None) -> dict[str, Any]:
         """Train (resuming) and evaluate the run ``cfg`` of ``cell``; what ``results.json`` stores:
-        the cell, the run's record (:meth:`RunRecord.of`, as in its fingerprint.json), a summary
+        the cell (its group as ``task``: the grid's task where it has no outer axis), the run's
+        record (:meth:`RunRecord.of`, as in its fingerprint.json), a summary
         with the trainer's stop reason and convergence status (:mod:`posenc.training.convergence`)
         and the task's metrics. ``verdict``: the cell's, handed to the run (judged once)."""
         task, method, seed = cell

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from posenc.errors import ConfigError, RunDirError
+from posenc.experiments.experiment import Cell
 from posenc.experiments.grid import Grid
-from posenc.experiments.tasks import Cell
 from posenc.files import atomic_output, atomic_write_text, os_call, os_errors
 from posenc.runs.fingerprint import data_fingerprint, digest
 from posenc.runs.ownership import check_outside_posenc_dirs, check_target, write_marker

@@ -26,11 +26,11 @@ from pathlib import Path
 
 from posenc.config import from_dict, load_yaml, naming, require
 from posenc.errors import ConfigError, PosencError
+from posenc.experiments.experiment import Cell
 from posenc.experiments.grid import Grid
 from posenc.experiments.runner import grid_stages, load_grid
 from posenc.experiments.scheduler import parse_jobs, run_local
 from posenc.experiments.subset import CellSubset
-from posenc.experiments.tasks import Cell
 from posenc.files import os_error_message
 from posenc.window.archive import CellArchive
 from posenc.window.deadline import CellGate

@@ -37,7 +37,7 @@ def test_committed_cells_are_fresh(grid: str) -> None:
     results = _results(grid)
     expected = {(m, s) for m in exp.methods for s in PARTIAL[grid].get(m, (1, 2, 3))}
     assert {(r["method"], r["seed"]) for r in results} == expected
-    assert {TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r).kind for r in results} == {"fresh"}
+    assert {TASK.verdict(TASK.experiment(exp), (r["task"], r["method"], r["seed"]), r).kind for r in results} == {"fresh"}
 
 
 def _fmt(values: list[float], spread: bool) -> str:

@@ -28,7 +28,7 @@ def test_committed_cells_are_fresh() -> None:
     assert sorted(tasks) == sorted(exp.tasks) == ["binary_addition", "bucket_sort", "copy", "decimal_addition", "parity", "reverse"]
     assert all(ms == sorted(exp.methods) for ms in tasks.values())
     assert len(results) == 6 * len(exp.methods) * len(exp.seeds) == 162
-    assert {TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r).kind for r in results} == {"fresh"}
+    assert {TASK.verdict(TASK.experiment(exp), (r["task"], r["method"], r["seed"]), r).kind for r in results} == {"fresh"}
 
 
 def test_docs_table_is_the_committed_accuracy() -> None:

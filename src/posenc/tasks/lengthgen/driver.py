@@ -17,9 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from posenc.experiments.experiment import Experiment
 from posenc.tasks.base import TaskRun
-from posenc.tasks.grid import Cell, MethodsGrid
-from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, cell_dir, task_overrides
+from posenc.tasks.grid import MethodsGrid
+from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, experiment_of, task_groups
 from posenc.tasks.lengthgen.report import write_report
 from posenc.tasks.lengthgen.task import LengthgenTask
 
@@ -34,17 +35,9 @@ class LengthgenExperiment(MethodsGrid):
     def new_task(self) -> LengthgenTask:
         return LengthgenTask()
 
-    def groups(self, exp: LengthgenExperimentConfig) -> list[str]:
-        """The algorithmic tasks."""
-        return list(exp.tasks)
-
-    def group_overrides(self, exp: LengthgenExperimentConfig, group: str) -> list[dict[str, Any]]:
-        """The task's ``task_overrides``, then the task itself (:func:`~posenc.tasks.lengthgen.config.run_config`)."""
-        return task_overrides(exp, group)
-
-    def run_dir(self, exp: LengthgenExperimentConfig, cell: Cell) -> Path:
-        """``root/task/method/seedN``."""
-        return cell_dir(exp, *cell)
+    def groups(self, options: LengthgenExperimentConfig) -> dict[str, dict[str, Any]]:
+        """The algorithmic tasks, each with its overrides (:func:`~posenc.tasks.lengthgen.config.task_groups`)."""
+        return task_groups(options)
 
     def results(self, done: dict[str, Any], run: TaskRun) -> dict[str, Any]:
         """Adds the best validation loss, the warm-up, the best step, whether the validation curve
@@ -58,15 +51,15 @@ class LengthgenExperiment(MethodsGrid):
                                warmup=conv.get("warmup"), best_step=conv.get("best_step"), flat=conv.get("flat"))
         return {**done, "metrics": metrics}
 
-    def summary_line(self, exp: LengthgenExperimentConfig, result: dict[str, Any]) -> str:
+    def summary_line(self, exp: Experiment, result: dict[str, Any]) -> str:
         s, m = result.get("summary", {}), result.get("metrics", {})
         unseen = m.get("unseen_seq_acc")
         acc = f"{unseen:.3f}" if isinstance(unseen, (int, float)) else "–"
         return (f"done {result['method']:<16} {result['task']:<12} seed {result['seed']:<3} unseen seq acc {acc:>6}  "
                 f"steps {s.get('steps', '–'):>6}  {s.get('status', '–')}")
 
-    def report(self, exp: LengthgenExperimentConfig, results: list[dict[str, Any]]) -> Path:
-        return write_report(exp, results, exp.root / "report")
+    def report(self, exp: Experiment, results: list[dict[str, Any]]) -> Path:
+        return write_report(exp.options, results, exp.root / "report")
 
 
 TASK = LengthgenExperiment()
@@ -108,12 +101,13 @@ def _report(name: str, root: Path, out_dir: Path) -> int:
 
     exp = load_config(LengthgenExperimentConfig, find_experiment(name))
     check_target(out_dir, "report", "OUT_DIR")  # before reading anything: nothing of a user's is overwritten
+    grid = experiment_of(exp)
     current: list[dict[str, Any]] = []
     stale: list[tuple[dict[str, Any], str]] = []
     for r in collect(root):
         if r["task"] not in exp.tasks or r["method"] not in exp.methods or r["seed"] not in exp.seeds:
             continue
-        verdict = TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r)  # results given: never None
+        verdict = TASK.verdict(grid, (r["task"], r["method"], r["seed"]), r)  # results given: never None
         if verdict.kind == "fresh":
             current.append(r)
         else:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc.data.speech import check_fsdd
+from posenc.experiments.experiment import Experiment
 from posenc.tasks.base import TaskRun
 from posenc.tasks.grid import MethodsGrid
 from posenc.tasks.speech.config import SpeechConfig, SpeechExperimentConfig
@@ -39,15 +40,15 @@ class SpeechExperiment(MethodsGrid):
         done["metrics"]["rows"] = [{**r, "method": done["method"], **extra} for r in done["metrics"]["rows"]]
         return done
 
-    def summary_line(self, exp: SpeechExperimentConfig, result: dict[str, Any]) -> str:
+    def summary_line(self, exp: Experiment, result: dict[str, Any]) -> str:
         rows = result["metrics"]["rows"]
         return (f"[{result['method']} seed {result['seed']}] {result['summary']['steps']} steps: "
                 + ", ".join(f"{r['bucket']} WER {r['wer']}" for r in rows))
 
-    def report(self, exp: SpeechExperimentConfig, results: list[dict[str, Any]]) -> Path:
+    def report(self, exp: Experiment, results: list[dict[str, Any]]) -> Path:
         """results.csv, wer_by_duration.png and README.md (mean ± sd over seeds) under ``<root>/report``."""
         out = exp.root / "report"
-        longest = self.cell_config(exp, self.cells(exp)[0]).data.max_train_duration
+        longest = exp.run_config(exp.cells()[0]).data.max_train_duration
         write_report([row for r in results for row in r["metrics"]["rows"]], out, longest)
         write_summary(exp.name, results, longest, out)
         return out

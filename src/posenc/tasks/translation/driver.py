@@ -16,14 +16,14 @@ from typing import Any
 
 from posenc.config import to_dict
 from posenc.experiments.cell import recorded_verdict, results_path
+from posenc.experiments.experiment import Cell, Experiment
 from posenc.experiments.selection import SelectionConfig
 from posenc.experiments.tasks import ExperimentTask
 from posenc.runs.same_run import RunRecord, Verdict
 from posenc.tasks.base import run_task
-from posenc.tasks.translation.cells import Cell, data_root, grid, run_config
 from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.convergence import run_status
-from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig, data_root, experiment_of
 from posenc.tasks.translation.spec import TOKENIZER_KEY
 from posenc.tasks.translation.task import TranslationTask
 from posenc.tasks.translation.tuning import alpha_key, replay, tune_length_penalty
@@ -67,7 +67,7 @@ def expected_evaluation(exp: ExperimentConfig, cfg: RunConfig, results: dict[str
     return evaluation
 
 
-def committed_tokenizer(exp: ExperimentConfig, cfg: RunConfig) -> str | None:
+def committed_tokenizer(exp: Any, cfg: RunConfig) -> str | None:
     """Content identity of the SentencePiece model committed with the grid for ``cfg``'s data
     (``<out_dir>/tokenizers/``, :func:`~posenc.tasks.translation.prepare.tokenizer_name`); None
     when the grid has none yet."""
@@ -92,7 +92,7 @@ def _identity_of_file(path: Path) -> str | None:
     return _file_identity(str(path), st.st_mtime_ns, st.st_size)
 
 
-def with_tokenizer(exp: ExperimentConfig, cfg: RunConfig, results: dict[str, Any], verdict: Any) -> Any:
+def with_tokenizer(exp: Any, cfg: RunConfig, results: dict[str, Any], verdict: Any) -> Any:
     """``verdict``, or stale when the run recorded a tokenizer (``summary.json`` ``tokenizer``) that
     is not the one committed with the grid: its per-subword figures and its stopping signal are of
     other data. A run that recorded none (trained before the record) is not judged on it."""
@@ -136,32 +136,30 @@ class TranslationExperiment(ExperimentTask):
         """The run side without test splits (``posenc train``; a cell's splits are scored by :meth:`run_cell`)."""
         return TranslationTask(splits=())
 
-    def cells(self, exp: ExperimentConfig) -> list[Cell]:
-        return grid(exp)
+    def experiment(self, options: ExperimentConfig) -> Experiment:
+        """Settings × methods × seeds (:func:`~posenc.tasks.translation.experiment.experiment_of`)."""
+        return experiment_of(options)
 
-    def cell_config(self, exp: ExperimentConfig, cell: Cell) -> RunConfig:
-        return run_config(exp, *cell)
-
-    def verdict(self, exp: ExperimentConfig, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
+    def verdict(self, exp: Experiment, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
         """fresh / rescore / extend / stale by the one rule on the stored record
         (:func:`~posenc.experiments.cell.recorded_verdict`, scored as the grid scores now), then
         the α search and the tokenizer its results hold (None: no results yet, nothing stale)."""
-        cfg = run_config(exp, *cell)
+        cfg, options = exp.run_config(cell), exp.options
         if results is None:
             return recorded_verdict(cfg, None)
-        verdict = with_tuning(exp, results, recorded_verdict(cfg, results, expected_evaluation(exp, cfg, results)))
-        return with_tokenizer(exp, cfg, results, verdict)
+        verdict = recorded_verdict(cfg, results, expected_evaluation(options, cfg, results))
+        return with_tokenizer(exp, cfg, results, with_tuning(options, results, verdict))
 
-    def prepare(self, exp: ExperimentConfig, cells: list[Cell]) -> None:
+    def prepare(self, exp: Experiment, cells: list[Cell]) -> None:
         """Note the analyses the report will skip; prepare every data directory the cells need,
         once each, before any run starts."""
 
-        for name in exp.analyses:
-            if exp.skip_reason(name):
-                log.info("note: %s; it will be skipped in the report", exp.skip_reason(name))
+        for name in exp.options.analyses:
+            if exp.options.skip_reason(name):
+                log.info("note: %s; it will be skipped in the report", exp.options.skip_reason(name))
         self.prepare_data(exp, cells)
 
-    def check_data(self, exp: ExperimentConfig, cells: list[Cell]) -> None:
+    def check_data(self, exp: Experiment, cells: list[Cell]) -> None:
         """The corpus of every setting ``cells`` need whose data directory is not prepared yet,
         checked once each before any run or worker starts (:func:`posenc.data.corpora.check_corpus`):
         a missing corpus stops the grid in one line naming it and how to get it."""
@@ -170,13 +168,13 @@ class TranslationExperiment(ExperimentTask):
 
         seen: set[str] = set()
         for cell in cells:
-            cfg = run_config(exp, *cell)
+            cfg = exp.run_config(cell)
             if cfg.prepared_dir not in seen:
                 seen.add(cfg.prepared_dir)
                 if not check_prepared(cfg.data, cfg.prepared_dir):
                     check_corpus(cfg.data.corpus, cfg.data.options)
 
-    def prepare_data(self, exp: ExperimentConfig, cells: list[Cell], pin: bool = True) -> None:
+    def prepare_data(self, exp: Experiment, cells: list[Cell], pin: bool = True) -> None:
         """Every data directory ``cells`` need, prepared once each (idempotent: a prepared one is kept),
         in the experiment's ``data/``, which is posenc's (marked ``datasets``: no output goes into it),
         tokenized with the grid's committed SentencePiece model (``<out_dir>/tokenizers/``); with
@@ -187,19 +185,19 @@ class TranslationExperiment(ExperimentTask):
         mark_datasets(data_root(exp))
         seen: set[str] = set()
         for cell in cells:
-            cfg = run_config(exp, *cell)
+            cfg = exp.run_config(cell)
             if cfg.prepared_dir not in seen:
                 seen.add(cfg.prepared_dir)
                 prepare(cfg.data, cfg.prepared_dir, tokenizers=exp.root / TOKENIZERS_DIR, pin=pin)
 
-    def run_cell(self, exp: ExperimentConfig, cell: Cell, verdict: Verdict | None,
+    def run_cell(self, exp: Experiment, cell: Cell, verdict: Verdict | None,
                  old: dict[str, Any] | None) -> dict[str, Any]:
         """rescore → translate again with the trained model; extend or missing → train (resuming
         from the run's last checkpoint) and score, with the run's averaged/latest checkpoint. The
         cell's ``verdict`` is handed to training and checkpoint loading: the run is judged once."""
         from posenc.tasks.translation.load import load_run, loaded_after_training, translate_split
 
-        cfg = run_config(exp, *cell)
+        cfg, options = exp.run_config(cell), exp.options
         setting, method, seed = cell
         elsewhere = trained_elsewhere(cfg) if verdict is None else None
         trained = None
@@ -220,21 +218,23 @@ class TranslationExperiment(ExperimentTask):
         loaded = (load_run(cfg.out_dir, verdict=verdict) if trained is None or trained.run is None
                   else loaded_after_training(trained.run))
         decode, tuning = cfg.decode, None
-        if exp.tune_length_penalty:  # α chosen on validation BLEU; the splits decoded with it
-            tuning = tune_length_penalty(loaded, exp.tune_length_penalty, cfg.decode, exp.tune_length_penalty_max)
+        if options.tune_length_penalty:  # α chosen on validation BLEU; the splits decoded with it
+            tuning = tune_length_penalty(loaded, options.tune_length_penalty, cfg.decode,
+                                         options.tune_length_penalty_max)
             decode = replace(cfg.decode, length_penalty=tuning["chosen"])
         at_bound = tuning["at_bound"] if tuning else None  # recorded with each split decoded at the chosen α
-        scores = {split: translate_split(loaded, split, decode, at_bound=at_bound) for split in exp.splits}
+        scores = {split: translate_split(loaded, split, decode, at_bound=at_bound) for split in options.splits}
         greedy = replace(cfg.decode, beam=1, length_penalty=0.0)  # Neishi & Yoshinaga's decoding, beside the beam
         summary = dict(summary, status=run_status(cfg.out_dir, summary, cfg.train.max_steps))
-        record = evaluation_record(replace(cfg, decode=decode), exp.splits, exp.greedy_splits)  # the α decoded with
+        # the α decoded with
+        record = evaluation_record(replace(cfg, decode=decode), options.splits, options.greedy_splits)
         result = {"setting": setting, "method": method, "seed": seed, "summary": summary, "scores": scores,
                   "record": RunRecord.of(cfg, record).to_dict()}
-        if exp.greedy_splits:
-            result["greedy"] = {split: translate_split(loaded, split, greedy) for split in exp.greedy_splits}
+        if options.greedy_splits:
+            result["greedy"] = {split: translate_split(loaded, split, greedy) for split in options.greedy_splits}
         return dict(result, length_penalty=tuning) if tuning else result
 
-    def check_carried(self, exp: ExperimentConfig, cell: Cell, results: dict[str, Any],
+    def check_carried(self, exp: Experiment, cell: Cell, results: dict[str, Any],
                       run_dir: Path) -> tuple[str, str | None]:
         """A cell trained elsewhere and brought back (``--merge``; its files in ``run_dir``): every
         score recomputed here against this grid's data, prepared first, and why its stored scores
@@ -242,11 +242,12 @@ class TranslationExperiment(ExperimentTask):
         from posenc.tasks.translation.carried import check_carried
 
         self.prepare_data(exp, [cell], pin=False)  # a merge trains nothing: it commits no tokenizer
-        return "scores recomputed here", check_carried(run_config(exp, *cell), exp.splits, results, Path(run_dir))
+        return "scores recomputed here", check_carried(exp.run_config(cell), exp.options.splits, results,
+                                                       Path(run_dir))
 
-    def summary_line(self, exp: ExperimentConfig, result: dict[str, Any]) -> str:
+    def summary_line(self, exp: Experiment, result: dict[str, Any]) -> str:
         """Method, setting, seed, BLEU of the first split, steps, convergence status."""
-        split = exp.splits[0]
+        split = exp.options.splits[0]
         summary = result.get("summary", {})
         bleu = result.get("scores", {}).get(split, {}).get("bleu")
         bleu_s = f"{bleu:.2f}" if isinstance(bleu, (int, float)) else "–"
@@ -273,13 +274,14 @@ class TranslationExperiment(ExperimentTask):
         sel = exp.selection
         return replace(exp, methods={**exp.methods, sel.method: {**exp.methods[sel.method], sel.key: value}})
 
-    def report(self, exp: ExperimentConfig, results: list[dict[str, Any]]) -> Path:
+    def report(self, exp: Experiment, results: list[dict[str, Any]]) -> Path:
+        """The translation report of ``results`` (:func:`~posenc.tasks.translation.report.write_translation_report`)."""
         from posenc.tasks.translation.report import write_translation_report
 
         done = {(r.get("setting"), r.get("method"), r.get("seed")) for r in results}
         # a committed grid in a fresh clone keeps no prepared data (.gitignore); only settings with runs
-        self.prepare_data(exp, [c for c in grid(exp) if c in done], pin=False)
-        return write_translation_report(exp, results)
+        self.prepare_data(exp, [c for c in exp.cells() if c in done], pin=False)
+        return write_translation_report(exp.options, results)
 
 
 TASK = TranslationExperiment()

@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from posenc.data.images import check_fashion_mnist
+from posenc.experiments.experiment import Experiment
 from posenc.tasks.grid import MethodsGrid
 from posenc.tasks.vision.config import VisionConfig, VisionExperimentConfig
 from posenc.tasks.vision.report import write_report, write_summary
 from posenc.tasks.vision.task import VisionTask
 
 
-def run_name(exp: VisionExperimentConfig, result: dict[str, Any]) -> str:
+def run_name(exp: Experiment, result: dict[str, Any]) -> str:
     """The run's name in the report: its method label (``label/seedN`` when there are several seeds)."""
     return result["method"] if len(exp.seeds) == 1 else f"{result['method']}/seed{result['seed']}"
 
@@ -33,20 +34,20 @@ class VisionExperiment(MethodsGrid):
         """Both Fashion-MNIST splits under ``data.root`` (or ``$POSENC_FASHION_MNIST``, else Debian's)."""
         check_fashion_mnist(data.root)
 
-    def summary_line(self, exp: VisionExperimentConfig, result: dict[str, Any]) -> str:
+    def summary_line(self, exp: Experiment, result: dict[str, Any]) -> str:
         m = result["metrics"]
         acc = " ".join(f"{r}:{a:.4f}" for r, a in m["accuracy"].items())
         return f"{run_name(exp, result)}: {result['summary']['steps']} steps; {acc} tta:{m['tta']:.4f}"
 
-    def report(self, exp: VisionExperimentConfig, results: list[dict[str, Any]]) -> Path:
+    def report(self, exp: Experiment, results: list[dict[str, Any]]) -> Path:
         """results.csv, accuracy.png and README.md (mean ± sd over seeds) under ``<root>/report``."""
         out = exp.root / "report"
         out.mkdir(parents=True, exist_ok=True)
-        train_resolution = self.cell_config(exp, self.cells(exp)[0]).model.image_size
+        train_resolution = exp.run_config(exp.cells()[0]).model.image_size
         write_report([dict(r, run=run_name(exp, r)) for r in results], out, train_resolution)
         univit = {}
-        for cell in self.cells(exp):
-            cfg = self.cell_config(exp, cell)
+        for cell in exp.cells():
+            cfg = exp.run_config(cell)
             univit[cell.method] = list(cfg.univit.resolutions) if cfg.univit.enabled else []
         write_summary(exp.name, results, train_resolution, univit, out)
         return out

@@ -1,4 +1,4 @@
-"""The experiment side of the translation task (:class:`posenc.experiments.tasks.ExperimentTask`):
+"""The experiment side of the translation task (:class:`posenc.tasks.grid.GridTask`):
 settings × methods × seeds over a base :class:`~posenc.tasks.translation.config.RunConfig`
 (:class:`~posenc.tasks.translation.experiment.ExperimentConfig`), each cell's freshness from the record in
 its ``results.json`` (the one rule, :mod:`posenc.runs.same_run`), BLEU on ``exp.splits`` and the
@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from posenc.config import to_dict
-from posenc.experiments.cell import recorded_verdict, results_path
+from posenc.experiments.cell import recorded_verdict
 from posenc.experiments.experiment import Cell, Experiment
 from posenc.experiments.selection import SelectionConfig
-from posenc.experiments.tasks import ExperimentTask
 from posenc.runs.same_run import RunRecord, Verdict
-from posenc.tasks.base import run_task
+from posenc.tasks.grid import GridTask, Trained
 from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.convergence import run_status
 from posenc.tasks.translation.experiment import ExperimentConfig, data_root, experiment_of
@@ -126,7 +125,7 @@ def trained_elsewhere(cfg: RunConfig) -> tuple[dict[str, Any], Verdict] | None:
     return (summary, run.verdict) if capped and run.verdict.kind == "fresh" else None
 
 
-class TranslationExperiment(ExperimentTask):
+class TranslationExperiment(GridTask):
     """Translation grids: data prepared once per setting, BLEU per split, the analyses' report."""
 
     experiment_config = ExperimentConfig
@@ -190,33 +189,20 @@ class TranslationExperiment(ExperimentTask):
                 seen.add(cfg.prepared_dir)
                 prepare(cfg.data, cfg.prepared_dir, tokenizers=exp.root / TOKENIZERS_DIR, pin=pin)
 
-    def run_cell(self, exp: Experiment, cell: Cell, verdict: Verdict | None,
-                 old: dict[str, Any] | None) -> dict[str, Any]:
-        """rescore → translate again with the trained model; extend or missing → train (resuming
-        from the run's last checkpoint) and score, with the run's averaged/latest checkpoint. The
-        cell's ``verdict`` is handed to training and checkpoint loading: the run is judged once."""
+    def stored_training(self, cfg: RunConfig) -> tuple[dict[str, Any], Verdict] | None:
+        """A run trained elsewhere and brought back with only its averaged checkpoint
+        (:func:`trained_elsewhere`): scored, never retrained over its files."""
+        return trained_elsewhere(cfg)
+
+    def score(self, exp: Experiment, cell: Cell, cfg: RunConfig, trained: Trained) -> dict[str, Any]:
+        """BLEU of the run on the experiment's splits, with the run's averaged/latest checkpoint (the
+        model just trained, or loaded with the cell's verdict: judged once), decoded with the α its
+        validation BLEU chose where the experiment tunes α, and greedily on ``greedy_splits``."""
         from posenc.tasks.translation.load import load_run, loaded_after_training, translate_split
 
-        cfg, options = exp.run_config(cell), exp.options
-        setting, method, seed = cell
-        elsewhere = trained_elsewhere(cfg) if verdict is None else None
-        trained = None
-        if elsewhere is not None:
-            summary, verdict = elsewhere
-            log.info("== %s / %s / seed %d: training ended (%s at %s) and only its averaged checkpoint is here: "
-                     "scoring it", setting, method, seed, summary.get("stopped"), summary.get("step"))
-        elif verdict is not None and verdict.kind == "rescore":
-            summary = (old or {}).get("summary", {})
-            log.info("== %s / %s / seed %d: rescoring (%s)", setting, method, seed, verdict.detail)
-        else:
-            if verdict is not None:
-                log.info("== %s / %s / seed %d: extending training (%s)", setting, method, seed, verdict.detail)
-            log.info("== %s / %s / seed %d -> %s", setting, method, seed, cfg.out_dir)
-            trained = run_task(self.new_task(), cfg, verdict=verdict)
-            summary = trained.summary
-        results_path(cfg).unlink(missing_ok=True)  # never old numbers next to a changed run
-        loaded = (load_run(cfg.out_dir, verdict=verdict) if trained is None or trained.run is None
-                  else loaded_after_training(trained.run))
+        options = exp.options
+        loaded = (load_run(cfg.out_dir, verdict=trained.verdict) if trained.run is None or trained.run.run is None
+                  else loaded_after_training(trained.run.run))
         decode, tuning = cfg.decode, None
         if options.tune_length_penalty:  # α chosen on validation BLEU; the splits decoded with it
             tuning = tune_length_penalty(loaded, options.tune_length_penalty, cfg.decode,
@@ -225,11 +211,11 @@ class TranslationExperiment(ExperimentTask):
         at_bound = tuning["at_bound"] if tuning else None  # recorded with each split decoded at the chosen α
         scores = {split: translate_split(loaded, split, decode, at_bound=at_bound) for split in options.splits}
         greedy = replace(cfg.decode, beam=1, length_penalty=0.0)  # Neishi & Yoshinaga's decoding, beside the beam
-        summary = dict(summary, status=run_status(cfg.out_dir, summary, cfg.train.max_steps))
+        summary = dict(trained.summary, status=run_status(cfg.out_dir, trained.summary, cfg.train.max_steps))
         # the α decoded with
         record = evaluation_record(replace(cfg, decode=decode), options.splits, options.greedy_splits)
-        result = {"setting": setting, "method": method, "seed": seed, "summary": summary, "scores": scores,
-                  "record": RunRecord.of(cfg, record).to_dict()}
+        result = {"setting": cell.group, "method": cell.method, "seed": cell.seed, "summary": summary,
+                  "scores": scores, "record": RunRecord.of(cfg, record).to_dict()}
         if options.greedy_splits:
             result["greedy"] = {split: translate_split(loaded, split, greedy) for split in options.greedy_splits}
         return dict(result, length_penalty=tuning) if tuning else result

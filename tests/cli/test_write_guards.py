@@ -46,8 +46,8 @@ def _experiment_data(tmp_path: Path) -> Path:
     """The data directory of a tiny experiment, prepared as ``posenc experiment`` prepares it
     (one prepared directory per setting and the SentencePiece cache beside them)."""
     from posenc.config import load_config
-    from posenc.tasks.translation.driver import TranslationExperiment
     from posenc.tasks.translation.experiment import ExperimentConfig, experiment_of
+    from posenc.tasks.translation.task import TranslationExperiment
     from tests.experiments.tiny_grid import write_experiment
 
     exp = load_config(ExperimentConfig, write_experiment(tmp_path / "exp"))

@@ -18,8 +18,8 @@ from posenc.evaluation.seeds import seed_test
 from posenc.experiments.runner import Grid, find_experiment
 from posenc.experiments.selection import choose, resolved
 from posenc.tasks.translation import report
-from posenc.tasks.translation.driver import TASK
 from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.task import TASK
 from posenc.training.convergence import CONVERGED
 
 ROOT = Path(__file__).resolve().parents[2]

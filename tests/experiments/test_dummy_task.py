@@ -56,7 +56,7 @@ def test_lengthgen_run_dir_is_owned(tmp_path: Path) -> None:
     from posenc.errors import RunDirError
     from posenc.experiments.experiment import Cell
     from posenc.tasks.lengthgen import LengthgenExperimentConfig, expand
-    from posenc.tasks.lengthgen.driver import TASK
+    from posenc.tasks.lengthgen.task import TASK
     from tests.tasks.lengthgen.test_task import CONFIGS
 
     exp = load_config(LengthgenExperimentConfig, CONFIGS / "lengthgen_cpu.yaml")

@@ -15,9 +15,9 @@ from posenc.data.text import read_lines
 from posenc.errors import ConfigError
 from posenc.evaluation.metrics import corpus_scores
 from posenc.experiments.runner import Grid
-from posenc.tasks.translation.driver import TASK
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.report import SettingView
+from posenc.tasks.translation.task import TASK
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import cli
 

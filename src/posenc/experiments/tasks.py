@@ -1,8 +1,10 @@
 """Which task runs an experiment or a run: the ``task:`` key of its YAML, looked up by module,
 never by a list of names here (a new task is one package; nothing in posenc changes).
 
-``task: NAME`` is the package ``posenc.tasks.NAME``; a dotted ``task: pkg.module`` (e.g.
-``tests.dummy_task``) is that module. The module's ``TASK`` is its experiment side, an
+``task: NAME`` is the module ``posenc.tasks.NAME.task``; a dotted ``task: pkg.module`` (e.g.
+``tests.dummy_task``) is that module, or the ``task`` module of that package where the package
+defines no ``TASK`` (a package of four files: config, spec, task and report, no ``__init__.py``).
+The module's ``TASK`` is its experiment side, an
 :class:`ExperimentTask`: the experiment and run schemas, the grid as data (an
 :class:`~posenc.experiments.experiment.Experiment`: its cells and each cell's run config), whether
 a finished cell is still fresh, how to bring a cell up to date, its summary line, the report and
@@ -14,10 +16,7 @@ through ``posenc train`` (:meth:`ExperimentTask.new_task` and :attr:`ExperimentT
 from __future__ import annotations
 
 import abc
-import functools
 import importlib
-import importlib.util
-import pkgutil
 import re
 from pathlib import Path
 from types import ModuleType
@@ -26,7 +25,10 @@ from typing import Any, ClassVar
 from posenc.errors import ConfigError
 from posenc.experiments.experiment import Cell, Experiment
 from posenc.runs.same_run import Verdict
+from posenc.runs.spec import task_packages
 
+#: The module of a task package that holds its ``TASK``.
+TASK_MODULE = "task"
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
@@ -193,12 +195,23 @@ class ExperimentTask(abc.ABC):
 
 
 def task_module(ref: str) -> ModuleType:
-    """The module of ``task: ref`` (``posenc.tasks.<ref>`` for a bare name), else a one-line error."""
-    name = f"posenc.tasks.{ref}" if ref.isidentifier() else ref
+    """The module that holds the ``TASK`` of ``task: ref``, else a one-line error.
+
+    Args:
+        ref: a bare name (``posenc.tasks.<ref>.task``) or a module path (that module, or the
+            ``task`` module of that package when the package itself defines no ``TASK``).
+
+    Returns:
+        The module.
+    """
+    name = f"posenc.tasks.{ref}.{TASK_MODULE}" if ref.isidentifier() else ref
     if not _MODULE.match(ref) or (ref.isidentifier() and ref not in known_tasks()):
         raise ConfigError(f"task must be one of {', '.join(known_tasks())} or a module path, got {ref!r}")
     try:
-        return importlib.import_module(name)
+        module = importlib.import_module(name)
+        if not hasattr(module, "TASK") and hasattr(module, "__path__"):  # a package: its task module
+            module = importlib.import_module(f"{name}.{TASK_MODULE}")
+        return module
     except ModuleNotFoundError as err:
         if err.name and name.startswith(err.name):
             raise ConfigError(f"task must be one of {', '.join(known_tasks())} or a module path, "
@@ -220,15 +233,12 @@ def task_of(exp: Any) -> ExperimentTask:
 
 
 def known_tasks() -> list[str]:
-    """``translation`` and every other ``posenc.tasks`` package, found by name like the task
-    itself (:func:`task_module`): the runner sits below the tasks and imports none of them."""
-    return list(_task_packages())
+    """``translation`` and every other package of ``posenc.tasks`` with a task module, found by its
+    files (:func:`~posenc.runs.spec.task_packages`; no ``__init__.py`` needed) like the task itself
+    (:func:`task_module`): the runner sits below the tasks and imports none of them.
 
-
-@functools.cache
-def _task_packages() -> tuple[str, ...]:
-    """The scan behind :func:`known_tasks`, once per process (the installed packages do not change)."""
-    spec = importlib.util.find_spec("posenc.tasks")
-    where = list(spec.submodule_search_locations or []) if spec is not None else []
-    found = sorted(m.name for m in pkgutil.iter_modules(where) if m.ispkg and m.name != "translation")
-    return ("translation", *found)
+    Returns:
+        The bare task names.
+    """
+    found = [p.name for p in task_packages() if (p / f"{TASK_MODULE}.py").is_file() and p.name != "translation"]
+    return ["translation", *found]

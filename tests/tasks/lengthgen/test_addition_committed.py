@@ -13,7 +13,8 @@ import pytest
 from posenc.config import load_config
 from posenc.experiments.runner import find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
-from posenc.tasks.lengthgen.driver import TASK, collect
+from posenc.tasks.lengthgen.report import collect
+from posenc.tasks.lengthgen.task import TASK
 from posenc.training.logging import read_valid
 
 ROOT = Path(__file__).resolve().parents[3]

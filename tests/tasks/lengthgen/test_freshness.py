@@ -15,7 +15,7 @@ from posenc.config import load_config, to_dict
 from posenc.errors import RunDirError
 from posenc.runs.same_run import RunRecord, read_stored, with_placement_of
 from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, run_config
-from posenc.tasks.lengthgen.driver import TASK
+from posenc.tasks.lengthgen.task import TASK
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = ROOT / "src" / "posenc" / "configs" / "experiments" / "lengthgen_cpu.yaml"

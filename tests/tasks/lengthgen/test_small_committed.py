@@ -11,8 +11,8 @@ from pathlib import Path
 from posenc.config import load_config
 from posenc.experiments.runner import find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
-from posenc.tasks.lengthgen.driver import TASK, collect
-from posenc.tasks.lengthgen.report import leaderboard, run_status
+from posenc.tasks.lengthgen.report import collect, leaderboard, run_status
+from posenc.tasks.lengthgen.task import TASK
 from tests.helpers.committed import gnu_time
 
 ROOT = Path(__file__).resolve().parents[3]

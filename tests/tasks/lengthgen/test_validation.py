@@ -84,7 +84,7 @@ def test_a_small_lm_memorises_a_batch_and_the_metric_agrees() -> None:
 def test_run_summary_records_stop_reason_and_status(tmp_path: Path) -> None:
     """A run with patience writes the trainer's stop reason and convergence status in results.json."""
     from posenc.experiments.experiment import Cell
-    from posenc.tasks.lengthgen.driver import TASK
+    from posenc.tasks.lengthgen.task import TASK
 
     exp = load_config(LengthgenExperimentConfig, CONFIGS / "lengthgen_cpu.yaml")
     cfg = expand(exp)[0][3]
@@ -131,7 +131,7 @@ def test_partial_report_from_committed_results(tmp_path: Path) -> None:
 
     from posenc.runs.same_run import RunRecord
     from posenc.tasks.lengthgen.config import run_config
-    from posenc.tasks.lengthgen.driver import main
+    from posenc.tasks.lengthgen.report import main
     from posenc.tasks.lengthgen.task import summarize
 
     exp = load_config(LengthgenExperimentConfig, CONFIGS / "lengthgen_cpu.yaml")

@@ -16,10 +16,11 @@ from posenc.data import spm as spm_module
 from posenc.data.spm import Tokenizer, tokenizer_identity, train_spm
 from posenc.errors import ConfigError, DataError
 from posenc.experiments.experiment import Experiment
-from posenc.tasks.translation.driver import TASK, committed_tokenizer
 from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.freshness import committed_tokenizer
 from posenc.tasks.translation.prepare import TOKENIZERS_DIR, load_meta, prepare, tokenizer_name
 from posenc.tasks.translation.report import check_one_tokenizer
+from posenc.tasks.translation.task import TASK
 from tests.experiments.tiny_grid import write_experiment
 from tests.tasks.translation.conftest import toy_data
 
@@ -119,7 +120,7 @@ def test_a_run_of_another_tokenizer_is_stale(tmp_path: Path) -> None:
     cfg = exp.run_config(cell)
     assert committed_tokenizer(exp, cfg) == Tokenizer(pinned).identity
     from posenc.runs.same_run import RunRecord
-    from posenc.tasks.translation.driver import evaluation_record
+    from posenc.tasks.translation.freshness import evaluation_record
 
     record = RunRecord.of(cfg, evaluation_record(cfg, exp.options.splits)).to_dict()
     results = {"summary": {"steps": 3, "tokenizer": Tokenizer(pinned).identity}, "record": record}

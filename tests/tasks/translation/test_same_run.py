@@ -58,7 +58,7 @@ from posenc.config import load_config
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.experiments.runner import Grid, find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig, experiment_of, run_config
-from posenc.tasks.lengthgen.driver import TASK
+from posenc.tasks.lengthgen.task import TASK
 
 root, run, rest = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
 multi = dataclasses.replace(load_config(ExperimentConfig, find_experiment("multi30k_cpu")),

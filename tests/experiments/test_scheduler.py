@@ -71,7 +71,7 @@ def test_submitit_local_backend(tmp_path: Path) -> None:
     path = write_experiment(tmp_path, methods=("ape",), seeds=(1,))
     exp = load_config(ExperimentConfig, path)
     whole = Grid.of(exp)
-    whole.prepare(whole.cells())
+    whole.task.prepare(whole.exp, whole.cells())
     assert run_submitit(whole, whole.cells(), 1, cluster="debug") == []
     r = json.loads((Path(run_config(exp, "vanilla", "ape", 1).out_dir) / "results.json").read_text())
     assert r["summary"]["steps"] == 3 and r["record"]["extension"]["max_steps"] == 3

@@ -1,7 +1,8 @@
 """One experiment grid and its task, looked up once (:class:`Grid`): the cell-level steps of the
-runner (:mod:`posenc.experiments.runner`), its scheduler and its worker processes: the cells and
-their run configs, each cell judged once on its stored ``results.json`` (:mod:`posenc.experiments.cell`),
-bringing a cell up to date with that judgement, the plan of what needs work and the report."""
+runner (:mod:`posenc.experiments.runner`), its scheduler and its worker processes: each cell of the
+:class:`~posenc.experiments.experiment.Experiment` judged once on its stored ``results.json``
+(:mod:`posenc.experiments.cell`), brought up to date with that judgement, and the plan of what
+needs work."""
 
 from __future__ import annotations
 
@@ -32,9 +33,10 @@ def trained_on(results: dict[str, Any]) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Grid:
-    """An experiment (:class:`~posenc.experiments.experiment.Experiment`) and its task, looked up
-    once (:meth:`of`) and passed along: every cell-level step of the runner. A cell is a
-    :class:`Cell` or a plain ``(group, method, seed)``.
+    """An experiment (:class:`~posenc.experiments.experiment.Experiment`), its task looked up once
+    (:meth:`of`) and each cell's judgement, passed along every cell-level step of the runner (the
+    task's own stages are asked of ``grid.task`` with ``grid.exp``). A cell is a :class:`Cell` or a
+    plain ``(group, method, seed)``.
 
     Each cell is judged once per grid (:meth:`judge`, :mod:`posenc.experiments.cell`): the plan, the
     data check, bringing it up to date and reading its results back all use that judgement; a
@@ -98,28 +100,10 @@ class Grid:
             self.judged[judged.cell] = JudgedCell(judged.cell, judged.cfg, result, Verdict("fresh"))
         return result
 
-    def summary_line(self, result: dict[str, Any]) -> str:
-        """The task's line for a finished run."""
-        return self.task.summary_line(self.exp, result)
-
-    def check_data(self, cells: list[Cell]) -> None:
-        """The task's check that the data of ``cells`` are at hand (a one-line DataError naming what
-        is missing), before any run or worker starts (by default a task checks nothing)."""
-        if cells:
-            self.task.check_data(self.exp, cells)
-
     def todo(self, cells: list[Cell] | None = None) -> list[Cell]:
         """The cells (of ``cells``, default every one) that are not fresh: those a run would train
         or score (stale ones included); reads results only, changes nothing."""
         return [c for c in (self.cells() if cells is None else cells) if not self.judge(c).fresh]
-
-    def prepare(self, cells: list[Cell]) -> None:
-        """The task's preparation of ``cells`` before any runs (e.g. data prepared once per setting)."""
-        self.task.prepare(self.exp, cells)
-
-    def report(self, results: list[dict[str, Any]]) -> Path:
-        """The task's report of ``results``; returns its directory."""
-        return self.task.report(self.exp, results)
 
     def plan(self, rerun_stale: bool = False, cells: list[Cell] | None = None) -> list[Cell]:
         """The cells (of ``cells``, default every one) that need work. Stale cells stop the

@@ -74,7 +74,7 @@ def run_grid(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: 
         results, left = up_to_date(grid), []
     (grid.exp.root / "report").mkdir(parents=True, exist_ok=True)
     write_marker(grid.exp.root / "report", "report")  # before writing: a report that fails halfway is still posenc's
-    report = grid.report(results)
+    report = grid.task.report(grid.exp, results)
     if left:
         _note_left_out(report / "README.md", left, len(left) + len(results))
     write_marker(report, "report")
@@ -89,7 +89,8 @@ def check_data_up_front(grid: Grid, subset: CellSubset | None = None) -> None:
     sweep, main, _ = grid_stages(grid)
     for stage in (sweep, main):
         if stage is not None:
-            stage.check_data(stage.todo([c for c in stage.cells() if subset is None or subset.wants(c)]))
+            todo = stage.todo([c for c in stage.cells() if subset is None or subset.wants(c)])
+            stage.task.check_data(stage.exp, todo)
 
 
 def _with_selection(grid: Grid, up_to_date: Callable[[Grid], list[dict[str, Any]]]) -> Grid:
@@ -159,11 +160,11 @@ def bring_up_to_date(grid: Grid, jobs: int | str = 1, rerun_stale: bool = False,
     if not serial:
         check_logs_dir(grid.exp)
     pending = grid.plan(rerun_stale, wanted)
-    grid.check_data(pending)  # also here: callers that bring a stage up to date directly
-    grid.prepare(pending)
+    grid.task.check_data(grid.exp, pending)  # also here: callers that bring a stage up to date directly
+    grid.task.prepare(grid.exp, pending)
     if serial:
         for cell in pending:
-            print(grid.summary_line(grid.execute(cell)), flush=True)
+            print(grid.task.summary_line(grid.exp, grid.execute(cell)), flush=True)
     else:
         run_cells(grid, pending, jobs, backend)
         for cell in pending:

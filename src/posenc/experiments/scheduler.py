@@ -97,7 +97,7 @@ def _finished(grid: Grid, cell: Cell, rc: int) -> str:
     """The line printed as a worker ends: the task's summary line, or where the failed run logged."""
     if rc != 0:
         return f"FAILED {Cell(*cell).name} (exit {rc}); see {log_path(grid.exp, cell)}"
-    return grid.summary_line(json.loads(grid.results_path(cell).read_text(encoding="utf-8")))
+    return grid.task.summary_line(grid.exp, json.loads(grid.results_path(cell).read_text(encoding="utf-8")))
 
 
 def run_local(grid: Grid, cells: list[Cell], jobs: Jobs, poll_s: float = 0.2, admit: Admit | None = None,

@@ -89,7 +89,7 @@ def _prepare(cells: list[tuple[Grid, Cell]], first: set[Path]) -> None:
     for grid in {id(g): g for g, _ in cells}.values():
         todo = [c for g, c in cells if g is grid and Path(g.config(c).prepared_dir) in first]
         if todo:
-            grid.prepare(todo)
+            grid.task.prepare(grid.exp, todo)
 
 
 def _add_dir(tar: tarfile.TarFile, key: str, where: Path) -> dict[str, Any]:

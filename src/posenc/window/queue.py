@@ -201,7 +201,8 @@ class QueueSession:
         if not gate.fits():
             count.refused += len(cells)
             return
-        grid.prepare(cells)  # placed from a payload, the data is only checked; without one, prepared (downloaded)
+        # placed from a payload, the data is only checked; without one, prepared (downloaded)
+        grid.task.prepare(grid.exp, cells)
         refused_before = len(gate.refused)
         run_local(grid, cells, parse_jobs(entry.jobs), admit=self._admit(entry, grid, gate), stop_at=self.until,
                   after=self._after(entry, grid, gate, count), dropped=lambda _cell: count.waited())

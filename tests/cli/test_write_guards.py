@@ -47,11 +47,11 @@ def _experiment_data(tmp_path: Path) -> Path:
     (one prepared directory per setting and the SentencePiece cache beside them)."""
     from posenc.config import load_config
     from posenc.tasks.translation.experiment import ExperimentConfig, experiment_of
-    from posenc.tasks.translation.task import TranslationExperiment
+    from posenc.tasks.translation.task import TranslationTask
     from tests.experiments.tiny_grid import write_experiment
 
     exp = load_config(ExperimentConfig, write_experiment(tmp_path / "exp"))
-    TranslationExperiment().prepare(experiment_of(exp), experiment_of(exp).cells())
+    TranslationTask().prepare(experiment_of(exp), experiment_of(exp).cells())
     return exp.root / "data"
 
 

@@ -75,7 +75,7 @@ FILES = {
         SPEC = declare(RunSpec("throwaway.task", run_files=("mse.json",)))
         ''',
     "task.py": '''
-        """The throwaway task: y = x . w by a linear model; its grid is methods x seeds."""
+        """The throwaway task: y = x . w by a linear model; the same class is its grid, methods x seeds."""
         import json
         from pathlib import Path
 
@@ -96,8 +96,10 @@ FILES = {
             return x, x @ w
 
 
-        class Throwaway(Task):
+        class Throwaway(MethodsGrid, Task):
             name = "throwaway.task"
+            experiment_config = Experiment
+            run_config = Config
 
             def build_model(self, cfg):
                 return nn.Linear(cfg.model.dim, 1, bias=cfg.model.bias)
@@ -124,11 +126,6 @@ FILES = {
                 (Path(out_dir) / "mse.json").write_text(json.dumps({"mse": mse}))
                 return {"mse": mse}
 
-
-        class Grid(MethodsGrid):
-            experiment_config = Experiment
-            run_config = Config
-
             def new_task(self):
                 return Throwaway()
 
@@ -139,7 +136,7 @@ FILES = {
                 return write_report(exp, results)
 
 
-        TASK = Grid()
+        TASK = Throwaway()
         ''',
     "report.py": '''
         """The throwaway grid's report: one Markdown table."""

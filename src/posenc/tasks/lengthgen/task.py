@@ -9,7 +9,7 @@ accuracy* (all output tokens right) equals greedy decoding's, since greedy decod
 the target exactly when every teacher-forced argmax is right; *token accuracy* is the fraction of
 right output tokens per sequence (averaged over sequences).
 
-The task's grid (``TASK``, :class:`LengthgenExperiment`): methods × algorithmic tasks × seeds,
+The task's grid (``TASK``, a :class:`LengthgenTask`: the same class): methods × algorithmic tasks × seeds,
 each cell a run through :func:`posenc.tasks.base.run_task` (one way to train; the run directory
 is owned, locked and fingerprinted like every run), run by the shared grid runner
 (:mod:`posenc.experiments.runner`), then the report. Layout under ``exp.root``:
@@ -189,8 +189,11 @@ def evaluation_model(cfg: LengthgenConfig, model: nn.Module) -> nn.Module:
     return scaled
 
 
-class LengthgenTask(Task):
-    """:class:`posenc.tasks.base.Task` for the length-generalization suite."""
+class LengthgenTask(MethodsGrid, Task):
+    """:class:`posenc.tasks.base.Task` for the length-generalization suite.
+
+    Its grid (``TASK``): methods × algorithmic tasks × seeds (:class:`~posenc.tasks.grid.MethodsGrid`).
+    """
 
     name = "lengthgen"
 
@@ -229,11 +232,6 @@ class LengthgenTask(Task):
         atomic_write_text(Path(out_dir) / "eval.json", json.dumps(metrics, indent=2))
         return metrics
 
-
-class LengthgenExperiment(MethodsGrid):
-    """:class:`posenc.experiments.tasks.ExperimentTask` of the length-generalization suite: cells
-    ``(task, method, seed)``; freshness, training and results as every methods grid."""
-
     experiment_config = LengthgenExperimentConfig
     run_config = LengthgenConfig
 
@@ -267,4 +265,4 @@ class LengthgenExperiment(MethodsGrid):
         return write_report(exp.options, results, exp.root / "report")
 
 
-TASK = LengthgenExperiment()
+TASK = LengthgenTask()

@@ -12,7 +12,7 @@ With ``data.valid_size > 0`` the ``valid_holdout`` lowest training indices of ev
 are never trained on; ``valid_size`` utterances built from them like training ones (seeded by
 ``data.seed`` alone, so every model seed sees the same set) give the validation loss for patience.
 
-The task's grid (``TASK``, :class:`SpeechExperiment`): methods × seeds over a base
+The task's grid (``TASK``, a :class:`SpeechTask`: the same class): methods × seeds over a base
 :class:`SpeechConfig`, each cell a CTC run through :func:`posenc.tasks.base.run_task`; its report
 (:mod:`posenc.tasks.speech.report`) goes to ``<root>/report``.
 """
@@ -67,8 +67,11 @@ def ctc_sums(out: CTCOutput, targets: torch.Tensor, target_lengths: torch.Tensor
     return (per_utt / target_lengths.clamp(min=1).to(per_utt.dtype)).sum()
 
 
-class SpeechTask(Task):
-    """:class:`~posenc.tasks.base.Task` for CTC speech recognition by duration."""
+class SpeechTask(MethodsGrid, Task):
+    """:class:`~posenc.tasks.base.Task` for CTC speech recognition by duration.
+
+    Its grid (``TASK``): methods × seeds over a base run config (:class:`~posenc.tasks.grid.MethodsGrid`).
+    """
 
     name = "speech"
 
@@ -141,10 +144,6 @@ class SpeechTask(Task):
         """``{"rows": [...]}``: WER/CER per duration bucket (see :func:`evaluate_by_duration`)."""
         return {"rows": evaluate_by_duration(model, cfg, eval_sets(cfg, self.data(cfg)))}
 
-
-class SpeechExperiment(MethodsGrid):
-    """:class:`posenc.experiments.tasks.ExperimentTask` of the speech task (CAPE §5.2)."""
-
     experiment_config = SpeechExperimentConfig
     run_config = SpeechConfig
 
@@ -179,4 +178,4 @@ class SpeechExperiment(MethodsGrid):
         return out
 
 
-TASK = SpeechExperiment()
+TASK = SpeechTask()

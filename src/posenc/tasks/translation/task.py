@@ -7,7 +7,7 @@ model building and batching in :mod:`~posenc.tasks.translation.train`, decoding 
 :func:`train_run`: :func:`posenc.tasks.base.run_task` of this task without test splits, so a run
 trained alone and one of an experiment grid are the same.
 
-The task's grid (``TASK``, :class:`TranslationExperiment`): settings × methods × seeds over a base
+The task's grid (``TASK``, a :class:`TranslationTask`: the same class): settings × methods × seeds over a base
 :class:`~posenc.tasks.translation.config.RunConfig` (:func:`~posenc.tasks.translation.experiment.experiment_of`),
 each cell's freshness from the record in its ``results.json`` (the one rule, with what
 :mod:`~posenc.tasks.translation.freshness` adds), BLEU on the experiment's splits and the
@@ -81,9 +81,13 @@ class _Splits:
     signal: str  # which validation pairs those are, for the summary
 
 
-class TranslationTask(Task):
+class TranslationTask(GridTask, Task):
     """:class:`~posenc.tasks.base.Task` for sentence-level translation scored by BLEU/chrF.
-    ``posenc train`` is ``run_task(TranslationTask(splits=()), cfg)``."""
+    ``posenc train`` is ``run_task(TranslationTask(splits=()), cfg)``.
+
+    Its grid (``TASK``): settings × methods × seeds, its cells scored by BLEU on the
+    experiment's splits (:class:`~posenc.tasks.grid.GridTask`).
+    """
 
     name = "translation"
 
@@ -196,19 +200,6 @@ class TranslationTask(Task):
         latest = ck.latest_checkpoint(Path(out_dir) / "checkpoints") or Path(out_dir)
         loaded = LoadedRun(run_cfg, model.eval(), p.tokenizer, latest)
         return {split: translate_split(loaded, split) for split in self.splits}
-
-
-def train_run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
-    """``posenc train``: prepare data if needed, train, and return the summary (``summary.json``).
-
-    Everything is validated before the run directory is written (held under an exclusive lock):
-    a run of another data/model config in ``out_dir`` is an error unless ``resume`` is False,
-    which replaces it."""
-    return run_task(TranslationTask(splits=()), cfg, resume=resume).summary
-
-
-class TranslationExperiment(GridTask):
-    """Translation grids: data prepared once per setting, BLEU per split, the analyses' report."""
 
     experiment_config = ExperimentConfig
     run_config = RunConfig
@@ -353,4 +344,13 @@ class TranslationExperiment(GridTask):
         return write_translation_report(exp.options, results)
 
 
-TASK = TranslationExperiment()
+def train_run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
+    """``posenc train``: prepare data if needed, train, and return the summary (``summary.json``).
+
+    Everything is validated before the run directory is written (held under an exclusive lock):
+    a run of another data/model config in ``out_dir`` is an error unless ``resume`` is False,
+    which replaces it."""
+    return run_task(TranslationTask(splits=()), cfg, resume=resume).summary
+
+
+TASK = TranslationTask()

@@ -8,7 +8,7 @@ training resolution, or with ``univit.enabled`` one drawn uniformly per batch fr
 function of (seed, epoch), so a resumed run sees the same batches. The loss is the summed
 cross entropy over the batch's images (the Trainer divides by the image count).
 
-The task's grid (``TASK``, :class:`VisionExperiment`): methods × seeds over a base
+The task's grid (``TASK``, a :class:`VisionTask`: the same class): methods × seeds over a base
 :class:`VisionConfig`, each cell a run through :func:`posenc.tasks.base.run_task`; its report
 (:mod:`posenc.tasks.vision.report`) goes to ``<root>/report``.
 """
@@ -47,8 +47,11 @@ class ImageBatch:
         return ImageBatch(self.images.to(device), self.labels.to(device), self.resolution)
 
 
-class VisionTask(Task):
-    """:class:`~posenc.tasks.base.Task` for image classification by resolution."""
+class VisionTask(MethodsGrid, Task):
+    """:class:`~posenc.tasks.base.Task` for image classification by resolution.
+
+    Its grid (``TASK``): methods × seeds over a base run config (:class:`~posenc.tasks.grid.MethodsGrid`).
+    """
 
     name = "vision"
 
@@ -120,15 +123,6 @@ class VisionTask(Task):
         return {"accuracy": acc, "tta": evaluate_tta(model, test, tta_res, bs, cache=logits),
                 "tta_resolutions": tta_res}
 
-
-def run_name(exp: Experiment, result: dict[str, Any]) -> str:
-    """The run's name in the report: its method label (``label/seedN`` when there are several seeds)."""
-    return result["method"] if len(exp.seeds) == 1 else f"{result['method']}/seed{result['seed']}"
-
-
-class VisionExperiment(MethodsGrid):
-    """:class:`posenc.experiments.tasks.ExperimentTask` of the vision task (CAPE §5.1)."""
-
     experiment_config = VisionExperimentConfig
     run_config = VisionConfig
 
@@ -158,4 +152,9 @@ class VisionExperiment(MethodsGrid):
         return out
 
 
-TASK = VisionExperiment()
+def run_name(exp: Experiment, result: dict[str, Any]) -> str:
+    """The run's name in the report: its method label (``label/seedN`` when there are several seeds)."""
+    return result["method"] if len(exp.seeds) == 1 else f"{result['method']}/seed{result['seed']}"
+
+
+TASK = VisionTask()

@@ -144,19 +144,43 @@ class LengthgenExperimentConfig(MethodsExperimentConfig):
 
 
 def run_config(exp: LengthgenExperimentConfig, task: str, method: str, seed: int) -> LengthgenConfig:
-    """The run config of the cell ``(task, method, seed)`` of the grid (:func:`experiment_of`):
-    base + method overrides + task overrides + task + seed, in ``root/task/method/seedN``."""
+    """The run config of one cell of the grid (:func:`experiment_of`): base + method overrides +
+    task overrides + task + seed, in ``root/task/method/seedN``.
+
+    Args:
+        exp: the experiment config.
+        task: the cell's algorithmic task.
+        method: its method label.
+        seed: its seed.
+
+    Returns:
+        The run config.
+    """
     return experiment_of(exp).run_config((task, method, seed))
 
 
 def experiment_of(exp: LengthgenExperimentConfig) -> Experiment:
     """The grid of ``exp`` (:func:`~posenc.tasks.grid.methods_experiment`): the algorithmic tasks
-    are its outer axis (:func:`task_groups`)."""
+    are its outer axis (:func:`task_groups`).
+
+    Args:
+        exp: the experiment config.
+
+    Returns:
+        The :class:`~posenc.experiments.experiment.Experiment`.
+    """
     return methods_experiment(exp, LengthgenConfig, task_groups(exp))
 
 
 def task_groups(exp: LengthgenExperimentConfig) -> dict[str, dict[str, Any]]:
-    """Each task's overrides, applied after a method's: its ``task_overrides``, then ``data.task``."""
+    """Each task's overrides, applied after a method's: its ``task_overrides``, then ``data.task``.
+
+    Args:
+        exp: the experiment config.
+
+    Returns:
+        Task → dotted overrides, in ``exp.tasks`` order.
+    """
     return {task: {**exp.task_overrides.get(task, {}), "data.task": task} for task in exp.tasks}
 
 

@@ -130,17 +130,42 @@ def experiment_of(exp: ExperimentConfig) -> Experiment:
 
 def with_data_dir(grid: Experiment, cell: Cell, cfg: RunConfig) -> RunConfig:
     """``cfg`` with its setting's prepared data directory, one per data config under the grid's
-    :func:`data_root` (``<setting>-<hash of the data config>``)."""
+    :func:`data_root` (``<setting>-<hash of the data config>``).
+
+    Args:
+        grid: the experiment.
+        cell: the cell (its group is its setting).
+        cfg: its run config.
+
+    Returns:
+        ``cfg`` with its ``data_dir``.
+    """
     key = hashlib.sha256(json.dumps(to_dict(cfg.data), sort_keys=True).encode()).hexdigest()[:8]
     return replace(cfg, data_dir=str(data_root(grid) / f"{cell.group}-{key}"))
 
 
 def run_config(exp: ExperimentConfig, setting: str, method: str, seed: int) -> RunConfig:
-    """The run config of the cell ``(setting, method, seed)`` of ``exp`` (:func:`experiment_of`)."""
+    """The run config of one cell of ``exp`` (:func:`experiment_of`).
+
+    Args:
+        exp: the experiment config.
+        setting: the cell's setting.
+        method: its method label.
+        seed: its seed.
+
+    Returns:
+        The run config.
+    """
     return experiment_of(exp).run_config((setting, method, seed))
 
 
 def data_root(exp: Any) -> Path:
-    """Where the experiment ``exp`` (a config or its grid) keeps the prepared data of its settings
-    (and their SentencePiece cache)."""
+    """Where an experiment keeps the prepared data of its settings (and their SentencePiece cache).
+
+    Args:
+        exp: the experiment config, or its grid.
+
+    Returns:
+        ``<root>/data``.
+    """
     return exp.root / "data"

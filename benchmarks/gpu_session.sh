@@ -90,7 +90,7 @@ try:
     else:
         failed = device == "cuda"
         parts.append(("NO CUDA DEVICE, " if failed else "cpu, ") + f"torch {torch.__version__}")
-    for module in ("posenc.cli.main", "posenc.window.queue", "posenc.tasks.translation.driver", "posenc.bench"):
+    for module in ("posenc.cli.main", "posenc.window.queue", "posenc.tasks.translation.task", "posenc.bench"):
         importlib.import_module(module)
     parts.append("posenc imports")
 except Exception as err:  # noqa: BLE001 - reported in the one line

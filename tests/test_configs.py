@@ -6,7 +6,7 @@ describes can be built. Parametrised by file, so a newly added config is covered
   speech experiments build the task's config class from ``base`` + each setting and method.
 * Task files (``configs/<task>/*.yaml``, or a ``task:`` with its own experiment schema): loaded
   with the task module's experiment config class, then the run config of every cell of its grid
-  (``TASK.cells`` / ``TASK.cell_config``) is built and re-validated.
+  (``TASK.experiment(exp)``: its cells and run configs) is built and re-validated.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ FILES = sorted(p for p in CONFIGS.rglob("*") if p.suffix in (".yaml", ".yml") an
 
 def _grid_runs(module: ModuleType, exp: Any) -> list[Any]:
     """The run config of every cell of the grid (the module's ``TASK`` builds and validates each)."""
-    return [module.TASK.cell_config(exp, cell) for cell in module.TASK.cells(exp)]
+    grid = module.TASK.experiment(exp)
+    return [grid.run_config(cell) for cell in grid.cells()]
 
 
 #: task → (module, experiment config class, runs the module derives from one config)

@@ -46,13 +46,12 @@ def _experiment_data(tmp_path: Path) -> Path:
     """The data directory of a tiny experiment, prepared as ``posenc experiment`` prepares it
     (one prepared directory per setting and the SentencePiece cache beside them)."""
     from posenc.config import load_config
-    from posenc.tasks.translation.cells import grid
-    from posenc.tasks.translation.driver import TranslationExperiment
-    from posenc.tasks.translation.experiment import ExperimentConfig
+    from posenc.tasks.translation.experiment import ExperimentConfig, experiment_of
+    from posenc.tasks.translation.task import TranslationTask
     from tests.experiments.tiny_grid import write_experiment
 
     exp = load_config(ExperimentConfig, write_experiment(tmp_path / "exp"))
-    TranslationExperiment().prepare(exp, grid(exp))
+    TranslationTask().prepare(experiment_of(exp), experiment_of(exp).cells())
     return exp.root / "data"
 
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posenc.config import apply_mapping, from_dict
-from posenc.experiments.tasks import Cell, ExperimentTask
+from posenc.experiments.experiment import Cell, Experiment
+from posenc.experiments.tasks import ExperimentTask
 from posenc.runs.fingerprint import describe_diff, fingerprint
 from posenc.runs.same_run import Verdict
 from posenc.tasks.base import run_task
@@ -37,32 +37,26 @@ class DummyExperiment(ExperimentTask):
     def new_task(self) -> DummyTask:
         return DummyTask()
 
-    def cells(self, exp: DummyExperimentConfig) -> list[Cell]:
-        return [Cell(s, m, seed) for s in exp.settings for m in exp.methods for seed in exp.seeds]
+    def experiment(self, options: DummyExperimentConfig) -> Experiment:
+        return Experiment(options.name, options.task, options.root, DummyConfig, options.base, options.methods,
+                          tuple(options.seeds), groups=options.settings, options=options)
 
-    def cell_config(self, exp: DummyExperimentConfig, cell: Cell) -> DummyConfig:
-        setting, method, seed = cell
-        data = apply_mapping(exp.base, exp.settings[setting], DummyConfig)
-        data = apply_mapping(data, exp.methods[method], DummyConfig)
-        out = str(exp.root / setting / method / f"seed{seed}")
-        return from_dict(DummyConfig, apply_mapping(data, {"train.seed": seed, "out_dir": out}, DummyConfig))
-
-    def verdict(self, exp: DummyExperimentConfig, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
+    def verdict(self, exp: Experiment, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
         if results is None:
             return None
-        now = fingerprint(self.cell_config(exp, cell))
+        now = fingerprint(exp.run_config(cell))
         return Verdict("fresh") if results.get("record") == now else Verdict("stale", describe_diff(results.get("record") or {}, now))
 
-    def run_cell(self, exp: DummyExperimentConfig, cell: Cell, verdict: Verdict | None, old: dict[str, Any] | None) -> dict[str, Any]:
-        cfg = self.cell_config(exp, cell)
+    def run_cell(self, exp: Experiment, cell: Cell, verdict: Verdict | None, old: dict[str, Any] | None) -> dict[str, Any]:
+        cfg = exp.run_config(cell)
         run = run_task(self.new_task(), cfg)
         return {"setting": cell[0], "method": cell[1], "seed": cell[2], "summary": run.summary, "metrics": run.metrics,
                 "record": fingerprint(cfg)}
 
-    def summary_line(self, exp: DummyExperimentConfig, result: dict[str, Any]) -> str:
+    def summary_line(self, exp: Experiment, result: dict[str, Any]) -> str:
         return f"done {result['method']} {result['setting']} seed {result['seed']} mse {result['metrics']['mse']:.4f}"
 
-    def report(self, exp: DummyExperimentConfig, results: list[dict[str, Any]]) -> Path:
+    def report(self, exp: Experiment, results: list[dict[str, Any]]) -> Path:
         out = exp.root / "report"
         out.mkdir(parents=True, exist_ok=True)
         rows = [f"| {r['setting']} | {r['method']} | {r['seed']} | {r['metrics']['mse']:.4f} |" for r in results]

@@ -18,8 +18,8 @@ from posenc.evaluation.seeds import seed_test
 from posenc.experiments.runner import Grid, find_experiment
 from posenc.experiments.selection import choose, resolved
 from posenc.tasks.translation import report
-from posenc.tasks.translation.driver import TASK
 from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.task import TASK
 from posenc.training.convergence import CONVERGED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def test_committed_cells_are_fresh() -> None:
                                                                   for s in SEEDS]
     cells += [("extrapolate", m, s) for m in METHODS for s in SEEDS if m not in EXTRAPOLATE
               and (COMMITTED / "extrapolate" / m / f"seed{s}" / "results.json").is_file()]  # rebuilt so far
-    assert {c: Grid(grid, TASK).verdict(c).kind for c in cells} == dict.fromkeys(cells, "fresh")
+    assert {c: Grid.of(grid, TASK).verdict(c).kind for c in cells} == dict.fromkeys(cells, "fresh")
 
 
 def test_every_run_is_of_the_committed_tokenizer() -> None:

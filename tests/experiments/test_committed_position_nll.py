@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from posenc.config import load_config, to_dict
 from posenc.experiments.runner import find_experiment
-from posenc.tasks.translation.cells import run_config
-from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig, run_config
 
 PLACEMENT = ("out_dir", "data_dir")
 

@@ -16,8 +16,7 @@ import pytest
 from posenc.config import load_config
 from posenc.decoding.loaded import source_bos
 from posenc.experiments.runner import find_experiment
-from posenc.tasks.translation.cells import run_config
-from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig, run_config
 from posenc.tasks.translation.prepare import TOKENIZERS_DIR, prepare
 from posenc.tasks.translation.task import TranslationTask
 

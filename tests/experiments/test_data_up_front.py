@@ -120,7 +120,7 @@ def test_a_workers_user_error_is_one_line_in_its_log(tmp_path: Path, monkeypatch
     spec = tmp_path / "experiment.json"
     spec.write_text(json.dumps({"task": "speech", "name": "w", "out_dir": str(tmp_path / "exp"),
                                 "base": {}, "methods": {"a": {}}, "seeds": [0]}))
-    assert worker.main([str(spec), "speech", "a", "0"]) == 2
+    assert worker.main([str(spec), "", "a", "0"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("error: FSDD recordings not found")

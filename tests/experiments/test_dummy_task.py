@@ -54,11 +54,13 @@ def test_lengthgen_run_dir_is_owned(tmp_path: Path) -> None:
 
     from posenc.config import load_config
     from posenc.errors import RunDirError
+    from posenc.experiments.experiment import Cell
     from posenc.tasks.lengthgen import LengthgenExperimentConfig, expand
-    from posenc.tasks.lengthgen.driver import TASK
+    from posenc.tasks.lengthgen.task import TASK
     from tests.tasks.lengthgen.test_task import CONFIGS
 
-    cfg = expand(load_config(LengthgenExperimentConfig, CONFIGS / "lengthgen_cpu.yaml"))[0][3]
+    exp = load_config(LengthgenExperimentConfig, CONFIGS / "lengthgen_cpu.yaml")
+    grid, cell, cfg = TASK.experiment(exp), Cell("bucket_sort", "ape", 1), expand(exp)[0][3]
     cfg = replace(cfg, model=replace(cfg.model, d_model=16, d_ff=32, layers=1, heads=2),
                   data=replace(cfg.data, batch_size=4, eval_samples=4, eval_batch_size=4, test_max_length=20, test_step=10),
                   train=replace(cfg.train, max_steps=2, warmup=1, validate_every=1, save_every=1))
@@ -66,10 +68,10 @@ def test_lengthgen_run_dir_is_owned(tmp_path: Path) -> None:
     foreign.mkdir()
     (foreign / "thesis.tex").write_text("mine")
     with pytest.raises(RunDirError, match="files posenc did not write"):
-        TASK.train_cell(replace(cfg, out_dir=str(foreign)), ("bucket_sort", "ape", 1))
+        TASK.run_cell_config(grid, cell, replace(cfg, out_dir=str(foreign)))
     assert sorted(p.name for p in foreign.iterdir()) == ["thesis.tex"]
     run = tmp_path / "run"
-    TASK.train_cell(replace(cfg, out_dir=str(run)), ("bucket_sort", "ape", 1))
+    TASK.run_cell_config(grid, cell, replace(cfg, out_dir=str(run)))
     assert (run / ".posenc-run").is_file() and (run / "fingerprint.json").is_file() and (run / "eval.json").is_file()
 
 

@@ -13,8 +13,8 @@ from posenc.config import load_config
 from posenc.errors import RunDirError
 from posenc.experiments.runner import Grid
 from posenc.runs.same_run import RunRecord, same_run
-from posenc.tasks.translation.driver import evaluation_record
 from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.freshness import evaluation_record
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import assert_one_line_error, cli
 

@@ -15,9 +15,9 @@ from posenc.data.text import read_lines
 from posenc.errors import ConfigError
 from posenc.evaluation.metrics import corpus_scores
 from posenc.experiments.runner import Grid
-from posenc.tasks.translation.driver import TASK
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.report import SettingView
+from posenc.tasks.translation.task import TASK
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import cli
 
@@ -33,23 +33,23 @@ def test_greedy_translations_are_recorded_beside_the_beam(tmp_path: Path, capsys
     path = write_experiment(tmp_path, decode={"beam": 3})
     assert cli(capsys, "experiment", str(path))[0] == 0
     exp = load_config(ExperimentConfig, path)
-    (cell,) = TASK.cells(exp)
-    assert Grid(exp, TASK).verdict(cell).kind == "fresh"
+    (cell,) = TASK.experiment(exp).cells()
+    assert Grid.of(exp, TASK).verdict(cell).kind == "fresh"
     _with(path, greedy_splits=["test"])
     exp = load_config(ExperimentConfig, path)
-    verdict = Grid(exp, TASK).verdict(cell)
+    verdict = Grid.of(exp, TASK).verdict(cell)
     assert verdict.kind == "rescore"  # decoding only: the trained model is reused
     assert cli(capsys, "experiment", str(path))[0] == 0
-    run = Path(TASK.cell_config(exp, cell).out_dir)
+    run = Path(TASK.experiment(exp).run_config(cell).out_dir)
     results = json.loads((run / "results.json").read_text(encoding="utf-8"))
     greedy = results["greedy"]["test"]
     assert (greedy["beam"], greedy["length_penalty"], greedy["hyp"]) == (1, 0.0, "translations/test.beam1.hyp")
     assert results["scores"]["test"]["hyp"] == "translations/test.beam3.hyp"
     assert results["record"]["evaluation"]["greedy_splits"] == ["test"]
-    data = Path(TASK.cell_config(exp, cell).prepared_dir)
+    data = Path(TASK.experiment(exp).run_config(cell).prepared_dir)
     again = corpus_scores(read_lines(run / greedy["hyp"]), read_lines(data / "test.tgt"))
     assert again["bleu"] == pytest.approx(greedy["bleu"])
-    assert Grid(exp, TASK).verdict(cell).kind == "fresh"
+    assert Grid.of(exp, TASK).verdict(cell).kind == "fresh"
     view = SettingView(exp, "vanilla")  # what long_sources reads with analysis_options.outputs: greedy
     assert view.hyps_by_seed("ape", greedy=True) == [read_lines(run / "translations" / "test.beam1.hyp")]
     assert view.hyps_by_seed("ape") == [read_lines(run / "translations" / "test.beam3.hyp")]

@@ -13,8 +13,7 @@ import pytest
 
 from posenc.config import load_config
 from posenc.experiments.runner import Grid
-from posenc.tasks.translation.cells import run_config
-from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig, run_config
 from posenc.tasks.translation.load import load_run, translate_split
 from posenc.tasks.translation.tuning import replay, search_alphas, tune_length_penalty
 from tests.experiments.tiny_grid import write_experiment

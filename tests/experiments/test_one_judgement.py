@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import posenc.runs.same_run as rules
-import posenc.tasks.translation.driver  # noqa: F401  (imported before the spy: every user of the rule is patched)
 import posenc.tasks.translation.load  # noqa: F401
+import posenc.tasks.translation.task  # noqa: F401  (imported before the spy: every user of the rule is patched)
 from posenc.config import load_config
 from posenc.experiments.runner import Grid, run_experiment
 from posenc.tasks.translation.experiment import ExperimentConfig

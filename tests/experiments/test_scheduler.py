@@ -12,8 +12,7 @@ from posenc.config import load_config
 from posenc.experiments.runner import Grid
 from posenc.experiments.scheduler import log_path, run_submitit
 from posenc.processes import worker_env
-from posenc.tasks.translation.cells import grid, run_config
-from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig, experiment_of, run_config
 from tests.experiments.tiny_grid import write_experiment
 from tests.helpers.tiny import assert_one_line_error, cli
 
@@ -23,7 +22,7 @@ METHODS, SEEDS = ("ape", "shape"), (1, 2)
 def _scores(path: Path) -> dict[tuple, tuple]:
     exp = load_config(ExperimentConfig, path)
     out = {}
-    for cell in grid(exp):
+    for cell in experiment_of(exp).cells():
         r = json.loads((Path(run_config(exp, *cell).out_dir) / "results.json").read_text())
         out[cell] = (r["scores"]["test"]["bleu"], r["summary"]["steps"], r["summary"]["status"])
     return out
@@ -38,8 +37,8 @@ def test_jobs_2_equals_jobs_1(capsys: pytest.CaptureFixture[str], tmp_path: Path
     assert _scores(parallel) == _scores(serial)  # same seeds → same BLEU, steps and status
     exp = load_config(ExperimentConfig, parallel)
     done = [line for line in out.splitlines() if line.startswith("done ")]
-    assert len(done) == len(grid(exp)) == 4
-    for cell in grid(exp):
+    assert len(done) == len(experiment_of(exp).cells()) == 4
+    for cell in experiment_of(exp).cells():
         setting, method, seed = cell
         assert any(f" {method} " in line and f"seed {seed} " in line for line in done)
         assert f"== {setting} / {method} / seed {seed} ->" in log_path(exp, cell).read_text()  # its own log
@@ -72,7 +71,7 @@ def test_submitit_local_backend(tmp_path: Path) -> None:
     path = write_experiment(tmp_path, methods=("ape",), seeds=(1,))
     exp = load_config(ExperimentConfig, path)
     whole = Grid.of(exp)
-    whole.prepare(whole.cells())
+    whole.task.prepare(whole.exp, whole.cells())
     assert run_submitit(whole, whole.cells(), 1, cluster="debug") == []
     r = json.loads((Path(run_config(exp, "vanilla", "ape", 1).out_dir) / "results.json").read_text())
     assert r["summary"]["steps"] == 3 and r["record"]["extension"]["max_steps"] == 3

@@ -14,8 +14,8 @@ import posenc.experiments.cell as cell_module
 import posenc.runs.run as run_module
 import posenc.runs.same_run as rules
 import posenc.tasks.grid as methods_grid
-import posenc.tasks.translation.driver as translation_driver
 import posenc.tasks.translation.load as translation_load
+import posenc.tasks.translation.task as translation_task
 from posenc.config import load_config, load_yaml
 from posenc.errors import ConfigError
 from posenc.experiments.runner import Grid
@@ -24,8 +24,8 @@ from posenc.runs.fingerprint import fingerprint
 from posenc.runs.run import Run, write_run_files
 from posenc.runs.same_run import RunRecord
 from posenc.tasks.translation.config import located_config
-from posenc.tasks.translation.driver import evaluation_record
 from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.freshness import evaluation_record
 from posenc.training.checkpoint import checkpoint_name, save_checkpoint
 from tests.experiments.tiny_grid import write_experiment
 
@@ -78,7 +78,7 @@ def test_run_dir_grid_cell_and_checkpoint_get_one_verdict(tmp_path: Path, monkey
             assert run.continues and run.checkpoint_path == Path(cfg.out_dir) / "checkpoints" / checkpoint_name(3)
         assert len(calls) == 1  # the run directory's record; its checkpoint records that run: not judged again
     results = {"record": RunRecord.of(saved, evaluation_record(saved, exp.splits)).to_dict(), "summary": {"steps": 3}}
-    cell = translation_driver.TASK.verdict(exp_now, ("vanilla", "ape", 1), results)
+    cell = translation_task.TASK.verdict(translation_task.TASK.experiment(exp_now), ("vanilla", "ape", 1), results)
     grid_cell = methods_grid.recorded_verdict(cfg, {"record": RunRecord.of(saved).to_dict(), "summary": {"steps": 3}})
     assert cell is not None and grid_cell is not None and cell.kind == grid_cell.kind == kind
     assert {k for k, _ in calls} == {kind} and len(set(calls)) == 1  # one verdict, word for word

@@ -71,7 +71,7 @@ def cells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Reads]
     path = write_experiment(root, train={"save_every": 1, "keep_last": 0})
     grid = Grid.of(load_config(ExperimentConfig, path))
     cell = grid.cells()[0]
-    grid.prepare([cell])
+    grid.task.prepare(grid.exp, [cell])
     found = {}
     for label, overrides in (("new", []), ("extended", ["base.train.max_steps=5"])):
         grid = Grid.of(load_config(ExperimentConfig, path, overrides))

@@ -1,7 +1,8 @@
 """A new task is four files: a config, a spec, a task and a report (docs/architecture.md, "A
 task"). A throwaway task written here, in a package of exactly those four files outside posenc,
 is found by its ``task:`` key, trained by ``posenc train`` and run as a grid by ``posenc experiment``
-(its cells listed, trained through run_task, reported), with no other file of posenc changed."""
+(its cells listed, trained through run_task, reported), with no other file of posenc changed; the
+same four files as a folder under ``posenc.tasks`` (no ``__init__.py``) are a task known by name."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ FILES = {
         SPEC = declare(RunSpec("throwaway.task", run_files=("mse.json",)))
         ''',
     "task.py": '''
-        """The throwaway task: y = x . w by a linear model; its grid is methods x seeds."""
+        """The throwaway task: y = x . w by a linear model; the same class is its grid, methods x seeds."""
         import json
         from pathlib import Path
 
@@ -95,8 +96,10 @@ FILES = {
             return x, x @ w
 
 
-        class Throwaway(Task):
+        class Throwaway(MethodsGrid, Task):
             name = "throwaway.task"
+            experiment_config = Experiment
+            run_config = Config
 
             def build_model(self, cfg):
                 return nn.Linear(cfg.model.dim, 1, bias=cfg.model.bias)
@@ -123,11 +126,6 @@ FILES = {
                 (Path(out_dir) / "mse.json").write_text(json.dumps({"mse": mse}))
                 return {"mse": mse}
 
-
-        class Grid(MethodsGrid):
-            experiment_config = Experiment
-            run_config = Config
-
             def new_task(self):
                 return Throwaway()
 
@@ -138,7 +136,7 @@ FILES = {
                 return write_report(exp, results)
 
 
-        TASK = Grid()
+        TASK = Throwaway()
         ''',
     "report.py": '''
         """The throwaway grid's report: one Markdown table."""
@@ -200,3 +198,43 @@ def test_a_task_of_four_files_is_found_trained_and_run_as_a_grid(
     assert all(f"| {method} | {seed} |" in table for _, method, seed in cells)
     results = json.loads((tmp_path / "grid" / "bias" / "seed2" / "results.json").read_text(encoding="utf-8"))
     assert results["summary"]["steps"] == 3 and results["metrics"]["mse"] >= 0
+
+
+@pytest.fixture
+def quartet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The same four files as ``posenc.tasks.quartet``: a folder beside posenc's tasks with no
+    ``__init__.py`` (its spec, task folders and modules forgotten afterwards)."""
+    import posenc.tasks
+    from posenc.runs import spec
+
+    monkeypatch.setattr(spec, "_DECLARED", dict(spec._DECLARED))
+    package = tmp_path / "tasks" / "quartet"
+    package.mkdir(parents=True)
+    for name, text in FILES.items():
+        text = textwrap.dedent(text).lstrip().replace('"throwaway.task"', '"quartet"')
+        (package / name).write_text(text.replace("throwaway.", "posenc.tasks.quartet."), encoding="utf-8")
+    where = [*posenc.tasks.__path__, str(package.parent)]
+    monkeypatch.setattr(posenc.tasks, "__path__", where)  # where its modules are imported from
+    monkeypatch.setattr(posenc.tasks.__spec__, "submodule_search_locations", where)  # where task folders are found
+    spec.task_packages.cache_clear()
+    yield package
+    spec.task_packages.cache_clear()
+    for name in [m for m in sys.modules if m.startswith("posenc.tasks.quartet")]:
+        del sys.modules[name]
+
+
+def test_a_task_folder_of_four_files_is_a_known_task(quartet: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A task under ``posenc.tasks`` needs no ``__init__.py``: its folder is found by its files and
+    ``task: NAME`` is its task module's ``TASK``."""
+    from posenc.experiments.tasks import find_task, known_tasks
+
+    assert sorted(p.name for p in quartet.iterdir()) == ["config.py", "report.py", "spec.py", "task.py"]
+    assert "quartet" in known_tasks()
+    assert find_task("quartet").run_config.__module__ == "posenc.tasks.quartet.config"
+    exp = tmp_path / "grid.yaml"
+    exp.write_text(yaml.safe_dump({"task": "quartet", "name": "quartet", "out_dir": str(tmp_path / "grid"),
+                                   "methods": {"plain": {}}, "seeds": [1]}), encoding="utf-8")
+    code, out, err = cli(capsys, "experiment", exp)
+    assert code == 0, err
+    assert "| plain | 1 |" in (tmp_path / "grid" / "report" / "README.md").read_text(encoding="utf-8")

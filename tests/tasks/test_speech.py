@@ -76,12 +76,12 @@ def test_config_validation() -> None:
     exp = from_dict(SpeechExperimentConfig, {
         "base": {"model": {"position": {"name": "nopos", "cape": {"max_local_shift": 0.05}}}},
         "methods": {"nopos": {}, "cape": {"model.position.name": "cape"}, "wavelet": {"model.position.name": "wavelet"}}})
-    cells = TASK.cells(exp)
-    TASK.cell_config(exp, cells[0])
+    cells = TASK.experiment(exp).cells()
+    TASK.experiment(exp).run_config(cells[0])
     with pytest.raises(ConfigError, match="cape.max_local_shift"):  # also when cape is only in a method
-        TASK.cell_config(exp, cells[1])
+        TASK.experiment(exp).run_config(cells[1])
     with pytest.raises(ConfigError, match="unknown position method"):
-        TASK.cell_config(exp, cells[2])
+        TASK.experiment(exp).run_config(cells[2])
     with pytest.raises(ConfigError, match="model: unknown option for SpeechExperimentConfig"):
         from_dict(SpeechExperimentConfig, {"methods": ["cape"], "model": {"d_model": 16}})
     with pytest.raises(ConfigError, match="hop_ms"):
@@ -172,7 +172,7 @@ def test_experiment_writes_csv_and_plot(tmp_path: Path) -> None:
 
 def test_shipped_config_loads() -> None:
     exp = load_config(SpeechExperimentConfig, Path(__file__).resolve().parents[2] / "src" / "posenc" / "configs" / "speech" / "fsdd_small.yaml")
-    cfg = TASK.cell_config(exp, TASK.cells(exp)[0])
+    cfg = TASK.experiment(exp).run_config(TASK.experiment(exp).cells()[0])
     assert (cfg.train.schedule, cfg.train.lr_floor, cfg.train.clip_norm, cfg.data.batch_size) == ("cosine", 0.05, 1.0, 16)
     assert cfg.model.position.learned.wrap  # E(t mod 40): test utterances are 10× the table
 

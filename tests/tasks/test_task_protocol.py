@@ -26,8 +26,8 @@ def test_no_task_method_is_looked_up_by_name() -> None:
 
 def test_the_required_methods_are_abstract_and_the_hooks_have_defaults() -> None:
     assert Task.__abstractmethods__ == {"build_model", "train_batches", "valid_batches", "loss", "width", "evaluate"}
-    assert ExperimentTask.__abstractmethods__ == {"new_task", "cells", "cell_config", "verdict", "run_cell",
-                                                  "summary_line", "report"}
+    assert ExperimentTask.__abstractmethods__ == {"new_task", "experiment", "verdict", "run_cell", "summary_line",
+                                                  "report"}
 
     class Bare(Task):
         name = "bare"

@@ -69,7 +69,7 @@ def test_config_validation_and_shipped_config():
         from_dict(VisionConfig, {"eval": {"resolutions": [28, 30]}})
     bad = from_dict(VisionExperimentConfig, {"methods": {"rpe": {"model.position.name": "rpe"}}})
     with pytest.raises(ConfigError, match="model.position .rpe. is not a 2-D method"):
-        TASK.cell_config(bad, TASK.cells(bad)[0])
+        TASK.experiment(bad).run_config(TASK.experiment(bad).cells()[0])
 
 
 def test_a_run_config_is_no_experiment_and_is_refused_in_one_line():
@@ -87,9 +87,9 @@ def test_cells_configs_and_univit_scaling(tmp_path: Path):
         "none": {"model.position.name": "none"}, "cape-2d": {"model.position.name": "cape-2d"},
         "univit-cape-2d": {"model.position.name": "cape-2d", "univit.enabled": True,
                            "model.position.cape2d.max_global_scaling": 1.0}}})
-    cells = TASK.cells(exp)
+    cells = TASK.experiment(exp).cells()
     assert [c[1:] for c in cells] == [(m, s) for m in ("none", "cape-2d", "univit-cape-2d") for s in (0, 1)]
-    runs = [TASK.cell_config(exp, c) for c in cells]
+    runs = [TASK.experiment(exp).run_config(c) for c in cells]
     assert [r.univit.enabled for r in runs[::2]] == [False, False, True]
     assert runs[2].model.position.cape2d.max_global_scaling == 1.4
     assert runs[4].model.position.cape2d.max_global_scaling == 1.0

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from posenc.experiments.experiment import Cell
 from posenc.experiments.runner import load_grid, run_experiment
-from posenc.experiments.tasks import Cell
 from posenc.window.archive import CellArchive
 from tests.helpers.tiny import assert_one_line_error, cli
 

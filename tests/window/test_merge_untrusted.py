@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from posenc.experiments.experiment import Cell
 from posenc.experiments.runner import load_grid, run_experiment
-from posenc.experiments.tasks import Cell
 from posenc.window.archive import CellArchive, cell_files, travelling_bound
 from posenc.window.intake import MAX_MEMBERS
 from tests.experiments.tiny_grid import write_experiment

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from posenc.experiments.experiment import Cell
 from posenc.experiments.runner import load_grid, run_experiment
-from posenc.experiments.tasks import Cell
 from posenc.runs.same_run import RunRecord, same_run
 from posenc.window.queue import blocker, check_entries, entry_cells, load_queue
 from tests.helpers.tiny import assert_one_line_error, cli

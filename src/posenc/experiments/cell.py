@@ -1,6 +1,5 @@
-"""One cell of an experiment grid: its run config (:func:`cell_run_config`, base + overrides +
-seed for every task), judged once (:class:`JudgedCell`) and brought up to date with that
-judgement (:func:`bring_up`).
+"""One cell of an experiment grid (:class:`~posenc.experiments.experiment.Experiment`), judged
+once (:class:`JudgedCell`) and brought up to date with that judgement (:func:`bring_up`).
 
 A cell is a run directory: its run config's ``out_dir``, holding ``results.json`` once done. The
 cell is judged once, when the runner first looks at it: its stored results and the task's one
@@ -16,35 +15,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from posenc.config import apply_mapping, from_dict
 from posenc.errors import ConfigError
-from posenc.experiments.tasks import Cell, ExperimentTask
+from posenc.experiments.experiment import Cell, Experiment
+from posenc.experiments.tasks import ExperimentTask
 from posenc.runs.run import RESULTS_NAME, Run, stored_run
 from posenc.runs.same_run import RunRecord, Verdict, same_run
-
-
-def cell_run_config(schema: type, base: dict[str, Any], overrides: Sequence[dict[str, Any]], seed: int,
-                    out_dir: str | Path) -> Any:
-    """A cell's run config, the one way every task writes it: ``base`` with each mapping of dotted
-    ``overrides`` applied in order (a setting's, a method's, ...), then the cell's seed and run
-    directory, validated by the task's run schema.
-
-    Args:
-        schema: the run config class.
-        base: the experiment's base run config (a mapping).
-        overrides: mappings of dotted overrides, applied in order (a later one wins).
-        seed: the cell's ``train.seed``.
-        out_dir: the cell's run directory.
-
-    Returns:
-        The run config (a ``schema``).
-    """
-    data = base
-    for mapping in overrides:
-        data = apply_mapping(data, mapping, schema)
-    return from_dict(schema, apply_mapping(data, {"train.seed": seed, "out_dir": str(out_dir)}, schema))
 
 
 def results_record(results: dict[str, Any], where: str = RESULTS_NAME) -> RunRecord:
@@ -123,8 +100,8 @@ class JudgedCell:
 
     @property
     def name(self) -> str:
-        """``group/method/seed``, with the verdict's kind when there is one (the runner's listings)."""
-        return "/".join(map(str, self.cell)) + ("" if self.verdict is None else f" ({self.verdict.kind})")
+        """The cell's name (:attr:`Cell.name`), with the verdict's kind when there is one (the runner's listings)."""
+        return self.cell.name + ("" if self.verdict is None else f" ({self.verdict.kind})")
 
 
 def results_path(cfg: Any) -> Path:
@@ -132,32 +109,32 @@ def results_path(cfg: Any) -> Path:
     return Path(cfg.out_dir) / RESULTS_NAME
 
 
-def judge(task: ExperimentTask, exp: Any, cell: tuple[str, str, int]) -> JudgedCell:
+def judge(task: ExperimentTask, exp: Experiment, cell: tuple[str, str, int]) -> JudgedCell:
     """``cell`` of ``exp`` judged once: its run config, its stored results and the task's verdict.
 
     Args:
         task: the experiment's task.
-        exp: the experiment config.
+        exp: the experiment.
         cell: the cell.
 
     Returns:
         The judged cell.
     """
     cell = Cell(*cell)
-    cfg = task.cell_config(exp, cell)
+    cfg = exp.run_config(cell)
     path = results_path(cfg)
     results = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
     return JudgedCell(cell, cfg, results, task.verdict(exp, cell, results))
 
 
-def bring_up(task: ExperimentTask, exp: Any, judged: JudgedCell) -> dict[str, Any]:
+def bring_up(task: ExperimentTask, exp: Experiment, judged: JudgedCell) -> dict[str, Any]:
     """Bring the cell up to date with its judgement: fresh → its stored results; stale → a one-line
     ConfigError (stale cells are cleared, ``--rerun-stale``, or refused before); otherwise the task
     runs the cell with the verdict and the cell's run stores the results.
 
     Args:
         task: the experiment's task.
-        exp: the experiment config.
+        exp: the experiment.
         judged: the cell, judged once (:func:`judge`).
 
     Returns:

@@ -1,7 +1,8 @@
 """One experiment grid and its task, looked up once (:class:`Grid`): the cell-level steps of the
-runner (:mod:`posenc.experiments.runner`), its scheduler and its worker processes: the cells and
-their run configs, each cell judged once on its stored ``results.json`` (:mod:`posenc.experiments.cell`),
-bringing a cell up to date with that judgement, the plan of what needs work and the report."""
+runner (:mod:`posenc.experiments.runner`), its scheduler and its worker processes: each cell of the
+:class:`~posenc.experiments.experiment.Experiment` judged once on its stored ``results.json``
+(:mod:`posenc.experiments.cell`), brought up to date with that judgement, and the plan of what
+needs work."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from typing import Any
 
 from posenc.errors import ConfigError
 from posenc.experiments.cell import JudgedCell, bring_up, judge, results_path
-from posenc.experiments.tasks import Cell, ExperimentTask, task_of
+from posenc.experiments.experiment import Cell, Experiment
+from posenc.experiments.tasks import ExperimentTask, task_of
 from posenc.runs.same_run import Verdict
 
 log = logging.getLogger("posenc")
@@ -31,35 +33,44 @@ def trained_on(results: dict[str, Any]) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Grid:
-    """An experiment config and its task, looked up once (:meth:`of`) and passed along: every
-    cell-level step of the runner. A cell is a :class:`Cell` or a plain ``(group, method, seed)``.
+    """An experiment (:class:`~posenc.experiments.experiment.Experiment`), its task looked up once
+    (:meth:`of`) and each cell's judgement, passed along every cell-level step of the runner (the
+    task's own stages are asked of ``grid.task`` with ``grid.exp``). A cell is a :class:`Cell` or a
+    plain ``(group, method, seed)``.
 
     Each cell is judged once per grid (:meth:`judge`, :mod:`posenc.experiments.cell`): the plan, the
     data check, bringing it up to date and reading its results back all use that judgement; a
     cell brought up to date in this process is judged by its new results, and :meth:`verdict`
     (or ``judge(cell, again=True)``) looks at the stored results again (cells run by workers)."""
 
-    exp: Any
+    exp: Experiment
     task: ExperimentTask
     judged: dict[Cell, JudgedCell] = field(default_factory=dict, init=False, repr=False)
 
     @classmethod
-    def of(cls, exp: Any) -> Grid:
-        """``exp`` with the task its ``task:`` key names (the one lookup of an experiment's task)."""
-        return cls(exp, task_of(exp))
+    def of(cls, options: Any, task: ExperimentTask | None = None) -> Grid:
+        """The grid of the experiment config ``options`` with its task: ``task``, else the one its
+        ``task:`` key names (the one lookup of an experiment's task)."""
+        task = task_of(options) if task is None else task
+        return cls(task.experiment(options), task)
 
-    def on(self, exp: Any) -> Grid:
-        """Another experiment of the same task (a selection sweep, the grid with the chosen value),
-        its cells judged afresh."""
-        return replace(self, exp=exp)
+    @property
+    def options(self) -> Any:
+        """The experiment config the grid came from (what the task's stages read)."""
+        return self.exp.options
+
+    def on(self, options: Any) -> Grid:
+        """Another experiment config of the same task (a selection sweep, the grid with the chosen
+        value), its cells judged afresh."""
+        return replace(self, exp=self.task.experiment(options))
 
     def cells(self) -> list[Cell]:
         """Every cell of the grid, in report order."""
-        return self.task.cells(self.exp)
+        return self.exp.cells()
 
     def config(self, cell: tuple[str, str, int]) -> Any:
         """The run config of one cell (its ``out_dir`` is the cell's run directory)."""
-        return self.task.cell_config(self.exp, Cell(*cell))
+        return self.exp.run_config(cell)
 
     def results_path(self, cell: tuple[str, str, int]) -> Path:
         """Where the cell's ``results.json`` is (or will be)."""
@@ -89,28 +100,10 @@ class Grid:
             self.judged[judged.cell] = JudgedCell(judged.cell, judged.cfg, result, Verdict("fresh"))
         return result
 
-    def summary_line(self, result: dict[str, Any]) -> str:
-        """The task's line for a finished run."""
-        return self.task.summary_line(self.exp, result)
-
-    def check_data(self, cells: list[Cell]) -> None:
-        """The task's check that the data of ``cells`` are at hand (a one-line DataError naming what
-        is missing), before any run or worker starts (by default a task checks nothing)."""
-        if cells:
-            self.task.check_data(self.exp, cells)
-
     def todo(self, cells: list[Cell] | None = None) -> list[Cell]:
         """The cells (of ``cells``, default every one) that are not fresh: those a run would train
         or score (stale ones included); reads results only, changes nothing."""
         return [c for c in (self.cells() if cells is None else cells) if not self.judge(c).fresh]
-
-    def prepare(self, cells: list[Cell]) -> None:
-        """The task's preparation of ``cells`` before any runs (e.g. data prepared once per setting)."""
-        self.task.prepare(self.exp, cells)
-
-    def report(self, results: list[dict[str, Any]]) -> Path:
-        """The task's report of ``results``; returns its directory."""
-        return self.task.report(self.exp, results)
 
     def plan(self, rerun_stale: bool = False, cells: list[Cell] | None = None) -> list[Cell]:
         """The cells (of ``cells``, default every one) that need work. Stale cells stop the
@@ -126,12 +119,12 @@ class Grid:
         for j in stale:
             _clear_stale(j.cfg)
             self.judged[j.cell] = JudgedCell(j.cell, j.cfg, None, None)
-            log.info("== %s / %s / seed %d: stale, its outputs removed for a fresh run", *j.cell)
+            log.info("== %s: stale, its outputs removed for a fresh run", j.cell.name)
         return [j.cell for j in judged if not j.fresh]
 
     def fresh_results(self) -> tuple[list[dict[str, Any]], list[str]]:
-        """The stored results of the fresh cells, in grid order (trains nothing), and
-        ``setting/method/seed`` (with the verdict when there is one) of every other cell."""
+        """The stored results of the fresh cells, in grid order (trains nothing), and the name
+        (with the verdict when there is one) of every other cell."""
         judged = [self.judge(cell) for cell in self.cells()]
         return [j.results or {} for j in judged if j.fresh], [j.name for j in judged if not j.fresh]
 

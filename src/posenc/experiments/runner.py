@@ -1,8 +1,9 @@
 """Run an experiment grid cell by cell (resumable, ``--jobs`` worker processes), then its report.
 
-An experiment is a grid of cells (:class:`~posenc.experiments.tasks.Cell`: group, method, seed);
-the runner knows no task. The task named by the YAML's ``task:`` key (:mod:`posenc.experiments.tasks`)
-supplies its experiment schema, the cells and their run configs, whether a finished cell is still
+An experiment is a grid of cells (:class:`~posenc.experiments.experiment.Cell`: group, method,
+seed); the runner knows no task. The task named by the YAML's ``task:`` key (:mod:`posenc.experiments.tasks`)
+supplies its experiment schema, the grid as data (an :class:`~posenc.experiments.experiment.Experiment`:
+the cells and their run configs), whether a finished cell is still
 fresh, how to bring a cell up to date and the report. It is looked up once per experiment (once
 per worker process) and travels with the config as a :class:`Grid`. Every cell is a run
 directory (the cell config's ``out_dir``) that holds ``results.json`` once done (written here,
@@ -19,9 +20,10 @@ from typing import Any
 
 from posenc.config import from_dict, load_yaml, merge_overrides
 from posenc.errors import ConfigError
+from posenc.experiments.experiment import Cell
 from posenc.experiments.grid import Grid
 from posenc.experiments.subset import CellSubset
-from posenc.experiments.tasks import Cell, ExperimentTask, find_task, known_tasks
+from posenc.experiments.tasks import ExperimentTask, find_task, known_tasks
 from posenc.files import atomic_write_text
 from posenc.processes import interrupt_on_signals
 
@@ -55,7 +57,7 @@ def run_grid(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: 
         raise ConfigError("--jobs auto needs --backend local (give submitit a number of runs at once)")
     if report_only and rerun_stale:
         raise ConfigError("--report-only trains nothing and clears nothing: drop --rerun-stale (or --report-only)")
-    grid = Grid(exp, task) if task is not None else Grid.of(exp)
+    grid = Grid.of(exp, task)
     if subset is not None and not subset.everything:
         if report_only:
             raise ConfigError("--report-only reports every fresh cell: drop --settings/--methods/--seeds")
@@ -72,7 +74,7 @@ def run_grid(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: 
         results, left = up_to_date(grid), []
     (grid.exp.root / "report").mkdir(parents=True, exist_ok=True)
     write_marker(grid.exp.root / "report", "report")  # before writing: a report that fails halfway is still posenc's
-    report = grid.report(results)
+    report = grid.task.report(grid.exp, results)
     if left:
         _note_left_out(report / "README.md", left, len(left) + len(results))
     write_marker(report, "report")
@@ -87,7 +89,8 @@ def check_data_up_front(grid: Grid, subset: CellSubset | None = None) -> None:
     sweep, main, _ = grid_stages(grid)
     for stage in (sweep, main):
         if stage is not None:
-            stage.check_data(stage.todo([c for c in stage.cells() if subset is None or subset.wants(c)]))
+            todo = stage.todo([c for c in stage.cells() if subset is None or subset.wants(c)])
+            stage.task.check_data(stage.exp, todo)
 
 
 def _with_selection(grid: Grid, up_to_date: Callable[[Grid], list[dict[str, Any]]]) -> Grid:
@@ -96,8 +99,8 @@ def _with_selection(grid: Grid, up_to_date: Callable[[Grid], list[dict[str, Any]
     when it selects nothing."""
     from posenc.experiments.selection import run_selection
 
-    chosen = run_selection(grid.exp, grid.task, lambda sub: up_to_date(grid.on(sub)))
-    return grid if chosen is grid.exp else grid.on(chosen)
+    chosen = run_selection(grid.options, grid.task, lambda sub: up_to_date(grid.on(sub)))
+    return grid if chosen is grid.options else grid.on(chosen)
 
 
 def _report_only_results(grid: Grid) -> tuple[Grid, list[dict[str, Any]], list[str]]:
@@ -128,14 +131,13 @@ def _without_selected(grid: Grid, sweep: Grid) -> tuple[Grid, list[str]]:
 
     from posenc.experiments.selection import SelectionConfig
 
-    selected = grid.exp.selection.method
+    selected = grid.options.selection.method
     done, todo = sweep.fresh_results()
-    waiting = ["/".join(map(str, cell)) + " (waits for the selection sweep)" for cell in grid.cells()
-               if cell[1] == selected]
+    waiting = [cell.name + " (waits for the selection sweep)" for cell in grid.cells() if cell.method == selected]
     print(f"report only: the selection sweep is not complete ({len(done)} of {len(done) + len(todo)} runs done); "
           f"the {selected} runs wait for its choice and are left out", flush=True)
-    methods = {m: o for m, o in grid.exp.methods.items() if m != selected}
-    return grid.on(replace(grid.exp, methods=methods, selection=SelectionConfig())), waiting
+    methods = {m: o for m, o in grid.options.methods.items() if m != selected}
+    return grid.on(replace(grid.options, methods=methods, selection=SelectionConfig())), waiting
 
 
 def _note_left_out(readme: Path, left: list[str], total: int) -> None:
@@ -158,11 +160,11 @@ def bring_up_to_date(grid: Grid, jobs: int | str = 1, rerun_stale: bool = False,
     if not serial:
         check_logs_dir(grid.exp)
     pending = grid.plan(rerun_stale, wanted)
-    grid.check_data(pending)  # also here: callers that bring a stage up to date directly
-    grid.prepare(pending)
+    grid.task.check_data(grid.exp, pending)  # also here: callers that bring a stage up to date directly
+    grid.task.prepare(grid.exp, pending)
     if serial:
         for cell in pending:
-            print(grid.summary_line(grid.execute(cell)), flush=True)
+            print(grid.task.summary_line(grid.exp, grid.execute(cell)), flush=True)
     else:
         run_cells(grid, pending, jobs, backend)
         for cell in pending:
@@ -182,7 +184,7 @@ def train_subset(grid: Grid, subset: CellSubset, up_to_date: Callable[..., list[
     if sweep is not None and any(subset.wants(cell) for cell in sweep.cells()):
         up_to_date(sweep, subset=subset)
         sweep, main, waits = grid_stages(grid)
-    selected = grid.exp.selection.method if sweep is not None else None
+    selected = grid.options.selection.method if sweep is not None else None
     if waits and any(subset.wants(cell) and cell[1] == selected for cell in main.cells()):
         raise ConfigError(f"posenc experiment: the {selected} cells wait for the selection sweep's choice; "
                           "train the sweep first (its cells, or the whole grid)")
@@ -202,7 +204,7 @@ def grid_of(task: ExperimentTask, data: dict[str, Any], overrides: list[str]) ->
     """The grid of the raw experiment mapping ``data`` with dotted ``overrides``, validated by the
     task's experiment schema."""
     schema = task.experiment_config
-    return Grid(from_dict(schema, merge_overrides(data, overrides, schema)), task)
+    return Grid.of(from_dict(schema, merge_overrides(data, overrides, schema)), task)
 
 
 def grid_stages(grid: Grid) -> tuple[Grid | None, Grid, bool]:
@@ -214,14 +216,14 @@ def grid_stages(grid: Grid) -> tuple[Grid | None, Grid, bool]:
     validate and list cells."""
     from posenc.experiments.selection import resolved, with_choice
 
-    sel = getattr(grid.exp, "selection", None)
+    sel = grid.exp.selection
     if sel is None or not sel.enabled:
         return None, grid, False
-    sweep = grid.on(grid.task.selection_experiment(grid.exp, resolved(grid.exp)))
+    sweep = grid.on(grid.task.selection_experiment(grid.options, resolved(grid.options)))
     results, left = sweep.fresh_results()
     if left:
         return sweep, grid, True
-    return sweep, grid.on(with_choice(grid.exp, grid.task, results)[0]), False
+    return sweep, grid.on(with_choice(grid.options, grid.task, results)[0]), False
 
 
 def _complete_sweep(grid: Grid) -> list[dict[str, Any]]:
@@ -236,7 +238,7 @@ def _complete_sweep(grid: Grid) -> list[dict[str, Any]]:
 def run_grid_experiment(task: ExperimentTask, data: dict[str, Any], overrides: list[str], **options: Any) -> Path:
     """``posenc experiment`` of a grid task: the raw mapping plus dotted overrides, validated by
     the task's experiment schema (:func:`grid_of`), then :func:`run_grid`."""
-    return run_grid(grid_of(task, data, overrides).exp, **options, task=task)
+    return run_grid(grid_of(task, data, overrides).options, **options, task=task)
 
 
 def task_runner(task: str) -> Callable[..., Path]:

@@ -9,9 +9,10 @@ share ``cores // N`` when that is 0. ``--jobs auto``: N is ``min(cores // thread
 and found by measurement on CUDA (:mod:`posenc.experiments.autojobs`); on CUDA the GPUs'
 utilisation and memory are sampled to ``ROOT/logs/gpu.csv`` and summarised in one line at the end
 (:mod:`posenc.experiments.gpustat`).
-Each run logs to ``ROOT/logs/<group>-<method>-seed<N>.log`` (the experiment spec is
-``ROOT/logs/experiment.json``; ``logs/`` must be new, empty or posenc's); a summary line is printed as each
-finishes, and while runs train each one's step, validation loss and ETA (a status line on a
+Each run logs to ``ROOT/logs/<group>-<method>-seed<N>.log`` (``<method>-seed<N>.log`` in a grid
+without groups; the experiment spec is ``ROOT/logs/experiment.json``; ``logs/`` must be new,
+empty or posenc's); a summary line is printed as each finishes, and while runs train each one's
+step, validation loss and ETA (a status line on a
 terminal, a line every 10 s otherwise: :mod:`posenc.experiments.progress`). Finished cells write
 ``results.json`` atomically, so an interrupted grid resumes run by run.
 
@@ -31,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 from posenc.config import to_dict
 from posenc.errors import ConfigError
 from posenc.experiments.autojobs import AutoJobs, Limits, StepRates, cpu_auto_jobs, job_cap
+from posenc.experiments.experiment import Cell
 from posenc.experiments.gpustat import GpuMonitor, find_probe
 from posenc.experiments.progress import Progress
-from posenc.experiments.tasks import Cell
 from posenc.files import atomic_write_text
 from posenc.processes import Admit, SlotLimit, run_processes, usable_cores, visible_gpus
 
@@ -87,16 +88,16 @@ def write_spec(exp: Any) -> Path:
     return spec
 
 
-def log_path(exp: Any, cell: Cell) -> Path:
-    group, method, seed = cell
-    return exp.root / "logs" / f"{group}-{method}-seed{seed}.log"
+def log_path(exp: Any, cell: tuple[str, str, int]) -> Path:
+    """Where the worker of ``cell`` logs: ``<root>/logs/`` and the cell's :attr:`~Cell.log_name`."""
+    return exp.root / "logs" / f"{Cell(*cell).log_name}.log"
 
 
 def _finished(grid: Grid, cell: Cell, rc: int) -> str:
     """The line printed as a worker ends: the task's summary line, or where the failed run logged."""
     if rc != 0:
-        return f"FAILED {cell[1]} {cell[0]} seed {cell[2]} (exit {rc}); see {log_path(grid.exp, cell)}"
-    return grid.summary_line(json.loads(grid.results_path(cell).read_text(encoding="utf-8")))
+        return f"FAILED {Cell(*cell).name} (exit {rc}); see {log_path(grid.exp, cell)}"
+    return grid.task.summary_line(grid.exp, json.loads(grid.results_path(cell).read_text(encoding="utf-8")))
 
 
 def run_local(grid: Grid, cells: list[Cell], jobs: Jobs, poll_s: float = 0.2, admit: Admit | None = None,
@@ -106,7 +107,7 @@ def run_local(grid: Grid, cells: list[Cell], jobs: Jobs, poll_s: float = 0.2, ad
     ``auto``: :func:`grid_slots`); returns the cells that failed. ``admit``, ``stop_at`` and
     ``dropped``: see :func:`~posenc.processes.run_processes` (a timed session's deadline);
     ``after(cell, returncode)`` is called as each worker ends, after its line is made."""
-    spec = write_spec(grid.exp)
+    spec = write_spec(grid.options)
     argv = lambda c: [sys.executable, "-m", "posenc.experiments.worker", str(spec), c[0], c[1], str(c[2])]  # noqa: E731
     work = [(cell, argv(cell), log_path(grid.exp, cell)) for cell in cells]
     slots, threads, closing = grid_slots(grid, cells, jobs, visible_gpus(), usable_cores())
@@ -173,7 +174,7 @@ def progress_of(grid: Grid) -> Progress:
     def cap(cell: Cell) -> int:
         return int(getattr(getattr(grid.config(cell), "train", None), "max_steps", 0) or 0)
 
-    return Progress(lambda cell: Path(grid.config(cell).out_dir), cap, lambda c: f"{c[1]}/{c[0]}/seed{c[2]}")
+    return Progress(lambda cell: Path(grid.config(cell).out_dir), cap, lambda c: Cell(*c).name)
 
 
 def run_submitit(grid: Grid, cells: list[Cell], jobs: int, cluster: str | None = None,
@@ -188,14 +189,14 @@ def run_submitit(grid: Grid, cells: list[Cell], jobs: int, cluster: str | None =
 
     executor = submitit.AutoExecutor(folder=check_logs_dir(grid.exp) / "submitit", cluster=cluster)
     executor.update_parameters(**(parameters or {"timeout_min": 60, "slurm_array_parallelism": jobs}))
-    submitted = [(cell, executor.submit(execute, grid.exp, cell)) for cell in cells]
+    submitted = [(cell, executor.submit(execute, grid.options, cell)) for cell in cells]
     failed = []
     for cell, job in submitted:
         try:
             job.result()
             print(_finished(grid, cell, 0), flush=True)
         except Exception as exc:
-            print(f"FAILED {cell[1]} {cell[0]} seed {cell[2]}: "
+            print(f"FAILED {Cell(*cell).name}: "
                   f"{str(exc).splitlines()[-1] if str(exc) else exc!r}", flush=True)
             failed.append(cell)
     return failed
@@ -212,5 +213,5 @@ def run_cells(grid: Grid, cells: list[Cell], jobs: Jobs, backend: str = "local")
     else:
         failed = run_submitit(grid, cells, int(jobs))
     if failed:
-        names = ", ".join(f"{s}/{m}/seed{seed}" for s, m, seed in failed)
+        names = ", ".join(Cell(*cell).name for cell in failed)
         raise ConfigError(f"{len(failed)} run(s) failed: {names} (logs under {grid.exp.root / 'logs'})")

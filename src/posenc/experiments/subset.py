@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from posenc.config import require
+from posenc.experiments.experiment import Cell
 from posenc.experiments.grid import Grid
-from posenc.experiments.tasks import Cell
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class CellSubset:
         one-line ConfigError starting with ``where``: a typo would otherwise select nothing."""
         cells = grid.cells()
         methods = {c[1] for c in cells} | ({c[1] for c in sweep.cells()} if sweep is not None else set())
-        filters = (("settings", self.settings, {c[0] for c in cells}), ("methods", self.methods, methods),
+        filters = (("settings", self.settings, {c[0] for c in cells if c[0]}), ("methods", self.methods, methods),
                    ("seeds", self.seeds, {c[2] for c in cells}))
         for what, wanted, have in filters:
             unknown = [w for w in wanted if w not in have]

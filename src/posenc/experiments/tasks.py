@@ -1,11 +1,14 @@
 """Which task runs an experiment or a run: the ``task:`` key of its YAML, looked up by module,
 never by a list of names here (a new task is one package; nothing in posenc changes).
 
-``task: NAME`` is the package ``posenc.tasks.NAME``; a dotted ``task: pkg.module`` (e.g.
-``tests.dummy_task``) is that module. The module's ``TASK`` is its experiment side, an
-:class:`ExperimentTask`: the experiment and run schemas, the grid's cells and each cell's run
-config, whether a finished cell is still fresh, how to bring a cell up to date, its summary line,
-the report and the optional stages (data checks and preparation, merged cells, a selection sweep).
+``task: NAME`` is the module ``posenc.tasks.NAME.task``; a dotted ``task: pkg.module`` (e.g.
+``tests.dummy_task``) is that module, or the ``task`` module of that package where the package
+defines no ``TASK`` (a package of four files: config, spec, task and report, no ``__init__.py``).
+The module's ``TASK`` is its experiment side, an
+:class:`ExperimentTask`: the experiment and run schemas, the grid as data (an
+:class:`~posenc.experiments.experiment.Experiment`: its cells and each cell's run config), whether
+a finished cell is still fresh, how to bring a cell up to date, its summary line, the report and
+the optional stages (data checks and preparation, merged cells, a selection sweep).
 Every task is entered the same way: its ``TASK`` through the shared grid runner, and one run of it
 through ``posenc train`` (:meth:`ExperimentTask.new_task` and :attr:`ExperimentTask.run_config`).
 """
@@ -13,29 +16,19 @@ through ``posenc train`` (:meth:`ExperimentTask.new_task` and :attr:`ExperimentT
 from __future__ import annotations
 
 import abc
-import functools
 import importlib
-import importlib.util
-import pkgutil
 import re
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 from posenc.errors import ConfigError
+from posenc.experiments.experiment import Cell, Experiment
 from posenc.runs.same_run import Verdict
+from posenc.runs.spec import task_packages
 
-
-class Cell(NamedTuple):
-    """One run of an experiment grid, as the runner passes it around (log names, worker argv,
-    results paths). ``group`` is the task's outer coordinate: translation's data setting, the
-    task name in a methods × seeds grid (:mod:`posenc.tasks.grid`); the runner never reads it."""
-
-    group: str
-    method: str
-    seed: int
-
-
+#: The module of a task package that holds its ``TASK``.
+TASK_MODULE = "task"
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
@@ -60,34 +53,23 @@ class ExperimentTask(abc.ABC):
         """
 
     @abc.abstractmethod
-    def cells(self, exp: Any) -> list[Cell]:
-        """Every cell of the grid.
+    def experiment(self, options: Any) -> Experiment:
+        """The grid of an experiment config: its base, axes, seeds and selection as data.
 
         Args:
-            exp: the experiment config (an :attr:`experiment_config`).
+            options: the experiment config (an :attr:`experiment_config`).
 
         Returns:
-            The cells, in report order.
+            The :class:`~posenc.experiments.experiment.Experiment` (its ``options``: ``options``),
+            whose cells and run configs the runner uses.
         """
 
     @abc.abstractmethod
-    def cell_config(self, exp: Any, cell: Cell) -> Any:
-        """The validated run config of ``cell``.
-
-        Args:
-            exp: the experiment config.
-            cell: one of :meth:`cells`.
-
-        Returns:
-            The run config (a :attr:`run_config`); its ``out_dir`` is the cell's run directory.
-        """
-
-    @abc.abstractmethod
-    def verdict(self, exp: Any, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
+    def verdict(self, exp: Experiment, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
         """How the cell's stored results relate to the current config.
 
         Args:
-            exp: the experiment config.
+            exp: the experiment.
             cell: the cell.
             results: its stored ``results.json`` (None: none yet).
 
@@ -96,11 +78,12 @@ class ExperimentTask(abc.ABC):
         """
 
     @abc.abstractmethod
-    def run_cell(self, exp: Any, cell: Cell, verdict: Verdict | None, old: dict[str, Any] | None) -> dict[str, Any]:
+    def run_cell(self, exp: Experiment, cell: Cell, verdict: Verdict | None,
+                 old: dict[str, Any] | None) -> dict[str, Any]:
         """Train (resuming) and/or evaluate the cell.
 
         Args:
-            exp: the experiment config.
+            exp: the experiment.
             cell: the cell.
             verdict: its :meth:`verdict` (None: it has to run).
             old: its stored results (None: none).
@@ -110,11 +93,11 @@ class ExperimentTask(abc.ABC):
         """
 
     @abc.abstractmethod
-    def summary_line(self, exp: Any, result: dict[str, Any]) -> str:
+    def summary_line(self, exp: Experiment, result: dict[str, Any]) -> str:
         """One line printed as a run finishes.
 
         Args:
-            exp: the experiment config.
+            exp: the experiment.
             result: the cell's results.
 
         Returns:
@@ -122,11 +105,11 @@ class ExperimentTask(abc.ABC):
         """
 
     @abc.abstractmethod
-    def report(self, exp: Any, results: list[dict[str, Any]]) -> Path:
+    def report(self, exp: Experiment, results: list[dict[str, Any]]) -> Path:
         """Write the report of the grid.
 
         Args:
-            exp: the experiment config.
+            exp: the experiment.
             results: every cell's results (with ``--report-only`` only the fresh cells', possibly
                 none of a setting or method).
 
@@ -135,11 +118,11 @@ class ExperimentTask(abc.ABC):
         """
 
     # ------------------------------------------------------------------ hooks, with defaults
-    def check_data(self, exp: Any, cells: list[Cell]) -> None:
+    def check_data(self, exp: Experiment, cells: list[Cell]) -> None:
         """Check that the data of ``cells`` are at hand, before any run or worker starts.
 
         Args:
-            exp: the experiment config.
+            exp: the experiment.
             cells: the cells about to run.
 
         Raises:
@@ -147,21 +130,22 @@ class ExperimentTask(abc.ABC):
         """
         return None
 
-    def prepare(self, exp: Any, cells: list[Cell]) -> None:
+    def prepare(self, exp: Experiment, cells: list[Cell]) -> None:
         """Prepare what ``cells`` share before any of them runs (e.g. data prepared once per
         setting; default: nothing).
 
         Args:
-            exp: the experiment config.
+            exp: the experiment.
             cells: the cells about to run.
         """
         return None
 
-    def check_carried(self, exp: Any, cell: Cell, results: dict[str, Any], run_dir: Path) -> tuple[str, str | None]:
+    def check_carried(self, exp: Experiment, cell: Cell, results: dict[str, Any],
+                      run_dir: Path) -> tuple[str, str | None]:
         """Judge the scores of a cell trained elsewhere and brought back (``posenc experiment --merge``).
 
         Args:
-            exp: the experiment config.
+            exp: the experiment.
             cell: the cell.
             results: the results it carries.
             run_dir: its carried run directory.
@@ -176,7 +160,7 @@ class ExperimentTask(abc.ABC):
         """The validation sweep of a ``selection:`` block (:mod:`posenc.experiments.selection`).
 
         Args:
-            exp: the experiment config.
+            exp: the experiment config (an :attr:`experiment_config`).
             sel: its resolved :class:`~posenc.experiments.selection.SelectionConfig`.
 
         Returns:
@@ -201,7 +185,7 @@ class ExperimentTask(abc.ABC):
         """The test grid with the chosen value.
 
         Args:
-            exp: the experiment config.
+            exp: the experiment config (an :attr:`experiment_config`).
             value: the chosen value of ``selection.key``.
 
         Returns:
@@ -211,12 +195,23 @@ class ExperimentTask(abc.ABC):
 
 
 def task_module(ref: str) -> ModuleType:
-    """The module of ``task: ref`` (``posenc.tasks.<ref>`` for a bare name), else a one-line error."""
-    name = f"posenc.tasks.{ref}" if ref.isidentifier() else ref
+    """The module that holds the ``TASK`` of ``task: ref``, else a one-line error.
+
+    Args:
+        ref: a bare name (``posenc.tasks.<ref>.task``) or a module path (that module, or the
+            ``task`` module of that package when the package itself defines no ``TASK``).
+
+    Returns:
+        The module.
+    """
+    name = f"posenc.tasks.{ref}.{TASK_MODULE}" if ref.isidentifier() else ref
     if not _MODULE.match(ref) or (ref.isidentifier() and ref not in known_tasks()):
         raise ConfigError(f"task must be one of {', '.join(known_tasks())} or a module path, got {ref!r}")
     try:
-        return importlib.import_module(name)
+        module = importlib.import_module(name)
+        if not hasattr(module, "TASK") and hasattr(module, "__path__"):  # a package: its task module
+            module = importlib.import_module(f"{name}.{TASK_MODULE}")
+        return module
     except ModuleNotFoundError as err:
         if err.name and name.startswith(err.name):
             raise ConfigError(f"task must be one of {', '.join(known_tasks())} or a module path, "
@@ -233,20 +228,17 @@ def find_task(ref: str) -> ExperimentTask:
 
 
 def task_of(exp: Any) -> ExperimentTask:
-    """The experiment side of the task of the experiment config ``exp``."""
+    """The experiment side of the task of ``exp`` (an experiment config or an :class:`Experiment`)."""
     return find_task(exp.task)
 
 
 def known_tasks() -> list[str]:
-    """``translation`` and every other ``posenc.tasks`` package, found by name like the task
-    itself (:func:`task_module`): the runner sits below the tasks and imports none of them."""
-    return list(_task_packages())
+    """``translation`` and every other package of ``posenc.tasks`` with a task module, found by its
+    files (:func:`~posenc.runs.spec.task_packages`; no ``__init__.py`` needed) like the task itself
+    (:func:`task_module`): the runner sits below the tasks and imports none of them.
 
-
-@functools.cache
-def _task_packages() -> tuple[str, ...]:
-    """The scan behind :func:`known_tasks`, once per process (the installed packages do not change)."""
-    spec = importlib.util.find_spec("posenc.tasks")
-    where = list(spec.submodule_search_locations or []) if spec is not None else []
-    found = sorted(m.name for m in pkgutil.iter_modules(where) if m.ispkg and m.name != "translation")
-    return ("translation", *found)
+    Returns:
+        The bare task names.
+    """
+    found = [p.name for p in task_packages() if (p / f"{TASK_MODULE}.py").is_file() and p.name != "translation"]
+    return ["translation", *found]

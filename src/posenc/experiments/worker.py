@@ -1,5 +1,5 @@
 """One grid cell in its own process: ``python -m posenc.experiments.worker SPEC GROUP METHOD SEED``
-(the fields of :class:`~posenc.experiments.tasks.Cell`).
+(the fields of :class:`~posenc.experiments.experiment.Cell`; GROUP is empty in a grid without groups).
 
 ``SPEC`` is the experiment JSON written by :func:`posenc.experiments.scheduler.write_spec`.
 """
@@ -14,8 +14,9 @@ from typing import Any
 
 from posenc.config import from_dict
 from posenc.errors import PosencError
+from posenc.experiments.experiment import Cell
 from posenc.experiments.grid import Grid
-from posenc.experiments.tasks import Cell, find_task
+from posenc.experiments.tasks import find_task
 from posenc.processes import interrupt_exit_code, interrupt_on_signals
 
 
@@ -30,11 +31,12 @@ def run_cell(spec: str, group: str, method: str, seed: int) -> dict[str, Any]:
         data = json.load(fh)
     task = find_task(data["task"])  # looked up once in this process
     exp = from_dict(task.experiment_config, data)  # the task's own schema
-    return Grid(exp, task).execute(Cell(group, method, int(seed)))
+    return Grid.of(exp, task).execute(Cell(group, method, int(seed)))
 
 
 def execute(exp: Any, cell: Cell) -> dict[str, Any]:
-    """Bring one cell of ``exp`` up to date in this process (a submitit job), its task looked up once."""
+    """Bring one cell of the experiment config ``exp`` up to date in this process (a submitit
+    job), its task looked up once."""
     return Grid.of(exp).execute(cell)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
-import pkgutil
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,16 +99,30 @@ def declared() -> tuple[RunSpec, ...]:
 
 
 @functools.cache
+def task_packages() -> tuple[Path, ...]:
+    """The folders of the packages of :data:`TASKS_PACKAGE`, found by their files (a folder of
+    modules, with or without ``__init__.py``: a task is its config, spec, task and report), in
+    name order.
+
+    Returns:
+        Each task package's folder (its name is the package's).
+    """
+    found = importlib.util.find_spec(TASKS_PACKAGE)
+    wheres = [Path(w) for w in (found.submodule_search_locations or [])] if found is not None else []
+    folders = [p for w in wheres for p in w.iterdir() if p.is_dir() and p.name.isidentifier()]
+    return tuple(sorted((p for p in folders if not p.name.startswith("_") and any(p.glob("*.py"))),
+                        key=lambda p: p.name))
+
+
+@functools.cache
 def discover() -> None:
     """Import the :data:`SPEC_MODULE` of every package of :data:`TASKS_PACKAGE` (found by their
     files, as ``positions/registry.discover`` finds position methods), so each task's spec is
     declared whatever modules were imported before: a new task's spec is found by its file. Once
     per process (the installed packages do not change)."""
-    found = importlib.util.find_spec(TASKS_PACKAGE)
-    for where in (found.submodule_search_locations or []) if found is not None else []:
-        for package in sorted(m.name for m in pkgutil.iter_modules([where]) if m.ispkg):
-            if any(m.name == SPEC_MODULE for m in pkgutil.iter_modules([str(Path(where) / package)])):
-                importlib.import_module(f"{TASKS_PACKAGE}.{package}.{SPEC_MODULE}")
+    for package in task_packages():
+        if (package / f"{SPEC_MODULE}.py").is_file():
+            importlib.import_module(f"{TASKS_PACKAGE}.{package.name}.{SPEC_MODULE}")
 
 
 def spec_of(cfg: Any) -> RunSpec:

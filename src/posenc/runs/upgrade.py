@@ -29,7 +29,6 @@ import importlib
 import importlib.util
 import json
 import os
-import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -51,7 +50,7 @@ from posenc.runs.ownership import (
 )
 from posenc.runs.run import config_text, record_text
 from posenc.runs.same_run import RunRecord, is_record, read_stored
-from posenc.runs.spec import SPEC_MODULE, TASKS_PACKAGE, RunSpec, declared
+from posenc.runs.spec import SPEC_MODULE, TASKS_PACKAGE, RunSpec, declared, task_packages
 
 #: Options an older posenc stored under another name: section → {old name: today's}.
 RENAMED = {"train": {"bleu_every": "metric_every"}}
@@ -379,13 +378,10 @@ def run_config_classes() -> tuple[type, ...]:
     Returns:
         The run config classes, in package-name order.
     """
-    found = importlib.util.find_spec(TASKS_PACKAGE)
     classes = []
-    for where in (found.submodule_search_locations or []) if found is not None else []:
-        for package in sorted(m.name for m in pkgutil.iter_modules([where]) if m.ispkg):
-            modules = {m.name for m in pkgutil.iter_modules([str(Path(where) / package)])}
-            if {SPEC_MODULE, CONFIG_MODULE} <= modules:
-                module = importlib.import_module(f"{TASKS_PACKAGE}.{package}.{CONFIG_MODULE}")
-                classes += [c for c in vars(module).values() if isinstance(c, type) and dataclasses.is_dataclass(c)
-                            and c.__module__ == module.__name__ and isinstance(getattr(c, "run_spec", None), RunSpec)]
+    for package in task_packages():
+        if all((package / f"{name}.py").is_file() for name in (SPEC_MODULE, CONFIG_MODULE)):
+            module = importlib.import_module(f"{TASKS_PACKAGE}.{package.name}.{CONFIG_MODULE}")
+            classes += [c for c in vars(module).values() if isinstance(c, type) and dataclasses.is_dataclass(c)
+                        and c.__module__ == module.__name__ and isinstance(getattr(c, "run_spec", None), RunSpec)]
     return tuple(classes)

@@ -1,8 +1,9 @@
 """The task interface: what a task provides so the one Trainer and ``posenc experiment`` run it.
 
 A task turns its typed run config into a model, training/validation batches and a loss; after
-training it evaluates the model. (Its experiment grid, i.e. cells, freshness and report, is the
-task's experiment side: :class:`posenc.experiments.tasks.ExperimentTask`.) The Trainer never
+training it evaluates the model. (Its experiment grid, i.e. its YAML as an experiment, freshness,
+scoring and report, is declared by :class:`posenc.experiments.tasks.ExperimentTask`, which the same
+class also subclasses, through :class:`posenc.tasks.grid.GridTask`.) The Trainer never
 knows which task it trains: it gets the task's ``loss`` and ``width`` (and metric) explicitly.
 
 :class:`Task` declares the whole interface: six methods every task defines (abstract) and seven

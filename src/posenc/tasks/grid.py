@@ -1,7 +1,8 @@
-"""The experiment side shared by tasks whose grid is methods × seeds over one base run config
-(vision, speech): the experiment schema and an :class:`~posenc.experiments.tasks.ExperimentTask`
-whose cells are runs of the task through :func:`posenc.tasks.base.run_task`, run by the shared
-grid runner (:mod:`posenc.experiments.runner`: ``--jobs``, freshness, ``--rerun-stale``).
+"""The experiment side shared by every task: one routine that brings a cell up to date
+(:class:`GridTask`: scored as stored, or trained through :func:`posenc.tasks.base.run_task`, then
+scored by the task), run by the shared grid runner (:mod:`posenc.experiments.runner`: ``--jobs``,
+freshness, ``--rerun-stale``); and the grids of methods × seeds over one base run config (vision,
+speech, lengthgen): their experiment schema and :class:`MethodsGrid`.
 
 An experiment YAML::
 
@@ -13,25 +14,30 @@ An experiment YAML::
     seeds: [0]
 
 Layout under ``exp.root`` (``out_dir``, default ``runs/NAME``): ``<method>/seed<N>/`` (a run
-directory; ``results.json`` once done) and ``report/``.
+directory; ``results.json`` once done; no level of a group: the grid has no outer axis) and
+``report/``. A task may add an outer axis (:meth:`MethodsGrid.groups`: lengthgen's algorithmic
+tasks, ``<task>/<method>/seed<N>/``).
 """
 
 from __future__ import annotations
 
+import abc
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from posenc.config import require, require_seeds
-from posenc.experiments.cell import cell_run_config, recorded_verdict, results_record
-from posenc.experiments.tasks import Cell, ExperimentTask
+from posenc.experiments.cell import recorded_verdict, results_path, results_record
+from posenc.experiments.experiment import Cell, Experiment
+from posenc.experiments.tasks import ExperimentTask
 from posenc.runs.same_run import RunRecord, Verdict
 from posenc.tasks.base import TaskRun, run_task
 
 log = logging.getLogger("posenc")
 
-__all__ = ["MethodsExperimentConfig", "MethodsGrid", "recorded_verdict", "results_record"]
+__all__ = ["GridTask", "MethodsExperimentConfig", "MethodsGrid", "Trained", "methods_experiment", "recorded_verdict",
+           "results_record"]
 
 #: The form of an experiment's methods, told where none is given (one line).
 METHODS_FORM = ("`methods:` maps label -> dotted overrides of `base:`, e.g. `methods: {cape: {model.position.name: "
@@ -65,55 +71,135 @@ class MethodsExperimentConfig:
         return Path(self.out_dir or f"runs/{self.name}")
 
 
-class MethodsGrid(ExperimentTask):
-    """:class:`~posenc.experiments.tasks.ExperimentTask` of a methods × seeds grid. A task sets
-    ``experiment_config`` and ``run_config`` (its schemas; a run config has a ``data`` section,
-    :meth:`data_check`'s argument) and defines ``new_task``, ``summary_line`` and ``report``;
-    :meth:`results` may add to a cell's results."""
+def methods_experiment(options: MethodsExperimentConfig, run_schema: type,
+                       groups: dict[str, dict[str, Any]] | None = None) -> Experiment:
+    """The grid of a methods × seeds experiment config.
+
+    Args:
+        options: the experiment config.
+        run_schema: the task's run config class.
+        groups: an outer axis, label → dotted overrides applied after the method's (None: none).
+
+    Returns:
+        The :class:`~posenc.experiments.experiment.Experiment` (its ``options``: ``options``).
+    """
+    return Experiment(options.name, options.task, options.root, run_schema, options.base, options.methods,
+                      tuple(options.seeds), groups=groups or {}, group_last=True, options=options)
+
+
+@dataclass(frozen=True)
+class Trained:
+    """A cell's run as the cell routine (:meth:`GridTask.run_cell`) hands it to the task's scoring.
+
+    Attributes:
+        run: the run trained (or, finished, evaluated) in this process; None when it is scored
+            from its files (rescored, or trained elsewhere).
+        summary: its summary (``summary.json``'s entries).
+        verdict: the verdict on the run, handed to checkpoint loading (judged once).
+    """
+
+    run: TaskRun | None
+    summary: dict[str, Any]
+    verdict: Verdict | None
+
+
+class GridTask(ExperimentTask):
+    """An :class:`~posenc.experiments.tasks.ExperimentTask` whose cells are brought up to date by one
+    routine (:meth:`run_cell`): a run whose training ended elsewhere (:meth:`stored_training`) or
+    whose verdict is ``rescore`` is scored as it is; any other trains (resuming, or extending its
+    caps) through :func:`~posenc.tasks.base.run_task`, the one training path; then the task scores
+    it (:meth:`score`). A task defines ``experiment``, ``score``, ``summary_line`` and ``report``."""
+
+    def verdict(self, exp: Experiment, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
+        """:func:`recorded_verdict` of the cell's run config (a task that scores its cells adds its
+        evaluation)."""
+        return recorded_verdict(exp.run_config(cell), results)
+
+    def run_cell(self, exp: Experiment, cell: Cell, verdict: Verdict | None,
+                 old: dict[str, Any] | None) -> dict[str, Any]:
+        """:meth:`run_cell_config` of the cell's run config."""
+        return self.run_cell_config(exp, cell, exp.run_config(cell), verdict, old)
+
+    def run_cell_config(self, exp: Experiment, cell: Cell, cfg: Any, verdict: Verdict | None = None,
+                        old: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Bring the run ``cfg`` of ``cell`` up to date with its verdict and score it.
+
+        Args:
+            exp: the experiment.
+            cell: the cell.
+            cfg: its run config.
+            verdict: its verdict (None: it has to run), handed to training and checkpoint loading.
+            old: its stored results (None: none).
+
+        Returns:
+            Its results (:meth:`score`), JSON-safe.
+        """
+        stored = self.stored_training(cfg) if verdict is None else None
+        run, shown = None, " / ".join([*([cell.group] if cell.group else []), cell.method, f"seed {cell.seed}"])
+        if stored is not None:
+            summary, verdict = stored
+            log.info("== %s: training ended (%s at %s) and only its averaged checkpoint is here: scoring it",
+                     shown, summary.get("stopped"), summary.get("step"))
+        elif verdict is not None and verdict.kind == "rescore":
+            summary = (old or {}).get("summary", {})
+            log.info("== %s: rescoring (%s)", shown, verdict.detail)
+        else:
+            if verdict is not None:
+                log.info("== %s: extending training (%s)", shown, verdict.detail)
+            log.info("== %s -> %s", shown, cfg.out_dir)
+            run = run_task(self.new_task(), cfg, verdict=verdict)
+            summary = run.summary
+        results_path(cfg).unlink(missing_ok=True)  # never old numbers next to a changed run
+        return self.score(exp, cell, cfg, Trained(run, summary, verdict))
+
+    def stored_training(self, cfg: Any) -> tuple[dict[str, Any], Verdict] | None:
+        """A finished run of ``cfg`` to score as it is, where the task has a way to (default: none).
+
+        Args:
+            cfg: the cell's run config.
+
+        Returns:
+            Its summary and the verdict on its record, or None (the run trains or resumes).
+        """
+        return None
+
+    @abc.abstractmethod
+    def score(self, exp: Experiment, cell: Cell, cfg: Any, trained: Trained) -> dict[str, Any]:
+        """The cell's results: its scores, summary and the record they were taken with.
+
+        Args:
+            exp: the experiment.
+            cell: the cell.
+            cfg: its run config.
+            trained: its run, trained or stored (:class:`Trained`).
+
+        Returns:
+            What its ``results.json`` stores (JSON-safe).
+        """
+
+
+class MethodsGrid(GridTask):
+    """The :class:`GridTask` of a methods × seeds grid. A task sets ``experiment_config`` and
+    ``run_config`` (its schemas; a run config has a ``data`` section, :meth:`data_check`'s argument)
+    and defines ``new_task``, ``summary_line`` and ``report``; :meth:`results` may add to a cell's
+    results."""
 
     experiment_config: ClassVar[type] = MethodsExperimentConfig
 
-    def cells(self, exp: MethodsExperimentConfig) -> list[Cell]:
-        """Every cell, group-major (:meth:`groups`), then method and seed."""
-        return [Cell(group, method, seed) for group in self.groups(exp) for method in exp.methods for seed in exp.seeds]
+    def experiment(self, options: MethodsExperimentConfig) -> Experiment:
+        """:func:`methods_experiment` of ``options``, with the outer axis of :meth:`groups`."""
+        return methods_experiment(options, self.run_config, self.groups(options))
 
-    def cell_config(self, exp: MethodsExperimentConfig, cell: Cell) -> Any:
-        """Base + the method's overrides + the group's (:meth:`group_overrides`) + seed
-        (:func:`~posenc.experiments.cell.cell_run_config`), in the run directory :meth:`run_dir`."""
-        group, method, seed = cell
-        overrides = [exp.methods[method], *self.group_overrides(exp, group)]
-        return cell_run_config(self.run_config, exp.base, overrides, seed, self.run_dir(exp, cell))
+    def groups(self, options: MethodsExperimentConfig) -> dict[str, dict[str, Any]]:
+        """The grid's outer axis: label → dotted overrides (default: none, a grid of methods × seeds)."""
+        return {}
 
-    def groups(self, exp: MethodsExperimentConfig) -> list[str]:
-        """The grid's outer coordinate (default: one group, the task's name, with no overrides)."""
-        return [exp.task]
-
-    def group_overrides(self, exp: MethodsExperimentConfig, group: str) -> list[dict[str, Any]]:
-        """The dotted overrides of ``group``, applied after the method's (default: none)."""
-        return []
-
-    def run_dir(self, exp: MethodsExperimentConfig, cell: Cell) -> Path:
-        """The cell's run directory (default ``root/method/seedN``: one group, no level of its own)."""
-        _, method, seed = cell
-        return exp.root / method / f"seed{seed}"
-
-    def verdict(self, exp: MethodsExperimentConfig, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
-        """:func:`recorded_verdict` of the cell's run config."""
-        return recorded_verdict(self.cell_config(exp, cell), results)
-
-    def run_cell(self, exp: MethodsExperimentConfig, cell: Cell, verdict: Verdict | None,
-                 old: dict[str, Any] | None) -> dict[str, Any]:
-        """Train (resuming) and evaluate the cell's run; its results (JSON-safe)."""
-        cfg = self.cell_config(exp, cell)
-        log.info("== %s -> %s", " / ".join(map(str, cell)), cfg.out_dir)
-        return self.train_cell(cfg, cell, verdict)
-
-    def check_data(self, exp: MethodsExperimentConfig, cells: list[Cell]) -> None:
+    def check_data(self, exp: Experiment, cells: list[Cell]) -> None:
         """The data of ``cells`` checked once per distinct data config (:meth:`data_check`), before
         any run or worker starts: a missing data set stops the grid in one line."""
         seen: set[str] = set()
         for cell in cells:
-            data = self.cell_config(exp, cell).data
+            data = exp.run_config(cell).data
             if repr(data) not in seen:
                 seen.add(repr(data))
                 self.data_check(data)
@@ -122,18 +208,19 @@ class MethodsGrid(ExperimentTask):
         """A one-line DataError when the data of a run's ``data`` config are not at hand (default:
         nothing to check, e.g. generated data)."""
 
-    def train_cell(self, cfg: Any, cell: Cell, verdict: Verdict | None = None) -> dict[str, Any]:
-        """Train (resuming) and evaluate the run ``cfg`` of ``cell``; what ``results.json`` stores:
-        the cell, the run's record (:meth:`RunRecord.of`, as in its fingerprint.json), a summary
-        with the trainer's stop reason and convergence status (:mod:`posenc.training.convergence`)
-        and the task's metrics. ``verdict``: the cell's, handed to the run (judged once)."""
-        task, method, seed = cell
-        run = run_task(self.new_task(), cfg, verdict=verdict)
+    def score(self, exp: Experiment, cell: Cell, cfg: Any, trained: Trained) -> dict[str, Any]:
+        """What ``results.json`` stores: the cell (its group as ``task``; the grid's task where it has
+        no outer axis), the run's record (:meth:`RunRecord.of`, as in its fingerprint.json), a
+        summary with the trainer's stop reason and convergence status
+        (:mod:`posenc.training.convergence`) and the metrics of the task's evaluation; :meth:`results`
+        may add to them."""
+        run = trained.run
+        assert run is not None, "a methods grid's cell is never scored without its run"
         s, conv = run.result.state, run.result.summary()
         summary = {"steps": s.step, "wall_s": round(s.wall_s, 2), "params": run.summary.get("params"),
                    **{k: conv[k] for k in ("stopped", "status", "converged") if k in conv}}
-        done = {"task": task, "method": method, "seed": seed, "record": RunRecord.of(cfg).to_dict(),
-                "summary": summary, "metrics": run.metrics}
+        done = {"task": cell.group or exp.task, "method": cell.method, "seed": cell.seed,
+                "record": RunRecord.of(cfg).to_dict(), "summary": summary, "metrics": run.metrics}
         return self.results(done, run)
 
     def results(self, done: dict[str, Any], run: TaskRun) -> dict[str, Any]:

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from posenc.errors import ConfigError
+from posenc.experiments.experiment import Cell
 from posenc.experiments.grid import Grid
 from posenc.experiments.scheduler import log_path
-from posenc.experiments.tasks import Cell
 from posenc.runs.lock import LOCK_NAME
 from posenc.runs.ownership import CONFIG_NAME, FINGERPRINT_NAME, MARKER_NAME
 from posenc.runs.spec import NO_TASK, RunSpec, spec_of

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from posenc.errors import ConfigError, PosencError, RunDirError
+from posenc.experiments.experiment import Cell
 from posenc.experiments.grid import Grid, trained_on
 from posenc.experiments.runner import grid_stages, run_grid
-from posenc.experiments.tasks import Cell
 from posenc.runs.ownership import dir_kind
 from posenc.runs.spec import spec_of
 from posenc.window.intake import CheckedArchive, GridRules, open_archive, plain_name, shown
@@ -211,7 +211,7 @@ def _place_all(grid: Grid, cells: list[tuple[Cell, str]], unpacked: Path, result
 def _count(result: MergeResult, cell: Cell, outcome: tuple[str, str]) -> None:
     kind, detail = outcome
     setattr(result, kind, getattr(result, kind) + 1)
-    result.lines.append(f"{kind} {'/'.join(map(str, cell))}: {detail}")
+    result.lines.append(f"{kind} {cell.name}: {detail}")
 
 
 def _place(grid: Grid, cell: Cell, unpacked: Path, path: str) -> tuple[str, str]:
@@ -221,7 +221,7 @@ def _place(grid: Grid, cell: Cell, unpacked: Path, path: str) -> tuple[str, str]
     results = _read_results(source / "results.json")
     if results is None:
         return "refused", "the archive holds no readable results.json for it"
-    group = results.get("setting", results.get("task", cell[0]))
+    group = results.get("setting", results.get("task")) if cell.group else ""  # no group: its results name the task
     if (group, results.get("method"), results.get("seed")) != tuple(cell):
         return "refused", (f"its results.json is of another cell ({shown(str(group), 40)}/"
                            f"{shown(str(results.get('method')), 40)}/{shown(str(results.get('seed')), 20)})")
@@ -276,6 +276,6 @@ def _regenerate_report(grid: Grid, result: MergeResult) -> None:
     (its selection sweep incomplete, a file it reads or writes refused) says why in the summary,
     after the lines of the cells already placed."""
     try:
-        result.report = run_grid(grid.exp, report_only=True, task=grid.task)
+        result.report = run_grid(grid.options, report_only=True, task=grid.task)
     except PosencError as err:
         result.report_note = (str(err).splitlines() or [type(err).__name__])[0]

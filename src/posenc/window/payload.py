@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from posenc.errors import ConfigError, RunDirError
+from posenc.experiments.experiment import Cell
 from posenc.experiments.grid import Grid
-from posenc.experiments.tasks import Cell
 from posenc.files import atomic_output, atomic_write_text, os_call, os_errors
 from posenc.runs.fingerprint import data_fingerprint, digest
 from posenc.runs.ownership import check_outside_posenc_dirs, check_target, write_marker
@@ -89,7 +89,7 @@ def _prepare(cells: list[tuple[Grid, Cell]], first: set[Path]) -> None:
     for grid in {id(g): g for g, _ in cells}.values():
         todo = [c for g, c in cells if g is grid and Path(g.config(c).prepared_dir) in first]
         if todo:
-            grid.prepare(todo)
+            grid.task.prepare(grid.exp, todo)
 
 
 def _add_dir(tar: tarfile.TarFile, key: str, where: Path) -> dict[str, Any]:

@@ -26,11 +26,11 @@ from pathlib import Path
 
 from posenc.config import from_dict, load_yaml, naming, require
 from posenc.errors import ConfigError, PosencError
+from posenc.experiments.experiment import Cell
 from posenc.experiments.grid import Grid
 from posenc.experiments.runner import grid_stages, load_grid
 from posenc.experiments.scheduler import parse_jobs, run_local
 from posenc.experiments.subset import CellSubset
-from posenc.experiments.tasks import Cell
 from posenc.files import os_error_message
 from posenc.window.archive import CellArchive
 from posenc.window.deadline import CellGate
@@ -201,7 +201,8 @@ class QueueSession:
         if not gate.fits():
             count.refused += len(cells)
             return
-        grid.prepare(cells)  # placed from a payload, the data is only checked; without one, prepared (downloaded)
+        # placed from a payload, the data is only checked; without one, prepared (downloaded)
+        grid.task.prepare(grid.exp, cells)
         refused_before = len(gate.refused)
         run_local(grid, cells, parse_jobs(entry.jobs), admit=self._admit(entry, grid, gate), stop_at=self.until,
                   after=self._after(entry, grid, gate, count), dropped=lambda _cell: count.waited())

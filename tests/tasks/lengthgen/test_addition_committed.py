@@ -13,7 +13,8 @@ import pytest
 from posenc.config import load_config
 from posenc.experiments.runner import find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
-from posenc.tasks.lengthgen.driver import TASK, collect
+from posenc.tasks.lengthgen.report import collect
+from posenc.tasks.lengthgen.task import TASK
 from posenc.training.logging import read_valid
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,7 +38,7 @@ def test_committed_cells_are_fresh(grid: str) -> None:
     results = _results(grid)
     expected = {(m, s) for m in exp.methods for s in PARTIAL[grid].get(m, (1, 2, 3))}
     assert {(r["method"], r["seed"]) for r in results} == expected
-    assert {TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r).kind for r in results} == {"fresh"}
+    assert {TASK.verdict(TASK.experiment(exp), (r["task"], r["method"], r["seed"]), r).kind for r in results} == {"fresh"}
 
 
 def _fmt(values: list[float], spread: bool) -> str:

@@ -12,9 +12,8 @@ from pathlib import Path
 from posenc.config import load_config
 from posenc.experiments.runner import find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
-from posenc.tasks.lengthgen.driver import collect
 from posenc.tasks.lengthgen.generators import example
-from posenc.tasks.lengthgen.report import fitted, long_table, table
+from posenc.tasks.lengthgen.report import collect, fitted, long_table, table
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "docs" / "results" / "lengthgen_cpu"

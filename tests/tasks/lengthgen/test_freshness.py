@@ -15,7 +15,7 @@ from posenc.config import load_config, to_dict
 from posenc.errors import RunDirError
 from posenc.runs.same_run import RunRecord, read_stored, with_placement_of
 from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, run_config
-from posenc.tasks.lengthgen.driver import TASK
+from posenc.tasks.lengthgen.task import TASK
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = ROOT / "src" / "posenc" / "configs" / "experiments" / "lengthgen_cpu.yaml"
@@ -35,14 +35,14 @@ def test_results_of_the_same_config_are_fresh_wherever_they_lie(tmp_path: Path) 
     exp = _exp(tmp_path / "a")
     cfg = run_config(exp, "parity", "ape", 1)
     moved = _exp(tmp_path / "elsewhere")  # the record has no out_dir
-    assert TASK.verdict(moved, ("parity", "ape", 1), _results(cfg)).kind == "fresh"
+    assert TASK.verdict(TASK.experiment(moved), ("parity", "ape", 1), _results(cfg)).kind == "fresh"
 
 
 def test_results_of_another_config_are_stale_and_name_the_key(tmp_path: Path) -> None:
     exp = _exp(tmp_path)
     cfg = run_config(exp, "parity", "ape", 1)
     other = replace(cfg, model=replace(cfg.model, layers=cfg.model.layers + 1))
-    v = TASK.verdict(exp, ("parity", "ape", 1), _results(other))
+    v = TASK.verdict(TASK.experiment(exp), ("parity", "ape", 1), _results(other))
     assert v.kind == "stale" and "model.layers" in v.detail
 
 
@@ -54,7 +54,7 @@ def test_results_without_a_record_are_refused_naming_the_upgrade(tmp_path: Path)
     results = {"task": "parity", "method": "ape", "seed": 1, "config": to_dict(cfg), "summary": {}, "metrics": {}}
     with pytest.raises(RunDirError, match=r"results\.json holds no run record \(written by an older posenc: "
                                           r"`posenc upgrade DIR`") as err:
-        TASK.verdict(exp, ("parity", "ape", 1), results)
+        TASK.verdict(TASK.experiment(exp), ("parity", "ape", 1), results)
     assert "\n" not in str(err.value)
 
 
@@ -66,7 +66,7 @@ def test_committed_results_match_the_shipped_config_or_are_stale(tmp_path: Path)
     for path in sorted(COMMITTED.glob("*/*/seed*/results.json")):
         res = json.loads(path.read_text(encoding="utf-8"))
         cell = (res["task"], res["method"], res["seed"])
-        kinds[cell] = TASK.verdict(exp, cell, res).kind
+        kinds[cell] = TASK.verdict(TASK.experiment(exp), cell, res).kind
         cfg = run_config(exp, *cell)  # the record read with today's defaults, placed as today's config
         saved = with_placement_of(read_stored(LengthgenConfig, RunRecord.read(res["record"]).config, cfg.out_dir), cfg)
         same = RunRecord.of(saved) == RunRecord.of(cfg)

@@ -11,7 +11,8 @@ from pathlib import Path
 from posenc.config import load_config
 from posenc.experiments.runner import find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
-from posenc.tasks.lengthgen.driver import TASK, collect
+from posenc.tasks.lengthgen.report import collect
+from posenc.tasks.lengthgen.task import TASK
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "docs" / "results" / "lengthgen_frontier"
@@ -28,7 +29,7 @@ def test_committed_cells_are_fresh() -> None:
     assert sorted(tasks) == sorted(exp.tasks) == ["binary_addition", "bucket_sort", "copy", "decimal_addition", "parity", "reverse"]
     assert all(ms == sorted(exp.methods) for ms in tasks.values())
     assert len(results) == 6 * len(exp.methods) * len(exp.seeds) == 162
-    assert {TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r).kind for r in results} == {"fresh"}
+    assert {TASK.verdict(TASK.experiment(exp), (r["task"], r["method"], r["seed"]), r).kind for r in results} == {"fresh"}
 
 
 def test_docs_table_is_the_committed_accuracy() -> None:

@@ -63,7 +63,7 @@ def test_report_cli_never_writes_over_a_users_files(tmp_path, capsys) -> None:
     from pathlib import Path
 
     from posenc.runs.ownership import dir_kind
-    from posenc.tasks.lengthgen.driver import main
+    from posenc.tasks.lengthgen.report import main
 
     root = Path(__file__).resolve().parents[3] / "docs" / "results" / "lengthgen_cpu"
     theirs = tmp_path / "theirs"

@@ -11,8 +11,8 @@ from pathlib import Path
 from posenc.config import load_config
 from posenc.experiments.runner import find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig
-from posenc.tasks.lengthgen.driver import TASK, collect
-from posenc.tasks.lengthgen.report import leaderboard, run_status
+from posenc.tasks.lengthgen.report import collect, leaderboard, run_status
+from posenc.tasks.lengthgen.task import TASK
 from tests.helpers.committed import gnu_time
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -31,7 +31,7 @@ def test_every_cell_is_committed_fresh_fitted_and_converged() -> None:
     exp, results = _exp(), collect(COMMITTED)
     cells = {(r["task"], r["method"], r["seed"]) for r in results}
     assert cells == {(t, m, s) for t in exp.tasks for m in exp.methods for s in exp.seeds}
-    assert all(TASK.verdict(exp, (r["task"], r["method"], r["seed"]), r).kind == "fresh" for r in results)
+    assert all(TASK.verdict(TASK.experiment(exp), (r["task"], r["method"], r["seed"]), r).kind == "fresh" for r in results)
     assert {run_status(r) for r in results} == {"converged"}
     assert {r["summary"]["stopped"] for r in results} == {"patience"}  # the cap stayed a cap
 

@@ -83,7 +83,8 @@ def test_a_small_lm_memorises_a_batch_and_the_metric_agrees() -> None:
 
 def test_run_summary_records_stop_reason_and_status(tmp_path: Path) -> None:
     """A run with patience writes the trainer's stop reason and convergence status in results.json."""
-    from posenc.tasks.lengthgen.driver import TASK
+    from posenc.experiments.experiment import Cell
+    from posenc.tasks.lengthgen.task import TASK
 
     exp = load_config(LengthgenExperimentConfig, CONFIGS / "lengthgen_cpu.yaml")
     cfg = expand(exp)[0][3]
@@ -91,7 +92,7 @@ def test_run_summary_records_stop_reason_and_status(tmp_path: Path) -> None:
                   model=replace(cfg.model, d_model=16, d_ff=32, layers=1, heads=2),
                   data=replace(cfg.data, batch_size=4, eval_samples=4, eval_batch_size=4, test_max_length=30, test_step=10),
                   train=replace(cfg.train, max_steps=6, warmup=1, validate_every=2, save_every=2, keep_last=0, patience=50))
-    res = TASK.train_cell(cfg, ("bucket_sort", "ape", 1))
+    res = TASK.run_cell_config(TASK.experiment(exp), Cell("bucket_sort", "ape", 1), cfg)
     s = res["summary"]
     assert s["stopped"] == "max_steps" and s["status"] == "still improving" and s["converged"] is False
     assert s["best_step"] in (2, 4, 6) and s["evaluated_step"] == s["best_step"]
@@ -130,7 +131,7 @@ def test_partial_report_from_committed_results(tmp_path: Path) -> None:
 
     from posenc.runs.same_run import RunRecord
     from posenc.tasks.lengthgen.config import run_config
-    from posenc.tasks.lengthgen.driver import main
+    from posenc.tasks.lengthgen.report import main
     from posenc.tasks.lengthgen.task import summarize
 
     exp = load_config(LengthgenExperimentConfig, CONFIGS / "lengthgen_cpu.yaml")

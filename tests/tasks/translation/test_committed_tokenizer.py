@@ -15,10 +15,12 @@ from posenc.config import load_config
 from posenc.data import spm as spm_module
 from posenc.data.spm import Tokenizer, tokenizer_identity, train_spm
 from posenc.errors import ConfigError, DataError
-from posenc.tasks.translation.driver import TASK, committed_tokenizer
+from posenc.experiments.experiment import Experiment
 from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.freshness import committed_tokenizer
 from posenc.tasks.translation.prepare import TOKENIZERS_DIR, load_meta, prepare, tokenizer_name
 from posenc.tasks.translation.report import check_one_tokenizer
+from posenc.tasks.translation.task import TASK
 from tests.experiments.tiny_grid import write_experiment
 from tests.tasks.translation.conftest import toy_data
 
@@ -103,24 +105,24 @@ def test_a_broken_committed_model_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "data" / "vanilla").exists()
 
 
-def _tiny_grid(tmp_path: Path) -> tuple[ExperimentConfig, Path]:
-    exp = load_config(ExperimentConfig, write_experiment(tmp_path))
-    cells = TASK.cells(exp)
+def _tiny_grid(tmp_path: Path) -> tuple[Experiment, Path]:
+    exp = TASK.experiment(load_config(ExperimentConfig, write_experiment(tmp_path)))
+    cells = exp.cells()
     TASK.prepare_data(exp, cells)
-    return exp, exp.root / TOKENIZERS_DIR / tokenizer_name(TASK.cell_config(exp, cells[0]).data)
+    return exp, exp.root / TOKENIZERS_DIR / tokenizer_name(exp.run_config(cells[0]).data)
 
 
 def test_a_run_of_another_tokenizer_is_stale(tmp_path: Path) -> None:
     """The same-run rule asks the tokenizer: a cell that recorded another model is stale (named in
     one line); one that recorded none (trained before the record) is not judged on it."""
     exp, pinned = _tiny_grid(tmp_path)
-    cell = TASK.cells(exp)[0]
-    cfg = TASK.cell_config(exp, cell)
+    cell = exp.cells()[0]
+    cfg = exp.run_config(cell)
     assert committed_tokenizer(exp, cfg) == Tokenizer(pinned).identity
     from posenc.runs.same_run import RunRecord
-    from posenc.tasks.translation.driver import evaluation_record
+    from posenc.tasks.translation.freshness import evaluation_record
 
-    record = RunRecord.of(cfg, evaluation_record(cfg, exp.splits)).to_dict()
+    record = RunRecord.of(cfg, evaluation_record(cfg, exp.options.splits)).to_dict()
     results = {"summary": {"steps": 3, "tokenizer": Tokenizer(pinned).identity}, "record": record}
     assert TASK.verdict(exp, cell, results).kind == "fresh"
     assert TASK.verdict(exp, cell, dict(results, summary={"steps": 3})).kind == "fresh"
@@ -155,8 +157,9 @@ def test_a_trained_grid_records_and_pins_its_tokenizer(tmp_path: Path, capsys: p
     pinned = sorted((exp.root / TOKENIZERS_DIR).iterdir())
     assert len(pinned) == 1
     identity = Tokenizer(pinned[0]).identity
-    for cell in TASK.cells(exp):
-        summary = json.loads((Path(TASK.cell_config(exp, cell).out_dir) / "summary.json").read_text(encoding="utf-8"))
+    for cell in TASK.experiment(exp).cells():
+        summary = json.loads((Path(TASK.experiment(exp).run_config(cell).out_dir) / "summary.json")
+                             .read_text(encoding="utf-8"))
         assert summary["tokenizer"] == identity
     shutil.rmtree(exp.root / "data")  # another machine's checkout: the data are prepared again, with the pinned model
     assert cli(capsys, "experiment", str(path), "--report-only")[0] == 0

@@ -57,8 +57,8 @@ from posenc.cli.main import main
 from posenc.config import load_config
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.experiments.runner import Grid, find_experiment
-from posenc.tasks.lengthgen.config import LengthgenExperimentConfig, run_config
-from posenc.tasks.lengthgen.driver import TASK
+from posenc.tasks.lengthgen.config import LengthgenExperimentConfig, experiment_of, run_config
+from posenc.tasks.lengthgen.task import TASK
 
 root, run, rest = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
 multi = dataclasses.replace(load_config(ExperimentConfig, find_experiment("multi30k_cpu")),
@@ -71,7 +71,7 @@ kinds = []
 for path in sorted((root / "docs/results/lengthgen_cpu").glob("*/*/seed*/results.json")):
     res = json.loads(path.read_text())
     cell = (res["task"], res["method"], res["seed"])
-    kinds.append(TASK.verdict(lengthgen, cell, res).kind)
+    kinds.append(TASK.verdict(experiment_of(lengthgen), cell, res).kind)
 out["lengthgen"] = {"cells": len(kinds), "kinds": sorted(set(kinds))}
 out["resume"] = main(["train", *rest, "train.max_steps=4"])
 out["changed"] = main(["train", *rest, "train.max_steps=6", "model.position.rope.throwaway_scale=2.0"])

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, ClassVar
 
 from posenc.config import apply_mapping, from_dict, require, to_dict
-from posenc.experiments.cell import cell_run_config
+from posenc.experiments.experiment import Experiment
 from posenc.models.lm import LMConfig
 from posenc.positions import PositionConfig
 from posenc.runs.spec import RunSpec
-from posenc.tasks.grid import MethodsExperimentConfig
+from posenc.tasks.grid import MethodsExperimentConfig, methods_experiment
 from posenc.tasks.lengthgen.generators import POSITION_IDS, TASKS
 from posenc.tasks.lengthgen.spec import SPEC
 from posenc.training.config import TrainConfig
@@ -145,20 +144,44 @@ class LengthgenExperimentConfig(MethodsExperimentConfig):
 
 
 def run_config(exp: LengthgenExperimentConfig, task: str, method: str, seed: int) -> LengthgenConfig:
-    """Base + method overrides + task overrides + task + seed (:func:`~posenc.experiments.cell.cell_run_config`),
-    with its run directory ``root/task/method/seedN``."""
-    overrides = [exp.methods[method], *task_overrides(exp, task)]
-    return cell_run_config(LengthgenConfig, exp.base, overrides, seed, cell_dir(exp, task, method, seed))
+    """The run config of one cell of the grid (:func:`experiment_of`): base + method overrides +
+    task overrides + task + seed, in ``root/task/method/seedN``.
+
+    Args:
+        exp: the experiment config.
+        task: the cell's algorithmic task.
+        method: its method label.
+        seed: its seed.
+
+    Returns:
+        The run config.
+    """
+    return experiment_of(exp).run_config((task, method, seed))
 
 
-def task_overrides(exp: LengthgenExperimentConfig, task: str) -> list[dict[str, Any]]:
-    """What a task applies after a method's overrides: its ``task_overrides``, then ``data.task``."""
-    return [exp.task_overrides.get(task, {}), {"data.task": task}]
+def experiment_of(exp: LengthgenExperimentConfig) -> Experiment:
+    """The grid of ``exp`` (:func:`~posenc.tasks.grid.methods_experiment`): the algorithmic tasks
+    are its outer axis (:func:`task_groups`).
+
+    Args:
+        exp: the experiment config.
+
+    Returns:
+        The :class:`~posenc.experiments.experiment.Experiment`.
+    """
+    return methods_experiment(exp, LengthgenConfig, task_groups(exp))
 
 
-def cell_dir(exp: LengthgenExperimentConfig, task: str, method: str, seed: int) -> Path:
-    """A cell's run directory, ``root/task/method/seedN``."""
-    return exp.root / task / method / f"seed{seed}"
+def task_groups(exp: LengthgenExperimentConfig) -> dict[str, dict[str, Any]]:
+    """Each task's overrides, applied after a method's: its ``task_overrides``, then ``data.task``.
+
+    Args:
+        exp: the experiment config.
+
+    Returns:
+        Task → dotted overrides, in ``exp.tasks`` order.
+    """
+    return {task: {**exp.task_overrides.get(task, {}), "data.task": task} for task in exp.tasks}
 
 
 def expand(exp: LengthgenExperimentConfig) -> list[tuple[str, str, int, LengthgenConfig]]:

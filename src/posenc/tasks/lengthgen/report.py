@@ -4,12 +4,16 @@ per method, mean over seeds) and Markdown tables of the accuracy averaged over u
 
 from __future__ import annotations
 
+import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 from posenc.evaluation.seeds import mean_std
+from posenc.experiments.cell import recorded_verdict
 from posenc.tasks.grid import results_record
+from posenc.tasks.lengthgen.config import LengthgenExperimentConfig, experiment_of
 from posenc.training.convergence import CONVERGED, NO_CURVE, status_of
 from posenc.training.logging import read_valid
 
@@ -223,3 +227,54 @@ def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path,
                   *(f"- {r['task']} / {r['method']} / seed {r['seed']}: {why}" for r, why in stale)]
     (out_dir / "README.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out_dir
+
+
+def collect(root: Path) -> list[dict[str, Any]]:
+    """Every ``<task>/<method>/seed<N>/results.json`` under ``root`` (finished runs of a grid), each
+    with its validation curve where its run directory keeps a valid.csv
+    (:func:`~posenc.tasks.lengthgen.report.with_curves`: what the report's status tests)."""
+    return with_curves([json.loads(p.read_text(encoding="utf-8"))
+                        for p in sorted(Path(root).glob("*/*/seed*/results.json"))], root)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m posenc.tasks.lengthgen EXPERIMENT RESULTS_ROOT OUT_DIR``: the report of
+    the finished runs under RESULTS_ROOT (a run directory tree or docs/results/<name>), partial grids
+    included (missing cells are "–"); results of another config than the grid's for their cell
+    (stale) are listed, not tabulated. OUT_DIR must be new, empty or a report directory posenc
+    wrote (never-destroy); a bad argument or target is one line on stderr and exit status 2."""
+    from posenc.errors import PosencError
+
+    if len(argv) != 3:
+        print("usage: python -m posenc.tasks.lengthgen EXPERIMENT RESULTS_ROOT OUT_DIR", file=sys.stderr)
+        return 2
+    try:
+        return _report(argv[0], Path(argv[1]), Path(argv[2]))
+    except PosencError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _report(name: str, root: Path, out_dir: Path) -> int:
+    from posenc.config import load_config
+    from posenc.experiments.runner import find_experiment
+    from posenc.runs.ownership import check_target, write_marker
+
+    exp = load_config(LengthgenExperimentConfig, find_experiment(name))
+    check_target(out_dir, "report", "OUT_DIR")  # before reading anything: nothing of a user's is overwritten
+    grid = experiment_of(exp)
+    current: list[dict[str, Any]] = []
+    stale: list[tuple[dict[str, Any], str]] = []
+    for r in collect(root):
+        if r["task"] not in exp.tasks or r["method"] not in exp.methods or r["seed"] not in exp.seeds:
+            continue
+        verdict = recorded_verdict(grid.run_config((r["task"], r["method"], r["seed"])), r)  # results given: never None
+        if verdict.kind == "fresh":
+            current.append(r)
+        else:
+            stale.append((r, verdict.detail))
+    write_report(exp, current, out_dir, stale, root)
+    write_marker(out_dir, "report")
+    print(out_dir / "README.md")
+    return 0
+

@@ -8,6 +8,14 @@ metric is taken with teacher forcing: per sequence, the argmax at every output t
 accuracy* (all output tokens right) equals greedy decoding's, since greedy decoding reproduces
 the target exactly when every teacher-forced argmax is right; *token accuracy* is the fraction of
 right output tokens per sequence (averaged over sequences).
+
+The task's grid (``TASK``, a :class:`LengthgenTask`: the same class): methods × algorithmic tasks × seeds,
+each cell a run through :func:`posenc.tasks.base.run_task` (one way to train; the run directory
+is owned, locked and fingerprinted like every run), run by the shared grid runner
+(:mod:`posenc.experiments.runner`), then the report. Layout under ``exp.root``:
+``<task>/<method>/seed<N>/`` (a run directory: checkpoints, logs, ``eval.json`` and
+``results.json`` once done), ``report/``.
+
 """
 
 from __future__ import annotations
@@ -26,11 +34,14 @@ from torch import Tensor, nn
 from posenc.config import to_dict
 from posenc.data.batching import bucket_length, bucket_rows, pad_to
 from posenc.errors import ConfigError
+from posenc.experiments.experiment import Experiment
 from posenc.files import atomic_write_text
 from posenc.models.lm import DecoderLM
-from posenc.tasks.base import Task
-from posenc.tasks.lengthgen.config import LengthgenConfig
+from posenc.tasks.base import Task, TaskRun
+from posenc.tasks.grid import MethodsGrid
+from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, task_groups
 from posenc.tasks.lengthgen.generators import PAD, POSITION_IDS, SEP, VOCAB_SIZE, Example, example
+from posenc.tasks.lengthgen.report import write_report
 from posenc.training import checkpoint as ck
 from posenc.training.loss import LossOutput
 from posenc.training.result import TrainResult
@@ -178,8 +189,11 @@ def evaluation_model(cfg: LengthgenConfig, model: nn.Module) -> nn.Module:
     return scaled
 
 
-class LengthgenTask(Task):
-    """:class:`posenc.tasks.base.Task` for the length-generalization suite."""
+class LengthgenTask(MethodsGrid, Task):
+    """:class:`posenc.tasks.base.Task` for the length-generalization suite.
+
+    Its grid (``TASK``): methods × algorithmic tasks × seeds (:class:`~posenc.tasks.grid.MethodsGrid`).
+    """
 
     name = "lengthgen"
 
@@ -217,3 +231,38 @@ class LengthgenTask(Task):
             metrics["eval_position"] = cfg.data.eval_position
         atomic_write_text(Path(out_dir) / "eval.json", json.dumps(metrics, indent=2))
         return metrics
+
+    experiment_config = LengthgenExperimentConfig
+    run_config = LengthgenConfig
+
+    def new_task(self) -> LengthgenTask:
+        return LengthgenTask()
+
+    def groups(self, options: LengthgenExperimentConfig) -> dict[str, dict[str, Any]]:
+        """The algorithmic tasks, each with its overrides (:func:`~posenc.tasks.lengthgen.config.task_groups`)."""
+        return task_groups(options)
+
+    def results(self, done: dict[str, Any], run: TaskRun) -> dict[str, Any]:
+        """Adds the best validation loss, the warm-up, the best step, whether the validation curve
+        ended flat (so the report's status is the trainer's: training/convergence.status_of) and
+        the step whose weights were evaluated (the best validation's,
+        :func:`~posenc.tasks.lengthgen.task.restore_best`)."""
+        metrics = dict(run.metrics)
+        conv = run.result.summary()
+        done["summary"].update(best_valid=run.result.state.best_valid,
+                               evaluated_step=metrics.pop("evaluated_step", run.result.state.step),
+                               warmup=conv.get("warmup"), best_step=conv.get("best_step"), flat=conv.get("flat"))
+        return {**done, "metrics": metrics}
+
+    def summary_line(self, exp: Experiment, result: dict[str, Any]) -> str:
+        s, m = result.get("summary", {}), result.get("metrics", {})
+        unseen = m.get("unseen_seq_acc")
+        acc = f"{unseen:.3f}" if isinstance(unseen, (int, float)) else "–"
+        return (f"done {result['method']:<16} {result['task']:<12} seed {result['seed']:<3} unseen seq acc {acc:>6}  "
+                f"steps {s.get('steps', '–'):>6}  {s.get('status', '–')}")
+
+    def report(self, exp: Experiment, results: list[dict[str, Any]]) -> Path:
+        return write_report(exp.options, results, exp.root / "report")
+
+
+TASK = LengthgenTask()

@@ -2,9 +2,8 @@
 ``posenc experiment configs/speech/fsdd_small.yaml``."""
 
 from posenc.tasks.speech.config import SpeechConfig, SpeechDataConfig, SpeechExperimentConfig, SpeechTrainConfig
-from posenc.tasks.speech.driver import TASK
 from posenc.tasks.speech.evaluate import cer, eval_sets, evaluate_by_duration, transcribe, wer
-from posenc.tasks.speech.task import SpeechTask, build_model, ctc_sums, training_utterance
+from posenc.tasks.speech.task import TASK, SpeechTask, build_model, ctc_sums, training_utterance
 
 __all__ = [
     "TASK", "SpeechConfig", "SpeechDataConfig", "SpeechExperimentConfig", "SpeechTask", "SpeechTrainConfig",

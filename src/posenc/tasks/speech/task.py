@@ -11,6 +11,10 @@ epoch is a pure function of its number (exact resume) and a batch holds similar 
 With ``data.valid_size > 0`` the ``valid_holdout`` lowest training indices of every (digit, speaker)
 are never trained on; ``valid_size`` utterances built from them like training ones (seeded by
 ``data.seed`` alone, so every model seed sees the same set) give the validation loss for patience.
+
+The task's grid (``TASK``, a :class:`SpeechTask`: the same class): methods × seeds over a base
+:class:`SpeechConfig`, each cell a CTC run through :func:`posenc.tasks.base.run_task`; its report
+(:mod:`posenc.tasks.speech.report`) goes to ``<root>/report``.
 """
 
 from __future__ import annotations
@@ -24,11 +28,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.data import speech as sd
+from posenc.data.speech import check_fsdd
 from posenc.errors import DataError
+from posenc.experiments.experiment import Experiment
 from posenc.models.ctc import CTCModel, CTCOutput
-from posenc.tasks.base import Task
-from posenc.tasks.speech.config import SpeechConfig, SpeechDataConfig
+from posenc.tasks.base import Task, TaskRun
+from posenc.tasks.grid import MethodsGrid
+from posenc.tasks.speech.config import SpeechConfig, SpeechDataConfig, SpeechExperimentConfig
 from posenc.tasks.speech.evaluate import eval_sets, evaluate_by_duration
+from posenc.tasks.speech.report import write_report, write_summary
 from posenc.training.loss import LossOutput
 
 VALID_STREAM = 0x7A11D  # second seed word of the validation utterances' generator (training uses 3 words)
@@ -59,8 +67,11 @@ def ctc_sums(out: CTCOutput, targets: torch.Tensor, target_lengths: torch.Tensor
     return (per_utt / target_lengths.clamp(min=1).to(per_utt.dtype)).sum()
 
 
-class SpeechTask(Task):
-    """:class:`~posenc.tasks.base.Task` for CTC speech recognition by duration."""
+class SpeechTask(MethodsGrid, Task):
+    """:class:`~posenc.tasks.base.Task` for CTC speech recognition by duration.
+
+    Its grid (``TASK``): methods × seeds over a base run config (:class:`~posenc.tasks.grid.MethodsGrid`).
+    """
 
     name = "speech"
 
@@ -132,3 +143,39 @@ class SpeechTask(Task):
     def evaluate(self, cfg: SpeechConfig, model: nn.Module, out_dir: Path, result: Any = None) -> dict[str, Any]:
         """``{"rows": [...]}``: WER/CER per duration bucket (see :func:`evaluate_by_duration`)."""
         return {"rows": evaluate_by_duration(model, cfg, eval_sets(cfg, self.data(cfg)))}
+
+    experiment_config = SpeechExperimentConfig
+    run_config = SpeechConfig
+
+    def new_task(self) -> SpeechTask:
+        return SpeechTask()
+
+    def data_check(self, data: Any) -> None:
+        """The FSDD recordings of ``data.path`` (or ``$POSENC_FSDD``, else ../shared/data/fsdd)."""
+        check_fsdd(data.path)
+
+    def results(self, done: dict[str, Any], run: TaskRun) -> dict[str, Any]:
+        """The rows per duration bucket carry the method label, seed, training time, the mean
+        loss of the last 20 log rows and the parameter count."""
+        train = run.result.train
+        final = sum(r["loss"] for r in train[-20:]) / max(1, len(train[-20:]))
+        extra = {"seed": done["seed"], "train_s": round(run.result.state.wall_s, 1), "final_loss": round(final, 4),
+                 "params": done["summary"]["params"]}
+        done["metrics"]["rows"] = [{**r, "method": done["method"], **extra} for r in done["metrics"]["rows"]]
+        return done
+
+    def summary_line(self, exp: Experiment, result: dict[str, Any]) -> str:
+        rows = result["metrics"]["rows"]
+        return (f"[{result['method']} seed {result['seed']}] {result['summary']['steps']} steps: "
+                + ", ".join(f"{r['bucket']} WER {r['wer']}" for r in rows))
+
+    def report(self, exp: Experiment, results: list[dict[str, Any]]) -> Path:
+        """results.csv, wer_by_duration.png and README.md (mean ± sd over seeds) under ``<root>/report``."""
+        out = exp.root / "report"
+        longest = exp.run_config(exp.cells()[0]).data.max_train_duration
+        write_report([row for r in results for row in r["metrics"]["rows"]], out, longest)
+        write_summary(exp.name, results, longest, out)
+        return out
+
+
+TASK = SpeechTask()

@@ -1,15 +1,21 @@
-"""``ExperimentConfig``: a grid of methods × settings × seeds over a base run config."""
+"""``ExperimentConfig``: a grid of methods × settings × seeds over a base run config, and the grid
+it is (:func:`experiment_of`: the settings are its outer axis; each cell's run config also names
+its setting's prepared data)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from posenc.analysis.grid_part import skip_reason
 from posenc.analysis.registry import check_options, fitting, fitting_names
-from posenc.config import require, require_seeds
+from posenc.config import require, require_seeds, to_dict
+from posenc.experiments.experiment import Cell, Experiment
 from posenc.experiments.selection import SelectionConfig
+from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.spec import SPEC
 
 #: The analyses that fit translation runs (analysis/registry.py, by what the runs carry): every
@@ -103,3 +109,61 @@ class ExperimentConfig:
         selection = self.selection if self.selection.enabled and self.selection.method in labels else SelectionConfig()
         return replace(self, methods={label: self.methods[label] for label in labels},
                        baseline=self.baseline if self.baseline in labels else "", selection=selection)
+
+
+def experiment_of(exp: ExperimentConfig) -> Experiment:
+    """The grid of ``exp``: settings (its outer axis, whose overrides apply before the method's) ×
+    methods × seeds over ``exp.base``, each cell's run config naming its setting's prepared data
+    (:func:`with_data_dir`); run directories ``root/setting/method/seedN``.
+
+    Args:
+        exp: the experiment config.
+
+    Returns:
+        The :class:`~posenc.experiments.experiment.Experiment` (its ``options``: ``exp``).
+    """
+    return Experiment(exp.name, exp.task, exp.root, RunConfig, exp.base, exp.methods, tuple(exp.seeds),
+                      groups=exp.settings, selection=exp.selection, options=exp, finish=with_data_dir)
+
+
+def with_data_dir(grid: Experiment, cell: Cell, cfg: RunConfig) -> RunConfig:
+    """``cfg`` with its setting's prepared data directory, one per data config under the grid's
+    :func:`data_root` (``<setting>-<hash of the data config>``).
+
+    Args:
+        grid: the experiment.
+        cell: the cell (its group is its setting).
+        cfg: its run config.
+
+    Returns:
+        ``cfg`` with its ``data_dir``.
+    """
+    key = hashlib.sha256(json.dumps(to_dict(cfg.data), sort_keys=True).encode()).hexdigest()[:8]
+    return replace(cfg, data_dir=str(data_root(grid) / f"{cell.group}-{key}"))
+
+
+def run_config(exp: ExperimentConfig, setting: str, method: str, seed: int) -> RunConfig:
+    """The run config of one cell of ``exp`` (:func:`experiment_of`).
+
+    Args:
+        exp: the experiment config.
+        setting: the cell's setting.
+        method: its method label.
+        seed: its seed.
+
+    Returns:
+        The run config.
+    """
+    return experiment_of(exp).run_config((setting, method, seed))
+
+
+def data_root(exp: Any) -> Path:
+    """Where an experiment keeps the prepared data of its settings (and their SentencePiece cache).
+
+    Args:
+        exp: the experiment config, or its grid.
+
+    Returns:
+        ``<root>/data``.
+    """
+    return exp.root / "data"

@@ -21,9 +21,8 @@ from posenc.errors import ConfigError
 from posenc.evaluation.seeds import mean_std
 from posenc.experiments.grid import trained_on
 from posenc.experiments.selection import SelectionConfig, selection_lines
-from posenc.tasks.translation.cells import grid, run_config
 from posenc.tasks.translation.convergence import judge_run, read_valid
-from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig, experiment_of, run_config
 from posenc.tasks.translation.load import LoadedRun, decode_options, load_run
 from posenc.tasks.translation.prepare import load_meta
 from posenc.tasks.translation.spec import SPEC, TOKENIZER_KEY
@@ -427,7 +426,7 @@ def length_penalty_section(exp: ExperimentConfig, results: list[dict[str, Any]])
 
 def evaluation_protocol(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[str]:
     """The evaluation settings that may differ from a paper's, named."""
-    cfg = run_config(exp, *next(iter(grid(exp))))
+    cfg = run_config(exp, *experiment_of(exp).cells()[0])
     dc, tc = cfg.decode, cfg.train
     grid_s = ", ".join(f"{a:g}" for a in exp.tune_length_penalty)
     search = (f", searched on to the validation peak, α <= {exp.tune_length_penalty_max:g}"

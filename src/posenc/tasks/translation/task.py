@@ -6,10 +6,17 @@ model building and batching in :mod:`~posenc.tasks.translation.train`, decoding 
 :mod:`~posenc.tasks.translation.load`) instead of re-implementing them. ``posenc train`` is
 :func:`train_run`: :func:`posenc.tasks.base.run_task` of this task without test splits, so a run
 trained alone and one of an experiment grid are the same.
+
+The task's grid (``TASK``, a :class:`TranslationTask`: the same class): settings × methods × seeds over a base
+:class:`~posenc.tasks.translation.config.RunConfig` (:func:`~posenc.tasks.translation.experiment.experiment_of`),
+each cell's freshness from the record in its ``results.json`` (the one rule, with what
+:mod:`~posenc.tasks.translation.freshness` adds), BLEU on the experiment's splits and the
+translation report with its analyses (:mod:`posenc.tasks.translation.report`).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -21,10 +28,24 @@ from posenc.data.batching import Batch
 from posenc.data.spm import Tokenizer
 from posenc.decoding.loaded import LoadedRun, source_bos
 from posenc.errors import ConfigError
+from posenc.experiments.cell import recorded_verdict
+from posenc.experiments.experiment import Cell, Experiment
+from posenc.experiments.selection import SelectionConfig
 from posenc.files import atomic_write_bytes
 from posenc.models.seq2seq_loss import Seq2SeqLoss
+from posenc.runs.same_run import RunRecord, Verdict
 from posenc.tasks.base import Task, run_task
+from posenc.tasks.grid import GridTask, Trained
 from posenc.tasks.translation.config import RunConfig
+from posenc.tasks.translation.convergence import run_status
+from posenc.tasks.translation.experiment import ExperimentConfig, data_root, experiment_of
+from posenc.tasks.translation.freshness import (
+    evaluation_record,
+    expected_evaluation,
+    trained_elsewhere,
+    with_tokenizer,
+    with_tuning,
+)
 from posenc.tasks.translation.prepare import load_meta, prepare
 from posenc.tasks.translation.spec import TOKENIZER_KEY, VOCAB_FILE, VOCAB_KEY
 from posenc.tasks.translation.train import (
@@ -37,7 +58,10 @@ from posenc.tasks.translation.train import (
     validation_bleu,
 )
 from posenc.training import checkpoint as ck
+from posenc.training.convergence import UNKNOWN
 from posenc.training.loss import LossOutput
+
+log = logging.getLogger("posenc")
 
 #: Tokens of the shortest pair worth training on: one target subword and EOS.
 MIN_PAIR_TOKENS = 2
@@ -57,9 +81,13 @@ class _Splits:
     signal: str  # which validation pairs those are, for the summary
 
 
-class TranslationTask(Task):
+class TranslationTask(GridTask, Task):
     """:class:`~posenc.tasks.base.Task` for sentence-level translation scored by BLEU/chrF.
-    ``posenc train`` is ``run_task(TranslationTask(splits=()), cfg)``."""
+    ``posenc train`` is ``run_task(TranslationTask(splits=()), cfg)``.
+
+    Its grid (``TASK``): settings × methods × seeds, its cells scored by BLEU on the
+    experiment's splits (:class:`~posenc.tasks.grid.GridTask`).
+    """
 
     name = "translation"
 
@@ -173,6 +201,148 @@ class TranslationTask(Task):
         loaded = LoadedRun(run_cfg, model.eval(), p.tokenizer, latest)
         return {split: translate_split(loaded, split) for split in self.splits}
 
+    experiment_config = ExperimentConfig
+    run_config = RunConfig
+
+    def new_task(self) -> TranslationTask:
+        """The run side without test splits (``posenc train``; a cell's splits are scored by :meth:`run_cell`)."""
+        return TranslationTask(splits=())
+
+    def experiment(self, options: ExperimentConfig) -> Experiment:
+        """Settings × methods × seeds (:func:`~posenc.tasks.translation.experiment.experiment_of`)."""
+        return experiment_of(options)
+
+    def verdict(self, exp: Experiment, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
+        """fresh / rescore / extend / stale by the one rule on the stored record
+        (:func:`~posenc.experiments.cell.recorded_verdict`, scored as the grid scores now), then
+        the α search and the tokenizer its results hold (None: no results yet, nothing stale)."""
+        cfg, options = exp.run_config(cell), exp.options
+        if results is None:
+            return recorded_verdict(cfg, None)
+        verdict = recorded_verdict(cfg, results, expected_evaluation(options, cfg, results))
+        return with_tokenizer(exp, cfg, results, with_tuning(options, results, verdict))
+
+    def prepare(self, exp: Experiment, cells: list[Cell]) -> None:
+        """Note the analyses the report will skip; prepare every data directory the cells need,
+        once each, before any run starts."""
+
+        for name in exp.options.analyses:
+            if exp.options.skip_reason(name):
+                log.info("note: %s; it will be skipped in the report", exp.options.skip_reason(name))
+        self.prepare_data(exp, cells)
+
+    def check_data(self, exp: Experiment, cells: list[Cell]) -> None:
+        """The corpus of every setting ``cells`` need whose data directory is not prepared yet,
+        checked once each before any run or worker starts (:func:`posenc.data.corpora.check_corpus`):
+        a missing corpus stops the grid in one line naming it and how to get it."""
+        from posenc.data.corpora import check_corpus
+        from posenc.tasks.translation.prepare import check_prepared
+
+        seen: set[str] = set()
+        for cell in cells:
+            cfg = exp.run_config(cell)
+            if cfg.prepared_dir not in seen:
+                seen.add(cfg.prepared_dir)
+                if not check_prepared(cfg.data, cfg.prepared_dir):
+                    check_corpus(cfg.data.corpus, cfg.data.options)
+
+    def prepare_data(self, exp: Experiment, cells: list[Cell], pin: bool = True) -> None:
+        """Every data directory ``cells`` need, prepared once each (idempotent: a prepared one is kept),
+        in the experiment's ``data/``, which is posenc's (marked ``datasets``: no output goes into it),
+        tokenized with the grid's committed SentencePiece model (``<out_dir>/tokenizers/``); with
+        ``pin``, a model trained where the grid has none yet is committed there for its later runs."""
+        from posenc.runs.ownership import mark_datasets
+        from posenc.tasks.translation.prepare import TOKENIZERS_DIR, prepare
+
+        mark_datasets(data_root(exp))
+        seen: set[str] = set()
+        for cell in cells:
+            cfg = exp.run_config(cell)
+            if cfg.prepared_dir not in seen:
+                seen.add(cfg.prepared_dir)
+                prepare(cfg.data, cfg.prepared_dir, tokenizers=exp.root / TOKENIZERS_DIR, pin=pin)
+
+    def stored_training(self, cfg: RunConfig) -> tuple[dict[str, Any], Verdict] | None:
+        """A run trained elsewhere and brought back with only its averaged checkpoint
+        (:func:`trained_elsewhere`): scored, never retrained over its files."""
+        return trained_elsewhere(cfg)
+
+    def score(self, exp: Experiment, cell: Cell, cfg: RunConfig, trained: Trained) -> dict[str, Any]:
+        """BLEU of the run on the experiment's splits, with the run's averaged/latest checkpoint (the
+        model just trained, or loaded with the cell's verdict: judged once), decoded with the α its
+        validation BLEU chose where the experiment tunes α, and greedily on ``greedy_splits``."""
+        from posenc.tasks.translation.load import load_run, loaded_after_training, translate_split
+        from posenc.tasks.translation.tuning import tune_length_penalty
+
+        options = exp.options
+        loaded = (load_run(cfg.out_dir, verdict=trained.verdict) if trained.run is None or trained.run.run is None
+                  else loaded_after_training(trained.run.run))
+        decode, tuning = cfg.decode, None
+        if options.tune_length_penalty:  # α chosen on validation BLEU; the splits decoded with it
+            tuning = tune_length_penalty(loaded, options.tune_length_penalty, cfg.decode,
+                                         options.tune_length_penalty_max)
+            decode = replace(cfg.decode, length_penalty=tuning["chosen"])
+        at_bound = tuning["at_bound"] if tuning else None  # recorded with each split decoded at the chosen α
+        scores = {split: translate_split(loaded, split, decode, at_bound=at_bound) for split in options.splits}
+        greedy = replace(cfg.decode, beam=1, length_penalty=0.0)  # Neishi & Yoshinaga's decoding, beside the beam
+        summary = dict(trained.summary, status=run_status(cfg.out_dir, trained.summary, cfg.train.max_steps))
+        # the α decoded with
+        record = evaluation_record(replace(cfg, decode=decode), options.splits, options.greedy_splits)
+        result = {"setting": cell.group, "method": cell.method, "seed": cell.seed, "summary": summary,
+                  "scores": scores, "record": RunRecord.of(cfg, record).to_dict()}
+        if options.greedy_splits:
+            result["greedy"] = {split: translate_split(loaded, split, greedy) for split in options.greedy_splits}
+        return dict(result, length_penalty=tuning) if tuning else result
+
+    def check_carried(self, exp: Experiment, cell: Cell, results: dict[str, Any],
+                      run_dir: Path) -> tuple[str, str | None]:
+        """A cell trained elsewhere and brought back (``--merge``; its files in ``run_dir``): every
+        score recomputed here against this grid's data, prepared first, and why its stored scores
+        do not hold (one line), or None (:func:`~posenc.tasks.translation.carried.check_carried`)."""
+        from posenc.tasks.translation.carried import check_carried
+
+        self.prepare_data(exp, [cell], pin=False)  # a merge trains nothing: it commits no tokenizer
+        return "scores recomputed here", check_carried(exp.run_config(cell), exp.options.splits, results,
+                                                       Path(run_dir))
+
+    def summary_line(self, exp: Experiment, result: dict[str, Any]) -> str:
+        """Method, setting, seed, BLEU of the first split, steps, convergence status."""
+        split = exp.options.splits[0]
+        summary = result.get("summary", {})
+        bleu = result.get("scores", {}).get(split, {}).get("bleu")
+        bleu_s = f"{bleu:.2f}" if isinstance(bleu, (int, float)) else "–"
+        return (f"done {result['method']:<10} {result['setting']:<12} seed {result['seed']:<3} "
+                f"{split} BLEU {bleu_s:>6}  steps {summary.get('steps', '–'):>6}  {summary.get('status', UNKNOWN)}")
+
+    # ------------------------------------------------------------------ selection stage hooks
+    def selection_experiment(self, exp: ExperimentConfig, sel: SelectionConfig) -> ExperimentConfig:
+        """The validation sweep of ``sel`` (experiments/selection.py): one method per value (the
+        selected method's overrides plus ``key: value``) on ``sel.setting`` and ``sel.seeds``, scored
+        on the validation split only (``splits: [valid]``, no greedy decoding, no analyses, no selection
+        of its own). Its runs live beside the grid's (``<root>/<setting>/<method>-<key><value>/``),
+        sharing its data."""
+        methods = {sel.label(v): {**exp.methods[sel.method], sel.key: v} for v in sel.values}
+        return replace(exp, methods=methods, settings={sel.setting: exp.settings[sel.setting]}, seeds=list(sel.seeds),
+                       splits=["valid"], greedy_splits=[], analyses=[], baseline="", selection=SelectionConfig())
+
+    def selection_score(self, result: dict[str, Any], metric: str) -> float:
+        """A sweep cell's validation ``metric`` (``bleu``: sacreBLEU of the validation split)."""
+        return float(result["scores"]["valid"][metric])
+
+    def with_selection(self, exp: ExperimentConfig, value: Any) -> ExperimentConfig:
+        """The test grid: the selected method with ``selection.key: value``."""
+        sel = exp.selection
+        return replace(exp, methods={**exp.methods, sel.method: {**exp.methods[sel.method], sel.key: value}})
+
+    def report(self, exp: Experiment, results: list[dict[str, Any]]) -> Path:
+        """The translation report of ``results`` (:func:`~posenc.tasks.translation.report.write_translation_report`)."""
+        from posenc.tasks.translation.report import write_translation_report
+
+        done = {(r.get("setting"), r.get("method"), r.get("seed")) for r in results}
+        # a committed grid in a fresh clone keeps no prepared data (.gitignore); only settings with runs
+        self.prepare_data(exp, [c for c in exp.cells() if c in done], pin=False)
+        return write_translation_report(exp.options, results)
+
 
 def train_run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
     """``posenc train``: prepare data if needed, train, and return the summary (``summary.json``).
@@ -181,3 +351,6 @@ def train_run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
     a run of another data/model config in ``out_dir`` is an error unless ``resume`` is False,
     which replaces it."""
     return run_task(TranslationTask(splits=()), cfg, resume=resume).summary
+
+
+TASK = TranslationTask()

@@ -14,7 +14,7 @@ chosen α is the peak: the highest validation BLEU, ties to the smallest α (a p
 stops the search). Deterministic: the same BLEU values give the same candidates and choice, so a
 stored sweep is checked by replaying the search on it (:func:`replay`). The split is fixed here,
 not a parameter: the test split is never read. The test BLEU of the run is then decoded with the
-chosen α (:mod:`posenc.tasks.translation.driver`), and results.json records it.
+chosen α (:mod:`posenc.tasks.translation.task`), and results.json records it.
 """
 
 from __future__ import annotations

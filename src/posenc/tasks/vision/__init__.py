@@ -2,9 +2,8 @@
 resolutions not seen in training. ``posenc experiment configs/vision/fashion_mnist_small.yaml``."""
 
 from posenc.tasks.vision.config import VisionConfig, VisionExperimentConfig, VisionTrainConfig
-from posenc.tasks.vision.driver import TASK
 from posenc.tasks.vision.evaluate import accuracy, evaluate_resolutions, evaluate_tta, predict_logits
-from posenc.tasks.vision.task import ImageBatch, VisionTask
+from posenc.tasks.vision.task import TASK, ImageBatch, VisionTask
 
 __all__ = [
     "TASK", "ImageBatch", "VisionConfig", "VisionExperimentConfig", "VisionTask", "VisionTrainConfig", "accuracy",

@@ -1,7 +1,7 @@
 """The vision report: ``results.csv`` (run, eval, resolution, accuracy), ``accuracy.png``
 (accuracy against test resolution) and ``README.md`` (per method: mean ± sd over seeds at every
 test resolution, TTA, the mean over the resolutions a model never trained at, steps and
-convergence status) of the runs :mod:`posenc.tasks.vision.driver` trained."""
+convergence status) of the runs :mod:`posenc.tasks.vision.task` trained."""
 
 from __future__ import annotations
 

@@ -7,6 +7,10 @@ training resolution, or with ``univit.enabled`` one drawn uniformly per batch fr
 ``univit.resolutions`` (UniViT, CAPE §5.1.2). Every epoch's order and resolutions are a pure
 function of (seed, epoch), so a resumed run sees the same batches. The loss is the summed
 cross entropy over the batch's images (the Trainer divides by the image count).
+
+The task's grid (``TASK``, a :class:`VisionTask`: the same class): methods × seeds over a base
+:class:`VisionConfig`, each cell a run through :func:`posenc.tasks.base.run_task`; its report
+(:mod:`posenc.tasks.vision.report`) goes to ``<root>/report``.
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from posenc.data.images import ImageSet, load_fashion_mnist, to_model_input
+from posenc.data.images import ImageSet, check_fashion_mnist, load_fashion_mnist, to_model_input
 from posenc.errors import DataError
+from posenc.experiments.experiment import Experiment
 from posenc.models.vit import ViT
 from posenc.tasks.base import Task
-from posenc.tasks.vision.config import VisionConfig
+from posenc.tasks.grid import MethodsGrid
+from posenc.tasks.vision.config import VisionConfig, VisionExperimentConfig
 from posenc.tasks.vision.evaluate import evaluate_resolutions, evaluate_tta, predict_logits, tta_resolutions
+from posenc.tasks.vision.report import write_report, write_summary
 from posenc.training.loss import LossOutput
 
 
@@ -40,8 +47,11 @@ class ImageBatch:
         return ImageBatch(self.images.to(device), self.labels.to(device), self.resolution)
 
 
-class VisionTask(Task):
-    """:class:`~posenc.tasks.base.Task` for image classification by resolution."""
+class VisionTask(MethodsGrid, Task):
+    """:class:`~posenc.tasks.base.Task` for image classification by resolution.
+
+    Its grid (``TASK``): methods × seeds over a base run config (:class:`~posenc.tasks.grid.MethodsGrid`).
+    """
 
     name = "vision"
 
@@ -112,3 +122,39 @@ class VisionTask(Task):
         tta_res = tta_resolutions(cfg)
         return {"accuracy": acc, "tta": evaluate_tta(model, test, tta_res, bs, cache=logits),
                 "tta_resolutions": tta_res}
+
+    experiment_config = VisionExperimentConfig
+    run_config = VisionConfig
+
+    def new_task(self) -> VisionTask:
+        return VisionTask()
+
+    def data_check(self, data: Any) -> None:
+        """Both Fashion-MNIST splits under ``data.root`` (or ``$POSENC_FASHION_MNIST``, else Debian's)."""
+        check_fashion_mnist(data.root)
+
+    def summary_line(self, exp: Experiment, result: dict[str, Any]) -> str:
+        m = result["metrics"]
+        acc = " ".join(f"{r}:{a:.4f}" for r, a in m["accuracy"].items())
+        return f"{run_name(exp, result)}: {result['summary']['steps']} steps; {acc} tta:{m['tta']:.4f}"
+
+    def report(self, exp: Experiment, results: list[dict[str, Any]]) -> Path:
+        """results.csv, accuracy.png and README.md (mean ± sd over seeds) under ``<root>/report``."""
+        out = exp.root / "report"
+        out.mkdir(parents=True, exist_ok=True)
+        train_resolution = exp.run_config(exp.cells()[0]).model.image_size
+        write_report([dict(r, run=run_name(exp, r)) for r in results], out, train_resolution)
+        univit = {}
+        for cell in exp.cells():
+            cfg = exp.run_config(cell)
+            univit[cell.method] = list(cfg.univit.resolutions) if cfg.univit.enabled else []
+        write_summary(exp.name, results, train_resolution, univit, out)
+        return out
+
+
+def run_name(exp: Experiment, result: dict[str, Any]) -> str:
+    """The run's name in the report: its method label (``label/seedN`` when there are several seeds)."""
+    return result["method"] if len(exp.seeds) == 1 else f"{result['method']}/seed{result['seed']}"
+
+
+TASK = VisionTask()

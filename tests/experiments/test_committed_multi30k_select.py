@@ -18,7 +18,7 @@ from posenc.evaluation.seeds import seed_test
 from posenc.experiments.runner import Grid, find_experiment
 from posenc.experiments.selection import choose, resolved
 from posenc.tasks.translation import report
-from posenc.tasks.translation.experiment import ExperimentConfig
+from posenc.tasks.translation.experiment import ExperimentConfig, experiment_of
 from posenc.tasks.translation.task import TASK
 from posenc.training.convergence import CONVERGED
 
@@ -46,7 +46,7 @@ EXTRAPOLATE = ("ape", "rpe", "rnn", "rr", "rnn-nmt", "cape", "learned")
 
 def test_committed_cells_are_fresh() -> None:
     """Every committed cell is fresh; SHAPE K*'s VANILLA cells as K = 10 (the rebuilt sweep's choice)."""
-    grid = TASK.with_selection(_exp(), 10)
+    grid = experiment_of(_exp()).with_value(10).options
     cells = [("vanilla", m, s) for m in METHODS for s in SEEDS] + [("extrapolate", m, s) for m in EXTRAPOLATE
                                                                   for s in SEEDS]
     cells += [("extrapolate", m, s) for m in METHODS for s in SEEDS if m not in EXTRAPOLATE
@@ -69,7 +69,7 @@ def test_every_run_is_of_the_committed_tokenizer() -> None:
 
 def test_the_rebuilt_sweep_cells_are_quoted() -> None:
     """§0c names every rebuilt sweep cell: K, validation BLEU, status and updates; the sweep is complete."""
-    sel = resolved(_exp())
+    sel = resolved(experiment_of(_exp()))
     done = [(k, json.loads(path.read_text(encoding="utf-8"))) for k in sel.values
             if (path := COMMITTED / "extrapolate" / sel.label(k) / "seed1" / "results.json").is_file()]
     assert [k for k, _ in done] == sel.values
@@ -100,7 +100,7 @@ def test_the_rebuilt_extrapolate_cells_are_quoted() -> None:
 def test_the_rule_chooses_the_k_the_vanilla_cells_were_trained_with() -> None:
     """The declared rule (best validation BLEU of the sweep, ties: the first listed) run on the
     committed sweep cells chooses K = 10, the docs say so, and that is the VANILLA SHAPE K* runs' K."""
-    sel = resolved(_exp())
+    sel = resolved(experiment_of(_exp()))
     sweep = [json.loads((COMMITTED / "extrapolate" / sel.label(k) / "seed1" / "results.json").read_text(encoding="utf-8"))
              for k in sel.values]
     record = choose(sel, sweep, TASK.selection_score)
@@ -118,7 +118,7 @@ NOT_FLAT_RUNS = {("vanilla", "shape-k500", 1), ("vanilla", "shape-kstar", 3)}
 
 
 def test_every_run_converged_but_two_not_flat() -> None:
-    exp = TASK.with_selection(_exp(), 10)
+    exp = experiment_of(_exp()).with_value(10).options
     grid = [*_results("vanilla").values(), *_results("extrapolate", EXTRAPOLATE).values()]
     assert len(grid) == 36
     judged = {(r["setting"], r["method"], r["seed"]): r["judged"] for r in report.judged(exp, grid)}

@@ -6,13 +6,16 @@ A grid has methods and seeds, and may have one outer axis (translation's data se
 lengthgen's algorithmic tasks): then a cell's run directory is ``root/group/method/seedN``, else
 ``root/method/seedN`` and a cell has no group (``""``). A task turns its experiment YAML (its
 typed experiment config, kept as :attr:`Experiment.options` for what only the task reads: splits,
-analyses, ...) into an :class:`Experiment`; the runner knows only this value.
+analyses, ...) into an :class:`Experiment`; the runner knows only this value. The grids a
+selection stage needs (:mod:`posenc.experiments.selection`: its validation sweep, the grid with the
+chosen value) and a grid of fewer methods are derived from it here, the same way for every task.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
@@ -80,6 +83,12 @@ class Experiment:
         options: the task's typed experiment config it came from (read by the task only).
         finish: the task's completion of a cell's run config, after overrides, seed and run
             directory (e.g. where its prepared data are); None: none.
+        options_of: the task's typed config of a grid derived from this one (:meth:`sweep`,
+            :meth:`with_value`, :meth:`with_methods`): its methods, groups, seeds and selection
+            written back into :attr:`options`, so that what the task reads (and a worker process
+            rebuilds the grid from) is that grid; None: :attr:`options` kept as they are.
+        sweep_options: what a selection sweep scores on: fields of :attr:`options` replaced in
+            its sweep's (translation: the validation split only); empty: the grid's own.
     """
 
     name: str
@@ -94,6 +103,8 @@ class Experiment:
     selection: Any = None
     options: Any = None
     finish: Callable[[Experiment, Cell, Any], Any] | None = None
+    options_of: Callable[[Experiment], Any] | None = None
+    sweep_options: Mapping[str, Any] = field(default_factory=dict)
 
     def cells(self) -> list[Cell]:
         """Every cell, in report order: group-major, then method, then seed.
@@ -140,3 +151,65 @@ class Experiment:
             overrides = overrides + [group] if self.group_last else [group] + overrides
         cfg = cell_run_config(self.run_schema, dict(self.base), overrides, cell.seed, self.run_dir(cell))
         return cfg if self.finish is None else self.finish(self, cell, cfg)
+
+    def sweep(self, sel: Any) -> Experiment:
+        """The validation sweep of a selection stage: one method per value, scored as
+        :attr:`sweep_options` say, without a selection of its own; its run directories lie beside
+        the grid's (``root/group/<method>-<key><value>/seedN``).
+
+        Args:
+            sel: the resolved :class:`~posenc.experiments.selection.SelectionConfig` (its
+                ``setting`` a group of the grid, or ``""`` without an outer axis, and its seeds).
+
+        Returns:
+            The sweep: method ``sel.label(value)`` is the selected method's overrides plus
+            ``sel.key: value``, for each value; only ``sel.setting`` and ``sel.seeds``.
+        """
+        methods = {sel.label(v): {**self.methods[sel.method], sel.key: v} for v in sel.values}
+        groups = {sel.setting: self.groups[sel.setting]} if self.groups else {}
+        return self._derived(self.sweep_options, methods=methods, groups=groups, seeds=tuple(sel.seeds),
+                             selection=None)
+
+    def with_value(self, value: Any) -> Experiment:
+        """The grid with a selection stage's chosen value.
+
+        Args:
+            value: the chosen value of ``selection.key``.
+
+        Returns:
+            The grid whose selected method's overrides set ``selection.key`` to ``value`` (its
+            selection kept: the report names the choice).
+        """
+        sel = self.selection
+        return self._derived(methods={**self.methods, sel.method: {**self.methods[sel.method], sel.key: value}})
+
+    def with_methods(self, labels: Sequence[str]) -> Experiment:
+        """The same grid restricted to the methods ``labels``, in that order; its selection stage
+        stays only when the method it selects for is kept.
+
+        Args:
+            labels: distinct method labels of the grid.
+
+        Returns:
+            The grid of those methods.
+
+        Raises:
+            ConfigError: ``labels`` is empty, repeats a label or names one the grid does not have.
+        """
+        from posenc.errors import ConfigError
+
+        if not labels or len(set(labels)) != len(labels) or any(label not in self.methods for label in labels):
+            raise ConfigError(f"methods must be distinct labels of experiment {self.name} "
+                              f"({', '.join(self.methods)}), got {', '.join(labels) or 'none'}")
+        sel = self.selection
+        kept = sel if sel is not None and getattr(sel, "enabled", True) and sel.method in labels else None
+        return self._derived(methods={label: self.methods[label] for label in labels}, selection=kept)
+
+    def _derived(self, scored: Mapping[str, Any] | None = None, **axes: Any) -> Experiment:
+        """This grid with ``axes`` (fields of the grid) replaced and its options rewritten to match
+        (:attr:`options_of`), then the option fields ``scored`` replaced."""
+        grid = replace(self, **axes)
+        options = grid.options if self.options_of is None else self.options_of(grid)
+        if scored:
+            options = replace(options, **copy.deepcopy(dict(scored)))
+        return replace(grid, options=options)

@@ -59,10 +59,18 @@ class Grid:
         """The experiment config the grid came from (what the task's stages read)."""
         return self.exp.options
 
-    def on(self, options: Any) -> Grid:
-        """Another experiment config of the same task (a selection sweep, the grid with the chosen
-        value), its cells judged afresh."""
-        return replace(self, exp=self.task.experiment(options))
+    def with_experiment(self, exp: Experiment) -> Grid:
+        """Another grid of the same task (a selection sweep, the grid with the chosen value), its
+        cells judged afresh.
+
+        Args:
+            exp: the grid, e.g. derived from :attr:`exp` (:meth:`Experiment.sweep`,
+                :meth:`Experiment.with_value`).
+
+        Returns:
+            The grid with ``exp`` and this grid's task.
+        """
+        return replace(self, exp=exp)
 
     def cells(self) -> list[Cell]:
         """Every cell of the grid, in report order."""

@@ -99,8 +99,8 @@ def _with_selection(grid: Grid, up_to_date: Callable[[Grid], list[dict[str, Any]
     when it selects nothing."""
     from posenc.experiments.selection import run_selection
 
-    chosen = run_selection(grid.options, grid.task, lambda sub: up_to_date(grid.on(sub)))
-    return grid if chosen is grid.options else grid.on(chosen)
+    chosen = run_selection(grid.exp, grid.task, lambda sweep: up_to_date(grid.with_experiment(sweep)))
+    return grid if chosen is grid.exp else grid.with_experiment(chosen)
 
 
 def _report_only_results(grid: Grid) -> tuple[Grid, list[dict[str, Any]], list[str]]:
@@ -127,17 +127,13 @@ def _report_only_results(grid: Grid) -> tuple[Grid, list[dict[str, Any]], list[s
 def _without_selected(grid: Grid, sweep: Grid) -> tuple[Grid, list[str]]:
     """The grid without its selected method (no selection stage) and the names of that method's
     cells, which wait for the incomplete ``sweep``'s choice."""
-    from dataclasses import replace
-
-    from posenc.experiments.selection import SelectionConfig
-
-    selected = grid.options.selection.method
+    selected = grid.exp.selection.method
     done, todo = sweep.fresh_results()
     waiting = [cell.name + " (waits for the selection sweep)" for cell in grid.cells() if cell.method == selected]
     print(f"report only: the selection sweep is not complete ({len(done)} of {len(done) + len(todo)} runs done); "
           f"the {selected} runs wait for its choice and are left out", flush=True)
-    methods = {m: o for m, o in grid.options.methods.items() if m != selected}
-    return grid.on(replace(grid.options, methods=methods, selection=SelectionConfig())), waiting
+    kept = grid.exp.with_methods([m for m in grid.exp.methods if m != selected])  # its selection goes too
+    return grid.with_experiment(kept), waiting
 
 
 def _note_left_out(readme: Path, left: list[str], total: int) -> None:
@@ -184,7 +180,7 @@ def train_subset(grid: Grid, subset: CellSubset, up_to_date: Callable[..., list[
     if sweep is not None and any(subset.wants(cell) for cell in sweep.cells()):
         up_to_date(sweep, subset=subset)
         sweep, main, waits = grid_stages(grid)
-    selected = grid.options.selection.method if sweep is not None else None
+    selected = grid.exp.selection.method if sweep is not None else None
     if waits and any(subset.wants(cell) and cell[1] == selected for cell in main.cells()):
         raise ConfigError(f"posenc experiment: the {selected} cells wait for the selection sweep's choice; "
                           "train the sweep first (its cells, or the whole grid)")
@@ -219,11 +215,11 @@ def grid_stages(grid: Grid) -> tuple[Grid | None, Grid, bool]:
     sel = grid.exp.selection
     if sel is None or not sel.enabled:
         return None, grid, False
-    sweep = grid.on(grid.task.selection_experiment(grid.options, resolved(grid.options)))
+    sweep = grid.with_experiment(grid.exp.sweep(resolved(grid.exp)))
     results, left = sweep.fresh_results()
     if left:
         return sweep, grid, True
-    return sweep, grid.on(with_choice(grid.options, grid.task, results)[0]), False
+    return sweep, grid.with_experiment(with_choice(grid.exp, grid.task, results)[0]), False
 
 
 def _complete_sweep(grid: Grid) -> list[dict[str, Any]]:

@@ -5,16 +5,14 @@ one seed, one setting), then the test grid run with the chosen value.
 The experiment YAML's ``selection:`` block names the dotted run-config ``key`` to sweep, its
 ``values``, the ``method`` label whose overrides it extends (that method of the test grid then gets
 the chosen value; pinned values are simply other methods, e.g. ``shape-k500``), the ``setting`` and
-``seeds`` it is chosen on and the validation ``metric``. The runner knows no task: the task
-overrides three methods of :class:`~posenc.experiments.tasks.ExperimentTask` (by default a task
-has no selection stage) —
+``seeds`` it is chosen on and the validation ``metric``. The runner knows no task: the grid itself
+(an :class:`~posenc.experiments.experiment.Experiment`) builds the sweep (``Experiment.sweep``: one
+method per value, scored as its ``sweep_options`` say, e.g. translation's validation split only)
+and the test grid with the chosen value (``Experiment.with_value``); the task says only how a sweep
+cell is scored (:meth:`~posenc.experiments.tasks.ExperimentTask.selection_score`).
 
-* ``selection_experiment(exp, sel) -> sub``: the sweep as an experiment of the task's own schema, one
-  method per value, scored on validation data only (translation: ``splits: [valid]``, no analyses);
-* ``selection_score(result, metric) -> float``: a sweep cell's validation metric;
-* ``with_selection(exp, value) -> exp``: the test grid with the chosen value in ``method``.
-
-The sweep's cells are ordinary resumable grid cells under ``<root>/selection/``; the choice (the
+The sweep's cells are ordinary resumable grid cells beside the grid's
+(``<root>/<setting>/<method>-<key><value>/seedN``); the choice (the
 value of the best mean over the seeds, ties: the first listed) and every score are written to
 ``<root>/selection/selection.json`` for the report.
 """
@@ -26,10 +24,13 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posenc.config import require
 from posenc.files import atomic_write_text
+
+if TYPE_CHECKING:
+    from posenc.experiments.experiment import Experiment
 
 SELECTION_FILE = "selection.json"
 
@@ -94,36 +95,53 @@ def read_selection(exp: Any) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def resolved(exp: Any) -> SelectionConfig:
-    """``exp.selection`` with its defaults filled in: the first setting (where the schema has
-    settings) and the first seed."""
+def resolved(exp: Experiment) -> SelectionConfig:
+    """``exp.selection`` with its defaults filled in: the grid's first group (``""`` in a grid
+    without an outer axis) and its first seed.
+
+    Args:
+        exp: the grid.
+
+    Returns:
+        The selection with its ``setting`` and ``seeds``.
+    """
     sel = exp.selection
-    setting = sel.setting or next(iter(getattr(exp, "settings", None) or {"": None}))
+    setting = sel.setting or next(iter(exp.groups or {"": None}))
     return replace(sel, setting=setting, seeds=list(sel.seeds) or [exp.seeds[0]])
 
 
-def run_selection(exp: Any, task: Any, bring_up_to_date: Callable[[Any], list[dict[str, Any]]]) -> Any:
-    """Run the sweep (``bring_up_to_date(sub)`` trains/scores its cells and returns their results),
-    record the choice and return the test grid with it; ``exp`` itself when it selects nothing."""
-    sel = getattr(exp, "selection", None)
+def run_selection(exp: Experiment, task: Any,
+                  bring_up_to_date: Callable[[Experiment], list[dict[str, Any]]]) -> Experiment:
+    """Run the sweep (``bring_up_to_date(sweep)`` trains/scores its cells and returns their results),
+    record the choice and return the test grid with it; ``exp`` itself when it selects nothing.
+
+    Args:
+        exp: the grid.
+        task: its task (:meth:`~posenc.experiments.tasks.ExperimentTask.selection_score`).
+        bring_up_to_date: brings a grid's cells up to date and returns their results.
+
+    Returns:
+        The test grid with the chosen value, or ``exp``.
+    """
+    sel = exp.selection
     if sel is None or not sel.enabled:
         return exp
     sel = resolved(exp)
-    chosen = apply_choice(exp, task, bring_up_to_date(task.selection_experiment(exp, sel)))
+    chosen = apply_choice(exp, task, bring_up_to_date(exp.sweep(sel)))
     record = read_selection(exp) or {}
     print(f"selection: {sel.key} = {record['chosen']} (validation {sel.metric}; "
           + ", ".join(f"{row['value']}: {row['mean']:.2f}" for row in record["rows"]) + ")", flush=True)
     return chosen
 
 
-def with_choice(exp: Any, task: Any, results: list[dict[str, Any]]) -> tuple[Any, dict[str, Any]]:
+def with_choice(exp: Experiment, task: Any, results: list[dict[str, Any]]) -> tuple[Experiment, dict[str, Any]]:
     """The test grid with the choice of the complete sweep ``results`` and the selection record
     (nothing written)."""
     record = choose(resolved(exp), results, task.selection_score)
-    return task.with_selection(exp, record["chosen"]), record
+    return exp.with_value(record["chosen"]), record
 
 
-def apply_choice(exp: Any, task: Any, results: list[dict[str, Any]]) -> Any:
+def apply_choice(exp: Experiment, task: Any, results: list[dict[str, Any]]) -> Experiment:
     """The test grid with the choice of the complete sweep ``results``, recorded in ``selection.json``."""
     chosen, record = with_choice(exp, task, results)
     selection_path(exp).parent.mkdir(parents=True, exist_ok=True)

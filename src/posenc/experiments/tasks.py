@@ -156,42 +156,19 @@ class ExperimentTask(abc.ABC):
         """
         return "scores as carried: its task carries no outputs to recompute them from", None
 
-    def selection_experiment(self, exp: Any, sel: Any) -> Any:
-        """The validation sweep of a ``selection:`` block (:mod:`posenc.experiments.selection`).
-
-        Args:
-            exp: the experiment config (an :attr:`experiment_config`).
-            sel: its resolved :class:`~posenc.experiments.selection.SelectionConfig`.
-
-        Returns:
-            The sweep, an experiment of the same schema: one method per value, scored on
-            validation data only. By default a task has no selection stage (a one-line ConfigError).
-        """
-        raise ConfigError(f"experiment task {exp.task!r} has no selection stage")
-
     def selection_score(self, result: dict[str, Any], metric: str) -> float:
-        """A sweep cell's validation ``metric``.
+        """A selection sweep cell's validation ``metric`` (:mod:`posenc.experiments.selection`; the
+        sweep itself is the grid's, :meth:`~posenc.experiments.experiment.Experiment.sweep`, scored
+        on what its ``sweep_options`` say).
 
         Args:
             result: the sweep cell's results.
             metric: the selection's metric name.
 
         Returns:
-            Its value.
+            Its value. By default a task has no selection stage (a one-line ConfigError).
         """
         raise ConfigError("this experiment task has no selection stage")
-
-    def with_selection(self, exp: Any, value: Any) -> Any:
-        """The test grid with the chosen value.
-
-        Args:
-            exp: the experiment config (an :attr:`experiment_config`).
-            value: the chosen value of ``selection.key``.
-
-        Returns:
-            ``exp`` with ``value`` in the selected method's overrides.
-        """
-        raise ConfigError(f"experiment task {exp.task!r} has no selection stage")
 
 
 def task_module(ref: str) -> ModuleType:

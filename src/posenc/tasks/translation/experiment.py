@@ -101,20 +101,22 @@ class ExperimentConfig:
     def with_methods(self, labels: list[str]) -> ExperimentConfig:
         """The same grid restricted to the methods ``labels``, in that order (the first is the
         baseline unless the grid's own baseline is kept); its selection stage stays only when the
-        method it selects for is kept. A label the grid does not have is a one-line error."""
-        unknown = [label for label in labels if label not in self.methods]
-        require(bool(labels) and not unknown and len(set(labels)) == len(labels),
-                f"methods must be distinct labels of experiment {self.name} ({', '.join(self.methods)}), "
-                f"got {', '.join(labels) or 'none'}")
-        selection = self.selection if self.selection.enabled and self.selection.method in labels else SelectionConfig()
-        return replace(self, methods={label: self.methods[label] for label in labels},
-                       baseline=self.baseline if self.baseline in labels else "", selection=selection)
+        method it selects for is kept (:meth:`~posenc.experiments.experiment.Experiment.with_methods`).
+        A label the grid does not have is a one-line error."""
+        return experiment_of(self).with_methods(labels).options
+
+
+#: What a selection sweep scores on (``Experiment.sweep_options``): the validation split only, no
+#: greedy decoding, no analyses and no baseline (it has no report of its own).
+SWEEP_OPTIONS: dict[str, Any] = {"splits": ["valid"], "greedy_splits": [], "analyses": [], "baseline": ""}
 
 
 def experiment_of(exp: ExperimentConfig) -> Experiment:
     """The grid of ``exp``: settings (its outer axis, whose overrides apply before the method's) ×
     methods × seeds over ``exp.base``, each cell's run config naming its setting's prepared data
-    (:func:`with_data_dir`); run directories ``root/setting/method/seedN``.
+    (:func:`with_data_dir`); run directories ``root/setting/method/seedN``. A grid derived from it
+    (a selection sweep, scored as :data:`SWEEP_OPTIONS` say; the grid with the chosen value) has
+    the experiment config of its axes (:func:`config_of`).
 
     Args:
         exp: the experiment config.
@@ -123,7 +125,25 @@ def experiment_of(exp: ExperimentConfig) -> Experiment:
         The :class:`~posenc.experiments.experiment.Experiment` (its ``options``: ``exp``).
     """
     return Experiment(exp.name, exp.task, exp.root, RunConfig, exp.base, exp.methods, tuple(exp.seeds),
-                      groups=exp.settings, selection=exp.selection, options=exp, finish=with_data_dir)
+                      groups=exp.settings, selection=exp.selection, options=exp, finish=with_data_dir,
+                      options_of=config_of, sweep_options=SWEEP_OPTIONS)
+
+
+def config_of(grid: Experiment) -> ExperimentConfig:
+    """The experiment config of a grid derived from one of this schema: its methods, settings,
+    seeds and selection written into the config it came from; its baseline kept where the grid
+    still has that method.
+
+    Args:
+        grid: the derived grid (its ``options``: the config of the grid it came from).
+
+    Returns:
+        The experiment config whose :func:`experiment_of` is ``grid``'s cells and run configs.
+    """
+    options = grid.options
+    return replace(options, methods=dict(grid.methods), settings=dict(grid.groups), seeds=list(grid.seeds),
+                   baseline=options.baseline if options.baseline in grid.methods else "",
+                   selection=grid.selection or SelectionConfig())
 
 
 def with_data_dir(grid: Experiment, cell: Cell, cfg: RunConfig) -> RunConfig:

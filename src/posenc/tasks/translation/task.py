@@ -30,7 +30,6 @@ from posenc.decoding.loaded import LoadedRun, source_bos
 from posenc.errors import ConfigError
 from posenc.experiments.cell import recorded_verdict
 from posenc.experiments.experiment import Cell, Experiment
-from posenc.experiments.selection import SelectionConfig
 from posenc.files import atomic_write_bytes
 from posenc.models.seq2seq_loss import Seq2SeqLoss
 from posenc.runs.same_run import RunRecord, Verdict
@@ -314,25 +313,10 @@ class TranslationTask(GridTask, Task):
         return (f"done {result['method']:<10} {result['setting']:<12} seed {result['seed']:<3} "
                 f"{split} BLEU {bleu_s:>6}  steps {summary.get('steps', '–'):>6}  {summary.get('status', UNKNOWN)}")
 
-    # ------------------------------------------------------------------ selection stage hooks
-    def selection_experiment(self, exp: ExperimentConfig, sel: SelectionConfig) -> ExperimentConfig:
-        """The validation sweep of ``sel`` (experiments/selection.py): one method per value (the
-        selected method's overrides plus ``key: value``) on ``sel.setting`` and ``sel.seeds``, scored
-        on the validation split only (``splits: [valid]``, no greedy decoding, no analyses, no selection
-        of its own). Its runs live beside the grid's (``<root>/<setting>/<method>-<key><value>/``),
-        sharing its data."""
-        methods = {sel.label(v): {**exp.methods[sel.method], sel.key: v} for v in sel.values}
-        return replace(exp, methods=methods, settings={sel.setting: exp.settings[sel.setting]}, seeds=list(sel.seeds),
-                       splits=["valid"], greedy_splits=[], analyses=[], baseline="", selection=SelectionConfig())
-
+    # ------------------------------------------------------------------ selection stage
     def selection_score(self, result: dict[str, Any], metric: str) -> float:
         """A sweep cell's validation ``metric`` (``bleu``: sacreBLEU of the validation split)."""
         return float(result["scores"]["valid"][metric])
-
-    def with_selection(self, exp: ExperimentConfig, value: Any) -> ExperimentConfig:
-        """The test grid: the selected method with ``selection.key: value``."""
-        sel = exp.selection
-        return replace(exp, methods={**exp.methods, sel.method: {**exp.methods[sel.method], sel.key: value}})
 
     def report(self, exp: Experiment, results: list[dict[str, Any]]) -> Path:
         """The translation report of ``results`` (:func:`~posenc.tasks.translation.report.write_translation_report`)."""

@@ -54,6 +54,20 @@ def test_committed_cells_are_fresh() -> None:
     assert {c: Grid.of(grid, TASK).verdict(c).kind for c in cells} == dict.fromkeys(cells, "fresh")
 
 
+def test_the_committed_sweep_is_the_grids_sweep_and_fresh() -> None:
+    """The selection sweep the grid derives (``Experiment.sweep``) is the committed sweep cells, each
+    fresh, and its choice gives SHAPE K* K = 10, as the committed ``selection.json`` records."""
+    from posenc.experiments.runner import grid_stages
+
+    sweep, main, waits = grid_stages(Grid.of(_exp(), TASK))
+    assert sweep.cells() == [("extrapolate", f"shape-kstar-max_shift{k}", 1)
+                             for k in (10, 20, 30, 40, 100, 500)]
+    assert {c: sweep.verdict(c).kind for c in sweep.cells()} == dict.fromkeys(sweep.cells(), "fresh")
+    assert sweep.options.splits == ["valid"] and not sweep.options.greedy_splits and not sweep.options.analyses
+    chosen = json.loads((COMMITTED / "selection" / "selection.json").read_text(encoding="utf-8"))["chosen"]
+    assert not waits and main.config(("vanilla", "shape-kstar", 1)).model.position.shape.max_shift == chosen == 10
+
+
 def test_every_run_is_of_the_committed_tokenizer() -> None:
     """Every committed run records the grid's committed SentencePiece model (the cells of another,
     trained on a lent GPU, left the tree), and the docs name that model's identity."""

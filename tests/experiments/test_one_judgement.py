@@ -1,10 +1,12 @@
 """One judgement per cell: ``posenc experiment`` asks the one "same run?" rule
 (:func:`posenc.runs.same_run.same_run`) once per cell whatever becomes of it (re-reported, rescored,
 training extended, reported only), and hands that verdict down: training resumes and the
-checkpoint is loaded without judging the run again. A cell with nothing recorded has nothing to judge."""
+checkpoint is loaded without judging the run again, and so is a run started and left unfinished (resumed)
+or trained elsewhere (scored). A cell with nothing recorded has nothing to judge."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -13,9 +15,11 @@ from typing import Any
 import pytest
 
 import posenc.runs.same_run as rules
+import posenc.tasks.grid as grid_task
 import posenc.tasks.translation.load  # noqa: F401
 import posenc.tasks.translation.task  # noqa: F401  (imported before the spy: every user of the rule is patched)
 from posenc.config import load_config
+from posenc.errors import ConfigError
 from posenc.experiments.runner import Grid, run_experiment
 from posenc.tasks.translation.experiment import ExperimentConfig
 from tests.experiments.tiny_grid import write_experiment
@@ -88,5 +92,71 @@ def test_a_report_only_judges_each_cell_once(trained: Path, tmp_path: Path, monk
     path = _copy(trained, tmp_path)
     calls = _spy(monkeypatch)
     run_experiment(str(path), report_only=True)
+    monkeypatch.undo()
+    assert calls == Counter(dict.fromkeys(_cells(path), 1))
+
+
+def _unfinish(path: Path, *names: str) -> None:
+    """Each cell of the grid ``path`` without ``results.json`` and the run files ``names`` (globs
+    under its run directory): a run started there and left unfinished, or brought back without them."""
+    import shutil
+
+    for out in _cells(path):
+        (out / "results.json").unlink()
+        for name in names:
+            for found in out.glob(name):
+                if found.is_dir():
+                    shutil.rmtree(found)
+                else:
+                    found.unlink()
+
+
+@pytest.mark.parametrize("changes", [{}, {"train": {"max_steps": 4}}])
+def test_an_interrupted_cell_is_judged_once(trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            changes: dict) -> None:
+    """A grid stopped mid-training (its runs' checkpoints kept, no summary, no results) and run
+    again: each started run is judged at planning, resumes with that verdict and is scored."""
+    path = _copy(trained, tmp_path, **changes)
+    _unfinish(path, "summary.json")
+    cells = _cells(path)
+    assert set(cells.values()) == {None}  # started, not finished: each has to run
+    calls = _spy(monkeypatch)
+    run_experiment(str(path))
+    monkeypatch.undo()
+    assert calls == Counter(dict.fromkeys(cells, 1))
+    assert set(_cells(path).values()) == {"fresh"}
+    steps = changes.get("train", {}).get("max_steps", 3)
+    assert {json.loads((out / "results.json").read_text())["summary"]["steps"] for out in cells} == {steps}
+
+
+def test_a_cell_trained_elsewhere_is_judged_once_and_scored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cell brought back with its summary and averaged checkpoint but no resumable checkpoint
+    nor results: judged once, scored as it is, never trained again."""
+    path = write_experiment(tmp_path, methods=("ape",), train={"average_last": 2, "save_every": 1})
+    run_experiment(str(path))
+    scored = {out: json.loads((out / "results.json").read_text()) for out in _cells(path)}
+    _unfinish(path, "checkpoints/ckpt_*")
+    assert all((out / "checkpoints" / "average" / "model.safetensors").is_file() for out in scored)
+    calls = _spy(monkeypatch)
+    monkeypatch.setattr(grid_task, "run_task", lambda *a, **k: pytest.fail("a run trained elsewhere was retrained"))
+    run_experiment(str(path))
+    monkeypatch.undo()
+    assert calls == Counter(dict.fromkeys(scored, 1))
+    assert set(_cells(path).values()) == {"fresh"}
+    for out, before in scored.items():
+        after = json.loads((out / "results.json").read_text())
+        assert after["scores"] == before["scores"] and after["summary"]["steps"] == before["summary"]["steps"]
+        assert not list((out / "checkpoints").glob("ckpt_*"))
+
+
+def test_a_started_run_of_another_config_is_stale(trained: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run started with another config and left unfinished is stale when the grid is planned
+    (judged once), and refused before anything trains."""
+    path = _copy(trained, tmp_path, model={"d_ff": 48})
+    _unfinish(path, "summary.json")
+    calls = _spy(monkeypatch)
+    with pytest.raises(ConfigError, match="started with another config"):
+        run_experiment(str(path))
     monkeypatch.undo()
     assert calls == Counter(dict.fromkeys(_cells(path), 1))

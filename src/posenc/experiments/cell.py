@@ -3,24 +3,26 @@ once (:class:`JudgedCell`) and brought up to date with that judgement (:func:`br
 
 A cell is a run directory: its run config's ``out_dir``, holding ``results.json`` once done. The
 cell is judged once, when the runner first looks at it: its stored results and the task's one
-verdict on them (fresh / rescore / extend / stale, or none: it has to run). That verdict is handed
-down to whatever brings the cell up to date: the task's ``run_cell`` passes it to training (the
-run directory resumes without being judged again, :meth:`posenc.runs.run.Run.open`) and to
-checkpoint loading; the results are stored by the cell's :class:`~posenc.runs.run.Run`
-(:meth:`~posenc.runs.run.Run.write_results`, their one writer).
+verdict on them (fresh / rescore / extend / stale, or none: it has to run); without results, the
+one rule on the run started there, if any (:func:`started_verdict`: stale, or kept for the run
+that resumes it). That verdict is handed down to whatever brings the cell up to date: the task's
+``run_cell`` passes it to training (the run directory resumes without being judged again,
+:meth:`posenc.runs.run.Run.open`) and to checkpoint loading; the results are stored by the
+cell's :class:`~posenc.runs.run.Run` (:meth:`~posenc.runs.run.Run.write_results`, their one
+writer).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from posenc.errors import ConfigError
 from posenc.experiments.experiment import Cell, Experiment
 from posenc.experiments.tasks import ExperimentTask
-from posenc.runs.run import RESULTS_NAME, Run, stored_run
+from posenc.runs.run import RESULTS_NAME, Run, started_run
 from posenc.runs.same_run import RunRecord, Verdict, same_run
 
 
@@ -47,9 +49,8 @@ def recorded_verdict(cfg: Any, results: dict[str, Any] | None,
     """A cell's freshness, the one rule of every task: the record its results hold (:func:`results_record`)
     judged by :func:`~posenc.runs.same_run.same_run` against its run config ``cfg``, scored as
     ``evaluation`` where the task scores its cells (a task adds only what its results hold beyond
-    the record, e.g. translation's α search). Without results: stale when the run's record (its
-    fingerprint.json, :func:`~posenc.runs.run.stored_run`) is another run (a run started, not
-    finished), else None (the cell has to run).
+    the record, e.g. translation's α search). Without results: stale when the run started in its
+    directory is another config's (:func:`started_verdict`), else None (the cell has to run).
 
     Args:
         cfg: the cell's run config.
@@ -64,12 +65,33 @@ def recorded_verdict(cfg: Any, results: dict[str, Any] | None,
     """
     if results is not None:
         return same_run(results_record(results, str(results_path(cfg))), cfg, evaluation)
-    stored = stored_run(cfg.out_dir)
-    if stored is not None:
-        verdict = same_run(stored, cfg)
-        if verdict.kind == "stale":
-            return Verdict("stale", f"the run in {cfg.out_dir} was started with another config ({verdict.detail})")
-    return None
+    started = started_verdict(cfg)
+    return started if started is not None and started.kind == "stale" else None
+
+
+def started_verdict(cfg: Any) -> Verdict | None:
+    """The one rule on the run started in a cell's directory, not finished (no results): its
+    record (fingerprint.json, with the steps its latest checkpoint trained,
+    :func:`~posenc.runs.run.started_run`) judged against the cell's run config ``cfg``. Not
+    stale, the run resumes with it (handed to training, so it is judged once); stale, the run
+    is another config's (refused, or cleared with ``--rerun-stale``).
+
+    Args:
+        cfg: the cell's run config.
+
+    Returns:
+        The verdict, or None when the directory records no run.
+
+    Raises:
+        RunDirError: the started run holds no record (one line naming ``posenc upgrade``).
+    """
+    stored = started_run(cfg.out_dir)
+    if stored is None:
+        return None
+    verdict = same_run(stored, cfg)
+    if verdict.kind == "stale":
+        return replace(verdict, detail=f"the run in {cfg.out_dir} was started with another config ({verdict.detail})")
+    return verdict
 
 
 @dataclass(frozen=True)
@@ -81,12 +103,16 @@ class JudgedCell:
         cfg: its run config (``out_dir``: the cell's run directory).
         results: its stored ``results.json`` (None: none yet).
         verdict: the task's verdict on them (None: the cell has to run).
+        started: without results, the verdict on the run started in its directory, not stale
+            (:func:`started_verdict`: the cell has to run, and its training resumes with it);
+            None otherwise.
     """
 
     cell: Cell
     cfg: Any
     results: dict[str, Any] | None
     verdict: Verdict | None
+    started: Verdict | None = None
 
     @property
     def fresh(self) -> bool:
@@ -110,7 +136,9 @@ def results_path(cfg: Any) -> Path:
 
 
 def judge(task: ExperimentTask, exp: Experiment, cell: tuple[str, str, int]) -> JudgedCell:
-    """``cell`` of ``exp`` judged once: its run config, its stored results and the task's verdict.
+    """``cell`` of ``exp`` judged once: its run config, its stored results and the task's verdict
+    on them; without results, the run started in its directory (:func:`started_verdict`), stale
+    or kept to resume it.
 
     Args:
         task: the experiment's task.
@@ -123,14 +151,20 @@ def judge(task: ExperimentTask, exp: Experiment, cell: tuple[str, str, int]) -> 
     cell = Cell(*cell)
     cfg = exp.run_config(cell)
     path = results_path(cfg)
-    results = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    if not path.is_file():
+        started = started_verdict(cfg)
+        if started is not None and started.kind == "stale":
+            return JudgedCell(cell, cfg, None, started)
+        return JudgedCell(cell, cfg, None, None, started)
+    results = json.loads(path.read_text(encoding="utf-8"))
     return JudgedCell(cell, cfg, results, task.verdict(exp, cell, results))
 
 
 def bring_up(task: ExperimentTask, exp: Experiment, judged: JudgedCell) -> dict[str, Any]:
     """Bring the cell up to date with its judgement: fresh → its stored results; stale → a one-line
     ConfigError (stale cells are cleared, ``--rerun-stale``, or refused before); otherwise the task
-    runs the cell with the verdict and the cell's run stores the results.
+    runs the cell with the verdict on its run (on its results, or on the run started there) and
+    the cell's run stores the results.
 
     Args:
         task: the experiment's task.
@@ -144,5 +178,5 @@ def bring_up(task: ExperimentTask, exp: Experiment, judged: JudgedCell) -> dict[
         return judged.results or {}
     if judged.stale:
         raise ConfigError(f"{judged.cfg.out_dir}: stale results ({judged.verdict.detail}); rerun with --rerun-stale")
-    result = task.run_cell(exp, judged.cell, judged.verdict, judged.results)
+    result = task.run_cell(exp, judged.cell, judged.verdict or judged.started, judged.results)
     return Run(Path(judged.cfg.out_dir), judged.cfg, judged.verdict).write_results(result)

@@ -85,7 +85,8 @@ class ExperimentTask(abc.ABC):
         Args:
             exp: the experiment.
             cell: the cell.
-            verdict: its :meth:`verdict` (None: it has to run).
+            verdict: its :meth:`verdict`; without results, the verdict on the run started in its
+                directory, which resumes with it (None: nothing recorded, it runs afresh).
             old: its stored results (None: none).
 
         Returns:

@@ -341,6 +341,29 @@ def stored_run(out_dir: str | Path, hint: str = RESUME_HINT) -> RunRecord | None
     return None
 
 
+def started_run(out_dir: str | Path) -> RunRecord | None:
+    """The record of the run in ``out_dir`` (:func:`stored_run`) with the steps trained by the
+    checkpoint it resumes from (its latest), as :meth:`Run.judged` judges it: a verdict taken on it
+    once (a grid cell started, not finished) is the verdict on the run its training resumes.
+
+    Args:
+        out_dir: a run directory, or one that holds no run yet.
+
+    Returns:
+        The record, ``steps`` None without a checkpoint; None when ``out_dir`` holds no run.
+
+    Raises:
+        RunDirError: as :func:`stored_run`.
+        CheckpointError: its latest checkpoint holds no readable state.
+    """
+    stored = stored_run(out_dir)
+    path = latest_checkpoint(Path(out_dir) / "checkpoints") if stored is not None else None
+    if path is None:
+        return stored
+    step = checkpoint_state(path).get("step")
+    return replace(stored, steps=step if isinstance(step, int) else None)
+
+
 def read_json_dict(path: Path, hint: str) -> dict[str, Any]:
     """A JSON object stored by posenc (a fingerprint), read whole.
 

@@ -128,13 +128,14 @@ class GridTask(ExperimentTask):
             exp: the experiment.
             cell: the cell.
             cfg: its run config.
-            verdict: its verdict (None: it has to run), handed to training and checkpoint loading.
+            verdict: its verdict (without ``old``: on the run started in its directory; None:
+                nothing recorded), handed to training and checkpoint loading.
             old: its stored results (None: none).
 
         Returns:
             Its results (:meth:`score`), JSON-safe.
         """
-        stored = self.stored_training(cfg) if verdict is None else None
+        stored = self.stored_training(cfg, verdict) if old is None else None
         run, shown = None, " / ".join([*([cell.group] if cell.group else []), cell.method, f"seed {cell.seed}"])
         if stored is not None:
             summary, verdict = stored
@@ -145,18 +146,20 @@ class GridTask(ExperimentTask):
             log.info("== %s: rescoring (%s)", shown, verdict.detail)
         else:
             if verdict is not None:
-                log.info("== %s: extending training (%s)", shown, verdict.detail)
+                log.info("== %s: %s", shown, f"extending training ({verdict.detail})" if old is not None
+                         else f"resuming its run ({verdict.kind})")
             log.info("== %s -> %s", shown, cfg.out_dir)
             run = run_task(self.new_task(), cfg, verdict=verdict)
             summary = run.summary
         results_path(cfg).unlink(missing_ok=True)  # never old numbers next to a changed run
         return self.score(exp, cell, cfg, Trained(run, summary, verdict))
 
-    def stored_training(self, cfg: Any) -> tuple[dict[str, Any], Verdict] | None:
+    def stored_training(self, cfg: Any, verdict: Verdict | None = None) -> tuple[dict[str, Any], Verdict] | None:
         """A finished run of ``cfg`` to score as it is, where the task has a way to (default: none).
 
         Args:
             cfg: the cell's run config.
+            verdict: the verdict on the run its directory records, taken once (None: judge it here).
 
         Returns:
             Its summary and the verdict on its record, or None (the run trains or resumes).

@@ -119,7 +119,8 @@ def _shared(paths: list[Path], keys: tuple[str, ...]) -> dict[str, Any]:
     return shared
 
 
-def save_average(paths: list[str | Path], out: str | Path, shared: tuple[str, ...] = ()) -> Path:
+def save_average(paths: list[str | Path], out: str | Path, shared: tuple[str, ...] = (),
+                 record: dict[str, Any] | None = None) -> Path:
     """Average ``paths`` and save the result as a model-only checkpoint directory ``out``.
 
     Args:
@@ -128,6 +129,9 @@ def save_average(paths: list[str | Path], out: str | Path, shared: tuple[str, ..
         out: the checkpoint directory to write (replaced atomically).
         shared: the state.json entries to keep (e.g. a hash of the task's data), which must be
             the same in every checkpoint that stores them.
+        record: the record of the run the checkpoints are of, stored as the average's ``record``
+            (as every checkpoint of the run stores it), so its opener knows the average as the
+            run's without judging it again; None stores none.
 
     Returns:
         ``out``, as a path.
@@ -140,6 +144,7 @@ def save_average(paths: list[str | Path], out: str | Path, shared: tuple[str, ..
     kept = _shared(paths, shared)
     weights = average_checkpoints(paths)
     last = load_checkpoint(paths[-1], with_optimizer=False)
-    state = {"kind": "average", "step": last.step, "averaged_from": [p.name for p in paths], **kept}
+    state = {"kind": "average", "step": last.step, "averaged_from": [p.name for p in paths], **kept,
+             **({"record": record} if record is not None else {})}
     return save_checkpoint(out, weights, state=state, config=last.config)
 

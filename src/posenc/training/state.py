@@ -219,6 +219,6 @@ class StateStore:
             return None, []
         out = self.ckpt_dir / "average"
         if self.dist.is_main:
-            save_average(paths, out, tuple(self.contents.checked))
+            save_average(paths, out, tuple(self.contents.checked), self.contents.record)
         barrier(self.dist)
         return out, [p.name for p in paths]

@@ -92,19 +92,20 @@ def with_tokenizer(exp: Any, cfg: RunConfig, results: dict[str, Any], verdict: A
                             f"{expected[:12]}", ("tokenizer",))
 
 
-def trained_elsewhere(cfg: RunConfig) -> tuple[dict[str, Any], Verdict] | None:
+def trained_elsewhere(cfg: RunConfig, verdict: Verdict | None = None) -> tuple[dict[str, Any], Verdict] | None:
     """The summary of a run of ``cfg`` in ``cfg.out_dir`` whose training ended (patience, or this
     config's step cap) and which keeps its averaged checkpoint but no resumable one: trained on
     another machine and brought back without the optimizer states (e.g. a run trained on a GPU
-    machine whose decoding was cut off), with the verdict on its record (handed to checkpoint
-    loading, so the run is judged once). Such a run is scored, never retrained from scratch over its
-    files; None when ``out_dir`` holds anything else (the normal resume path applies)."""
+    machine whose decoding was cut off), with the verdict on its record (``verdict``, the caller's
+    where it judged that record, handed on to checkpoint loading, so the run is judged once). Such
+    a run is scored, never retrained from scratch over its files; None when ``out_dir`` holds
+    anything else (the normal resume path applies)."""
     from posenc.runs.run import Run
 
     out = Path(cfg.out_dir)
     if not (out / "summary.json").is_file() or not (out / "checkpoints" / "average" / "model.safetensors").is_file():
         return None
-    run = Run.judged(cfg, out, load=False)
+    run = Run.judged(cfg, out, load=False, verdict=verdict)
     if run.checkpoint_path is not None or run.verdict is None or run.verdict.kind not in ("fresh", "extend"):
         return None
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))

@@ -261,10 +261,11 @@ class TranslationTask(GridTask, Task):
                 seen.add(cfg.prepared_dir)
                 prepare(cfg.data, cfg.prepared_dir, tokenizers=exp.root / TOKENIZERS_DIR, pin=pin)
 
-    def stored_training(self, cfg: RunConfig) -> tuple[dict[str, Any], Verdict] | None:
+    def stored_training(self, cfg: RunConfig, verdict: Verdict | None = None) -> tuple[dict[str, Any], Verdict] | None:
         """A run trained elsewhere and brought back with only its averaged checkpoint
-        (:func:`trained_elsewhere`): scored, never retrained over its files."""
-        return trained_elsewhere(cfg)
+        (:func:`trained_elsewhere`, judged with ``verdict`` where given): scored, never retrained
+        over its files."""
+        return trained_elsewhere(cfg, verdict)
 
     def score(self, exp: Experiment, cell: Cell, cfg: RunConfig, trained: Trained) -> dict[str, Any]:
         """BLEU of the run on the experiment's splits, with the run's averaged/latest checkpoint (the

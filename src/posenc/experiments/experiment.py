@@ -56,6 +56,12 @@ class Cell(NamedTuple):
         return "/".join(map(str, self if self.group else self[1:]))
 
     @property
+    def label(self) -> str:
+        """The run directory relative to the grid's root, ``group/method/seedN`` or ``method/seedN``
+        without a group: how progress, failure and log lines name the cell."""
+        return "/".join([*([self.group] if self.group else []), self.method, f"seed{self.seed}"])
+
+    @property
     def log_name(self) -> str:
         """The stem of the cell's worker log: ``group-method-seedN``, or ``method-seedN``."""
         return "-".join([*([self.group] if self.group else []), self.method, f"seed{self.seed}"])

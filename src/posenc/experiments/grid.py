@@ -119,7 +119,7 @@ class Grid:
         for j in stale:
             _clear_stale(j.cfg)
             self.judged[j.cell] = JudgedCell(j.cell, j.cfg, None, None)
-            log.info("== %s: stale, its outputs removed for a fresh run", j.cell.name)
+            log.info("== %s: stale, its outputs removed for a fresh run", j.cell.label)
         return [j.cell for j in judged if not j.fresh]
 
     def fresh_results(self) -> tuple[list[dict[str, Any]], list[str]]:

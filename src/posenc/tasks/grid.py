@@ -135,7 +135,7 @@ class GridTask(ExperimentTask):
             Its results (:meth:`score`), JSON-safe.
         """
         stored = self.stored_training(cfg) if verdict is None else None
-        run, shown = None, " / ".join([*([cell.group] if cell.group else []), cell.method, f"seed {cell.seed}"])
+        run, shown = None, Cell(*cell).label
         if stored is not None:
             summary, verdict = stored
             log.info("== %s: training ended (%s at %s) and only its averaged checkpoint is here: scoring it",

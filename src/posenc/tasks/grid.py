@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from posenc.config import require, require_seeds
+from posenc.errors import RunDirError
 from posenc.experiments.cell import recorded_verdict, results_path, results_record
 from posenc.experiments.experiment import Cell, Experiment
 from posenc.experiments.tasks import ExperimentTask
@@ -213,9 +214,17 @@ class MethodsGrid(GridTask):
         no outer axis), the run's record (:meth:`RunRecord.of`, as in its fingerprint.json), a
         summary with the trainer's stop reason and convergence status
         (:mod:`posenc.training.convergence`) and the metrics of the task's evaluation; :meth:`results`
-        may add to them."""
+        may add to them.
+
+        Raises:
+            RunDirError: the cell comes without its run (a ``rescore`` verdict or a stored training):
+                a methods grid scores a cell only from the run it trains.
+        """
         run = trained.run
-        assert run is not None, "a methods grid's cell is never scored without its run"
+        if run is None:
+            why = f" ({trained.verdict.kind}: {trained.verdict.detail})" if trained.verdict is not None else ""
+            raise RunDirError(f"cell {Cell(*cell).label}: {type(self).__name__} scores a cell only by training "
+                              f"it, never a stored run{why}")
         s, conv = run.result.state, run.result.summary()
         summary = {"steps": s.step, "wall_s": round(s.wall_s, 2), "params": run.summary.get("params"),
                    **{k: conv[k] for k in ("stopped", "status", "converged") if k in conv}}

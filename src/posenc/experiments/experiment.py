@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 from posenc.config import apply_mapping, from_dict
+from posenc.errors import ConfigError
 
 
 def cell_run_config(schema: type, base: dict[str, Any], overrides: Sequence[dict[str, Any]], seed: int,
@@ -135,8 +136,6 @@ class Experiment:
         Raises:
             ConfigError: the cell names no group or method of the grid, or its config is invalid.
         """
-        from posenc.errors import ConfigError
-
         cell = Cell(*cell)
         if cell.method not in self.methods or (cell.group not in self.groups if self.groups else cell.group):
             raise ConfigError(f"experiment {self.name}: no cell {cell.name}")

@@ -50,7 +50,15 @@ class Grid:
     @classmethod
     def of(cls, options: Any, task: ExperimentTask | None = None) -> Grid:
         """The grid of the experiment config ``options`` with its task: ``task``, else the one its
-        ``task:`` key names (the one lookup of an experiment's task)."""
+        ``task:`` key names (the one lookup of an experiment's task).
+
+        Args:
+            options: the task's typed experiment config.
+            task: its task, when already looked up (None: looked up by ``options.task``).
+
+        Returns:
+            The grid.
+        """
         task = task_of(options) if task is None else task
         return cls(task.experiment(options), task)
 
@@ -61,7 +69,14 @@ class Grid:
 
     def on(self, options: Any) -> Grid:
         """Another experiment config of the same task (a selection sweep, the grid with the chosen
-        value), its cells judged afresh."""
+        value), its cells judged afresh.
+
+        Args:
+            options: the other experiment config.
+
+        Returns:
+            The grid of ``options`` with this grid's task.
+        """
         return replace(self, exp=self.task.experiment(options))
 
     def cells(self) -> list[Cell]:

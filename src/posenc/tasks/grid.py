@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 from posenc.config import require, require_seeds
 from posenc.errors import RunDirError
-from posenc.experiments.cell import recorded_verdict, results_path, results_record
+from posenc.experiments.cell import recorded_verdict, results_path
 from posenc.experiments.experiment import Cell, Experiment
 from posenc.experiments.tasks import ExperimentTask
 from posenc.runs.same_run import RunRecord, Verdict
@@ -37,8 +37,7 @@ from posenc.tasks.base import TaskRun, run_task
 
 log = logging.getLogger("posenc")
 
-__all__ = ["GridTask", "MethodsExperimentConfig", "MethodsGrid", "Trained", "methods_experiment", "recorded_verdict",
-           "results_record"]
+__all__ = ["GridTask", "MethodsExperimentConfig", "MethodsGrid", "Trained", "methods_experiment"]
 
 #: The form of an experiment's methods, told where none is given (one line).
 METHODS_FORM = ("`methods:` maps label -> dotted overrides of `base:`, e.g. `methods: {cape: {model.position.name: "
@@ -109,7 +108,8 @@ class GridTask(ExperimentTask):
     routine (:meth:`run_cell`): a run whose training ended elsewhere (:meth:`stored_training`) or
     whose verdict is ``rescore`` is scored as it is; any other trains (resuming, or extending its
     caps) through :func:`~posenc.tasks.base.run_task`, the one training path; then the task scores
-    it (:meth:`score`). A task defines ``experiment``, ``score``, ``summary_line`` and ``report``."""
+    it (:meth:`score`). A task defines ``new_task`` (the :class:`~posenc.tasks.base.Task` that trains
+    one run), ``experiment``, ``score``, ``summary_line`` and ``report``."""
 
     def verdict(self, exp: Experiment, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
         """:func:`recorded_verdict` of the cell's run config (a task that scores its cells adds its

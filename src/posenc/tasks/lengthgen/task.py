@@ -15,7 +15,6 @@ is owned, locked and fingerprinted like every run), run by the shared grid runne
 (:mod:`posenc.experiments.runner`), then the report. Layout under ``exp.root``:
 ``<task>/<method>/seed<N>/`` (a run directory: checkpoints, logs, ``eval.json`` and
 ``results.json`` once done), ``report/``.
-
 """
 
 from __future__ import annotations

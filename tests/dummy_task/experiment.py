@@ -1,5 +1,6 @@
 """The dummy task's experiment side: settings × methods × seeds over a base DummyConfig; a cell
-is fresh while its record (the run fingerprint) matches; the report is one Markdown table."""
+is fresh while its record (the run fingerprint) matches; the report is one Markdown table. A cell
+of a grid without settings records the grid's task as its setting, as a methods grid's results do."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ class DummyExperiment(ExperimentTask):
     def run_cell(self, exp: Experiment, cell: Cell, verdict: Verdict | None, old: dict[str, Any] | None) -> dict[str, Any]:
         cfg = exp.run_config(cell)
         run = run_task(self.new_task(), cfg)
-        return {"setting": cell[0], "method": cell[1], "seed": cell[2], "summary": run.summary, "metrics": run.metrics,
+        return {"setting": cell[0] or exp.task, "method": cell[1], "seed": cell[2], "summary": run.summary, "metrics": run.metrics,
                 "record": fingerprint(cfg)}
 
     def summary_line(self, exp: Experiment, result: dict[str, Any]) -> str:

@@ -114,3 +114,16 @@ def test_jobs_never_write_over_a_users_files(capsys: pytest.CaptureFixture[str],
     (root / "experiment.json").write_text("my spec")
     assert cli(capsys, "experiment", str(path), "--jobs", "2")[0] == 0
     assert (root / "experiment.json").read_text() == "my spec" and (root / "logs" / "experiment.json").is_file()
+
+
+def test_settings_on_a_grid_without_an_outer_axis_is_one_line(capsys: pytest.CaptureFixture[str],
+                                                              tmp_path: Path) -> None:
+    """``--settings`` on a grid without settings (vision, speech) says the grid has none, rather
+    than listing an empty grid's settings; nothing trains."""
+    path = _write(tmp_path, settings={})
+    code, _, err = cli(capsys, "experiment", str(path), "--settings", "plain")
+    assert_one_line_error(code, err, "posenc experiment: dummy has no settings (its grid has no outer axis): "
+                                     "drop --settings")
+    assert not (tmp_path / "exp").exists()
+    assert cli(capsys, "experiment", str(path), "--methods", "bias")[0] == 0
+    assert (tmp_path / "exp" / "bias" / "seed1" / "results.json").is_file()

@@ -32,6 +32,7 @@ def test_a_grid_without_an_outer_axis_has_no_group(tmp_path: Path) -> None:
     assert Cell("", "bias", 2).log_name == "bias-seed2"
     cfg = grid.run_config(("", "bias", 2))
     assert Path(cfg.out_dir) == tmp_path / "bias" / "seed2"
+    assert Cell("", "bias", 2).label == "bias/seed2" == Path(cfg.out_dir).relative_to(tmp_path).as_posix()
     assert (cfg.model.dim, cfg.model.bias, cfg.train.seed, cfg.train.max_steps) == (3, True, 2, 5)
     with pytest.raises(ConfigError, match="no cell"):
         grid.run_config(("grid", "bias", 2))  # no group to name: none is faked
@@ -45,6 +46,7 @@ def test_an_outer_axis_is_a_level_of_the_run_directories(tmp_path: Path) -> None
     assert Cell("noisy", "bias", 7).name == "noisy/bias/7" and Cell("noisy", "bias", 7).log_name == "noisy-bias-seed7"
     cfg = grid.run_config(("noisy", "bias", 7))
     assert Path(cfg.out_dir) == tmp_path / "noisy" / "bias" / "seed7"
+    assert Cell("noisy", "bias", 7).label == "noisy/bias/seed7" == Path(cfg.out_dir).relative_to(tmp_path).as_posix()
     assert (cfg.model.dim, cfg.model.bias, cfg.data.noise, cfg.train.seed) == (3, True, 0.5, 7)
     assert grid.run_config(("small", "plain", 7)).model.dim == 2
     with pytest.raises(ConfigError, match="no cell"):

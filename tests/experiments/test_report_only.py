@@ -34,7 +34,7 @@ def test_report_only_trains_nothing_and_names_the_runs_left_out(capsys: pytest.C
     report = (tmp_path / "exp" / "report" / "README.md").read_text(encoding="utf-8")
     assert "| plain | bias | 1 |" in report and "| plain | bias | 2 |" not in report
     assert report.rstrip().endswith("## Runs left out of this report (`--report-only`)\n\n2 of 4 runs are not trained "
-                                    "or not fresh (setting/method/seed): plain/bias/2, plain/nobias/2.")
+                                    "or not fresh: plain/bias/2, plain/nobias/2.")
     # a stale run is named as stale and kept as it was (not cleared as --rerun-stale would); with no
     # fresh run at all there is nothing to report
     code, _, err = cli(capsys, "experiment", path, "base.model.dim=2", "--report-only")

@@ -41,7 +41,7 @@ def test_jobs_2_equals_jobs_1(capsys: pytest.CaptureFixture[str], tmp_path: Path
     for cell in experiment_of(exp).cells():
         setting, method, seed = cell
         assert any(f" {method} " in line and f"seed {seed} " in line for line in done)
-        assert f"== {setting} / {method} / seed {seed} ->" in log_path(exp, cell).read_text()  # its own log
+        assert f"== {setting}/{method}/seed{seed} ->" in log_path(exp, cell).read_text()  # its own log
     assert sorted(p.name for p in (exp.root / "logs").glob("*.log")) == sorted(
         f"vanilla-{m}-seed{s}.log" for m in METHODS for s in SEEDS)
     # the data directory was prepared once, before the fan-out, and shared
@@ -64,6 +64,17 @@ def test_bad_jobs_and_backend(capsys: pytest.CaptureFixture[str], tmp_path: Path
     path = write_experiment(tmp_path)
     code, _, err = cli(capsys, "experiment", path, "--jobs", "0")
     assert_one_line_error(code, err, "--jobs must be >= 1")
+
+
+def test_a_failed_cell_is_named_by_its_run_directory(tmp_path: Path) -> None:
+    """A failed worker's line names the cell as its run directory below the grid's root."""
+    from posenc.experiments.experiment import Cell
+    from posenc.experiments.scheduler import _finished
+
+    whole = Grid.of(load_config(ExperimentConfig, write_experiment(tmp_path, methods=("ape",), seeds=(1,))))
+    cell = Cell("vanilla", "ape", 1)
+    assert Path(whole.config(cell).out_dir) == whole.exp.root / "vanilla" / "ape" / "seed1"
+    assert _finished(whole, cell, 3) == f"FAILED vanilla/ape/seed1 (exit 3); see {log_path(whole.exp, cell)}"
 
 
 def test_submitit_local_backend(tmp_path: Path) -> None:

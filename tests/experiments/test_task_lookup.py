@@ -86,3 +86,23 @@ def test_a_worker_looks_its_task_up_once(tmp_path: Path, monkeypatch: pytest.Mon
     assert calls == [TASK]
     assert (result["setting"], result["method"], result["seed"]) == ("plain", "bias", 2)
     assert _trained(exp) == [("plain", "bias", 2)]
+
+
+def test_a_package_without_a_task_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``task: PKG`` naming a package with no ``TASK`` and no ``task`` module is the one-line
+    "defines no TASK" error, not an import traceback; a ``task`` module that itself fails to import
+    a missing module still raises that error (a bug in the task, not in the YAML)."""
+    from posenc.errors import ConfigError
+
+    (tmp_path / "lookup_pkgs").mkdir()
+    (tmp_path / "lookup_pkgs" / "__init__.py").write_text("")
+    for pkg, task in (("taskless", None), ("broken", "import no_such_module_here\n")):
+        (tmp_path / "lookup_pkgs" / pkg).mkdir()
+        (tmp_path / "lookup_pkgs" / pkg / "__init__.py").write_text("")
+        if task is not None:
+            (tmp_path / "lookup_pkgs" / pkg / "task.py").write_text(task)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match=r"^experiment task 'lookup_pkgs.taskless': its module defines no TASK"):
+        tasks.find_task("lookup_pkgs.taskless")
+    with pytest.raises(ModuleNotFoundError, match="no_such_module_here"):
+        tasks.find_task("lookup_pkgs.broken")

@@ -14,12 +14,12 @@ import pytest
 
 from posenc.config import to_dict
 from posenc.errors import RunDirError
+from posenc.experiments.cell import recorded_verdict
 from posenc.runs.lock import exclusive
 from posenc.runs.ownership import check_target, dir_kind
 from posenc.runs.run import stored_run
 from posenc.runs.same_run import RunRecord, read_stored
 from posenc.runs.upgrade import plan, run_config_classes
-from posenc.tasks.grid import recorded_verdict
 from posenc.tasks.lengthgen.config import LengthgenConfig
 from posenc.tasks.translation.convergence import read_summary
 from tests.helpers.files import snapshot

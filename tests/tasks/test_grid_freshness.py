@@ -11,8 +11,8 @@ import pytest
 
 from posenc.config import to_dict
 from posenc.errors import RunDirError
+from posenc.experiments.cell import recorded_verdict
 from posenc.runs.same_run import RunRecord
-from posenc.tasks.grid import recorded_verdict
 
 
 @dataclass

@@ -96,6 +96,21 @@ def test_cells_configs_and_univit_scaling(tmp_path: Path):
     assert [r.train.seed for r in runs[:2]] == [0, 1] and Path(runs[5].out_dir) == tmp_path / "univit-cape-2d" / "seed1"
 
 
+def test_a_rescore_verdict_is_refused_in_one_line(tmp_path: Path):
+    """A methods grid scores a cell only from the run it trains: handed a ``rescore`` verdict (no
+    run), it stops in one line naming the cell, before anything is trained."""
+    from posenc.errors import RunDirError
+    from posenc.runs.same_run import Verdict
+
+    grid = TASK.experiment(from_dict(VisionExperimentConfig, {"out_dir": str(tmp_path), "seeds": [0],
+                                                              "methods": {"none": {"model.position.name": "none"}}}))
+    (cell,) = grid.cells()
+    with pytest.raises(RunDirError, match=r"^cell none/seed0: VisionTask scores a cell only by training it, never a "
+                                          r"stored run \(rescore: eval changed\)$"):
+        TASK.run_cell_config(grid, cell, grid.run_config(cell), Verdict("rescore", "eval changed"))
+    assert not (tmp_path / "none").exists()
+
+
 def test_batches_are_a_pure_function_of_the_epoch():
     task, cfg = VisionTask(quadrant_images(100)), tiny_cfg(univit={"enabled": True, "resolutions": [8, 12, 20]})
     a, b = task.train_batches(cfg, 1, 0, 1), task.train_batches(cfg, 1, 0, 1)

@@ -135,6 +135,30 @@ def test_merge_places_fresh_cells_with_their_logs_and_regenerates_the_report(
     assert all(grid.verdict(cell).kind == "fresh" for cell in CELLS)
 
 
+def test_a_cell_without_a_group_is_merged_only_with_results_of_the_grids_task(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """In a grid without settings (vision, speech) a cell's results name the grid's task where a
+    cell's would name its setting: results naming another are refused as another cell's."""
+    path = _dummy_yaml(tmp_path, tmp_path / "gpu")
+    exp = yaml.safe_load(path.read_text(encoding="utf-8"))
+    path.write_text(yaml.safe_dump({**exp, "settings": {}}), encoding="utf-8")
+    run_experiment(str(path))
+    grid = load_grid(str(path))
+    moved = grid.results_path(Cell("", "bias", 1))
+    moved.write_text(json.dumps({**json.loads(moved.read_text()), "setting": "vision"}))
+    archive = CellArchive(tmp_path / "cells.tar.gz")
+    for cell in grid.cells():
+        archive.finished(grid, cell, str(path), [])
+    archive.write()
+    here = tmp_path / "here"
+    code, out, err = cli(capsys, "experiment", path, f"out_dir={here}", "--merge", archive.path)
+    assert code == 1, (out, err)  # a cell refused
+    lines = out.splitlines()
+    assert any(line.startswith(f"merged nobias/1: {here / 'nobias' / 'seed1'} (trained on cpu") for line in lines)
+    assert "refused bias/1: its results.json is of another cell ('vision'/'bias'/'1')" in lines
+    assert not (here / "bias").exists()
+
+
 def test_merge_never_overwrites_a_cell_that_is_here(session: tuple[Path, Path], tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     path, archive = session

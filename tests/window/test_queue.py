@@ -273,3 +273,43 @@ def test_a_failed_pack_leaves_no_temporary_and_no_index(tmp_path: Path, capsys: 
     code, _, err = cli(capsys, "queue", "pack", queue, tmp_path / "payload")
     assert_one_line_error(code, err, str(tmp_path / "payload" / "data.tar.gz"), "No space left on device")
     assert sorted(p.name for p in (tmp_path / "payload").iterdir()) == [".posenc-run"]
+
+
+def test_a_grid_without_settings_names_its_cells_method_then_seed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """In a grid without an outer axis (vision, speech) every message of the window names a cell
+    ``method/seed``, never with a leading slash: a cell left alone, one not archived, one whose run
+    directory lies outside the grid, the cells left out of an archive over its limit."""
+    import time
+    from types import SimpleNamespace
+
+    from posenc.errors import ConfigError
+    from posenc.window.archive import CellArchive
+    from posenc.window.queue import Queue, QueueEntry, QueueSession
+
+    exp = {"name": "flat", "task": "tests.dummy_task", "out_dir": str(tmp_path / "exp"),
+           "base": {"model": {"dim": 3}, "train": {"max_steps": 4}}, "settings": {},
+           "methods": {"nobias": {}, "bias": {"model.bias": True}}, "seeds": [1]}
+    path = tmp_path / "flat.yaml"
+    path.write_text(yaml.safe_dump(exp), encoding="utf-8")
+    grid = load_grid(str(path))
+    partial = Path(grid.config(Cell("", "bias", 1)).out_dir)
+    partial.mkdir(parents=True)
+    (partial / "train.csv").write_text("step,loss\n")
+
+    def full(self: CellArchive, *args: object) -> None:
+        raise OSError(28, "No space left on device", str(self.path))
+
+    monkeypatch.setattr(CellArchive, "finished", full)
+    session = QueueSession(time.time() + 600, CellArchive(tmp_path / "out" / "cells.tar.gz"))
+    session.run(Queue([QueueEntry(str(path), cell_minutes=0.1, jobs=1)]))
+    assert session.counts[0].blocked == [f"bias/1: {partial} already holds a run without results"]
+    assert f"archive: nobias/1 not archived: {tmp_path / 'out' / 'cells.tar.gz'}" in capsys.readouterr().out
+    monkeypatch.undo()
+
+    archive = CellArchive(tmp_path / "small.tar.gz", limit=1)
+    archive.finished(grid, Cell("", "nobias", 1), str(path), [])
+    assert archive.write() and archive.left_out == ["nobias/1"]
+    outside = SimpleNamespace(exp=grid.exp, config=lambda cell: SimpleNamespace(out_dir=str(tmp_path / "elsewhere")))
+    with pytest.raises(ConfigError, match=r"^cell nobias/1: its run directory"):
+        archive.finished(outside, Cell("", "nobias", 1), str(path), [])

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 from posenc.config import apply_mapping, from_dict
+from posenc.errors import ConfigError
 
 
 def cell_run_config(schema: type, base: dict[str, Any], overrides: Sequence[dict[str, Any]], seed: int,
@@ -57,6 +58,12 @@ class Cell(NamedTuple):
     def name(self) -> str:
         """``group/method/seed``, or ``method/seed`` without a group (listings, messages)."""
         return "/".join(map(str, self if self.group else self[1:]))
+
+    @property
+    def label(self) -> str:
+        """The run directory relative to the grid's root, ``group/method/seedN`` or ``method/seedN``
+        without a group: how progress, failure and log lines name the cell."""
+        return "/".join([*([self.group] if self.group else []), self.method, f"seed{self.seed}"])
 
     @property
     def log_name(self) -> str:
@@ -140,8 +147,6 @@ class Experiment:
         Raises:
             ConfigError: the cell names no group or method of the grid, or its config is invalid.
         """
-        from posenc.errors import ConfigError
-
         cell = Cell(*cell)
         if cell.method not in self.methods or (cell.group not in self.groups if self.groups else cell.group):
             raise ConfigError(f"experiment {self.name}: no cell {cell.name}")

@@ -50,7 +50,15 @@ class Grid:
     @classmethod
     def of(cls, options: Any, task: ExperimentTask | None = None) -> Grid:
         """The grid of the experiment config ``options`` with its task: ``task``, else the one its
-        ``task:`` key names (the one lookup of an experiment's task)."""
+        ``task:`` key names (the one lookup of an experiment's task).
+
+        Args:
+            options: the task's typed experiment config.
+            task: its task, when already looked up (None: looked up by ``options.task``).
+
+        Returns:
+            The grid.
+        """
         task = task_of(options) if task is None else task
         return cls(task.experiment(options), task)
 
@@ -127,7 +135,7 @@ class Grid:
         for j in stale:
             _clear_stale(j.cfg)
             self.judged[j.cell] = JudgedCell(j.cell, j.cfg, None, None)
-            log.info("== %s: stale, its outputs removed for a fresh run", j.cell.name)
+            log.info("== %s: stale, its outputs removed for a fresh run", j.cell.label)
         return [j.cell for j in judged if not j.fresh]
 
     def fresh_results(self) -> tuple[list[dict[str, Any]], list[str]]:

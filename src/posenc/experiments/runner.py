@@ -141,7 +141,7 @@ def _note_left_out(readme: Path, left: list[str], total: int) -> None:
     if readme.is_file():
         text = readme.read_text(encoding="utf-8").rstrip("\n")
         atomic_write_text(readme, text + "\n\n## Runs left out of this report (`--report-only`)\n\n"
-                          f"{len(left)} of {total} runs are not trained or not fresh (setting/method/seed): "
+                          f"{len(left)} of {total} runs are not trained or not fresh: "
                           + ", ".join(left) + ".\n")
 
 

@@ -96,7 +96,7 @@ def log_path(exp: Any, cell: tuple[str, str, int]) -> Path:
 def _finished(grid: Grid, cell: Cell, rc: int) -> str:
     """The line printed as a worker ends: the task's summary line, or where the failed run logged."""
     if rc != 0:
-        return f"FAILED {Cell(*cell).name} (exit {rc}); see {log_path(grid.exp, cell)}"
+        return f"FAILED {Cell(*cell).label} (exit {rc}); see {log_path(grid.exp, cell)}"
     return grid.task.summary_line(grid.exp, json.loads(grid.results_path(cell).read_text(encoding="utf-8")))
 
 
@@ -174,7 +174,7 @@ def progress_of(grid: Grid) -> Progress:
     def cap(cell: Cell) -> int:
         return int(getattr(getattr(grid.config(cell), "train", None), "max_steps", 0) or 0)
 
-    return Progress(lambda cell: Path(grid.config(cell).out_dir), cap, lambda c: Cell(*c).name)
+    return Progress(lambda cell: Path(grid.config(cell).out_dir), cap, lambda c: Cell(*c).label)
 
 
 def run_submitit(grid: Grid, cells: list[Cell], jobs: int, cluster: str | None = None,
@@ -196,7 +196,7 @@ def run_submitit(grid: Grid, cells: list[Cell], jobs: int, cluster: str | None =
             job.result()
             print(_finished(grid, cell, 0), flush=True)
         except Exception as exc:
-            print(f"FAILED {Cell(*cell).name}: "
+            print(f"FAILED {Cell(*cell).label}: "
                   f"{str(exc).splitlines()[-1] if str(exc) else exc!r}", flush=True)
             failed.append(cell)
     return failed
@@ -213,5 +213,5 @@ def run_cells(grid: Grid, cells: list[Cell], jobs: Jobs, backend: str = "local")
     else:
         failed = run_submitit(grid, cells, int(jobs))
     if failed:
-        names = ", ".join(Cell(*cell).name for cell in failed)
+        names = ", ".join(Cell(*cell).label for cell in failed)
         raise ConfigError(f"{len(failed)} run(s) failed: {names} (logs under {grid.exp.root / 'logs'})")

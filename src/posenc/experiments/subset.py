@@ -38,6 +38,8 @@ class CellSubset:
         """A value that names nothing in ``grid`` (or its selection ``sweep``, for methods) is a
         one-line ConfigError starting with ``where``: a typo would otherwise select nothing."""
         cells = grid.cells()
+        require(not self.settings or any(c[0] for c in cells),
+                f"{where}: {grid.exp.name} has no settings (its grid has no outer axis): drop --settings")
         methods = {c[1] for c in cells} | ({c[1] for c in sweep.cells()} if sweep is not None else set())
         filters = (("settings", self.settings, {c[0] for c in cells if c[0]}), ("methods", self.methods, methods),
                    ("seeds", self.seeds, {c[2] for c in cells}))

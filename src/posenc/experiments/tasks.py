@@ -180,20 +180,26 @@ def task_module(ref: str) -> ModuleType:
             ``task`` module of that package when the package itself defines no ``TASK``).
 
     Returns:
-        The module.
+        The module (the package itself when it has no ``task`` module: :func:`find_task` then
+        says in one line that it defines no ``TASK``).
     """
     name = f"posenc.tasks.{ref}.{TASK_MODULE}" if ref.isidentifier() else ref
     if not _MODULE.match(ref) or (ref.isidentifier() and ref not in known_tasks()):
         raise ConfigError(f"task must be one of {', '.join(known_tasks())} or a module path, got {ref!r}")
     try:
         module = importlib.import_module(name)
-        if not hasattr(module, "TASK") and hasattr(module, "__path__"):  # a package: its task module
-            module = importlib.import_module(f"{name}.{TASK_MODULE}")
-        return module
     except ModuleNotFoundError as err:
         if err.name and name.startswith(err.name):
             raise ConfigError(f"task must be one of {', '.join(known_tasks())} or a module path, "
                               f"got {ref!r}") from None
+        raise
+    if hasattr(module, "TASK") or not hasattr(module, "__path__"):
+        return module
+    try:  # a package without a TASK: its task module
+        return importlib.import_module(f"{name}.{TASK_MODULE}")
+    except ModuleNotFoundError as err:
+        if err.name == f"{name}.{TASK_MODULE}":
+            return module  # neither defines a TASK: find_task says so in one line
         raise
 
 

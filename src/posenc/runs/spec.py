@@ -117,7 +117,7 @@ def task_packages() -> tuple[Path, ...]:
 @functools.cache
 def discover() -> None:
     """Import the :data:`SPEC_MODULE` of every package of :data:`TASKS_PACKAGE` (found by their
-    files, as ``positions/registry.discover`` finds position methods), so each task's spec is
+    files: :func:`task_packages` lists the folders holding one), so each task's spec is
     declared whatever modules were imported before: a new task's spec is found by its file. Once
     per process (the installed packages do not change)."""
     for package in task_packages():

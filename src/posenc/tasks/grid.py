@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from posenc.config import require, require_seeds
-from posenc.experiments.cell import recorded_verdict, results_path, results_record
+from posenc.errors import RunDirError
+from posenc.experiments.cell import recorded_verdict, results_path
 from posenc.experiments.experiment import Cell, Experiment
 from posenc.experiments.tasks import ExperimentTask
 from posenc.runs.same_run import RunRecord, Verdict
@@ -36,8 +37,7 @@ from posenc.tasks.base import TaskRun, run_task
 
 log = logging.getLogger("posenc")
 
-__all__ = ["GridTask", "MethodsExperimentConfig", "MethodsGrid", "Trained", "methods_experiment", "recorded_verdict",
-           "results_record"]
+__all__ = ["GridTask", "MethodsExperimentConfig", "MethodsGrid", "Trained", "methods_experiment"]
 
 #: The form of an experiment's methods, told where none is given (one line).
 METHODS_FORM = ("`methods:` maps label -> dotted overrides of `base:`, e.g. `methods: {cape: {model.position.name: "
@@ -108,7 +108,8 @@ class GridTask(ExperimentTask):
     routine (:meth:`run_cell`): a run whose training ended elsewhere (:meth:`stored_training`) or
     whose verdict is ``rescore`` is scored as it is; any other trains (resuming, or extending its
     caps) through :func:`~posenc.tasks.base.run_task`, the one training path; then the task scores
-    it (:meth:`score`). A task defines ``experiment``, ``score``, ``summary_line`` and ``report``."""
+    it (:meth:`score`). A task defines ``new_task`` (the :class:`~posenc.tasks.base.Task` that trains
+    one run), ``experiment``, ``score``, ``summary_line`` and ``report``."""
 
     def verdict(self, exp: Experiment, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
         """:func:`recorded_verdict` of the cell's run config (a task that scores its cells adds its
@@ -136,7 +137,7 @@ class GridTask(ExperimentTask):
             Its results (:meth:`score`), JSON-safe.
         """
         stored = self.stored_training(cfg, verdict) if old is None else None
-        run, shown = None, " / ".join([*([cell.group] if cell.group else []), cell.method, f"seed {cell.seed}"])
+        run, shown = None, Cell(*cell).label
         if stored is not None:
             summary, verdict = stored
             log.info("== %s: training ended (%s at %s) and only its averaged checkpoint is here: scoring it",
@@ -216,9 +217,17 @@ class MethodsGrid(GridTask):
         no outer axis), the run's record (:meth:`RunRecord.of`, as in its fingerprint.json), a
         summary with the trainer's stop reason and convergence status
         (:mod:`posenc.training.convergence`) and the metrics of the task's evaluation; :meth:`results`
-        may add to them."""
+        may add to them.
+
+        Raises:
+            RunDirError: the cell comes without its run (a ``rescore`` verdict or a stored training):
+                a methods grid scores a cell only from the run it trains.
+        """
         run = trained.run
-        assert run is not None, "a methods grid's cell is never scored without its run"
+        if run is None:
+            why = f" ({trained.verdict.kind}: {trained.verdict.detail})" if trained.verdict is not None else ""
+            raise RunDirError(f"cell {Cell(*cell).label}: {type(self).__name__} scores a cell only by training "
+                              f"it, never a stored run{why}")
         s, conv = run.result.state, run.result.summary()
         summary = {"steps": s.step, "wall_s": round(s.wall_s, 2), "params": run.summary.get("params"),
                    **{k: conv[k] for k in ("stopped", "status", "converged") if k in conv}}

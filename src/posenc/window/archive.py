@@ -143,7 +143,7 @@ class CellArchive:
         try:
             entry.cells[Cell(*cell)] = run_dir.relative_to(entry.root).as_posix()
         except ValueError:
-            raise ConfigError(f"cell {'/'.join(map(str, cell))}: its run directory {run_dir} lies outside the grid's "
+            raise ConfigError(f"cell {Cell(*cell).name}: its run directory {run_dir} lies outside the grid's "
                               f"out_dir {entry.root}") from None
         self.order.append((str(grid.exp.root), Cell(*cell)))
 
@@ -169,7 +169,7 @@ class CellArchive:
                              f"{self.path} kept as written before ({self.held} cells)")
                 break
             keep -= 1
-        self.left_out = ["/".join(map(str, cell)) for _, cell in self.order[self.held:]]
+        self.left_out = [cell.name for _, cell in self.order[self.held:]]
         return self.path
 
     def _fitting(self) -> int:

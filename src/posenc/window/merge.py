@@ -221,8 +221,8 @@ def _place(grid: Grid, cell: Cell, unpacked: Path, path: str) -> tuple[str, str]
     results = _read_results(source / "results.json")
     if results is None:
         return "refused", "the archive holds no readable results.json for it"
-    group = results.get("setting", results.get("task")) if cell.group else ""  # no group: its results name the task
-    if (group, results.get("method"), results.get("seed")) != tuple(cell):
+    group = results.get("setting", results.get("task"))  # without a group, a cell's results name the grid's task
+    if (group, results.get("method"), results.get("seed")) != (cell.group or grid.exp.task, cell.method, cell.seed):
         return "refused", (f"its results.json is of another cell ({shown(str(group), 40)}/"
                            f"{shown(str(results.get('method')), 40)}/{shown(str(results.get('seed')), 20)})")
     verdict = grid.task.verdict(grid.exp, cell, results)

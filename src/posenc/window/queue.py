@@ -190,7 +190,7 @@ class QueueSession:
             elif why == "":
                 count.committed += 1
             else:
-                count.blocked.append(f"{'/'.join(map(str, cell))}: {why}")
+                count.blocked.append(f"{Cell(*cell).name}: {why}")
         self._train(entry, stage, todo, gate, count)
         return len(cells)
 
@@ -246,7 +246,7 @@ class QueueSession:
                 self.archive.finished(grid, cell, entry.experiment, entry.overrides)
             self.archive.write()
         except (PosencError, OSError) as err:
-            what = f"{'/'.join(map(str, cell))} not archived" if cell is not None else "not rewritten"
+            what = f"{Cell(*cell).name} not archived" if cell is not None else "not rewritten"
             print(f"archive: {what}: {_one_line(err)}", flush=True)
             return False
         return True

@@ -143,3 +143,19 @@ def test_an_emptied_config_of_the_run_or_its_checkpoint_is_refused_in_one_line(
         assert message.startswith(f"{run / 'config.yaml'}: empty")
     else:
         assert message.startswith(f"{run / 'checkpoints' / 'average'}: its config.yaml records no model section")
+
+
+def test_loading_a_run_imports_no_experiment_side() -> None:
+    """``posenc translate``/``export``/``average`` and :func:`load_run` users import the loading
+    module alone: in a fresh interpreter it pulls in neither the task module (the grid, its
+    reports and analyses) nor matplotlib, while the package's ``TASK`` is still there when asked for."""
+    import subprocess
+    import sys
+
+    code = ("import sys, posenc.tasks.translation.load\n"
+            "print(sorted(m for m in ('matplotlib', 'posenc.tasks.translation.task') if m in sys.modules))\n"
+            "from posenc.tasks.translation import TASK\n"
+            "print(type(TASK).__name__)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == ["[]", "TranslationTask"]

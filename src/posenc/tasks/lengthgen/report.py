@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from posenc.evaluation.seeds import mean_std
-from posenc.experiments.cell import recorded_verdict
-from posenc.tasks.grid import results_record
+from posenc.experiments.cell import recorded_verdict, results_record
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig, experiment_of
 from posenc.training.convergence import CONVERGED, NO_CURVE, status_of
 from posenc.training.logging import read_valid
@@ -232,7 +231,14 @@ def write_report(exp: Any, results: list[dict[str, Any]], out_dir: Path,
 def collect(root: Path) -> list[dict[str, Any]]:
     """Every ``<task>/<method>/seed<N>/results.json`` under ``root`` (finished runs of a grid), each
     with its validation curve where its run directory keeps a valid.csv
-    (:func:`~posenc.tasks.lengthgen.report.with_curves`: what the report's status tests)."""
+    (:func:`~posenc.tasks.lengthgen.report.with_curves`: what the report's status tests).
+
+    Args:
+        root: the grid's output directory (or a committed copy of it).
+
+    Returns:
+        The results, in path order.
+    """
     return with_curves([json.loads(p.read_text(encoding="utf-8"))
                         for p in sorted(Path(root).glob("*/*/seed*/results.json"))], root)
 
@@ -242,7 +248,14 @@ def main(argv: list[str]) -> int:
     the finished runs under RESULTS_ROOT (a run directory tree or docs/results/<name>), partial grids
     included (missing cells are "–"); results of another config than the grid's for their cell
     (stale) are listed, not tabulated. OUT_DIR must be new, empty or a report directory posenc
-    wrote (never-destroy); a bad argument or target is one line on stderr and exit status 2."""
+    wrote (never-destroy); a bad argument or target is one line on stderr and exit status 2.
+
+    Args:
+        argv: the three arguments.
+
+    Returns:
+        The exit status (0, or 2 on a bad argument or target).
+    """
     from posenc.errors import PosencError
 
     if len(argv) != 3:

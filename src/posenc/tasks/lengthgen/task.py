@@ -15,7 +15,6 @@ is owned, locked and fingerprinted like every run), run by the shared grid runne
 (:mod:`posenc.experiments.runner`), then the report. Layout under ``exp.root``:
 ``<task>/<method>/seed<N>/`` (a run directory: checkpoints, logs, ``eval.json`` and
 ``results.json`` once done), ``report/``.
-
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from posenc.files import atomic_write_text
 from posenc.models.lm import DecoderLM
 from posenc.tasks.base import Task, TaskRun
 from posenc.tasks.grid import MethodsGrid
-from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, task_groups
+from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, experiment_of
 from posenc.tasks.lengthgen.generators import PAD, POSITION_IDS, SEP, VOCAB_SIZE, Example, example
 from posenc.tasks.lengthgen.report import write_report
 from posenc.training import checkpoint as ck
@@ -238,9 +237,10 @@ class LengthgenTask(MethodsGrid, Task):
     def new_task(self) -> LengthgenTask:
         return LengthgenTask()
 
-    def groups(self, options: LengthgenExperimentConfig) -> dict[str, dict[str, Any]]:
-        """The algorithmic tasks, each with its overrides (:func:`~posenc.tasks.lengthgen.config.task_groups`)."""
-        return task_groups(options)
+    def experiment(self, options: LengthgenExperimentConfig) -> Experiment:
+        """The grid of ``options``, its algorithmic tasks the outer axis: the one builder,
+        :func:`~posenc.tasks.lengthgen.config.experiment_of`, which the report reads too."""
+        return experiment_of(options)
 
     def results(self, done: dict[str, Any], run: TaskRun) -> dict[str, Any]:
         """Adds the best validation loss, the warm-up, the best step, whether the validation curve

@@ -6,8 +6,38 @@ the :class:`~posenc.tasks.base.Task` that ``posenc train`` runs and the task's g
 (:mod:`~posenc.tasks.translation.task`), and loading a trained run to decode and score it
 (:mod:`~posenc.tasks.translation.load`). The experiment side: its schema
 (:mod:`~posenc.tasks.translation.experiment`, ``ExperimentConfig``), what a cell's freshness adds
-(:mod:`~posenc.tasks.translation.freshness`), report, convergence and length-penalty tuning."""
+(:mod:`~posenc.tasks.translation.freshness`), report, convergence and length-penalty tuning.
 
-from posenc.tasks.translation.task import TASK, TranslationTask, train_run
+The package's exports (``TASK``, ``TranslationTask``, ``train_run``) are loaded on first use
+(PEP 562): the task module imports the whole experiment side (reports, analyses, matplotlib),
+which ``posenc translate``/``export``/``average`` and :func:`~posenc.tasks.translation.load.load_run`
+never need."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from posenc.tasks.translation.task import TASK, TranslationTask, train_run
 
 __all__ = ["TASK", "TranslationTask", "train_run"]
+
+
+def __getattr__(name: str) -> Any:
+    """``TASK``, ``TranslationTask`` or ``train_run`` of :mod:`~posenc.tasks.translation.task`,
+    imported when first asked for.
+
+    Args:
+        name: the attribute asked for.
+
+    Returns:
+        Its value.
+
+    Raises:
+        AttributeError: ``name`` is none of the package's exports (a submodule is then imported).
+    """
+    if name in __all__:
+        from posenc.tasks.translation import task
+
+        return getattr(task, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,7 +23,16 @@ from posenc.tasks.translation.tuning import alpha_key, replay
 def evaluation_record(cfg: RunConfig, splits: list[str], greedy: list[str] | None = None) -> dict[str, Any]:
     """How a translation cell was scored: its decoding options, splits and the splits also decoded
     greedily (the ``evaluation`` of its record, :class:`~posenc.runs.same_run.RunRecord`; no
-    ``greedy_splits`` entry when there are none, so records written before the option stay fresh)."""
+    ``greedy_splits`` entry when there are none, so records written before the option stay fresh).
+
+    Args:
+        cfg: the cell's run config (its ``decode`` options).
+        splits: the splits scored.
+        greedy: the splits also decoded greedily (None or empty: none).
+
+    Returns:
+        The evaluation record.
+    """
     record: dict[str, Any] = {"decode": to_dict(cfg.decode), "splits": list(splits)}
     return dict(record, greedy_splits=list(greedy)) if greedy else record
 
@@ -32,7 +41,16 @@ def with_tuning(exp: ExperimentConfig, results: dict[str, Any], verdict: Any) ->
     """``verdict``, or "rescore" when a fresh cell's length-penalty sweep (``results["length_penalty"]``)
     is not the search ``experiment.tune_length_penalty`` (and ``_max``) asks for: the search replayed
     on the stored validation BLEU (:func:`~posenc.tasks.translation.tuning.replay`) decodes other α
-    (the trained model is reused)."""
+    (the trained model is reused).
+
+    Args:
+        exp: the experiment config (its length-penalty search).
+        results: the cell's stored results.
+        verdict: the verdict so far (None: the cell has to run).
+
+    Returns:
+        ``verdict``, or a copy of it of kind ``rescore`` naming the search asked for.
+    """
     sweep = results.get("length_penalty", {}).get("sweep", {})
     stored = list(sweep)
     wanted = (replay(exp.tune_length_penalty, exp.tune_length_penalty_max, sweep) if exp.tune_length_penalty else [])
@@ -47,7 +65,16 @@ def expected_evaluation(exp: ExperimentConfig, cfg: RunConfig, results: dict[str
     """The evaluation record a fresh cell holds: its decoding and splits, with the α its splits
     were decoded with when ``exp`` tunes α. That α is the search's output (checked by
     :func:`with_tuning`), so the stored record's own value is taken: results.json files written
-    before the tuned α was recorded there (they say ``decode.length_penalty``) stay fresh."""
+    before the tuned α was recorded there (they say ``decode.length_penalty``) stay fresh.
+
+    Args:
+        exp: the experiment config (splits, greedy splits, length-penalty search).
+        cfg: the cell's run config.
+        results: the cell's stored results.
+
+    Returns:
+        The evaluation record to judge the stored one against.
+    """
     evaluation = evaluation_record(cfg, exp.splits, exp.greedy_splits)
     stored = ((results.get("record") or {}).get("evaluation") or {}).get("decode") or {}
     if exp.tune_length_penalty and "length_penalty" in stored:
@@ -58,7 +85,15 @@ def expected_evaluation(exp: ExperimentConfig, cfg: RunConfig, results: dict[str
 def committed_tokenizer(exp: Any, cfg: RunConfig) -> str | None:
     """Content identity of the SentencePiece model committed with the grid for ``cfg``'s data
     (``<out_dir>/tokenizers/``, :func:`~posenc.tasks.translation.prepare.tokenizer_name`); None
-    when the grid has none yet."""
+    when the grid has none yet.
+
+    Args:
+        exp: the experiment (its ``root``).
+        cfg: the cell's run config (its data config names the model).
+
+    Returns:
+        The tokenizer's identity, or None.
+    """
     from posenc.tasks.translation.prepare import TOKENIZERS_DIR, tokenizer_name
 
     return _identity_of_file(exp.root / TOKENIZERS_DIR / tokenizer_name(cfg.data))
@@ -83,7 +118,17 @@ def _identity_of_file(path: Path) -> str | None:
 def with_tokenizer(exp: Any, cfg: RunConfig, results: dict[str, Any], verdict: Any) -> Any:
     """``verdict``, or stale when the run recorded a tokenizer (``summary.json`` ``tokenizer``) that
     is not the one committed with the grid: its per-subword figures and its stopping signal are of
-    other data. A run that recorded none (trained before the record) is not judged on it."""
+    other data. A run that recorded none (trained before the record) is not judged on it.
+
+    Args:
+        exp: the experiment (its committed tokenizers).
+        cfg: the cell's run config.
+        results: the cell's stored results.
+        verdict: the verdict so far (None: the cell has to run).
+
+    Returns:
+        ``verdict``, or a stale verdict naming both tokenizers.
+    """
     recorded = (results.get("summary") or {}).get(TOKENIZER_KEY)
     expected = committed_tokenizer(exp, cfg)
     if verdict is None or verdict.kind == "stale" or recorded is None or expected is None or recorded == expected:
@@ -99,7 +144,15 @@ def trained_elsewhere(cfg: RunConfig, verdict: Verdict | None = None) -> tuple[d
     machine whose decoding was cut off), with the verdict on its record (``verdict``, the caller's
     where it judged that record, handed on to checkpoint loading, so the run is judged once). Such
     a run is scored, never retrained from scratch over its files; None when ``out_dir`` holds
-    anything else (the normal resume path applies)."""
+    anything else (the normal resume path applies).
+
+    Args:
+        cfg: the cell's run config.
+        verdict: the caller's verdict on the run's record (None: judged here).
+
+    Returns:
+        The run's summary and the verdict on its record, or None.
+    """
     from posenc.runs.run import Run
 
     out = Path(cfg.out_dir)

@@ -285,9 +285,9 @@ class SettingView:
 
 
 def setting_part(exp: ExperimentConfig, setting: str) -> GridPart:
-    """One setting of ``exp`` as the analysis runner reads it: its runs under
-    ``root/setting/method/seed<N>``, a :class:`SettingView` of some of its seeds, and each run
-    identified by its results.json (:func:`run_identity`).
+    """One setting of ``exp`` as the analysis runner reads it: its runs in the grid's run
+    directories (:meth:`~posenc.experiments.experiment.Experiment.run_dir`), a :class:`SettingView`
+    of some of its seeds, and each run identified by its results.json (:func:`run_identity`).
 
     Args:
         exp: the grid (or the part of it the report compares, :func:`done_part`).
@@ -296,8 +296,9 @@ def setting_part(exp: ExperimentConfig, setting: str) -> GridPart:
     Returns:
         The :class:`~posenc.analysis.grid_part.GridPart` of that setting.
     """
+    grid = experiment_of(exp)
     return GridPart(task=exp.task, carries=SettingView.carries, setting=setting, methods=list(exp.methods),
-                    seeds=list(exp.seeds), run_dir=lambda method, seed: exp.root / setting / method / f"seed{seed}",
+                    seeds=list(exp.seeds), run_dir=lambda method, seed: grid.run_dir((setting, method, seed)),
                     view=lambda seeds: SettingView(exp, setting, seeds), identity=run_identity)
 
 

@@ -45,7 +45,8 @@ from posenc.tasks.translation.freshness import (
     with_tokenizer,
     with_tuning,
 )
-from posenc.tasks.translation.prepare import load_meta, prepare
+from posenc.tasks.translation.load import load_run, loaded_after_training, translate_split
+from posenc.tasks.translation.prepare import TOKENIZERS_DIR, check_prepared, load_meta, prepare
 from posenc.tasks.translation.spec import TOKENIZER_KEY, VOCAB_FILE, VOCAB_KEY
 from posenc.tasks.translation.train import (
     ARCHS,
@@ -56,6 +57,7 @@ from posenc.tasks.translation.train import (
     train_split,
     validation_bleu,
 )
+from posenc.tasks.translation.tuning import tune_length_penalty
 from posenc.training import checkpoint as ck
 from posenc.training.convergence import UNKNOWN
 from posenc.training.loss import LossOutput
@@ -192,7 +194,6 @@ class TranslationTask(GridTask, Task):
         """BLEU/chrF of ``model`` on ``self.splits`` (load.py's decoding and scoring)."""
         if not self.splits:
             return {}
-        from posenc.tasks.translation.load import translate_split
 
         p = self.prepared(cfg)
         run_cfg = p.cfg if Path(p.cfg.out_dir) == Path(out_dir) else replace(p.cfg, out_dir=str(out_dir))
@@ -224,7 +225,6 @@ class TranslationTask(GridTask, Task):
     def prepare(self, exp: Experiment, cells: list[Cell]) -> None:
         """Note the analyses the report will skip; prepare every data directory the cells need,
         once each, before any run starts."""
-
         for name in exp.options.analyses:
             if exp.options.skip_reason(name):
                 log.info("note: %s; it will be skipped in the report", exp.options.skip_reason(name))
@@ -235,7 +235,6 @@ class TranslationTask(GridTask, Task):
         checked once each before any run or worker starts (:func:`posenc.data.corpora.check_corpus`):
         a missing corpus stops the grid in one line naming it and how to get it."""
         from posenc.data.corpora import check_corpus
-        from posenc.tasks.translation.prepare import check_prepared
 
         seen: set[str] = set()
         for cell in cells:
@@ -251,7 +250,6 @@ class TranslationTask(GridTask, Task):
         tokenized with the grid's committed SentencePiece model (``<out_dir>/tokenizers/``); with
         ``pin``, a model trained where the grid has none yet is committed there for its later runs."""
         from posenc.runs.ownership import mark_datasets
-        from posenc.tasks.translation.prepare import TOKENIZERS_DIR, prepare
 
         mark_datasets(data_root(exp))
         seen: set[str] = set()
@@ -271,8 +269,6 @@ class TranslationTask(GridTask, Task):
         """BLEU of the run on the experiment's splits, with the run's averaged/latest checkpoint (the
         model just trained, or loaded with the cell's verdict: judged once), decoded with the α its
         validation BLEU chose where the experiment tunes α, and greedily on ``greedy_splits``."""
-        from posenc.tasks.translation.load import load_run, loaded_after_training, translate_split
-        from posenc.tasks.translation.tuning import tune_length_penalty
 
         options = exp.options
         loaded = (load_run(cfg.out_dir, verdict=trained.verdict) if trained.run is None or trained.run.run is None

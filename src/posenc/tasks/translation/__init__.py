@@ -37,7 +37,7 @@ def __getattr__(name: str) -> Any:
         AttributeError: ``name`` is none of the package's exports (a submodule is then imported).
     """
     if name in __all__:
-        from posenc.tasks.translation import task
+        from posenc.tasks.translation import task as task_module
 
-        return getattr(task, name)
+        return getattr(task_module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -185,10 +185,14 @@ def task_groups(exp: LengthgenExperimentConfig) -> dict[str, dict[str, Any]]:
 
 
 def expand(exp: LengthgenExperimentConfig) -> list[tuple[str, str, int, LengthgenConfig]]:
-    """Every (task, method, seed, run config) of the grid, each run config validated."""
-    return [
-        (task, method, seed, run_config(exp, task, method, seed))
-        for task in exp.tasks
-        for method in exp.methods
-        for seed in exp.seeds
-    ]
+    """Every (task, method, seed, run config) of the grid (:func:`experiment_of`, built once), each
+    run config validated.
+
+    Args:
+        exp: the experiment config.
+
+    Returns:
+        The cells with their run configs, task-major.
+    """
+    grid = experiment_of(exp)
+    return [(*cell, grid.run_config(cell)) for cell in grid.cells()]

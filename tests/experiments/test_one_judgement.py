@@ -149,6 +149,26 @@ def test_a_cell_trained_elsewhere_is_judged_once_and_scored(tmp_path: Path, monk
         assert not list((out / "checkpoints").glob("ckpt_*"))
 
 
+def test_a_run_averaged_by_posenc_average_is_judged_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cell trained elsewhere whose only checkpoint is the output of ``posenc average``: the
+    average records the run, so loading it to score the cell judges nothing again."""
+    from posenc.cli.main import main
+
+    path = write_experiment(tmp_path, methods=("ape",), train={"save_every": 1})
+    run_experiment(str(path))
+    cells = _cells(path)
+    for out in cells:
+        assert not (out / "checkpoints" / "average").exists()
+        assert main(["average", "--run", str(out), "--last", "2"]) == 0
+    _unfinish(path, "checkpoints/ckpt_*")
+    calls = _spy(monkeypatch)
+    monkeypatch.setattr(grid_task, "run_task", lambda *a, **k: pytest.fail("a run trained elsewhere was retrained"))
+    run_experiment(str(path))
+    monkeypatch.undo()
+    assert calls == Counter(dict.fromkeys(cells, 1))
+    assert set(_cells(path).values()) == {"fresh"}
+
+
 def test_a_started_run_of_another_config_is_stale(trained: Path, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A run started with another config and left unfinished is stale when the grid is planned

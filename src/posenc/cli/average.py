@@ -1,9 +1,11 @@
 """``posenc average --run DIR --last N``: average the last N checkpoints into checkpoints/average.
 
 ``--output`` must be a new (or empty) directory or an earlier average's output: nothing else is
-ever replaced. Every averaged checkpoint must belong to the run (its fingerprint.json). An output
-inside the run (the default) is written under the run's lock: never into a run that ``posenc
-train`` (or another command) is writing.
+ever replaced. Every averaged checkpoint must belong to the run (its fingerprint.json) and record
+it, and the average records it too, as the averages ``posenc train`` writes do: a run whose
+checkpoint is the average is known by its record, never judged again. An output inside the run (the
+default) is written under the run's lock: never into a run that ``posenc train`` (or another
+command) is writing.
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ from __future__ import annotations
 import argparse
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
+from typing import Any
 
 from posenc.data.spm import Tokenizer
 from posenc.errors import CheckpointError
 from posenc.files import os_errors
+from posenc.runs.differences import config_differences, describe_differences
 from posenc.runs.lock import exclusive
 from posenc.runs.ownership import check_average_output
 from posenc.runs.run import Run
+from posenc.runs.same_run import RunRecord
 from posenc.tasks.translation.load import check_checkpoint_run, check_vocab
 from posenc.tasks.translation.spec import VOCAB_FILE, VOCAB_KEY
 from posenc.training.averaging import save_average
@@ -42,9 +47,9 @@ def run(args: argparse.Namespace) -> int:
     check_average_output(target)
     with run_lock(run_dir, target):
         chosen = _last_checkpoints(ckpt_dir, args.last)  # as they are while the lock is held
-        _check_belong(run_dir, chosen)
+        record = _check_belong(run_dir, chosen)
         with os_errors(f"a file in {target}"):
-            out = save_average(chosen, target, (VOCAB_KEY,))
+            out = save_average(chosen, target, (VOCAB_KEY,), record)
     print(f"averaged {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) -> {out}")
     return 0
 
@@ -66,8 +71,9 @@ def run_lock(run_dir: Path, target: Path) -> AbstractContextManager[object]:
     return exclusive(run_dir, advice=IN_USE) if inside else nullcontext()
 
 
-def _check_belong(run_dir: Path, chosen: list[Path]) -> None:
-    """Every checkpoint of ``chosen`` is the run's (its record and vocabulary), else one line."""
+def _check_belong(run_dir: Path, chosen: list[Path]) -> dict[str, Any]:
+    """Every checkpoint of ``chosen`` is the run's (its model sections, vocabulary and record), else
+    one line; the record the average stores (:func:`_run_record`)."""
     vocab = run_dir / VOCAB_FILE
     digest = Tokenizer(vocab).sha256 if vocab.is_file() else None
     run = Run.finished(run_dir, which=None, stored=False)
@@ -75,3 +81,39 @@ def _check_belong(run_dir: Path, chosen: list[Path]) -> None:
         check_checkpoint_run(run.out, checkpoint_config(path), path, run.record)
         if digest is not None:
             check_vocab(checkpoint_state(path), digest, vocab, path)
+    return _run_record(run_dir, run.record, chosen)
+
+
+def _run_record(run_dir: Path, stored: RunRecord | None, chosen: list[Path]) -> dict[str, Any]:
+    """The record of the one run the checkpoints ``chosen`` are of, as the average stores it.
+
+    Each checkpoint must record that run: the fingerprint of ``stored`` (of the newest checkpoint
+    where the run has none). Their extension values may differ: a run extended between two
+    checkpoints is still one run, and its record is its latest (``stored``).
+
+    Args:
+        run_dir: the run directory, named when a checkpoint is another run's.
+        stored: the run's record (its fingerprint.json); None where it has none.
+        chosen: the checkpoints to average, oldest first.
+
+    Returns:
+        ``stored`` (else the newest checkpoint's record) in its stored form.
+
+    Raises:
+        CheckpointError: a checkpoint records no run (an older posenc's, or a Trainer's outside a
+            run) or another run than the others.
+    """
+    records = []
+    for path in chosen:
+        data = checkpoint_state(path).get("record")
+        if data is None:
+            raise CheckpointError(f"{path}: records no run (an older posenc's checkpoint, or one written "
+                                  "outside a run); only checkpoints that record one run are averaged")
+        records.append((path, RunRecord.read(data, where=f"{path / 'state.json'}")))
+    reference = stored if stored is not None else records[-1][1]
+    whose = f"the run {run_dir}" if stored is not None else records[-1][0].name
+    for path, record in records:
+        if diffs := config_differences(reference.fingerprint, record.fingerprint):
+            raise CheckpointError(f"{path}: records another run than {whose} ({describe_differences(diffs)}); "
+                                  "only checkpoints of one run are averaged")
+    return reference.to_dict()

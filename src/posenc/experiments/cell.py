@@ -44,6 +44,26 @@ def results_record(results: dict[str, Any], where: str = RESULTS_NAME) -> RunRec
     return RunRecord.read(results.get("record"), steps, where)
 
 
+def run_identity(run_dir: Path) -> dict[str, Any] | None:
+    """What makes the finished cell in ``run_dir`` the run it is, from its ``results.json``: equal
+    for the same finished run, so an output computed from a cell's run is known to still be of it.
+
+    Args:
+        run_dir: the cell's run directory.
+
+    Returns:
+        The fingerprint its results' record holds and where its training ended (its summary's
+        ``steps`` and ``best_step``); None without a ``results.json``.
+    """
+    path = run_dir / RESULTS_NAME
+    if not path.is_file():
+        return None
+    results = json.loads(path.read_text(encoding="utf-8"))
+    summary = results.get("summary", {})
+    return {"fingerprint": results.get("record", {}).get("fingerprint"),
+            "steps": summary.get("steps"), "best_step": summary.get("best_step")}
+
+
 def recorded_verdict(cfg: Any, results: dict[str, Any] | None,
                      evaluation: dict[str, Any] | None = None) -> Verdict | None:
     """A cell's freshness, the one rule of every task: the record its results hold (:func:`results_record`)

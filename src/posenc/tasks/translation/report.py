@@ -19,6 +19,7 @@ from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
 from posenc.errors import ConfigError
 from posenc.evaluation.seeds import mean_std
+from posenc.experiments.cell import run_identity
 from posenc.experiments.grid import trained_on
 from posenc.experiments.selection import SelectionConfig, selection_lines
 from posenc.tasks.translation.convergence import judge_run, read_valid
@@ -287,7 +288,8 @@ class SettingView:
 def setting_part(exp: ExperimentConfig, setting: str) -> GridPart:
     """One setting of ``exp`` as the analysis runner reads it: its runs in the grid's run
     directories (:meth:`~posenc.experiments.experiment.Experiment.run_dir`), a :class:`SettingView`
-    of some of its seeds, and each run identified by its results.json (:func:`run_identity`).
+    of some of its seeds, and each run identified by its results.json
+    (:func:`~posenc.experiments.cell.run_identity`).
 
     Args:
         exp: the grid (or the part of it the report compares, :func:`done_part`).
@@ -300,18 +302,6 @@ def setting_part(exp: ExperimentConfig, setting: str) -> GridPart:
     return GridPart(task=exp.task, carries=SettingView.carries, setting=setting, methods=list(exp.methods),
                     seeds=list(exp.seeds), run_dir=lambda method, seed: grid.run_dir((setting, method, seed)),
                     view=lambda seeds: SettingView(exp, setting, seeds), identity=run_identity)
-
-
-def run_identity(run_dir: Path) -> dict[str, Any] | None:
-    """What makes the run in ``run_dir`` the run it is, from its results.json: the fingerprint of
-    its config and where its training ended (steps, best step); None without a results.json."""
-    path = run_dir / "results.json"
-    if not path.is_file():
-        return None
-    results = json.loads(path.read_text(encoding="utf-8"))
-    summary = results.get("summary", {})
-    return {"fingerprint": results.get("record", {}).get("fingerprint"),
-            "steps": summary.get("steps"), "best_step": summary.get("best_step")}
 
 
 def interpolate_short_runs(pairs: list[Pair], group: int) -> int:

@@ -1,7 +1,40 @@
 """Length generalization (Delétang et al. 2023; Ruoss et al. 2023): algorithmic tasks generated on
-the fly, a decoder-only LM trained on short inputs and tested on long ones, per method."""
+the fly, a decoder-only LM trained on short inputs and tested on long ones, per method.
 
-from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, expand, run_config
-from posenc.tasks.lengthgen.task import TASK, LengthgenTask
+The package's exports are loaded on first use (PEP 562): its config and spec (what a grid's
+schema and :func:`~posenc.runs.spec.discover` read) do not import the task module."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, expand, run_config
+    from posenc.tasks.lengthgen.task import TASK, LengthgenTask
 
 __all__ = ["TASK", "LengthgenConfig", "LengthgenExperimentConfig", "LengthgenTask", "expand", "run_config"]
+
+#: The package's exports, by the module of the package that defines them.
+MODULES = {
+    "config": ("LengthgenConfig", "LengthgenExperimentConfig", "expand", "run_config"),
+    "task": ("TASK", "LengthgenTask"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """An export of the package, its module (:data:`MODULES`) imported when first asked for.
+
+    Args:
+        name: the attribute asked for.
+
+    Returns:
+        Its value.
+
+    Raises:
+        AttributeError: ``name`` is none of the package's exports (a submodule is then imported).
+    """
+    for module, names in MODULES.items():
+        if name in names:
+            return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

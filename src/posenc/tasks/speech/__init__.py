@@ -1,11 +1,46 @@
 """The speech task (CAPE §5.2): CTC on FSDD digits, WER/CER by utterance duration.
-``posenc experiment configs/speech/fsdd_small.yaml``."""
+``posenc experiment configs/speech/fsdd_small.yaml``.
 
-from posenc.tasks.speech.config import SpeechConfig, SpeechDataConfig, SpeechExperimentConfig, SpeechTrainConfig
-from posenc.tasks.speech.evaluate import cer, eval_sets, evaluate_by_duration, transcribe, wer
-from posenc.tasks.speech.task import TASK, SpeechTask, build_model, ctc_sums, training_utterance
+The package's exports are loaded on first use (PEP 562): its config and spec (what a grid's
+schema and :func:`~posenc.runs.spec.discover` read) import neither the task module nor its
+evaluation."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from posenc.tasks.speech.config import SpeechConfig, SpeechDataConfig, SpeechExperimentConfig, SpeechTrainConfig
+    from posenc.tasks.speech.evaluate import cer, eval_sets, evaluate_by_duration, transcribe, wer
+    from posenc.tasks.speech.task import TASK, SpeechTask, build_model, ctc_sums, training_utterance
 
 __all__ = [
     "TASK", "SpeechConfig", "SpeechDataConfig", "SpeechExperimentConfig", "SpeechTask", "SpeechTrainConfig",
     "build_model", "cer", "ctc_sums", "eval_sets", "evaluate_by_duration", "training_utterance", "transcribe", "wer",
 ]
+
+#: The package's exports, by the module of the package that defines them.
+MODULES = {
+    "config": ("SpeechConfig", "SpeechDataConfig", "SpeechExperimentConfig", "SpeechTrainConfig"),
+    "evaluate": ("cer", "eval_sets", "evaluate_by_duration", "transcribe", "wer"),
+    "task": ("TASK", "SpeechTask", "build_model", "ctc_sums", "training_utterance"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """An export of the package, its module (:data:`MODULES`) imported when first asked for.
+
+    Args:
+        name: the attribute asked for.
+
+    Returns:
+        Its value.
+
+    Raises:
+        AttributeError: ``name`` is none of the package's exports (a submodule is then imported).
+    """
+    for module, names in MODULES.items():
+        if name in names:
+            return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,7 +29,7 @@ from posenc.experiments.tasks import find_task, known_tasks, task_of
 from posenc.files import atomic_write_text
 from posenc.processes import interrupt_on_signals
 
-__all__ = ["Cell", "Experiment", "find_experiment", "grid_stages", "known_tasks", "load_grid", "run_experiment",
+__all__ = ["Cell", "find_experiment", "grid_stages", "known_tasks", "load_grid", "run_experiment",
            "run_grid", "task_runner"]
 
 log = logging.getLogger("posenc")

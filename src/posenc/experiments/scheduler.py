@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from posenc.config import to_dict
 from posenc.errors import ConfigError
@@ -36,11 +36,9 @@ from posenc.experiments.cell import results_path
 from posenc.experiments.experiment import Cell, Experiment
 from posenc.experiments.gpustat import GpuMonitor, find_probe
 from posenc.experiments.progress import Progress
+from posenc.experiments.task_grid import TaskGrid
 from posenc.files import atomic_write_text
 from posenc.processes import Admit, SlotLimit, run_processes, usable_cores, visible_gpus
-
-if TYPE_CHECKING:
-    from posenc.experiments.task_grid import TaskGrid
 
 BACKENDS = ("local", "submitit")
 AUTO = "auto"

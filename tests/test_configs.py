@@ -26,13 +26,13 @@ from posenc.analysis.registry import REGISTRY
 from posenc.config import apply_mapping, from_dict, load_config, load_yaml, to_dict
 from posenc.data.corpora import CORPORA
 from posenc.experiments.runner import (
-    Grid,
     find_experiment,
     known_tasks,
     shipped_configs,  # noqa: E402
 )
 from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.experiment import ExperimentConfig
+from tests.helpers.grids import grid_of_config
 
 CONFIGS = shipped_configs()  # package data (src/posenc/configs; README `configs/...` paths resolve to it)
 FILES = sorted(p for p in CONFIGS.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
@@ -106,12 +106,12 @@ def test_a_built_wheel_ships_every_config(tmp_path: Path) -> None:
 def _check_translation(path: Path, exp: ExperimentConfig) -> None:
     unknown = [a for a in exp.analyses if a not in REGISTRY]
     assert not unknown, f"{path}: unknown analyses {unknown}"
-    grid = Grid.of(exp)
+    grid = grid_of_config(exp)
     cells = grid.cells()
     assert len(cells) == len(exp.settings) * len(exp.methods) * len(exp.seeds)
     prepared: dict[tuple[str, str], set[str]] = {}
     for setting, method, seed in cells:
-        cfg = grid.config((setting, method, seed))
+        cfg = grid.run_config((setting, method, seed))
         assert isinstance(cfg, RunConfig) and cfg.train.seed == seed
         assert Path(cfg.out_dir) == exp.root / setting / method / f"seed{seed}"
         loader = CORPORA.get(cfg.data.corpus)
@@ -163,9 +163,9 @@ def test_gpu_configs(name: str) -> None:
     assert raw["average_best"] >= 2 and raw["keep_last"] >= raw["average_best"]
     exp = load_config(ExperimentConfig, find_experiment(name))
     assert exp.seeds == [1, 2, 3]
-    grid = Grid.of(exp)
+    grid = grid_of_config(exp)
     for cell in grid.cells():
-        cfg = grid.config(cell)
+        cfg = grid.run_config(cell)
         assert cfg.train.precision == "bf16" and cfg.train.patience and cfg.train.max_steps > 0
         assert cfg.arch == "rnn-nmt" or (cfg.model.d_model, cfg.model.encoder_layers) == (256, 3)  # transformer-small
 
@@ -178,9 +178,9 @@ def test_neishi_configs_filter_then_split(name: str) -> None:
     exp = load_config(ExperimentConfig, find_experiment(name))
     assert list(exp.settings)[0] == "all" and {"short", "middle", "long"} <= set(exp.settings)
     assert len(exp.methods) == 5
-    grid = Grid.of(exp)
+    grid = grid_of_config(exp)
     for setting in exp.settings:
-        data = grid.config((setting, exp.baseline_label, exp.seeds[0])).data
+        data = grid.run_config((setting, exp.baseline_label, exp.seeds[0])).data
         assert (data.setting, data.max_len) == ("extrapolate", 49)
         assert data.length_split == ("" if setting == "all" else setting)
 
@@ -205,8 +205,8 @@ def test_paper_scale_configs_follow_the_protocol(name: str) -> None:
     from posenc.tasks.translation.tuning import search_alphas
 
     exp = load_config(ExperimentConfig, find_experiment(name))
-    grid = Grid.of(exp)
-    configs = [grid.config(cell) for cell in grid.cells()]
+    grid = grid_of_config(exp)
+    configs = [grid.run_config(cell) for cell in grid.cells()]
     for cfg in configs:
         train = cfg.train
         assert train.patience and train.patience >= 1 and train.min_delta > 0 and train.require_flat
@@ -232,7 +232,7 @@ def test_paper_scale_configs_follow_the_protocol(name: str) -> None:
         assert {"ape", "rpe", "shape-k500"} <= set(exp.methods)  # K = 500: the paper's default beside K*
         assert set(exp.settings) == {"vanilla", "extrapolate", "interpolate"}
     if name.startswith("cape_mt_"):
-        by_method = {c.method: grid.config(c).model.position for c in grid.cells()}
+        by_method = {c.method: grid.run_config(c).model.position for c in grid.cells()}
         assert by_method["relpos"].params("shaw").k == 150  # "covers max train content: 150 left/right tokens"
         assert by_method["abspos"].params("learned").max_positions == 1024  # "covers 1k tokens"
         cape = by_method["cape"].params("cape")

@@ -27,7 +27,7 @@ def identity(run_dir: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-class Grid:
+class HandMadeGrid:
     """Runs of :data:`METHODS` × :data:`SEEDS` under ``root``, each with a record and a checkpoint,
     read through views of :class:`HandMadeView` (its data and models) for the seeds asked; every
     view built is logged in :attr:`asked`."""
@@ -67,15 +67,15 @@ def full(tmp_path_factory: pytest.TempPathFactory) -> HandMadeView:
 
 
 @pytest.fixture
-def grid(tmp_path: Path, full: HandMadeView) -> Grid:
-    return Grid(tmp_path / "grid", full)
+def grid(tmp_path: Path, full: HandMadeView) -> HandMadeGrid:
+    return HandMadeGrid(tmp_path / "grid", full)
 
 
 def _files(out: Path) -> list[str]:
     return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
 
 
-def test_a_pooled_analysis_runs_once_on_every_seed(grid: Grid, tmp_path: Path) -> None:
+def test_a_pooled_analysis_runs_once_on_every_seed(grid: HandMadeGrid, tmp_path: Path) -> None:
     out = tmp_path / "report" / "length_bleu"
     assert run_analysis(grid.part(), "length_bleu", OPTIONS, out) == [
         "All seeds pooled (1, 2): each test sentence once per seed.", ""]
@@ -84,7 +84,7 @@ def test_a_pooled_analysis_runs_once_on_every_seed(grid: Grid, tmp_path: Path) -
     assert not any(p.name.startswith("seed") for p in out.iterdir())
 
 
-def test_a_model_analysis_runs_per_seed_naming_its_runs_and_compares_the_seeds(grid: Grid, tmp_path: Path) -> None:
+def test_a_model_analysis_runs_per_seed_naming_its_runs_and_compares_the_seeds(grid: HandMadeGrid, tmp_path: Path) -> None:
     out = tmp_path / "report" / "position_nll"
     lines = run_analysis(grid.part(), "position_nll", OPTIONS, out)
     assert lines == ["One result per seed (seed1, seed2). Compared over seeds 1, 2 in the files beside the seed "
@@ -97,7 +97,7 @@ def test_a_model_analysis_runs_per_seed_naming_its_runs_and_compares_the_seeds(g
     assert {"position_nll_seeds.csv", "position_nll_pairs.csv"} <= set(_files(out))
 
 
-def test_a_seed_without_checkpoints_keeps_its_output_while_its_runs_are_unchanged(grid: Grid, tmp_path: Path) -> None:
+def test_a_seed_without_checkpoints_keeps_its_output_while_its_runs_are_unchanged(grid: HandMadeGrid, tmp_path: Path) -> None:
     out = tmp_path / "report" / "position_nll"
     run_analysis(grid.part(), "position_nll", OPTIONS, out)
     kept = (out / "seed1" / "position_nll.csv").read_text()
@@ -120,7 +120,7 @@ def test_a_seed_without_checkpoints_keeps_its_output_while_its_runs_are_unchange
     assert sorted(p.name for p in out.iterdir()) == ["seed2"]
 
 
-def test_a_model_analysis_without_any_checkpoint_is_skipped_and_says_why(grid: Grid, tmp_path: Path) -> None:
+def test_a_model_analysis_without_any_checkpoint_is_skipped_and_says_why(grid: HandMadeGrid, tmp_path: Path) -> None:
     for seed in SEEDS:
         grid.drop_checkpoints(seed)
     lines = run_analysis(grid.part(), "shift_invariance", OPTIONS, tmp_path / "out")
@@ -130,7 +130,7 @@ def test_a_model_analysis_without_any_checkpoint_is_skipped_and_says_why(grid: G
     assert grid.asked == [] and not (tmp_path / "out").exists()
 
 
-def test_an_analysis_the_part_cannot_feed_is_skipped_or_refused(grid: Grid, tmp_path: Path) -> None:
+def test_an_analysis_the_part_cannot_feed_is_skipped_or_refused(grid: HandMadeGrid, tmp_path: Path) -> None:
     assert run_analysis(grid.part(methods=("ape",)), "bootstrap", OPTIONS, tmp_path / "out") == [
         "Skipped: bootstrap compares at least 2 methods; this experiment has 1.", ""]
     with pytest.raises(ConfigError, match="^analysis position_nll does not fit the runs of task reversal: it needs"):

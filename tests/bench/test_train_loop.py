@@ -142,7 +142,7 @@ def test_the_loop_times_the_model_a_transformer_cell_trains(tmp_path) -> None:
     spec["methods"] = {"rnn-nmt": {}, "ape": {"arch": "transformer", "model.position.name": "ape", "model.heads": 2}}
     exp.write_text(yaml.safe_dump(spec))
     model = loop_model_of(str(exp))["loop_model"]
-    cell = load_grid(str(exp)).config(("vanilla", "ape", 1)).model
+    cell = load_grid(str(exp)).run_config(("vanilla", "ape", 1)).model
     assert (model["heads"], model["norm"], model["d_model"]) == (2, "pre", 32)
     assert model == {k: v for k, v in vars(cell).items() if k not in ("preset", "position", "vocab_size")}
     spec["methods"] = {"rnn-nmt": {}}

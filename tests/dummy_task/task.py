@@ -1,4 +1,7 @@
-"""The dummy task's run config, model, batches and loss (shapes: B batch, D features)."""
+"""The dummy task's run config, model, batches and loss (shapes: B batch, D features), and its grid:
+settings × methods × seeds over a base DummyConfig; a cell is fresh while its record (the run
+fingerprint) matches; the report is one Markdown table. A cell of a grid without settings records
+the grid's task as its setting, as a methods grid's results do."""
 
 from __future__ import annotations
 
@@ -10,10 +13,14 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from posenc.experiments.experiment import Cell, Experiment
+from posenc.runs.fingerprint import describe_diff, fingerprint
+from posenc.runs.same_run import Verdict
 from posenc.runs.spec import RunSpec
-from posenc.tasks.base import Task
+from posenc.tasks.base import Task, run_task
 from posenc.training.config import TrainConfig
 from posenc.training.loss import LossOutput
+from tests.dummy_task.experiment import DummyExperimentConfig
 
 
 @dataclass
@@ -66,9 +73,11 @@ def examples(cfg: DummyConfig, offset: int, count: int) -> tuple[Tensor, Tensor]
 
 
 class DummyTask(Task):
-    """:class:`posenc.tasks.base.Task` of the dummy regression."""
+    """:class:`posenc.tasks.base.Task` of the dummy regression: a run and its grid."""
 
     name = "tests.dummy_task"
+    experiment_config = DummyExperimentConfig
+    run_config = DummyConfig
 
     def build_model(self, cfg: DummyConfig) -> nn.Module:
         return nn.Linear(cfg.model.dim, 1, bias=cfg.model.bias)
@@ -96,3 +105,36 @@ class DummyTask(Task):
             mse = float(((model(x).squeeze(-1) - y) ** 2).mean())
         (Path(out_dir) / "eval.json").write_text(json.dumps({"mse": mse}), encoding="utf-8")
         return {"mse": mse}
+
+    def new_task(self) -> DummyTask:
+        return DummyTask()
+
+    def experiment(self, options: DummyExperimentConfig) -> Experiment:
+        return Experiment(options.name, options.task, options.root, DummyConfig, options.base, options.methods,
+                          tuple(options.seeds), groups=options.settings, options=options)
+
+    def verdict(self, exp: Experiment, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
+        if results is None:
+            return None
+        now = fingerprint(exp.run_config(cell))
+        return Verdict("fresh") if results.get("record") == now else Verdict("stale", describe_diff(results.get("record") or {}, now))
+
+    def run_cell(self, exp: Experiment, cell: Cell, verdict: Verdict | None, old: dict[str, Any] | None) -> dict[str, Any]:
+        cfg = exp.run_config(cell)
+        run = run_task(self.new_task(), cfg)
+        return {"setting": cell[0] or exp.task, "method": cell[1], "seed": cell[2], "summary": run.summary, "metrics": run.metrics,
+                "record": fingerprint(cfg)}
+
+    def summary_line(self, exp: Experiment, result: dict[str, Any]) -> str:
+        return f"done {result['method']} {result['setting']} seed {result['seed']} mse {result['metrics']['mse']:.4f}"
+
+    def report(self, exp: Experiment, results: list[dict[str, Any]]) -> Path:
+        out = exp.root / "report"
+        out.mkdir(parents=True, exist_ok=True)
+        rows = [f"| {r['setting']} | {r['method']} | {r['seed']} | {r['metrics']['mse']:.4f} |" for r in results]
+        text = "# dummy\n\n## Results\n\n| setting | method | seed | mse |\n|---|---|---|---|\n" + "\n".join(rows) + "\n"
+        (out / "README.md").write_text(text, encoding="utf-8")
+        return out
+
+
+TASK = DummyTask()

@@ -14,8 +14,8 @@ from posenc.config import from_dict, merge_overrides
 from posenc.experiments import gpustat, scheduler
 from posenc.experiments.autojobs import AutoJobs, Limits, StepRates, cpu_auto_jobs, job_cap, next_jobs
 from posenc.experiments.gpustat import GpuMonitor, GpuSample, parse_nvidia_smi
-from posenc.experiments.runner import Grid
 from posenc.experiments.tasks import find_task
+from tests.helpers.grids import grid_of_config
 from tests.helpers.tiny import assert_one_line_error, cli
 
 
@@ -200,13 +200,13 @@ def _exp(path: Path) -> Any:
 
 
 def test_grid_slots_cpu(tmp_path: Path) -> None:
-    grid = Grid.of(_exp(_dummy(tmp_path)))
+    grid = grid_of_config(_exp(_dummy(tmp_path)))
     cells = grid.cells()
     assert len(cells) == 4
     assert scheduler.grid_slots(grid, cells, "auto", [], 8)[:2] == (4, 2)  # min(8 // 1, 4 runs); 8 // 4 threads
     assert scheduler.grid_slots(grid, cells, "auto", [], 3)[:2] == (3, 1)
     assert scheduler.grid_slots(grid, cells, 2, [], 8)[:2] == (2, 4)
-    threaded = Grid.of(_exp(_dummy(tmp_path / "t", num_threads=3)))
+    threaded = grid_of_config(_exp(_dummy(tmp_path / "t", num_threads=3)))
     assert scheduler.grid_slots(threaded, cells, "auto", [], 8)[:2] == (2, 3)  # 8 cores // 3 threads
     assert scheduler.grid_slots(threaded, cells, 4, [], 8)[:2] == (4, 3)  # the config's threads win
     assert scheduler.grid_slots(grid, cells, "auto", ["0"], 8)[:2] == (4, 2)  # every run on the CPU: the CPU rule

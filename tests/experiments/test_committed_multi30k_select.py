@@ -15,12 +15,13 @@ import pytest
 
 from posenc.config import load_config
 from posenc.evaluation.seeds import seed_test
-from posenc.experiments.runner import Grid, find_experiment
+from posenc.experiments.runner import find_experiment
 from posenc.experiments.selection import choose, resolved
 from posenc.tasks.translation import report
 from posenc.tasks.translation.experiment import ExperimentConfig, experiment_of
 from posenc.tasks.translation.task import TASK
 from posenc.training.convergence import CONVERGED
+from tests.helpers.grids import grid_of_config, verdict_now
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results" / "multi30k_select"
@@ -51,7 +52,7 @@ def test_committed_cells_are_fresh() -> None:
                                                                   for s in SEEDS]
     cells += [("extrapolate", m, s) for m in METHODS for s in SEEDS if m not in EXTRAPOLATE
               and (COMMITTED / "extrapolate" / m / f"seed{s}" / "results.json").is_file()]  # rebuilt so far
-    assert {c: Grid.of(grid, TASK).verdict(c).kind for c in cells} == dict.fromkeys(cells, "fresh")
+    assert {c: verdict_now(grid_of_config(grid, TASK), c).kind for c in cells} == dict.fromkeys(cells, "fresh")
 
 
 def test_the_committed_sweep_is_the_grids_sweep_and_fresh() -> None:
@@ -59,13 +60,13 @@ def test_the_committed_sweep_is_the_grids_sweep_and_fresh() -> None:
     fresh, and its choice gives SHAPE K* K = 10, as the committed ``selection.json`` records."""
     from posenc.experiments.runner import grid_stages
 
-    sweep, main, waits = grid_stages(Grid.of(_exp(), TASK))
+    sweep, main, waits = grid_stages(grid_of_config(_exp(), TASK), TASK)
     assert sweep.cells() == [("extrapolate", f"shape-kstar-max_shift{k}", 1)
                              for k in (10, 20, 30, 40, 100, 500)]
-    assert {c: sweep.verdict(c).kind for c in sweep.cells()} == dict.fromkeys(sweep.cells(), "fresh")
+    assert {c: verdict_now(sweep, c, TASK).kind for c in sweep.cells()} == dict.fromkeys(sweep.cells(), "fresh")
     assert sweep.options.splits == ["valid"] and not sweep.options.greedy_splits and not sweep.options.analyses
     chosen = json.loads((COMMITTED / "selection" / "selection.json").read_text(encoding="utf-8"))["chosen"]
-    assert not waits and main.config(("vanilla", "shape-kstar", 1)).model.position.shape.max_shift == chosen == 10
+    assert not waits and main.run_config(("vanilla", "shape-kstar", 1)).model.position.shape.max_shift == chosen == 10
 
 
 def test_every_run_is_of_the_committed_tokenizer() -> None:

@@ -9,8 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from posenc.config import load_config
-from posenc.experiments.runner import Grid, find_experiment
+from posenc.experiments.runner import find_experiment
 from posenc.tasks.translation.experiment import ExperimentConfig
+from tests.helpers.grids import grid_of_config, verdict_now
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results" / "quickstart"
@@ -27,8 +28,8 @@ def _flat(path: Path) -> str:
 
 
 def test_every_committed_cell_is_fresh_and_converged() -> None:
-    grid = Grid.of(replace(load_config(ExperimentConfig, find_experiment("quickstart")), out_dir=str(COMMITTED)))
-    assert {grid.verdict(cell).kind for cell in grid.cells()} == {"fresh"} and len(grid.cells()) == 4
+    grid = grid_of_config(replace(load_config(ExperimentConfig, find_experiment("quickstart")), out_dir=str(COMMITTED)))
+    assert {verdict_now(grid, cell).kind for cell in grid.cells()} == {"fresh"} and len(grid.cells()) == 4
     assert {r["summary"]["status"] for r in _results().values()} == {"converged"}
 
 

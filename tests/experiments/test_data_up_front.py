@@ -20,13 +20,13 @@ from tests.experiments.tiny_grid import write_experiment
 @pytest.fixture
 def no_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail the test if the grid starts a worker or trains a cell."""
-    from posenc.experiments import grid, scheduler
+    from posenc.experiments import judgements, scheduler
 
     def started(*args: object, **kwargs: object) -> None:
         raise AssertionError("a worker or a run started")
 
     monkeypatch.setattr(scheduler, "run_local", started)
-    monkeypatch.setattr(grid.Grid, "execute", started)
+    monkeypatch.setattr(judgements.Judgements, "execute", started)
 
 
 def methods_grid(tmp_path: Path, task: str, data: dict[str, object]) -> Path:

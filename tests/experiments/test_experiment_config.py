@@ -9,8 +9,9 @@ import yaml
 
 from posenc.config import from_dict, load_config
 from posenc.errors import ConfigError
-from posenc.experiments.runner import Grid, find_experiment, run_experiment
+from posenc.experiments.runner import find_experiment, run_experiment
 from posenc.tasks.translation.experiment import ExperimentConfig
+from tests.helpers.grids import grid_of_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,25 +34,25 @@ def _exp(**changes) -> ExperimentConfig:
 
 def test_grid_order_and_size() -> None:
     exp = _exp()
-    cells = Grid.of(exp).cells()
+    cells = grid_of_config(exp).cells()
     assert cells[:3] == [("vanilla", "ape", 3), ("vanilla", "ape", 4), ("vanilla", "shape", 3)]
     assert len(cells) == len(set(cells)) == 2 * 3 * 2
 
 
 def test_run_config_layers_base_setting_method_seed() -> None:
-    grid = Grid.of(_exp())
-    cfg = grid.config(("extra", "shape", 4))
+    grid = grid_of_config(_exp())
+    cfg = grid.run_config(("extra", "shape", 4))
     assert cfg.model.position.name == "shape" and cfg.model.position.shape.max_shift == 7  # alias resolved
     assert cfg.data.setting == "extrapolate" and cfg.data.max_len == 20  # from the setting
     assert cfg.train.seed == 4 and cfg.train.max_steps == 3  # the grid's seed wins over base
     assert cfg.model.d_model == 64  # transformer-tiny preset
     assert cfg.out_dir == "/tmp/unit-exp/extra/shape/seed4"
-    assert grid.config(("extra", "short", 3)).data.max_len == 9  # the method is applied after the setting
+    assert grid.run_config(("extra", "short", 3)).data.max_len == 9  # the method is applied after the setting
 
 
 def test_prepared_data_is_shared_when_the_data_is_the_same() -> None:
-    grid = Grid.of(_exp())
-    dirs = {cell: grid.config(cell).prepared_dir for cell in grid.cells()}
+    grid = grid_of_config(_exp())
+    dirs = {cell: grid.run_config(cell).prepared_dir for cell in grid.cells()}
     assert dirs[("vanilla", "ape", 3)] == dirs[("vanilla", "shape", 4)]
     assert dirs[("vanilla", "ape", 3)].startswith("/tmp/unit-exp/data/vanilla-")
     assert dirs[("vanilla", "ape", 3)] != dirs[("extra", "ape", 3)]
@@ -78,7 +79,7 @@ def test_bad_experiment(changes: dict, needle: str) -> None:
 def test_bad_cell_is_an_error() -> None:
     exp = _exp(methods={"bad": {"model.position.name": "gru+shape"}})
     with pytest.raises(ConfigError, match="gru"):
-        Grid.of(exp).config(("vanilla", "bad", 3))
+        grid_of_config(exp).run_config(("vanilla", "bad", 3))
 
 
 def test_find_experiment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,7 +107,7 @@ def test_overrides_on_an_experiment(tmp_path: Path) -> None:
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(EXP), encoding="utf-8")
     exp = load_config(ExperimentConfig, path, ["seeds=[5]", "settings={v: {}}"])
-    assert Grid.of(exp).cells() == [("v", "ape", 5), ("v", "shape", 5), ("v", "short", 5)]
+    assert grid_of_config(exp).cells() == [("v", "ape", 5), ("v", "shape", 5), ("v", "short", 5)]
 
 
 def test_unknown_analysis_is_rejected_up_front() -> None:

@@ -11,22 +11,22 @@ import pytest
 
 from posenc.config import load_config
 from posenc.errors import RunDirError
-from posenc.experiments.runner import Grid
 from posenc.runs.same_run import RunRecord, same_run
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.freshness import evaluation_record
 from tests.experiments.tiny_grid import write_experiment
+from tests.helpers.grids import grid_of_config
 from tests.helpers.tiny import assert_one_line_error, cli
 
 
 def _results(path: Path) -> dict:
     exp = load_config(ExperimentConfig, path)
-    return json.loads((Path(Grid.of(exp).config(("vanilla", "ape", 1)).out_dir) / "results.json").read_text())
+    return json.loads((Path(grid_of_config(exp).run_config(("vanilla", "ape", 1)).out_dir) / "results.json").read_text())
 
 
 def _cfg(tmp_path: Path, **kw):
     exp = load_config(ExperimentConfig, write_experiment(tmp_path, **kw))
-    return Grid.of(exp).config(("vanilla", "ape", 1)), exp.splits
+    return grid_of_config(exp).run_config(("vanilla", "ape", 1)), exp.splits
 
 
 def run_record(cfg, splits: list[str]) -> dict:
@@ -84,7 +84,7 @@ def test_changed_model_stops_or_reruns(capsys: pytest.CaptureFixture[str], tmp_p
 def test_rerun_stale_keeps_files_posenc_did_not_write(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = write_experiment(tmp_path)
     assert cli(capsys, "experiment", path)[0] == 0
-    run_dir = Path(Grid.of(load_config(ExperimentConfig, path)).config(("vanilla", "ape", 1)).out_dir)
+    run_dir = Path(grid_of_config(load_config(ExperimentConfig, path)).run_config(("vanilla", "ape", 1)).out_dir)
     (run_dir / "notes.txt").write_text("mine\n", encoding="utf-8")
     write_experiment(tmp_path, model={"d_model": 48, "d_ff": 64})
     code, _, _ = cli(capsys, "experiment", path, "--rerun-stale")
@@ -95,7 +95,7 @@ def test_rerun_stale_keeps_files_posenc_did_not_write(capsys: pytest.CaptureFixt
 def test_changed_decoding_rescores_without_training(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = write_experiment(tmp_path)
     assert cli(capsys, "experiment", path)[0] == 0
-    run_dir = Path(Grid.of(load_config(ExperimentConfig, path)).config(("vanilla", "ape", 1)).out_dir)
+    run_dir = Path(grid_of_config(load_config(ExperimentConfig, path)).run_config(("vanilla", "ape", 1)).out_dir)
     weights = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*.safetensors")}
     assert weights
     write_experiment(tmp_path, decode={"beam": 1})
@@ -111,7 +111,7 @@ def test_results_without_a_record_are_refused_naming_the_upgrade(capsys: pytest.
     line names the file and ``posenc upgrade``."""
     path = write_experiment(tmp_path)
     assert cli(capsys, "experiment", path)[0] == 0
-    done = Path(Grid.of(load_config(ExperimentConfig, path)).config(("vanilla", "ape", 1)).out_dir) / "results.json"
+    done = Path(grid_of_config(load_config(ExperimentConfig, path)).run_config(("vanilla", "ape", 1)).out_dir) / "results.json"
     legacy = json.loads(done.read_text())
     del legacy["record"]
     done.write_text(json.dumps(legacy))

@@ -14,11 +14,11 @@ from posenc.config import load_config
 from posenc.data.text import read_lines
 from posenc.errors import ConfigError
 from posenc.evaluation.metrics import corpus_scores
-from posenc.experiments.runner import Grid
 from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.report import SettingView
 from posenc.tasks.translation.task import TASK
 from tests.experiments.tiny_grid import write_experiment
+from tests.helpers.grids import grid_of_config, verdict_now
 from tests.helpers.tiny import cli
 
 
@@ -34,10 +34,10 @@ def test_greedy_translations_are_recorded_beside_the_beam(tmp_path: Path, capsys
     assert cli(capsys, "experiment", str(path))[0] == 0
     exp = load_config(ExperimentConfig, path)
     (cell,) = TASK.experiment(exp).cells()
-    assert Grid.of(exp, TASK).verdict(cell).kind == "fresh"
+    assert verdict_now(grid_of_config(exp, TASK), cell).kind == "fresh"
     _with(path, greedy_splits=["test"])
     exp = load_config(ExperimentConfig, path)
-    verdict = Grid.of(exp, TASK).verdict(cell)
+    verdict = verdict_now(grid_of_config(exp, TASK), cell)
     assert verdict.kind == "rescore"  # decoding only: the trained model is reused
     assert cli(capsys, "experiment", str(path))[0] == 0
     run = Path(TASK.experiment(exp).run_config(cell).out_dir)
@@ -49,7 +49,7 @@ def test_greedy_translations_are_recorded_beside_the_beam(tmp_path: Path, capsys
     data = Path(TASK.experiment(exp).run_config(cell).prepared_dir)
     again = corpus_scores(read_lines(run / greedy["hyp"]), read_lines(data / "test.tgt"))
     assert again["bleu"] == pytest.approx(greedy["bleu"])
-    assert Grid.of(exp, TASK).verdict(cell).kind == "fresh"
+    assert verdict_now(grid_of_config(exp, TASK), cell).kind == "fresh"
     view = SettingView(exp, "vanilla")  # what long_sources reads with analysis_options.outputs: greedy
     assert view.hyps_by_seed("ape", greedy=True) == [read_lines(run / "translations" / "test.beam1.hyp")]
     assert view.hyps_by_seed("ape") == [read_lines(run / "translations" / "test.beam3.hyp")]

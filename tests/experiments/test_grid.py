@@ -14,8 +14,9 @@ import yaml
 
 from posenc.config import load_config
 from posenc.evaluation.seeds import mean_std
-from posenc.experiments.runner import Grid, find_experiment, run_experiment
+from posenc.experiments.runner import find_experiment, run_experiment
 from posenc.tasks.translation.experiment import TRANSLATION_ANALYSES, ExperimentConfig
+from tests.helpers.grids import grid_of_config, results_file
 from tests.helpers.tiny import assert_one_line_error, cli, read
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,31 +52,31 @@ def experiment(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Experime
 
 
 def _results(exp: ExperimentConfig) -> dict[tuple[str, str, int], dict]:
-    grid = Grid.of(exp)
-    return {cell: json.loads(grid.results_path(cell).read_text()) for cell in grid.cells()}
+    grid = grid_of_config(exp)
+    return {cell: json.loads(results_file(grid, cell).read_text()) for cell in grid.cells()}
 
 
 def test_every_cell_ran(experiment) -> None:
     _, exp, report = experiment
     assert report == exp.root / "report"
-    grid = Grid.of(exp)
+    grid = grid_of_config(exp)
     results = _results(exp)
     assert sorted(results) == sorted((s, m, seed) for s in SETTINGS for m in METHODS for seed in SEEDS)
     for (setting, method, seed), r in results.items():
         assert (r["setting"], r["method"], r["seed"]) == (setting, method, seed)
         assert r["summary"]["steps"] == 3 and set(r["scores"]) == {"test"}
-        cfg = yaml.safe_load((grid.results_path((setting, method, seed)).parent / "config.yaml").read_text())
+        cfg = yaml.safe_load((results_file(grid, (setting, method, seed)).parent / "config.yaml").read_text())
         assert cfg["train"]["seed"] == seed and cfg["model"]["position"]["name"] == method
     # one prepared directory per setting, shared by its methods and seeds
     data_dirs = sorted(p.name for p in (exp.root / "data").iterdir() if not p.name.startswith("."))
     assert len(data_dirs) == 2 and [d.split("-")[0] for d in data_dirs] == ["interpolate", "vanilla"]
-    assert {grid.config(("vanilla", m, s)).prepared_dir for m in METHODS for s in SEEDS} == {
+    assert {grid.run_config(("vanilla", m, s)).prepared_dir for m in METHODS for s in SEEDS} == {
         str(exp.root / "data" / next(d for d in data_dirs if d.startswith("vanilla")))}
 
 
 def test_seeds_give_different_runs(experiment) -> None:
     _, exp, _ = experiment
-    hyps = [read(Path(Grid.of(exp).config(("vanilla", "ape", seed)).out_dir) / "translations" / "test.beam2.hyp") for seed in SEEDS]
+    hyps = [read(Path(grid_of_config(exp).run_config(("vanilla", "ape", seed)).out_dir) / "translations" / "test.beam2.hyp") for seed in SEEDS]
     assert hyps[0] != hyps[1]
 
 
@@ -137,7 +138,7 @@ def test_report_has_every_analysis(experiment) -> None:
                     assert len(list(csv.DictReader(fh))) >= 1, csv_path
     from posenc.analysis.registry import REGISTRY
 
-    n_test = len(read(Path(Grid.of(exp).config(("vanilla", "ape", 1)).prepared_dir) / "test.src"))
+    n_test = len(read(Path(grid_of_config(exp).run_config(("vanilla", "ape", 1)).prepared_dir) / "test.src"))
     with open(report / "vanilla" / "length_bleu" / "length_bleu.csv", newline="", encoding="utf-8") as fh:
         ape = [r for r in csv.DictReader(fh) if r["model"] == "ape"]
     assert sum(int(r["sentences"]) for r in ape) == len(SEEDS) * n_test  # every seed's outputs, pooled
@@ -158,8 +159,8 @@ def test_report_has_every_analysis(experiment) -> None:
 
 def test_rerun_reuses_results(capsys: pytest.CaptureFixture[str], experiment) -> None:
     path, exp, report = experiment
-    grid = Grid.of(exp)
-    cells = [Path(grid.config(cell).out_dir) for cell in grid.cells()]
+    grid = grid_of_config(exp)
+    cells = [Path(grid.run_config(cell).out_dir) for cell in grid.cells()]
     before = {p: p.stat().st_mtime_ns for c in cells for p in [c / "results.json", *c.rglob("*.safetensors")]}
     readme = (report / "README.md").read_text(encoding="utf-8")
     code, out, _ = cli(capsys, "experiment", path)
@@ -438,10 +439,10 @@ def test_experiment_trains_only_the_cells_asked_for(capsys: pytest.CaptureFixtur
     exp = load_config(ExperimentConfig, path)
     code, out, _ = cli(capsys, "experiment", path, "--settings", "vanilla", "--methods", "shape", "--seeds", "2")
     assert code == 0 and "1 runs of tiny up to date" in out and "--report-only" in out
-    grid = Grid.of(exp)
-    done = [cell for cell in grid.cells() if grid.results_path(cell).is_file()]
+    grid = grid_of_config(exp)
+    done = [cell for cell in grid.cells() if results_file(grid, cell).is_file()]
     assert done == [("vanilla", "shape", 2)] and not (exp.root / "report").exists()
-    ours = json.loads(grid.results_path(done[0]).read_text())
+    ours = json.loads(results_file(grid, done[0]).read_text())
     theirs = _results(exp_full)[done[0]]
     assert ours["scores"]["test"]["bleu"] == theirs["scores"]["test"]["bleu"]
     for argv, needle in ((("--methods", "shape,rope"), "methods ['rope'] not in the grid"),
@@ -450,4 +451,4 @@ def test_experiment_trains_only_the_cells_asked_for(capsys: pytest.CaptureFixtur
                          (("--methods", "ape", "--report-only"), "--report-only reports every fresh cell")):
         code, _, err = cli(capsys, "experiment", path, *argv)
         assert_one_line_error(code, err, needle)
-    assert [cell for cell in grid.cells() if grid.results_path(cell).is_file()] == done
+    assert [cell for cell in grid.cells() if results_file(grid, cell).is_file()] == done

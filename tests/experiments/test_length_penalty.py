@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from posenc.config import load_config
-from posenc.experiments.runner import Grid
 from posenc.tasks.translation.experiment import ExperimentConfig, run_config
 from posenc.tasks.translation.load import load_run, translate_split
 from posenc.tasks.translation.tuning import replay, search_alphas, tune_length_penalty
 from tests.experiments.tiny_grid import write_experiment
+from tests.helpers.grids import grid_of_config, verdict_now
 from tests.helpers.tiny import cli
 
 ALPHAS = [0.0, 0.6, 2.0]
@@ -139,9 +139,9 @@ def test_changed_sweep_rescores_without_training(capsys: pytest.CaptureFixture[s
     path = _experiment(tmp_path, ALPHAS)
     assert cli(capsys, "experiment", path)[0] == 0
     exp = load_config(ExperimentConfig, path)
-    assert Grid.of(exp).verdict(("vanilla", "ape", 1)).kind == "fresh"
-    assert Grid.of(replace(exp, tune_length_penalty=[0.6, 1.0])).verdict(("vanilla", "ape", 1)).kind == "rescore"
-    assert Grid.of(replace(exp, tune_length_penalty=[])).verdict(("vanilla", "ape", 1)).kind == "rescore"
+    assert verdict_now(grid_of_config(exp), ("vanilla", "ape", 1)).kind == "fresh"
+    assert verdict_now(grid_of_config(replace(exp, tune_length_penalty=[0.6, 1.0])), ("vanilla", "ape", 1)).kind == "rescore"
+    assert verdict_now(grid_of_config(replace(exp, tune_length_penalty=[])), ("vanilla", "ape", 1)).kind == "rescore"
 
 
 def test_records_written_before_the_tuned_alpha_was_recorded_stay_fresh(capsys: pytest.CaptureFixture[str],
@@ -155,11 +155,11 @@ def test_records_written_before_the_tuned_alpha_was_recorded_stay_fresh(capsys: 
     out = Path(run_config(exp, "vanilla", "ape", 1).out_dir) / "results.json"
     result = json.loads(out.read_text(encoding="utf-8"))
     assert list(result["length_penalty"]["sweep"]) == ["0", "0.6", "2"]
-    assert Grid.of(exp).verdict(("vanilla", "ape", 1)).kind == "fresh"
+    assert verdict_now(grid_of_config(exp), ("vanilla", "ape", 1)).kind == "fresh"
     result["record"]["evaluation"]["decode"]["length_penalty"] = 0.6
     out.write_text(json.dumps(result), encoding="utf-8")
-    assert Grid.of(exp).verdict(("vanilla", "ape", 1)).kind == "fresh"
+    assert verdict_now(grid_of_config(exp), ("vanilla", "ape", 1)).kind == "fresh"
     chosen_top = result["length_penalty"]["chosen"] == 2.0 and result["length_penalty"]["sweep"]["2"] > max(
         v for k, v in result["length_penalty"]["sweep"].items() if k != "2")
-    wider = Grid.of(replace(exp, tune_length_penalty_max=5.0)).verdict(("vanilla", "ape", 1)).kind
+    wider = verdict_now(grid_of_config(replace(exp, tune_length_penalty_max=5.0)), ("vanilla", "ape", 1)).kind
     assert wider == ("rescore" if chosen_top else "fresh")  # more α only where the top was the strict best

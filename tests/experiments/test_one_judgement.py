@@ -15,14 +15,15 @@ from typing import Any
 import pytest
 
 import posenc.runs.same_run as rules
-import posenc.tasks.grid as grid_task
+import posenc.tasks.base as task_base
 import posenc.tasks.translation.load  # noqa: F401
 import posenc.tasks.translation.task  # noqa: F401  (imported before the spy: every user of the rule is patched)
 from posenc.config import load_config
 from posenc.errors import ConfigError
-from posenc.experiments.runner import Grid, run_experiment
+from posenc.experiments.runner import run_experiment
 from posenc.tasks.translation.experiment import ExperimentConfig
 from tests.experiments.tiny_grid import write_experiment
+from tests.helpers.grids import grid_of_config, verdict_now
 
 METHODS = ("ape", "shape")
 
@@ -45,8 +46,8 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> Counter[Path]:
 
 def _cells(path: Path) -> dict[Path, str]:
     """Each cell's run directory → its verdict now (None: nothing stored)."""
-    grid = Grid.of(load_config(ExperimentConfig, path))
-    return {Path(grid.config(c).out_dir).resolve(): getattr(grid.verdict(c), "kind", None) for c in grid.cells()}
+    grid = grid_of_config(load_config(ExperimentConfig, path))
+    return {Path(grid.run_config(c).out_dir).resolve(): getattr(verdict_now(grid, c), "kind", None) for c in grid.cells()}
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +139,7 @@ def test_a_cell_trained_elsewhere_is_judged_once_and_scored(tmp_path: Path, monk
     _unfinish(path, "checkpoints/ckpt_*")
     assert all((out / "checkpoints" / "average" / "model.safetensors").is_file() for out in scored)
     calls = _spy(monkeypatch)
-    monkeypatch.setattr(grid_task, "run_task", lambda *a, **k: pytest.fail("a run trained elsewhere was retrained"))
+    monkeypatch.setattr(task_base, "run_task", lambda *a, **k: pytest.fail("a run trained elsewhere was retrained"))
     run_experiment(str(path))
     monkeypatch.undo()
     assert calls == Counter(dict.fromkeys(scored, 1))
@@ -162,7 +163,7 @@ def test_a_run_averaged_by_posenc_average_is_judged_once(tmp_path: Path, monkeyp
         assert main(["average", "--run", str(out), "--last", "2"]) == 0
     _unfinish(path, "checkpoints/ckpt_*")
     calls = _spy(monkeypatch)
-    monkeypatch.setattr(grid_task, "run_task", lambda *a, **k: pytest.fail("a run trained elsewhere was retrained"))
+    monkeypatch.setattr(task_base, "run_task", lambda *a, **k: pytest.fail("a run trained elsewhere was retrained"))
     run_experiment(str(path))
     monkeypatch.undo()
     assert calls == Counter(dict.fromkeys(cells, 1))

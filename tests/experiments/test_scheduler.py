@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from posenc.config import load_config
-from posenc.experiments.runner import Grid
 from posenc.experiments.scheduler import log_path, run_submitit
+from posenc.experiments.tasks import task_of
 from posenc.processes import worker_env
 from posenc.tasks.translation.experiment import ExperimentConfig, experiment_of, run_config
 from tests.experiments.tiny_grid import write_experiment
+from tests.helpers.grids import grid_of_config
 from tests.helpers.tiny import assert_one_line_error, cli
 
 METHODS, SEEDS = ("ape", "shape"), (1, 2)
@@ -71,19 +72,19 @@ def test_a_failed_cell_is_named_by_its_run_directory(tmp_path: Path) -> None:
     from posenc.experiments.experiment import Cell
     from posenc.experiments.scheduler import _finished
 
-    whole = Grid.of(load_config(ExperimentConfig, write_experiment(tmp_path, methods=("ape",), seeds=(1,))))
+    whole = grid_of_config(load_config(ExperimentConfig, write_experiment(tmp_path, methods=("ape",), seeds=(1,))))
     cell = Cell("vanilla", "ape", 1)
-    assert Path(whole.config(cell).out_dir) == whole.exp.root / "vanilla" / "ape" / "seed1"
-    assert _finished(whole, cell, 3) == f"FAILED vanilla/ape/seed1 (exit 3); see {log_path(whole.exp, cell)}"
+    assert Path(whole.run_config(cell).out_dir) == whole.root / "vanilla" / "ape" / "seed1"
+    assert _finished(whole, task_of(whole), cell, 3) == f"FAILED vanilla/ape/seed1 (exit 3); see {log_path(whole, cell)}"
 
 
 def test_submitit_local_backend(tmp_path: Path) -> None:
     pytest.importorskip("submitit", reason="submitit not installed (pip install submitit; in the test extra)")
     path = write_experiment(tmp_path, methods=("ape",), seeds=(1,))
     exp = load_config(ExperimentConfig, path)
-    whole = Grid.of(exp)
-    whole.task.prepare(whole.exp, whole.cells())
-    assert run_submitit(whole, whole.cells(), 1, cluster="debug") == []
+    whole = grid_of_config(exp)
+    task_of(whole).prepare(whole, whole.cells())
+    assert run_submitit(whole, task_of(whole), whole.cells(), 1, cluster="debug") == []
     r = json.loads((Path(run_config(exp, "vanilla", "ape", 1).out_dir) / "results.json").read_text())
     assert r["summary"]["steps"] == 3 and r["record"]["extension"]["max_steps"] == 3
 

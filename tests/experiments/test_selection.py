@@ -78,6 +78,7 @@ def _listing_the_cells_writes_nothing(path: Path, exp: ExperimentConfig, chosen:
     """A queue's validation and its list of cells (``posenc queue pack``) read the complete sweep's
     choice without writing ``selection.json`` (or anything) into the grid's out_dir."""
     from posenc.experiments.runner import grid_stages
+    from posenc.experiments.tasks import task_of
     from posenc.window.queue import Queue, QueueEntry, check_entries, entry_cells
     from tests.helpers.files import md5s
 
@@ -85,7 +86,7 @@ def _listing_the_cells_writes_nothing(path: Path, exp: ExperimentConfig, chosen:
     before = md5s(exp.root)
     (entry, grid), = check_entries(Queue([QueueEntry(str(path), cell_minutes=1, methods=["shape"])]))
     cells = entry_cells(entry, grid)
-    _, main, waits = grid_stages(grid)
-    assert not waits and main.config(("vanilla", "shape", 1)).model.position.shape.max_shift == chosen
+    _, main, waits = grid_stages(grid, task_of(grid))
+    assert not waits and main.run_config(("vanilla", "shape", 1)).model.position.shape.max_shift == chosen
     assert [c for _, c in cells] == [("vanilla", "shape", 1)]
     assert md5s(exp.root) == before and not (exp.root / "selection" / "selection.json").exists()

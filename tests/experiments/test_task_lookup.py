@@ -1,5 +1,5 @@
-"""An experiment's task is looked up once (per process) and passed along as a
-:class:`~posenc.experiments.runner.Grid`, not once per runner step and cell. Counted on the dummy
+"""An experiment's task is looked up once (per process) and passed along beside its grid (an
+:class:`~posenc.experiments.experiment.Experiment`), not once per runner step and cell. Counted on the dummy
 task's grid (2 methods × 2 seeds) by a spy on :func:`posenc.experiments.tasks.task_module`, which
 every lookup goes through."""
 
@@ -29,8 +29,11 @@ def _write(tmp_path: Path) -> Path:
 
 
 def _exp(path: Path) -> Any:
-    schema = tasks.find_task(TASK).experiment_config
-    return from_dict(schema, merge_overrides(yaml.safe_load(path.read_text(encoding="utf-8")), [], schema))
+    """The grid of the YAML at ``path`` (its task looked up here, before any spy)."""
+    task = tasks.find_task(TASK)
+    schema = task.experiment_config
+    return task.experiment(from_dict(schema, merge_overrides(yaml.safe_load(path.read_text(encoding="utf-8")), [],
+                                                             schema)))
 
 
 def _count_lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -80,7 +83,7 @@ def test_run_experiment_looks_its_task_up_once(tmp_path: Path, monkeypatch: pyte
 
 def test_a_worker_looks_its_task_up_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exp = _exp(_write(tmp_path))
-    spec = scheduler.write_spec(exp)
+    spec = scheduler.write_spec(exp.options)
     calls = _count_lookups(monkeypatch)
     result = worker.run_cell(str(spec), "plain", "bias", 2)
     assert calls == [TASK]

@@ -11,39 +11,41 @@ from pathlib import Path
 import pytest
 
 from posenc.config import load_config, load_yaml
-from posenc.experiments.runner import Grid, find_experiment
+from posenc.experiments.experiment import Experiment
+from posenc.experiments.runner import find_experiment
 from posenc.tasks.translation.convergence import run_status
 from posenc.training.convergence import CONVERGED, convergence
 from posenc.training.logging import read_valid
 from posenc.training.stopping import is_flat
+from tests.helpers.grids import grid_of_config, results_file, verdict_now
 
 
-def committed_grid(schema: type, experiment: str, committed: Path) -> Grid:
+def committed_grid(schema: type, experiment: str, committed: Path) -> Experiment:
     """The shipped ``experiment`` (its ``schema``) with ``out_dir`` at the committed copy."""
     exp = load_config(schema, find_experiment(experiment))
-    return Grid.of(replace(exp, out_dir=str(committed)))
+    return grid_of_config(replace(exp, out_dir=str(committed)))
 
 
-def committed_results(grid: Grid) -> list[dict]:
+def committed_results(grid: Experiment) -> list[dict]:
     """Every cell's results.json, in grid order."""
-    return [json.loads(grid.results_path(cell).read_text(encoding="utf-8")) for cell in grid.cells()]
+    return [json.loads(results_file(grid, cell).read_text(encoding="utf-8")) for cell in grid.cells()]
 
 
-def assert_all_fresh(grid: Grid, cells: int) -> None:
+def assert_all_fresh(grid: Experiment, cells: int) -> None:
     """``cells`` committed cells, each answering the shipped config (the one rule says fresh)."""
     assert len(grid.cells()) == cells
-    assert {cell: grid.verdict(cell).kind for cell in grid.cells()} == {cell: "fresh" for cell in grid.cells()}
+    assert {cell: verdict_now(grid, cell).kind for cell in grid.cells()} == {cell: "fresh" for cell in grid.cells()}
 
 
-def stops_of(grid: Grid) -> dict[str, list[dict]]:
+def stops_of(grid: Experiment) -> dict[str, list[dict]]:
     """Per method, each seed's summary.json plus ``lr_at_stop``: the last logged lr / the peak lr."""
     out: dict[str, list[dict]] = {}
     for cell in grid.cells():
-        run = grid.results_path(cell).parent
+        run = results_file(grid, cell).parent
         summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
         with open(run / "train.csv", newline="", encoding="utf-8") as fh:
             last_lr = float(list(csv.DictReader(fh))[-1]["lr"])
-        out.setdefault(cell.method, []).append(dict(summary, lr_at_stop=last_lr / grid.config(cell).train.lr))
+        out.setdefault(cell.method, []).append(dict(summary, lr_at_stop=last_lr / grid.run_config(cell).train.lr))
     return out
 
 

@@ -13,12 +13,10 @@ import pytest
 import posenc.experiments.cell as cell_module
 import posenc.runs.run as run_module
 import posenc.runs.same_run as rules
-import posenc.tasks.grid as methods_grid
 import posenc.tasks.translation.load as translation_load
 import posenc.tasks.translation.task as translation_task
 from posenc.config import load_config, load_yaml
 from posenc.errors import ConfigError
-from posenc.experiments.runner import Grid
 from posenc.runs.differences import ABSENT, config_differences
 from posenc.runs.fingerprint import fingerprint
 from posenc.runs.run import Run, write_run_files
@@ -28,6 +26,7 @@ from posenc.tasks.translation.experiment import ExperimentConfig
 from posenc.tasks.translation.freshness import evaluation_record
 from posenc.training.checkpoint import checkpoint_name, save_checkpoint
 from tests.experiments.tiny_grid import write_experiment
+from tests.helpers.grids import grid_of_config
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results"
@@ -36,7 +35,7 @@ CALLERS = (run_module, cell_module, translation_load)
 
 def _cfg(tmp_path: Path, **train: Any) -> tuple[Any, ExperimentConfig]:
     exp = load_config(ExperimentConfig, write_experiment(tmp_path, train=train or None))
-    return Grid.of(exp).config(("vanilla", "ape", 1)), exp
+    return grid_of_config(exp).run_config(("vanilla", "ape", 1)), exp
 
 
 def _run_dir(cfg: Any, saved: Any) -> Path:
@@ -79,7 +78,7 @@ def test_run_dir_grid_cell_and_checkpoint_get_one_verdict(tmp_path: Path, monkey
         assert len(calls) == 1  # the run directory's record; its checkpoint records that run: not judged again
     results = {"record": RunRecord.of(saved, evaluation_record(saved, exp.splits)).to_dict(), "summary": {"steps": 3}}
     cell = translation_task.TASK.verdict(translation_task.TASK.experiment(exp_now), ("vanilla", "ape", 1), results)
-    grid_cell = methods_grid.recorded_verdict(cfg, {"record": RunRecord.of(saved).to_dict(), "summary": {"steps": 3}})
+    grid_cell = cell_module.recorded_verdict(cfg, {"record": RunRecord.of(saved).to_dict(), "summary": {"steps": 3}})
     assert cell is not None and grid_cell is not None and cell.kind == grid_cell.kind == kind
     assert {k for k, _ in calls} == {kind} and len(set(calls)) == 1  # one verdict, word for word
 

@@ -21,9 +21,10 @@ import pytest
 import posenc.config
 import posenc.training.checkpoint
 from posenc.config import load_config
-from posenc.experiments.grid import Grid
+from posenc.experiments.tasks import task_of
 from posenc.tasks.translation.experiment import ExperimentConfig
 from tests.experiments.tiny_grid import write_experiment
+from tests.helpers.grids import grid_of_config, results_file, verdict_now
 
 LOADERS = frozenset({"from_dict", "load_yaml", "load_config"})
 #: training/checkpoint.py's readers → (their path argument, the file they read; None: the path's own).
@@ -69,17 +70,18 @@ def cells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Reads]
     ``run_cell`` read each time."""
     root = tmp_path_factory.mktemp("reads")
     path = write_experiment(root, train={"save_every": 1, "keep_last": 0})
-    grid = Grid.of(load_config(ExperimentConfig, path))
+    grid = grid_of_config(load_config(ExperimentConfig, path))
     cell = grid.cells()[0]
-    grid.task.prepare(grid.exp, [cell])
+    task = task_of(grid)
+    task.prepare(grid, [cell])
     found = {}
     for label, overrides in (("new", []), ("extended", ["base.train.max_steps=5"])):
-        grid = Grid.of(load_config(ExperimentConfig, path, overrides))
-        done = grid.results_path(cell)
+        grid = grid_of_config(load_config(ExperimentConfig, path, overrides))
+        done = results_file(grid, cell)
         old = json.loads(done.read_text()) if done.is_file() else None
-        verdict = grid.verdict(cell)
+        verdict = verdict_now(grid, cell)
         assert (verdict.kind if verdict else None) == {"new": None, "extended": "extend"}[label]
-        result, found[label] = measured(grid.task.run_cell, grid.exp, cell, verdict, old)
+        result, found[label] = measured(task.run_cell, grid, cell, verdict, old)
         done.write_text(json.dumps(result))
     yield found
 

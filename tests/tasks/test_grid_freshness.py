@@ -1,5 +1,5 @@
 """Every methods grid (vision, speech, lengthgen, a user's task) judges a finished cell by the
-record its results.json holds (tasks/grid.recorded_verdict), not by a config.yaml beside it."""
+record its results.json holds (experiments/cell.recorded_verdict), not by a config.yaml beside it."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ FILES = {
         from typing import ClassVar
 
         from posenc.runs.spec import RunSpec
-        from posenc.tasks.grid import MethodsExperimentConfig
+        from posenc.experiments.task_grid import MethodsExperimentConfig
         from posenc.training.config import TrainConfig
         from throwaway.spec import SPEC
 
@@ -83,7 +83,6 @@ FILES = {
         from torch import nn
 
         from posenc.tasks.base import Task
-        from posenc.tasks.grid import MethodsGrid
         from posenc.training.loss import LossOutput
         from throwaway.config import Config, Experiment
         from throwaway.report import write_report
@@ -96,7 +95,7 @@ FILES = {
             return x, x @ w
 
 
-        class Throwaway(MethodsGrid, Task):
+        class Throwaway(Task):
             name = "throwaway.task"
             experiment_config = Experiment
             run_config = Config
@@ -171,11 +170,12 @@ def throwaway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 def test_a_task_of_four_files_is_found_trained_and_run_as_a_grid(
         throwaway: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from posenc.experiments.runner import load_grid
-    from posenc.experiments.tasks import ExperimentTask, find_task
+    from posenc.experiments.tasks import find_task
+    from posenc.tasks.base import Task
 
     assert sorted(p.name for p in throwaway.iterdir()) == ["config.py", "report.py", "spec.py", "task.py"]
     task = find_task(REF)
-    assert isinstance(task, ExperimentTask) and task.run_config.__name__ == "Config"
+    assert isinstance(task, Task) and type(task).__bases__ == (Task,) and task.run_config.__name__ == "Config"
 
     run = tmp_path / "one"
     config = tmp_path / "run.yaml"

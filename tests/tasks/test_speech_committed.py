@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from posenc.experiments.runner import Grid
+from posenc.experiments.experiment import Experiment
 from posenc.tasks.speech.config import SpeechExperimentConfig
 from posenc.tasks.speech.report import write_summary
 from tests.helpers.committed import assert_all_fresh, committed_grid, committed_results, report_rows_in
@@ -19,11 +19,11 @@ DOC = ROOT / "docs" / "results_speech.md"
 UNSEEN = ("4s", "8s", "16s")
 
 
-def _grid() -> Grid:
+def _grid() -> Experiment:
     return committed_grid(SpeechExperimentConfig, "speech/fsdd_small", COMMITTED)
 
 
-def _results(grid: Grid) -> list[dict]:
+def _results(grid: Experiment) -> list[dict]:
     return committed_results(grid)
 
 
@@ -37,7 +37,7 @@ def test_every_committed_cell_answers_the_shipped_config() -> None:
 
 def test_the_committed_report_is_the_report_of_the_committed_results(tmp_path: Path) -> None:
     grid = _grid()
-    text = write_summary(grid.exp.name, _results(grid), 2.0, tmp_path)
+    text = write_summary(grid.name, _results(grid), 2.0, tmp_path)
     assert text == (COMMITTED / "report" / "README.md").read_text(encoding="utf-8")
 
 

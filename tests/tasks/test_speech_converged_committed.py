@@ -11,7 +11,7 @@ import json
 import statistics
 from pathlib import Path
 
-from posenc.experiments.runner import Grid
+from posenc.experiments.experiment import Experiment
 from posenc.tasks.speech.config import SpeechExperimentConfig
 from posenc.tasks.speech.report import write_summary
 from tests.helpers.committed import (
@@ -22,6 +22,7 @@ from tests.helpers.committed import (
     committed_results,
     stops_of,
 )
+from tests.helpers.grids import results_file
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results" / "fsdd_converged"
@@ -33,7 +34,7 @@ SEEDS = (0, 1, 2)
 UNSEEN = ("4s", "8s", "16s")
 
 
-def _grid() -> Grid:
+def _grid() -> Experiment:
     return committed_grid(SpeechExperimentConfig, "speech/fsdd_converged", COMMITTED)
 
 
@@ -66,16 +67,16 @@ def test_every_runs_stop_and_status_are_the_rules() -> None:
     convergence rule's on the run's own valid.csv (recomputed here, not read back)."""
     grid = _grid()
     for cell in grid.cells():
-        run = grid.results_path(cell).parent
+        run = results_file(grid, cell).parent
         summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
-        cap = grid.config(cell).train.max_steps
+        cap = grid.run_config(cell).train.max_steps
         assert (summary["stopped"], summary["steps"] < cap) in {("patience", True), ("max_steps", False)}, run
         assert_status_is_the_rules(run, summary, cap)
 
 
 def test_the_committed_report_is_the_report_of_the_committed_results(tmp_path: Path) -> None:
     grid = _grid()
-    text = write_summary(grid.exp.name, committed_results(grid), 2.0, tmp_path)
+    text = write_summary(grid.name, committed_results(grid), 2.0, tmp_path)
     assert text == (COMMITTED / "report" / "README.md").read_text(encoding="utf-8")
 
 

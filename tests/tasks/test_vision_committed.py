@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from posenc.experiments.runner import Grid
+from posenc.experiments.experiment import Experiment
 from posenc.tasks.vision.config import VisionExperimentConfig
 from posenc.tasks.vision.report import unseen, write_summary
 from tests.helpers.committed import assert_all_fresh, committed_grid, committed_results, report_rows_in
@@ -18,16 +18,16 @@ COMMITTED = ROOT / "docs" / "results" / "fashion_mnist_small"
 DOC = ROOT / "docs" / "results_vision.md"
 
 
-def _grid() -> Grid:
+def _grid() -> Experiment:
     return committed_grid(VisionExperimentConfig, "vision/fashion_mnist_small", COMMITTED)
 
 
-def _results(grid: Grid) -> list[dict]:
+def _results(grid: Experiment) -> list[dict]:
     return committed_results(grid)
 
 
-def _univit(grid: Grid) -> dict[str, list[int]]:
-    cfgs = {cell.method: grid.config(cell) for cell in grid.cells()}
+def _univit(grid: Experiment) -> dict[str, list[int]]:
+    cfgs = {cell.method: grid.run_config(cell) for cell in grid.cells()}
     return {m: list(c.univit.resolutions) if c.univit.enabled else [] for m, c in cfgs.items()}
 
 
@@ -37,7 +37,7 @@ def test_every_committed_cell_answers_the_shipped_config() -> None:
 
 def test_the_committed_report_is_the_report_of_the_committed_results(tmp_path: Path) -> None:
     grid = _grid()
-    text = write_summary(grid.exp.name, _results(grid), 28, _univit(grid), tmp_path)
+    text = write_summary(grid.name, _results(grid), 28, _univit(grid), tmp_path)
     assert text == (COMMITTED / "report" / "README.md").read_text(encoding="utf-8")
 
 

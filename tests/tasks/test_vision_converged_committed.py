@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc.experiments.runner import Grid
+from posenc.experiments.experiment import Experiment
 from posenc.tasks.vision.config import VisionExperimentConfig
 from posenc.tasks.vision.report import unseen, write_summary
 from posenc.training.config import TrainConfig
@@ -28,6 +28,7 @@ from tests.helpers.committed import (
     stops_of,
     valid_history,
 )
+from tests.helpers.grids import results_file
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results" / "fashion_mnist_converged"
@@ -39,7 +40,7 @@ SEEDS = (0, 1, 2)
 TRAIN_RES = 28
 
 
-def _grid() -> Grid:
+def _grid() -> Experiment:
     return committed_grid(VisionExperimentConfig, "vision/fashion_mnist_converged", COMMITTED)
 
 
@@ -70,16 +71,16 @@ def test_every_run_stopped_by_patience_before_its_cap_and_its_status_is_the_rule
     on the run's own valid.csv (recomputed here, not read back)."""
     grid = _grid()
     for cell in grid.cells():
-        run = grid.results_path(cell).parent
+        run = results_file(grid, cell).parent
         summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
-        cfg = grid.config(cell)
+        cfg = grid.run_config(cell)
         assert summary["stopped"] == "patience" and summary["epochs"] < cfg.train.max_epochs, run
         assert_status_is_the_rules(run, summary, None)
 
 
 def test_the_committed_report_is_the_report_of_the_committed_results(tmp_path: Path) -> None:
     grid = _grid()
-    text = write_summary(grid.exp.name, committed_results(grid), TRAIN_RES, {m: [] for m in METHODS}, tmp_path)
+    text = write_summary(grid.name, committed_results(grid), TRAIN_RES, {m: [] for m in METHODS}, tmp_path)
     assert text == (COMMITTED / "report" / "README.md").read_text(encoding="utf-8")
 
 
@@ -212,7 +213,7 @@ def test_the_pilots_lesson_holds_on_the_committed_cape_curve() -> None:
     rule stops where the run did, and the loss fell to 0.455 at update 1,960 in between."""
     grid = _grid()
     cell = next(c for c in grid.cells() if (c.method, c.seed) == ("cape-2d", 0))
-    history, shipped = valid_history(grid.results_path(cell).parent), grid.config(cell).train
+    history, shipped = valid_history(results_file(grid, cell).parent), grid.run_config(cell).train
     naive = TrainConfig(max_epochs=shipped.max_epochs, patience=4, min_delta=shipped.min_delta)
     step, best = _patience_stop(history, naive)
     assert (step, f"{best:.3f}") == (1040, "0.531")

@@ -17,6 +17,7 @@ import yaml
 from posenc.experiments.experiment import Cell
 from posenc.experiments.runner import load_grid, run_experiment
 from posenc.window.archive import CellArchive
+from tests.helpers.grids import results_file, verdict_now
 from tests.helpers.tiny import assert_one_line_error, cli
 
 CELLS = [Cell("plain", "nobias", 1), Cell("plain", "bias", 1)]
@@ -39,7 +40,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     path = _dummy_yaml(tmp, tmp / "gpu" / "exp")
     run_experiment(str(path))
     grid = load_grid(str(path))
-    logs = grid.exp.root / "logs"
+    logs = grid.root / "logs"
     logs.mkdir()
     for cell in CELLS:
         (logs / f"{cell[0]}-{cell[1]}-seed{cell[2]}.log").write_text(f"log of {cell[1]}\n")
@@ -58,7 +59,7 @@ def _names(archive: Path) -> list[str]:
 
 def test_the_archive_holds_the_finished_cells_without_checkpoints(session: tuple[Path, Path]) -> None:
     path, archive = session
-    trained = Path(load_grid(str(path)).config(CELLS[0]).out_dir)
+    trained = Path(load_grid(str(path)).run_config(CELLS[0]).out_dir)
     assert (trained / "checkpoints").is_dir() and any((trained / "checkpoints").rglob("*.safetensors"))
     names = _names(archive)
     assert names[0] == "manifest.json"
@@ -132,7 +133,7 @@ def test_merge_places_fresh_cells_with_their_logs_and_regenerates_the_report(
     assert "| plain | bias | 1 |" in (here / "report" / "README.md").read_text()
     assert not [p for p in here.iterdir() if p.name.startswith(".merge-")]  # its unpacked copy is gone
     grid = load_grid(str(path), [f"out_dir={here}"])
-    assert all(grid.verdict(cell).kind == "fresh" for cell in CELLS)
+    assert all(verdict_now(grid, cell).kind == "fresh" for cell in CELLS)
 
 
 def test_a_cell_without_a_group_is_merged_only_with_results_of_the_grids_task(
@@ -144,7 +145,7 @@ def test_a_cell_without_a_group_is_merged_only_with_results_of_the_grids_task(
     path.write_text(yaml.safe_dump({**exp, "settings": {}}), encoding="utf-8")
     run_experiment(str(path))
     grid = load_grid(str(path))
-    moved = grid.results_path(Cell("", "bias", 1))
+    moved = results_file(grid, Cell("", "bias", 1))
     moved.write_text(json.dumps({**json.loads(moved.read_text()), "setting": "vision"}))
     archive = CellArchive(tmp_path / "cells.tar.gz")
     for cell in grid.cells():
@@ -204,7 +205,7 @@ def test_the_out_dir_is_checked_before_anything_is_placed(session: tuple[Path, P
     code, out, err = cli(capsys, "experiment", path, f"out_dir={here}", "--merge", archive)
     assert_one_line_error(code, err, str(here / "report"), "posenc did not write")
     assert out == "" and sorted(p.name for p in here.iterdir()) == ["report"]
-    run = Path(load_grid(str(path)).config(CELLS[0]).out_dir)
+    run = Path(load_grid(str(path)).run_config(CELLS[0]).out_dir)
     before = sorted(p.name for p in run.iterdir())
     code, out, err = cli(capsys, "experiment", path, f"out_dir={run / 'grid'}", "--merge", archive)
     assert_one_line_error(code, err, str(run), "lies inside the posenc run directory")

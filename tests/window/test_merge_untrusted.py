@@ -35,7 +35,7 @@ Member = tuple[str, "bytes | int", int, bytes]
 def _archive_of(grid_yaml: Path, cells: list[Cell], out: Path) -> Path:
     """The session archive of the trained ``cells`` of the grid at ``grid_yaml``, with their logs."""
     grid = load_grid(str(grid_yaml))
-    logs = grid.exp.root / "logs"
+    logs = grid.root / "logs"
     logs.mkdir(exist_ok=True)
     archive = CellArchive(out)
     for cell in cells:

@@ -14,6 +14,7 @@ import yaml
 
 from posenc.experiments.experiment import Cell
 from posenc.experiments.runner import load_grid, run_experiment
+from posenc.experiments.tasks import task_of
 from posenc.runs.same_run import RunRecord, same_run
 from posenc.window.queue import blocker, check_entries, entry_cells, load_queue
 from tests.helpers.tiny import assert_one_line_error, cli
@@ -96,9 +97,9 @@ def test_the_queues_placement_overrides_keep_every_runs_identity() -> None:
             continue
         assert sorted(placed) == ["base.train.device=cuda", "base.train.precision=fp32"]
         here = load_grid(entry.experiment, [o for o in entry.overrides if o not in placed])
-        configs = {cell: stage.config(cell) for stage, cell in entry_cells(entry, here)}
+        configs = {cell: stage.run_config(cell) for stage, cell in entry_cells(entry, here)}
         for stage, cell in entry_cells(entry, grid):
-            gpu = stage.config(cell)
+            gpu = stage.run_config(cell)
             assert gpu.train.device == "cuda" and configs[cell].train.device == "cpu"
             verdict = same_run(RunRecord.of(gpu), configs[cell])
             assert verdict.kind == "fresh", (cell, verdict.detail)
@@ -117,14 +118,14 @@ def dummy(tmp_path: Path) -> Path:
 def test_a_session_trains_only_cells_without_results_or_run_directory(dummy: Path, tmp_path: Path) -> None:
     run_experiment(str(dummy), ["seeds=[1]", "methods={nobias: {}}"])
     grid = load_grid(str(dummy))
-    assert blocker(grid, Cell("plain", "nobias", 1)) == ""  # committed: skipped
-    assert blocker(grid, Cell("plain", "bias", 1)) is None  # to train
-    partial = Path(grid.config(Cell("plain", "bias", 2)).out_dir)
+    assert blocker(grid, task_of(grid), Cell("plain", "nobias", 1)) == ""  # committed: skipped
+    assert blocker(grid, task_of(grid), Cell("plain", "bias", 1)) is None  # to train
+    partial = Path(grid.run_config(Cell("plain", "bias", 2)).out_dir)
     partial.mkdir(parents=True)
     (partial / "train.csv").write_text("step,loss\n")
-    assert blocker(grid, Cell("plain", "bias", 2)) == f"{partial} already holds a run without results"
+    assert blocker(grid, task_of(grid), Cell("plain", "bias", 2)) == f"{partial} already holds a run without results"
     changed = load_grid(str(dummy), ["base.model.dim=2"])
-    assert blocker(changed, Cell("plain", "nobias", 1)).startswith("stale results here (model.dim (3 -> 2)")
+    assert blocker(changed, task_of(changed), Cell("plain", "nobias", 1)).startswith("stale results here (model.dim (3 -> 2)")
 
 
 def _queue(tmp_path: Path, entry: dict) -> Path:
@@ -293,7 +294,7 @@ def test_a_grid_without_settings_names_its_cells_method_then_seed(tmp_path: Path
     path = tmp_path / "flat.yaml"
     path.write_text(yaml.safe_dump(exp), encoding="utf-8")
     grid = load_grid(str(path))
-    partial = Path(grid.config(Cell("", "bias", 1)).out_dir)
+    partial = Path(grid.run_config(Cell("", "bias", 1)).out_dir)
     partial.mkdir(parents=True)
     (partial / "train.csv").write_text("step,loss\n")
 
@@ -310,6 +311,7 @@ def test_a_grid_without_settings_names_its_cells_method_then_seed(tmp_path: Path
     archive = CellArchive(tmp_path / "small.tar.gz", limit=1)
     archive.finished(grid, Cell("", "nobias", 1), str(path), [])
     assert archive.write() and archive.left_out == ["nobias/1"]
-    outside = SimpleNamespace(exp=grid.exp, config=lambda cell: SimpleNamespace(out_dir=str(tmp_path / "elsewhere")))
+    outside = SimpleNamespace(name=grid.name, root=grid.root,
+                              run_config=lambda cell: SimpleNamespace(out_dir=str(tmp_path / "elsewhere")))
     with pytest.raises(ConfigError, match=r"^cell nobias/1: its run directory"):
         archive.finished(outside, Cell("", "nobias", 1), str(path), [])

@@ -116,7 +116,7 @@ def loop_model_of(experiment: str) -> dict[str, Any]:
     from posenc.models.config import ModelConfig
 
     grid = load_grid(experiment)
-    cfg = next((c for c in map(grid.config, grid.cells())
+    cfg = next((c for c in map(grid.run_config, grid.cells())
                 if getattr(c, "arch", "transformer") == "transformer" and isinstance(getattr(c, "model", None),
                                                                                      ModelConfig)), None)
     if cfg is None:

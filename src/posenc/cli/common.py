@@ -9,7 +9,8 @@ import torch
 
 from posenc.config import from_dict, load_yaml, merge_overrides, shorten
 from posenc.errors import ConfigError
-from posenc.experiments.tasks import ExperimentTask, find_task
+from posenc.experiments.task_grid import TaskGrid
+from posenc.experiments.tasks import find_task
 from posenc.positions.config import METHOD_ALIASES, MODEL_ALIASES
 
 #: The task of a run config without a ``task:`` key.
@@ -27,7 +28,7 @@ def documented_methods() -> str:
     return f"{', '.join(names)}, or combinations such as ape+shaw, ape+rpe, rnn+shape"
 
 
-def run_config(args: argparse.Namespace) -> tuple[ExperimentTask, Any]:
+def run_config(args: argparse.Namespace) -> tuple[TaskGrid, Any]:
     """The task and the run config of ``--config FILE`` and the ``KEY=VALUE`` overrides.
 
     The task is the config's ``task:`` key (a ``task=NAME`` override wins; default translation),
@@ -38,7 +39,7 @@ def run_config(args: argparse.Namespace) -> tuple[ExperimentTask, Any]:
         args: the parsed command line (``config``, ``overrides``).
 
     Returns:
-        ``(task, cfg)``: the task's experiment side (its ``new_task()`` trains ``cfg``) and the run config.
+        ``(task, cfg)``: the task (its ``new_task()`` trains ``cfg``) and the run config.
 
     Raises:
         ConfigError: one line, for an unknown task or a bad config.

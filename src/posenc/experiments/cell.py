@@ -1,5 +1,7 @@
-"""One cell of an experiment grid (:class:`~posenc.experiments.experiment.Experiment`), judged
-once (:class:`JudgedCell`) and brought up to date with that judgement (:func:`bring_up`).
+"""One cell of an experiment grid (:class:`~posenc.experiments.experiment.Experiment`): its
+freshness (:func:`recorded_verdict`, the one rule of every task), its judgement taken once
+(:class:`JudgedCell`; taken and kept by :mod:`posenc.experiments.judgements`) and where it trained
+(:func:`trained_on`).
 
 A cell is a run directory: its run config's ``out_dir``, holding ``results.json`` once done. The
 cell is judged once, when the runner first looks at it: its stored results and the task's one
@@ -19,10 +21,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from posenc.errors import ConfigError
-from posenc.experiments.experiment import Cell, Experiment
-from posenc.experiments.tasks import ExperimentTask
-from posenc.runs.run import RESULTS_NAME, Run, started_run
+from posenc.experiments.experiment import Cell
+from posenc.runs.run import RESULTS_NAME, started_run
 from posenc.runs.same_run import RunRecord, Verdict, same_run
 
 
@@ -155,48 +155,12 @@ def results_path(cfg: Any) -> Path:
     return Path(cfg.out_dir) / RESULTS_NAME
 
 
-def judge(task: ExperimentTask, exp: Experiment, cell: tuple[str, str, int]) -> JudgedCell:
-    """``cell`` of ``exp`` judged once: its run config, its stored results and the task's verdict
-    on them; without results, the run started in its directory (:func:`started_verdict`), stale
-    or kept to resume it.
-
-    Args:
-        task: the experiment's task.
-        exp: the experiment.
-        cell: the cell.
-
-    Returns:
-        The judged cell.
-    """
-    cell = Cell(*cell)
-    cfg = exp.run_config(cell)
-    path = results_path(cfg)
-    if not path.is_file():
-        started = started_verdict(cfg)
-        if started is not None and started.kind == "stale":
-            return JudgedCell(cell, cfg, None, started)
-        return JudgedCell(cell, cfg, None, None, started)
-    results = json.loads(path.read_text(encoding="utf-8"))
-    return JudgedCell(cell, cfg, results, task.verdict(exp, cell, results))
-
-
-def bring_up(task: ExperimentTask, exp: Experiment, judged: JudgedCell) -> dict[str, Any]:
-    """Bring the cell up to date with its judgement: fresh → its stored results; stale → a one-line
-    ConfigError (stale cells are cleared, ``--rerun-stale``, or refused before); otherwise the task
-    runs the cell with the verdict on its run (on its results, or on the run started there) and
-    the cell's run stores the results.
-
-    Args:
-        task: the experiment's task.
-        exp: the experiment.
-        judged: the cell, judged once (:func:`judge`).
-
-    Returns:
-        Its results, as stored.
-    """
-    if judged.fresh:
-        return judged.results or {}
-    if judged.stale:
-        raise ConfigError(f"{judged.cfg.out_dir}: stale results ({judged.verdict.detail}); rerun with --rerun-stale")
-    result = task.run_cell(exp, judged.cell, judged.verdict or judged.started, judged.results)
-    return Run(Path(judged.cfg.out_dir), judged.cfg, judged.verdict).write_results(result)
+def trained_on(results: dict[str, Any]) -> str:
+    """Where a cell's run trained, from its stored results: the device its training summary names
+    (with the GPU's name), else the ``train.device`` of its record when that names one (``auto``
+    says nothing of where it ran), else ``unknown``."""
+    named = (results.get("summary") or {}).get("device")
+    if named:
+        return str(named)
+    configured = ((results.get("record") or {}).get("extension") or {}).get("device")
+    return str(configured) if configured and configured != "auto" else "unknown"

@@ -5,7 +5,8 @@ seed); the runner knows no task. The task named by the YAML's ``task:`` key (:mo
 supplies its experiment schema, the grid as data (an :class:`~posenc.experiments.experiment.Experiment`:
 the cells and their run configs), whether a finished cell is still
 fresh, how to bring a cell up to date and the report. It is looked up once per experiment (once
-per worker process) and travels with the config as a :class:`Grid`. Every cell is a run
+per worker process) and passed beside the grid to every step, with the judgement of each cell
+taken once (:class:`~posenc.experiments.judgements.Judgements`, owned here). Every cell is a run
 directory (the cell config's ``out_dir``) that holds ``results.json`` once done (written here,
 atomically), so an interrupted grid resumes cell by cell; ``<root>/report/`` holds the report.
 """
@@ -20,15 +21,16 @@ from typing import Any
 
 from posenc.config import from_dict, load_yaml, merge_overrides
 from posenc.errors import ConfigError
-from posenc.experiments.experiment import Cell
-from posenc.experiments.grid import Grid
+from posenc.experiments.experiment import Cell, Experiment
+from posenc.experiments.judgements import Judgements
 from posenc.experiments.subset import CellSubset
-from posenc.experiments.tasks import ExperimentTask, find_task, known_tasks
+from posenc.experiments.task_grid import TaskGrid
+from posenc.experiments.tasks import find_task, known_tasks, task_of
 from posenc.files import atomic_write_text
 from posenc.processes import interrupt_on_signals
 
-__all__ = ["Cell", "Grid", "find_experiment", "grid_stages", "known_tasks", "load_grid", "run_experiment", "run_grid",
-           "task_runner"]
+__all__ = ["Cell", "find_experiment", "grid_stages", "known_tasks", "load_grid", "run_experiment",
+           "run_grid", "task_runner"]
 
 log = logging.getLogger("posenc")
 
@@ -40,11 +42,11 @@ def check_report_dir(exp: Any) -> None:
     check_target(exp.root / "report", "report", "report directory")
 
 
-def run_grid(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: str = "local",
-             report_only: bool = False, task: ExperimentTask | None = None, subset: CellSubset | None = None) -> Path:
-    """Every cell of ``exp`` brought up to date (``jobs`` > 1, ``"auto"`` or another backend: worker
-    processes, :mod:`posenc.experiments.scheduler`), then the report; returns its directory.
-    An experiment with a ``selection`` block first runs its validation sweep the same way
+def run_grid(exp: Experiment, jobs: int | str = 1, rerun_stale: bool = False, backend: str = "local",
+             report_only: bool = False, task: TaskGrid | None = None, subset: CellSubset | None = None) -> Path:
+    """Every cell of the grid ``exp`` brought up to date (``jobs`` > 1, ``"auto"`` or another
+    backend: worker processes, :mod:`posenc.experiments.scheduler`), then the report; returns its
+    directory. An experiment with a ``selection`` block first runs its validation sweep the same way
     (:mod:`posenc.experiments.selection`) and the grid then uses the chosen value.
     ``report_only``: train nothing; the report reads the fresh cells (a grid that spans sessions).
     ``task``: the experiment's task when the caller has it (else looked up here, once).
@@ -57,83 +59,87 @@ def run_grid(exp: Any, jobs: int | str = 1, rerun_stale: bool = False, backend: 
         raise ConfigError("--jobs auto needs --backend local (give submitit a number of runs at once)")
     if report_only and rerun_stale:
         raise ConfigError("--report-only trains nothing and clears nothing: drop --rerun-stale (or --report-only)")
-    grid = Grid.of(exp, task)
+    task = task_of(exp) if task is None else task
+    judged = Judgements()
+    up_to_date = partial(bring_up_to_date, jobs=jobs, rerun_stale=rerun_stale, backend=backend)
     if subset is not None and not subset.everything:
         if report_only:
             raise ConfigError("--report-only reports every fresh cell: drop --settings/--methods/--seeds")
-        train_subset(grid, subset, partial(bring_up_to_date, jobs=jobs, rerun_stale=rerun_stale, backend=backend))
-        return grid.exp.root / "report"
+        train_subset(exp, task, judged, subset, up_to_date)
+        return exp.root / "report"
     check_report_dir(exp)  # before any training: never a user's files
-    if not report_only:
-        check_data_up_front(grid)
     if report_only:
-        grid, results, left = _report_only_results(grid)
+        exp, results, left = _report_only_results(exp, task, judged)
     else:
-        up_to_date = partial(bring_up_to_date, jobs=jobs, rerun_stale=rerun_stale, backend=backend)
-        grid = _with_selection(grid, up_to_date)  # a selection stage first, if the YAML has one
-        results, left = up_to_date(grid), []
-    (grid.exp.root / "report").mkdir(parents=True, exist_ok=True)
-    write_marker(grid.exp.root / "report", "report")  # before writing: a report that fails halfway is still posenc's
-    report = grid.task.report(grid.exp, results)
+        check_data_up_front(exp, task, judged)
+        exp = _with_selection(exp, task, judged, up_to_date)  # a selection stage first, if the YAML has one
+        results, left = up_to_date(exp, task, judged), []
+    (exp.root / "report").mkdir(parents=True, exist_ok=True)
+    write_marker(exp.root / "report", "report")  # before writing: a report that fails halfway is still posenc's
+    report = task.report(exp, results)
     if left:
         _note_left_out(report / "README.md", left, len(left) + len(results))
     write_marker(report, "report")
     return report
 
 
-def check_data_up_front(grid: Grid, subset: CellSubset | None = None) -> None:
+#: Brings the cells of a grid up to date and returns their results: ``(exp, task, judged)``.
+UpToDate = Callable[[Experiment, TaskGrid, Judgements], list[dict[str, Any]]]
+
+
+def check_data_up_front(exp: Experiment, task: TaskGrid, judged: Judgements, subset: CellSubset | None = None) -> None:
     """The data of every cell still to run (of ``subset`` when given), the selection sweep's and the
     test grid's, checked once per setting by the task before anything trains or any worker starts:
     a missing data set is one line here, not a failure in every worker. The test grid's settings do
     not depend on the sweep's choice, so its cells are checked as configured."""
-    sweep, main, _ = grid_stages(grid)
+    sweep, main, _ = grid_stages(exp, task, judged)
     for stage in (sweep, main):
         if stage is not None:
-            todo = stage.todo([c for c in stage.cells() if subset is None or subset.wants(c)])
-            stage.task.check_data(stage.exp, todo)
+            todo = judged.todo(task, stage, [c for c in stage.cells() if subset is None or subset.wants(c)])
+            task.check_data(stage, todo)
 
 
-def _with_selection(grid: Grid, up_to_date: Callable[[Grid], list[dict[str, Any]]]) -> Grid:
+def _with_selection(exp: Experiment, task: TaskGrid, judged: Judgements, up_to_date: UpToDate) -> Experiment:
     """The grid with its selection stage's choice (:func:`~posenc.experiments.selection.run_selection`,
-    whose sweep ``up_to_date`` brings up to date); ``grid`` itself (its cells' judgements kept)
+    whose sweep ``up_to_date`` brings up to date); ``exp`` itself (its cells' judgements kept)
     when it selects nothing."""
     from posenc.experiments.selection import run_selection
 
-    chosen = run_selection(grid.exp, grid.task, lambda sweep: up_to_date(grid.with_experiment(sweep)))
-    return grid if chosen is grid.exp else grid.with_experiment(chosen)
+    return run_selection(exp, task, lambda sweep: up_to_date(sweep, task, judged))
 
 
-def _report_only_results(grid: Grid) -> tuple[Grid, list[dict[str, Any]], list[str]]:
+def _report_only_results(exp: Experiment, task: TaskGrid,
+                         judged: Judgements) -> tuple[Experiment, list[dict[str, Any]], list[str]]:
     """``--report-only``: the grid (with its complete selection sweep's choice), the results of its
     fresh cells and the names of the others (printed); one-line error when none is fresh. While
     the sweep is incomplete, the selected method's cells wait for its choice: the grid is reported
     without them, and they are named with the runs left out."""
-    sweep, _, waits = grid_stages(grid)
+    sweep, _, waits = grid_stages(exp, task, judged)
     if waits and sweep is not None:
-        grid, waiting = _without_selected(grid, sweep)
+        exp, waiting = _without_selected(exp, task, judged, sweep)
     else:
-        grid, waiting = _with_selection(grid, _complete_sweep), []
-    results, left = grid.fresh_results()
+        exp, waiting = _with_selection(exp, task, judged, _complete_sweep), []
+    results, left = judged.fresh_results(task, exp)
     left = left + waiting
     if not results:
-        raise ConfigError(f"--report-only: none of the {len(left)} runs of {grid.exp.name} is done and fresh; "
+        raise ConfigError(f"--report-only: none of the {len(left)} runs of {exp.name} is done and fresh; "
                           "nothing to report")
     if left:
         print(f"report only: {len(left)} of {len(left) + len(results)} runs left out (not trained or not fresh): "
               + ", ".join(left), flush=True)
-    return grid, results, left
+    return exp, results, left
 
 
-def _without_selected(grid: Grid, sweep: Grid) -> tuple[Grid, list[str]]:
+def _without_selected(exp: Experiment, task: TaskGrid, judged: Judgements,
+                      sweep: Experiment) -> tuple[Experiment, list[str]]:
     """The grid without its selected method (no selection stage) and the names of that method's
     cells, which wait for the incomplete ``sweep``'s choice."""
-    selected = grid.exp.selection.method
-    done, todo = sweep.fresh_results()
-    waiting = [cell.name + " (waits for the selection sweep)" for cell in grid.cells() if cell.method == selected]
+    selected = exp.selection.method
+    done, todo = judged.fresh_results(task, sweep)
+    waiting = [cell.name + " (waits for the selection sweep)" for cell in exp.cells() if cell.method == selected]
     print(f"report only: the selection sweep is not complete ({len(done)} of {len(done) + len(todo)} runs done); "
           f"the {selected} runs wait for its choice and are left out", flush=True)
-    kept = grid.exp.with_methods([m for m in grid.exp.methods if m != selected])  # its selection goes too
-    return grid.with_experiment(kept), waiting
+    return exp.with_methods([m for m in exp.methods if m != selected]), waiting  # its selection goes too
 
 
 def _note_left_out(readme: Path, left: list[str], total: int) -> None:
@@ -145,96 +151,99 @@ def _note_left_out(readme: Path, left: list[str], total: int) -> None:
                           + ", ".join(left) + ".\n")
 
 
-def bring_up_to_date(grid: Grid, jobs: int | str = 1, rerun_stale: bool = False,
-                     backend: str = "local", subset: CellSubset | None = None) -> list[dict[str, Any]]:
-    """Train/score every cell of ``grid`` (of ``subset`` when given) that is not fresh (``jobs``
-    at once) and return the results of those cells, in grid order."""
+def bring_up_to_date(exp: Experiment, task: TaskGrid, judged: Judgements, jobs: int | str = 1,
+                     rerun_stale: bool = False, backend: str = "local",
+                     subset: CellSubset | None = None) -> list[dict[str, Any]]:
+    """Train/score every cell of ``exp`` (of ``subset`` when given) that is not fresh (``jobs`` at
+    once), each judged once (``judged``), and return the results of those cells, in grid order."""
     from posenc.experiments.scheduler import check_logs_dir, run_cells
 
-    wanted = [cell for cell in grid.cells() if subset is None or subset.wants(cell)]
+    wanted = [cell for cell in exp.cells() if subset is None or subset.wants(cell)]
     serial = jobs == 1 and backend == "local"
     if not serial:
-        check_logs_dir(grid.exp)
-    pending = grid.plan(rerun_stale, wanted)
-    grid.task.check_data(grid.exp, pending)  # also here: callers that bring a stage up to date directly
-    grid.task.prepare(grid.exp, pending)
+        check_logs_dir(exp)
+    pending = judged.plan(task, exp, rerun_stale, wanted)
+    task.check_data(exp, pending)  # also here: callers that bring a stage up to date directly
+    task.prepare(exp, pending)
     if serial:
         for cell in pending:
-            print(grid.task.summary_line(grid.exp, grid.execute(cell)), flush=True)
+            print(task.summary_line(exp, judged.execute(task, exp, cell)), flush=True)
     else:
-        run_cells(grid, pending, jobs, backend)
+        run_cells(exp, task, pending, jobs, backend)
         for cell in pending:
-            grid.judge(cell, again=True)  # the results its worker stored
-    return [grid.execute(cell) for cell in wanted]  # all fresh now: their results, judged once
+            judged.judge(task, exp, cell, again=True)  # the results its worker stored
+    return [judged.execute(task, exp, cell) for cell in wanted]  # all fresh now: their results, judged once
 
 
-def train_subset(grid: Grid, subset: CellSubset, up_to_date: Callable[..., list[dict[str, Any]]]) -> None:
+def train_subset(exp: Experiment, task: TaskGrid, judged: Judgements, subset: CellSubset,
+                 up_to_date: Callable[..., list[dict[str, Any]]]) -> None:
     """Bring the cells of ``subset`` up to date (``up_to_date``: :func:`bring_up_to_date` with the
     jobs and backend) and write no report: the grid's report is of the whole grid (``--report-only``
     once it is complete). The selection sweep's cells in ``subset`` train first; a cell of the
     selected method waits for the sweep's choice, so asking for one before the sweep is complete
     is a one-line error."""
-    sweep, main, waits = grid_stages(grid)
-    subset.check(grid, sweep, "posenc experiment")
-    check_data_up_front(grid, subset)
+    sweep, main, waits = grid_stages(exp, task, judged)
+    subset.check(exp, sweep, "posenc experiment")
+    check_data_up_front(exp, task, judged, subset)
     if sweep is not None and any(subset.wants(cell) for cell in sweep.cells()):
-        up_to_date(sweep, subset=subset)
-        sweep, main, waits = grid_stages(grid)
-    selected = grid.exp.selection.method if sweep is not None else None
+        up_to_date(sweep, task, judged, subset=subset)
+        sweep, main, waits = grid_stages(exp, task, judged)
+    selected = exp.selection.method if sweep is not None else None
     if waits and any(subset.wants(cell) and cell[1] == selected for cell in main.cells()):
         raise ConfigError(f"posenc experiment: the {selected} cells wait for the selection sweep's choice; "
                           "train the sweep first (its cells, or the whole grid)")
-    results = up_to_date(main, subset=subset)
-    print(f"{len(results)} runs of {grid.exp.name} up to date (settings/methods/seeds asked for); report not "
-          f"written: run `posenc experiment {grid.exp.name} --report-only` once the grid is complete", flush=True)
+    results = up_to_date(main, task, judged, subset=subset)
+    print(f"{len(results)} runs of {exp.name} up to date (settings/methods/seeds asked for); report not "
+          f"written: run `posenc experiment {exp.name} --report-only` once the grid is complete", flush=True)
 
 
-def load_grid(name_or_path: str, overrides: list[str] | None = None) -> Grid:
+def load_grid(name_or_path: str, overrides: list[str] | None = None) -> Experiment:
     """The grid of a shipped or user experiment with dotted ``overrides``, validated by its task's
-    schema."""
+    schema (its task: :func:`~posenc.experiments.tasks.task_of` of it)."""
     data = load_yaml(find_experiment(name_or_path))
     return grid_of(find_task(data.get("task", "translation")), data, list(overrides or []))
 
 
-def grid_of(task: ExperimentTask, data: dict[str, Any], overrides: list[str]) -> Grid:
+def grid_of(task: TaskGrid, data: dict[str, Any], overrides: list[str]) -> Experiment:
     """The grid of the raw experiment mapping ``data`` with dotted ``overrides``, validated by the
-    task's experiment schema."""
+    task's experiment schema (:meth:`~posenc.experiments.task_grid.TaskGrid.experiment`)."""
     schema = task.experiment_config
-    return Grid.of(from_dict(schema, merge_overrides(data, overrides, schema)), task)
+    return task.experiment(from_dict(schema, merge_overrides(data, overrides, schema)))
 
 
-def grid_stages(grid: Grid) -> tuple[Grid | None, Grid, bool]:
-    """``(sweep, test grid, waits)``: the selection sweep of ``grid`` as a grid (None when it selects
-    nothing) and the test grid, with the sweep's choice once every sweep cell is fresh; until then
-    the test grid as configured and ``waits`` True (the cells of the selected method wait for the
-    choice; the others do not depend on it). Writes nothing (the choice is recorded in
-    ``selection.json`` when the grid runs or its report is written), so a queue may call it to
-    validate and list cells."""
+def grid_stages(exp: Experiment, task: TaskGrid,
+                judged: Judgements | None = None) -> tuple[Experiment | None, Experiment, bool]:
+    """``(sweep, test grid, waits)``: the selection sweep of ``exp`` (None when it selects nothing)
+    and the test grid, with the sweep's choice once every sweep cell is fresh; until then the test
+    grid as configured and ``waits`` True (the cells of the selected method wait for the choice;
+    the others do not depend on it). The sweep's cells are judged in ``judged`` (None: judgements
+    of their own). Writes nothing (the choice is recorded in ``selection.json`` when the grid runs
+    or its report is written), so a queue may call it to validate and list cells."""
     from posenc.experiments.selection import resolved, with_choice
 
-    sel = grid.exp.selection
+    sel = exp.selection
     if sel is None or not sel.enabled:
-        return None, grid, False
-    sweep = grid.with_experiment(grid.exp.sweep(resolved(grid.exp)))
-    results, left = sweep.fresh_results()
+        return None, exp, False
+    sweep = exp.sweep(resolved(exp))
+    results, left = (Judgements() if judged is None else judged).fresh_results(task, sweep)
     if left:
-        return sweep, grid, True
-    return sweep, grid.with_experiment(with_choice(grid.exp, grid.task, results)[0]), False
+        return sweep, exp, True
+    return sweep, with_choice(exp, task, results)[0], False
 
 
-def _complete_sweep(grid: Grid) -> list[dict[str, Any]]:
+def _complete_sweep(sweep: Experiment, task: TaskGrid, judged: Judgements) -> list[dict[str, Any]]:
     """A selection sweep's results under ``--report-only``: its choice needs every cell."""
-    results, left = grid.fresh_results()
+    results, left = judged.fresh_results(task, sweep)
     if left:
         raise ConfigError(f"--report-only: the selection sweep is not complete ({len(left)} runs left: "
                           f"{', '.join(left[:3])}{' ...' if len(left) > 3 else ''}); run it without --report-only")
     return results
 
 
-def run_grid_experiment(task: ExperimentTask, data: dict[str, Any], overrides: list[str], **options: Any) -> Path:
+def run_grid_experiment(task: TaskGrid, data: dict[str, Any], overrides: list[str], **options: Any) -> Path:
     """``posenc experiment`` of a grid task: the raw mapping plus dotted overrides, validated by
     the task's experiment schema (:func:`grid_of`), then :func:`run_grid`."""
-    return run_grid(grid_of(task, data, overrides).options, **options, task=task)
+    return run_grid(grid_of(task, data, overrides), **options, task=task)
 
 
 def task_runner(task: str) -> Callable[..., Path]:

@@ -9,7 +9,7 @@ the chosen value; pinned values are simply other methods, e.g. ``shape-k500``), 
 (an :class:`~posenc.experiments.experiment.Experiment`) builds the sweep (``Experiment.sweep``: one
 method per value, scored as its ``sweep_options`` say, e.g. translation's validation split only)
 and the test grid with the chosen value (``Experiment.with_value``); the task says only how a sweep
-cell is scored (:meth:`~posenc.experiments.tasks.ExperimentTask.selection_score`).
+cell is scored (:meth:`~posenc.experiments.task_grid.TaskGrid.selection_score`).
 
 The sweep's cells are ordinary resumable grid cells beside the grid's
 (``<root>/<setting>/<method>-<key><value>/seedN``); the choice (the
@@ -117,7 +117,7 @@ def run_selection(exp: Experiment, task: Any,
 
     Args:
         exp: the grid.
-        task: its task (:meth:`~posenc.experiments.tasks.ExperimentTask.selection_score`).
+        task: its task (:meth:`~posenc.experiments.task_grid.TaskGrid.selection_score`).
         bring_up_to_date: brings a grid's cells up to date and returns their results.
 
     Returns:

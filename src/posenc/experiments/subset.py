@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from posenc.config import require
-from posenc.experiments.experiment import Cell
-from posenc.experiments.grid import Grid
+from posenc.experiments.experiment import Cell, Experiment
 
 
 @dataclass(frozen=True)
@@ -34,12 +33,12 @@ class CellSubset:
         return ((not self.settings or group in self.settings) and (not self.methods or method in self.methods)
                 and (not self.seeds or seed in self.seeds))
 
-    def check(self, grid: Grid, sweep: Grid | None, where: str) -> None:
+    def check(self, grid: Experiment, sweep: Experiment | None, where: str) -> None:
         """A value that names nothing in ``grid`` (or its selection ``sweep``, for methods) is a
         one-line ConfigError starting with ``where``: a typo would otherwise select nothing."""
         cells = grid.cells()
         require(not self.settings or any(c[0] for c in cells),
-                f"{where}: {grid.exp.name} has no settings (its grid has no outer axis): drop --settings")
+                f"{where}: {grid.name} has no settings (its grid has no outer axis): drop --settings")
         methods = {c[1] for c in cells} | ({c[1] for c in sweep.cells()} if sweep is not None else set())
         filters = (("settings", self.settings, {c[0] for c in cells if c[0]}), ("methods", self.methods, methods),
                    ("seeds", self.seeds, {c[2] for c in cells}))

@@ -15,8 +15,8 @@ from typing import Any
 from posenc.config import from_dict
 from posenc.errors import PosencError
 from posenc.experiments.experiment import Cell
-from posenc.experiments.grid import Grid
-from posenc.experiments.tasks import find_task
+from posenc.experiments.judgements import Judgements
+from posenc.experiments.tasks import find_task, task_of
 from posenc.processes import interrupt_exit_code, interrupt_on_signals
 
 
@@ -30,14 +30,15 @@ def run_cell(spec: str, group: str, method: str, seed: int) -> dict[str, Any]:
     with open(spec, encoding="utf-8") as fh:
         data = json.load(fh)
     task = find_task(data["task"])  # looked up once in this process
-    exp = from_dict(task.experiment_config, data)  # the task's own schema
-    return Grid.of(exp, task).execute(Cell(group, method, int(seed)))
+    exp = task.experiment(from_dict(task.experiment_config, data))  # the task's own schema
+    return Judgements().execute(task, exp, Cell(group, method, int(seed)))
 
 
-def execute(exp: Any, cell: Cell) -> dict[str, Any]:
-    """Bring one cell of the experiment config ``exp`` up to date in this process (a submitit
+def execute(options: Any, cell: Cell) -> dict[str, Any]:
+    """Bring one cell of the experiment config ``options`` up to date in this process (a submitit
     job), its task looked up once."""
-    return Grid.of(exp).execute(cell)
+    task = task_of(options)
+    return Judgements().execute(task, task.experiment(options), cell)
 
 
 def main(argv: list[str]) -> int:

@@ -1,12 +1,13 @@
 """The task interface: what a task provides so the one Trainer and ``posenc experiment`` run it.
 
 A task turns its typed run config into a model, training/validation batches and a loss; after
-training it evaluates the model. (Its experiment grid, i.e. its YAML as an experiment, freshness,
-scoring and report, is declared by :class:`posenc.experiments.tasks.ExperimentTask`, which the same
-class also subclasses, through :class:`posenc.tasks.grid.GridTask`.) The Trainer never
-knows which task it trains: it gets the task's ``loss`` and ``width`` (and metric) explicitly.
+training it evaluates the model. Its experiment grid (its YAML as an experiment, freshness,
+scoring and report) is the grid side it inherits, declared below the tasks by
+:class:`posenc.experiments.task_grid.TaskGrid` (with the defaults of a methods × seeds grid), so a
+task is one class of one protocol: :class:`Task`. The Trainer never knows which task it trains: it
+gets the task's ``loss`` and ``width`` (and metric) explicitly.
 
-:class:`Task` declares the whole interface: six methods every task defines (abstract) and seven
+:class:`Task` declares the whole run interface: six methods every task defines (abstract) and seven
 hooks with a default that does nothing, which a task overrides where it has something to do.
 :func:`run_task` calls each of them; nothing is looked up by name.
 
@@ -38,6 +39,7 @@ from typing import Any, Callable, ClassVar, Sequence
 import torch
 from torch import nn
 
+from posenc.experiments.task_grid import TaskGrid
 from posenc.runs.run import Run
 from posenc.runs.same_run import Verdict
 from posenc.training.device import resolve_device
@@ -47,11 +49,13 @@ from posenc.training.result import TrainResult
 from posenc.training.trainer import Trainer
 
 
-class Task(abc.ABC):
+class Task(TaskGrid):
     """One task (translation, vision, speech, lengthgen). ``cfg`` is the task's run config.
 
-    A task subclasses this class: it defines the six abstract methods and overrides the hooks
-    (:meth:`check` … :meth:`summary`) it needs; the others keep their defaults, which do nothing.
+    A task subclasses this class, and only this one: it defines the six abstract methods of a run
+    and overrides the hooks (:meth:`check` … :meth:`summary`) it needs; the others keep their
+    defaults, which do nothing. Its grid side (:class:`~posenc.experiments.task_grid.TaskGrid`) asks
+    it for ``new_task``, ``summary_line`` and ``report``; a cell trains through :meth:`train`.
     """
 
     #: The ``task:`` key of experiment and run YAMLs.
@@ -131,6 +135,19 @@ class Task(abc.ABC):
         Returns:
             The metrics, JSON-safe.
         """
+
+    def train(self, cfg: Any, verdict: Verdict | None) -> TaskRun:
+        """A cell's run trained (resuming) and evaluated by a fresh task (:meth:`new_task`) through
+        :func:`run_task`, with the verdict on its run judged once.
+
+        Args:
+            cfg: the cell's run config.
+            verdict: the verdict on the run in its directory (None: nothing recorded).
+
+        Returns:
+            The trained run.
+        """
+        return run_task(self.new_task(), cfg, verdict=verdict)
 
     # ------------------------------------------------------------------ hooks, with defaults
     def check(self, cfg: Any) -> None:

@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc.errors import ConfigError
-from posenc.experiments.experiment import Cell
-from posenc.experiments.grid import Grid
+from posenc.experiments.experiment import Cell, Experiment
 from posenc.experiments.scheduler import log_path
 from posenc.runs.lock import LOCK_NAME
 from posenc.runs.ownership import CONFIG_NAME, FINGERPRINT_NAME, MARKER_NAME
@@ -122,30 +121,30 @@ class CellArchive:
         self.note = ""  # why the last write kept the file that was there
         self._sizes: dict[tuple[str, Cell], int] = {}  # each finished cell's files compressed alone
 
-    def _grid(self, grid: Grid, cell: Cell, experiment: str, overrides: list[str]) -> _ArchivedGrid:
-        key = str(grid.exp.root)
+    def _grid(self, grid: Experiment, cell: Cell, experiment: str, overrides: list[str]) -> _ArchivedGrid:
+        key = str(grid.root)
         if key not in self.grids:
-            self.grids[key] = _ArchivedGrid(str(grid.exp.name), Path(grid.exp.root), experiment, list(overrides),
-                                            spec_of(grid.config(cell)))
+            self.grids[key] = _ArchivedGrid(str(grid.name), Path(grid.root), experiment, list(overrides),
+                                            spec_of(grid.run_config(cell)))
         return self.grids[key]
 
-    def started(self, grid: Grid, cell: Cell, experiment: str, overrides: list[str]) -> None:
+    def started(self, grid: Experiment, cell: Cell, experiment: str, overrides: list[str]) -> None:
         """``cell`` of ``grid`` (queued as ``experiment`` with ``overrides``) started: its log travels."""
         entry = self._grid(grid, Cell(*cell), experiment, overrides)
-        name = log_path(grid.exp, cell).name
+        name = log_path(grid, cell).name
         if name not in entry.logs:
             entry.logs.append(name)
 
-    def finished(self, grid: Grid, cell: Cell, experiment: str, overrides: list[str]) -> None:
+    def finished(self, grid: Experiment, cell: Cell, experiment: str, overrides: list[str]) -> None:
         """``cell`` finished: its run directory travels (relative to the grid's root)."""
         entry = self._grid(grid, Cell(*cell), experiment, overrides)
-        run_dir = Path(grid.config(cell).out_dir)
+        run_dir = Path(grid.run_config(cell).out_dir)
         try:
             entry.cells[Cell(*cell)] = run_dir.relative_to(entry.root).as_posix()
         except ValueError:
             raise ConfigError(f"cell {Cell(*cell).name}: its run directory {run_dir} lies outside the grid's "
                               f"out_dir {entry.root}") from None
-        self.order.append((str(grid.exp.root), Cell(*cell)))
+        self.order.append((str(grid.root), Cell(*cell)))
 
     def cell_count(self) -> int:
         """How many finished cells the archive holds (after :meth:`write`)."""

@@ -30,9 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from posenc.errors import ConfigError, PosencError, RunDirError
-from posenc.experiments.experiment import Cell
-from posenc.experiments.grid import Grid, trained_on
+from posenc.experiments.cell import trained_on
+from posenc.experiments.experiment import Cell, Experiment
+from posenc.experiments.judgements import judge
 from posenc.experiments.runner import grid_stages, run_grid
+from posenc.experiments.task_grid import TaskGrid
+from posenc.experiments.tasks import task_of
 from posenc.runs.ownership import dir_kind
 from posenc.runs.spec import spec_of
 from posenc.window.intake import CheckedArchive, GridRules, open_archive, plain_name, shown
@@ -59,10 +62,10 @@ class MergeResult:
         return f"merge: {self.merged} merged, {self.kept} kept, {self.refused} refused; {report}"
 
 
-def archived_grid(manifest: dict[str, Any], grid: Grid, archive: Path) -> tuple[int, dict[str, Any]]:
+def archived_grid(manifest: dict[str, Any], grid: Experiment, archive: Path) -> tuple[int, dict[str, Any]]:
     """The archive's part for ``grid``: the one of its name at this out_dir, else the only one of its
     name (trained at another out_dir); a one-line ConfigError when none or several fit."""
-    name, root = str(grid.exp.name), str(grid.exp.root)
+    name, root = str(grid.name), str(grid.root)
     mine = [(i, g) for i, g in enumerate(manifest["grids"]) if isinstance(g, dict) and g.get("name") == name]
     here = [(i, g) for i, g in mine if g.get("root") == root]
     if here:
@@ -78,7 +81,7 @@ def archived_grid(manifest: dict[str, Any], grid: Grid, archive: Path) -> tuple[
                       "give the out_dir= it was trained with")
 
 
-def check_out_dir(grid: Grid) -> None:
+def check_out_dir(grid: Experiment) -> None:
     """The grid's out_dir may take merged cells, checked before anything is written there: a
     directory (or new) that is no posenc directory itself and lies in none (a run, prepared data, a
     report, ...), with its report and log directories new, empty or posenc's (one-line RunDirError)."""
@@ -86,60 +89,62 @@ def check_out_dir(grid: Grid) -> None:
     from posenc.experiments.scheduler import check_logs_target
     from posenc.runs.ownership import KIND_WORDS, check_outside_posenc_dirs, dir_kind
 
-    root = Path(grid.exp.root)
+    root = Path(grid.root)
     if root.exists() and not root.is_dir():
         raise RunDirError(f"out_dir {root} is a file, not a directory")
     kind = dir_kind(root)
     if kind is not None:
         raise RunDirError(f"out_dir {root} is a posenc {KIND_WORDS[kind]}, not an experiment's out_dir")
     check_outside_posenc_dirs(root, "out_dir")
-    check_report_dir(grid.exp)
-    check_logs_target(grid.exp)
+    check_report_dir(grid)
+    check_logs_target(grid)
 
 
-def merge_archive(grid: Grid, archive: str | Path) -> MergeResult:
+def merge_archive(grid: Experiment, archive: str | Path, task: TaskGrid | None = None) -> MergeResult:
     """Place the archive's fresh cells of ``grid`` into its out_dir and regenerate its report; a
-    merge that places none leaves the out_dir as it was (:func:`_undo_unused`)."""
+    merge that places none leaves the out_dir as it was (:func:`_undo_unused`). ``task``: the
+    grid's task when the caller has it (else looked up here, once)."""
     archive = Path(archive)
+    task = task_of(grid) if task is None else task
     check_out_dir(grid)
     chosen: list[tuple[int, list[tuple[Cell, str]]]] = []
     checked = open_archive(archive, lambda manifest: _grid_rules(grid, manifest, archive, chosen))
     (index, cells), = chosen
     result = MergeResult()
-    root = Path(grid.exp.root)
+    root = Path(grid.root)
     new_dirs = [d for d in (root, *root.parents) if not d.exists()]
     before = set(root.iterdir()) if root.is_dir() else set()
     root.mkdir(parents=True, exist_ok=True)
     try:
-        _unpack_and_place(grid, checked, index, cells, result)
+        _unpack_and_place(grid, task, checked, index, cells, result)
     finally:
         if not result.merged:
             _undo_unused(root, before, new_dirs)
     if result.merged:
-        _regenerate_report(grid, result)
+        _regenerate_report(grid, task, result)
     else:
         result.report_note = "no cell merged"
     return result
 
 
-def _grid_rules(grid: Grid, manifest: dict[str, Any], archive: Path,
+def _grid_rules(grid: Experiment, manifest: dict[str, Any], archive: Path,
                 chosen: list[tuple[int, list[tuple[Cell, str]]]]) -> GridRules:
     """What the archive's part for ``grid`` may hold (its cells, and the files its task's runs
     carry), noted in ``chosen`` with the index of that part."""
     index, part = archived_grid(manifest, grid, archive)
     cells = _cells(part, archive)
     chosen.append((index, cells))
-    return GridRules(index, frozenset(path for _, path in cells), spec_of(grid.config(grid.cells()[0])))
+    return GridRules(index, frozenset(path for _, path in cells), spec_of(grid.run_config(grid.cells()[0])))
 
 
-def _unpack_and_place(grid: Grid, checked: CheckedArchive, index: int, cells: list[tuple[Cell, str]],
-                      result: MergeResult) -> None:
+def _unpack_and_place(grid: Experiment, task: TaskGrid, checked: CheckedArchive, index: int,
+                      cells: list[tuple[Cell, str]], result: MergeResult) -> None:
     """Unpack the grid's part of the archive beside its cells and place them; the unpacked copy is
     removed however it ends."""
-    unpacked = Path(tempfile.mkdtemp(prefix=".merge-", dir=grid.exp.root))
+    unpacked = Path(tempfile.mkdtemp(prefix=".merge-", dir=grid.root))
     try:
         checked.extract_grid(index, unpacked)
-        _place_all(grid, cells, unpacked, result)
+        _place_all(grid, task, cells, unpacked, result)
     finally:
         shutil.rmtree(unpacked, ignore_errors=True)
 
@@ -190,21 +195,22 @@ def _check_distinct(cells: list[tuple[Cell, str]], archive: Path) -> None:
             raise ConfigError(f"--merge {archive}: cell path {shown(path)} lies inside cell path {shown(inner)}")
 
 
-def _place_all(grid: Grid, cells: list[tuple[Cell, str]], unpacked: Path, result: MergeResult) -> None:
+def _place_all(grid: Experiment, task: TaskGrid, cells: list[tuple[Cell, str]], unpacked: Path,
+               result: MergeResult) -> None:
     """The sweep's cells first, then the test grid's, each judged and placed (:func:`_place`)."""
-    sweep, _, _ = grid_stages(grid)
+    sweep, _, _ = grid_stages(grid, task)
     sweep_cells = set(sweep.cells()) if sweep is not None else set()
     for cell, path in [(c, p) for c, p in cells if c in sweep_cells]:
-        _count(result, cell, _place(sweep, cell, unpacked, path))
-    _, main, waits = grid_stages(grid)  # with the choice, once the sweep is complete here
-    selected = getattr(getattr(grid.exp, "selection", None), "method", None)
+        _count(result, cell, _place(sweep, task, cell, unpacked, path))
+    _, main, waits = grid_stages(grid, task)  # with the choice, once the sweep is complete here
+    selected = getattr(getattr(grid, "selection", None), "method", None)
     for cell, path in [(c, p) for c, p in cells if c not in sweep_cells]:
         if cell not in set(main.cells()):
-            outcome = ("refused", f"not a cell of {grid.exp.name} here")
+            outcome = ("refused", f"not a cell of {grid.name} here")
         elif waits and cell[1] == selected:
             outcome = ("refused", "the selection sweep is not complete here, so its choice is not known")
         else:
-            outcome = _place(main, cell, unpacked, path)
+            outcome = _place(main, task, cell, unpacked, path)
         _count(result, cell, outcome)
 
 
@@ -214,7 +220,7 @@ def _count(result: MergeResult, cell: Cell, outcome: tuple[str, str]) -> None:
     result.lines.append(f"{kind} {cell.name}: {detail}")
 
 
-def _place(grid: Grid, cell: Cell, unpacked: Path, path: str) -> tuple[str, str]:
+def _place(grid: Experiment, task: TaskGrid, cell: Cell, unpacked: Path, path: str) -> tuple[str, str]:
     """Judge the archived cell, recompute its scores and move it into place: ``(merged | kept |
     refused, detail)``."""
     source = unpacked / "cells" / path
@@ -222,19 +228,19 @@ def _place(grid: Grid, cell: Cell, unpacked: Path, path: str) -> tuple[str, str]
     if results is None:
         return "refused", "the archive holds no readable results.json for it"
     group = results.get("setting", results.get("task"))  # without a group, a cell's results name the grid's task
-    if (group, results.get("method"), results.get("seed")) != (cell.group or grid.exp.task, cell.method, cell.seed):
+    if (group, results.get("method"), results.get("seed")) != (cell.group or grid.task, cell.method, cell.seed):
         return "refused", (f"its results.json is of another cell ({shown(str(group), 40)}/"
                            f"{shown(str(results.get('method')), 40)}/{shown(str(results.get('seed')), 20)})")
-    verdict = grid.task.verdict(grid.exp, cell, results)
+    verdict = task.verdict(grid, cell, results)
     if verdict is None or verdict.kind != "fresh":
         detail = f"{verdict.kind}: {verdict.detail}" if verdict is not None else "its results record nothing to judge"
         return "refused", f"not the run this grid asks for ({detail})"
-    target = Path(grid.config(cell).out_dir)
+    target = Path(grid.run_config(cell).out_dir)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        here = grid.verdict(cell)
+        here = judge(task, grid, cell).verdict
         state = "fresh results" if here is not None and here.kind == "fresh" else "files"
         return "kept", f"{target} already holds {state}; never overwritten"
-    scored, why = _check_carried(grid, cell, results, source)
+    scored, why = _check_carried(grid, task, cell, results, source)
     if why is not None:
         return "refused", f"its scores do not hold here ({why})"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -245,10 +251,11 @@ def _place(grid: Grid, cell: Cell, unpacked: Path, path: str) -> tuple[str, str]
     return "merged", f"{target} (trained on {trained_on(results)}; {scored})"
 
 
-def _check_carried(grid: Grid, cell: Cell, results: dict[str, Any], source: Path) -> tuple[str, str | None]:
+def _check_carried(grid: Experiment, task: TaskGrid, cell: Cell, results: dict[str, Any],
+                   source: Path) -> tuple[str, str | None]:
     """``(what became of the cell's scores, why they do not hold or None)``: the task's
-    :meth:`~posenc.experiments.tasks.ExperimentTask.check_carried`."""
-    return grid.task.check_carried(grid.exp, cell, results, source)
+    :meth:`~posenc.experiments.task_grid.TaskGrid.check_carried`."""
+    return task.check_carried(grid, cell, results, source)
 
 
 def _read_results(path: Path) -> dict[str, Any] | None:
@@ -259,23 +266,23 @@ def _read_results(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _take_log(grid: Grid, cell: Cell, unpacked: Path) -> None:
+def _take_log(grid: Experiment, cell: Cell, unpacked: Path) -> None:
     """The cell's worker log into ``<root>/logs`` unless one of that name is there."""
     from posenc.experiments.scheduler import check_logs_dir, log_path
 
-    name = log_path(grid.exp, cell).name
+    name = log_path(grid, cell).name
     source = unpacked / "logs" / name
     if source.is_file():
-        logs = check_logs_dir(grid.exp)
+        logs = check_logs_dir(grid)
         if not (logs / name).exists():
             shutil.copyfile(source, logs / name)
 
 
-def _regenerate_report(grid: Grid, result: MergeResult) -> None:
+def _regenerate_report(grid: Experiment, task: TaskGrid, result: MergeResult) -> None:
     """The report from every fresh cell (``--report-only``); a grid whose report cannot be written
     (its selection sweep incomplete, a file it reads or writes refused) says why in the summary,
     after the lines of the cells already placed."""
     try:
-        result.report = run_grid(grid.options, report_only=True, task=grid.task)
+        result.report = run_grid(grid, report_only=True, task=task)
     except PosencError as err:
         result.report_note = (str(err).splitlines() or [type(err).__name__])[0]

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from posenc.errors import ConfigError, RunDirError
-from posenc.experiments.experiment import Cell
-from posenc.experiments.grid import Grid
+from posenc.experiments.experiment import Cell, Experiment
+from posenc.experiments.tasks import task_of
 from posenc.files import atomic_output, atomic_write_text, os_call, os_errors
 from posenc.runs.fingerprint import data_fingerprint, digest
 from posenc.runs.ownership import check_outside_posenc_dirs, check_target, write_marker
@@ -36,12 +36,12 @@ DATA_ARCHIVE, INDEX = "data.tar.gz", "payload.json"
 PACK_KIND = "payload"
 
 
-def data_dirs(cells: list[tuple[Grid, Cell]]) -> dict[str, tuple[dict[str, Any], list[Path]]]:
+def data_dirs(cells: list[tuple[Experiment, Cell]]) -> dict[str, tuple[dict[str, Any], list[Path]]]:
     """``{digest: (data fingerprint, [prepared directories])}`` of the cells' run configs: each data
     config once, with every place a cell reads it from (grids at other out_dirs share a config)."""
     found: dict[str, tuple[dict[str, Any], list[Path]]] = {}
     for grid, cell in cells:
-        cfg = grid.config(cell)
+        cfg = grid.run_config(cell)
         where = getattr(cfg, "prepared_dir", None)
         if where is not None and hasattr(cfg, "data"):
             data = data_fingerprint(cfg.data, spec_of(cfg))
@@ -51,7 +51,7 @@ def data_dirs(cells: list[tuple[Grid, Cell]]) -> dict[str, tuple[dict[str, Any],
     return found
 
 
-def pack(cells: list[tuple[Grid, Cell]], out: Path) -> str:
+def pack(cells: list[tuple[Experiment, Cell]], out: Path) -> str:
     """Prepare every data directory of ``cells`` (a queue's, with their grids) here and write them to
     ``out`` (``data.tar.gz`` and ``payload.json``); returns one line saying what and how much. ``out``
     is checked first (:func:`check_pack_target`); each file is written atomically, the index last,
@@ -82,14 +82,14 @@ def check_pack_target(out: Path) -> None:
     check_target(out, PACK_KIND, "pack folder")
 
 
-def _prepare(cells: list[tuple[Grid, Cell]], first: set[Path]) -> None:
+def _prepare(cells: list[tuple[Experiment, Cell]], first: set[Path]) -> None:
     """Each grid's ``prepare`` of its cells reading one of the ``first`` directories (each data
     config is prepared and packed once); a grid with none of them is not asked (nothing is written
     into its out_dir)."""
     for grid in {id(g): g for g, _ in cells}.values():
-        todo = [c for g, c in cells if g is grid and Path(g.config(c).prepared_dir) in first]
+        todo = [c for g, c in cells if g is grid and Path(g.run_config(c).prepared_dir) in first]
         if todo:
-            grid.task.prepare(grid.exp, todo)
+            task_of(grid).prepare(grid, todo)
 
 
 def _add_dir(tar: tarfile.TarFile, key: str, where: Path) -> dict[str, Any]:
@@ -112,7 +112,7 @@ def read_index(payload: Path) -> dict[str, Any]:
     return index
 
 
-def place(cells: list[tuple[Grid, Cell]], payload: Path) -> str:
+def place(cells: list[tuple[Experiment, Cell]], payload: Path) -> str:
     """Put each packed data directory where one of ``cells`` reads it, where nothing is yet; one
     line saying how many were placed, kept and missing from the payload. Every target is checked
     before any is placed: one that holds files but no prepared data is a one-line RunDirError."""

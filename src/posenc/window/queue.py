@@ -26,11 +26,13 @@ from pathlib import Path
 
 from posenc.config import from_dict, load_yaml, naming, require
 from posenc.errors import ConfigError, PosencError
-from posenc.experiments.experiment import Cell
-from posenc.experiments.grid import Grid
+from posenc.experiments.experiment import Cell, Experiment
+from posenc.experiments.judgements import judge
 from posenc.experiments.runner import grid_stages, load_grid
 from posenc.experiments.scheduler import parse_jobs, run_local
 from posenc.experiments.subset import CellSubset
+from posenc.experiments.task_grid import TaskGrid
+from posenc.experiments.tasks import task_of
 from posenc.files import os_error_message
 from posenc.window.archive import CellArchive
 from posenc.window.deadline import CellGate
@@ -89,30 +91,30 @@ def load_queue(path: str | Path) -> Queue:
         return from_dict(Queue, load_yaml(path))
 
 
-def entry_grid(entry: QueueEntry) -> Grid:
+def entry_grid(entry: QueueEntry) -> Experiment:
     """The grid of ``entry`` with its overrides; a subset naming no label of the grid is a one-line
     ConfigError (a typo would otherwise select nothing)."""
     grid = load_grid(entry.experiment, entry.overrides)
-    entry.subset.check(grid, grid_stages(grid)[0], f"queue entry {entry.experiment}")
+    entry.subset.check(grid, grid_stages(grid, task_of(grid))[0], f"queue entry {entry.experiment}")
     return grid
 
 
-def entry_cells(entry: QueueEntry, grid: Grid) -> list[tuple[Grid, Cell]]:
+def entry_cells(entry: QueueEntry, grid: Experiment) -> list[tuple[Experiment, Cell]]:
     """Every cell ``entry`` asks for with the grid it belongs to: the selection sweep's, then the
     test grid's (with the sweep's choice, when the sweep is complete here)."""
-    sweep, main, _ = grid_stages(grid)
+    sweep, main, _ = grid_stages(grid, task_of(grid))
     stages = ([sweep] if sweep is not None else []) + [main]
     return [(stage, cell) for stage in stages for cell in stage.cells() if entry.wants(cell)]
 
 
-def blocker(grid: Grid, cell: Cell) -> str | None:
+def blocker(grid: Experiment, task: TaskGrid, cell: Cell) -> str | None:
     """Why ``cell`` is not trained in this session: '' when it is committed (fresh results here),
     a reason when its results here differ (scoring or extending needs its checkpoints, which never
     travel) or its run directory already holds something; None when it is to be trained."""
-    verdict = grid.verdict(cell)
+    verdict = judge(task, grid, cell).verdict
     if verdict is not None:
         return "" if verdict.kind == "fresh" else f"{verdict.kind} results here ({verdict.detail})"
-    run_dir = Path(grid.config(cell).out_dir)
+    run_dir = Path(grid.run_config(cell).out_dir)
     if run_dir.is_dir() and any(run_dir.iterdir()):
         return f"{run_dir} already holds a run without results"
     return None
@@ -173,28 +175,30 @@ class QueueSession:
             return f"{entry.label()}: skipped: {err}"
         return count.line(entry, gate, cells)
 
-    def _stage_cells(self, entry: QueueEntry, grid: Grid, gate: CellGate, count: EntryCount, sweep: bool) -> int:
+    def _stage_cells(self, entry: QueueEntry, grid: Experiment, gate: CellGate, count: EntryCount, sweep: bool) -> int:
         """Run one stage of the entry (the selection sweep, or the test grid); how many cells it asked for."""
-        stage_sweep, main, waits = grid_stages(grid)
+        task = task_of(grid)
+        stage_sweep, main, waits = grid_stages(grid, task)
         stage = stage_sweep if sweep else main
         if stage is None:
             return 0
         cells = [c for c in stage.cells() if entry.wants(c)]
-        selected = getattr(getattr(grid.exp, "selection", None), "method", None)
+        selected = getattr(getattr(grid, "selection", None), "method", None)
         todo = []
         for cell in cells:
             waiting = not sweep and waits and cell[1] == selected
-            why = "waits for the selection sweep" if waiting else blocker(stage, cell)
+            why = "waits for the selection sweep" if waiting else blocker(stage, task, cell)
             if why is None:
                 todo.append(cell)
             elif why == "":
                 count.committed += 1
             else:
                 count.blocked.append(f"{Cell(*cell).name}: {why}")
-        self._train(entry, stage, todo, gate, count)
+        self._train(entry, stage, task, todo, gate, count)
         return len(cells)
 
-    def _train(self, entry: QueueEntry, grid: Grid, cells: list[Cell], gate: CellGate, count: EntryCount) -> None:
+    def _train(self, entry: QueueEntry, grid: Experiment, task: TaskGrid, cells: list[Cell], gate: CellGate,
+               count: EntryCount) -> None:
         """Train ``cells`` of ``grid`` with the gate; count what became of them."""
         if not cells:
             return
@@ -202,13 +206,13 @@ class QueueSession:
             count.refused += len(cells)
             return
         # placed from a payload, the data is only checked; without one, prepared (downloaded)
-        grid.task.prepare(grid.exp, cells)
+        task.prepare(grid, cells)
         refused_before = len(gate.refused)
-        run_local(grid, cells, parse_jobs(entry.jobs), admit=self._admit(entry, grid, gate), stop_at=self.until,
-                  after=self._after(entry, grid, gate, count), dropped=lambda _cell: count.waited())
+        run_local(grid, task, cells, parse_jobs(entry.jobs), admit=self._admit(entry, grid, gate), stop_at=self.until,
+                  after=self._after(entry, grid, task, gate, count), dropped=lambda _cell: count.waited())
         count.refused += len(gate.refused) - refused_before
 
-    def _admit(self, entry: QueueEntry, grid: Grid, gate: CellGate) -> Callable[[Cell], bool]:
+    def _admit(self, entry: QueueEntry, grid: Experiment, gate: CellGate) -> Callable[[Cell], bool]:
         """The pool's ``admit``: the gate's answer; a started cell's log joins the archive."""
 
         def admit(cell: Cell) -> bool:
@@ -219,12 +223,13 @@ class QueueSession:
 
         return admit
 
-    def _after(self, entry: QueueEntry, grid: Grid, gate: CellGate, count: EntryCount) -> Callable[[Cell, int], None]:
+    def _after(self, entry: QueueEntry, grid: Experiment, task: TaskGrid, gate: CellGate,
+               count: EntryCount) -> Callable[[Cell, int], None]:
         """Called as a worker ends: a cell with fresh results is measured and archived (the archive
         rewritten now), anything else counted as failed or cut."""
 
         def after(cell: Cell, rc: int) -> None:
-            verdict = grid.verdict(cell) if rc == 0 else None
+            verdict = judge(task, grid, cell).verdict if rc == 0 else None
             fresh = verdict is not None and verdict.kind == "fresh"
             if fresh:
                 gate.done(cell)
@@ -237,7 +242,7 @@ class QueueSession:
 
         return after
 
-    def _archived(self, entry: QueueEntry, grid: Grid, cell: Cell | None) -> bool:
+    def _archived(self, entry: QueueEntry, grid: Experiment, cell: Cell | None) -> bool:
         """Add the finished ``cell`` (None: a failed one, whose log is already listed) to the archive
         and rewrite it; an error is one line and False, never an exception through the process
         pool, which would stop every cell still training."""
@@ -292,12 +297,12 @@ def run_queue(path: str | Path, until: float, archive: str | Path, payload: str 
     return session
 
 
-def queue_cells(queue: Queue) -> list[tuple[Grid, Cell]]:
+def queue_cells(queue: Queue) -> list[tuple[Experiment, Cell]]:
     """Every cell the queue's entries ask for, with its grid (what :mod:`~posenc.window.payload` packs)."""
     return [pair for entry, grid in check_entries(queue) for pair in entry_cells(entry, grid)]
 
 
-def check_entries(queue: Queue) -> list[tuple[QueueEntry, Grid]]:
+def check_entries(queue: Queue) -> list[tuple[QueueEntry, Experiment]]:
     """Every entry with its grid (a one-line ConfigError naming the entry for a bad one)."""
     out = []
     for i, entry in enumerate(queue.entries, 1):

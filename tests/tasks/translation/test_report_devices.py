@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from posenc.experiments.grid import trained_on
+from posenc.experiments.cell import trained_on
 from posenc.tasks.translation.report import devices_section
 from posenc.training.device import device_label
 

@@ -56,17 +56,18 @@ assert "throwaway_scale" in dataclasses.fields(PositionConfig().rope)[-1].name
 from posenc.cli.main import main
 from posenc.config import load_config
 from posenc.tasks.translation.experiment import ExperimentConfig
-from posenc.experiments.runner import Grid, find_experiment
+from posenc.experiments.runner import find_experiment
 from posenc.tasks.lengthgen.config import LengthgenExperimentConfig, experiment_of, run_config
 from posenc.tasks.lengthgen.task import TASK
+from tests.helpers.grids import grid_of_config, verdict_now
 
 root, run, rest = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
 multi = dataclasses.replace(load_config(ExperimentConfig, find_experiment("multi30k_cpu")),
                             out_dir=str(root / "docs/results/multi30k_cpu"))
 lengthgen = dataclasses.replace(load_config(LengthgenExperimentConfig, find_experiment("lengthgen_cpu")),
                                 out_dir=str(root / "docs/results/lengthgen_cpu"))
-multi_grid = Grid.of(multi)
-out = {"multi30k": sorted({multi_grid.verdict(c).kind for c in multi_grid.cells()})}
+multi_grid = grid_of_config(multi)
+out = {"multi30k": sorted({verdict_now(multi_grid, c).kind for c in multi_grid.cells()})}
 kinds = []
 for path in sorted((root / "docs/results/lengthgen_cpu").glob("*/*/seed*/results.json")):
     res = json.loads(path.read_text())

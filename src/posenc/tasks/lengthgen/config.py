@@ -7,10 +7,10 @@ from typing import Any, ClassVar
 
 from posenc.config import apply_mapping, from_dict, require, to_dict
 from posenc.experiments.experiment import Experiment
+from posenc.experiments.task_grid import MethodsExperimentConfig, methods_experiment
 from posenc.models.lm import LMConfig
 from posenc.positions import PositionConfig
 from posenc.runs.spec import RunSpec
-from posenc.tasks.grid import MethodsExperimentConfig, methods_experiment
 from posenc.tasks.lengthgen.generators import POSITION_IDS, TASKS
 from posenc.tasks.lengthgen.spec import SPEC
 from posenc.training.config import TrainConfig
@@ -121,7 +121,7 @@ def _dotted(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 @dataclass
 class LengthgenExperimentConfig(MethodsExperimentConfig):
-    """The shared methods × seeds schema (:class:`~posenc.tasks.grid.MethodsExperimentConfig`) with
+    """The shared methods × seeds schema (:class:`~posenc.experiments.task_grid.MethodsExperimentConfig`) with
     the algorithmic ``tasks`` as the grid's settings; ``task_overrides`` maps task → dotted overrides
     applied after the method's (e.g. more steps for parity)."""
 
@@ -160,7 +160,7 @@ def run_config(exp: LengthgenExperimentConfig, task: str, method: str, seed: int
 
 
 def experiment_of(exp: LengthgenExperimentConfig) -> Experiment:
-    """The grid of ``exp`` (:func:`~posenc.tasks.grid.methods_experiment`): the algorithmic tasks
+    """The grid of ``exp`` (:func:`~posenc.experiments.task_grid.methods_experiment`): the algorithmic tasks
     are its outer axis (:func:`task_groups`).
 
     Args:

@@ -37,7 +37,6 @@ from posenc.experiments.experiment import Experiment
 from posenc.files import atomic_write_text
 from posenc.models.lm import DecoderLM
 from posenc.tasks.base import Task, TaskRun
-from posenc.tasks.grid import MethodsGrid
 from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, experiment_of
 from posenc.tasks.lengthgen.generators import PAD, POSITION_IDS, SEP, VOCAB_SIZE, Example, example
 from posenc.tasks.lengthgen.report import write_report
@@ -188,10 +187,11 @@ def evaluation_model(cfg: LengthgenConfig, model: nn.Module) -> nn.Module:
     return scaled
 
 
-class LengthgenTask(MethodsGrid, Task):
+class LengthgenTask(Task):
     """:class:`posenc.tasks.base.Task` for the length-generalization suite.
 
-    Its grid (``TASK``): methods × algorithmic tasks × seeds (:class:`~posenc.tasks.grid.MethodsGrid`).
+    Its grid (``TASK``): methods × algorithmic tasks × seeds (the defaults of
+    :class:`~posenc.experiments.task_grid.TaskGrid`).
     """
 
     name = "lengthgen"

@@ -12,9 +12,9 @@ from typing import Any, ClassVar
 
 from posenc.config import require, to_dict, with_defaults
 from posenc.data import speech as sd
+from posenc.experiments.task_grid import MethodsExperimentConfig
 from posenc.models.ctc import CTCModelConfig
 from posenc.runs.spec import RunSpec
-from posenc.tasks.grid import MethodsExperimentConfig
 from posenc.tasks.speech.spec import SPEC
 from posenc.training.config import AdamWCosineConfig
 

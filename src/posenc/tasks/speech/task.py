@@ -33,7 +33,6 @@ from posenc.errors import DataError
 from posenc.experiments.experiment import Experiment
 from posenc.models.ctc import CTCModel, CTCOutput
 from posenc.tasks.base import Task, TaskRun
-from posenc.tasks.grid import MethodsGrid
 from posenc.tasks.speech.config import SpeechConfig, SpeechDataConfig, SpeechExperimentConfig
 from posenc.tasks.speech.evaluate import eval_sets, evaluate_by_duration
 from posenc.tasks.speech.report import write_report, write_summary
@@ -67,10 +66,11 @@ def ctc_sums(out: CTCOutput, targets: torch.Tensor, target_lengths: torch.Tensor
     return (per_utt / target_lengths.clamp(min=1).to(per_utt.dtype)).sum()
 
 
-class SpeechTask(MethodsGrid, Task):
+class SpeechTask(Task):
     """:class:`~posenc.tasks.base.Task` for CTC speech recognition by duration.
 
-    Its grid (``TASK``): methods × seeds over a base run config (:class:`~posenc.tasks.grid.MethodsGrid`).
+    Its grid (``TASK``): methods × seeds over a base run config (the defaults of
+    :class:`~posenc.experiments.task_grid.TaskGrid`).
     """
 
     name = "speech"

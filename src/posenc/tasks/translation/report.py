@@ -19,8 +19,7 @@ from posenc.data.spm import Tokenizer
 from posenc.data.text import read_lines
 from posenc.errors import ConfigError
 from posenc.evaluation.seeds import mean_std
-from posenc.experiments.cell import run_identity
-from posenc.experiments.grid import trained_on
+from posenc.experiments.cell import run_identity, trained_on
 from posenc.experiments.selection import SelectionConfig, selection_lines
 from posenc.tasks.translation.convergence import judge_run, read_valid
 from posenc.tasks.translation.experiment import ExperimentConfig, experiment_of, run_config
@@ -48,7 +47,7 @@ def judged(exp: ExperimentConfig, results: list[dict[str, Any]]) -> list[dict[st
 
 
 def devices_section(results: list[dict[str, Any]]) -> list[str]:
-    """Which runs trained on which device (:func:`~posenc.experiments.grid.trained_on`), one row per device."""
+    """Which runs trained on which device (:func:`~posenc.experiments.cell.trained_on`), one row per device."""
     runs: dict[str, list[str]] = {}
     for r in results:
         runs.setdefault(trained_on(r), []).append(f"{r['setting']}/{r['method']}/seed{r['seed']}")
@@ -275,7 +274,7 @@ class SettingView:
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
     def device(self, method: str) -> str:
-        """The device ``method``'s run of this view trained on (:func:`~posenc.experiments.grid.trained_on`
+        """The device ``method``'s run of this view trained on (:func:`~posenc.experiments.cell.trained_on`
         of its results.json)."""
         return trained_on(self._stored(method))
 

@@ -30,11 +30,11 @@ from posenc.decoding.loaded import LoadedRun, source_bos
 from posenc.errors import ConfigError
 from posenc.experiments.cell import recorded_verdict
 from posenc.experiments.experiment import Cell, Experiment
+from posenc.experiments.task_grid import Trained
 from posenc.files import atomic_write_bytes
 from posenc.models.seq2seq_loss import Seq2SeqLoss
 from posenc.runs.same_run import RunRecord, Verdict
 from posenc.tasks.base import Task, run_task
-from posenc.tasks.grid import GridTask, Trained
 from posenc.tasks.translation.config import RunConfig
 from posenc.tasks.translation.convergence import run_status
 from posenc.tasks.translation.experiment import ExperimentConfig, data_root, experiment_of
@@ -82,12 +82,13 @@ class _Splits:
     signal: str  # which validation pairs those are, for the summary
 
 
-class TranslationTask(GridTask, Task):
+class TranslationTask(Task):
     """:class:`~posenc.tasks.base.Task` for sentence-level translation scored by BLEU/chrF.
     ``posenc train`` is ``run_task(TranslationTask(splits=()), cfg)``.
 
     Its grid (``TASK``): settings × methods × seeds, its cells scored by BLEU on the
-    experiment's splits (:class:`~posenc.tasks.grid.GridTask`).
+    experiment's splits (its own schema, freshness and scoring over the grid side of
+    :class:`~posenc.experiments.task_grid.TaskGrid`).
     """
 
     name = "translation"

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from posenc.config import require, with_defaults
+from posenc.experiments.task_grid import MethodsExperimentConfig
 from posenc.models.vit import ViTConfig
 from posenc.runs.spec import RunSpec
-from posenc.tasks.grid import MethodsExperimentConfig
 from posenc.tasks.vision.spec import SPEC
 from posenc.training.config import AdamWCosineConfig
 

@@ -28,7 +28,6 @@ from posenc.errors import DataError
 from posenc.experiments.experiment import Experiment
 from posenc.models.vit import ViT
 from posenc.tasks.base import Task
-from posenc.tasks.grid import MethodsGrid
 from posenc.tasks.vision.config import VisionConfig, VisionExperimentConfig
 from posenc.tasks.vision.evaluate import evaluate_resolutions, evaluate_tta, predict_logits, tta_resolutions
 from posenc.tasks.vision.report import write_report, write_summary
@@ -47,10 +46,11 @@ class ImageBatch:
         return ImageBatch(self.images.to(device), self.labels.to(device), self.resolution)
 
 
-class VisionTask(MethodsGrid, Task):
+class VisionTask(Task):
     """:class:`~posenc.tasks.base.Task` for image classification by resolution.
 
-    Its grid (``TASK``): methods × seeds over a base run config (:class:`~posenc.tasks.grid.MethodsGrid`).
+    Its grid (``TASK``): methods × seeds over a base run config (the defaults of
+    :class:`~posenc.experiments.task_grid.TaskGrid`).
     """
 
     name = "vision"

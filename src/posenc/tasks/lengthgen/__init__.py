@@ -6,8 +6,9 @@ schema and :func:`~posenc.runs.spec.discover` read) do not import the task modul
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from posenc.tasks.exports import lazy_exports
 
 if TYPE_CHECKING:
     from posenc.tasks.lengthgen.config import LengthgenConfig, LengthgenExperimentConfig, expand, run_config
@@ -22,19 +23,4 @@ MODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """An export of the package, its module (:data:`MODULES`) imported when first asked for.
-
-    Args:
-        name: the attribute asked for.
-
-    Returns:
-        Its value.
-
-    Raises:
-        AttributeError: ``name`` is none of the package's exports (a submodule is then imported).
-    """
-    for module, names in MODULES.items():
-        if name in names:
-            return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, MODULES)

@@ -15,7 +15,9 @@ never need."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from posenc.tasks.exports import lazy_exports
 
 if TYPE_CHECKING:
     from posenc.tasks.translation.task import TASK, TranslationTask, train_run
@@ -23,21 +25,4 @@ if TYPE_CHECKING:
 __all__ = ["TASK", "TranslationTask", "train_run"]
 
 
-def __getattr__(name: str) -> Any:
-    """``TASK``, ``TranslationTask`` or ``train_run`` of :mod:`~posenc.tasks.translation.task`,
-    imported when first asked for.
-
-    Args:
-        name: the attribute asked for.
-
-    Returns:
-        Its value.
-
-    Raises:
-        AttributeError: ``name`` is none of the package's exports (a submodule is then imported).
-    """
-    if name in __all__:
-        from posenc.tasks.translation import task as task_module
-
-        return getattr(task_module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, {"task": tuple(__all__)})

@@ -181,3 +181,28 @@ def test_a_started_run_of_another_config_is_stale(trained: Path, tmp_path: Path,
         run_experiment(str(path))
     monkeypatch.undo()
     assert calls == Counter(dict.fromkeys(_cells(path), 1))
+
+
+def _with_selection(path: Path) -> Path:
+    """The tiny grid's YAML with a selection stage: SHAPE's max_shift chosen among two values."""
+    import yaml
+
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["selection"] = {"key": "model.position.max_shift", "values": [4, 20], "method": "shape", "seeds": [1]}
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_a_selection_grid_judges_each_sweep_and_test_cell_once(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep is listed for the data check and then run, and read again for the report: its
+    cells and the test grid's are judged once per run of the grid all the same."""
+    path = _with_selection(write_experiment(tmp_path, methods=METHODS))
+    run_experiment(str(path))
+    for report_only in (False, True):
+        calls = _spy(monkeypatch)
+        run_experiment(str(path), report_only=report_only)
+        monkeypatch.undo()
+        sweep = {out for out in calls if "max_shift" in out.parent.name}
+        assert len(sweep) == 2 and len(calls) == 4  # two sweep cells, ape and the chosen shape
+        assert set(calls.values()) == {1}, calls

@@ -71,7 +71,7 @@ def run_lock(run_dir: Path, target: Path) -> AbstractContextManager[object]:
     return exclusive(run_dir, advice=IN_USE) if inside else nullcontext()
 
 
-def _check_belong(run_dir: Path, chosen: list[Path]) -> dict[str, Any]:
+def _check_belong(run_dir: Path, chosen: list[Path]) -> dict[str, Any] | None:
     """Every checkpoint of ``chosen`` is the run's (its model sections, vocabulary and record), else
     one line; the record the average stores (:func:`_run_record`)."""
     vocab = run_dir / VOCAB_FILE
@@ -84,12 +84,14 @@ def _check_belong(run_dir: Path, chosen: list[Path]) -> dict[str, Any]:
     return _run_record(run_dir, run.record, chosen)
 
 
-def _run_record(run_dir: Path, stored: RunRecord | None, chosen: list[Path]) -> dict[str, Any]:
+def _run_record(run_dir: Path, stored: RunRecord | None, chosen: list[Path]) -> dict[str, Any] | None:
     """The record of the one run the checkpoints ``chosen`` are of, as the average stores it.
 
-    Each checkpoint must record that run: the fingerprint of ``stored`` (of the newest checkpoint
-    where the run has none). Their extension values may differ: a run extended between two
-    checkpoints is still one run, and its record is its latest (``stored``).
+    Each checkpoint that records a run must record that run: the fingerprint of ``stored`` (of the
+    newest checkpoint recording one where the run has none). Their extension values may differ: a
+    run extended between two checkpoints is still one run, and its record is its latest
+    (``stored``). A checkpoint that records no run (an older posenc's, which ``posenc train`` still
+    resumes) is checked by its model sections only, as the run's own.
 
     Args:
         run_dir: the run directory, named when a checkpoint is another run's.
@@ -97,20 +99,17 @@ def _run_record(run_dir: Path, stored: RunRecord | None, chosen: list[Path]) -> 
         chosen: the checkpoints to average, oldest first.
 
     Returns:
-        ``stored`` (else the newest checkpoint's record) in its stored form.
+        ``stored`` (else the newest recorded checkpoint's record) in its stored form; None when
+        neither the run nor any checkpoint records one.
 
     Raises:
-        CheckpointError: a checkpoint records no run (an older posenc's, or a Trainer's outside a
-            run) or another run than the others.
+        CheckpointError: a checkpoint records another run than the others.
     """
-    records = []
-    for path in chosen:
-        data = checkpoint_state(path).get("record")
-        if data is None:
-            raise CheckpointError(f"{path}: records no run (an older posenc's checkpoint, or one written "
-                                  "outside a run); only checkpoints that record one run are averaged")
-        records.append((path, RunRecord.read(data, where=f"{path / 'state.json'}")))
-    reference = stored if stored is not None else records[-1][1]
+    records = [(path, RunRecord.read(data, where=f"{path / 'state.json'}")) for path in chosen
+               if (data := checkpoint_state(path).get("record")) is not None]
+    reference = stored if stored is not None else (records[-1][1] if records else None)
+    if reference is None:
+        return None
     whose = f"the run {run_dir}" if stored is not None else records[-1][0].name
     for path, record in records:
         if diffs := config_differences(reference.fingerprint, record.fingerprint):

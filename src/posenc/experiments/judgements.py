@@ -72,22 +72,35 @@ def bring_up(task: TaskGrid, exp: Experiment, judged: JudgedCell) -> dict[str, A
     return Run(Path(judged.cfg.out_dir), judged.cfg, judged.verdict).write_results(result)
 
 
+def grid_key(exp: Experiment) -> str:
+    """What makes two experiment values the same grid: every field that decides its cells and
+    their run configs (the task's completion functions are the same for every grid of a task).
+
+    Args:
+        exp: the experiment.
+
+    Returns:
+        A key, equal for two values built from the same config.
+    """
+    return repr((exp.name, exp.task, exp.root, exp.run_schema, exp.base, exp.methods, exp.seeds, exp.groups,
+                 exp.group_last, exp.selection, exp.options, exp.sweep_options))
+
+
 class Judgements:
     """The judgements a runner takes, one per cell of each experiment it brings up to date (a
-    cell is a :class:`Cell` or a plain ``(group, method, seed)``), kept by the experiment value
-    itself: a grid derived from it (its selection sweep, the grid with the chosen value) is
-    another value, judged afresh.
+    cell is a :class:`Cell` or a plain ``(group, method, seed)``), kept by the experiment's value
+    (:func:`grid_key`): a grid built again the same way (the selection sweep, listed for the data
+    check and then run) shares its judgements; a grid of other cells or configs is judged afresh.
 
     A cell is judged when first asked for (:meth:`judge`); a cell brought up to date in this process
     (:meth:`execute`) is judged by its new results; ``judge(..., again=True)`` looks at its stored
     results anew (cells run by workers)."""
 
     def __init__(self) -> None:
-        # id(exp) -> (exp, its cells' judgements); the value is held so its id stays its own
-        self._kept: dict[int, tuple[Experiment, dict[Cell, JudgedCell]]] = {}
+        self._kept: dict[str, dict[Cell, JudgedCell]] = {}  # grid_key(exp) -> its cells' judgements
 
     def _of(self, exp: Experiment) -> dict[Cell, JudgedCell]:
-        return self._kept.setdefault(id(exp), (exp, {}))[1]
+        return self._kept.setdefault(grid_key(exp), {})
 
     def judge(self, task: TaskGrid, exp: Experiment, cell: tuple[str, str, int], again: bool = False) -> JudgedCell:
         """The cell judged once (:func:`judge`); ``again``: look at its stored results anew

@@ -8,8 +8,10 @@ import importlib
 from typing import Any, Callable
 
 
-def lazy_exports(package: str, modules: dict[str, tuple[str, ...]]) -> Callable[[str], Any]:
-    """The module-level ``__getattr__`` of a package whose exports are loaded when first asked for.
+def lazy_exports(package: str, modules: dict[str, tuple[str, ...]]) -> tuple[Callable[[str], Any],
+                                                                             Callable[[], list[str]]]:
+    """The module-level ``__getattr__`` and ``__dir__`` of a package whose exports are loaded when
+    first asked for.
 
     Args:
         package: the package's ``__name__``.
@@ -17,7 +19,8 @@ def lazy_exports(package: str, modules: dict[str, tuple[str, ...]]) -> Callable[
 
     Returns:
         ``__getattr__(name)``: the export ``name``, its module imported; an AttributeError for any
-        other name (Python then imports a submodule of that name, if there is one).
+        other name (Python then imports a submodule of that name, if there is one). ``__dir__()``:
+        the package's names with its exports (introspection and completion list them unloaded).
     """
     where = {name: module for module, names in modules.items() for name in names}
 
@@ -26,4 +29,7 @@ def lazy_exports(package: str, modules: dict[str, tuple[str, ...]]) -> Callable[
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         return getattr(importlib.import_module(f"{package}.{where[name]}"), name)
 
-    return __getattr__
+    def __dir__() -> list[str]:
+        return sorted({*vars(importlib.import_module(package)), *where})
+
+    return __getattr__, __dir__

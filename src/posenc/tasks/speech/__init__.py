@@ -29,4 +29,4 @@ MODULES = {
 }
 
 
-__getattr__ = lazy_exports(__name__, MODULES)
+__getattr__, __dir__ = lazy_exports(__name__, MODULES)

@@ -25,4 +25,4 @@ if TYPE_CHECKING:
 __all__ = ["TASK", "TranslationTask", "train_run"]
 
 
-__getattr__ = lazy_exports(__name__, {"task": tuple(__all__)})
+__getattr__, __dir__ = lazy_exports(__name__, {"task": tuple(__all__)})

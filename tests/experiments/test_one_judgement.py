@@ -206,3 +206,15 @@ def test_a_selection_grid_judges_each_sweep_and_test_cell_once(tmp_path: Path,
         sweep = {out for out in calls if "max_shift" in out.parent.name}
         assert len(sweep) == 2 and len(calls) == 4  # two sweep cells, ape and the chosen shape
         assert set(calls.values()) == {1}, calls
+
+
+def test_cells_run_by_workers_are_judged_once(trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--jobs 2``: each cell is judged once where it runs (its worker); the runner takes the
+    results its worker stored as today's run, judging nothing again (here: a new cell is judged
+    nowhere in the runner's process, an extended one once, before it is handed to its worker)."""
+    path = _copy(trained, tmp_path, train={"max_steps": 4})
+    calls = _spy(monkeypatch)
+    run_experiment(str(path), jobs=2)
+    monkeypatch.undo()
+    assert calls == Counter(dict.fromkeys(_cells(path), 1))
+    assert set(_cells(path).values()) == {"fresh"}

@@ -93,8 +93,8 @@ class Judgements:
     check and then run) shares its judgements; a grid of other cells or configs is judged afresh.
 
     A cell is judged when first asked for (:meth:`judge`); a cell brought up to date in this process
-    (:meth:`execute`) is judged by its new results; ``judge(..., again=True)`` looks at its stored
-    results anew (cells run by workers)."""
+    (:meth:`execute`), or by a worker process (:meth:`stored_by_worker`), is fresh with its new
+    results."""
 
     def __init__(self) -> None:
         self._kept: dict[str, dict[Cell, JudgedCell]] = {}  # grid_key(exp) -> its cells' judgements
@@ -102,11 +102,10 @@ class Judgements:
     def _of(self, exp: Experiment) -> dict[Cell, JudgedCell]:
         return self._kept.setdefault(grid_key(exp), {})
 
-    def judge(self, task: TaskGrid, exp: Experiment, cell: tuple[str, str, int], again: bool = False) -> JudgedCell:
-        """The cell judged once (:func:`judge`); ``again``: look at its stored results anew
-        (written by another process since)."""
+    def judge(self, task: TaskGrid, exp: Experiment, cell: tuple[str, str, int]) -> JudgedCell:
+        """The cell judged once (:func:`judge`)."""
         kept, cell = self._of(exp), Cell(*cell)
-        if again or cell not in kept:
+        if cell not in kept:
             kept[cell] = judge(task, exp, cell)
         return kept[cell]
 
@@ -120,6 +119,24 @@ class Judgements:
         if not judged.fresh:  # what it stored now is the run of today's config
             self._of(exp)[judged.cell] = JudgedCell(judged.cell, judged.cfg, result, Verdict("fresh"))
         return result
+
+    def stored_by_worker(self, exp: Experiment, cell: tuple[str, str, int]) -> None:
+        """Take the results a worker process stored for ``cell`` as the run of today's config
+        (the worker judged the cell and brought it up to date, as :meth:`execute` does here): read,
+        not judged again. A cell whose worker stored nothing is left to be judged anew.
+
+        Args:
+            exp: the experiment.
+            cell: the cell its worker brought up to date.
+        """
+        cell = Cell(*cell)
+        cfg = exp.run_config(cell)
+        path = results_path(cfg)
+        kept = self._of(exp)
+        if path.is_file():
+            kept[cell] = JudgedCell(cell, cfg, json.loads(path.read_text(encoding="utf-8")), Verdict("fresh"))
+        else:
+            kept.pop(cell, None)
 
     def todo(self, task: TaskGrid, exp: Experiment, cells: list[Cell] | None = None) -> list[Cell]:
         """The cells (of ``cells``, default every one) that are not fresh: those a run would train

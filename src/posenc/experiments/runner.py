@@ -171,7 +171,7 @@ def bring_up_to_date(exp: Experiment, task: TaskGrid, judged: Judgements, jobs: 
     else:
         run_cells(exp, task, pending, jobs, backend)
         for cell in pending:
-            judged.judge(task, exp, cell, again=True)  # the results its worker stored
+            judged.stored_by_worker(exp, cell)  # the results its worker stored: today's run
     return [judged.execute(task, exp, cell) for cell in wanted]  # all fresh now: their results, judged once
 
 

@@ -1,7 +1,7 @@
 """The committed multi30k_select grid (docs/results/multi30k_select): its VANILLA column and the
 EXTRAPOLATE runs of one tokenizer answer the shipped config (fresh), every run converged by the one
-rule but two, the SHAPE EXTRAPOLATE cells of another tokenizer are gone while they retrain, and
-every number docs/results.md §0c quotes is computed here from the committed files."""
+rule but two, the SHAPE EXTRAPOLATE cells of another tokenizer are gone and the rebuilt ones are
+judged, and every number docs/results.md §0c quotes is computed here from the committed files."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def _results(root: str = "vanilla", methods: tuple[str, ...] = METHODS) -> dict[
             for m in methods for s in SEEDS}
 
 
-#: The EXTRAPOLATE methods whose cells are committed (one tokenizer); SHAPE's are being retrained.
+#: The EXTRAPOLATE methods besides SHAPE (one tokenizer); the rebuilt SHAPE cells are judged as they land.
 EXTRAPOLATE = ("ape", "rpe", "rnn", "rr", "rnn-nmt", "cape", "learned")
 
 
@@ -257,3 +257,69 @@ def test_the_config_header_states_the_measured_cost_of_the_added_methods() -> No
         updates.append(f"{steps[0]:,}" if len(steps) == 1 else f"{steps[0]:,}-{steps[-1]:,}")
     assert ", ".join(minutes[:4]) + f", {minutes[4]};" in header
     assert f"{', '.join(updates[:4])} and {updates[4]} updates to convergence" in header
+
+
+def _ext_bleu(method: str) -> list[float]:
+    return [r["scores"]["test"]["bleu"] for r in _results("extrapolate", (method,)).values()]
+
+
+def _pm(values: list[float]) -> str:
+    return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def _ci(t) -> str:
+    return f"{t.diff:+.2f} [{t.low:+.2f}, {t.high:+.2f}]".replace("-", "−")
+
+
+def test_the_extrapolate_shape_verdicts_are_the_committed_cells() -> None:
+    """§0c's EXTRAPOLATE verdicts: the rebuilt SHAPE K* and K = 500 cells (all converged) against the
+    same-tokenizer APE and RPE, each number computed here; the long-source numbers are the committed
+    report's long_sources.csv."""
+    text = " ".join(SECTION.split())
+    bleu = {m: _ext_bleu(m) for m in ("ape", "rpe", "shape-kstar", "shape-k500")}
+    statuses = {r["summary"]["status"] for r in _results("extrapolate", ("shape-kstar", "shape-k500")).values()}
+    assert statuses == {CONVERGED}
+    rpe, ape = seed_test(bleu["shape-kstar"], bleu["rpe"]), seed_test(bleu["shape-kstar"], bleu["ape"])
+    k500 = seed_test(bleu["shape-k500"], bleu["ape"])
+    assert (f"SHAPE K* (= 10) {_pm(bleu['shape-kstar'])} vs RPE {_pm(bleu['rpe'])}: SHAPE K* − RPE "
+            f"{_ci(rpe)} (Welch p {rpe.p:.3f})") in text
+    assert f"SHAPE K* − APE {_ci(ape)} (Welch p {ape.p:.3f})" in text and ape.p > 0.05 and rpe.p > 0.05
+    assert (f"{statistics.fmean(bleu['shape-k500']):.2f} ± {statistics.stdev(bleu['shape-k500']):.2f}, "
+            f"{-k500.diff:.2f} BLEU below APE ([{k500.low:.2f}, {k500.high:.2f}]".replace("-", "−")) in text
+    assert k500.p < 0.001
+    rows = {r["method"]: r for r in csv.DictReader((COMMITTED / "report" / "extrapolate" / "long_sources"
+                                                    / "long_sources.csv").open(encoding="utf-8"))}
+    ks, ap = rows["shape-kstar"], rows["ape"]
+    assert (f"K* scores {float(ks['bleu']):.2f} vs APE {float(ap['bleu']):.2f} ({float(ks['bleu_gain']):+.2f} "
+            f"[{float(ks['bleu_low']):+.2f}, {float(ks['bleu_high']):+.2f}],".replace("-", "−")
+            + f" one-sided Welch p {float(ks['bleu_p']):.3f})") in text
+    assert (f"({float(ks['out_minus_ref']):.2f} vs {float(ap['out_minus_ref']):.2f} subwords against the reference, "
+            f"{float(ks['len_gain']):+.2f} [{float(ks['len_low']):+.2f}, {float(ks['len_high']):+.2f}], "
+            f"p {float(ks['len_p']):.3f})").replace("-", "−") in text
+    assert f"K = 500 scores {float(rows['shape-k500']['bleu']):.2f}" in text
+
+
+def test_the_alpha_caps_bias_is_the_committed_sweeps() -> None:
+    """The α cap's bias quoted in §0c (SHAPE beside APE and RPE) and §0d (the 21 runs of its methods)
+    is alpha_bound.csv's, whose rows are the grid's test-decoded EXTRAPOLATE cells."""
+    rows = {r["run"]: r for r in csv.DictReader((COMMITTED / "alpha_bound.csv").open(encoding="utf-8"))}
+    cells = {f"{m}/seed{s}" for m in (*EXTRAPOLATE, "shape-kstar", "shape-k500") for s in SEEDS}
+    assert set(rows) == cells  # the public variant's cells join once they are committed
+    at = {m: [r for k, r in rows.items() if k.startswith(m + "/") and r["at_bound"] == "True"]
+          for m in ("ape", "rpe", "shape-kstar", "shape-k500")}
+    assert [len(at[m]) for m in at] == [2, 3, 3, 2]
+
+    def span(method: str, key: str) -> str:
+        values = sorted(float(r[key]) for r in (at[method] if key == "bleu_gain" else
+                                                 [v for k, v in rows.items() if k.startswith(method + "/")]))
+        return f"{values[0]:.2f}" if len(values) == 1 else f"{values[0]:.2f}–{values[-1]:.2f}"
+
+    text = " ".join(SECTION.split())
+    assert f"all three SHAPE K* seeds (last step +{span('shape-kstar', 'bleu_gain').replace('–', ' to +')}" in text
+    assert f"all three RPE seeds (+{span('rpe', 'bleu_gain').replace('–', ' to +')})" in text
+    ape_gains = sorted(float(r["bleu_gain"]) for r in at["ape"])
+    assert f"two APE seeds (+{ape_gains[0]:.2f}, +{ape_gains[1]:.2f})" in text
+    assert (f"{span('shape-kstar', 'long_len_gain')} subwords longer for SHAPE K* and "
+            f"{span('ape', 'long_len_gain')} for APE") in text
+    neishi = [k for k, r in rows.items() if k.split("/")[0] in EXTRAPOLATE and r["at_bound"] == "True"]
+    assert f"{len(neishi)} of §0d's 21 EXTRAPOLATE runs" in " ".join(DOCS.split())

@@ -47,6 +47,13 @@ def run_row(run: Path, tok: Tokenizer, long: list[int], alphas: tuple[str, str])
             "long_len_gain": lengths[top] - lengths[below]}
 
 
+def _tuned_for_test(run: Path) -> bool:
+    """A run whose α was searched and whose test split was decoded with it (a selection sweep's
+    cells are decoded on validation only: the cap's bias on the test endpoints is not theirs)."""
+    results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    return "length_penalty" in results and "test" in results.get("scores", {})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("grid", type=Path, help="a grid's out_dir (its <setting>/<method>/seed<N> runs)")
@@ -60,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     sources = read_lines(args.data / "valid.src")
     long = [i for i, s in enumerate(sources) if len(tok.encode(s)) > args.long_above]
     runs = sorted(p.parent for p in (args.grid / args.setting).glob("*/seed*/results.json"))
-    rows = [run_row(run, tok, long, tuple(args.alphas)) for run in runs
-            if "length_penalty" in json.loads((run / "results.json").read_text(encoding="utf-8"))]
+    rows = [run_row(run, tok, long, tuple(args.alphas)) for run in runs if _tuned_for_test(run)]
     with args.out.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=FIELDS, lineterminator="\n")
         writer.writeheader()

@@ -62,6 +62,24 @@ def test_partial_view_of_a_grid_with_a_selection_stage(tmp_path: Path) -> None:
     assert done_part(exp, "vanilla", results[:0] + [{"setting": "vanilla", "method": "shape", "seed": 1}])[0] is None
 
 
+def test_a_method_missing_seeds_waits_rather_than_cutting_the_others_seeds(tmp_path: Path) -> None:
+    """With the baseline on every seed, a method done on one seed of three is left out of the
+    partial view (named as waiting) instead of cutting every comparison down to that seed; with
+    the baseline itself incomplete, the view keeps the seeds every method has."""
+    from posenc.config import load_config
+    from posenc.tasks.translation.experiment import ExperimentConfig
+    from posenc.tasks.translation.report import done_part
+
+    exp = load_config(ExperimentConfig, write_experiment(tmp_path, methods=("ape", "shape", "cape"), seeds=(1, 2, 3)))
+    cells = [("ape", s) for s in (1, 2, 3)] + [("shape", s) for s in (1, 2, 3)] + [("cape", 1)]
+    results = [{"setting": "vanilla", "method": m, "seed": s} for m, s in cells]
+    part, why = done_part(exp, "vanilla", results)
+    assert list(part.methods) == ["ape", "shape"] and part.seeds == [1, 2, 3]
+    assert "cape waits for its other seeds (done: 1)" in why and "2 run(s) of this setting are left out" in why
+    part, _ = done_part(exp, "vanilla", [r for r in results if (r["method"], r["seed"]) != ("ape", 3)])
+    assert list(part.methods) == ["ape", "shape", "cape"] and part.seeds == [1]
+
+
 def test_report_only_leaves_out_the_cells_waiting_for_the_sweep(capsys: pytest.CaptureFixture[str],
                                                                  tmp_path: Path) -> None:
     """While the selection sweep is incomplete, the selected method's cells wait for its choice: the

@@ -450,13 +450,19 @@ def done_part(exp: ExperimentConfig, setting: str,
               results: list[dict[str, Any]]) -> tuple[ExperimentConfig | None, str]:
     """The part of ``setting``'s grid that the analyses can compare (a grid reported before it is
     complete, ``--report-only``): the methods with results and the seeds every one of them has, so
-    pooled seeds pair like with like; ``(exp, "")`` for a complete setting, ``(None, why)`` when
-    there is nothing to compare with the baseline."""
+    pooled seeds pair like with like. Where the baseline and another method have every seed, a
+    method still missing some waits for them, so that it does not cut their comparison down to its
+    seeds.
+    ``(exp, "")`` for a complete setting, ``(None, why)`` when there is nothing to compare with the
+    baseline."""
     have: dict[str, set[int]] = {}
     for r in results:
         if r.get("setting") == setting:
             have.setdefault(r["method"], set()).add(r["seed"])
     methods = [m for m in exp.methods if m in have]
+    complete = [m for m in methods if have[m] >= set(exp.seeds)]
+    waiting = [m for m in methods if m not in complete] if exp.baseline_label in complete and len(complete) > 1 else []
+    methods = [m for m in methods if m not in waiting]
     seeds = [s for s in exp.seeds if all(s in have[m] for m in methods)]
     if methods == list(exp.methods) and seeds == list(exp.seeds):
         return exp, ""
@@ -467,9 +473,10 @@ def done_part(exp: ExperimentConfig, setting: str,
     left = len(exp.methods) * len(exp.seeds) - sum(len(v) for v in have.values())
     part = replace(exp, methods={m: exp.methods[m] for m in methods}, seeds=seeds,
                    selection=SelectionConfig())  # the choice is already in the methods (and in selection.json)
+    wait = "".join(f"; {m} waits for its other seeds (done: {', '.join(map(str, sorted(have[m])))})" for m in waiting)
     return part, (f"**Partial grid**: the analyses below compare the runs done so far ({', '.join(methods)}; "
                   f"seed(s) {', '.join(map(str, seeds))}); {left} run(s) of this setting are left out "
-                  "(not trained or not fresh).")
+                  f"(not trained or not fresh){wait}.")
 
 
 def write_translation_report(exp: ExperimentConfig, results: list[dict[str, Any]]) -> Path:

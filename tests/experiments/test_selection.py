@@ -90,3 +90,14 @@ def _listing_the_cells_writes_nothing(path: Path, exp: ExperimentConfig, chosen:
     assert not waits and main.run_config(("vanilla", "shape", 1)).model.position.shape.max_shift == chosen
     assert [c for _, c in cells] == [("vanilla", "shape", 1)]
     assert md5s(exp.root) == before and not (exp.root / "selection" / "selection.json").exists()
+
+
+def test_a_subset_of_sweep_cells_counts_the_runs_it_brought_up_to_date(capsys: pytest.CaptureFixture[str],
+                                                                        tmp_path: Path) -> None:
+    """``--methods`` naming sweep cells only: the line after the runs counts them (the sweep's runs
+    are runs of the grid too), and nothing of the test grid trains."""
+    path = _experiment(tmp_path)
+    code, out, _ = cli(capsys, "experiment", path, "--methods", "shape-max_shift1,shape-max_shift8")
+    assert code == 0 and "2 runs of" in out and "2 of them of the selection sweep" in out
+    exp = load_config(ExperimentConfig, path)
+    assert not (exp.root / "vanilla" / "shape" / "seed1" / "results.json").exists()

@@ -185,16 +185,18 @@ def train_subset(exp: Experiment, task: TaskGrid, judged: Judgements, subset: Ce
     sweep, main, waits = grid_stages(exp, task, judged)
     subset.check(exp, sweep, "posenc experiment")
     check_data_up_front(exp, task, judged, subset)
+    swept: list[dict[str, Any]] = []
     if sweep is not None and any(subset.wants(cell) for cell in sweep.cells()):
-        up_to_date(sweep, task, judged, subset=subset)
+        swept = up_to_date(sweep, task, judged, subset=subset)
         sweep, main, waits = grid_stages(exp, task, judged)
     selected = exp.selection.method if sweep is not None else None
     if waits and any(subset.wants(cell) and cell[1] == selected for cell in main.cells()):
         raise ConfigError(f"posenc experiment: the {selected} cells wait for the selection sweep's choice; "
                           "train the sweep first (its cells, or the whole grid)")
     results = up_to_date(main, task, judged, subset=subset)
-    print(f"{len(results)} runs of {exp.name} up to date (settings/methods/seeds asked for); report not "
-          f"written: run `posenc experiment {exp.name} --report-only` once the grid is complete", flush=True)
+    of_sweep = f", {len(swept)} of them of the selection sweep" if swept else ""
+    print(f"{len(swept) + len(results)} runs of {exp.name} up to date (settings/methods/seeds asked for{of_sweep}); "
+          f"report not written: run `posenc experiment {exp.name} --report-only` once the grid is complete", flush=True)
 
 
 def load_grid(name_or_path: str, overrides: list[str] | None = None) -> Experiment:

@@ -96,17 +96,17 @@ def test_cells_configs_and_univit_scaling(tmp_path: Path):
     assert [r.train.seed for r in runs[:2]] == [0, 1] and Path(runs[5].out_dir) == tmp_path / "univit-cape-2d" / "seed1"
 
 
-def test_a_rescore_verdict_is_refused_in_one_line(tmp_path: Path):
-    """A methods grid scores a cell only from the run it trains: handed a ``rescore`` verdict (no
-    run), it stops in one line naming the cell, before anything is trained."""
+def test_a_rescore_verdict_without_a_trained_run_is_refused_in_one_line(tmp_path: Path):
+    """A cell is rescored from its run's checkpoint: handed a ``rescore`` verdict where no run was
+    trained, it stops in one line naming the run directory, before anything is written."""
     from posenc.errors import RunDirError
     from posenc.runs.same_run import Verdict
 
     grid = TASK.experiment(from_dict(VisionExperimentConfig, {"out_dir": str(tmp_path), "seeds": [0],
                                                               "methods": {"none": {"model.position.name": "none"}}}))
     (cell,) = grid.cells()
-    with pytest.raises(RunDirError, match=r"^cell none/seed0: VisionTask scores a cell only by training it, never a "
-                                          r"stored run \(rescore: eval changed\)$"):
+    with pytest.raises(RunDirError, match=r"^.*/none/seed0: cannot score its run as stored \(no checkpoint of the "
+                                          r"trained run\); train it to score it$"):
         TASK.run_cell_config(grid, cell, grid.run_config(cell), Verdict("rescore", "eval changed"))
     assert not (tmp_path / "none").exists()
 

@@ -35,7 +35,7 @@ from posenc.config import require, require_seeds
 from posenc.errors import ConfigError, RunDirError
 from posenc.experiments.cell import recorded_verdict, results_path
 from posenc.experiments.experiment import Cell, Experiment
-from posenc.runs.same_run import RunRecord, Verdict
+from posenc.runs.same_run import RunRecord, Verdict, scoring_of
 
 log = logging.getLogger("posenc")
 
@@ -187,7 +187,7 @@ class TaskGrid(abc.ABC):
 
     def verdict(self, exp: Experiment, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
         """How the cell's stored results relate to the current config: :func:`recorded_verdict` of
-        the cell's run config (a task that scores its cells adds its evaluation).
+        the cell's run config, scored as :meth:`evaluation` says (a change of it: ``rescore``).
 
         Args:
             exp: the experiment.
@@ -197,7 +197,21 @@ class TaskGrid(abc.ABC):
         Returns:
             The verdict, or None when the cell has to run (no results, nothing stale).
         """
-        return recorded_verdict(exp.run_config(cell), results)
+        cfg = exp.run_config(cell)
+        return recorded_verdict(cfg, results, self.evaluation(cfg))
+
+    def evaluation(self, cfg: Any) -> dict[str, Any] | None:
+        """How a cell of run config ``cfg`` is scored, recorded with its results and judged by
+        :meth:`verdict` (default: its task's scoring sections,
+        :func:`~posenc.runs.same_run.scoring_of`; None where it declares none).
+
+        Args:
+            cfg: the cell's run config.
+
+        Returns:
+            The evaluation its results record (JSON-safe), or None.
+        """
+        return scoring_of(cfg)
 
     # ------------------------------------------------------------------ bringing a cell up to date
     def run_cell(self, exp: Experiment, cell: Cell, verdict: Verdict | None,
@@ -220,7 +234,8 @@ class TaskGrid(abc.ABC):
                         old: dict[str, Any] | None = None) -> dict[str, Any]:
         """Bring the run ``cfg`` of ``cell`` up to date with its verdict and score it: a run whose
         training ended elsewhere (:meth:`stored_training`) or whose verdict is ``rescore`` is scored
-        as it is; any other trains (resuming, or extending its caps) through :meth:`train`.
+        as it is (its stored results kept until replaced); any other trains (resuming, or extending
+        its caps) through :meth:`train`.
 
         Args:
             exp: the experiment.
@@ -249,7 +264,7 @@ class TaskGrid(abc.ABC):
             log.info("== %s -> %s", shown, cfg.out_dir)
             run = self.train(cfg, verdict)
             summary = run.summary
-        results_path(cfg).unlink(missing_ok=True)  # never old numbers next to a changed run
+            results_path(cfg).unlink(missing_ok=True)  # never old numbers next to a changed run
         return self.score(exp, cell, cfg, Trained(run, summary, verdict))
 
     def stored_training(self, cfg: Any, verdict: Verdict | None = None) -> tuple[dict[str, Any], Verdict] | None:
@@ -267,9 +282,10 @@ class TaskGrid(abc.ABC):
     def score(self, exp: Experiment, cell: Cell, cfg: Any, trained: Trained) -> dict[str, Any]:
         """The cell's results, what ``results.json`` stores: the cell (its group as ``task``; the
         grid's task where it has no outer axis), the run's record (:meth:`RunRecord.of`, as in its
-        fingerprint.json), a summary with the trainer's stop reason and convergence status
-        (:mod:`posenc.training.convergence`) and the metrics of the task's evaluation;
-        :meth:`results` may add to them.
+        fingerprint.json, with the cell's :meth:`evaluation`), a summary with the trainer's stop
+        reason and convergence status (:mod:`posenc.training.convergence`) and the metrics of the
+        task's evaluation; :meth:`results` may add to them. A run scored from its files keeps its
+        stored summary and is scored by :meth:`stored_metrics`.
 
         Args:
             exp: the experiment.
@@ -279,22 +295,35 @@ class TaskGrid(abc.ABC):
 
         Returns:
             What its ``results.json`` stores (JSON-safe).
-
-        Raises:
-            RunDirError: the cell comes without its run (a ``rescore`` verdict or a stored training):
-                by default a cell is scored only from the run it trains.
         """
+        done = {"task": cell.group or exp.task, "method": cell.method, "seed": cell.seed,
+                "record": RunRecord.of(cfg, self.evaluation(cfg)).to_dict()}
         run = trained.run
         if run is None:
-            why = f" ({trained.verdict.kind}: {trained.verdict.detail})" if trained.verdict is not None else ""
-            raise RunDirError(f"cell {Cell(*cell).label}: {type(self).__name__} scores a cell only by training "
-                              f"it, never a stored run{why}")
+            return {**done, "summary": trained.summary, "metrics": self.stored_metrics(cell, cfg, trained)}
         s, conv = run.result.state, run.result.summary()
         summary = {"steps": s.step, "wall_s": round(s.wall_s, 2), "params": run.summary.get("params"),
                    **{k: conv[k] for k in ("stopped", "status", "converged") if k in conv}}
-        done = {"task": cell.group or exp.task, "method": cell.method, "seed": cell.seed,
-                "record": RunRecord.of(cfg).to_dict(), "summary": summary, "metrics": run.metrics}
-        return self.results(done, run)
+        return self.results({**done, "summary": summary, "metrics": run.metrics}, run)
+
+    def stored_metrics(self, cell: Cell, cfg: Any, trained: Trained) -> dict[str, Any]:
+        """The metrics of a cell's run scored from its files (a ``rescore`` verdict, or a training
+        that ended elsewhere), where the task has a way to (default: none).
+
+        Args:
+            cell: the cell.
+            cfg: its run config.
+            trained: its stored run (no run in this process; the verdict on it, judged once).
+
+        Returns:
+            The metrics, as its training's evaluation gives them.
+
+        Raises:
+            RunDirError: by default: a cell is scored only from the run it trains.
+        """
+        why = f" ({trained.verdict.kind}: {trained.verdict.detail})" if trained.verdict is not None else ""
+        raise RunDirError(f"cell {Cell(*cell).label}: {type(self).__name__} scores a cell only by training "
+                          f"it, never a stored run{why}")
 
     def results(self, done: dict[str, Any], run: Any) -> dict[str, Any]:
         """A cell's results as :meth:`score` made them, from its trained ``run``; a task may add to

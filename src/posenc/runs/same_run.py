@@ -24,6 +24,10 @@ did not use are dropped. So registering a method, or adding an option whose defa
 the earlier behaviour, changes no verdict: runs resume and committed results stay fresh. A file
 that holds no record (written by an older posenc) is refused in one line naming ``posenc upgrade``
 (:data:`UPGRADE`), which rewrites it once (:mod:`posenc.runs.upgrade`).
+A record whose fingerprint still holds a section its task now declares a scoring section (an
+older posenc's, :attr:`~posenc.runs.spec.RunSpec.scoring_sections`) and that records no evaluation
+is judged as scored with what its fingerprint recorded there (:func:`with_recorded_evaluation`), so
+declaring how a task scores its runs stales none of them.
 Where a run trained (:data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`) never matters, nor what it
 recorded for an option today's config leaves to the placement (``precision: auto``,
 :data:`~posenc.runs.fingerprint.PLACED_WHEN_AUTO`), nor a key the task derives from its data
@@ -33,6 +37,7 @@ recorded for an option today's config leaves to the placement (``precision: auto
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing
 from dataclasses import dataclass
 from typing import Any
@@ -251,10 +256,45 @@ def same_record(verdict: Verdict | None, stored: RunRecord | None, derived: froz
                for k, old, new in config_differences(was.config, stored.config))
 
 
+def scoring_of(cfg: Any) -> dict[str, Any] | None:
+    """How a run of ``cfg`` is scored, as its record's ``evaluation``: the sections its task
+    declares scoring sections (:attr:`~posenc.runs.spec.RunSpec.scoring_sections`), which the
+    fingerprint leaves out.
+
+    Args:
+        cfg: a run config (a dataclass).
+
+    Returns:
+        Each scoring section's name → its plain dict form (JSON-safe); None when the task declares none.
+    """
+    sections = spec_of(cfg).scoring_sections
+    if not sections:
+        return None
+    return json.loads(json.dumps({name: to_dict(getattr(cfg, name)) for name in sections}, default=str))
+
+
+def with_recorded_evaluation(stored: RunRecord, sections: tuple[str, ...]) -> RunRecord:
+    """A record as scored: one that records no evaluation but whose fingerprint holds scoring
+    ``sections`` (an older posenc's, written before they left the fingerprint) was scored with
+    what it recorded there.
+
+    Args:
+        stored: the stored record.
+        sections: the scoring sections of its task (:attr:`~posenc.runs.spec.RunSpec.scoring_sections`).
+
+    Returns:
+        ``stored`` with the ``sections`` its fingerprint holds as its evaluation; ``stored`` itself
+        when it records an evaluation or its fingerprint holds none of them.
+    """
+    held = {name: stored.fingerprint[name] for name in sections if name in stored.fingerprint}
+    return dataclasses.replace(stored, evaluation=held) if stored.evaluation is None and held else stored
+
+
 def _same_run(stored: RunRecord, cfg: Any, evaluation: dict[str, Any] | None) -> Verdict:
     """:func:`same_run` without the record attached."""
     now = RunRecord.of(cfg)
     derived = spec_of(cfg).derived_keys
+    stored = with_recorded_evaluation(stored, spec_of(cfg).scoring_sections)
     if not _differences(stored.config, now.config, derived):
         return _evaluated(stored, evaluation)
     try:

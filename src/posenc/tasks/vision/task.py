@@ -10,7 +10,9 @@ cross entropy over the batch's images (the Trainer divides by the image count).
 
 The task's grid (``TASK``, a :class:`VisionTask`: the same class): methods × seeds over a base
 :class:`VisionConfig`, each cell a run through :func:`posenc.tasks.base.run_task`; its report
-(:mod:`posenc.tasks.vision.report`) goes to ``<root>/report``.
+(:mod:`posenc.tasks.vision.report`) goes to ``<root>/report``. A cell's ``eval`` section is how it
+is scored, not what it is (the spec's scoring section): a change of it rescores the cell's final
+model (:func:`final_model`) without training.
 """
 
 from __future__ import annotations
@@ -24,13 +26,18 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc.data.images import ImageSet, check_fashion_mnist, load_fashion_mnist, to_model_input
-from posenc.errors import DataError
-from posenc.experiments.experiment import Experiment
+from posenc.errors import DataError, RunDirError
+from posenc.experiments.experiment import Cell, Experiment
+from posenc.experiments.task_grid import Trained
 from posenc.models.vit import ViT
+from posenc.runs.run import Run
+from posenc.runs.same_run import Verdict
 from posenc.tasks.base import Task
 from posenc.tasks.vision.config import VisionConfig, VisionExperimentConfig
 from posenc.tasks.vision.evaluate import evaluate_resolutions, evaluate_tta, predict_logits, tta_resolutions
 from posenc.tasks.vision.report import write_report, write_summary
+from posenc.training.checkpoint import load_checkpoint, restore_model
+from posenc.training.device import resolve_device
 from posenc.training.loss import LossOutput
 
 
@@ -129,6 +136,11 @@ class VisionTask(Task):
     def new_task(self) -> VisionTask:
         return VisionTask()
 
+    def stored_metrics(self, cell: Cell, cfg: VisionConfig, trained: Trained) -> dict[str, Any]:
+        """The cell's stored run scored with today's ``eval``: its :func:`final_model` evaluated by
+        a fresh task, as its training evaluates it (the metrics training gives that model)."""
+        return self.new_task().evaluate(cfg, final_model(cfg, trained.verdict), Path(cfg.out_dir))
+
     def data_check(self, data: Any) -> None:
         """Both Fashion-MNIST splits under ``data.root`` (or ``$POSENC_FASHION_MNIST``, else Debian's)."""
         check_fashion_mnist(data.root)
@@ -150,6 +162,38 @@ class VisionTask(Task):
             univit[cell.method] = list(cfg.univit.resolutions) if cfg.univit.enabled else []
         write_summary(exp.name, results, train_resolution, univit, out)
         return out
+
+
+def final_model(cfg: VisionConfig, verdict: Verdict | None = None) -> nn.Module:
+    """The model a finished run of ``cfg`` ends its training with, the one its training evaluates:
+    the weights of its latest checkpoint (never an average), once the run in ``cfg.out_dir`` and
+    that checkpoint are judged to be ``cfg``'s (:meth:`~posenc.runs.run.Run.judged`).
+
+    Args:
+        cfg: the run config.
+        verdict: the caller's verdict on the run (a grid cell's), so it is not judged again.
+
+    Returns:
+        The ViT with those weights, in eval mode, on the run's device (``train.device``).
+
+    Raises:
+        RunDirError: ``cfg.out_dir`` holds no checkpoint of this run, or its latest checkpoint is
+            not at the steps the verdict's record trained (one line).
+    """
+    out = Path(cfg.out_dir)
+    run = Run.judged(cfg, out, load=False, verdict=verdict)
+    stale = run.verdict is not None and run.verdict.kind == "stale"
+    if run.verdict is None or stale or run.checkpoint_path is None:
+        why = run.verdict.detail if stale else "no checkpoint of the trained run"
+        raise RunDirError(f"{out}: cannot score its run as stored ({why}); train it to score it")
+    ckpt = load_checkpoint(run.checkpoint_path, with_optimizer=False)
+    steps = verdict.record.steps if verdict is not None and verdict.record is not None else None
+    if steps is not None and ckpt.step != steps:
+        raise RunDirError(f"{out}: cannot score its run as stored (its latest checkpoint is at step {ckpt.step}, "
+                          f"its results at {steps}); train it to score it")
+    model = ViT(cfg.model)
+    restore_model(model, ckpt)
+    return model.to(resolve_device(cfg.train.device)).eval()
 
 
 def run_name(exp: Experiment, result: dict[str, Any]) -> str:

@@ -200,7 +200,7 @@ def test_no_committed_fingerprint_changes() -> None:
         sections = spec_of(cfg).scoring_sections
         scoring = [d for d in diffs if d[0].split(".")[0] in sections and d[2] is ABSENT]
         if scoring:  # held by the stored fingerprint, it is the stored record's evaluation
-            assert rules.with_recorded_evaluation(stored, sections).evaluation == rules.scoring_of(cfg), run
+            assert rules.as_scored(stored, cfg).evaluation == rules.scoring_of(cfg), run
         diffs = [d for d in diffs if d not in auto and d not in scoring]
         active = set(cfg.model.position.name.split("+"))
 

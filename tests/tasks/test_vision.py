@@ -105,8 +105,8 @@ def test_a_rescore_verdict_without_a_trained_run_is_refused_in_one_line(tmp_path
     grid = TASK.experiment(from_dict(VisionExperimentConfig, {"out_dir": str(tmp_path), "seeds": [0],
                                                               "methods": {"none": {"model.position.name": "none"}}}))
     (cell,) = grid.cells()
-    with pytest.raises(RunDirError, match=r"^.*/none/seed0: cannot score its run as stored \(no checkpoint of the "
-                                          r"trained run\); train it to score it$"):
+    with pytest.raises(RunDirError, match=r"^.*/none/seed0: cannot score its run as stored \(its directory records "
+                                          r"no run\); retrain it with --rerun-stale$"):
         TASK.run_cell_config(grid, cell, grid.run_config(cell), Verdict("rescore", "eval changed"))
     assert not (tmp_path / "none").exists()
 

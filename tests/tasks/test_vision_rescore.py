@@ -14,10 +14,11 @@ import pytest
 import yaml
 
 from posenc.config import to_dict
-from posenc.errors import ConfigError, RunDirError
+from posenc.errors import ConfigError
 from posenc.experiments.cell import results_record
 from posenc.experiments.runner import load_grid, run_experiment
-from posenc.runs.same_run import RunRecord, same_run, scoring_of
+from posenc.runs.same_run import RunRecord, read_stored, same_run, scoring_of
+from posenc.tasks.vision.config import VisionEvalConfig
 from posenc.tasks.vision.task import VisionTask
 from tests.helpers.committed import committed_grid
 from tests.helpers.grids import results_file, verdict_now
@@ -78,9 +79,10 @@ def test_one_more_resolution_rescores_the_trained_model_without_training(tmp_pat
     assert verdict_now(grid, cell).kind == "fresh" and verdict_now(load_grid(str(spec)), cell).kind == "rescore"
 
 
-def test_a_rescore_without_the_runs_final_checkpoint_is_refused_and_keeps_the_results(tmp_path: Path) -> None:
+def test_a_cell_that_cannot_be_rescored_is_stale_and_rerun_stale_retrains_it(tmp_path: Path) -> None:
     """A cell whose results are not of its latest checkpoint, or whose checkpoints are gone (a
-    committed grid's copy), cannot be rescored: one line, and its results stay as they were."""
+    committed grid's copy, a cell merged from a GPU window), cannot be rescored: the plan names it
+    stale before anything runs, its results stay as they were, and ``--rerun-stale`` retrains it."""
     spec = _grid_spec(tmp_path)
     run_experiment(str(spec))
     (cell,) = load_grid(str(spec)).cells()
@@ -89,13 +91,60 @@ def test_a_rescore_without_the_runs_final_checkpoint_is_refused_and_keeps_the_re
     results["summary"]["steps"] -= 1
     path.write_text(json.dumps(results), encoding="utf-8")
     before = path.read_bytes()
-    with pytest.raises(RunDirError, match=r"its latest checkpoint is at step 16, its results at 15\)"):
+    verdict = verdict_now(load_grid(str(spec), ONE_MORE), cell)
+    assert verdict.kind == "stale" and "its latest checkpoint is at step 16, its results at 15" in verdict.detail
+    with pytest.raises(ConfigError, match=r"cannot be rescored: .* rerun with --rerun-stale"):
         run_experiment(str(spec), ONE_MORE)
     assert path.read_bytes() == before
     shutil.rmtree(path.parent / "checkpoints")
-    with pytest.raises(RunDirError, match=r"cannot score its run as stored \(no checkpoint of the trained run\)"):
-        run_experiment(str(spec), ONE_MORE)
-    assert path.read_bytes() == before
+    verdict = verdict_now(load_grid(str(spec), ONE_MORE), cell)
+    assert verdict.kind == "stale" and verdict.detail.endswith("cannot be rescored: no checkpoint of the trained run")
+    assert verdict_now(load_grid(str(spec)), cell).kind == "fresh"  # under its own eval it stands as it is
+    run_experiment(str(spec), ONE_MORE, rerun_stale=True)
+    retrained = json.loads(path.read_text(encoding="utf-8"))
+    assert list(retrained["metrics"]["accuracy"]) == ["8", "12", "16", "24"] and retrained["summary"]["steps"] == 16
+    assert verdict_now(load_grid(str(spec), ONE_MORE), cell).kind == "fresh"
+
+
+def test_an_eval_option_added_with_the_earlier_behaviour_as_default_rescores_nothing() -> None:
+    """A stored evaluation is read through today's classes: an option it lacks takes today's
+    default (the stand-in: ``batch_size``, at its default, dropped from what was stored), in a record of today's
+    form and in one of an older posenc; a value other than the default is a rescore."""
+    cfg = tiny_cfg()
+    now = RunRecord.of(cfg, scoring_of(cfg))
+    assert cfg.eval.batch_size == VisionEvalConfig().batch_size
+    lacking = {k: v for k, v in to_dict(cfg.eval).items() if k != "batch_size"}
+    for stored in (replace(now, evaluation={"eval": lacking}),
+                   RunRecord({**now.fingerprint, "eval": lacking}, now.extension)):
+        assert same_run(stored, cfg, scoring_of(cfg)).kind == "fresh"
+        other = replace(cfg, eval=replace(cfg.eval, batch_size=7))
+        verdict = same_run(stored, other, scoring_of(other))
+        assert (verdict.kind, verdict.keys) == ("rescore", ("eval.batch_size",))
+
+
+def test_upgraded_results_of_an_older_posenc_are_fresh(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A committed cell's results.json as a posenc before records wrote it (its whole config, no
+    record) comes back from ``posenc upgrade`` judged fresh: its eval recorded as its evaluation."""
+    from posenc.tasks.vision.config import VisionConfig, VisionExperimentConfig
+    from tests.helpers.tiny import cli
+
+    committed = ROOT / "docs/results/fashion_mnist_small"
+    grid = committed_grid(VisionExperimentConfig, "vision/fashion_mnist_small", committed)
+    cell = grid.cells()[0]
+    source = results_file(grid, cell)
+    copy = tmp_path / "results" / source.parent.relative_to(committed)
+    shutil.copytree(source.parent, copy)
+    results = json.loads(source.read_text(encoding="utf-8"))
+    whole = to_dict(read_stored(VisionConfig, results_record(results).config))
+    older = {("config" if k == "record" else k): ({k: v for k, v in whole.items() if k != "out_dir"}
+                                                  if k == "record" else v) for k, v in results.items()}
+    (copy / "results.json").write_text(json.dumps(older, indent=2), encoding="utf-8")
+    code, _, err = cli(capsys, "upgrade", str(tmp_path / "results"))
+    assert code == 0, err
+    upgraded = json.loads((copy / "results.json").read_text(encoding="utf-8"))
+    cfg = grid.run_config(cell)
+    assert upgraded["record"]["evaluation"] == scoring_of(cfg)
+    assert same_run(results_record(upgraded), cfg, scoring_of(cfg)).kind == "fresh"
 
 
 def test_a_record_from_before_is_judged_by_the_eval_its_fingerprint_holds() -> None:

@@ -234,7 +234,7 @@ class TaskGrid(abc.ABC):
                         old: dict[str, Any] | None = None) -> dict[str, Any]:
         """Bring the run ``cfg`` of ``cell`` up to date with its verdict and score it: a run whose
         training ended elsewhere (:meth:`stored_training`) or whose verdict is ``rescore`` is scored
-        as it is (its stored results kept until replaced); any other trains (resuming, or extending
+        as it is; any other trains (resuming, or extending
         its caps) through :meth:`train`.
 
         Args:
@@ -264,7 +264,7 @@ class TaskGrid(abc.ABC):
             log.info("== %s -> %s", shown, cfg.out_dir)
             run = self.train(cfg, verdict)
             summary = run.summary
-            results_path(cfg).unlink(missing_ok=True)  # never old numbers next to a changed run
+        results_path(cfg).unlink(missing_ok=True)  # never old numbers next to a changed run (or rescore)
         return self.score(exp, cell, cfg, Trained(run, summary, verdict))
 
     def stored_training(self, cfg: Any, verdict: Verdict | None = None) -> tuple[dict[str, Any], Verdict] | None:
@@ -284,8 +284,9 @@ class TaskGrid(abc.ABC):
         grid's task where it has no outer axis), the run's record (:meth:`RunRecord.of`, as in its
         fingerprint.json, with the cell's :meth:`evaluation`), a summary with the trainer's stop
         reason and convergence status (:mod:`posenc.training.convergence`) and the metrics of the
-        task's evaluation; :meth:`results` may add to them. A run scored from its files keeps its
-        stored summary and is scored by :meth:`stored_metrics`.
+        task's evaluation; :meth:`results` may add to a trained run's. A run scored from its files
+        keeps its stored summary and is scored by :meth:`stored_metrics` (which gives every metric
+        its results hold: :meth:`results` is not called without a run).
 
         Args:
             exp: the experiment.

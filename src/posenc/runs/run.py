@@ -300,12 +300,12 @@ def _verdict(stored: RunRecord, state: dict[str, Any], cfg: Any, path: Path | No
     its checkpoint's record (``state``, of ``path``) is another run's."""
     step = state.get("step")  # a cap below the steps it resumes from is no extension
     stored = replace(stored, steps=step if isinstance(step, int) else None)
-    derived = spec_of(cfg).derived_keys
-    verdict = given if given is not None and same_record(given, stored, derived) else same_run(stored, cfg)
+    derived, scoring = spec_of(cfg).derived_keys, spec_of(cfg).scoring_sections
+    verdict = given if given is not None and same_record(given, stored, derived, scoring) else same_run(stored, cfg)
     if verdict.kind == "stale" or state.get("record") is None:  # a Trainer's checkpoint outside a Run: no record
         return verdict
     theirs = RunRecord.read(state["record"], stored.steps, where=f"{path}/state.json")
-    if same_record(replace(verdict, record=stored), theirs, derived):  # the run's own checkpoint
+    if same_record(replace(verdict, record=stored), theirs, derived, scoring):  # the run's own checkpoint
         return verdict
     mine = same_run(theirs, cfg)
     if mine.kind == "stale":

@@ -26,8 +26,9 @@ that holds no record (written by an older posenc) is refused in one line naming 
 (:data:`UPGRADE`), which rewrites it once (:mod:`posenc.runs.upgrade`).
 A record whose fingerprint still holds a section its task now declares a scoring section (an
 older posenc's, :attr:`~posenc.runs.spec.RunSpec.scoring_sections`) and that records no evaluation
-is judged as scored with what its fingerprint recorded there (:func:`with_recorded_evaluation`), so
-declaring how a task scores its runs stales none of them.
+is judged as scored with what its fingerprint recorded there, and a stored evaluation is read
+through today's classes (:func:`as_scored`), so declaring how a task scores its runs, or adding a
+scoring option whose default gives the earlier scoring, rescores none of them.
 Where a run trained (:data:`~posenc.runs.fingerprint.PLACEMENT_KEYS`) never matters, nor what it
 recorded for an option today's config leaves to the placement (``precision: auto``,
 :data:`~posenc.runs.fingerprint.PLACED_WHEN_AUTO`), nor a key the task derives from its data
@@ -231,7 +232,8 @@ def same_run(stored: RunRecord, cfg: Any, evaluation: dict[str, Any] | None = No
     return dataclasses.replace(_same_run(stored, cfg, evaluation), record=stored)
 
 
-def same_record(verdict: Verdict | None, stored: RunRecord | None, derived: frozenset[str] = frozenset()) -> bool:
+def same_record(verdict: Verdict | None, stored: RunRecord | None, derived: frozenset[str] = frozenset(),
+                scoring: tuple[str, ...] = ()) -> bool:
     """Whether a verdict handed down by a caller that judged a run once is the verdict on
     ``stored``. An identity of two records, not a judgement against a config: the run's own
     checkpoint is never judged twice.
@@ -241,6 +243,8 @@ def same_record(verdict: Verdict | None, stored: RunRecord | None, derived: froz
         stored: the record at hand (a run directory's, a checkpoint's); None for none.
         derived: the keys the task fills in from its data (:attr:`~posenc.runs.spec.RunSpec.derived_keys`),
             no difference where unresolved in one of the two records.
+        scoring: the task's scoring sections (:attr:`~posenc.runs.spec.RunSpec.scoring_sections`):
+            no difference where one record's fingerprint holds them (an older posenc's) and the other's not.
 
     Returns:
         True when the record ``verdict`` judged is ``stored`` (equal fingerprint and extension
@@ -252,7 +256,8 @@ def same_record(verdict: Verdict | None, stored: RunRecord | None, derived: froz
         return False
     if stored.steps is not None and was.steps != stored.steps:
         return False
-    return all(k in derived and (old is ABSENT or new is ABSENT or not old or not new)
+    return all((k in derived and (old is ABSENT or new is ABSENT or not old or not new))
+               or (k.split(".")[0] in scoring and ABSENT in (old, new))
                for k, old, new in config_differences(was.config, stored.config))
 
 
@@ -270,31 +275,56 @@ def scoring_of(cfg: Any) -> dict[str, Any] | None:
     sections = spec_of(cfg).scoring_sections
     if not sections:
         return None
-    return json.loads(json.dumps({name: to_dict(getattr(cfg, name)) for name in sections}, default=str))
+    return _plain({name: to_dict(getattr(cfg, name)) for name in sections})
 
 
-def with_recorded_evaluation(stored: RunRecord, sections: tuple[str, ...]) -> RunRecord:
-    """A record as scored: one that records no evaluation but whose fingerprint holds scoring
-    ``sections`` (an older posenc's, written before they left the fingerprint) was scored with
-    what it recorded there.
+def as_scored(stored: RunRecord, cfg: Any) -> RunRecord:
+    """``stored`` with its evaluation read as today's run config ``cfg`` reads how a run is scored,
+    so declaring a scoring section, or adding an option to one whose default gives the earlier
+    scoring, rescores no run. A record that records no evaluation but whose fingerprint holds
+    scoring sections (:attr:`~posenc.runs.spec.RunSpec.scoring_sections`; a record of a posenc
+    that counted them in the fingerprint) was scored with what it recorded there. Each scoring
+    section the evaluation holds is read through today's class of that section (options added since
+    take their defaults); one that no longer loads stays as stored (it differs: rescore).
 
     Args:
         stored: the stored record.
-        sections: the scoring sections of its task (:attr:`~posenc.runs.spec.RunSpec.scoring_sections`).
+        cfg: today's run config (a dataclass).
 
     Returns:
-        ``stored`` with the ``sections`` its fingerprint holds as its evaluation; ``stored`` itself
-        when it records an evaluation or its fingerprint holds none of them.
+        ``stored`` with that evaluation; ``stored`` itself when there is nothing to read.
     """
+    sections = spec_of(cfg).scoring_sections
     held = {name: stored.fingerprint[name] for name in sections if name in stored.fingerprint}
-    return dataclasses.replace(stored, evaluation=held) if stored.evaluation is None and held else stored
+    evaluation = stored.evaluation if stored.evaluation is not None else held or None
+    if not evaluation:
+        return stored
+    read = {name: _read_section(cfg, name, value) if name in sections else value for name, value in evaluation.items()}
+    return dataclasses.replace(stored, evaluation=read)
+
+
+def _read_section(cfg: Any, name: str, value: Any) -> Any:
+    """A stored scoring section ``name`` read as today's class of ``cfg``'s section, in its plain
+    JSON form; ``value`` itself when it does not load (or is no section)."""
+    section = getattr(cfg, name, None)
+    if not (dataclasses.is_dataclass(section) and isinstance(value, dict)):
+        return value
+    try:
+        return _plain(to_dict(read_stored(type(section), value)))
+    except ConfigError:
+        return value
+
+
+def _plain(value: Any) -> Any:
+    """``value`` in the form a JSON file gives it back (tuples as lists), for comparing with one read."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
 def _same_run(stored: RunRecord, cfg: Any, evaluation: dict[str, Any] | None) -> Verdict:
     """:func:`same_run` without the record attached."""
     now = RunRecord.of(cfg)
     derived = spec_of(cfg).derived_keys
-    stored = with_recorded_evaluation(stored, spec_of(cfg).scoring_sections)
+    stored = as_scored(stored, cfg)
     if not _differences(stored.config, now.config, derived):
         return _evaluated(stored, evaluation)
     try:
@@ -343,7 +373,7 @@ def _judge(stored: RunRecord, was: RunRecord, now: RunRecord, evaluation: dict[s
 
 def _evaluated(stored: RunRecord, evaluation: dict[str, Any] | None) -> Verdict:
     """``fresh``, or ``rescore`` when the caller's ``evaluation`` is not the stored one."""
-    if evaluation is not None and stored.evaluation != evaluation:
+    if evaluation is not None and _plain(stored.evaluation) != _plain(evaluation):
         changed = config_differences(stored.evaluation or {}, evaluation)
         return Verdict("rescore", describe_differences(changed), tuple(k for k, _, _ in changed))
     return Verdict("fresh")

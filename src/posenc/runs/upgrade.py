@@ -49,7 +49,7 @@ from posenc.runs.ownership import (
     scratch_names,
 )
 from posenc.runs.run import config_text, record_text
-from posenc.runs.same_run import RunRecord, is_record, read_stored
+from posenc.runs.same_run import RunRecord, is_record, read_stored, scoring_of
 from posenc.runs.spec import SPEC_MODULE, TASKS_PACKAGE, RunSpec, declared, task_packages
 
 #: Options an older posenc stored under another name: section → {old name: today's}.
@@ -273,7 +273,7 @@ def _results_changes(run: Path) -> list[Change]:
     if is_record(results.get("record")):
         new = {k: _renamed_record(v) if k == "record" else v for k, v in results.items() if k != "config"}
     elif isinstance(results.get("config"), dict):
-        record = _record_of(results["config"], path).to_dict()
+        record = _record_of(results["config"], path, scored=True).to_dict()
         new = {"record" if k == "config" else k: record if k == "config" else v for k, v in results.items()}
     else:
         raise RunDirError(f"{path}: records no run config (posenc cannot tell which run these results are of; "
@@ -325,9 +325,10 @@ def _json(path: Path) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- records
-def _record_of(config: dict[str, Any], where: Path) -> RunRecord:
+def _record_of(config: dict[str, Any], where: Path, scored: bool = False) -> RunRecord:
     """The record today's posenc writes for the stored run config ``config`` (its old names
-    renamed), read by the one task's run config class that reads it."""
+    renamed), read by the one task's run config class that reads it; ``scored`` (results scored
+    with that config): with its task's scoring sections as the evaluation (:func:`scoring_of`)."""
     config = _renamed(config)
     read, errors = [], {}
     for config_type in run_config_classes():
@@ -341,7 +342,7 @@ def _record_of(config: dict[str, Any], where: Path) -> RunRecord:
         closest = max(errors, key=lambda t: len({f.name for f in dataclasses.fields(t)} & set(config)), default=None)
         raise RunDirError(f"{where}: the stored config reads as no task's run config "
                           f"({errors[closest] if closest else 'no task declares one'}); {LEFT}")
-    return RunRecord.of(read[0])
+    return RunRecord.of(read[0], scoring_of(read[0]) if scored else None)
 
 
 def _is_whole(stored: dict[str, Any]) -> bool:

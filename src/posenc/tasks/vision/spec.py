@@ -1,6 +1,7 @@
 """What the vision task declares about its runs (:class:`~posenc.runs.spec.RunSpec`): its ``eval``
-section only says how a run is scored (test resolutions, TTA), never what it is, so a change of it
-rescores the stored model instead of training another run."""
+section says how a run is scored (test resolutions, TTA), not what it is, so a change of it
+rescores the stored model instead of training another run. (``eval.batch_size`` also batches the
+validation loss the trainer stops on; another one changes that loss only by float summation order.)"""
 
 from __future__ import annotations
 

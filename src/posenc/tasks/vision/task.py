@@ -17,7 +17,7 @@ model (:func:`final_model`) without training.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from posenc.tasks.base import Task
 from posenc.tasks.vision.config import VisionConfig, VisionExperimentConfig
 from posenc.tasks.vision.evaluate import evaluate_resolutions, evaluate_tta, predict_logits, tta_resolutions
 from posenc.tasks.vision.report import write_report, write_summary
-from posenc.training.checkpoint import load_checkpoint, restore_model
+from posenc.training.checkpoint import checkpoint_state, load_checkpoint, restore_model
 from posenc.training.device import resolve_device
 from posenc.training.loss import LossOutput
 
@@ -136,6 +136,17 @@ class VisionTask(Task):
     def new_task(self) -> VisionTask:
         return VisionTask()
 
+    def verdict(self, exp: Experiment, cell: Cell, results: dict[str, Any] | None) -> Verdict | None:
+        """The default verdict, but a ``rescore`` of a run that cannot be scored as stored (no
+        checkpoint at the steps its results record: a committed grid's copy, a cell merged from a
+        GPU window) is ``stale``: named in the plan, retrained with ``--rerun-stale``."""
+        verdict = super().verdict(exp, cell, results)
+        if verdict is None or verdict.kind != "rescore":
+            return verdict
+        path, why = final_checkpoint(exp.run_config(cell), verdict)
+        return verdict if path is not None else replace(verdict, kind="stale",
+                                                        detail=f"{verdict.detail}; cannot be rescored: {why}")
+
     def stored_metrics(self, cell: Cell, cfg: VisionConfig, trained: Trained) -> dict[str, Any]:
         """The cell's stored run scored with today's ``eval``: its :func:`final_model` evaluated by
         a fresh task, as its training evaluates it (the metrics training gives that model)."""
@@ -166,8 +177,7 @@ class VisionTask(Task):
 
 def final_model(cfg: VisionConfig, verdict: Verdict | None = None) -> nn.Module:
     """The model a finished run of ``cfg`` ends its training with, the one its training evaluates:
-    the weights of its latest checkpoint (never an average), once the run in ``cfg.out_dir`` and
-    that checkpoint are judged to be ``cfg``'s (:meth:`~posenc.runs.run.Run.judged`).
+    the weights of its latest checkpoint (never an average), once :func:`final_checkpoint` finds it.
 
     Args:
         cfg: the run config.
@@ -177,23 +187,40 @@ def final_model(cfg: VisionConfig, verdict: Verdict | None = None) -> nn.Module:
         The ViT with those weights, in eval mode, on the run's device (``train.device``).
 
     Raises:
-        RunDirError: ``cfg.out_dir`` holds no checkpoint of this run, or its latest checkpoint is
-            not at the steps the verdict's record trained (one line).
+        RunDirError: the run cannot be scored as stored (one line: why).
     """
-    out = Path(cfg.out_dir)
-    run = Run.judged(cfg, out, load=False, verdict=verdict)
-    stale = run.verdict is not None and run.verdict.kind == "stale"
-    if run.verdict is None or stale or run.checkpoint_path is None:
-        why = run.verdict.detail if stale else "no checkpoint of the trained run"
-        raise RunDirError(f"{out}: cannot score its run as stored ({why}); train it to score it")
-    ckpt = load_checkpoint(run.checkpoint_path, with_optimizer=False)
-    steps = verdict.record.steps if verdict is not None and verdict.record is not None else None
-    if steps is not None and ckpt.step != steps:
-        raise RunDirError(f"{out}: cannot score its run as stored (its latest checkpoint is at step {ckpt.step}, "
-                          f"its results at {steps}); train it to score it")
+    path, why = final_checkpoint(cfg, verdict)
+    if path is None:
+        raise RunDirError(f"{cfg.out_dir}: cannot score its run as stored ({why}); retrain it with --rerun-stale")
     model = ViT(cfg.model)
-    restore_model(model, ckpt)
+    restore_model(model, load_checkpoint(path, with_optimizer=False))
     return model.to(resolve_device(cfg.train.device)).eval()
+
+
+def final_checkpoint(cfg: VisionConfig, verdict: Verdict | None = None) -> tuple[Path | None, str]:
+    """The latest checkpoint of the run in ``cfg.out_dir``, when the run and that checkpoint are
+    judged to be ``cfg``'s (:meth:`~posenc.runs.run.Run.judged`) and it is at the steps the
+    verdict's record trained (the model its results scored).
+
+    Args:
+        cfg: the run config.
+        verdict: the caller's verdict on the run (a grid cell's: its record's steps), judged once.
+
+    Returns:
+        The checkpoint directory and ``""``; or None and why there is none to score.
+    """
+    run = Run.judged(cfg, Path(cfg.out_dir), load=False, verdict=verdict)
+    if run.verdict is None:
+        return None, "its directory records no run"
+    if run.verdict.kind == "stale":
+        return None, run.verdict.detail
+    if run.checkpoint_path is None:
+        return None, "no checkpoint of the trained run"
+    step = checkpoint_state(run.checkpoint_path).get("step")
+    steps = verdict.record.steps if verdict is not None and verdict.record is not None else None
+    if steps is not None and step != steps:
+        return None, f"its latest checkpoint is at step {step}, its results at {steps}"
+    return run.checkpoint_path, ""
 
 
 def run_name(exp: Experiment, result: dict[str, Any]) -> str:

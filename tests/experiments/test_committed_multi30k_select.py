@@ -272,12 +272,13 @@ def _ci(t) -> str:
 
 
 def test_the_extrapolate_shape_verdicts_are_the_committed_cells() -> None:
-    """§0c's EXTRAPOLATE verdicts: the rebuilt SHAPE K* and K = 500 cells (all converged) against the
+    """§0c's EXTRAPOLATE verdicts: the rebuilt SHAPE K*, K = 500 and public-code cells (all converged) against the
     same-tokenizer APE and RPE, each number computed here; the long-source numbers are the committed
     report's long_sources.csv."""
     text = " ".join(SECTION.split())
     bleu = {m: _ext_bleu(m) for m in ("ape", "rpe", "shape-kstar", "shape-k500")}
-    statuses = {r["summary"]["status"] for r in _results("extrapolate", ("shape-kstar", "shape-k500")).values()}
+    statuses = {r["summary"]["status"] for r in _results("extrapolate", ("shape-kstar", "shape-k500",
+                                                                          "shape-k500-public")).values()}
     assert statuses == {CONVERGED}
     rpe, ape = seed_test(bleu["shape-kstar"], bleu["rpe"]), seed_test(bleu["shape-kstar"], bleu["ape"])
     k500 = seed_test(bleu["shape-k500"], bleu["ape"])
@@ -297,6 +298,11 @@ def test_the_extrapolate_shape_verdicts_are_the_committed_cells() -> None:
             f"{float(ks['len_gain']):+.2f} [{float(ks['len_low']):+.2f}, {float(ks['len_high']):+.2f}], "
             f"p {float(ks['len_p']):.3f})").replace("-", "−") in text
     assert f"K = 500 scores {float(rows['shape-k500']['bleu']):.2f}" in text
+    public = {m: seed_test(_ext_bleu("shape-k500-public"), bleu[m]) for m in ("ape", "shape-k500")}
+    assert (f"no better: {_pm(_ext_bleu('shape-k500-public'))}, {-public['ape'].diff:.2f} BLEU below APE "
+            f"([{public['ape'].low:.2f}, {public['ape'].high:.2f}], p {public['ape'].p:.3f}), level with K = 500 "
+            f"({_ci(public['shape-k500'])}, p {public['shape-k500'].p:.3f})").replace("-", "−") in text
+    assert public["ape"].high < 0 < public["shape-k500"].high and public["shape-k500"].low < 0
 
 
 def test_the_alpha_caps_bias_is_the_committed_sweeps() -> None:
@@ -305,10 +311,11 @@ def test_the_alpha_caps_bias_is_the_committed_sweeps() -> None:
     rows = {r["run"]: r for r in csv.DictReader((COMMITTED / "alpha_bound.csv").open(encoding="utf-8"))}
     cells = {f"{m}/seed{s}" for m in (*EXTRAPOLATE, *REBUILT) for s in SEEDS
              if (COMMITTED / "extrapolate" / m / f"seed{s}" / "results.json").is_file()}
-    assert set(rows) == cells and len(cells) >= 27  # the public variant's cells join as they are committed
+    assert set(rows) == cells and len(cells) == 30
     at = {m: [r for k, r in rows.items() if k.startswith(m + "/") and r["at_bound"] == "True"]
-          for m in ("ape", "rpe", "shape-kstar", "shape-k500")}
-    assert [len(at[m]) for m in at] == [2, 3, 3, 2]
+          for m in ("ape", "rpe", "shape-kstar", "shape-k500", "shape-k500-public")}
+    assert [len(at[m]) for m in at] == [2, 3, 3, 2, 2]
+    (below,) = [r for k, r in rows.items() if k.startswith("shape-k500-public/") and r["at_bound"] == "False"]
 
     def span(method: str, key: str) -> str:
         values = sorted(float(r[key]) for r in (at[method] if key == "bleu_gain" else
@@ -320,6 +327,8 @@ def test_the_alpha_caps_bias_is_the_committed_sweeps() -> None:
     assert f"all three RPE seeds (+{span('rpe', 'bleu_gain').replace('–', ' to +')})" in text
     ape_gains = sorted(float(r["bleu_gain"]) for r in at["ape"])
     assert f"two APE seeds (+{ape_gains[0]:.2f}, +{ape_gains[1]:.2f})" in text
+    assert ("K = 500 and its public-code variant on two of three each (the variant's third seed chose "
+            f"α = {float(below['chosen']):g})") in text
     assert (f"{span('shape-kstar', 'long_len_gain')} subwords longer for SHAPE K* and "
             f"{span('ape', 'long_len_gain')} for APE") in text
     neishi = [k for k, r in rows.items() if k.split("/")[0] in EXTRAPOLATE and r["at_bound"] == "True"]

@@ -24,20 +24,19 @@ QUEUE = REPO / "benchmarks" / "gpu_queue.yaml"
 ADDED = ["rnn", "rr", "rnn-nmt", "cape", "learned"]
 
 
-def test_the_committed_queue_starts_with_the_extrapolate_rebuild() -> None:
-    """Issue 56's order: SHAPE's EXTRAPOLATE cells on the committed tokenizer (declared α rule), the
-    column with α searched to its peak, then VANILLA of the added methods and the rest."""
+def test_the_committed_queue_starts_with_the_extrapolate_column_to_the_alpha_peak() -> None:
+    """Issue 60's order (the EXTRAPOLATE column is rebuilt on the committed tokenizer and committed
+    from the CPU): the column with α searched to its peak and greedy decoding, then VANILLA of the
+    added methods and the rest."""
     entries = check_entries(load_queue(QUEUE))
-    rebuild, peak, added, rest = (e for e, _ in entries[:4])
-    assert (rebuild.experiment, rebuild.settings, rebuild.methods) == (
-        "multi30k_select", ["extrapolate"], ["shape-kstar", "shape-k500", "shape-k500-public"])
-    assert peak.settings == ["extrapolate"] and {"tune_length_penalty_max=5.0", "greedy_splits=[test]"} <= set(
+    peak, added, rest = (e for e, _ in entries[:3])
+    assert peak.experiment == "multi30k_select" and peak.settings == ["extrapolate"] and {"tune_length_penalty_max=5.0", "greedy_splits=[test]"} <= set(
         peak.overrides)
     assert "out_dir=docs/results/multi30k_select_peak" in peak.overrides
     assert (added.experiment, added.settings, added.methods) == ("multi30k_select", ["vanilla"], ADDED)
     assert rest.experiment == "multi30k_select" and not (rest.settings or rest.methods or rest.seeds)
-    assert [e.experiment for e, _ in entries[4:]] == ["neishi_gpu", "shape_gpu", "multi30k_select"]
-    assert entries[4][0].settings == ["short", "middle", "long"] and entries[5][0].settings == ["interpolate"]
+    assert [e.experiment for e, _ in entries[3:]] == ["neishi_gpu", "shape_gpu", "multi30k_select"]
+    assert entries[3][0].settings == ["short", "middle", "long"] and entries[4][0].settings == ["interpolate"]
 
 
 def _window(minutes: str) -> dict[str, int]:

@@ -75,3 +75,18 @@ def test_checkpoints_of_an_older_posenc_that_record_no_run_are_averaged(capsys: 
     fingerprint = json.loads((run_copy / "fingerprint.json").read_text(encoding="utf-8"))
     assert cli(capsys, "average", "--run", run_copy, "--last", "2", "--output", tmp_path / "avg")[0] == 0
     assert _state(tmp_path / "avg")["record"] == fingerprint
+
+
+def test_a_scoring_section_only_an_older_checkpoint_records_is_the_same_run(capsys: pytest.CaptureFixture[str],
+                                                                            run_copy: Path) -> None:
+    """A checkpoint of an older posenc that counted a scoring section (translation's ``decode``) in
+    the fingerprint is the run's own; a value changed inside the fingerprint proper is not."""
+    ckpt = list_checkpoints(run_copy / "checkpoints")[-2]
+    state = _state(ckpt)
+    assert "decode" not in state["record"]["fingerprint"]
+    state["record"]["fingerprint"]["decode"] = {"beam": 4}
+    (ckpt / "state.json").write_text(json.dumps(state), encoding="utf-8")
+    assert cli(capsys, "average", "--run", run_copy, "--last", "2")[0] == 0
+    _rewrite_record(ckpt, "model", "d_model", 7)
+    code, _, err = cli(capsys, "average", "--run", run_copy, "--last", "2")
+    assert_one_line_error(code, err, "records another run than")

@@ -18,11 +18,12 @@ from typing import Any
 from posenc.data.spm import Tokenizer
 from posenc.errors import CheckpointError
 from posenc.files import os_errors
-from posenc.runs.differences import config_differences, describe_differences
+from posenc.runs.differences import ABSENT, config_differences, describe_differences
 from posenc.runs.lock import exclusive
 from posenc.runs.ownership import check_average_output
 from posenc.runs.run import Run
 from posenc.runs.same_run import RunRecord
+from posenc.runs.spec import declared
 from posenc.tasks.translation.load import check_checkpoint_run, check_vocab
 from posenc.tasks.translation.spec import VOCAB_FILE, VOCAB_KEY
 from posenc.training.averaging import save_average
@@ -90,7 +91,9 @@ def _run_record(run_dir: Path, stored: RunRecord | None, chosen: list[Path]) -> 
     Each checkpoint that records a run must record that run: the fingerprint of ``stored`` (of the
     newest checkpoint recording one where the run has none). Their extension values may differ: a
     run extended between two checkpoints is still one run, and its record is its latest
-    (``stored``). A checkpoint that records no run (an older posenc's, which ``posenc train`` still
+    (``stored``); so may a section only one of them holds that a task declares a scoring section
+    (:attr:`~posenc.runs.spec.RunSpec.scoring_sections`: an older posenc counted it in the
+    fingerprint). A checkpoint that records no run (an older posenc's, which ``posenc train`` still
     resumes) is checked by its model sections only, as the run's own.
 
     Args:
@@ -111,8 +114,11 @@ def _run_record(run_dir: Path, stored: RunRecord | None, chosen: list[Path]) -> 
     if reference is None:
         return None
     whose = f"the run {run_dir}" if stored is not None else records[-1][0].name
+    scoring = {name for spec in declared() for name in spec.scoring_sections}
     for path, record in records:
-        if diffs := config_differences(reference.fingerprint, record.fingerprint):
+        diffs = [(k, old, new) for k, old, new in config_differences(reference.fingerprint, record.fingerprint)
+                 if not (k.split(".")[0] in scoring and ABSENT in (old, new))]
+        if diffs:
             raise CheckpointError(f"{path}: records another run than {whose} ({describe_differences(diffs)}); "
                                   "only checkpoints of one run are averaged")
     return reference.to_dict()

@@ -285,7 +285,7 @@ def as_scored(stored: RunRecord, cfg: Any) -> RunRecord:
     scoring sections (:attr:`~posenc.runs.spec.RunSpec.scoring_sections`; a record of a posenc
     that counted them in the fingerprint) was scored with what it recorded there. Each scoring
     section the evaluation holds is read through today's class of that section (options added since
-    take their defaults); one that no longer loads stays as stored (it differs: rescore).
+    take their defaults); one that does not load as today's class stays as stored (it differs: rescore).
 
     Args:
         stored: the stored record.

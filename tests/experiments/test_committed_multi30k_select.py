@@ -344,3 +344,20 @@ def test_the_headline_quotes_the_rebuilt_extrapolate_cells() -> None:
             f"{_pm(bleu['rpe'])} and {_pm(bleu['ape'])}; SHAPE K* − APE {_ci(kstar)} BLEU), and the paper's K = 500 "
             f"{below['shape-k500']:.1f} BLEU below APE ({_pm(bleu['shape-k500'])}), the public code's variant of it "
             f"{below['shape-k500-public']:.1f} below ({_pm(bleu['shape-k500-public'])})") in " ".join(DOCS.split())
+
+
+ADDED = {"rnn": "RNN-Transformer", "rr": "RR-Transformer", "rnn-nmt": "RNN-NMT", "cape": "CAPE",
+         "learned": "learned table"}
+
+
+def test_the_added_methods_vanilla_cells_are_quoted() -> None:
+    """§0e names every committed VANILLA cell of the five added methods (trained on the CPU while
+    the GPU queue waits): test BLEU, status, updates, minutes and α (their tokenizer:
+    :func:`test_every_run_is_of_the_committed_tokenizer`)."""
+    done = [(m, s, json.loads(path.read_text(encoding="utf-8"))) for m in ADDED for s in SEEDS
+            if (path := COMMITTED / "vanilla" / m / f"seed{s}" / "results.json").is_file()]
+    assert done
+    quoted = "; ".join(f"{ADDED[m]} seed {s}: {r['scores']['test']['bleu']:.2f} ({r['summary']['status']}, "
+                       f"{r['summary']['steps']:,} updates, {round(r['summary']['wall_s'] / 60)} min, "
+                       f"α = {r['length_penalty']['chosen']:g})" for m, s, r in done)
+    assert f"Committed VANILLA cells of the five (test BLEU): {quoted}." in " ".join(DOCS.split())

@@ -18,11 +18,11 @@ from typing import Any
 from posenc.data.spm import Tokenizer
 from posenc.errors import CheckpointError
 from posenc.files import os_errors
-from posenc.runs.differences import ABSENT, config_differences, describe_differences
+from posenc.runs.differences import config_differences, describe_differences
 from posenc.runs.lock import exclusive
 from posenc.runs.ownership import check_average_output
 from posenc.runs.run import Run
-from posenc.runs.same_run import RunRecord
+from posenc.runs.same_run import RunRecord, held_by_one
 from posenc.runs.spec import declared
 from posenc.tasks.translation.load import check_checkpoint_run, check_vocab
 from posenc.tasks.translation.spec import VOCAB_FILE, VOCAB_KEY
@@ -117,7 +117,7 @@ def _run_record(run_dir: Path, stored: RunRecord | None, chosen: list[Path]) -> 
     scoring = {name for spec in declared() for name in spec.scoring_sections}
     for path, record in records:
         diffs = [(k, old, new) for k, old, new in config_differences(reference.fingerprint, record.fingerprint)
-                 if not (k.split(".")[0] in scoring and ABSENT in (old, new))]
+                 if not held_by_one(k, old, new, scoring)]
         if diffs:
             raise CheckpointError(f"{path}: records another run than {whose} ({describe_differences(diffs)}); "
                                   "only checkpoints of one run are averaged")

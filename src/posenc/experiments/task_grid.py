@@ -234,8 +234,7 @@ class TaskGrid(abc.ABC):
                         old: dict[str, Any] | None = None) -> dict[str, Any]:
         """Bring the run ``cfg`` of ``cell`` up to date with its verdict and score it: a run whose
         training ended elsewhere (:meth:`stored_training`) or whose verdict is ``rescore`` is scored
-        as it is; any other trains (resuming, or extending
-        its caps) through :meth:`train`.
+        as it is; any other trains (resuming, or extending its caps) through :meth:`train`.
 
         Args:
             exp: the experiment.

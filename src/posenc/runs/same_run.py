@@ -41,7 +41,7 @@ import dataclasses
 import json
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from posenc.config import from_dict, to_dict
 from posenc.errors import ConfigError, RunDirError
@@ -257,8 +257,24 @@ def same_record(verdict: Verdict | None, stored: RunRecord | None, derived: froz
     if stored.steps is not None and was.steps != stored.steps:
         return False
     return all((k in derived and (old is ABSENT or new is ABSENT or not old or not new))
-               or (k.split(".")[0] in scoring and ABSENT in (old, new))
-               for k, old, new in config_differences(was.config, stored.config))
+               or held_by_one(k, old, new, scoring) for k, old, new in config_differences(was.config, stored.config))
+
+
+def held_by_one(key: str, old: Any, new: Any, scoring: Iterable[str]) -> bool:
+    """Is the difference ``key`` (``old`` → ``new``) a scoring section only one of two records
+    holds in its fingerprint (an older posenc counted its task's scoring sections there)? Then it
+    is no difference between runs.
+
+    Args:
+        key: the dotted key that differs.
+        old: its value in one record (``ABSENT`` where it has none).
+        new: its value in the other.
+        scoring: scoring section names (:attr:`~posenc.runs.spec.RunSpec.scoring_sections`).
+
+    Returns:
+        True when ``key`` lies in one of ``scoring`` and one of the two records lacks it.
+    """
+    return key.split(".")[0] in scoring and ABSENT in (old, new)
 
 
 def scoring_of(cfg: Any) -> dict[str, Any] | None:
